@@ -1,0 +1,467 @@
+//! The issuer's state and the logic of each endpoint, independent of sockets.
+
+use crate::http::{client_credentials, json_response, ApiError, Call, Timer};
+use crate::metrics::Metrics;
+use crate::passwords::PasswordChecker;
+use crate::store::{ClientRecord, GrantKind, RefreshPolicy, RefreshRejection, Store};
+use crate::throttle::Throttle;
+use serde_json::json;
+use shared::grant::{parse_token_param, parse_token_request, Grant, Impersonation};
+use shared::token::{self, Claim, Identity, SubjectKind, TokenBody};
+use shared::{ErrorCode, KeyRing};
+use std::sync::{Arc, RwLock};
+use warp::http::StatusCode;
+use warp::reply::Response;
+use zeroize::Zeroizing;
+
+/// Seconds since the Unix epoch.
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Settings of a running issuer.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Access token lifetime in seconds (`expires_in`).
+    pub access_ttl: u64,
+    /// Refresh token lifetimes and retry window.
+    pub refresh: RefreshPolicy,
+    /// Use the last `X-Forwarded-For` entry as the client address (only behind a trusted proxy).
+    pub trust_forwarded_for: bool,
+    /// The issuer identifier and base of the endpoint URLs in the metadata document.
+    pub public_url: String,
+}
+
+/// Everything the handlers share.
+pub struct App {
+    /// The data dir.
+    pub store: Arc<Store>,
+    keys: RwLock<Arc<KeyRing>>,
+    /// Settings.
+    pub settings: Settings,
+    passwords: PasswordChecker,
+    throttle: Throttle,
+    /// Metrics.
+    pub metrics: Metrics,
+}
+
+fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> impl std::future::Future<Output = Result<T, ApiError>> {
+    let task = tokio::task::spawn_blocking(f);
+    async move { task.await.map_err(|e| ApiError::internal(&e)) }
+}
+
+impl App {
+    /// State over an open store.
+    pub fn new(
+        store: Arc<Store>,
+        settings: Settings,
+        throttle: Throttle,
+        password_concurrency: usize,
+    ) -> Result<Self, crate::store::StoreError> {
+        let ring = store.key_ring(now())?;
+        Ok(Self {
+            store,
+            keys: RwLock::new(Arc::new(ring)),
+            settings,
+            passwords: PasswordChecker::new(password_concurrency),
+            throttle,
+            metrics: Metrics::default(),
+        })
+    }
+
+    /// Re-reads the key ring (after a rotation, and periodically so retired keys drop out).
+    pub fn reload_keys(&self) -> Result<(), crate::store::StoreError> {
+        let ring = Arc::new(self.store.key_ring(now())?);
+        *self.keys.write().unwrap_or_else(|p| p.into_inner()) = ring;
+        Ok(())
+    }
+
+    fn ring(&self) -> Arc<KeyRing> {
+        self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn authenticate(&self, call: &Call) -> Result<(String, ClientRecord), ApiError> {
+        let creds = client_credentials(call)?;
+        let client = self
+            .store
+            .client(&creds.id)
+            .map_err(|e| ApiError::internal(&e))?;
+        let hash_key = self.store.hash_key();
+        let stored = client
+            .as_ref()
+            .and_then(ClientRecord::secret_hash_bytes)
+            .unwrap_or([0; 32]);
+        let secret_ok = hash_key.client_secret_matches(&creds.id, &creds.secret, &stored);
+        match client {
+            Some(c) if secret_ok && c.active => Ok((creds.id, c)),
+            Some(c) if secret_ok && !c.active => {
+                tracing::info!(client = %creds.id, "inactive client refused");
+                Err(ApiError::invalid_client())
+            }
+            _ => {
+                tracing::info!(client = %creds.id, "client authentication failed");
+                Err(ApiError::invalid_client())
+            }
+        }
+    }
+
+    fn mint(&self, client: &str, identity: Identity) -> Result<String, ApiError> {
+        let ring = self.ring();
+        let key = ring
+            .signing_key()
+            .ok_or_else(|| ApiError::internal(&"no signing key"))?;
+        let iat = now();
+        let body = TokenBody {
+            kid: key.id(),
+            jti: crate::secrets::random16(),
+            iat,
+            exp: iat + self.settings.access_ttl,
+            client: client.to_owned(),
+            identity,
+        };
+        token::mint(key, &body).map_err(|e| match e {
+            // Identities come from validated requests and admin input; a value that still does not
+            // fit the token (for example a role with a comma stored by an older version) is a
+            // request we cannot serve, not a server fault.
+            token::MintError::InvalidField(_)
+            | token::MintError::TooManyItems
+            | token::MintError::TooLong => {
+                ApiError::invalid_request("the identity does not fit into a token")
+            }
+            other => ApiError::internal(&other),
+        })
+    }
+
+    fn token_response(&self, access: String, refresh: Option<Zeroizing<String>>) -> Response {
+        let mut body = json!({
+            "access_token": access,
+            "token_type": "Bearer",
+            "expires_in": self.settings.access_ttl,
+        });
+        if let Some(rt) = refresh {
+            body["refresh_token"] = json!(rt.as_str());
+        }
+        json_response(StatusCode::OK, &body)
+    }
+
+    /// `POST /apiv2/oauth/token`.
+    pub async fn token_endpoint(&self, call: Call) -> Response {
+        let timer = Timer::start();
+        let mut grant_label = "unknown";
+        let result = self.token(&call, &mut grant_label).await;
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(e) => e.code(),
+        };
+        self.metrics
+            .request("token", grant_label, outcome, timer.seconds());
+        result.unwrap_or_else(ApiError::into_response)
+    }
+
+    async fn token(
+        &self,
+        call: &Call,
+        grant_label: &mut &'static str,
+    ) -> Result<Response, ApiError> {
+        let (client_id, client) = self.authenticate(call)?;
+        call.require_form()?;
+        let req = parse_token_request(&call.body)?;
+        *grant_label = req.grant.grant_type();
+        if req.client_id.as_ref().is_some_and(|id| *id != client_id) {
+            return Err(ApiError::invalid_request(
+                "client_id does not match the authenticated client",
+            ));
+        }
+        match req.grant {
+            Grant::Password { username, password } => {
+                if !client.grants.contains(&GrantKind::Password) {
+                    return Err(ApiError::unauthorized_client(
+                        "the password grant is not enabled for this client",
+                    ));
+                }
+                let ip = call.client_ip(self.settings.trust_forwarded_for);
+                if let Some(wait) = self.throttle.check(&username, ip, now()) {
+                    return Err(ApiError::throttled(wait));
+                }
+                let user = self
+                    .store
+                    .user(&username)
+                    .map_err(|e| ApiError::internal(&e))?;
+                let ok = self
+                    .passwords
+                    .check(password, user.as_ref().map(|u| u.password_hash.clone()))
+                    .await;
+                let user = match user {
+                    Some(u) if ok => u,
+                    _ => {
+                        self.throttle.failure(&username, ip, now());
+                        tracing::info!(client = %client_id, user = %username, "wrong user credentials");
+                        return Err(ApiError::invalid_grant("invalid user credentials"));
+                    }
+                };
+                self.throttle.success(&username);
+                if user.disabled {
+                    tracing::info!(client = %client_id, user = %username, "disabled user refused");
+                    return Err(ApiError::invalid_grant("invalid user credentials"));
+                }
+                let identity = Identity {
+                    kind: SubjectKind::User,
+                    subject: username.clone(),
+                    roles: user.roles.clone(),
+                    claims: user.token_claims(),
+                };
+                let access = self.mint(&client_id, identity)?;
+                let store = self.store.clone();
+                let policy = self.settings.refresh;
+                let refresh =
+                    blocking(move || store.issue_refresh(&client_id, &username, now(), &policy))
+                        .await?
+                        .map_err(|e| ApiError::internal(&e))?;
+                Ok(self.token_response(access, Some(refresh)))
+            }
+            Grant::RefreshToken { refresh_token } => {
+                if !client.grants.contains(&GrantKind::Password) {
+                    return Err(ApiError::unauthorized_client(
+                        "the password grant is not enabled for this client",
+                    ));
+                }
+                let store = self.store.clone();
+                let policy = self.settings.refresh;
+                let id = client_id.clone();
+                let rotation =
+                    blocking(move || store.rotate_refresh(&refresh_token, &id, now(), &policy))
+                        .await?
+                        .map_err(|e| ApiError::internal(&e))?;
+                let rotation = match rotation {
+                    Ok(r) => r,
+                    Err(rejection) => {
+                        self.metrics.refresh(rejection.reason());
+                        if rejection == RefreshRejection::ReuseDetected {
+                            tracing::warn!(target: "audit", client = %client_id, "refresh token reuse: family revoked");
+                        }
+                        return Err(ApiError::invalid_grant("invalid refresh token"));
+                    }
+                };
+                self.metrics.refresh(if rotation.retried {
+                    "retried"
+                } else {
+                    "rotated"
+                });
+                let identity = Identity {
+                    kind: SubjectKind::User,
+                    subject: rotation.user_name.clone(),
+                    roles: rotation.user.roles.clone(),
+                    claims: rotation.user.token_claims(),
+                };
+                let access = self.mint(&client_id, identity)?;
+                Ok(self.token_response(access, Some(rotation.successor)))
+            }
+            Grant::ClientCredentials { impersonation } => {
+                if !client.grants.contains(&GrantKind::ClientCredentials) {
+                    return Err(ApiError::unauthorized_client(
+                        "the client_credentials grant is not enabled for this client",
+                    ));
+                }
+                let identity = match impersonation {
+                    None => Identity {
+                        kind: SubjectKind::Client,
+                        subject: String::new(),
+                        roles: vec![],
+                        claims: vec![],
+                    },
+                    Some(imp) => {
+                        check_impersonation(&client, &imp)?;
+                        let identity = match imp {
+                            Impersonation::Claims(claims) => Identity {
+                                kind: SubjectKind::Impersonation,
+                                subject: String::new(),
+                                roles: vec![],
+                                claims,
+                            },
+                            Impersonation::Legacy { user, roles } => Identity {
+                                kind: SubjectKind::Impersonation,
+                                subject: user.unwrap_or_default(),
+                                roles,
+                                claims: vec![],
+                            },
+                        };
+                        tracing::info!(
+                            target: "audit",
+                            client = %client_id,
+                            subject = %identity.subject,
+                            roles = ?identity.roles,
+                            claims = ?identity.claims.iter().map(|c| format!("{}={}", c.typ, c.value)).collect::<Vec<_>>(),
+                            "impersonation"
+                        );
+                        identity
+                    }
+                };
+                let access = self.mint(&client_id, identity)?;
+                Ok(self.token_response(access, None))
+            }
+        }
+    }
+
+    /// `POST /apiv2/oauth/revoke` (RFC 7009). Revoking a refresh token revokes its family.
+    /// Access tokens are self-contained and short-lived; they cannot be revoked and the answer is
+    /// 200, as for unknown tokens.
+    pub async fn revoke_endpoint(&self, call: Call) -> Response {
+        let timer = Timer::start();
+        let result = self.revoke(&call).await;
+        let outcome = result.as_ref().map_or_else(|e| e.code(), |_| "ok");
+        self.metrics
+            .request("revoke", "none", outcome, timer.seconds());
+        result.unwrap_or_else(ApiError::into_response)
+    }
+
+    async fn revoke(&self, call: &Call) -> Result<Response, ApiError> {
+        let (client_id, _) = self.authenticate(call)?;
+        call.require_form()?;
+        let token = parse_token_param(&call.body)?;
+        let store = self.store.clone();
+        let id = client_id.clone();
+        let revoked = blocking(move || store.revoke_refresh(&token, &id, now()))
+            .await?
+            .map_err(|e| ApiError::internal(&e))?;
+        match revoked {
+            Some(false) => Err(ApiError::unauthorized_client(
+                "the token was not issued to this client",
+            )),
+            Some(true) => {
+                tracing::info!(target: "audit", client = %client_id, "refresh token family revoked");
+                Ok(json_response(StatusCode::OK, &json!({})))
+            }
+            None => Ok(json_response(StatusCode::OK, &json!({}))),
+        }
+    }
+
+    /// `POST /apiv2/oauth/introspect` (RFC 7662), for any active, authenticated client. Refresh
+    /// tokens are described only to the client they were issued to.
+    pub async fn introspect_endpoint(&self, call: Call) -> Response {
+        let timer = Timer::start();
+        let result = self.introspect(&call);
+        let outcome = result.as_ref().map_or_else(|e| e.code(), |_| "ok");
+        self.metrics
+            .request("introspect", "none", outcome, timer.seconds());
+        result.unwrap_or_else(ApiError::into_response)
+    }
+
+    fn introspect(&self, call: &Call) -> Result<Response, ApiError> {
+        let (client_id, _) = self.authenticate(call)?;
+        call.require_form()?;
+        let token = parse_token_param(&call.body)?;
+        let t = now();
+        if let Ok(v) = token::verify(&self.ring(), &token, t, 0) {
+            let b = v.body();
+            let claims: Vec<_> = b
+                .identity
+                .claims
+                .iter()
+                .map(|Claim { typ, value }| json!({"type": typ, "value": value}))
+                .collect();
+            let sub = if b.identity.subject.is_empty() {
+                &b.client
+            } else {
+                &b.identity.subject
+            };
+            let mut out = json!({
+                "active": true,
+                "token_type": "Bearer",
+                "client_id": b.client,
+                "sub": sub,
+                "subject_kind": b.identity.kind.as_str(),
+                "roles": b.identity.roles,
+                "claims": claims,
+                "iat": b.iat,
+                "exp": b.exp,
+                "jti": b.jti_hex(),
+                "iss": self.settings.public_url,
+            });
+            if b.identity.kind != SubjectKind::Client && !b.identity.subject.is_empty() {
+                out["username"] = json!(b.identity.subject);
+            }
+            return Ok(json_response(StatusCode::OK, &out));
+        }
+        let info = self
+            .store
+            .refresh_info(&token, t)
+            .map_err(|e| ApiError::internal(&e))?;
+        let out = match info {
+            Some(i) if i.client == client_id => json!({
+                "active": true,
+                "token_type": "refresh_token",
+                "client_id": i.client,
+                "username": i.user,
+                "sub": i.user,
+                "exp": i.expires_at,
+                "iss": self.settings.public_url,
+            }),
+            _ => json!({"active": false}),
+        };
+        Ok(json_response(StatusCode::OK, &out))
+    }
+
+    /// The RFC 8414 metadata document.
+    pub fn metadata(&self) -> serde_json::Value {
+        let base = self.settings.public_url.trim_end_matches('/');
+        let auth = ["client_secret_basic"];
+        json!({
+            "issuer": base,
+            "token_endpoint": format!("{base}/apiv2/oauth/token"),
+            "revocation_endpoint": format!("{base}/apiv2/oauth/revoke"),
+            "introspection_endpoint": format!("{base}/apiv2/oauth/introspect"),
+            "grant_types_supported": ["password", "refresh_token", "client_credentials"],
+            "response_types_supported": [],
+            "token_endpoint_auth_methods_supported": auth,
+            "revocation_endpoint_auth_methods_supported": auth,
+            "introspection_endpoint_auth_methods_supported": auth,
+        })
+    }
+
+    /// `GET /healthz`: 200 when the database answers.
+    pub async fn health(&self) -> Response {
+        let store = self.store.clone();
+        match blocking(move || store.access_ttl()).await {
+            Ok(Ok(_)) => json_response(StatusCode::OK, &json!({"status": "ok"})),
+            _ => json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &json!({"status": "unavailable"}),
+            ),
+        }
+    }
+}
+
+/// Impersonation needs the client's permission; a client limited to claim types may use only
+/// those. The obsolete form counts as claim type `name` for `impersonate_as` and `role` for `roles`.
+fn check_impersonation(client: &ClientRecord, imp: &Impersonation) -> Result<(), ApiError> {
+    if !client.impersonate {
+        return Err(ApiError::unauthorized_client(
+            "this client may not impersonate",
+        ));
+    }
+    let allowed = &client.impersonate_claim_types;
+    if allowed.is_empty() {
+        return Ok(());
+    }
+    let mut used: Vec<&str> = imp.claim_types().collect();
+    if let Impersonation::Legacy { user, roles } = imp {
+        if user.is_some() {
+            used.push("name");
+        }
+        if !roles.is_empty() {
+            used.push("role");
+        }
+    }
+    if used.iter().all(|t| allowed.iter().any(|a| a == t)) {
+        Ok(())
+    } else {
+        Err(ApiError::oauth(
+            ErrorCode::UnauthorizedClient,
+            "this client may not impersonate with these claim types",
+        ))
+    }
+}

@@ -1,0 +1,402 @@
+//! The issuer's HTTP interface: routes, handlers and the one place errors are rendered.
+//!
+//! Every OAuth response, success or error, is JSON with `Content-Type: application/json;charset=UTF-8`,
+//! `Cache-Control: no-store` and `Pragma: no-cache`. Errors follow RFC 6749 section 5.2; client
+//! mistakes are logged at debug level, internal failures at error level, and the client then sees
+//! only `server_error`.
+
+use crate::app::App;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use futures_util::StreamExt;
+use serde::Serialize;
+use shared::basic::parse_basic;
+use shared::error::{ErrorCode, RequestError};
+use std::borrow::Cow;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use warp::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use warp::reply::Response;
+use warp::{Filter, Rejection};
+
+/// Largest request body accepted, in bytes. Larger bodies get 413.
+pub const BODY_LIMIT: usize = 16 * 1024;
+/// Time allowed to receive a body. Slower clients get 408.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(20);
+/// The exact JSON content type of every response.
+pub const JSON: &str = "application/json;charset=UTF-8";
+
+/// The peer address of a connection, set by the server on each request.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub SocketAddr);
+
+/// An error answer. Rendered only by [`ApiError::into_response`].
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    description: Cow<'static, str>,
+    retry_after: Option<u64>,
+    basic_challenge: bool,
+    allow: Option<&'static str>,
+}
+
+impl warp::reject::Reject for ApiError {}
+
+impl ApiError {
+    fn new(
+        status: StatusCode,
+        code: &'static str,
+        description: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        Self {
+            status,
+            code,
+            description: description.into(),
+            retry_after: None,
+            basic_challenge: false,
+            allow: None,
+        }
+    }
+
+    /// 400 with an RFC 6749 code.
+    pub fn oauth(code: ErrorCode, description: impl Into<Cow<'static, str>>) -> Self {
+        let status = match code {
+            ErrorCode::InvalidClient => StatusCode::UNAUTHORIZED,
+            ErrorCode::SlowDown => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::ServerError => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        let mut e = Self::new(status, code.as_str(), description);
+        e.basic_challenge = code == ErrorCode::InvalidClient;
+        e
+    }
+
+    /// 400 `invalid_request`.
+    pub fn invalid_request(description: impl Into<Cow<'static, str>>) -> Self {
+        Self::oauth(ErrorCode::InvalidRequest, description)
+    }
+
+    /// 401 `invalid_client` with a Basic challenge.
+    pub fn invalid_client() -> Self {
+        Self::oauth(ErrorCode::InvalidClient, "client authentication failed")
+    }
+
+    /// 400 `invalid_grant`.
+    pub fn invalid_grant(description: &'static str) -> Self {
+        Self::oauth(ErrorCode::InvalidGrant, description)
+    }
+
+    /// 400 `unauthorized_client`.
+    pub fn unauthorized_client(description: &'static str) -> Self {
+        Self::oauth(ErrorCode::UnauthorizedClient, description)
+    }
+
+    /// 429 `slow_down` with `Retry-After`.
+    pub fn throttled(wait: u64) -> Self {
+        let mut e = Self::oauth(ErrorCode::SlowDown, "too many failed attempts; retry later");
+        e.retry_after = Some(wait.max(1));
+        e
+    }
+
+    /// 500 `server_error`; the cause is logged here and never sent.
+    pub fn internal(cause: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "internal error");
+        Self::oauth(ErrorCode::ServerError, "internal server error")
+    }
+
+    fn method_not_allowed(allow: &'static str) -> Self {
+        let mut e = Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request",
+            format!("method not allowed; use {allow}"),
+        );
+        e.allow = Some(allow);
+        e
+    }
+
+    fn too_large() -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request",
+            format!("request body larger than {BODY_LIMIT} bytes"),
+        )
+    }
+
+    /// The RFC 6749 code (or the label used for non-OAuth answers), for metrics.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
+    /// Renders the answer.
+    pub fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::warn!(status = %self.status, "answered with a server error");
+        } else {
+            tracing::debug!(status = %self.status, error = self.code, description = %self.description, "request refused");
+        }
+        let body = serde_json::json!({"error": self.code, "error_description": self.description});
+        let mut resp = json_response(self.status, &body);
+        let h = resp.headers_mut();
+        if self.basic_challenge {
+            h.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"media\", charset=\"UTF-8\""),
+            );
+        }
+        if let Some(wait) = self.retry_after {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(wait));
+        }
+        if let Some(allow) = self.allow {
+            h.insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        resp
+    }
+}
+
+impl From<RequestError> for ApiError {
+    fn from(e: RequestError) -> Self {
+        Self::oauth(e.code, e.description)
+    }
+}
+
+/// A JSON response with the headers every OAuth answer carries.
+pub fn json_response(status: StatusCode, body: &impl Serialize) -> Response {
+    let bytes = serde_json::to_vec(body).expect("JSON values serialize");
+    let mut resp = Response::new(bytes.into());
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+/// What a form endpoint receives: headers, peer and the whole (bounded) body.
+pub struct Call {
+    /// Request headers.
+    pub headers: HeaderMap,
+    /// Source address as seen by the server.
+    pub peer: Option<SocketAddr>,
+    /// The body.
+    pub body: Bytes,
+}
+
+impl Call {
+    /// The client address for throttling: the peer, or with `trust_xff` the last
+    /// `X-Forwarded-For` entry (the one the trusted proxy in front appended).
+    pub fn client_ip(&self, trust_xff: bool) -> Option<IpAddr> {
+        if trust_xff {
+            let last = self
+                .headers
+                .get_all("x-forwarded-for")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .last()
+                .and_then(|s| s.trim().parse().ok());
+            if last.is_some() {
+                return last;
+            }
+        }
+        self.peer.map(|p| p.ip())
+    }
+
+    /// The one `Authorization` header, if exactly one was sent.
+    pub fn authorization(&self) -> Option<&HeaderValue> {
+        let mut all = self.headers.get_all(header::AUTHORIZATION).iter();
+        let first = all.next()?;
+        all.next().is_none().then_some(first)
+    }
+
+    /// Refuses bodies that are not `application/x-www-form-urlencoded`.
+    pub fn require_form(&self) -> Result<(), ApiError> {
+        let ok = self
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|m| {
+                m.trim()
+                    .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+            });
+        if ok && self.headers.get_all(header::CONTENT_TYPE).iter().count() == 1 {
+            Ok(())
+        } else {
+            Err(ApiError::invalid_request(
+                "content type must be application/x-www-form-urlencoded",
+            ))
+        }
+    }
+}
+
+fn only(
+    method: Method,
+    allow: &'static str,
+) -> impl Filter<Extract = (), Error = Rejection> + Clone {
+    warp::method()
+        .and_then(move |m: Method| {
+            let ok = m == method;
+            async move {
+                if ok {
+                    Ok(())
+                } else {
+                    Err(warp::reject::custom(ApiError::method_not_allowed(allow)))
+                }
+            }
+        })
+        .untuple_one()
+}
+
+async fn read_body(
+    length: Option<u64>,
+    body: impl futures_util::Stream<Item = Result<impl Buf, warp::Error>>,
+) -> Result<Bytes, Rejection> {
+    if length.is_some_and(|l| l > BODY_LIMIT as u64) {
+        return Err(warp::reject::custom(ApiError::too_large()));
+    }
+    let collect = async {
+        let mut buf = BytesMut::new();
+        let mut body = std::pin::pin!(body);
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|_| {
+                warp::reject::custom(ApiError::invalid_request("could not read the request body"))
+            })?;
+            if buf.len() + chunk.remaining() > BODY_LIMIT {
+                return Err(warp::reject::custom(ApiError::too_large()));
+            }
+            buf.put(chunk);
+        }
+        Ok(buf.freeze())
+    };
+    match tokio::time::timeout(BODY_TIMEOUT, collect).await {
+        Ok(result) => result,
+        Err(_) => {
+            let mut e = ApiError::invalid_request("request body not received in time");
+            e.status = StatusCode::REQUEST_TIMEOUT;
+            Err(warp::reject::custom(e))
+        }
+    }
+}
+
+fn call() -> impl Filter<Extract = (Call,), Error = Rejection> + Clone {
+    let peer = warp::ext::optional::<PeerAddr>()
+        .and(warp::addr::remote())
+        .map(|ours: Option<PeerAddr>, warps: Option<SocketAddr>| ours.map(|p| p.0).or(warps));
+    warp::header::headers_cloned()
+        .and(peer)
+        .and(warp::header::optional::<u64>("content-length"))
+        .and(warp::body::stream())
+        .and_then(|headers, peer, length, body| async move {
+            let body = read_body(length, body).await?;
+            Ok::<_, Rejection>(Call {
+                headers,
+                peer,
+                body,
+            })
+        })
+}
+
+/// All routes of the issuer, with every rejection rendered as JSON.
+pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
+    let app = warp::any().map(move || app.clone());
+    let post_form = |endpoint: &'static str| {
+        warp::path("apiv2")
+            .and(warp::path("oauth"))
+            .and(warp::path(endpoint))
+            .and(warp::path::end())
+            .and(only(Method::POST, "POST"))
+    };
+    let token = post_form("token")
+        .and(app.clone())
+        .and(call())
+        .then(|app: Arc<App>, call: Call| async move { app.token_endpoint(call).await });
+    let revoke = post_form("revoke")
+        .and(app.clone())
+        .and(call())
+        .then(|app: Arc<App>, call: Call| async move { app.revoke_endpoint(call).await });
+    let introspect = post_form("introspect")
+        .and(app.clone())
+        .and(call())
+        .then(|app: Arc<App>, call: Call| async move { app.introspect_endpoint(call).await });
+    let metadata = warp::path!(".well-known" / "oauth-authorization-server")
+        .and(only(Method::GET, "GET"))
+        .and(app.clone())
+        .map(|app: Arc<App>| json_response(StatusCode::OK, &app.metadata()));
+    let health = warp::path!("healthz")
+        .and(only(Method::GET, "GET"))
+        .and(app.clone())
+        .then(|app: Arc<App>| async move { app.health().await });
+    let metrics = warp::path!("metrics")
+        .and(only(Method::GET, "GET"))
+        .and(app)
+        .map(|app: Arc<App>| {
+            let mut resp = Response::new(app.metrics.render().into());
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
+            );
+            resp
+        });
+    token
+        .or(revoke)
+        .unify()
+        .or(introspect)
+        .unify()
+        .or(metadata)
+        .unify()
+        .or(health)
+        .unify()
+        .or(metrics)
+        .unify()
+        .recover(recover)
+        .unify()
+}
+
+async fn recover(rejection: Rejection) -> Result<Response, Infallible> {
+    let err = if let Some(e) = rejection.find::<ApiError>() {
+        ApiError {
+            description: e.description.clone(),
+            ..*e
+        }
+    } else if rejection.is_not_found() {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
+    } else if rejection.find::<warp::reject::MethodNotAllowed>().is_some() {
+        ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request",
+            "method not allowed",
+        )
+    } else if rejection.find::<warp::reject::InvalidHeader>().is_some()
+        || rejection.find::<warp::reject::MissingHeader>().is_some()
+    {
+        ApiError::invalid_request("malformed request header")
+    } else {
+        ApiError::internal(&format_args!("unhandled rejection: {rejection:?}"))
+    };
+    Ok(err.into_response())
+}
+
+/// Parses the `Authorization` header of a call into client credentials.
+pub fn client_credentials(call: &Call) -> Result<shared::basic::ClientCredentials, ApiError> {
+    let value = call.authorization().ok_or_else(ApiError::invalid_client)?;
+    parse_basic(value.as_bytes()).map_err(|_| ApiError::invalid_client())
+}
+
+/// Measures a handler for the metrics.
+pub struct Timer(Instant);
+
+impl Timer {
+    /// Starts timing.
+    pub fn start() -> Self {
+        Self(Instant::now())
+    }
+
+    /// Seconds since start.
+    pub fn seconds(&self) -> f64 {
+        self.0.elapsed().as_secs_f64()
+    }
+}

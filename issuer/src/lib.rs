@@ -1,0 +1,17 @@
+//! The token issuer of the media management service.
+//!
+//! - [`http`]: routes and the rendering of every answer; [`app`]: what each endpoint does.
+//! - [`store`]: the redb data dir (clients, users, keys, refresh token families).
+//! - [`admin`]: the administrative commands, run directly or through the server's Unix socket.
+//! - [`server`]: the accept loop (plain or TLS), admin socket, sweep and graceful shutdown.
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod app;
+pub mod http;
+pub mod metrics;
+pub mod passwords;
+pub mod secrets;
+pub mod server;
+pub mod store;
+pub mod throttle;

@@ -1,0 +1,414 @@
+//! `issuer`: the token server (`issuer serve`) and its administration (`issuer client|user|keys`).
+
+use anyhow::{bail, Context as _};
+use clap::{Args, Parser, Subcommand};
+use issuer::admin::{self, Command, Reply};
+use issuer::app::{now, App, Settings};
+use issuer::passwords::hash_password;
+use issuer::secrets::new_client_secret;
+use issuer::store::{GrantKind, RefreshPolicy, Store, StoreError};
+use issuer::throttle::{Throttle, ThrottlePolicy};
+use std::io::{BufRead, IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use zeroize::Zeroizing;
+
+#[derive(Parser)]
+#[command(
+    name = "issuer",
+    version,
+    about = "OAuth 2.0 token issuer of the media management service"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Top,
+}
+
+#[derive(Args, Clone)]
+struct DataDir {
+    /// Data dir (created 0700; database and key files 0600).
+    #[arg(
+        long,
+        env = "ISSUER_DATA_DIR",
+        default_value = "./issuer-data",
+        global = true
+    )]
+    data_dir: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Top {
+    /// Run the token server.
+    Serve(Serve),
+    /// Manage clients.
+    Client {
+        #[command(subcommand)]
+        cmd: ClientCmd,
+        #[command(flatten)]
+        dir: DataDir,
+    },
+    /// Manage users of the password grant.
+    User {
+        #[command(subcommand)]
+        cmd: UserCmd,
+        #[command(flatten)]
+        dir: DataDir,
+    },
+    /// Manage token signing keys.
+    Keys {
+        #[command(subcommand)]
+        cmd: KeysCmd,
+        #[command(flatten)]
+        dir: DataDir,
+    },
+}
+
+#[derive(Args)]
+struct Serve {
+    #[command(flatten)]
+    dir: DataDir,
+    /// Address to listen on (port 0 picks a free port; the chosen address is printed).
+    #[arg(long, env = "ISSUER_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// PEM certificate chain: serve HTTPS (needs --tls-key).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Access token lifetime, seconds.
+    #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    access_ttl: u64,
+    /// A refresh token unused for this long expires, seconds.
+    #[arg(long, default_value_t = 14 * 86_400, value_parser = clap::value_parser!(u64).range(1..))]
+    refresh_idle_ttl: u64,
+    /// A refresh token family ends this long after sign-in, seconds.
+    #[arg(long, default_value_t = 90 * 86_400, value_parser = clap::value_parser!(u64).range(1..))]
+    refresh_absolute_ttl: u64,
+    /// A rotated refresh token presented again within this window gets the same successor, seconds.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=600))]
+    refresh_retry_window: u64,
+    /// Issuer identifier and base URL in the metadata document [default: from --listen].
+    #[arg(long)]
+    public_url: Option<String>,
+    /// Take the client address for throttling from the last X-Forwarded-For entry (only behind a
+    /// proxy that sets it, such as the shipped Envoy configuration).
+    #[arg(long)]
+    trust_x_forwarded_for: bool,
+    /// Password hashes verified at once (each takes 19 MiB) [default: CPU count].
+    #[arg(long)]
+    password_concurrency: Option<usize>,
+}
+
+#[derive(Subcommand)]
+enum ClientCmd {
+    /// Register a client (inactive until activated); prints its generated secret.
+    Add {
+        id: String,
+        /// Comma-separated grants: password, client_credentials.
+        #[arg(long, value_delimiter = ',', default_value = "client_credentials")]
+        grants: Vec<String>,
+        /// Allow impersonation with client_credentials.
+        #[arg(long)]
+        impersonate: bool,
+        /// Limit impersonation to these claim types (comma-separated; `name` and `role` for the
+        /// obsolete impersonate_as and roles).
+        #[arg(long, value_delimiter = ',', requires = "impersonate")]
+        impersonate_claim_types: Vec<String>,
+        /// Read the secret from stdin instead of generating one.
+        #[arg(long)]
+        secret_stdin: bool,
+    },
+    /// Allow a client to get tokens.
+    Activate { id: String },
+    /// Stop a client from getting tokens.
+    Deactivate { id: String },
+    /// List clients.
+    List,
+    /// Delete a client.
+    Remove { id: String },
+}
+
+#[derive(Subcommand)]
+enum UserCmd {
+    /// Create a user; the password is read from stdin.
+    Add {
+        name: String,
+        /// A role (repeatable).
+        #[arg(long = "role")]
+        roles: Vec<String>,
+        /// A claim TYPE=VALUE (repeatable).
+        #[arg(long = "claim")]
+        claims: Vec<String>,
+    },
+    /// Disable a user (sign-in and refresh fail).
+    Disable { name: String },
+    /// Enable a user.
+    Enable { name: String },
+    /// Set a user's password, read from stdin.
+    Passwd { name: String },
+    /// List users.
+    List,
+    /// Delete a user.
+    Remove { name: String },
+}
+
+#[derive(Subcommand)]
+enum KeysCmd {
+    /// List signing keys and their state.
+    List,
+    /// Start signing with a new key; older keys verify until they retire.
+    Rotate,
+    /// Print the Envoy filter's plugin configuration (JSON) with the current key ring.
+    FilterConfig,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Top::Serve(s) => serve(s),
+        Top::Client { cmd, dir } => client(cmd, &dir.data_dir),
+        Top::User { cmd, dir } => user(cmd, &dir.data_dir),
+        Top::Keys { cmd, dir } => run_admin(
+            &dir.data_dir,
+            match cmd {
+                KeysCmd::List => Command::KeysList,
+                KeysCmd::Rotate => Command::KeysRotate,
+                KeysCmd::FilterConfig => Command::KeysFilterConfig,
+            },
+        ),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("issuer: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn serve(s: Serve) -> anyhow::Result<()> {
+    init_logging();
+    let store = match Store::open(&s.dir.data_dir, now()) {
+        Err(StoreError::Locked) => {
+            bail!("{} is in use by another issuer", s.dir.data_dir.display())
+        }
+        other => other.with_context(|| format!("opening {}", s.dir.data_dir.display()))?,
+    };
+    store.set_access_ttl(s.access_ttl)?;
+    let store = Arc::new(store);
+    let tls = match (&s.tls_cert, &s.tls_key) {
+        (Some(c), Some(k)) => Some(issuer::server::tls_acceptor(c, k)?),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(s.listen)
+            .await
+            .with_context(|| format!("binding {}", s.listen))?;
+        let addr = listener.local_addr()?;
+        let settings = Settings {
+            access_ttl: s.access_ttl,
+            refresh: RefreshPolicy {
+                idle_ttl: s.refresh_idle_ttl,
+                absolute_ttl: s.refresh_absolute_ttl,
+                retry_window: s.refresh_retry_window,
+            },
+            trust_forwarded_for: s.trust_x_forwarded_for,
+            public_url: s
+                .public_url
+                .clone()
+                .unwrap_or_else(|| format!("{scheme}://{addr}")),
+        };
+        let app = Arc::new(App::new(
+            store.clone(),
+            settings,
+            Throttle::new(ThrottlePolicy::default()),
+            s.password_concurrency.unwrap_or(cpus),
+        )?);
+        let admin_listener = issuer::server::bind_admin_socket(store.dir())?;
+        tokio::spawn(issuer::server::serve_admin(app.clone(), admin_listener));
+        tokio::spawn(issuer::server::sweep_forever(app.clone()));
+        tracing::info!(%addr, scheme, data_dir = %store.dir().display(), "issuer serving");
+        println!("listening on {scheme}://{addr}");
+        std::io::stdout().flush()?;
+        issuer::server::serve_http(app, listener, tls, issuer::server::shutdown_signal()).await;
+        let _ = std::fs::remove_file(store.dir().join(admin::SOCKET_FILE));
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+/// Runs an admin command through the running server's socket, or directly on the data dir.
+fn run_admin(dir: &Path, cmd: Command) -> anyhow::Result<()> {
+    let text = match admin::send(dir, &cmd)? {
+        Some(Reply::Ok(text)) => text,
+        Some(Reply::Err(msg)) => bail!("{msg}"),
+        None => {
+            let store = match Store::open(dir, now()) {
+                Err(StoreError::Locked) => bail!(
+                    "{} is in use by a process that does not answer on its admin socket",
+                    dir.display()
+                ),
+                other => other.with_context(|| format!("opening {}", dir.display()))?,
+            };
+            admin::execute(&store, &cmd, now())?
+        }
+    };
+    print!("{text}");
+    Ok(())
+}
+
+/// Reads one line of secret input from stdin (a terminal gets a prompt on stderr).
+fn read_secret(prompt: &str) -> anyhow::Result<Zeroizing<String>> {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        eprint!("{prompt}: ");
+    }
+    let mut line = Zeroizing::new(String::new());
+    stdin.lock().read_line(&mut line)?;
+    let value = Zeroizing::new(line.trim_end_matches(['\r', '\n']).to_owned());
+    if value.is_empty() {
+        bail!("empty {prompt} on stdin");
+    }
+    Ok(value)
+}
+
+/// The hash key of a data dir, creating the data dir if needed, without opening the database
+/// (the server may have it open).
+fn hash_key(dir: &Path) -> anyhow::Result<issuer::secrets::HashKey> {
+    match std::fs::read(dir.join(issuer::store::HASH_KEY_FILE)) {
+        Ok(bytes) => {
+            let bytes = Zeroizing::new(bytes);
+            let arr: [u8; 32] = bytes
+                .as_slice()
+                .try_into()
+                .map_err(|_| anyhow::anyhow!("damaged hash.key"))?;
+            Ok(issuer::secrets::HashKey::new(Zeroizing::new(arr)))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            drop(Store::open(dir, now())?);
+            hash_key(dir)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn client(cmd: ClientCmd, dir: &Path) -> anyhow::Result<()> {
+    let cmd = match cmd {
+        ClientCmd::Add {
+            id,
+            grants,
+            impersonate,
+            impersonate_claim_types,
+            secret_stdin,
+        } => {
+            if id.is_empty()
+                || id.len() > 255
+                || id.chars().any(char::is_control)
+                || id.contains(':')
+            {
+                bail!("a client id is 1 to 255 characters, without control characters or ':'");
+            }
+            let grants = grants
+                .iter()
+                .map(|g| {
+                    GrantKind::parse(g.trim()).ok_or_else(|| {
+                        anyhow::anyhow!("unknown grant {g:?}: use password or client_credentials")
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let secret = if secret_stdin {
+                read_secret("client secret")?
+            } else {
+                new_client_secret()
+            };
+            let secret_hash = hex::encode(hash_key(dir)?.client_secret_hash(&id, &secret));
+            run_admin(
+                dir,
+                Command::ClientAdd {
+                    id: id.clone(),
+                    grants,
+                    impersonate,
+                    claim_types: impersonate_claim_types,
+                    secret_hash,
+                },
+            )?;
+            if !secret_stdin {
+                println!("secret: {}", secret.as_str());
+                eprintln!("(shown once: store it now; only a keyed hash is kept)");
+            }
+            return Ok(());
+        }
+        ClientCmd::Activate { id } => Command::ClientActivate { id },
+        ClientCmd::Deactivate { id } => Command::ClientDeactivate { id },
+        ClientCmd::List => Command::ClientList,
+        ClientCmd::Remove { id } => Command::ClientRemove { id },
+    };
+    run_admin(dir, cmd)
+}
+
+fn valid_item(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 255 && !s.chars().any(char::is_control) && !s.contains(',')
+}
+
+fn user(cmd: UserCmd, dir: &Path) -> anyhow::Result<()> {
+    let cmd = match cmd {
+        UserCmd::Add {
+            name,
+            roles,
+            claims,
+        } => {
+            if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
+                bail!("a user name is 1 to 255 characters, without control characters");
+            }
+            if let Some(bad) = roles.iter().find(|r| !valid_item(r)) {
+                bail!("invalid role {bad:?}: 1 to 255 characters, no ',' or control characters");
+            }
+            let claims = claims
+                .iter()
+                .map(|c| match c.split_once('=') {
+                    Some((t, v)) if valid_item(t) && valid_item(v) && !v.contains('=') => {
+                        Ok((t.to_owned(), v.to_owned()))
+                    }
+                    _ => Err(anyhow::anyhow!(
+                        "invalid claim {c:?}: use TYPE=VALUE without ',' or a second '='"
+                    )),
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let password = read_secret("password")?;
+            Command::UserAdd {
+                name,
+                roles,
+                claims,
+                password_hash: hash_password(&password),
+            }
+        }
+        UserCmd::Disable { name } => Command::UserDisable { name },
+        UserCmd::Enable { name } => Command::UserEnable { name },
+        UserCmd::Passwd { name } => {
+            let password = read_secret("password")?;
+            Command::UserPasswd {
+                name,
+                password_hash: hash_password(&password),
+            }
+        }
+        UserCmd::List => Command::UserList,
+        UserCmd::Remove { name } => Command::UserRemove { name },
+    };
+    run_admin(dir, cmd)
+}

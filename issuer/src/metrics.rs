@@ -1,0 +1,92 @@
+//! Prometheus metrics served at `/metrics`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    endpoint: &'static str,
+    grant: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefreshLabels {
+    result: &'static str,
+}
+
+/// The issuer's metrics.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<TokenLabels, Counter>,
+    refresh: Family<RefreshLabels, Counter>,
+    latency: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("issuer");
+        let requests = Family::<TokenLabels, Counter>::default();
+        registry.register(
+            "oauth_requests",
+            "OAuth endpoint requests by endpoint, grant and outcome (ok or the error code)",
+            requests.clone(),
+        );
+        let refresh = Family::<RefreshLabels, Counter>::default();
+        registry.register(
+            "refresh_rotations",
+            "Refresh token presentations by result (rotated, retried or the rejection reason)",
+            refresh.clone(),
+        );
+        let latency = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
+        registry.register(
+            "token_request_duration_seconds",
+            "Time to answer a token request",
+            latency.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            refresh,
+            latency,
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts one answered OAuth request.
+    pub fn request(
+        &self,
+        endpoint: &'static str,
+        grant: &'static str,
+        outcome: &'static str,
+        seconds: f64,
+    ) {
+        self.requests
+            .get_or_create(&TokenLabels {
+                endpoint,
+                grant,
+                outcome,
+            })
+            .inc();
+        if endpoint == "token" {
+            self.latency.observe(seconds);
+        }
+    }
+
+    /// Counts one refresh token presentation.
+    pub fn refresh(&self, result: &'static str) {
+        self.refresh.get_or_create(&RefreshLabels { result }).inc();
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String");
+        out
+    }
+}

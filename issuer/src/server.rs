@@ -1,0 +1,219 @@
+//! Serving: the TCP (optionally TLS) accept loop over the warp routes, the admin socket, the
+//! periodic sweep, and graceful shutdown.
+//!
+//! warp 0.4 has no TLS of its own, so one accept loop serves both plain and TLS connections with
+//! hyper-util, the same way: TLS is a handshake in front, nothing else differs.
+
+use crate::admin::{self, Command, Reply};
+use crate::app::{now, App};
+use crate::http::{routes, PeerAddr};
+use anyhow::Context as _;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use std::future::Future;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, UnixListener};
+use tokio_rustls::TlsAcceptor;
+use tower_service::Service;
+
+/// How long a client may take for the TLS handshake or to send its request headers.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long shutdown waits for requests in flight.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often expired refresh state and retired keys are swept.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// A TLS acceptor from PEM files (certificate chain, private key).
+pub fn tls_acceptor(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
+    let certs = CertificateDer::pem_file_iter(cert)
+        .with_context(|| format!("reading certificate {}", cert.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("parsing certificate {}", cert.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("reading private key {}", key.display()))?;
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let mut config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("certificate and key do not form a usable pair")?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Serves HTTP on `listener` until `shutdown` completes, then drains requests in flight.
+pub async fn serve_http(
+    app: Arc<App>,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let routes = routes(app);
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let svc = warp::service(routes.clone());
+        let svc =
+            hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(PeerAddr(peer));
+                let mut svc = svc.clone();
+                svc.call(req)
+            });
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HANDSHAKE_TIMEOUT);
+        let watcher = graceful.watcher();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let result = match tls {
+                None => {
+                    let conn = builder.serve_connection(TokioIo::new(stream), svc);
+                    watcher.watch(conn.into_owned()).await
+                }
+                Some(acceptor) => {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls_stream)) => {
+                            let conn = builder.serve_connection(TokioIo::new(tls_stream), svc);
+                            watcher.watch(conn.into_owned()).await
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, %peer, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    }
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(error = %e, %peer, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("requests still in flight after the drain timeout; closing");
+    }
+}
+
+/// Binds the admin socket in the data dir (0600), replacing a stale one.
+pub fn bind_admin_socket(dir: &Path) -> anyhow::Result<UnixListener> {
+    let path = dir.join(admin::SOCKET_FILE);
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("removing stale {}", path.display())),
+    }
+    let listener =
+        UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// Answers admin commands on the socket, one JSON line each way per connection.
+pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let app = app.clone();
+        tokio::spawn(async move {
+            let (read, mut write) = stream.into_split();
+            let mut line = String::new();
+            let mut reader = BufReader::new(read.take(admin::MAX_LINE as u64));
+            let reply = match reader.read_line(&mut line).await {
+                Err(e) => Reply::Err(format!("reading the command: {e}")),
+                Ok(_) => match serde_json::from_str::<Command>(&line) {
+                    Err(e) => Reply::Err(format!("malformed command: {e}")),
+                    Ok(cmd) => run_admin(&app, cmd).await,
+                },
+            };
+            let mut text = serde_json::to_string(&reply).expect("reply serializes");
+            text.push('\n');
+            let _ = write.write_all(text.as_bytes()).await;
+        });
+    }
+}
+
+async fn run_admin(app: &Arc<App>, cmd: Command) -> Reply {
+    let app = app.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        let out = admin::execute(&app.store, &cmd, now());
+        if out.is_ok() && matches!(cmd, Command::KeysRotate) {
+            app.reload_keys()?;
+        }
+        out.map_err(anyhow::Error::from)
+    })
+    .await;
+    match result {
+        Ok(Ok(text)) => Reply::Ok(text),
+        Ok(Err(e)) => Reply::Err(e.to_string()),
+        Err(e) => Reply::Err(format!("command failed: {e}")),
+    }
+}
+
+/// Sweeps expired state and reloads the key ring periodically.
+pub async fn sweep_forever(app: Arc<App>) {
+    let mut tick = tokio::time::interval(SWEEP_EVERY);
+    loop {
+        tick.tick().await;
+        let a = app.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            let n = a.store.sweep(now())?;
+            a.reload_keys()?;
+            Ok::<_, crate::store::StoreError>(n)
+        })
+        .await;
+        match result {
+            Ok(Ok(n)) if n > 0 => {
+                tracing::info!(removed = n, "swept expired refresh state and retired keys")
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "sweep failed"),
+            Err(e) => tracing::error!(error = %e, "sweep task failed"),
+        }
+    }
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM");
+            std::future::pending::<()>().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupt: shutting down"),
+    }
+}

@@ -1,0 +1,861 @@
+//! Durable state in one redb file: clients, users, signing keys, refresh token families and
+//! settings. Every function here is synchronous; the server calls them off the async runtime.
+//!
+//! Writes use redb's default `Durability::Immediate`: when a function returns, its change is on
+//! disk. A refresh rotation is one write transaction, so a successor handed to a client is never
+//! lost by a crash and two clients can never receive different successors of one token.
+
+use crate::secrets::{self, HashKey};
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use serde::{Deserialize, Serialize};
+use shared::token::Claim;
+use shared::{Key, KeyRing};
+use std::fs::{self, OpenOptions};
+use std::io::Write as _;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use zeroize::Zeroizing;
+
+const CLIENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("clients");
+const USERS: TableDefinition<&str, &[u8]> = TableDefinition::new("users");
+const KEYS: TableDefinition<u32, &[u8]> = TableDefinition::new("keys");
+const REFRESH: TableDefinition<&[u8], &[u8]> = TableDefinition::new("refresh_tokens");
+const FAMILIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("refresh_families");
+const SETTINGS: TableDefinition<&str, u64> = TableDefinition::new("settings");
+
+/// File name of the database in the data dir.
+pub const DB_FILE: &str = "issuer.redb";
+/// File name of the hash key in the data dir.
+pub const HASH_KEY_FILE: &str = "hash.key";
+/// Seconds a superseded signing key keeps verifying beyond the access token lifetime.
+pub const KEY_RETIRE_MARGIN: u64 = 300;
+/// Access token lifetime assumed until `issuer serve` records its own.
+pub const DEFAULT_ACCESS_TTL: u64 = 3600;
+
+/// Storage failures. Their details go to logs only.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database reported an error.
+    #[error("database: {0}")]
+    Db(#[from] redb::Error),
+    /// A file of the data dir could not be read or written.
+    #[error("data dir: {0}")]
+    Io(#[from] std::io::Error),
+    /// A stored record does not decode.
+    #[error("corrupt record in {0}")]
+    Corrupt(&'static str),
+    /// Another process (normally `issuer serve`) has the database open.
+    #[error("the database is open in another process")]
+    Locked,
+}
+
+macro_rules! db_err {
+    ($($t:ty),*) => {$(impl From<$t> for StoreError {
+        fn from(e: $t) -> Self { StoreError::Db(e.into()) }
+    })*};
+}
+db_err!(
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+/// The grants a client may be allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantKind {
+    /// Resource owner password credentials (and refreshing what it issued).
+    Password,
+    /// Client credentials.
+    ClientCredentials,
+}
+
+impl GrantKind {
+    /// Parses `password` or `client_credentials`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "password" => Some(Self::Password),
+            "client_credentials" => Some(Self::ClientCredentials),
+            _ => None,
+        }
+    }
+}
+
+/// A registered client.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClientRecord {
+    /// Keyed hash of the secret (hex).
+    pub secret_hash: String,
+    /// Only active clients get tokens.
+    pub active: bool,
+    /// Grants the client may use.
+    pub grants: Vec<GrantKind>,
+    /// May impersonate with the client credentials grant.
+    pub impersonate: bool,
+    /// If not empty, the only claim types it may impersonate with.
+    pub impersonate_claim_types: Vec<String>,
+    /// Seconds since the epoch.
+    pub created_at: u64,
+}
+
+impl ClientRecord {
+    /// The secret hash as bytes (`None` if the record is damaged).
+    pub fn secret_hash_bytes(&self) -> Option<[u8; 32]> {
+        hex::decode(&self.secret_hash).ok()?.try_into().ok()
+    }
+}
+
+/// A user of the password grant.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UserRecord {
+    /// Argon2id hash in PHC string form.
+    pub password_hash: String,
+    /// Disabled users cannot sign in or refresh.
+    pub disabled: bool,
+    /// Roles put into the user's tokens.
+    pub roles: Vec<String>,
+    /// Claims put into the user's tokens, as (type, value).
+    pub claims: Vec<(String, String)>,
+    /// Seconds since the epoch.
+    pub created_at: u64,
+}
+
+impl UserRecord {
+    /// The user's claims as token claims.
+    pub fn token_claims(&self) -> Vec<Claim> {
+        self.claims
+            .iter()
+            .map(|(t, v)| Claim {
+                typ: t.clone(),
+                value: v.clone(),
+            })
+            .collect()
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct KeyRecord {
+    secret: String,
+    created_at: u64,
+    superseded_at: Option<u64>,
+}
+
+impl Drop for KeyRecord {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.secret);
+    }
+}
+
+/// A signing key's place in its life, as `keys list` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyInfo {
+    /// Key id.
+    pub kid: u32,
+    /// `signing`, `verifying` or `retired`.
+    pub state: &'static str,
+    /// Seconds since the epoch.
+    pub created_at: u64,
+    /// When it stopped signing.
+    pub superseded_at: Option<u64>,
+    /// When it stops verifying.
+    pub retires_at: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum RefreshState {
+    Active,
+    Rotated { at: u64 },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct RefreshRecord {
+    family: String,
+    client: String,
+    user: String,
+    expires_at: u64,
+    state: RefreshState,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct FamilyRecord {
+    client: String,
+    user: String,
+    created_at: u64,
+    expires_at: u64,
+    revoked_at: Option<u64>,
+    current: String,
+}
+
+/// Lifetimes that govern refresh tokens.
+#[derive(Debug, Clone, Copy)]
+pub struct RefreshPolicy {
+    /// A refresh token unused this long expires.
+    pub idle_ttl: u64,
+    /// A family expires this long after the password grant that started it.
+    pub absolute_ttl: u64,
+    /// A rotated token presented again within this many seconds gets the same successor.
+    pub retry_window: u64,
+}
+
+/// A successful rotation: the successor to hand out and the user it belongs to.
+pub struct Rotation {
+    /// The new refresh token.
+    pub successor: Zeroizing<String>,
+    /// The user name of the family.
+    pub user_name: String,
+    /// The user's current record.
+    pub user: UserRecord,
+    /// True if this was a retry inside the window (the same successor as before).
+    pub retried: bool,
+}
+
+/// Why a refresh token was not honoured. Every variant is `invalid_grant` to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefreshRejection {
+    /// Not a refresh token, never issued, or swept.
+    Unknown,
+    /// Issued to another client.
+    OtherClient,
+    /// Idle or absolute lifetime passed.
+    Expired,
+    /// Its family was revoked.
+    Revoked,
+    /// Reuse of a rotated token outside the retry window: the family is now revoked.
+    ReuseDetected,
+    /// The client or user is no longer active.
+    Inactive,
+}
+
+impl RefreshRejection {
+    /// Label for logs and metrics.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Unknown => "unknown",
+            Self::OtherClient => "other_client",
+            Self::Expired => "expired",
+            Self::Revoked => "revoked",
+            Self::ReuseDetected => "reuse_detected",
+            Self::Inactive => "inactive",
+        }
+    }
+}
+
+/// What introspection may say about a refresh token.
+pub struct RefreshInfo {
+    /// Client it was issued to.
+    pub client: String,
+    /// User of its family.
+    pub user: String,
+    /// When it expires if unused.
+    pub expires_at: u64,
+}
+
+fn enc<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).expect("records serialize")
+}
+
+fn dec<T: for<'de> Deserialize<'de>>(bytes: &[u8], table: &'static str) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|_| StoreError::Corrupt(table))
+}
+
+/// The open data dir.
+pub struct Store {
+    db: Database,
+    hash_key: HashKey,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.dir).finish()
+    }
+}
+
+fn private_file(path: &Path) -> Result<fs::File, std::io::Error> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600))?;
+    Ok(f)
+}
+
+fn load_hash_key(dir: &Path) -> Result<HashKey, StoreError> {
+    let path = dir.join(HASH_KEY_FILE);
+    match fs::read(&path) {
+        Ok(bytes) => {
+            let bytes = Zeroizing::new(bytes);
+            let arr: [u8; 32] = bytes
+                .as_slice()
+                .try_into()
+                .map_err(|_| StoreError::Corrupt("hash.key"))?;
+            Ok(HashKey::new(Zeroizing::new(arr)))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = secrets::random32();
+            let tmp = dir.join("hash.key.tmp");
+            let mut f = private_file(&tmp)?;
+            f.write_all(&*key)?;
+            f.sync_all()?;
+            fs::rename(&tmp, &path)?;
+            fs::File::open(dir)?.sync_all()?;
+            Ok(HashKey::new(key))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the data dir: the directory 0700, database and hash key 0600.
+    /// A new data dir gets its first signing key. Fails with [`StoreError::Locked`] while another
+    /// process has the database open.
+    pub fn open(dir: &Path, now: u64) -> Result<Self, StoreError> {
+        fs::create_dir_all(dir)?;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+        let hash_key = load_hash_key(dir)?;
+        let db_path = dir.join(DB_FILE);
+        drop(private_file(&db_path)?);
+        let db = match Database::create(&db_path) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Err(StoreError::Locked),
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        let store = Self {
+            db,
+            hash_key,
+            dir: dir.to_owned(),
+        };
+        store.init(now)?;
+        Ok(store)
+    }
+
+    fn init(&self, now: u64) -> Result<(), StoreError> {
+        let tx = self.db.begin_write()?;
+        {
+            tx.open_table(CLIENTS)?;
+            tx.open_table(USERS)?;
+            tx.open_table(REFRESH)?;
+            tx.open_table(FAMILIES)?;
+            tx.open_table(SETTINGS)?;
+            let mut keys = tx.open_table(KEYS)?;
+            if keys.is_empty()? {
+                let rec = KeyRecord {
+                    secret: hex::encode(*secrets::random32()),
+                    created_at: now,
+                    superseded_at: None,
+                };
+                keys.insert(1, enc(&rec).as_slice())?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The data dir.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The hash key of this data dir.
+    pub fn hash_key(&self) -> &HashKey {
+        &self.hash_key
+    }
+
+    // ----- settings -----
+
+    /// The access token lifetime last recorded by `issuer serve`.
+    pub fn access_ttl(&self) -> Result<u64, StoreError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(SETTINGS)?;
+        Ok(t.get("access_ttl")?
+            .map(|v| v.value())
+            .unwrap_or(DEFAULT_ACCESS_TTL))
+    }
+
+    /// Records the access token lifetime (it decides when superseded keys retire).
+    pub fn set_access_ttl(&self, ttl: u64) -> Result<(), StoreError> {
+        let tx = self.db.begin_write()?;
+        tx.open_table(SETTINGS)?.insert("access_ttl", ttl)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    // ----- clients -----
+
+    /// The client with this id.
+    pub fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(CLIENTS)?;
+        t.get(id)?.map(|v| dec(v.value(), "clients")).transpose()
+    }
+
+    /// Every client, by id.
+    pub fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(CLIENTS)?;
+        t.iter()?
+            .map(|r| {
+                let (k, v) = r?;
+                Ok((k.value().to_owned(), dec(v.value(), "clients")?))
+            })
+            .collect()
+    }
+
+    /// Inserts a client; false if the id is taken.
+    pub fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
+        let tx = self.db.begin_write()?;
+        {
+            let mut t = tx.open_table(CLIENTS)?;
+            if t.get(id)?.is_some() {
+                return Ok(false);
+            }
+            t.insert(id, enc(rec).as_slice())?;
+        }
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Applies `f` to the client; false if there is no such client.
+    pub fn update_client(
+        &self,
+        id: &str,
+        f: impl FnOnce(&mut ClientRecord),
+    ) -> Result<bool, StoreError> {
+        let tx = self.db.begin_write()?;
+        {
+            let mut t = tx.open_table(CLIENTS)?;
+            let Some(mut rec) = t
+                .get(id)?
+                .map(|v| dec::<ClientRecord>(v.value(), "clients"))
+                .transpose()?
+            else {
+                return Ok(false);
+            };
+            f(&mut rec);
+            t.insert(id, enc(&rec).as_slice())?;
+        }
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Removes a client; false if there was none.
+    pub fn remove_client(&self, id: &str) -> Result<bool, StoreError> {
+        let tx = self.db.begin_write()?;
+        let removed = tx.open_table(CLIENTS)?.remove(id)?.is_some();
+        tx.commit()?;
+        Ok(removed)
+    }
+
+    // ----- users -----
+
+    /// The user with this name.
+    pub fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(USERS)?;
+        t.get(name)?.map(|v| dec(v.value(), "users")).transpose()
+    }
+
+    /// Every user, by name.
+    pub fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(USERS)?;
+        t.iter()?
+            .map(|r| {
+                let (k, v) = r?;
+                Ok((k.value().to_owned(), dec(v.value(), "users")?))
+            })
+            .collect()
+    }
+
+    /// Inserts a user; false if the name is taken.
+    pub fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError> {
+        let tx = self.db.begin_write()?;
+        {
+            let mut t = tx.open_table(USERS)?;
+            if t.get(name)?.is_some() {
+                return Ok(false);
+            }
+            t.insert(name, enc(rec).as_slice())?;
+        }
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Applies `f` to the user; false if there is no such user.
+    pub fn update_user(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut UserRecord),
+    ) -> Result<bool, StoreError> {
+        let tx = self.db.begin_write()?;
+        {
+            let mut t = tx.open_table(USERS)?;
+            let Some(mut rec) = t
+                .get(name)?
+                .map(|v| dec::<UserRecord>(v.value(), "users"))
+                .transpose()?
+            else {
+                return Ok(false);
+            };
+            f(&mut rec);
+            t.insert(name, enc(&rec).as_slice())?;
+        }
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Removes a user; false if there was none.
+    pub fn remove_user(&self, name: &str) -> Result<bool, StoreError> {
+        let tx = self.db.begin_write()?;
+        let removed = tx.open_table(USERS)?.remove(name)?.is_some();
+        tx.commit()?;
+        Ok(removed)
+    }
+
+    // ----- keys -----
+
+    fn retires_at(rec: &KeyRecord, access_ttl: u64) -> Option<u64> {
+        rec.superseded_at
+            .map(|t| t + access_ttl + KEY_RETIRE_MARGIN)
+    }
+
+    /// Every key still on record, with its state at `now`.
+    pub fn key_infos(&self, now: u64) -> Result<Vec<KeyInfo>, StoreError> {
+        let ttl = self.access_ttl()?;
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(KEYS)?;
+        t.iter()?
+            .map(|r| {
+                let (k, v) = r?;
+                let rec: KeyRecord = dec(v.value(), "keys")?;
+                let retires_at = Self::retires_at(&rec, ttl);
+                let state = match retires_at {
+                    None => "signing",
+                    Some(t) if t > now => "verifying",
+                    Some(_) => "retired",
+                };
+                Ok(KeyInfo {
+                    kid: k.value(),
+                    state,
+                    created_at: rec.created_at,
+                    superseded_at: rec.superseded_at,
+                    retires_at,
+                })
+            })
+            .collect()
+    }
+
+    /// The key ring at `now`: the signing key and every superseded key not yet retired.
+    pub fn key_ring(&self, now: u64) -> Result<KeyRing, StoreError> {
+        let ttl = self.access_ttl()?;
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(KEYS)?;
+        let mut keys = Vec::new();
+        let mut signing = None;
+        for r in t.iter()? {
+            let (k, v) = r?;
+            let rec: KeyRecord = dec(v.value(), "keys")?;
+            if Self::retires_at(&rec, ttl).is_some_and(|t| t <= now) {
+                continue;
+            }
+            if rec.superseded_at.is_none() {
+                signing = Some(k.value());
+            }
+            let secret =
+                Zeroizing::new(hex::decode(&rec.secret).map_err(|_| StoreError::Corrupt("keys"))?);
+            keys.push(Key::from_slice(k.value(), &secret).ok_or(StoreError::Corrupt("keys"))?);
+        }
+        KeyRing::new(keys, signing).ok_or(StoreError::Corrupt("keys"))
+    }
+
+    /// Makes a new key the signing key; the old one keeps verifying until it retires.
+    /// Returns the new key id.
+    pub fn rotate_key(&self, now: u64) -> Result<u32, StoreError> {
+        let tx = self.db.begin_write()?;
+        let kid = {
+            let mut t = tx.open_table(KEYS)?;
+            let mut superseded = Vec::new();
+            let mut last = 0;
+            for r in t.iter()? {
+                let (k, v) = r?;
+                last = k.value();
+                let mut rec: KeyRecord = dec(v.value(), "keys")?;
+                if rec.superseded_at.is_none() {
+                    rec.superseded_at = Some(now);
+                    superseded.push((k.value(), enc(&rec)));
+                }
+            }
+            for (k, v) in superseded {
+                t.insert(k, v.as_slice())?;
+            }
+            let kid = last + 1;
+            let rec = KeyRecord {
+                secret: hex::encode(*secrets::random32()),
+                created_at: now,
+                superseded_at: None,
+            };
+            t.insert(kid, enc(&rec).as_slice())?;
+            kid
+        };
+        tx.commit()?;
+        Ok(kid)
+    }
+
+    // ----- refresh tokens -----
+
+    /// Starts a refresh token family for `user` at `client` and returns its first token.
+    pub fn issue_refresh(
+        &self,
+        client: &str,
+        user: &str,
+        now: u64,
+        policy: &RefreshPolicy,
+    ) -> Result<Zeroizing<String>, StoreError> {
+        let token = secrets::new_refresh_token();
+        let hash = self.hash_key.refresh_hash(&token);
+        let family = hex::encode(secrets::random16());
+        let fam = FamilyRecord {
+            client: client.into(),
+            user: user.into(),
+            created_at: now,
+            expires_at: now + policy.absolute_ttl,
+            revoked_at: None,
+            current: hex::encode(hash),
+        };
+        let rec = RefreshRecord {
+            family: family.clone(),
+            client: client.into(),
+            user: user.into(),
+            expires_at: (now + policy.idle_ttl).min(fam.expires_at),
+            state: RefreshState::Active,
+        };
+        let tx = self.db.begin_write()?;
+        {
+            tx.open_table(FAMILIES)?
+                .insert(family.as_bytes(), enc(&fam).as_slice())?;
+            tx.open_table(REFRESH)?
+                .insert(hash.as_slice(), enc(&rec).as_slice())?;
+        }
+        tx.commit()?;
+        Ok(token)
+    }
+
+    /// Rotates `presented` for `client`: the successor on success, or why not. Reuse of a rotated
+    /// token outside the retry window revokes its family in the same transaction.
+    pub fn rotate_refresh(
+        &self,
+        presented: &str,
+        client: &str,
+        now: u64,
+        policy: &RefreshPolicy,
+    ) -> Result<Result<Rotation, RefreshRejection>, StoreError> {
+        if !secrets::looks_like_refresh_token(presented) {
+            return Ok(Err(RefreshRejection::Unknown));
+        }
+        let hash = self.hash_key.refresh_hash(presented);
+        let tx = self.db.begin_write()?;
+        let outcome: Result<Rotation, RefreshRejection> = 'outcome: {
+            let mut refresh = tx.open_table(REFRESH)?;
+            let mut families = tx.open_table(FAMILIES)?;
+            let Some(mut rec) = refresh
+                .get(hash.as_slice())?
+                .map(|v| dec::<RefreshRecord>(v.value(), "refresh_tokens"))
+                .transpose()?
+            else {
+                return Ok(Err(RefreshRejection::Unknown));
+            };
+            let Some(mut fam) = families
+                .get(rec.family.as_bytes())?
+                .map(|v| dec::<FamilyRecord>(v.value(), "refresh_families"))
+                .transpose()?
+            else {
+                return Ok(Err(RefreshRejection::Unknown));
+            };
+            if rec.client != client {
+                return Ok(Err(RefreshRejection::OtherClient));
+            }
+            if fam.revoked_at.is_some() {
+                return Ok(Err(RefreshRejection::Revoked));
+            }
+            if now >= rec.expires_at || now >= fam.expires_at {
+                return Ok(Err(RefreshRejection::Expired));
+            }
+            let successor = self.hash_key.refresh_successor(presented);
+            let successor_hash = self.hash_key.refresh_hash(&successor);
+            let retried = match rec.state {
+                RefreshState::Active => false,
+                RefreshState::Rotated { at }
+                    if now.saturating_sub(at) <= policy.retry_window
+                        && fam.current == hex::encode(successor_hash) =>
+                {
+                    true
+                }
+                RefreshState::Rotated { .. } => {
+                    fam.revoked_at = Some(now);
+                    families.insert(rec.family.as_bytes(), enc(&fam).as_slice())?;
+                    break 'outcome Err(RefreshRejection::ReuseDetected);
+                }
+            };
+            let client_active = tx
+                .open_table(CLIENTS)?
+                .get(client)?
+                .map(|v| dec::<ClientRecord>(v.value(), "clients"))
+                .transpose()?
+                .is_some_and(|c| c.active);
+            let user = tx
+                .open_table(USERS)?
+                .get(rec.user.as_str())?
+                .map(|v| dec::<UserRecord>(v.value(), "users"))
+                .transpose()?;
+            let user = match user {
+                Some(u) if client_active && !u.disabled => u,
+                _ => return Ok(Err(RefreshRejection::Inactive)),
+            };
+            if !retried {
+                let next = RefreshRecord {
+                    family: rec.family.clone(),
+                    client: client.into(),
+                    user: rec.user.clone(),
+                    expires_at: (now + policy.idle_ttl).min(fam.expires_at),
+                    state: RefreshState::Active,
+                };
+                refresh.insert(successor_hash.as_slice(), enc(&next).as_slice())?;
+                rec.state = RefreshState::Rotated { at: now };
+                refresh.insert(hash.as_slice(), enc(&rec).as_slice())?;
+                fam.current = hex::encode(successor_hash);
+                families.insert(rec.family.as_bytes(), enc(&fam).as_slice())?;
+            }
+            Ok(Rotation {
+                successor,
+                user_name: rec.user,
+                user,
+                retried,
+            })
+        };
+        match outcome {
+            Ok(rotation) => {
+                if !rotation.retried {
+                    tx.commit()?;
+                }
+                Ok(Ok(rotation))
+            }
+            Err(RefreshRejection::ReuseDetected) => {
+                tx.commit()?;
+                Ok(Err(RefreshRejection::ReuseDetected))
+            }
+            Err(other) => Ok(Err(other)),
+        }
+    }
+
+    /// Revokes the family of `token` if `client` owns it. `Ok(None)`: no such token;
+    /// `Ok(Some(false))`: it belongs to another client (nothing changed).
+    pub fn revoke_refresh(
+        &self,
+        token: &str,
+        client: &str,
+        now: u64,
+    ) -> Result<Option<bool>, StoreError> {
+        if !secrets::looks_like_refresh_token(token) {
+            return Ok(None);
+        }
+        let hash = self.hash_key.refresh_hash(token);
+        let tx = self.db.begin_write()?;
+        {
+            let refresh = tx.open_table(REFRESH)?;
+            let mut families = tx.open_table(FAMILIES)?;
+            let Some(rec) = refresh
+                .get(hash.as_slice())?
+                .map(|v| dec::<RefreshRecord>(v.value(), "refresh_tokens"))
+                .transpose()?
+            else {
+                return Ok(None);
+            };
+            if rec.client != client {
+                return Ok(Some(false));
+            }
+            let fam = families
+                .get(rec.family.as_bytes())?
+                .map(|v| dec::<FamilyRecord>(v.value(), "refresh_families"))
+                .transpose()?;
+            if let Some(mut fam) = fam {
+                if fam.revoked_at.is_none() {
+                    fam.revoked_at = Some(now);
+                    families.insert(rec.family.as_bytes(), enc(&fam).as_slice())?;
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(Some(true))
+    }
+
+    /// What introspection may reveal about a refresh token that is currently usable.
+    pub fn refresh_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError> {
+        if !secrets::looks_like_refresh_token(token) {
+            return Ok(None);
+        }
+        let hash = self.hash_key.refresh_hash(token);
+        let tx = self.db.begin_read()?;
+        let refresh = tx.open_table(REFRESH)?;
+        let families = tx.open_table(FAMILIES)?;
+        let Some(rec) = refresh
+            .get(hash.as_slice())?
+            .map(|v| dec::<RefreshRecord>(v.value(), "refresh_tokens"))
+            .transpose()?
+        else {
+            return Ok(None);
+        };
+        let Some(fam) = families
+            .get(rec.family.as_bytes())?
+            .map(|v| dec::<FamilyRecord>(v.value(), "refresh_families"))
+            .transpose()?
+        else {
+            return Ok(None);
+        };
+        let usable = rec.state == RefreshState::Active
+            && fam.revoked_at.is_none()
+            && now < rec.expires_at
+            && now < fam.expires_at;
+        Ok(usable.then(|| RefreshInfo {
+            client: rec.client,
+            user: rec.user,
+            expires_at: rec.expires_at.min(fam.expires_at),
+        }))
+    }
+
+    /// Deletes refresh tokens and families whose lifetime has passed and keys that have retired.
+    /// Returns how many records went.
+    pub fn sweep(&self, now: u64) -> Result<u64, StoreError> {
+        let ttl = self.access_ttl()?;
+        let tx = self.db.begin_write()?;
+        let mut removed = 0u64;
+        {
+            let mut refresh = tx.open_table(REFRESH)?;
+            refresh.retain(|_, v| {
+                let keep =
+                    serde_json::from_slice::<RefreshRecord>(v).map_or(true, |r| r.expires_at > now);
+                removed += u64::from(!keep);
+                keep
+            })?;
+            let mut families = tx.open_table(FAMILIES)?;
+            families.retain(|_, v| {
+                let keep =
+                    serde_json::from_slice::<FamilyRecord>(v).map_or(true, |f| f.expires_at > now);
+                removed += u64::from(!keep);
+                keep
+            })?;
+            let mut keys = tx.open_table(KEYS)?;
+            keys.retain(|_, v| {
+                let keep = serde_json::from_slice::<KeyRecord>(v)
+                    .map_or(true, |k| Self::retires_at(&k, ttl).is_none_or(|t| t > now));
+                removed += u64::from(!keep);
+                keep
+            })?;
+        }
+        tx.commit()?;
+        Ok(removed)
+    }
+}

@@ -1,0 +1,539 @@
+//! Access tokens: mint, verify and inspect. The format is specified in `docs/token-format.md`.
+//!
+//! A token is `mmat1.<body>.<tag>`: the family `mmat` and version `1`, the body in unpadded
+//! base64url, and an HMAC-SHA256 tag (unpadded base64url) over everything before the last dot.
+//! The prefix is inside the MAC, so a body can never be replayed under another version or purpose.
+
+use crate::error::VerifyError;
+use crate::key::{Key, KeyRing};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The token family: every access token starts with this.
+pub const FAMILY: &str = "mmat";
+/// The format version this code mints and verifies.
+pub const VERSION: u8 = 1;
+/// Everything before the body: family, version and the separating dot.
+pub const PREFIX: &str = "mmat1.";
+/// Longest token accepted, in bytes. Longer input is rejected before any decoding.
+pub const MAX_TOKEN_LEN: usize = 4096;
+/// Longest string field (client, subject, role, claim type or value), in bytes.
+pub const MAX_FIELD_LEN: usize = 255;
+/// Most roles, and most claims, one token carries.
+pub const MAX_ITEMS: usize = 64;
+/// Length of the token id in bytes (128 bits).
+pub const JTI_LEN: usize = 16;
+const TAG_LEN: usize = 32;
+const TAG_B64_LEN: usize = 43;
+
+/// Whom a token speaks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SubjectKind {
+    /// A user who signed in with the password grant (or a refresh of one).
+    User,
+    /// The client itself (client credentials without impersonation).
+    Client,
+    /// A user or claim set impersonated by the client, which is the actor.
+    Impersonation,
+}
+
+impl SubjectKind {
+    fn to_byte(self) -> u8 {
+        match self {
+            Self::User => 1,
+            Self::Client => 2,
+            Self::Impersonation => 3,
+        }
+    }
+
+    fn from_byte(b: u8) -> Option<Self> {
+        match b {
+            1 => Some(Self::User),
+            2 => Some(Self::Client),
+            3 => Some(Self::Impersonation),
+            _ => None,
+        }
+    }
+
+    /// The lower-case name used in headers, JSON and docs: `user`, `client`, `impersonation`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Client => "client",
+            Self::Impersonation => "impersonation",
+        }
+    }
+}
+
+/// One `type=value` claim.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Claim {
+    /// Claim type, for example `email`. Never empty, never contains `,` or `=`.
+    pub typ: String,
+    /// Claim value. Never empty, never contains `,`.
+    pub value: String,
+}
+
+/// The identity a token carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// User, client itself, or impersonation.
+    pub kind: SubjectKind,
+    /// User name; empty for [`SubjectKind::Client`] and for claim-only impersonation.
+    pub subject: String,
+    /// Roles of the subject.
+    pub roles: Vec<String>,
+    /// Claims of the subject.
+    pub claims: Vec<Claim>,
+}
+
+/// Everything a token states. Obtained untrusted from [`inspect`] or trusted inside a
+/// [`VerifiedToken`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenBody {
+    /// Id of the key that signed the token.
+    pub kid: u32,
+    /// Random token id.
+    pub jti: [u8; JTI_LEN],
+    /// Issued at, seconds since the Unix epoch.
+    pub iat: u64,
+    /// Expires at, seconds since the Unix epoch.
+    pub exp: u64,
+    /// Id of the client the token was issued to (the actor for impersonation).
+    pub client: String,
+    /// Whom the token speaks for.
+    pub identity: Identity,
+}
+
+impl TokenBody {
+    /// The token id as 32 lower-case hex digits.
+    pub fn jti_hex(&self) -> String {
+        self.jti.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// A token whose tag was checked under a key of the ring and whose lifetime covers the time of
+/// verification. Only [`verify`] makes one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedToken(TokenBody);
+
+impl VerifiedToken {
+    /// The verified contents.
+    pub fn body(&self) -> &TokenBody {
+        &self.0
+    }
+
+    /// The verified contents, by value.
+    pub fn into_body(self) -> TokenBody {
+        self.0
+    }
+}
+
+/// Why a body could not be minted into a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MintError {
+    /// A string is empty where it must not be, too long, or holds a forbidden character.
+    InvalidField(&'static str),
+    /// More than [`MAX_ITEMS`] roles or claims.
+    TooManyItems,
+    /// The identity does not fit its kind (for example a client token with a subject).
+    InconsistentIdentity,
+    /// `exp` is before `iat`.
+    ExpiresBeforeIssued,
+    /// The body's `kid` is not the id of the key given.
+    KeyMismatch,
+    /// The finished token would exceed [`MAX_TOKEN_LEN`].
+    TooLong,
+}
+
+impl core::fmt::Display for MintError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::InvalidField(name) => write!(f, "invalid {name}"),
+            Self::TooManyItems => write!(f, "more than {MAX_ITEMS} roles or claims"),
+            Self::InconsistentIdentity => f.write_str("identity does not fit its kind"),
+            Self::ExpiresBeforeIssued => f.write_str("expiry before issue time"),
+            Self::KeyMismatch => f.write_str("kid does not match the signing key"),
+            Self::TooLong => write!(f, "token longer than {MAX_TOKEN_LEN} bytes"),
+        }
+    }
+}
+
+impl std::error::Error for MintError {}
+
+/// Which characters a string field may hold.
+#[derive(Clone, Copy)]
+enum Field {
+    /// Client id and subject: printable, no control characters.
+    Name,
+    /// Role or claim value: printable, no `,`.
+    Item,
+    /// Claim type: printable, no `,` and no `=`.
+    ClaimType,
+}
+
+fn field_ok(s: &str, field: Field, may_be_empty: bool) -> bool {
+    if s.len() > MAX_FIELD_LEN || (s.is_empty() && !may_be_empty) {
+        return false;
+    }
+    s.chars().all(|c| {
+        !c.is_control()
+            && match field {
+                Field::Name => true,
+                Field::Item => c != ',',
+                Field::ClaimType => c != ',' && c != '=',
+            }
+    })
+}
+
+fn identity_ok(id: &Identity) -> Result<(), MintError> {
+    let subject_ok = field_ok(&id.subject, Field::Name, true);
+    if !subject_ok {
+        return Err(MintError::InvalidField("subject"));
+    }
+    if id.roles.len() > MAX_ITEMS || id.claims.len() > MAX_ITEMS {
+        return Err(MintError::TooManyItems);
+    }
+    if !id.roles.iter().all(|r| field_ok(r, Field::Item, false)) {
+        return Err(MintError::InvalidField("role"));
+    }
+    for c in &id.claims {
+        if !field_ok(&c.typ, Field::ClaimType, false) || !field_ok(&c.value, Field::Item, false) {
+            return Err(MintError::InvalidField("claim"));
+        }
+    }
+    let consistent = match id.kind {
+        SubjectKind::User => !id.subject.is_empty(),
+        SubjectKind::Client => id.subject.is_empty() && id.roles.is_empty() && id.claims.is_empty(),
+        SubjectKind::Impersonation => {
+            !id.subject.is_empty() || !id.roles.is_empty() || !id.claims.is_empty()
+        }
+    };
+    if consistent {
+        Ok(())
+    } else {
+        Err(MintError::InconsistentIdentity)
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    // Lengths were checked against MAX_FIELD_LEN (255) before encoding.
+    out.push(s.len() as u8);
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn encode_body(body: &TokenBody) -> Vec<u8> {
+    let id = &body.identity;
+    let mut out = Vec::with_capacity(64 + body.client.len() + id.subject.len());
+    out.extend_from_slice(&body.kid.to_be_bytes());
+    out.extend_from_slice(&body.jti);
+    out.extend_from_slice(&body.iat.to_be_bytes());
+    out.extend_from_slice(&body.exp.to_be_bytes());
+    out.push(id.kind.to_byte());
+    put_str(&mut out, &body.client);
+    put_str(&mut out, &id.subject);
+    out.push(id.roles.len() as u8);
+    for r in &id.roles {
+        put_str(&mut out, r);
+    }
+    out.push(id.claims.len() as u8);
+    for c in &id.claims {
+        put_str(&mut out, &c.typ);
+        put_str(&mut out, &c.value);
+    }
+    out
+}
+
+fn tag(key: &Key, signed: &[u8]) -> HmacSha256 {
+    // HMAC accepts keys of any length; a 32-byte key cannot fail.
+    let mut mac = <HmacSha256 as Mac>::new_from_slice(key.secret()).expect("HMAC takes any key");
+    mac.update(signed);
+    mac
+}
+
+/// Mints a token for `body` under `key`. `body.kid` must be `key.id()`.
+pub fn mint(key: &Key, body: &TokenBody) -> Result<String, MintError> {
+    if body.kid != key.id() {
+        return Err(MintError::KeyMismatch);
+    }
+    if body.exp < body.iat {
+        return Err(MintError::ExpiresBeforeIssued);
+    }
+    if !field_ok(&body.client, Field::Name, false) {
+        return Err(MintError::InvalidField("client"));
+    }
+    identity_ok(&body.identity)?;
+    let raw = encode_body(body);
+    let mut token = String::with_capacity(PREFIX.len() + raw.len() * 4 / 3 + 2 + TAG_B64_LEN);
+    token.push_str(PREFIX);
+    URL_SAFE_NO_PAD.encode_string(&raw, &mut token);
+    let mac = tag(key, token.as_bytes()).finalize().into_bytes();
+    token.push('.');
+    URL_SAFE_NO_PAD.encode_string(mac, &mut token);
+    if token.len() > MAX_TOKEN_LEN {
+        return Err(MintError::TooLong);
+    }
+    Ok(token)
+}
+
+/// A token split into its parts, nothing checked but the shape and encoding.
+struct Parts<'a> {
+    signed: &'a str,
+    body: TokenBody,
+    tag: [u8; TAG_LEN],
+}
+
+fn split(token: &str) -> Result<Parts<'_>, VerifyError> {
+    if token.len() > MAX_TOKEN_LEN {
+        return Err(VerifyError::Malformed);
+    }
+    let Some(rest) = token.strip_prefix(PREFIX) else {
+        let family_dot = token.find('.').map(|i| &token[..i]);
+        let other_version = family_dot.and_then(|head| head.strip_prefix(FAMILY));
+        return match other_version {
+            Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => {
+                Err(VerifyError::UnknownVersion)
+            }
+            _ => Err(VerifyError::Malformed),
+        };
+    };
+    let (body_b64, tag_b64) = rest.split_once('.').ok_or(VerifyError::Malformed)?;
+    if tag_b64.len() != TAG_B64_LEN {
+        return Err(VerifyError::Malformed);
+    }
+    // The default engine config rejects padding and non-zero trailing bits: one encoding per value.
+    let raw = URL_SAFE_NO_PAD
+        .decode(body_b64)
+        .map_err(|_| VerifyError::Malformed)?;
+    let mut tag = [0u8; TAG_LEN];
+    let n = URL_SAFE_NO_PAD
+        .decode_slice(tag_b64, &mut tag)
+        .map_err(|_| VerifyError::Malformed)?;
+    if n != TAG_LEN {
+        return Err(VerifyError::Malformed);
+    }
+    let body = decode_body(&raw).ok_or(VerifyError::Malformed)?;
+    let signed = &token[..PREFIX.len() + body_b64.len()];
+    Ok(Parts { signed, body, tag })
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Some(head)
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.take(N)?.try_into().ok()
+    }
+
+    fn str(&mut self, field: Field, may_be_empty: bool) -> Option<String> {
+        let len = usize::from(self.u8()?);
+        let s = core::str::from_utf8(self.take(len)?).ok()?;
+        field_ok(s, field, may_be_empty).then(|| s.to_owned())
+    }
+}
+
+fn decode_body(raw: &[u8]) -> Option<TokenBody> {
+    let mut r = Reader(raw);
+    let kid = u32::from_be_bytes(r.array()?);
+    let jti = r.array()?;
+    let iat = u64::from_be_bytes(r.array()?);
+    let exp = u64::from_be_bytes(r.array()?);
+    let kind = SubjectKind::from_byte(r.u8()?)?;
+    let client = r.str(Field::Name, false)?;
+    let subject = r.str(Field::Name, true)?;
+    let n_roles = usize::from(r.u8()?);
+    if n_roles > MAX_ITEMS {
+        return None;
+    }
+    let roles = (0..n_roles)
+        .map(|_| r.str(Field::Item, false))
+        .collect::<Option<Vec<_>>>()?;
+    let n_claims = usize::from(r.u8()?);
+    if n_claims > MAX_ITEMS {
+        return None;
+    }
+    let claims = (0..n_claims)
+        .map(|_| {
+            Some(Claim {
+                typ: r.str(Field::ClaimType, false)?,
+                value: r.str(Field::Item, false)?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    if !r.0.is_empty() || exp < iat {
+        return None;
+    }
+    let identity = Identity {
+        kind,
+        subject,
+        roles,
+        claims,
+    };
+    identity_ok(&identity).ok()?;
+    Some(TokenBody {
+        kid,
+        jti,
+        iat,
+        exp,
+        client,
+        identity,
+    })
+}
+
+/// Verifies `token` with the key its id names and checks its lifetime against `now` (seconds
+/// since the Unix epoch), allowing `skew` seconds either way.
+///
+/// Every failure displays the same; [`VerifyError`]'s variant says why, for logs and counters.
+pub fn verify(
+    ring: &KeyRing,
+    token: &str,
+    now: u64,
+    skew: u64,
+) -> Result<VerifiedToken, VerifyError> {
+    let parts = split(token)?;
+    let key = ring.get(parts.body.kid).ok_or(VerifyError::UnknownKey)?;
+    tag(key, parts.signed.as_bytes())
+        .verify_slice(&parts.tag)
+        .map_err(|_| VerifyError::BadSignature)?;
+    if parts.body.exp.saturating_add(skew) <= now {
+        return Err(VerifyError::Expired);
+    }
+    if parts.body.iat > now.saturating_add(skew) {
+        return Err(VerifyError::NotYetValid);
+    }
+    Ok(VerifiedToken(parts.body))
+}
+
+/// Decodes a token without any key. The result is **not** authentic: anyone can make a token
+/// that inspects well. Use it only to show a holder its own token (expiry, identity).
+pub fn inspect(token: &str) -> Result<TokenBody, VerifyError> {
+    split(token).map(|p| p.body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(id: u32) -> Key {
+        Key::new(id, [id as u8; 32])
+    }
+
+    fn body(kid: u32) -> TokenBody {
+        TokenBody {
+            kid,
+            jti: [7; JTI_LEN],
+            iat: 1_000,
+            exp: 1_900,
+            client: "app".into(),
+            identity: Identity {
+                kind: SubjectKind::User,
+                subject: "alice".into(),
+                roles: vec!["editor".into()],
+                claims: vec![Claim {
+                    typ: "email".into(),
+                    value: "a@example.com".into(),
+                }],
+            },
+        }
+    }
+
+    #[test]
+    fn mint_then_verify_round_trips() {
+        let ring = KeyRing::new(vec![key(1)], Some(1)).unwrap();
+        let t = mint(&key(1), &body(1)).unwrap();
+        assert!(t.starts_with("mmat1."));
+        assert_eq!(verify(&ring, &t, 1_500, 0).unwrap().body(), &body(1));
+        assert_eq!(inspect(&t).unwrap(), body(1));
+    }
+
+    #[test]
+    fn lifetime_is_checked_with_skew() {
+        let ring = KeyRing::new(vec![key(1)], Some(1)).unwrap();
+        let t = mint(&key(1), &body(1)).unwrap();
+        assert_eq!(verify(&ring, &t, 1_900, 0), Err(VerifyError::Expired));
+        assert!(verify(&ring, &t, 1_900, 30).is_ok());
+        assert_eq!(verify(&ring, &t, 1_930, 30), Err(VerifyError::Expired));
+        assert_eq!(verify(&ring, &t, 999, 0), Err(VerifyError::NotYetValid));
+        assert!(verify(&ring, &t, 990, 10).is_ok());
+    }
+
+    #[test]
+    fn unknown_key_and_wrong_key_fail() {
+        let t = mint(&key(1), &body(1)).unwrap();
+        let other = KeyRing::new(vec![key(2)], Some(2)).unwrap();
+        assert_eq!(verify(&other, &t, 1_500, 0), Err(VerifyError::UnknownKey));
+        let same_id_other_secret = KeyRing::new(vec![Key::new(1, [9; 32])], Some(1)).unwrap();
+        assert_eq!(
+            verify(&same_id_other_secret, &t, 1_500, 0),
+            Err(VerifyError::BadSignature)
+        );
+    }
+
+    #[test]
+    fn every_byte_flip_fails() {
+        let ring = KeyRing::new(vec![key(1)], Some(1)).unwrap();
+        let t = mint(&key(1), &body(1)).unwrap();
+        for i in 0..t.len() {
+            for replacement in [b'A', b'x', b'-', b'.', b'_', b'0'] {
+                let mut bytes = t.clone().into_bytes();
+                if bytes[i] == replacement {
+                    continue;
+                }
+                bytes[i] = replacement;
+                let tampered = String::from_utf8(bytes).unwrap();
+                assert!(
+                    verify(&ring, &tampered, 1_500, 0).is_err(),
+                    "byte {i} -> {} verified",
+                    replacement as char
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn mint_refuses_bad_identities() {
+        let mut b = body(1);
+        b.identity.roles.push("a,b".into());
+        assert_eq!(mint(&key(1), &b), Err(MintError::InvalidField("role")));
+        let mut b = body(1);
+        b.identity.kind = SubjectKind::Client;
+        assert_eq!(mint(&key(1), &b), Err(MintError::InconsistentIdentity));
+        let mut b = body(1);
+        b.client = "x\ny".into();
+        assert_eq!(mint(&key(1), &b), Err(MintError::InvalidField("client")));
+        assert_eq!(mint(&key(2), &body(1)), Err(MintError::KeyMismatch));
+        let mut b = body(1);
+        b.exp = 10;
+        assert_eq!(mint(&key(1), &b), Err(MintError::ExpiresBeforeIssued));
+    }
+
+    #[test]
+    fn oversize_and_other_versions_are_rejected() {
+        let ring = KeyRing::new(vec![key(1)], Some(1)).unwrap();
+        let long = format!("mmat1.{}.{}", "A".repeat(MAX_TOKEN_LEN), "A".repeat(43));
+        assert_eq!(verify(&ring, &long, 0, 0), Err(VerifyError::Malformed));
+        let t = mint(&key(1), &body(1)).unwrap();
+        let v2 = t.replacen("mmat1.", "mmat2.", 1);
+        assert_eq!(
+            verify(&ring, &v2, 1_500, 0),
+            Err(VerifyError::UnknownVersion)
+        );
+        assert_eq!(inspect(&v2), Err(VerifyError::UnknownVersion));
+    }
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Writes tokens.json: test vectors for the mmat1 token format.
+
+This is a second, independent implementation of docs/token-format.md (standard library only), so
+the vectors check the Rust code against the specification rather than against itself.
+Run: python3 shared/test_vectors/generate.py > shared/test_vectors/tokens.json
+"""
+import base64, hashlib, hmac, json, struct
+
+KEYS = {1: bytes(range(32)), 2: bytes([0xA5] * 32)}
+KIND = {"user": 1, "client": 2, "impersonation": 3}
+
+
+def b64(b):
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+
+def s(x):
+    x = x.encode() if isinstance(x, str) else x
+    return bytes([len(x)]) + x
+
+
+def body(kid, jti, iat, exp, kind, client, subject, roles, claims, kind_byte=None, extra=b""):
+    out = struct.pack(">I", kid) + jti + struct.pack(">QQ", iat, exp)
+    out += bytes([KIND[kind] if kind_byte is None else kind_byte]) + s(client) + s(subject)
+    out += bytes([len(roles)]) + b"".join(s(r) for r in roles)
+    out += bytes([len(claims)]) + b"".join(s(t) + s(v) for t, v in claims)
+    return out + extra
+
+
+def sign(raw, kid_for_key, prefix="mmat1."):
+    signed = prefix + (raw if isinstance(raw, str) else b64(raw))
+    tag = hmac.new(KEYS[kid_for_key], signed.encode(), hashlib.sha256).digest()
+    return signed + "." + b64(tag)
+
+
+valid_specs = [
+    ("user with roles and claims", 1, bytes(range(16)), 1700000000, 1700003600, "user", "media-app", "alice",
+     ["editor", "viewer"], [("email", "alice@example.com")]),
+    ("client itself", 2, bytes([0xFF] * 16), 1700000000, 1700000300, "client", "batch-job", "", [], []),
+    ("impersonation by claims", 1, bytes([1] * 16), 1700000000, 1700003600, "impersonation", "svc", "",
+     [], [("upn", "carol@corp"), ("group", "ops")]),
+    ("legacy impersonation with unicode", 2, bytes([2] * 16), 1, 2, "impersonation", "svc", "Zoë",
+     ["admin"], []),
+]
+
+valid = []
+for name, kid, jti, iat, exp, kind, client, subject, roles, claims in valid_specs:
+    raw = body(kid, jti, iat, exp, kind, client, subject, roles, claims)
+    valid.append({
+        "name": name, "kid": kid, "jti": jti.hex(), "iat": iat, "exp": exp, "kind": kind,
+        "client": client, "subject": subject, "roles": roles,
+        "claims": [{"type": t, "value": v} for t, v in claims],
+        "verify_at": iat, "token": sign(raw, kid),
+    })
+
+good = valid[0]["token"]
+good_raw = body(*valid_specs[0][1:])
+prefix_body, tag = good.rsplit(".", 1)
+now = valid[0]["iat"] + 10
+
+def flip(ch):
+    return "B" if ch != "B" else "C"
+
+invalid = [
+    ("empty", "", "malformed"),
+    ("prefix only", "mmat1.", "malformed"),
+    ("no tag", prefix_body, "malformed"),
+    ("other family", good.replace("mmat1.", "xmat1.", 1), "malformed"),
+    ("unknown version", sign(good_raw, 1, prefix="mmat2."), "unknown_version"),
+    ("tag altered", prefix_body + "." + flip(tag[0]) + tag[1:], "bad_signature"),
+    ("body altered", prefix_body[:30] + flip(prefix_body[30]) + prefix_body[31:] + "." + tag, "bad_signature"),
+    ("signed with another key under kid 1", sign(good_raw, 2), "bad_signature"),
+    ("unknown kid", sign(body(9, bytes(16), 1700000000, 1700003600, "client", "c", "", [], []), 1), "unknown_key"),
+    ("tag too short", prefix_body + "." + tag[:-1], "malformed"),
+    ("tag too long", prefix_body + "." + tag + "A", "malformed"),
+    ("padded body", sign(base64.urlsafe_b64encode(good_raw + b"\x00").decode(), 1), "malformed"),
+    ("standard base64 alphabet", good.replace("-", "+").replace("_", "/") if ("-" in good or "_" in good)
+        else sign(base64.b64encode(b"\xfb\xff" + good_raw[2:]).decode().rstrip("="), 1), "malformed"),
+    ("trailing byte after the claims", sign(good_raw + b"\x00", 1), "malformed"),
+    ("truncated body", sign(good_raw[:-1], 1), "malformed"),
+    ("unknown subject kind", sign(body(1, bytes(16), 1, 2, "user", "c", "u", [], [], kind_byte=4), 1), "malformed"),
+    ("expiry before issue", sign(body(1, bytes(16), 10, 5, "user", "c", "u", [], []), 1), "malformed"),
+    ("empty client", sign(body(1, bytes(16), 1, 2, "client", "", "", [], []), 1), "malformed"),
+    ("client kind with a subject", sign(body(1, bytes(16), 1, 2, "client", "c", "u", [], []), 1), "malformed"),
+    ("user kind without a subject", sign(body(1, bytes(16), 1, 2, "user", "c", "", [], []), 1), "malformed"),
+    ("role with a comma", sign(body(1, bytes(16), 1, 2, "user", "c", "u", ["a,b"], []), 1), "malformed"),
+    ("claim type with =", sign(body(1, bytes(16), 1, 2, "impersonation", "c", "", [], [("a=b", "v")]), 1), "malformed"),
+    ("control character in subject", sign(body(1, bytes(16), 1, 2, "user", "c", "a\nb", [], []), 1), "malformed"),
+    ("invalid UTF-8 in client", sign(body(1, bytes(16), 1, 2, "client", b"\xff\xfe", "", [], []), 1), "malformed"),
+    ("oversize", "mmat1." + "A" * 4096 + "." + tag, "malformed"),
+    ("trailing newline", good + "\n", "malformed"),
+    ("leading space", " " + good, "malformed"),
+]
+
+# Lifetime failures carry their own clock: the token is otherwise valid.
+lifetime = [
+    ("expired", good, valid[0]["exp"], 0, "expired"),
+    ("expired beyond the skew", good, valid[0]["exp"] + 30, 30, "expired"),
+    ("issued in the future", good, valid[0]["iat"] - 31, 30, "not_yet_valid"),
+]
+
+out = {
+    "format": "mmat1",
+    "keys": [{"kid": k, "secret": v.hex()} for k, v in sorted(KEYS.items())],
+    "valid": valid,
+    "invalid": [{"name": n, "token": t, "now": now, "skew": 0, "reason": r} for n, t, r in invalid]
+             + [{"name": n, "token": t, "now": at, "skew": sk, "reason": r} for n, t, at, sk, r in lifetime],
+}
+print(json.dumps(out, indent=2, ensure_ascii=False))
