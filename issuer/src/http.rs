@@ -400,3 +400,22 @@ impl Timer {
         self.0.elapsed().as_secs_f64()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn internal_errors_reveal_nothing() {
+        let resp = ApiError::internal(&"disk /var/lib/secret-path failed").into_response();
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(resp.headers()[header::CONTENT_TYPE], JSON);
+        assert_eq!(resp.headers()[header::CACHE_CONTROL], "no-store");
+        let body = http_body_util::BodyExt::collect(resp.into_body()).await;
+        let json: serde_json::Value = serde_json::from_slice(&body.unwrap().to_bytes()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"error": "server_error", "error_description": "internal server error"})
+        );
+    }
+}

@@ -96,6 +96,13 @@ struct Serve {
     /// proxy that sets it, such as the shipped Envoy configuration).
     #[arg(long)]
     trust_x_forwarded_for: bool,
+    /// First wait after repeated failed sign-ins (per user after 5, per address after 20), seconds;
+    /// each further failure doubles it.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    login_backoff_base: u64,
+    /// Longest wait after failed sign-ins, seconds.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    login_backoff_max: u64,
     /// Password hashes verified at once (each takes 19 MiB) [default: CPU count].
     #[arg(long)]
     password_concurrency: Option<usize>,
@@ -237,7 +244,11 @@ fn serve(s: Serve) -> anyhow::Result<()> {
         let app = Arc::new(App::new(
             store.clone(),
             settings,
-            Throttle::new(ThrottlePolicy::default()),
+            Throttle::new(ThrottlePolicy {
+                base_delay: s.login_backoff_base,
+                max_delay: s.login_backoff_max.max(s.login_backoff_base),
+                ..ThrottlePolicy::default()
+            }),
             s.password_concurrency.unwrap_or(cpus),
         )?);
         let admin_listener = issuer::server::bind_admin_socket(store.dir())?;

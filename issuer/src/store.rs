@@ -859,3 +859,88 @@ impl Store {
         Ok(removed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: RefreshPolicy = RefreshPolicy {
+        idle_ttl: 100,
+        absolute_ttl: 250,
+        retry_window: 10,
+    };
+
+    fn store_with_user(dir: &Path) -> Store {
+        let s = Store::open(dir, 1_000).unwrap();
+        let client = ClientRecord {
+            secret_hash: hex::encode([0u8; 32]),
+            active: true,
+            grants: vec![GrantKind::Password],
+            impersonate: false,
+            impersonate_claim_types: vec![],
+            created_at: 0,
+        };
+        assert!(s.add_client("app", &client).unwrap());
+        let user = UserRecord {
+            password_hash: String::new(),
+            disabled: false,
+            roles: vec!["r".into()],
+            claims: vec![],
+            created_at: 0,
+        };
+        assert!(s.add_user("alice", &user).unwrap());
+        s
+    }
+
+    #[test]
+    fn idle_and_absolute_lifetimes_and_the_sweep() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store_with_user(tmp.path());
+        let rt = s.issue_refresh("app", "alice", 1_000, &POLICY).unwrap();
+        // Idle: unused for 100 s, it expires.
+        assert_eq!(s.rotate_refresh(&rt, "app", 1_100, &POLICY).unwrap().err(), Some(RefreshRejection::Expired));
+        // Used in time, it rotates; each successor's idle expiry is capped by the absolute one.
+        let mut current = s.rotate_refresh(&rt, "app", 1_090, &POLICY).unwrap().unwrap().successor;
+        for t in [1_150, 1_220] {
+            current = s.rotate_refresh(&current, "app", t, &POLICY).unwrap().unwrap().successor;
+        }
+        assert_eq!(s.rotate_refresh(&current, "app", 1_250, &POLICY).unwrap().err(), Some(RefreshRejection::Expired));
+        // The sweep deletes the family and all its tokens once the absolute lifetime is over.
+        assert_eq!(s.sweep(1_249).unwrap(), 2, "only the two idle-expired tokens go early");
+        assert_eq!(s.sweep(1_400).unwrap(), 3);
+        assert_eq!(s.rotate_refresh(&current, "app", 1_240, &POLICY).unwrap().err(), Some(RefreshRejection::Unknown));
+    }
+
+    #[test]
+    fn state_survives_reopening() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rt = {
+            let s = store_with_user(tmp.path());
+            s.issue_refresh("app", "alice", 1_000, &POLICY).unwrap()
+        };
+        let s = Store::open(tmp.path(), 1_001).unwrap();
+        assert!(s.client("app").unwrap().is_some());
+        let next = s.rotate_refresh(&rt, "app", 1_001, &POLICY).unwrap().unwrap();
+        assert!(!next.retried);
+        assert_eq!(next.user_name, "alice");
+        assert!(matches!(Store::open(tmp.path(), 1_002), Err(StoreError::Locked)));
+    }
+
+    #[test]
+    fn superseded_keys_verify_until_they_retire() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Store::open(tmp.path(), 1_000).unwrap();
+        s.set_access_ttl(600).unwrap();
+        assert_eq!(s.rotate_key(2_000).unwrap(), 2);
+        let ring = s.key_ring(2_000).unwrap();
+        assert_eq!(ring.signing_key().map(Key::id), Some(2));
+        assert!(ring.get(1).is_some());
+        let retire = 2_000 + 600 + KEY_RETIRE_MARGIN;
+        assert!(s.key_ring(retire - 1).unwrap().get(1).is_some());
+        assert!(s.key_ring(retire).unwrap().get(1).is_none());
+        let states: Vec<_> = s.key_infos(retire).unwrap().iter().map(|k| k.state).collect();
+        assert_eq!(states, ["retired", "signing"]);
+        assert_eq!(s.sweep(retire).unwrap(), 1);
+        assert_eq!(s.key_infos(retire).unwrap().len(), 1);
+    }
+}
