@@ -898,17 +898,42 @@ mod tests {
         let s = store_with_user(tmp.path());
         let rt = s.issue_refresh("app", "alice", 1_000, &POLICY).unwrap();
         // Idle: unused for 100 s, it expires.
-        assert_eq!(s.rotate_refresh(&rt, "app", 1_100, &POLICY).unwrap().err(), Some(RefreshRejection::Expired));
+        assert_eq!(
+            s.rotate_refresh(&rt, "app", 1_100, &POLICY).unwrap().err(),
+            Some(RefreshRejection::Expired)
+        );
         // Used in time, it rotates; each successor's idle expiry is capped by the absolute one.
-        let mut current = s.rotate_refresh(&rt, "app", 1_090, &POLICY).unwrap().unwrap().successor;
+        let mut current = s
+            .rotate_refresh(&rt, "app", 1_090, &POLICY)
+            .unwrap()
+            .unwrap()
+            .successor;
         for t in [1_150, 1_220] {
-            current = s.rotate_refresh(&current, "app", t, &POLICY).unwrap().unwrap().successor;
+            current = s
+                .rotate_refresh(&current, "app", t, &POLICY)
+                .unwrap()
+                .unwrap()
+                .successor;
         }
-        assert_eq!(s.rotate_refresh(&current, "app", 1_250, &POLICY).unwrap().err(), Some(RefreshRejection::Expired));
+        assert_eq!(
+            s.rotate_refresh(&current, "app", 1_250, &POLICY)
+                .unwrap()
+                .err(),
+            Some(RefreshRejection::Expired)
+        );
         // The sweep deletes the family and all its tokens once the absolute lifetime is over.
-        assert_eq!(s.sweep(1_249).unwrap(), 2, "only the two idle-expired tokens go early");
+        assert_eq!(
+            s.sweep(1_249).unwrap(),
+            2,
+            "only the two idle-expired tokens go early"
+        );
         assert_eq!(s.sweep(1_400).unwrap(), 3);
-        assert_eq!(s.rotate_refresh(&current, "app", 1_240, &POLICY).unwrap().err(), Some(RefreshRejection::Unknown));
+        assert_eq!(
+            s.rotate_refresh(&current, "app", 1_240, &POLICY)
+                .unwrap()
+                .err(),
+            Some(RefreshRejection::Unknown)
+        );
     }
 
     #[test]
@@ -920,10 +945,16 @@ mod tests {
         };
         let s = Store::open(tmp.path(), 1_001).unwrap();
         assert!(s.client("app").unwrap().is_some());
-        let next = s.rotate_refresh(&rt, "app", 1_001, &POLICY).unwrap().unwrap();
+        let next = s
+            .rotate_refresh(&rt, "app", 1_001, &POLICY)
+            .unwrap()
+            .unwrap();
         assert!(!next.retried);
         assert_eq!(next.user_name, "alice");
-        assert!(matches!(Store::open(tmp.path(), 1_002), Err(StoreError::Locked)));
+        assert!(matches!(
+            Store::open(tmp.path(), 1_002),
+            Err(StoreError::Locked)
+        ));
     }
 
     #[test]
@@ -938,7 +969,12 @@ mod tests {
         let retire = 2_000 + 600 + KEY_RETIRE_MARGIN;
         assert!(s.key_ring(retire - 1).unwrap().get(1).is_some());
         assert!(s.key_ring(retire).unwrap().get(1).is_none());
-        let states: Vec<_> = s.key_infos(retire).unwrap().iter().map(|k| k.state).collect();
+        let states: Vec<_> = s
+            .key_infos(retire)
+            .unwrap()
+            .iter()
+            .map(|k| k.state)
+            .collect();
         assert_eq!(states, ["retired", "signing"]);
         assert_eq!(s.sweep(retire).unwrap(), 1);
         assert_eq!(s.key_infos(retire).unwrap().len(), 1);
