@@ -1366,3 +1366,21 @@ async fn routes_without_sockets() {
     let r = warp::test::request().path("/nope").reply(&routes).await;
     assert_eq!(r.status(), 404);
 }
+
+#[tokio::test]
+async fn sigterm_shuts_down_gracefully() {
+    let f = fixture();
+    let mut s = Server::start(&f.dir, &[]);
+    assert_eq!(password_grant(&s, &f).await.status, 200);
+    let mut child = s.child.take().unwrap();
+    assert!(f.dir.join("admin.sock").exists());
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit status {status}");
+    assert!(!f.dir.join("admin.sock").exists(), "socket left behind");
+    // The data dir is free again: an offline admin command opens it directly.
+    assert!(admin(&f.dir, &["user", "list"], None).contains("alice"));
+}

@@ -429,6 +429,7 @@ pub fn inspect(token: &str) -> Result<TokenBody, VerifyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn key(id: u32) -> Key {
         Key::new(id, [id as u8; 32])
@@ -486,11 +487,11 @@ mod tests {
     }
 
     #[test]
-    fn every_byte_flip_fails() {
+    fn every_single_byte_change_fails() {
         let ring = KeyRing::new(vec![key(1)], Some(1)).unwrap();
         let t = mint(&key(1), &body(1)).unwrap();
         for i in 0..t.len() {
-            for replacement in [b'A', b'x', b'-', b'.', b'_', b'0'] {
+            for replacement in 0u8..128 {
                 let mut bytes = t.clone().into_bytes();
                 if bytes[i] == replacement {
                     continue;
@@ -499,10 +500,15 @@ mod tests {
                 let tampered = String::from_utf8(bytes).unwrap();
                 assert!(
                     verify(&ring, &tampered, 1_500, 0).is_err(),
-                    "byte {i} -> {} verified",
-                    replacement as char
+                    "byte {i} -> {replacement:#x} verified"
                 );
             }
+        }
+        for cut in 0..t.len() {
+            assert!(
+                verify(&ring, &t[..cut], 1_500, 0).is_err(),
+                "prefix of {cut} bytes verified"
+            );
         }
     }
 
@@ -535,5 +541,69 @@ mod tests {
             Err(VerifyError::UnknownVersion)
         );
         assert_eq!(inspect(&v2), Err(VerifyError::UnknownVersion));
+    }
+
+    fn arb_identity() -> impl Strategy<Value = Identity> {
+        let item = "[^,=\\p{Cc}]{1,20}";
+        (
+            0u8..3,
+            "[^\\p{Cc}]{1,30}",
+            proptest::collection::vec(item, 0..5),
+            proptest::collection::vec((item, item), 0..5),
+        )
+            .prop_map(|(k, subject, roles, claims)| {
+                let claims = claims
+                    .into_iter()
+                    .map(|(typ, value)| Claim { typ, value })
+                    .collect();
+                match k {
+                    0 => Identity {
+                        kind: SubjectKind::User,
+                        subject,
+                        roles,
+                        claims,
+                    },
+                    1 => Identity {
+                        kind: SubjectKind::Client,
+                        subject: String::new(),
+                        roles: vec![],
+                        claims: vec![],
+                    },
+                    _ => Identity {
+                        kind: SubjectKind::Impersonation,
+                        subject,
+                        roles,
+                        claims,
+                    },
+                }
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn any_valid_body_round_trips(
+            kid in 1u32..5,
+            jti in any::<[u8; 16]>(),
+            iat in 0u64..u64::MAX / 2,
+            life in 1u64..1_000_000,
+            client in "[^\\p{Cc}]{1,40}",
+            identity in arb_identity(),
+        ) {
+            let body = TokenBody { kid, jti, iat, exp: iat + life, client, identity };
+            let ring = KeyRing::new((1..5).map(key).collect(), Some(kid)).unwrap();
+            let t = mint(&key(kid), &body).unwrap();
+            prop_assert!(t.len() <= MAX_TOKEN_LEN);
+            prop_assert!(t.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)));
+            let verified = verify(&ring, &t, iat, 0).unwrap();
+            prop_assert_eq!(verified.body(), &body);
+            prop_assert_eq!(inspect(&t).unwrap(), body);
+        }
+
+        #[test]
+        fn random_input_never_verifies(s in "\\PC{0,300}|mmat1\\.[A-Za-z0-9_-]{0,200}\\.[A-Za-z0-9_-]{43}") {
+            let ring = KeyRing::new(vec![key(1)], Some(1)).unwrap();
+            prop_assert!(verify(&ring, &s, 1_500, u64::MAX).is_err());
+            let _ = inspect(&s);
+        }
     }
 }
