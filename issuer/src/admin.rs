@@ -166,7 +166,7 @@ fn found(ok: bool, what: &str, name: &str) -> Result<(), AdminError> {
 }
 
 /// The Envoy filter's plugin configuration for `ring`, with the filter's defaults spelled out.
-/// The filter documents every field; `keys` is the ring of verifying keys.
+/// `docs/filter.md` documents every field; `keys` is the ring of verifying keys.
 pub fn filter_config(ring: &shared::KeyRing) -> serde_json::Value {
     let keys: Vec<_> = ring
         .keys()
@@ -177,7 +177,6 @@ pub fn filter_config(ring: &shared::KeyRing) -> serde_json::Value {
         "keys": keys,
         "alternative_header": "ServiceAuthorization",
         "clock_skew_seconds": 30,
-        "protected_prefixes": ["/apiv2/"],
         "exempt_prefixes": ["/apiv2/oauth/"],
         "realm": "media",
     })
@@ -373,4 +372,23 @@ pub fn send(data_dir: &Path, cmd: &Command) -> anyhow::Result<Option<Reply>> {
     let mut reply = String::new();
     BufReader::new(stream).read_line(&mut reply)?;
     Ok(Some(serde_json::from_str(&reply)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_config_is_accepted_by_the_filter() {
+        let ring = shared::KeyRing::new(
+            vec![shared::Key::new(1, [1; 32]), shared::Key::new(2, [2; 32])],
+            Some(2),
+        )
+        .unwrap();
+        let json = serde_json::to_vec(&filter_config(&ring)).unwrap();
+        let cfg = filter_wasm::config::Config::parse(&json).unwrap();
+        assert_eq!(cfg.ring.get(1).unwrap().secret(), &[1; 32]);
+        assert_eq!(cfg.ring.get(2).unwrap().secret(), &[2; 32]);
+        assert_eq!(cfg.alternative_header, "serviceauthorization");
+    }
 }

@@ -1,30 +1,32 @@
 //! Orchestration of the project, run as `cargo xtask <command>`:
 //!
-//! - `test`: every check and test (what `.ci/run` runs); installs what it needs.
-//! - `demo`: runs the product on this machine with a demo client and user and prints a curl
-//!   walk-through; `demo --smoke` runs the walk-through itself and exits (used by `test`).
+//! - `test`: every check and test (what `.ci/run` runs), installing what it needs.
+//! - `demo`: the full stack on this machine (issuer, Envoy with the filter and TLS, a media
+//!   upstream) with a demo client and user, and a curl walk-through; Ctrl-C stops it.
+//! - `dist`: release artifacts in `dist/`.
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-mod demo;
+mod tools;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let root = root();
-    std::env::set_current_dir(&root)?;
+    std::env::set_current_dir(root())?;
     match args.first().map(String::as_str) {
-        Some("test") => test(&root),
-        Some("demo") => demo::run_demo(&root, args.iter().any(|a| a == "--smoke")),
+        Some("test") => test(),
+        Some("demo") => demo(),
+        Some("dist") => dist(),
         _ => {
-            eprintln!("usage: cargo xtask <test | demo [--smoke]>");
+            eprintln!("usage: cargo xtask <test | demo | dist>");
             std::process::exit(2);
         }
     }
 }
 
-fn root() -> PathBuf {
+/// The workspace root.
+pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask lives in the workspace")
@@ -49,49 +51,34 @@ pub fn run(cmd: &mut Command) -> Result<()> {
 }
 
 fn show(cmd: &Command) -> String {
-    std::iter::once(cmd.get_program())
-        .chain(cmd.get_args())
-        .map(|s| s.to_string_lossy().into_owned())
+    let envs: Vec<String> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| Some(format!("{}={}", k.to_string_lossy(), v?.to_string_lossy())))
+        .collect();
+    envs.into_iter()
+        .chain(std::iter::once(
+            cmd.get_program().to_string_lossy().into_owned(),
+        ))
+        .chain(cmd.get_args().map(|s| s.to_string_lossy().into_owned()))
         .collect::<Vec<_>>()
         .join(" ")
 }
 
+/// `cargo`, as the one running xtask.
 pub fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
-/// Installs the wasm32 target if rustup does not list it yet.
-fn ensure_wasm_target() -> Result<()> {
-    let out = Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .stderr(Stdio::inherit())
-        .output()?;
-    if !String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .any(|l| l.trim() == "wasm32-unknown-unknown")
-    {
-        eprintln!("installing the wasm32-unknown-unknown target with rustup");
-        run(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))?;
-    }
-    Ok(())
-}
+/// Packages checked natively (the filter's Envoy and JS builds are checked on their own).
+const PACKAGES: [&str; 5] = ["mms-token", "issuer", "filter-wasm", "e2e", "xtask"];
 
-const PACKAGES: [&str; 3] = ["mms-token", "issuer", "xtask"];
-
-fn test(_root: &Path) -> Result<()> {
-    ensure_wasm_target()?;
+fn test() -> Result<()> {
+    tools::ensure_wasm_target()?;
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     for p in PACKAGES {
         run(cargo().args(["clippy", "-p", p, "--all-targets", "--", "-D", "warnings"]))?;
     }
-    // The token crate must stay wasm-friendly: it is what the Envoy filter and the JS module use.
-    run(cargo().args([
-        "build",
-        "-p",
-        "mms-token",
-        "--target",
-        "wasm32-unknown-unknown",
-    ]))?;
+    // The token crate stays wasm-friendly: the Envoy module and the JS module are built on it.
     run(cargo().args([
         "clippy",
         "-p",
@@ -102,10 +89,78 @@ fn test(_root: &Path) -> Result<()> {
         "-D",
         "warnings",
     ]))?;
+    tools::clippy_envoy_module()?;
+    let wasm = tools::build_envoy_module()?;
+    tools::check_envoy_module(&wasm)?;
+    let envoy = tools::ensure_envoy()?;
+    run(cargo().args(["build", "-p", "issuer", "-p", "e2e"]))?;
+    let with_tools = |c: &mut Command| {
+        c.env("MMS_ENVOY", &envoy).env("MMS_FILTER_WASM", &wasm);
+    };
+    let mut validate = Command::new(root().join("target/debug/stack"));
+    validate.arg("validate");
+    with_tools(&mut validate);
+    run(&mut validate)?;
     for p in PACKAGES {
-        run(cargo().args(["test", "-p", p]))?;
+        let mut c = cargo();
+        c.args(["test", "-p", p]);
+        with_tools(&mut c);
+        run(&mut c)?;
     }
-    demo::run_demo(&root(), true)?;
+    // The demo as a new user runs it, on free ports, walked through automatically.
+    let smoke_dir = root().join("target/demo-smoke");
+    if smoke_dir.exists() {
+        std::fs::remove_dir_all(&smoke_dir)?;
+    }
+    let mut smoke = Command::new(root().join("target/debug/stack"));
+    smoke.arg("smoke").arg("--dir").arg(&smoke_dir);
+    with_tools(&mut smoke);
+    run(&mut smoke)?;
     eprintln!("\nall checks and tests passed");
+    Ok(())
+}
+
+fn demo() -> Result<()> {
+    tools::ensure_wasm_target()?;
+    let wasm = tools::build_envoy_module()?;
+    let envoy = tools::ensure_envoy()?;
+    run(cargo().args(["build", "-p", "issuer", "-p", "e2e"]))?;
+    // Ctrl-C reaches every process of the terminal; xtask waits for the stack to stop its parts.
+    ctrlc::set_handler(|| {})?;
+    let status = Command::new(root().join("target/debug/stack"))
+        .arg("demo")
+        .env("MMS_ENVOY", &envoy)
+        .env("MMS_FILTER_WASM", &wasm)
+        .stdin(Stdio::null())
+        .status()?;
+    if !status.success() && status.code().is_some() {
+        bail!("the demo failed ({status})");
+    }
+    Ok(())
+}
+
+fn dist() -> Result<()> {
+    tools::ensure_wasm_target()?;
+    let wasm = tools::build_envoy_module()?;
+    tools::check_envoy_module(&wasm)?;
+    run(cargo().args(["build", "--release", "-p", "issuer"]))?;
+    let dist = root().join("dist");
+    std::fs::create_dir_all(dist.join("envoy"))?;
+    std::fs::copy(root().join("target/release/issuer"), dist.join("issuer"))?;
+    std::fs::copy(&wasm, dist.join("filter.wasm"))?;
+    for entry in std::fs::read_dir(root().join("envoy"))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            std::fs::copy(
+                &path,
+                dist.join("envoy")
+                    .join(path.file_name().context("file name")?),
+            )?;
+        }
+    }
+    eprintln!(
+        "\ndist/: issuer, filter.wasm ({} bytes), envoy/*.yaml",
+        std::fs::metadata(dist.join("filter.wasm"))?.len()
+    );
     Ok(())
 }

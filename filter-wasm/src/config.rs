@@ -1,0 +1,230 @@
+//! The filter's plugin configuration: JSON, validated completely before the filter serves a
+//! request. `issuer keys filter-config` prints a valid one. Reference: `docs/filter.md`.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde::Deserialize;
+use shared::{Key, KeyRing};
+
+/// Request headers the filter owns: removed from every request, and set from the verified token
+/// on allowed ones.
+pub const IDENTITY_HEADERS: [&str; 7] = [
+    "x-auth-client",
+    "x-auth-subject-kind",
+    "x-auth-subject",
+    "x-auth-roles",
+    "x-auth-claims",
+    "x-auth-token-id",
+    "x-auth-expires",
+];
+
+/// Most keys a configuration may hold.
+pub const MAX_KEYS: usize = 64;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKey {
+    kid: u32,
+    secret: String,
+}
+
+fn default_alternative_header() -> String {
+    "ServiceAuthorization".into()
+}
+fn default_skew() -> u64 {
+    30
+}
+fn default_exempt() -> Vec<String> {
+    vec!["/apiv2/oauth/".into()]
+}
+fn default_realm() -> String {
+    "media".into()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    keys: Vec<RawKey>,
+    #[serde(default = "default_alternative_header")]
+    alternative_header: String,
+    #[serde(default = "default_skew")]
+    clock_skew_seconds: u64,
+    #[serde(default = "default_exempt")]
+    exempt_prefixes: Vec<String>,
+    #[serde(default = "default_realm")]
+    realm: String,
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Keys that verify tokens.
+    pub ring: KeyRing,
+    /// The alternative token header, lower case.
+    pub alternative_header: String,
+    /// Seconds of clock difference tolerated on expiry and issue time.
+    pub clock_skew: u64,
+    /// Path prefixes that pass without a token (identity headers are still removed).
+    pub exempt_prefixes: Vec<String>,
+    /// Realm in `WWW-Authenticate`.
+    pub realm: String,
+}
+
+/// Why a configuration was refused. The message names the field and never includes a secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid filter configuration: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError(msg.into()))
+}
+
+fn is_token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+}
+
+impl Config {
+    /// Parses and validates a JSON configuration.
+    pub fn parse(json: &[u8]) -> Result<Self, ConfigError> {
+        let raw: Raw = match serde_json::from_slice(json) {
+            Ok(r) => r,
+            // serde's message names the field or position; it cannot contain a secret, because a
+            // secret is only ever a string value that parsed.
+            Err(e) => return err(format!("{e}")),
+        };
+        if raw.keys.is_empty() {
+            return err("keys: at least one key is required");
+        }
+        if raw.keys.len() > MAX_KEYS {
+            return err(format!("keys: at most {MAX_KEYS} keys"));
+        }
+        let mut keys = Vec::with_capacity(raw.keys.len());
+        for k in &raw.keys {
+            let Ok(secret) = URL_SAFE_NO_PAD.decode(&k.secret) else {
+                return err(format!(
+                    "keys: the secret of kid {} is not unpadded base64url",
+                    k.kid
+                ));
+            };
+            let Some(key) = Key::from_slice(k.kid, &secret) else {
+                return err(format!("keys: the secret of kid {} is not 32 bytes", k.kid));
+            };
+            keys.push(key);
+        }
+        let Some(ring) = KeyRing::new(keys, None) else {
+            return err("keys: two keys share a kid");
+        };
+        let alt = raw.alternative_header.to_ascii_lowercase();
+        if alt.is_empty() || !alt.chars().all(is_token_char) {
+            return err("alternative_header: must be an HTTP header name");
+        }
+        if alt == "authorization" || IDENTITY_HEADERS.contains(&alt.as_str()) {
+            return err("alternative_header: must not be authorization or an identity header");
+        }
+        if raw.clock_skew_seconds > 600 {
+            return err("clock_skew_seconds: at most 600");
+        }
+        for p in &raw.exempt_prefixes {
+            if !p.starts_with('/')
+                || p.contains(['?', '#', '%'])
+                || p.split('/').any(|s| s == "." || s == "..")
+            {
+                return err(format!(
+                    "exempt_prefixes: {p:?} must be a plain absolute path prefix"
+                ));
+            }
+            if p == "/" {
+                return err("exempt_prefixes: \"/\" would exempt everything");
+            }
+        }
+        if raw.realm.is_empty()
+            || raw.realm.len() > 64
+            || !raw
+                .realm
+                .chars()
+                .all(|c| c.is_ascii_graphic() && c != '"' && c != '\\')
+        {
+            return err("realm: 1 to 64 visible ASCII characters without quotes or backslashes");
+        }
+        Ok(Self {
+            ring,
+            alternative_header: alt,
+            clock_skew: raw.clock_skew_seconds,
+            exempt_prefixes: raw.exempt_prefixes,
+            realm: raw.realm,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8";
+
+    fn cfg(extra: &str) -> Result<Config, ConfigError> {
+        Config::parse(format!(r#"{{"keys":[{{"kid":1,"secret":"{KEY}"}}]{extra}}}"#).as_bytes())
+    }
+
+    #[test]
+    fn defaults() {
+        let c = cfg("").unwrap();
+        assert_eq!(c.alternative_header, "serviceauthorization");
+        assert_eq!(c.clock_skew, 30);
+        assert_eq!(c.exempt_prefixes, ["/apiv2/oauth/"]);
+        assert_eq!(c.realm, "media");
+        assert!(c.ring.get(1).is_some());
+    }
+
+    #[test]
+    fn refuses_bad_configurations() {
+        for (extra, needle) in [
+            (
+                r#","alternative_header":"Bad Header""#,
+                "alternative_header",
+            ),
+            (
+                r#","alternative_header":"authorization""#,
+                "alternative_header",
+            ),
+            (r#","clock_skew_seconds":601"#, "clock_skew"),
+            (r#","exempt_prefixes":["/"]"#, "exempt"),
+            (r#","exempt_prefixes":["apiv2"]"#, "exempt"),
+            (r#","exempt_prefixes":["/a/../b"]"#, "exempt"),
+            (r#","realm":"a\"b""#, "realm"),
+            (r#","unknown":1"#, "unknown"),
+        ] {
+            let e = cfg(extra).unwrap_err();
+            assert!(e.0.contains(needle), "{extra}: {e}");
+        }
+        for bad in [
+            "",
+            "{}",
+            r#"{"keys":[]}"#,
+            r#"{"keys":[{"kid":1,"secret":"short"}]}"#,
+            r#"{"keys":[{"kid":1,"secret":"!!"}]}"#,
+        ] {
+            assert!(Config::parse(bad.as_bytes()).is_err(), "{bad}");
+        }
+        let dup =
+            format!(r#"{{"keys":[{{"kid":1,"secret":"{KEY}"}},{{"kid":1,"secret":"{KEY}"}}]}}"#);
+        assert!(Config::parse(dup.as_bytes())
+            .unwrap_err()
+            .0
+            .contains("share"));
+    }
+
+    #[test]
+    fn errors_never_show_a_secret() {
+        let bad = format!(r#"{{"keys":[{{"kid":1,"secret":"{KEY}x"}}]}}"#);
+        let e = Config::parse(bad.as_bytes()).unwrap_err().to_string();
+        assert!(!e.contains(KEY), "{e}");
+    }
+}

@@ -1,0 +1,157 @@
+//! The proxy-wasm adapter: reads the request headers once, asks [`decide`], applies the answer.
+//!
+//! Nothing here may panic on request data. Headers are read as bytes
+//! (`get_http_request_headers_bytes`): the SDK's `String` variant unwraps UTF-8 conversion of
+//! values, which a client controls.
+
+use crate::config::{Config, IDENTITY_HEADERS};
+use crate::decision::{decide, Decision, Outcome};
+use proxy_wasm::hostcalls;
+use proxy_wasm::traits::{Context, HttpContext, RootContext};
+use proxy_wasm::types::{Action, ContextType, LogLevel, MetricType};
+use std::rc::Rc;
+use std::time::UNIX_EPOCH;
+
+proxy_wasm::main! {{
+    proxy_wasm::set_log_level(LogLevel::Info);
+    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::default()) });
+}}
+
+/// Counter ids, indexed like [`Outcome::ALL`].
+#[derive(Default)]
+struct Counters(Vec<u32>);
+
+impl Counters {
+    fn define() -> Self {
+        Self(
+            Outcome::ALL
+                .iter()
+                .filter_map(|o| {
+                    hostcalls::define_metric(MetricType::Counter, &format!("mms_auth.{}", o.name()))
+                        .ok()
+                })
+                .collect(),
+        )
+    }
+
+    fn count(&self, outcome: Outcome) {
+        let index = Outcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0);
+        if let Some(id) = self.0.get(index) {
+            let _ = hostcalls::increment_metric(*id, 1);
+        }
+    }
+}
+
+#[derive(Default)]
+struct Root {
+    config: Option<Rc<Config>>,
+    counters: Rc<Counters>,
+}
+
+impl Context for Root {}
+
+impl RootContext for Root {
+    fn on_configure(&mut self, _size: usize) -> bool {
+        if self.counters.0.is_empty() {
+            self.counters = Rc::new(Counters::define());
+        }
+        let Some(bytes) = self.get_plugin_configuration() else {
+            let _ = hostcalls::log(LogLevel::Critical, "mms_auth: no plugin configuration");
+            self.config = None;
+            return false;
+        };
+        match Config::parse(&bytes) {
+            Ok(cfg) => {
+                self.config = Some(Rc::new(cfg));
+                true
+            }
+            Err(e) => {
+                let _ = hostcalls::log(LogLevel::Critical, &format!("mms_auth: {e}"));
+                self.config = None;
+                false
+            }
+        }
+    }
+
+    fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+        // The SDK panics on `None`; without a configuration every request is refused instead.
+        Some(Box::new(Filter {
+            config: self.config.clone(),
+            counters: self.counters.clone(),
+        }))
+    }
+
+    fn get_type(&self) -> Option<ContextType> {
+        Some(ContextType::HttpContext)
+    }
+}
+
+struct Filter {
+    config: Option<Rc<Config>>,
+    counters: Rc<Counters>,
+}
+
+impl Context for Filter {}
+
+impl HttpContext for Filter {
+    fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
+        let Some(cfg) = self.config.clone() else {
+            self.send_http_response(
+                503,
+                vec![("content-type", "application/json")],
+                Some(b"{\"error\":\"unavailable\"}"),
+            );
+            return Action::Pause;
+        };
+        let headers = self.get_http_request_headers_bytes();
+        let path = headers
+            .iter()
+            .find(|(n, _)| n == ":path")
+            .map_or(&[][..], |(_, v)| v.as_slice());
+        let now = self
+            .get_current_time()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let (decision, outcome, reason) = decide(
+            &cfg,
+            path,
+            headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
+            now,
+        );
+        self.counters.count(outcome);
+        if let Some(r) = reason {
+            let _ = hostcalls::log(
+                LogLevel::Debug,
+                &format!("mms_auth: token refused: {}", r.reason()),
+            );
+        }
+        match decision {
+            Decision::Deny(d) => {
+                self.send_http_response(
+                    d.status,
+                    vec![
+                        ("www-authenticate", d.www_authenticate.as_str()),
+                        ("content-type", "application/json"),
+                        ("cache-control", "no-store"),
+                    ],
+                    Some(d.body.as_bytes()),
+                );
+                Action::Pause
+            }
+            Decision::Exempt | Decision::Allow(_) => {
+                for (name, _) in headers
+                    .iter()
+                    .filter(|(n, _)| IDENTITY_HEADERS.contains(&n.as_str()))
+                {
+                    self.set_http_request_header(name, None);
+                }
+                if let Decision::Allow(set) = decision {
+                    for (name, value) in set {
+                        self.set_http_request_header(name, Some(&value));
+                    }
+                }
+                Action::Continue
+            }
+        }
+    }
+}

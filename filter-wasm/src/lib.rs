@@ -1,0 +1,14 @@
+//! Bearer token validation for Envoy.
+//!
+//! The crate is a thin proxy-wasm adapter ([`envoy`], feature `envoy`, built for
+//! `wasm32-unknown-unknown`) over logic that is plain Rust and tested natively:
+//! [`config`] parses and validates the plugin configuration, and [`decision::decide`] turns a
+//! request's path and headers, the time and the configuration into a [`decision::Decision`].
+//! The configuration reference is `docs/filter.md`.
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod decision;
+
+#[cfg(feature = "envoy")]
+mod envoy;

@@ -1,0 +1,640 @@
+//! End-to-end harness: the real issuer binary, a real Envoy loading the real `filter.wasm`, and a
+//! small media upstream, all on 127.0.0.1. The e2e tests and `cargo xtask demo` both use it.
+//!
+//! Tools come from the environment, set by `cargo xtask test|demo`: `MMS_ENVOY` (the Envoy
+//! binary), `MMS_FILTER_WASM` (the release filter module) and optionally `MMS_ISSUER` (default
+//! `target/debug/issuer`). Every process started here is stopped by its pid when its handle drops.
+
+use anyhow::{bail, Context, Result};
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use warp::Filter;
+
+pub mod upstream;
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ is in the workspace")
+        .to_owned()
+}
+
+/// Paths of the real parts.
+#[derive(Debug, Clone)]
+pub struct Tools {
+    /// The Envoy binary.
+    pub envoy: PathBuf,
+    /// The release `filter.wasm`.
+    pub wasm: PathBuf,
+    /// The issuer binary.
+    pub issuer: PathBuf,
+}
+
+impl Tools {
+    /// Tools from the environment, or why not.
+    pub fn from_env() -> Result<Self> {
+        let get = |name: &str| -> Result<PathBuf> {
+            let p =
+                PathBuf::from(std::env::var_os(name).with_context(|| {
+                    format!("{name} is not set (run through `cargo xtask test`)")
+                })?);
+            if !p.exists() {
+                bail!("{name}={} does not exist", p.display());
+            }
+            Ok(p)
+        };
+        let issuer = std::env::var_os("MMS_ISSUER")
+            .map_or_else(|| root().join("target/debug/issuer"), PathBuf::from);
+        if !issuer.exists() {
+            bail!(
+                "the issuer binary {} is missing (cargo build -p issuer)",
+                issuer.display()
+            );
+        }
+        Ok(Self {
+            envoy: get("MMS_ENVOY")?,
+            wasm: get("MMS_FILTER_WASM")?,
+            issuer,
+        })
+    }
+
+    /// Tools for a test. With `CI` set a missing tool fails the test; elsewhere the test is skipped
+    /// with a message (returns `None`).
+    pub fn for_test() -> Option<Self> {
+        match Self::from_env() {
+            Ok(t) => Some(t),
+            Err(e)
+                if std::env::var_os("CI")
+                    .is_some_and(|v| !v.is_empty() && v != "false" && v != "0") =>
+            {
+                panic!("{e:#}")
+            }
+            Err(e) => {
+                eprintln!("SKIPPED: {e:#}");
+                None
+            }
+        }
+    }
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A child process, stopped (SIGTERM, then SIGKILL after 10 s) and reaped on drop.
+pub struct Proc {
+    child: Option<Child>,
+    name: &'static str,
+}
+
+impl Proc {
+    /// Wraps a started child.
+    pub fn new(child: Child, name: &'static str) -> Self {
+        Self {
+            child: Some(child),
+            name,
+        }
+    }
+
+    /// The pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Stops the process and returns whether it exited successfully.
+    pub fn stop(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return true;
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .stderr(Stdio::null())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return status.success(),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => {
+                    eprintln!("{} did not stop on SIGTERM; killing it", self.name);
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Ports of one stack.
+#[derive(Debug, Clone, Copy)]
+pub struct Ports {
+    /// Envoy's TLS listener.
+    pub listener: u16,
+    /// The issuer.
+    pub issuer: u16,
+    /// The media upstream.
+    pub media: u16,
+    /// Envoy's admin interface.
+    pub admin: u16,
+}
+
+impl Ports {
+    /// The ports the shipped configuration uses.
+    pub const SHIPPED: Ports = Ports {
+        listener: 8443,
+        issuer: 8080,
+        media: 8081,
+        admin: 9901,
+    };
+
+    /// Fresh free ports.
+    pub fn free() -> Self {
+        Self {
+            listener: free_port(),
+            issuer: free_port(),
+            media: free_port(),
+            admin: free_port(),
+        }
+    }
+}
+
+/// The shipped `envoy/full-stack.yaml` with its ports replaced and the plugin configuration
+/// replaced by `filter_config` (the output of `issuer keys filter-config`), exactly as an operator
+/// drops it in: the JSON goes under `value: |`, indented to the block's column.
+pub fn render_full_stack(ports: Ports, filter_config: &str) -> Result<String> {
+    let shipped = std::fs::read_to_string(root().join("envoy/full-stack.yaml"))?;
+    render(
+        &shipped,
+        &[
+            (Ports::SHIPPED.listener, ports.listener),
+            (Ports::SHIPPED.issuer, ports.issuer),
+            (Ports::SHIPPED.media, ports.media),
+            (Ports::SHIPPED.admin, ports.admin),
+        ],
+        filter_config,
+    )
+}
+
+/// Replaces `port_value: FROM` with `port_value: TO` and the plugin configuration block.
+pub fn render(config: &str, ports: &[(u16, u16)], filter_config: &str) -> Result<String> {
+    let mut out = String::with_capacity(config.len() + filter_config.len());
+    let mut lines = config.lines().peekable();
+    let mut replaced = false;
+    while let Some(line) = lines.next() {
+        let mut line = line.to_owned();
+        for (from, to) in ports {
+            line = line.replace(
+                &format!("port_value: {from} "),
+                &format!("port_value: {to} "),
+            );
+        }
+        out.push_str(&line);
+        out.push('\n');
+        if line.trim_end().ends_with("value: |") {
+            let indent = line.len() - line.trim_start().len() + 2;
+            while lines
+                .peek()
+                .is_some_and(|l| l.trim().is_empty() || l.len() - l.trim_start().len() >= indent)
+            {
+                lines.next();
+            }
+            for json_line in filter_config.trim_end().lines() {
+                out.push_str(&" ".repeat(indent));
+                out.push_str(json_line);
+                out.push('\n');
+            }
+            replaced = true;
+        }
+    }
+    if !replaced {
+        bail!("no `value: |` block for the plugin configuration");
+    }
+    Ok(out)
+}
+
+/// Writes a self-signed certificate for `localhost` and 127.0.0.1 into `dir/tls/` unless one is
+/// there; returns the certificate PEM.
+pub fn ensure_tls(dir: &Path) -> Result<String> {
+    let tls = dir.join("tls");
+    let cert = tls.join("cert.pem");
+    if let Ok(pem) = std::fs::read_to_string(&cert) {
+        return Ok(pem);
+    }
+    std::fs::create_dir_all(&tls)?;
+    let c = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])?;
+    let key = tls.join("key.pem");
+    write_private(&key, c.key_pair.serialize_pem().as_bytes())?;
+    std::fs::write(&cert, c.cert.pem())?;
+    Ok(c.cert.pem())
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(bytes)?;
+    Ok(())
+}
+
+/// Runs the issuer's admin command line on `data`; fails unless it succeeds. Returns stdout.
+pub fn issuer_admin(
+    tools: &Tools,
+    data: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Result<String> {
+    let mut child = Command::new(&tools.issuer)
+        .args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut input = child.stdin.take().context("stdin")?;
+    if let Some(s) = stdin {
+        writeln!(input, "{s}")?;
+    }
+    drop(input);
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!("issuer {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+/// The demo client and users a stack is provisioned with.
+pub mod demo {
+    /// Client allowed both grants and impersonation.
+    pub const CLIENT: &str = "demo-app";
+    /// A user with roles and a claim.
+    pub const USER: &str = "demo";
+    /// Its password.
+    pub const PASSWORD: &str = "demo-password";
+}
+
+/// Creates the demo client and user in `data` unless done before; returns the client secret,
+/// kept in `dir/client-secret` (0600).
+pub fn provision(tools: &Tools, dir: &Path, data: &Path) -> Result<String> {
+    let secret_file = dir.join("client-secret");
+    if let Ok(s) = std::fs::read_to_string(&secret_file) {
+        return Ok(s.trim().to_owned());
+    }
+    let out = issuer_admin(
+        tools,
+        data,
+        &[
+            "client",
+            "add",
+            demo::CLIENT,
+            "--grants",
+            "password,client_credentials",
+            "--impersonate",
+        ],
+        None,
+    )?;
+    let secret = out
+        .lines()
+        .find_map(|l| l.strip_prefix("secret: "))
+        .context("no secret printed")?
+        .to_owned();
+    issuer_admin(tools, data, &["client", "activate", demo::CLIENT], None)?;
+    issuer_admin(
+        tools,
+        data,
+        &[
+            "user",
+            "add",
+            demo::USER,
+            "--role",
+            "viewer",
+            "--role",
+            "editor",
+            "--claim",
+            "email=demo@example.com",
+        ],
+        Some(demo::PASSWORD),
+    )?;
+    write_private(&secret_file, format!("{secret}\n").as_bytes())?;
+    Ok(secret)
+}
+
+/// Starts `issuer serve` on `data` and waits for its `listening on` line.
+pub fn start_issuer(
+    tools: &Tools,
+    data: &Path,
+    port: u16,
+    extra: &[&str],
+    log: &Path,
+) -> Result<(Proc, String)> {
+    let mut child = Command::new(&tools.issuer)
+        .args([
+            "serve",
+            "--trust-x-forwarded-for",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
+        .arg(data)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(std::fs::File::create(log)?))
+        .spawn()
+        .context("starting the issuer")?;
+    let stdout = child.stdout.take().context("stdout")?;
+    let proc = Proc::new(child, "issuer");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .with_context(|| format!("the issuer did not start; see {}", log.display()))?
+        .to_owned();
+    Ok((proc, url))
+}
+
+/// Starts Envoy on `config` in `dir` (which holds filter.wasm and tls/) and waits until its admin
+/// interface reports ready and the listener accepts connections.
+pub fn start_envoy(
+    tools: &Tools,
+    dir: &Path,
+    config: &Path,
+    ports: Ports,
+    log: &Path,
+) -> Result<Proc> {
+    let child = Command::new(&tools.envoy)
+        .current_dir(dir)
+        .arg("-c")
+        .arg(config)
+        .args([
+            "--disable-hot-restart",
+            "--concurrency",
+            "1",
+            "--log-level",
+            "warn",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(log)?))
+        .spawn()
+        .context("starting envoy")?;
+    let mut proc = Proc::new(child, "envoy");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(child) = proc.child.as_mut() {
+            if let Ok(Some(status)) = child.try_wait() {
+                bail!(
+                    "envoy exited with {status}: {}",
+                    std::fs::read_to_string(log).unwrap_or_default()
+                );
+            }
+        }
+        let ready = std::net::TcpStream::connect(("127.0.0.1", ports.admin)).is_ok()
+            && http_get_status(ports.admin, "/ready") == Some(200)
+            && std::net::TcpStream::connect(("127.0.0.1", ports.listener)).is_ok();
+        if ready {
+            return Ok(proc);
+        }
+        if Instant::now() > deadline {
+            proc.stop();
+            bail!(
+                "envoy did not become ready: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A plain HTTP/1.0 GET to 127.0.0.1:port, returning the status (for readiness probes).
+fn http_get_status(port: u16, path: &str) -> Option<u16> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut status_line = String::new();
+    BufReader::new(s).read_line(&mut status_line).ok()?;
+    status_line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Options of a stack.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Extra `issuer serve` arguments.
+    pub issuer_args: Vec<String>,
+    /// Use the shipped ports instead of free ones.
+    pub shipped_ports: bool,
+}
+
+/// Issuer, media upstream and Envoy, running.
+pub struct Stack {
+    /// The state directory (data dir, tls/, filter.wasm, envoy.yaml, logs).
+    pub dir: PathBuf,
+    /// The issuer's data dir.
+    pub data: PathBuf,
+    /// Ports in use.
+    pub ports: Ports,
+    /// The demo client's secret.
+    pub secret: String,
+    /// The certificate Envoy serves.
+    pub cert_pem: String,
+    /// The tools.
+    pub tools: Tools,
+    envoy: Option<Proc>,
+    issuer: Proc,
+    upstream: tokio::task::JoinHandle<()>,
+}
+
+impl Stack {
+    /// Starts everything in `dir`, provisioning the demo client and user on first use.
+    pub async fn start(dir: &Path, tools: &Tools, opts: &Options) -> Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let dir = dir.canonicalize()?;
+        let data = dir.join("data");
+        let ports = if opts.shipped_ports {
+            Ports::SHIPPED
+        } else {
+            Ports::free()
+        };
+        let secret = provision(tools, &dir, &data)?;
+        let cert_pem = ensure_tls(&dir)?;
+        std::fs::copy(&tools.wasm, dir.join("filter.wasm"))?;
+        let extra: Vec<&str> = opts.issuer_args.iter().map(String::as_str).collect();
+        let (issuer, _) =
+            start_issuer(tools, &data, ports.issuer, &extra, &dir.join("issuer.log"))?;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", ports.media))
+            .await
+            .with_context(|| format!("media upstream port {}", ports.media))?;
+        let routes = upstream::routes();
+        let upstream = tokio::spawn(async move {
+            warp::serve(routes.boxed()).incoming(listener).run().await;
+        });
+        let mut stack = Self {
+            dir,
+            data,
+            ports,
+            secret,
+            cert_pem,
+            tools: tools.clone(),
+            envoy: None,
+            issuer,
+            upstream,
+        };
+        stack.restart_envoy()?;
+        Ok(stack)
+    }
+
+    /// (Re)starts Envoy with the shipped full-stack configuration and the issuer's current key ring.
+    pub fn restart_envoy(&mut self) -> Result<()> {
+        let cfg = issuer_admin(&self.tools, &self.data, &["keys", "filter-config"], None)?;
+        self.restart_envoy_with(&cfg)
+    }
+
+    /// (Re)starts Envoy with the shipped configuration and this plugin configuration JSON.
+    pub fn restart_envoy_with(&mut self, filter_config: &str) -> Result<()> {
+        if let Some(mut e) = self.envoy.take() {
+            e.stop();
+        }
+        let path = self.dir.join("envoy.yaml");
+        std::fs::write(&path, render_full_stack(self.ports, filter_config)?)?;
+        self.envoy = Some(start_envoy(
+            &self.tools,
+            &self.dir,
+            &path,
+            self.ports,
+            &self.dir.join("envoy.log"),
+        )?);
+        Ok(())
+    }
+
+    /// The HTTPS base URL through Envoy.
+    pub fn url(&self) -> String {
+        format!("https://localhost:{}", self.ports.listener)
+    }
+
+    /// The issuer's own URL (bypassing Envoy).
+    pub fn issuer_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.ports.issuer)
+    }
+
+    /// An HTTP client that trusts the stack's certificate and resolves `localhost` to it.
+    pub fn client(&self) -> reqwest::Client {
+        let addr: SocketAddr = ([127, 0, 0, 1], self.ports.listener).into();
+        reqwest::Client::builder()
+            .add_root_certificate(
+                reqwest::Certificate::from_pem(self.cert_pem.as_bytes()).expect("PEM"),
+            )
+            .resolve("localhost", addr)
+            .build()
+            .expect("client")
+    }
+
+    /// Runs an admin command against the running issuer.
+    pub fn admin(&self, args: &[&str], stdin: Option<&str>) -> Result<String> {
+        issuer_admin(&self.tools, &self.data, args, stdin)
+    }
+
+    /// The filter's counters (`mms_auth.*`) from Envoy's admin interface.
+    pub async fn counters(&self) -> Result<std::collections::HashMap<String, u64>> {
+        let text = reqwest::get(format!(
+            "http://127.0.0.1:{}/stats?filter=mms_auth",
+            self.ports.admin
+        ))
+        .await?
+        .text()
+        .await?;
+        Ok(text
+            .lines()
+            .filter_map(|l| {
+                let (name, value) = l.split_once(": ")?;
+                let short = name.rsplit_once("mms_auth.").map(|(_, s)| s)?;
+                Some((short.to_owned(), value.trim().parse().ok()?))
+            })
+            .collect())
+    }
+
+    /// The issuer's and Envoy's logs, for failure messages.
+    pub fn logs(&self) -> String {
+        let read = |f: &str| std::fs::read_to_string(self.dir.join(f)).unwrap_or_default();
+        format!(
+            "--- issuer.log\n{}\n--- envoy.log\n{}",
+            read("issuer.log"),
+            read("envoy.log")
+        )
+    }
+
+    /// Stops Envoy and the issuer; true if both exited cleanly.
+    pub fn stop(mut self) -> bool {
+        let envoy_ok = self.envoy.take().is_none_or(|mut e| e.stop());
+        let issuer_ok = self.issuer.stop();
+        self.upstream.abort();
+        envoy_ok && issuer_ok
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        self.upstream.abort();
+    }
+}
+
+/// Validates every file of `envoy/` with `envoy --mode validate`, as shipped, in a directory set up
+/// as the files expect (filter.wasm and tls/ beside them).
+pub fn validate_shipped_configs(tools: &Tools) -> Result<Vec<String>> {
+    let dir = tempfile::tempdir()?;
+    ensure_tls(dir.path())?;
+    std::fs::copy(&tools.wasm, dir.path().join("filter.wasm"))?;
+    let mut checked = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(root().join("envoy"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    files.sort();
+    for file in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "yaml"))
+    {
+        let out = Command::new(&tools.envoy)
+            .current_dir(dir.path())
+            .args(["--mode", "validate", "--disable-hot-restart", "-c"])
+            .arg(file)
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() || !text.contains("OK") {
+            bail!("{} does not validate:\n{text}", file.display());
+        }
+        checked.push(
+            file.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+        );
+    }
+    if checked.is_empty() {
+        bail!("no configuration in envoy/");
+    }
+    Ok(checked)
+}

@@ -1,0 +1,427 @@
+//! End to end through a real Envoy loading the real `filter.wasm`, with the real issuer and a
+//! media upstream that reports what reached it. Everything on 127.0.0.1; each test has its own
+//! stack (ports, data dir, Envoy) in a temp dir.
+
+use e2e::{demo, Options, Stack, Tools};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use shared::token::{self, TokenBody};
+use shared::Key;
+
+async fn stack(issuer_args: &[&str]) -> Option<(tempfile::TempDir, Stack)> {
+    let tools = Tools::for_test()?;
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options {
+        issuer_args: issuer_args.iter().map(|s| s.to_string()).collect(),
+        ..Options::default()
+    };
+    let stack = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
+    Some((tmp, stack))
+}
+
+/// Token endpoint through Envoy (TLS).
+async fn token(s: &Stack, form: &[(&str, &str)]) -> Value {
+    let r = s
+        .client()
+        .post(format!("{}/apiv2/oauth/token", s.url()))
+        .basic_auth(demo::CLIENT, Some(&s.secret))
+        .form(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["content-type"],
+        "application/json;charset=UTF-8"
+    );
+    let v: Value = r.json().await.unwrap();
+    assert!(v["access_token"].is_string(), "{v}\n{}", s.logs());
+    v
+}
+
+async fn password(s: &Stack) -> Value {
+    token(
+        s,
+        &[
+            ("grant_type", "password"),
+            ("username", demo::USER),
+            ("password", demo::PASSWORD),
+        ],
+    )
+    .await
+}
+
+/// A protected call with these headers: status, WWW-Authenticate, JSON body.
+async fn find(s: &Stack, headers: &[(&str, &str)]) -> (StatusCode, Option<String>, Value) {
+    find_at(s, "/apiv2/MediaService/Find", headers).await
+}
+
+async fn find_at(
+    s: &Stack,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, Option<String>, Value) {
+    let mut req = s
+        .client()
+        .post(format!("{}{path}", s.url()))
+        .header("content-type", "application/json; charset=UTF-8")
+        .body("{}");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status();
+    let www = r
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let body = r.json().await.unwrap_or(Value::Null);
+    (status, www, body)
+}
+
+fn bearer(t: &str) -> String {
+    format!("Bearer {t}")
+}
+
+const SPOOFED: [(&str, &str); 4] = [
+    ("x-auth-subject", "admin"),
+    ("x-auth-roles", "superuser"),
+    ("x-auth-client", "spoofed"),
+    ("x-auth-claims", "upn=admin"),
+];
+
+#[tokio::test]
+async fn tokens_from_every_grant_pass_and_the_upstream_sees_who() {
+    let Some((_tmp, s)) = stack(&[]).await else {
+        return;
+    };
+    // Password grant, through Envoy over TLS.
+    let pw = password(&s).await;
+    let (status, _, seen) = find(
+        &s,
+        &[(
+            "authorization",
+            &bearer(pw["access_token"].as_str().unwrap()),
+        )],
+    )
+    .await;
+    assert_eq!(status, 200, "{seen}\n{}", s.logs());
+    assert_eq!(seen["path"], "/apiv2/MediaService/Find");
+    assert_eq!(seen["identity"]["x-auth-subject"], demo::USER);
+    assert_eq!(seen["identity"]["x-auth-subject-kind"], "user");
+    assert_eq!(seen["identity"]["x-auth-client"], demo::CLIENT);
+    assert_eq!(seen["identity"]["x-auth-roles"], "viewer,editor");
+    assert_eq!(seen["identity"]["x-auth-claims"], "email=demo@example.com");
+    let body = token::inspect(pw["access_token"].as_str().unwrap()).unwrap();
+    assert_eq!(seen["identity"]["x-auth-token-id"], body.jti_hex());
+    assert_eq!(seen["identity"]["x-auth-expires"], body.exp.to_string());
+    // Refreshed.
+    let refreshed = token(
+        &s,
+        &[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", pw["refresh_token"].as_str().unwrap()),
+        ],
+    )
+    .await;
+    let (status, _, seen) = find(
+        &s,
+        &[(
+            "authorization",
+            &bearer(refreshed["access_token"].as_str().unwrap()),
+        )],
+    )
+    .await;
+    assert_eq!(
+        (status, seen["identity"]["x-auth-subject"].clone()),
+        (StatusCode::OK, json!(demo::USER))
+    );
+    // Client credentials, in the alternative header.
+    let cc = token(&s, &[("grant_type", "client_credentials")]).await;
+    let (status, _, seen) = find(
+        &s,
+        &[(
+            "ServiceAuthorization",
+            &bearer(cc["access_token"].as_str().unwrap()),
+        )],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(seen["identity"]["x-auth-subject-kind"], "client");
+    assert_eq!(seen["identity"]["x-auth-subject"], demo::CLIENT);
+    // Impersonated (claims, and the obsolete pair), with a lower-case scheme.
+    let imp = token(
+        &s,
+        &[
+            ("grant_type", "client_credentials"),
+            ("impersonate_claims", "upn=carol@corp, group=ops"),
+        ],
+    )
+    .await;
+    let (status, _, seen) = find(
+        &s,
+        &[(
+            "authorization",
+            &format!("bearer {}", imp["access_token"].as_str().unwrap()),
+        )],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(seen["identity"]["x-auth-subject-kind"], "impersonation");
+    assert_eq!(
+        seen["identity"]["x-auth-claims"],
+        "upn=carol@corp,group=ops"
+    );
+    assert_eq!(seen["identity"]["x-auth-client"], demo::CLIENT);
+    let old = token(
+        &s,
+        &[
+            ("grant_type", "client_credentials"),
+            ("impersonate_as", "Zoë"),
+            ("roles", "admin"),
+        ],
+    )
+    .await;
+    let (_, _, seen) = find(
+        &s,
+        &[(
+            "ServiceAuthorization",
+            &format!("BEARER {}", old["access_token"].as_str().unwrap()),
+        )],
+    )
+    .await;
+    assert_eq!(seen["identity"]["x-auth-subject"], "Zo%C3%AB");
+    assert_eq!(seen["identity"]["x-auth-roles"], "admin");
+    // The same token in both headers is one token.
+    let t = bearer(cc["access_token"].as_str().unwrap());
+    assert_eq!(
+        find(&s, &[("authorization", &t), ("ServiceAuthorization", &t)])
+            .await
+            .0,
+        200
+    );
+    let c = s.counters().await.unwrap();
+    assert_eq!(c.get("allowed"), Some(&6), "{c:?}");
+    assert_eq!(
+        c.get("exempt"),
+        Some(&5),
+        "the five token requests pass as exempt: {c:?}"
+    );
+    assert!(s.stop(), "a process did not stop cleanly");
+}
+
+#[tokio::test]
+async fn refusals_follow_rfc_6750() {
+    let Some((_tmp, mut s)) = stack(&["--access-ttl", "1"]).await else {
+        return;
+    };
+    // No clock skew in this Envoy, so the 1-second token expires at once.
+    let cfg = s.admin(&["keys", "filter-config"], None).unwrap();
+    let mut cfg: Value = serde_json::from_str(&cfg).unwrap();
+    cfg["clock_skew_seconds"] = json!(0);
+    s.restart_envoy_with(&cfg.to_string()).unwrap();
+
+    let missing = find(&s, &[]).await;
+    assert_eq!(
+        (missing.0, missing.1.as_deref()),
+        (StatusCode::UNAUTHORIZED, Some("Bearer realm=\"media\""))
+    );
+    let basic = find(&s, &[("authorization", "Basic YTpi")]).await;
+    assert_eq!(
+        (basic.0, basic.1.as_deref()),
+        (StatusCode::UNAUTHORIZED, Some("Bearer realm=\"media\""))
+    );
+
+    let valid = password(&s).await["access_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let body: TokenBody = token::inspect(&valid).unwrap();
+    let mut forged = valid.clone().into_bytes();
+    forged[20] = if forged[20] == b'A' { b'B' } else { b'A' };
+    let forged = String::from_utf8(forged).unwrap();
+    let wrong_key = token::mint(&Key::new(body.kid, [0x42; 32]), &body).unwrap();
+    let unknown_kid = token::mint(
+        &Key::new(77, [0x42; 32]),
+        &TokenBody {
+            kid: 77,
+            ..body.clone()
+        },
+    )
+    .unwrap();
+    let invalid = r#"Bearer realm="media", error="invalid_token", error_description="the access token is invalid""#;
+    for t in [
+        "not-a-token",
+        "mmat1.AAAA.BBBB",
+        forged.as_str(),
+        wrong_key.as_str(),
+        unknown_kid.as_str(),
+    ] {
+        let (status, www, body) = find(&s, &[("authorization", &bearer(t))]).await;
+        assert_eq!(
+            (status, www.as_deref()),
+            (StatusCode::UNAUTHORIZED, Some(invalid)),
+            "{t}"
+        );
+        assert_eq!(
+            body,
+            json!({"error": "invalid_token", "error_description": "the access token is invalid"})
+        );
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let (status, www, body) = find(&s, &[("authorization", &bearer(&valid))]).await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        www.as_deref(),
+        Some(
+            r#"Bearer realm="media", error="invalid_token", error_description="the access token expired""#
+        )
+    );
+    assert_eq!(body["error"], "invalid_token");
+
+    let fresh = bearer(password(&s).await["access_token"].as_str().unwrap());
+    let other = bearer(
+        token(&s, &[("grant_type", "client_credentials")]).await["access_token"]
+            .as_str()
+            .unwrap(),
+    );
+    let bad_request = r#"Bearer realm="media", error="invalid_request", error_description="more than one access token""#;
+    for headers in [
+        vec![
+            ("authorization", fresh.as_str()),
+            ("authorization", other.as_str()),
+        ],
+        vec![
+            ("authorization", fresh.as_str()),
+            ("ServiceAuthorization", other.as_str()),
+        ],
+        vec![
+            ("ServiceAuthorization", fresh.as_str()),
+            ("ServiceAuthorization", fresh.as_str()),
+        ],
+    ] {
+        let (status, www, body) = find(&s, &headers).await;
+        assert_eq!(
+            (status, www.as_deref()),
+            (StatusCode::BAD_REQUEST, Some(bad_request)),
+            "{headers:?}"
+        );
+        assert_eq!(body["error"], "invalid_request");
+    }
+    let (status, _, _) = find(&s, &[("authorization", "Bearer")]).await;
+    assert_eq!(status, 400);
+
+    let c = s.counters().await.unwrap();
+    assert_eq!(c.get("missing"), Some(&2), "{c:?}");
+    assert_eq!(c.get("invalid"), Some(&3), "{c:?}");
+    assert_eq!(c.get("malformed"), Some(&(2 + 3 + 1)), "{c:?}");
+    assert_eq!(c.get("expired"), Some(&1), "{c:?}");
+    assert_eq!(c.get("allowed").copied().unwrap_or(0), 0, "{c:?}");
+    assert!(s.stop());
+}
+
+#[tokio::test]
+async fn spoofed_identity_headers_never_reach_the_upstream() {
+    let Some((_tmp, mut s)) = stack(&[]).await else {
+        return;
+    };
+    // A public path under /apiv2/ that the media service answers, to see the exempt case.
+    let cfg = s.admin(&["keys", "filter-config"], None).unwrap();
+    let mut cfg: Value = serde_json::from_str(&cfg).unwrap();
+    cfg["exempt_prefixes"] = json!(["/apiv2/oauth/", "/apiv2/public/"]);
+    s.restart_envoy_with(&cfg.to_string()).unwrap();
+    let t = bearer(
+        token(&s, &[("grant_type", "client_credentials")]).await["access_token"]
+            .as_str()
+            .unwrap(),
+    );
+
+    let mut with_token = SPOOFED.to_vec();
+    with_token.push(("authorization", &t));
+    let (status, _, seen) = find(&s, &with_token).await;
+    assert_eq!(status, 200);
+    assert_eq!(seen["identity"]["x-auth-subject"], demo::CLIENT);
+    assert_eq!(seen["identity"]["x-auth-client"], demo::CLIENT);
+    assert!(
+        seen["identity"].get("x-auth-roles").is_none()
+            && seen["identity"].get("x-auth-claims").is_none(),
+        "{seen}"
+    );
+
+    let (status, _, seen) = find_at(&s, "/apiv2/public/catalog", &SPOOFED).await;
+    assert_eq!(status, 200);
+    assert_eq!(seen["identity"], json!({}), "exempt path leaked: {seen}");
+
+    let mut with_bad = SPOOFED.to_vec();
+    with_bad.push(("authorization", "Bearer mmat1.forged.nope"));
+    let (status, _, _) = find(&s, &with_bad).await;
+    assert_eq!(status, 401, "an invalid token never reaches the upstream");
+    // Path tricks do not turn a protected path into an exempt one.
+    for path in [
+        "/apiv2/public/../MediaService/Find",
+        "/apiv2/public/%2e%2e/MediaService/Find",
+    ] {
+        let (status, _, seen) = find_at(&s, path, &SPOOFED).await;
+        assert!(
+            status == 401 || status == 400 || status == 404,
+            "{path}: {status} {seen}"
+        );
+        assert!(
+            seen.get("identity").is_none(),
+            "{path} reached the upstream: {seen}"
+        );
+    }
+    assert!(s.stop());
+}
+
+#[tokio::test]
+async fn key_rotation_keeps_old_tokens_until_their_key_retires() {
+    let Some((_tmp, mut s)) = stack(&[]).await else {
+        return;
+    };
+    let old = token(&s, &[("grant_type", "client_credentials")]).await["access_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(s
+        .admin(&["keys", "rotate"], None)
+        .unwrap()
+        .contains("key 2"));
+    let new = token(&s, &[("grant_type", "client_credentials")]).await["access_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(token::inspect(&new).unwrap().kid, 2);
+    // The issuer signs with key 2 at once; until Envoy has the new configuration, new tokens fail.
+    assert_eq!(find(&s, &[("authorization", &bearer(&new))]).await.0, 401);
+    s.restart_envoy().unwrap();
+    assert_eq!(
+        find(&s, &[("authorization", &bearer(&old))]).await.0,
+        200,
+        "old key still verifies"
+    );
+    assert_eq!(find(&s, &[("authorization", &bearer(&new))]).await.0, 200);
+    // Once key 1 retires it leaves the configuration, and its tokens fail.
+    let cfg = s.admin(&["keys", "filter-config"], None).unwrap();
+    let mut cfg: Value = serde_json::from_str(&cfg).unwrap();
+    let keys: Vec<Value> = cfg["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["kid"] != 1)
+        .cloned()
+        .collect();
+    cfg["keys"] = Value::Array(keys);
+    s.restart_envoy_with(&cfg.to_string()).unwrap();
+    assert_eq!(find(&s, &[("authorization", &bearer(&old))]).await.0, 401);
+    assert_eq!(find(&s, &[("authorization", &bearer(&new))]).await.0, 200);
+    assert!(s.stop());
+}
+
+#[tokio::test]
+async fn a_bad_configuration_never_yields_an_open_filter() {
+    let Some((_tmp, mut s)) = stack(&[]).await else {
+        return;
+    };
+    let err = s.restart_envoy_with(r#"{"keys": []}"#).unwrap_err();
+    assert!(format!("{err:#}").contains("at least one key"), "{err:#}");
+}
