@@ -90,8 +90,12 @@ pub enum Command {
     },
     /// List signing keys.
     KeysList,
-    /// Start signing with a new key.
-    KeysRotate,
+    /// Add a new key that starts signing after `delay` seconds.
+    KeysRotate {
+        /// Seconds the new key is published before it signs.
+        #[serde(default)]
+        delay: u64,
+    },
     /// Print the Envoy filter's plugin configuration.
     KeysFilterConfig,
 }
@@ -124,7 +128,7 @@ impl Command {
             Self::UserEnable { name } => format!("user enable {name}"),
             Self::UserPasswd { name, .. } => format!("user passwd {name}"),
             Self::UserRemove { name } => format!("user remove {name}"),
-            Self::KeysRotate => "keys rotate".into(),
+            Self::KeysRotate { delay } => format!("keys rotate delay={delay}"),
             Self::ClientList | Self::UserList | Self::KeysList | Self::KeysFilterConfig => {
                 "read".into()
             }
@@ -183,14 +187,15 @@ pub fn filter_config(ring: &shared::KeyRing) -> serde_json::Value {
 }
 
 fn key_table(keys: &[KeyInfo]) -> String {
-    let mut out = String::from("KID  STATE      CREATED     SUPERSEDED  RETIRES\n");
+    let mut out = String::from("KID  STATE      CREATED     SIGNS-FROM  SUPERSEDED  RETIRES\n");
     let opt = |v: Option<u64>| v.map_or("-".to_string(), |t| t.to_string());
     for k in keys {
         out += &format!(
-            "{:<4} {:<10} {:<11} {:<11} {}\n",
+            "{:<4} {:<10} {:<11} {:<11} {:<11} {}\n",
             k.kid,
             k.state,
             k.created_at,
+            k.signs_from,
             opt(k.superseded_at),
             opt(k.retires_at)
         );
@@ -326,10 +331,16 @@ pub fn execute(store: &Store, cmd: &Command, now: u64) -> Result<String, AdminEr
             out
         }
         Command::KeysList => key_table(&store.key_infos(now)?),
-        Command::KeysRotate => {
-            let kid = store.rotate_key(now)?;
-            format!("key {kid} now signs; older keys verify until they retire (see `issuer keys list`)\n")
-        }
+        Command::KeysRotate { delay } => match store.rotate_key(now, *delay)? {
+            None => return refused("a rotation is pending already (see `issuer keys list`)".into()),
+            Some(kid) if *delay == 0 => {
+                format!("key {kid} now signs; older keys verify until they retire (see `issuer keys list`)\n")
+            }
+            Some(kid) => format!(
+                "key {kid} is published now and signs from {} ({delay} s from now): update the filter configuration before then\n",
+                now + delay
+            ),
+        },
         Command::KeysFilterConfig => {
             let cfg = filter_config(&store.key_ring(now)?);
             format!(

@@ -165,8 +165,13 @@ enum UserCmd {
 enum KeysCmd {
     /// List signing keys and their state.
     List,
-    /// Start signing with a new key; older keys verify until they retire.
-    Rotate,
+    /// Add a new signing key; older keys verify until they retire.
+    Rotate {
+        /// Publish the new key now (in `filter-config`) and start signing with it only after this
+        /// many seconds, so verifiers can be updated first.
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+        delay: u64,
+    },
     /// Print the Envoy filter's plugin configuration (JSON) with the current key ring.
     FilterConfig,
 }
@@ -181,7 +186,7 @@ fn main() -> std::process::ExitCode {
             &dir.data_dir,
             match cmd {
                 KeysCmd::List => Command::KeysList,
-                KeysCmd::Rotate => Command::KeysRotate,
+                KeysCmd::Rotate { delay } => Command::KeysRotate { delay },
                 KeysCmd::FilterConfig => Command::KeysFilterConfig,
             },
         ),
@@ -254,6 +259,7 @@ fn serve(s: Serve) -> anyhow::Result<()> {
         let admin_listener = issuer::server::bind_admin_socket(store.dir())?;
         tokio::spawn(issuer::server::serve_admin(app.clone(), admin_listener));
         tokio::spawn(issuer::server::sweep_forever(app.clone()));
+        tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
         tracing::info!(%addr, scheme, data_dir = %store.dir().display(), "issuer serving");
         println!("listening on {scheme}://{addr}");
         std::io::stdout().flush()?;

@@ -29,6 +29,8 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often expired refresh state and retired keys are swept.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
+/// How often the key ring is re-read.
+const KEY_RELOAD_EVERY: Duration = Duration::from_secs(5);
 
 /// A TLS acceptor from PEM files (certificate chain, private key).
 pub fn tls_acceptor(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
@@ -166,7 +168,7 @@ async fn run_admin(app: &Arc<App>, cmd: Command) -> Reply {
     let app = app.clone();
     let result = tokio::task::spawn_blocking(move || {
         let out = admin::execute(&app.store, &cmd, now());
-        if out.is_ok() && matches!(cmd, Command::KeysRotate) {
+        if out.is_ok() && matches!(cmd, Command::KeysRotate { .. }) {
             app.reload_keys()?;
         }
         out.map_err(anyhow::Error::from)
@@ -179,18 +181,28 @@ async fn run_admin(app: &Arc<App>, cmd: Command) -> Reply {
     }
 }
 
-/// Sweeps expired state and reloads the key ring periodically.
+/// Re-reads the key ring every few seconds, so a delayed rotation starts signing on time and
+/// retired keys leave the ring.
+pub async fn reload_keys_forever(app: Arc<App>) {
+    let mut tick = tokio::time::interval(KEY_RELOAD_EVERY);
+    loop {
+        tick.tick().await;
+        let a = app.clone();
+        match tokio::task::spawn_blocking(move || a.reload_keys()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "reloading keys failed"),
+            Err(e) => tracing::error!(error = %e, "key reload task failed"),
+        }
+    }
+}
+
+/// Sweeps expired refresh state and retired keys periodically.
 pub async fn sweep_forever(app: Arc<App>) {
     let mut tick = tokio::time::interval(SWEEP_EVERY);
     loop {
         tick.tick().await;
         let a = app.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            let n = a.store.sweep(now())?;
-            a.reload_keys()?;
-            Ok::<_, crate::store::StoreError>(n)
-        })
-        .await;
+        let result = tokio::task::spawn_blocking(move || a.store.sweep(now())).await;
         match result {
             Ok(Ok(n)) if n > 0 => {
                 tracing::info!(removed = n, "swept expired refresh state and retired keys")

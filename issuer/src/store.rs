@@ -138,7 +138,20 @@ impl UserRecord {
 struct KeyRecord {
     secret: String,
     created_at: u64,
+    /// Signs from this time on (until superseded); verifies from creation.
+    signs_from: u64,
     superseded_at: Option<u64>,
+}
+
+impl KeyRecord {
+    fn state(&self, now: u64, access_ttl: u64) -> &'static str {
+        match (self.superseded_at, Store::retires_at(self, access_ttl)) {
+            _ if self.signs_from > now => "pending",
+            (Some(_), Some(r)) if r <= now => "retired",
+            (Some(s), _) if s <= now => "verifying",
+            _ => "signing",
+        }
+    }
 }
 
 impl Drop for KeyRecord {
@@ -152,10 +165,12 @@ impl Drop for KeyRecord {
 pub struct KeyInfo {
     /// Key id.
     pub kid: u32,
-    /// `signing`, `verifying` or `retired`.
+    /// `pending` (published, not signing yet), `signing`, `verifying` or `retired`.
     pub state: &'static str,
     /// Seconds since the epoch.
     pub created_at: u64,
+    /// When it starts (or started) signing.
+    pub signs_from: u64,
     /// When it stopped signing.
     pub superseded_at: Option<u64>,
     /// When it stops verifying.
@@ -346,6 +361,7 @@ impl Store {
                 let rec = KeyRecord {
                     secret: hex::encode(*secrets::random32()),
                     created_at: now,
+                    signs_from: now,
                     superseded_at: None,
                 };
                 keys.insert(1, enc(&rec).as_slice())?;
@@ -532,24 +548,20 @@ impl Store {
             .map(|r| {
                 let (k, v) = r?;
                 let rec: KeyRecord = dec(v.value(), "keys")?;
-                let retires_at = Self::retires_at(&rec, ttl);
-                let state = match retires_at {
-                    None => "signing",
-                    Some(t) if t > now => "verifying",
-                    Some(_) => "retired",
-                };
                 Ok(KeyInfo {
                     kid: k.value(),
-                    state,
+                    state: rec.state(now, ttl),
                     created_at: rec.created_at,
+                    signs_from: rec.signs_from,
                     superseded_at: rec.superseded_at,
-                    retires_at,
+                    retires_at: Self::retires_at(&rec, ttl),
                 })
             })
             .collect()
     }
 
-    /// The key ring at `now`: the signing key and every superseded key not yet retired.
+    /// The key ring at `now`: the signing key, a pending key (so verifiers learn it before it
+    /// signs) and every superseded key not yet retired.
     pub fn key_ring(&self, now: u64) -> Result<KeyRing, StoreError> {
         let ttl = self.access_ttl()?;
         let tx = self.db.begin_read()?;
@@ -559,11 +571,10 @@ impl Store {
         for r in t.iter()? {
             let (k, v) = r?;
             let rec: KeyRecord = dec(v.value(), "keys")?;
-            if Self::retires_at(&rec, ttl).is_some_and(|t| t <= now) {
-                continue;
-            }
-            if rec.superseded_at.is_none() {
-                signing = Some(k.value());
+            match rec.state(now, ttl) {
+                "retired" => continue,
+                "signing" => signing = Some(k.value()),
+                _ => {}
             }
             let secret =
                 Zeroizing::new(hex::decode(&rec.secret).map_err(|_| StoreError::Corrupt("keys"))?);
@@ -572,9 +583,13 @@ impl Store {
         KeyRing::new(keys, signing).ok_or(StoreError::Corrupt("keys"))
     }
 
-    /// Makes a new key the signing key; the old one keeps verifying until it retires.
-    /// Returns the new key id.
-    pub fn rotate_key(&self, now: u64) -> Result<u32, StoreError> {
+    /// Adds a new key that becomes the signing key `delay` seconds from `now`; until then it is
+    /// published (in the ring and the filter configuration) but does not sign. The current signing
+    /// key keeps verifying until it retires. Returns the new key id, or `None` while another
+    /// rotation is still pending.
+    pub fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<u32>, StoreError> {
+        let ttl = self.access_ttl()?;
+        let switch_at = now + delay;
         let tx = self.db.begin_write()?;
         let kid = {
             let mut t = tx.open_table(KEYS)?;
@@ -584,9 +599,13 @@ impl Store {
                 let (k, v) = r?;
                 last = k.value();
                 let mut rec: KeyRecord = dec(v.value(), "keys")?;
-                if rec.superseded_at.is_none() {
-                    rec.superseded_at = Some(now);
-                    superseded.push((k.value(), enc(&rec)));
+                match rec.state(now, ttl) {
+                    "pending" => return Ok(None),
+                    "signing" => {
+                        rec.superseded_at = Some(switch_at);
+                        superseded.push((k.value(), enc(&rec)));
+                    }
+                    _ => {}
                 }
             }
             for (k, v) in superseded {
@@ -596,13 +615,14 @@ impl Store {
             let rec = KeyRecord {
                 secret: hex::encode(*secrets::random32()),
                 created_at: now,
+                signs_from: switch_at,
                 superseded_at: None,
             };
             t.insert(kid, enc(&rec).as_slice())?;
             kid
         };
         tx.commit()?;
-        Ok(kid)
+        Ok(Some(kid))
     }
 
     // ----- refresh tokens -----
@@ -850,7 +870,7 @@ impl Store {
             let mut keys = tx.open_table(KEYS)?;
             keys.retain(|_, v| {
                 let keep = serde_json::from_slice::<KeyRecord>(v)
-                    .map_or(true, |k| Self::retires_at(&k, ttl).is_none_or(|t| t > now));
+                    .map_or(true, |k| k.state(now, ttl) != "retired");
                 removed += u64::from(!keep);
                 keep
             })?;
@@ -962,7 +982,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let s = Store::open(tmp.path(), 1_000).unwrap();
         s.set_access_ttl(600).unwrap();
-        assert_eq!(s.rotate_key(2_000).unwrap(), 2);
+        assert_eq!(s.rotate_key(2_000, 0).unwrap(), Some(2));
         let ring = s.key_ring(2_000).unwrap();
         assert_eq!(ring.signing_key().map(Key::id), Some(2));
         assert!(ring.get(1).is_some());
@@ -978,5 +998,30 @@ mod tests {
         assert_eq!(states, ["retired", "signing"]);
         assert_eq!(s.sweep(retire).unwrap(), 1);
         assert_eq!(s.key_infos(retire).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_delayed_rotation_publishes_the_key_before_it_signs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Store::open(tmp.path(), 1_000).unwrap();
+        assert_eq!(s.rotate_key(1_000, 300).unwrap(), Some(2));
+        assert_eq!(
+            s.rotate_key(1_100, 0).unwrap(),
+            None,
+            "one pending rotation at a time"
+        );
+        let before = s.key_ring(1_299).unwrap();
+        assert_eq!(before.signing_key().map(Key::id), Some(1));
+        assert!(before.get(2).is_some(), "the pending key is published");
+        let states: Vec<_> = s
+            .key_infos(1_299)
+            .unwrap()
+            .iter()
+            .map(|k| k.state)
+            .collect();
+        assert_eq!(states, ["signing", "pending"]);
+        let after = s.key_ring(1_300).unwrap();
+        assert_eq!(after.signing_key().map(Key::id), Some(2));
+        assert!(after.get(1).is_some(), "the old key still verifies");
     }
 }

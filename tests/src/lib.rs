@@ -570,7 +570,7 @@ impl Stack {
             .lines()
             .filter_map(|l| {
                 let (name, value) = l.split_once(": ")?;
-                let short = name.rsplit_once("mms_auth.").map(|(_, s)| s)?;
+                let short = name.strip_prefix("wasmcustom.mms_auth.")?;
                 Some((short.to_owned(), value.trim().parse().ok()?))
             })
             .collect())

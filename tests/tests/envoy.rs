@@ -378,28 +378,47 @@ async fn key_rotation_keeps_old_tokens_until_their_key_retires() {
     let Some((_tmp, mut s)) = stack(&[]).await else {
         return;
     };
-    let old = token(&s, &[("grant_type", "client_credentials")]).await["access_token"]
+    let cc = [("grant_type", "client_credentials")];
+    let old = token(&s, &cc).await["access_token"]
         .as_str()
         .unwrap()
         .to_owned();
+    // Publish key 2 first, then give Envoy the new configuration, then key 2 starts signing.
     assert!(s
-        .admin(&["keys", "rotate"], None)
+        .admin(&["keys", "rotate", "--delay", "3"], None)
         .unwrap()
-        .contains("key 2"));
-    let new = token(&s, &[("grant_type", "client_credentials")]).await["access_token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert_eq!(token::inspect(&new).unwrap().kid, 2);
-    // The issuer signs with key 2 at once; until Envoy has the new configuration, new tokens fail.
-    assert_eq!(find(&s, &[("authorization", &bearer(&new))]).await.0, 401);
+        .contains("key 2 is published"));
     s.restart_envoy().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let new = loop {
+        let t = token(&s, &cc).await["access_token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(
+            find(&s, &[("authorization", &bearer(&t))]).await.0,
+            200,
+            "no token is refused during the rotation"
+        );
+        if token::inspect(&t).unwrap().kid == 2 {
+            break t;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "key 2 never started signing"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    };
     assert_eq!(
         find(&s, &[("authorization", &bearer(&old))]).await.0,
         200,
-        "old key still verifies"
+        "the old key still verifies"
     );
-    assert_eq!(find(&s, &[("authorization", &bearer(&new))]).await.0, 200);
+    let list = s.admin(&["keys", "list"], None).unwrap();
+    assert!(
+        list.contains("verifying") && list.contains("signing"),
+        "{list}"
+    );
     // Once key 1 retires it leaves the configuration, and its tokens fail.
     let cfg = s.admin(&["keys", "filter-config"], None).unwrap();
     let mut cfg: Value = serde_json::from_str(&cfg).unwrap();
@@ -424,4 +443,28 @@ async fn a_bad_configuration_never_yields_an_open_filter() {
     };
     let err = s.restart_envoy_with(r#"{"keys": []}"#).unwrap_err();
     assert!(format!("{err:#}").contains("at least one key"), "{err:#}");
+}
+
+#[tokio::test]
+async fn refused_uploads_get_their_answer_over_http2() {
+    // Envoy answers as soon as the headers are refused and then resets the rest of the upload with
+    // RST_STREAM(NO_ERROR) (RFC 9113 section 8.1); a compliant client keeps the answer.
+    let Some((_tmp, s)) = stack(&[]).await else {
+        return;
+    };
+    let http = s.client();
+    let body = vec![b'x'; 256 * 1024];
+    for _ in 0..20 {
+        let r = http
+            .post(format!("{}/apiv2/MediaService/Find", s.url()))
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.version(), reqwest::Version::HTTP_2);
+        assert_eq!(r.status(), 401);
+        assert_eq!(r.headers()["www-authenticate"], "Bearer realm=\"media\"");
+    }
+    assert_eq!(s.counters().await.unwrap().get("missing"), Some(&20));
+    assert!(s.stop());
 }

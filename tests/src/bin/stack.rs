@@ -80,8 +80,10 @@ State and logs: {dir}. Demo client {client} / {secret}; demo user {user} / {pass
    curl -s -X POST -H "Authorization: Bearer ACCESS_TOKEN" -H 'Content-Type: application/json; charset=UTF-8' -d '{{}}' {url}/apiv2/MediaService/Find
 
 3. Without a token, or with a bad one, Envoy refuses it (401 and WWW-Authenticate):
-   curl -si -X POST -d '{{}}' {url}/apiv2/MediaService/Find
-   curl -si -X POST -H 'ServiceAuthorization: Bearer mmat1.forged.token' -d '{{}}' {url}/apiv2/MediaService/Find
+   curl -si -X POST {url}/apiv2/MediaService/Find
+   curl -si -X POST -H 'ServiceAuthorization: Bearer mmat1.forged.token' {url}/apiv2/MediaService/Find
+   (curl 7.x over HTTP/2 may report "(92) Stream error" instead of a refusal of a request with a
+   body: it drops the answer Envoy sent before resetting the upload. Add --http1.1 to see it.)
 
 4. Refresh (the refresh token rotates; keep the new one):
    curl -s -u '{client}:{secret}' -d grant_type=refresh_token -d refresh_token=REFRESH_TOKEN {url}/apiv2/oauth/token
