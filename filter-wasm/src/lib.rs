@@ -5,6 +5,9 @@
 //! [`config`] parses and validates the plugin configuration, and [`decision::decide`] turns a
 //! request's path and headers, the time and the configuration into a [`decision::Decision`].
 //! The configuration reference is `docs/filter.md`.
+//!
+//! With feature `js` the crate is instead the browser/Node module ([`js`]): token inspection for
+//! JavaScript through wasm-bindgen, built by its own cargo invocation so it never reaches Envoy.
 #![warn(missing_docs)]
 
 pub mod config;
@@ -12,3 +15,6 @@ pub mod decision;
 
 #[cfg(feature = "envoy")]
 mod envoy;
+
+#[cfg(feature = "js")]
+pub mod js;

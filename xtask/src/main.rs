@@ -3,7 +3,8 @@
 //! - `test`: every check and test (what `.ci/run` runs), installing what it needs.
 //! - `demo`: the full stack on this machine (issuer, Envoy with the filter and TLS, a media
 //!   upstream) with a demo client and user, and a curl walk-through; Ctrl-C stops it.
-//! - `dist`: release artifacts in `dist/`.
+//! - `dist`: release artifacts in `dist/`: the issuer, the Envoy module and configurations, and the
+//!   npm packages of the browser/Node module.
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -90,12 +91,21 @@ fn test() -> Result<()> {
         "warnings",
     ]))?;
     tools::clippy_envoy_module()?;
+    tools::clippy_js_module()?;
     let wasm = tools::build_envoy_module()?;
     tools::check_envoy_module(&wasm)?;
     let envoy = tools::ensure_envoy()?;
+    let js = root().join("target/js-pkg");
+    tools::build_js_packages(&js)?;
+    tools::check_node()?;
+    let chromium = tools::ensure_chromium()?;
     run(cargo().args(["build", "-p", "issuer", "-p", "e2e"]))?;
     let with_tools = |c: &mut Command| {
-        c.env("MMS_ENVOY", &envoy).env("MMS_FILTER_WASM", &wasm);
+        c.env("MMS_ENVOY", &envoy)
+            .env("MMS_FILTER_WASM", &wasm)
+            .env("MMS_JS_NODE", js.join("node"))
+            .env("MMS_JS_WEB", js.join("web"))
+            .env("MMS_CHROMIUM", &chromium);
     };
     let mut validate = Command::new(root().join("target/debug/stack"));
     validate.arg("validate");
@@ -145,6 +155,13 @@ fn dist() -> Result<()> {
     tools::check_envoy_module(&wasm)?;
     run(cargo().args(["build", "--release", "-p", "issuer"]))?;
     let dist = root().join("dist");
+    tools::build_js_packages(&dist.join("js"))?;
+    let example = dist.join("js/example");
+    std::fs::create_dir_all(&example)?;
+    std::fs::copy(
+        root().join("filter-wasm/js/example/index.html"),
+        example.join("index.html"),
+    )?;
     std::fs::create_dir_all(dist.join("envoy"))?;
     std::fs::copy(root().join("target/release/issuer"), dist.join("issuer"))?;
     std::fs::copy(&wasm, dist.join("filter.wasm"))?;

@@ -130,3 +130,171 @@ pub fn check_envoy_module(path: &std::path::Path) -> Result<()> {
     );
     Ok(())
 }
+
+/// The wasm-bindgen version; the crate is pinned to it with `=` in `filter-wasm/Cargo.toml`.
+const WASM_BINDGEN_VERSION: &str = "0.2.130";
+/// Target dir of the JS module: its own, like the Envoy module's.
+const JS_TARGET_DIR: &str = "target/js-wasm";
+/// npm package names.
+pub const NODE_PACKAGE: &str = "mms-token-inspect";
+pub const WEB_PACKAGE: &str = "mms-token-inspect-web";
+
+/// The wasm-bindgen CLI of exactly the crate's version, installed into `.tools/wasm-bindgen`.
+pub fn ensure_wasm_bindgen() -> Result<PathBuf> {
+    let root_dir = root().join(".tools/wasm-bindgen");
+    let bin = root_dir.join("bin/wasm-bindgen");
+    let version_ok = || {
+        Command::new(&bin)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(WASM_BINDGEN_VERSION))
+    };
+    if !version_ok() {
+        eprintln!(
+            "installing wasm-bindgen-cli {WASM_BINDGEN_VERSION} into {} (a few minutes)",
+            root_dir.display()
+        );
+        // Without --locked: its lock file pins a crate version the registry mirror lacks.
+        run(cargo()
+            .args([
+                "install",
+                "wasm-bindgen-cli",
+                "--version",
+                WASM_BINDGEN_VERSION,
+                "--root",
+            ])
+            .arg(&root_dir))?;
+        if !version_ok() {
+            bail!(
+                "{} is not wasm-bindgen {WASM_BINDGEN_VERSION}",
+                bin.display()
+            );
+        }
+    }
+    Ok(bin)
+}
+
+/// Clippy on the JS binding, as it is built.
+pub fn clippy_js_module() -> Result<()> {
+    run(cargo().args([
+        "clippy",
+        "-p",
+        "filter-wasm",
+        "--features",
+        "js",
+        "--target",
+        "wasm32-unknown-unknown",
+        "--target-dir",
+        JS_TARGET_DIR,
+        "--",
+        "-D",
+        "warnings",
+    ]))
+}
+
+/// Builds the npm packages for Node (`dest/node`) and browsers (`dest/web`).
+pub fn build_js_packages(dest: &std::path::Path) -> Result<()> {
+    let bindgen = ensure_wasm_bindgen()?;
+    run(cargo().args([
+        "build",
+        "-p",
+        "filter-wasm",
+        "--features",
+        "js",
+        "--target",
+        "wasm32-unknown-unknown",
+        "--target-dir",
+        JS_TARGET_DIR,
+        "--profile",
+        "wasm",
+    ]))?;
+    let module = root()
+        .join(JS_TARGET_DIR)
+        .join("wasm32-unknown-unknown/wasm/filter_wasm.wasm");
+    let version = env!("CARGO_PKG_VERSION");
+    for (target, dir, name) in [
+        ("nodejs", "node", NODE_PACKAGE),
+        ("web", "web", WEB_PACKAGE),
+    ] {
+        let out = dest.join(dir);
+        if out.exists() {
+            std::fs::remove_dir_all(&out)?;
+        }
+        run(Command::new(&bindgen)
+            .args(["--target", target, "--out-name", "mms_token", "--out-dir"])
+            .arg(&out)
+            .arg(&module))?;
+        let esm = target == "web";
+        let package = serde_json::json!({
+            "name": name,
+            "version": version,
+            "description": format!("Inspect media service access tokens (expiry, identity) without a key; {} build", if esm { "browser" } else { "Node.js" }),
+            "license": "Apache-2.0",
+            "type": if esm { "module" } else { "commonjs" },
+            "main": "mms_token.js",
+            "types": "mms_token.d.ts",
+            "exports": { ".": { "types": "./mms_token.d.ts", "default": "./mms_token.js" } },
+            "files": ["mms_token.js", "mms_token.d.ts", "mms_token_bg.wasm", "mms_token_bg.wasm.d.ts"],
+            "sideEffects": !esm,
+        });
+        std::fs::write(
+            out.join("package.json"),
+            serde_json::to_string_pretty(&package)? + "\n",
+        )?;
+        let dts = std::fs::read_to_string(out.join("mms_token.d.ts"))?;
+        if !dts
+            .contains("export function inspectToken(token: string, now?: Date | null): TokenInfo;")
+            || dts.contains(": any")
+        {
+            bail!(
+                "unexpected typings in {}:\n{dts}",
+                out.join("mms_token.d.ts").display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Debian's Chromium, installed with apt when missing (never a browser a tool downloads).
+pub fn ensure_chromium() -> Result<PathBuf> {
+    let bin = PathBuf::from("/usr/bin/chromium");
+    if !bin.exists() {
+        eprintln!("installing Chromium from Debian (apt-get install chromium)");
+        let sudo = !Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0"));
+        let apt = |args: &[&str]| {
+            let mut c = if sudo {
+                Command::new("sudo")
+            } else {
+                Command::new("apt-get")
+            };
+            if sudo {
+                c.arg("apt-get");
+            }
+            c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+            run(&mut c)
+        };
+        apt(&["update"])?;
+        apt(&["install", "-y", "--no-install-recommends", "chromium"])?;
+    }
+    let version = Command::new(&bin)
+        .arg("--version")
+        .output()
+        .context("running chromium")?;
+    eprintln!("{}", String::from_utf8_lossy(&version.stdout).trim());
+    Ok(bin)
+}
+
+/// Node.js and npm, which the JS tests run on.
+pub fn check_node() -> Result<()> {
+    for tool in ["node", "npm"] {
+        let out = Command::new(tool)
+            .arg("--version")
+            .output()
+            .with_context(|| format!("{tool} is missing (Node.js 20 or later is needed)"))?;
+        eprintln!("{tool} {}", String::from_utf8_lossy(&out.stdout).trim());
+    }
+    Ok(())
+}
