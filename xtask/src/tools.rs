@@ -206,11 +206,11 @@ pub fn build_js_packages(dest: &std::path::Path) -> Result<()> {
         "--target-dir",
         JS_TARGET_DIR,
         "--profile",
-        "wasm",
+        "wasm-js",
     ]))?;
     let module = root()
         .join(JS_TARGET_DIR)
-        .join("wasm32-unknown-unknown/wasm/filter_wasm.wasm");
+        .join("wasm32-unknown-unknown/wasm-js/filter_wasm.wasm");
     let version = env!("CARGO_PKG_VERSION");
     for (target, dir, name) in [
         ("nodejs", "node", NODE_PACKAGE),
