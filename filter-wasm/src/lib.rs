@@ -18,3 +18,6 @@ mod envoy;
 
 #[cfg(feature = "js")]
 pub mod js;
+
+#[cfg(feature = "passthrough")]
+mod passthrough;

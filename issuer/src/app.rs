@@ -3,8 +3,11 @@
 use crate::http::{client_credentials, json_response, ApiError, Call, Timer};
 use crate::metrics::Metrics;
 use crate::passwords::PasswordChecker;
-use crate::store::{ClientRecord, GrantKind, RefreshPolicy, RefreshRejection, Store};
+use crate::store::{
+    ClientRecord, GrantKind, RefreshOp, RefreshOutcome, RefreshPolicy, RefreshRejection, Store,
+};
 use crate::throttle::Throttle;
+use crate::writer::RefreshWriter;
 use serde_json::json;
 use shared::grant::{parse_token_param, parse_token_request, Grant, Impersonation};
 use shared::token::{self, Claim, Identity, SubjectKind, TokenBody};
@@ -43,6 +46,7 @@ pub struct App {
     pub settings: Settings,
     passwords: PasswordChecker,
     throttle: Throttle,
+    writer: RefreshWriter,
     /// Metrics.
     pub metrics: Metrics,
 }
@@ -63,7 +67,9 @@ impl App {
         password_concurrency: usize,
     ) -> Result<Self, crate::store::StoreError> {
         let ring = store.key_ring(now())?;
+        let writer = RefreshWriter::start(store.clone(), settings.refresh)?;
         Ok(Self {
+            writer,
             store,
             keys: RwLock::new(Arc::new(ring)),
             settings,
@@ -215,13 +221,21 @@ impl App {
                     claims: user.token_claims(),
                 };
                 let access = self.mint(&client_id, identity)?;
-                let store = self.store.clone();
-                let policy = self.settings.refresh;
-                let refresh =
-                    blocking(move || store.issue_refresh(&client_id, &username, now(), &policy))
-                        .await?
-                        .map_err(|e| ApiError::internal(&e))?;
-                Ok(self.token_response(access, Some(refresh)))
+                let op = RefreshOp::Issue {
+                    client: client_id,
+                    user: username,
+                };
+                match self
+                    .writer
+                    .submit(op)
+                    .await
+                    .map_err(|e| ApiError::internal(&e))?
+                {
+                    RefreshOutcome::Issued(refresh) => {
+                        Ok(self.token_response(access, Some(refresh)))
+                    }
+                    _ => Err(ApiError::internal(&"unexpected refresh outcome")),
+                }
             }
             Grant::RefreshToken { refresh_token } => {
                 if !client.grants.contains(&GrantKind::Password) {
@@ -229,13 +243,19 @@ impl App {
                         "the password grant is not enabled for this client",
                     ));
                 }
-                let store = self.store.clone();
-                let policy = self.settings.refresh;
-                let id = client_id.clone();
-                let rotation =
-                    blocking(move || store.rotate_refresh(&refresh_token, &id, now(), &policy))
-                        .await?
-                        .map_err(|e| ApiError::internal(&e))?;
+                let op = RefreshOp::Rotate {
+                    presented: refresh_token,
+                    client: client_id.clone(),
+                };
+                let rotation = match self
+                    .writer
+                    .submit(op)
+                    .await
+                    .map_err(|e| ApiError::internal(&e))?
+                {
+                    RefreshOutcome::Rotated(r) => r,
+                    _ => return Err(ApiError::internal(&"unexpected refresh outcome")),
+                };
                 let rotation = match rotation {
                     Ok(r) => r,
                     Err(rejection) => {
@@ -322,11 +342,19 @@ impl App {
         let (client_id, _) = self.authenticate(call)?;
         call.require_form()?;
         let token = parse_token_param(&call.body)?;
-        let store = self.store.clone();
-        let id = client_id.clone();
-        let revoked = blocking(move || store.revoke_refresh(&token, &id, now()))
-            .await?
-            .map_err(|e| ApiError::internal(&e))?;
+        let op = RefreshOp::Revoke {
+            token,
+            client: client_id.clone(),
+        };
+        let revoked = match self
+            .writer
+            .submit(op)
+            .await
+            .map_err(|e| ApiError::internal(&e))?
+        {
+            RefreshOutcome::Revoked(r) => r,
+            _ => return Err(ApiError::internal(&"unexpected refresh outcome")),
+        };
         match revoked {
             Some(false) => Err(ApiError::unauthorized_client(
                 "the token was not issued to this client",

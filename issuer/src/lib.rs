@@ -3,6 +3,7 @@
 //! - [`http`]: routes and the rendering of every answer; [`app`]: what each endpoint does.
 //! - [`store`]: the redb data dir (clients, users, keys, refresh token families).
 //! - [`admin`]: the administrative commands, run directly or through the server's Unix socket.
+//! - [`writer`]: group commit of refresh token operations.
 //! - [`server`]: the accept loop (plain or TLS), admin socket, sweep and graceful shutdown.
 #![forbid(unsafe_code)]
 
@@ -15,3 +16,4 @@ pub mod secrets;
 pub mod server;
 pub mod store;
 pub mod throttle;
+pub mod writer;

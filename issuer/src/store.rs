@@ -6,7 +6,10 @@
 //! lost by a crash and two clients can never receive different successors of one token.
 
 use crate::secrets::{self, HashKey};
-use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{
+    Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
+    WriteTransaction,
+};
 use serde::{Deserialize, Serialize};
 use shared::token::Claim;
 use shared::{Key, KeyRing};
@@ -254,6 +257,43 @@ impl RefreshRejection {
             Self::Inactive => "inactive",
         }
     }
+}
+
+/// A refresh token operation, applied by [`Store::apply_refresh_ops`].
+pub enum RefreshOp {
+    /// Start a family for `user` at `client` (password grant).
+    Issue {
+        /// Client id.
+        client: String,
+        /// User name.
+        user: String,
+    },
+    /// Rotate a presented token: the successor, or why not. Reuse of a rotated token outside the
+    /// retry window revokes its family.
+    Rotate {
+        /// The token presented.
+        presented: Zeroizing<String>,
+        /// The authenticated client.
+        client: String,
+    },
+    /// Revoke the family of a token if `client` owns it. `None`: no such token; `Some(false)`: it
+    /// belongs to another client (nothing changes).
+    Revoke {
+        /// The token presented.
+        token: Zeroizing<String>,
+        /// The authenticated client.
+        client: String,
+    },
+}
+
+/// The result of one [`RefreshOp`].
+pub enum RefreshOutcome {
+    /// The first token of the new family.
+    Issued(Zeroizing<String>),
+    /// The rotation, or why not.
+    Rotated(Result<Rotation, RefreshRejection>),
+    /// Whether a family was revoked.
+    Revoked(Option<bool>),
 }
 
 /// What introspection may say about a refresh token.
@@ -628,8 +668,9 @@ impl Store {
     // ----- refresh tokens -----
 
     /// Starts a refresh token family for `user` at `client` and returns its first token.
-    pub fn issue_refresh(
+    fn issue_in(
         &self,
+        tx: &WriteTransaction,
         client: &str,
         user: &str,
         now: u64,
@@ -653,21 +694,18 @@ impl Store {
             expires_at: (now + policy.idle_ttl).min(fam.expires_at),
             state: RefreshState::Active,
         };
-        let tx = self.db.begin_write()?;
-        {
-            tx.open_table(FAMILIES)?
-                .insert(family.as_bytes(), enc(&fam).as_slice())?;
-            tx.open_table(REFRESH)?
-                .insert(hash.as_slice(), enc(&rec).as_slice())?;
-        }
-        tx.commit()?;
+        tx.open_table(FAMILIES)?
+            .insert(family.as_bytes(), enc(&fam).as_slice())?;
+        tx.open_table(REFRESH)?
+            .insert(hash.as_slice(), enc(&rec).as_slice())?;
         Ok(token)
     }
 
     /// Rotates `presented` for `client`: the successor on success, or why not. Reuse of a rotated
     /// token outside the retry window revokes its family in the same transaction.
-    pub fn rotate_refresh(
+    fn rotate_in(
         &self,
+        tx: &WriteTransaction,
         presented: &str,
         client: &str,
         now: u64,
@@ -677,7 +715,6 @@ impl Store {
             return Ok(Err(RefreshRejection::Unknown));
         }
         let hash = self.hash_key.refresh_hash(presented);
-        let tx = self.db.begin_write()?;
         let outcome: Result<Rotation, RefreshRejection> = 'outcome: {
             let mut refresh = tx.open_table(REFRESH)?;
             let mut families = tx.open_table(FAMILIES)?;
@@ -756,25 +793,14 @@ impl Store {
                 retried,
             })
         };
-        match outcome {
-            Ok(rotation) => {
-                if !rotation.retried {
-                    tx.commit()?;
-                }
-                Ok(Ok(rotation))
-            }
-            Err(RefreshRejection::ReuseDetected) => {
-                tx.commit()?;
-                Ok(Err(RefreshRejection::ReuseDetected))
-            }
-            Err(other) => Ok(Err(other)),
-        }
+        Ok(outcome)
     }
 
     /// Revokes the family of `token` if `client` owns it. `Ok(None)`: no such token;
     /// `Ok(Some(false))`: it belongs to another client (nothing changed).
-    pub fn revoke_refresh(
+    fn revoke_in(
         &self,
+        tx: &WriteTransaction,
         token: &str,
         client: &str,
         now: u64,
@@ -783,7 +809,6 @@ impl Store {
             return Ok(None);
         }
         let hash = self.hash_key.refresh_hash(token);
-        let tx = self.db.begin_write()?;
         {
             let refresh = tx.open_table(REFRESH)?;
             let mut families = tx.open_table(FAMILIES)?;
@@ -808,8 +833,119 @@ impl Store {
                 }
             }
         }
-        tx.commit()?;
         Ok(Some(true))
+    }
+
+    /// Applies refresh token operations in order in **one** write transaction and commits it once
+    /// (durably), or aborts it if none of them wrote. Each operation sees the effects of those
+    /// before it. This is the group commit behind [`crate::writer::RefreshWriter`].
+    pub fn apply_refresh_ops(
+        &self,
+        ops: &[(RefreshOp, u64)],
+        policy: &RefreshPolicy,
+    ) -> Result<Vec<RefreshOutcome>, StoreError> {
+        let tx = self.db.begin_write()?;
+        let mut wrote = false;
+        let mut outcomes = Vec::with_capacity(ops.len());
+        for (op, now) in ops {
+            let outcome = match op {
+                RefreshOp::Issue { client, user } => {
+                    wrote = true;
+                    RefreshOutcome::Issued(self.issue_in(&tx, client, user, *now, policy)?)
+                }
+                RefreshOp::Rotate { presented, client } => {
+                    let r = self.rotate_in(&tx, presented, client, *now, policy)?;
+                    wrote |= match &r {
+                        Ok(rotation) => !rotation.retried,
+                        Err(rejection) => *rejection == RefreshRejection::ReuseDetected,
+                    };
+                    RefreshOutcome::Rotated(r)
+                }
+                RefreshOp::Revoke { token, client } => {
+                    let r = self.revoke_in(&tx, token, client, *now)?;
+                    wrote |= r == Some(true);
+                    RefreshOutcome::Revoked(r)
+                }
+            };
+            outcomes.push(outcome);
+        }
+        if wrote {
+            tx.commit()?;
+        } else {
+            tx.abort()?;
+        }
+        Ok(outcomes)
+    }
+
+    fn apply_one(
+        &self,
+        op: RefreshOp,
+        now: u64,
+        policy: &RefreshPolicy,
+    ) -> Result<RefreshOutcome, StoreError> {
+        let mut outcomes = self.apply_refresh_ops(&[(op, now)], policy)?;
+        outcomes.pop().ok_or(StoreError::Corrupt("empty batch"))
+    }
+
+    /// Starts a refresh token family for `user` at `client` and returns its first token.
+    pub fn issue_refresh(
+        &self,
+        client: &str,
+        user: &str,
+        now: u64,
+        policy: &RefreshPolicy,
+    ) -> Result<Zeroizing<String>, StoreError> {
+        let op = RefreshOp::Issue {
+            client: client.into(),
+            user: user.into(),
+        };
+        match self.apply_one(op, now, policy)? {
+            RefreshOutcome::Issued(t) => Ok(t),
+            _ => Err(StoreError::Corrupt("batch outcome")),
+        }
+    }
+
+    /// Rotates `presented` for `client` (see [`RefreshOp::Rotate`]).
+    pub fn rotate_refresh(
+        &self,
+        presented: &str,
+        client: &str,
+        now: u64,
+        policy: &RefreshPolicy,
+    ) -> Result<Result<Rotation, RefreshRejection>, StoreError> {
+        let op = RefreshOp::Rotate {
+            presented: Zeroizing::new(presented.into()),
+            client: client.into(),
+        };
+        match self.apply_one(op, now, policy)? {
+            RefreshOutcome::Rotated(r) => Ok(r),
+            _ => Err(StoreError::Corrupt("batch outcome")),
+        }
+    }
+
+    /// Revokes the family of `token` (see [`RefreshOp::Revoke`]).
+    pub fn revoke_refresh(
+        &self,
+        token: &str,
+        client: &str,
+        now: u64,
+    ) -> Result<Option<bool>, StoreError> {
+        let op = RefreshOp::Revoke {
+            token: Zeroizing::new(token.into()),
+            client: client.into(),
+        };
+        match self.apply_one(
+            op,
+            now,
+            &RefreshPolicy {
+                idle_ttl: 0,
+                absolute_ttl: 0,
+                retry_window: 0,
+            },
+        )? {
+            RefreshOutcome::Revoked(r) => Ok(r),
+            _ => Err(StoreError::Corrupt("batch outcome")),
+        }
     }
 
     /// What introspection may reveal about a refresh token that is currently usable.
@@ -1023,5 +1159,67 @@ mod tests {
         let after = s.key_ring(1_300).unwrap();
         assert_eq!(after.signing_key().map(Key::id), Some(2));
         assert!(after.get(1).is_some(), "the old key still verifies");
+    }
+
+    #[test]
+    fn one_batch_applies_in_order_and_never_forks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store_with_user(tmp.path());
+        let rt = s.issue_refresh("app", "alice", 1_000, &POLICY).unwrap();
+        let rotate = |t: &str| RefreshOp::Rotate {
+            presented: Zeroizing::new(t.into()),
+            client: "app".into(),
+        };
+        let out = s
+            .apply_refresh_ops(
+                &[
+                    (rotate(&rt), 1_001),
+                    (rotate(&rt), 1_001),
+                    (
+                        RefreshOp::Issue {
+                            client: "app".into(),
+                            user: "alice".into(),
+                        },
+                        1_001,
+                    ),
+                ],
+                &POLICY,
+            )
+            .unwrap();
+        let successors: Vec<(String, bool)> = out[..2]
+            .iter()
+            .map(|o| match o {
+                RefreshOutcome::Rotated(Ok(r)) => (r.successor.to_string(), r.retried),
+                _ => panic!("rotation failed"),
+            })
+            .collect();
+        assert_eq!(successors[0].0, successors[1].0, "one successor");
+        assert_eq!((successors[0].1, successors[1].1), (false, true));
+        assert!(matches!(out[2], RefreshOutcome::Issued(_)));
+        // The batch was committed: the successor rotates on after reopening.
+        drop(s);
+        let s = Store::open(tmp.path(), 1_002).unwrap();
+        let next = &successors[0].0;
+        // Reuse of the stale token and a use of the successor in one batch: the reuse comes first
+        // and revokes the family, so the successor is refused too.
+        let out = s
+            .apply_refresh_ops(&[(rotate(&rt), 1_050), (rotate(next), 1_050)], &POLICY)
+            .unwrap();
+        assert!(matches!(
+            out[0],
+            RefreshOutcome::Rotated(Err(RefreshRejection::ReuseDetected))
+        ));
+        assert!(matches!(
+            out[1],
+            RefreshOutcome::Rotated(Err(RefreshRejection::Revoked))
+        ));
+        // A batch that writes nothing commits nothing, and says so.
+        let out = s
+            .apply_refresh_ops(&[(rotate("mmrt1.nonsense"), 1_101)], &POLICY)
+            .unwrap();
+        assert!(matches!(
+            out[0],
+            RefreshOutcome::Rotated(Err(RefreshRejection::Unknown))
+        ));
     }
 }

@@ -3,6 +3,7 @@
 //! - `test`: every check and test (what `.ci/run` runs), installing what it needs.
 //! - `demo`: the full stack on this machine (issuer, Envoy with the filter and TLS, a media
 //!   upstream) with a demo client and user, and a curl walk-through; Ctrl-C stops it.
+//! - `bench`: the benchmarks, side by side, written to BENCHMARKS.md (`--quick` for a short run).
 //! - `dist`: release artifacts in `dist/`: the issuer, the Envoy module and configurations, and the
 //!   npm packages of the browser/Node module.
 
@@ -10,6 +11,7 @@ use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+mod bench;
 mod tools;
 
 fn main() -> Result<()> {
@@ -19,8 +21,9 @@ fn main() -> Result<()> {
         Some("test") => test(),
         Some("demo") => demo(),
         Some("dist") => dist(),
+        Some("bench") => bench::bench(args.iter().any(|a| a == "--quick")),
         _ => {
-            eprintln!("usage: cargo xtask <test | demo | dist>");
+            eprintln!("usage: cargo xtask <test | demo | dist | bench [--quick]>");
             std::process::exit(2);
         }
     }

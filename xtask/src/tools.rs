@@ -260,24 +260,7 @@ pub fn ensure_chromium() -> Result<PathBuf> {
     let bin = PathBuf::from("/usr/bin/chromium");
     if !bin.exists() {
         eprintln!("installing Chromium from Debian (apt-get install chromium)");
-        let sudo = !Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.starts_with(b"0"));
-        let apt = |args: &[&str]| {
-            let mut c = if sudo {
-                Command::new("sudo")
-            } else {
-                Command::new("apt-get")
-            };
-            if sudo {
-                c.arg("apt-get");
-            }
-            c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
-            run(&mut c)
-        };
-        apt(&["update"])?;
-        apt(&["install", "-y", "--no-install-recommends", "chromium"])?;
+        apt_install("chromium")?;
     }
     let version = Command::new(&bin)
         .arg("--version")
@@ -297,4 +280,54 @@ pub fn check_node() -> Result<()> {
         eprintln!("{tool} {}", String::from_utf8_lossy(&out.stdout).trim());
     }
     Ok(())
+}
+
+/// wrk from Debian, installed with apt when missing.
+pub fn ensure_wrk() -> Result<PathBuf> {
+    let bin = PathBuf::from("/usr/bin/wrk");
+    if !bin.exists() {
+        eprintln!("installing wrk from Debian (apt-get install wrk)");
+        apt_install("wrk")?;
+    }
+    Ok(bin)
+}
+
+/// Builds the pass-through Envoy module (the benchmark baseline) and returns its path.
+pub fn build_passthrough_module() -> Result<PathBuf> {
+    run(cargo().args([
+        "build",
+        "-p",
+        "filter-wasm",
+        "--features",
+        "passthrough",
+        "--target",
+        "wasm32-unknown-unknown",
+        "--target-dir",
+        "target/bench-wasm",
+        "--profile",
+        "wasm",
+    ]))?;
+    Ok(root().join("target/bench-wasm/wasm32-unknown-unknown/wasm/filter_wasm.wasm"))
+}
+
+/// `apt-get update` and `apt-get install` of one Debian package (with sudo unless root).
+fn apt_install(package: &str) -> Result<()> {
+    let root_user = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"));
+    let apt = |args: &[&str]| {
+        let mut c = if root_user {
+            Command::new("apt-get")
+        } else {
+            Command::new("sudo")
+        };
+        if !root_user {
+            c.arg("apt-get");
+        }
+        c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        run(&mut c)
+    };
+    apt(&["update"])?;
+    apt(&["install", "-y", "--no-install-recommends", package])
 }

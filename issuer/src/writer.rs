@@ -1,0 +1,81 @@
+//! Group commit of refresh token operations.
+//!
+//! One thread owns the refresh writes. Requests queue their operation and wait; the thread takes
+//! everything queued (up to [`MAX_BATCH`]), applies it in one redb write transaction, commits it
+//! once with immediate durability, and only then answers each request. Under load one fsync
+//! serves many rotations; a lone request is committed at once. Operations in a batch apply in
+//! arrival order and see each other, so concurrent refreshes of one token still yield exactly one
+//! successor.
+
+use crate::app::now;
+use crate::store::{RefreshOp, RefreshOutcome, RefreshPolicy, Store};
+use std::sync::mpsc;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+/// Most operations committed together.
+pub const MAX_BATCH: usize = 1024;
+
+struct Job {
+    op: RefreshOp,
+    now: u64,
+    reply: oneshot::Sender<Result<RefreshOutcome, String>>,
+}
+
+/// Handle of the writer thread; it stops when the last handle is dropped.
+pub struct RefreshWriter {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl RefreshWriter {
+    /// Starts the writer thread for `store`.
+    pub fn start(store: Arc<Store>, policy: RefreshPolicy) -> std::io::Result<Self> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("refresh-writer".into())
+            .spawn(move || run(&store, &policy, &queue))?;
+        Ok(Self { jobs })
+    }
+
+    /// Applies `op` durably and returns its outcome; an `Err` is a storage failure (logged).
+    pub async fn submit(&self, op: RefreshOp) -> Result<RefreshOutcome, String> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job {
+                op,
+                now: now(),
+                reply,
+            })
+            .map_err(|_| "the refresh writer has stopped".to_string())?;
+        answer
+            .await
+            .map_err(|_| "the refresh writer has stopped".to_string())?
+    }
+}
+
+fn run(store: &Store, policy: &RefreshPolicy, queue: &mpsc::Receiver<Job>) {
+    while let Ok(first) = queue.recv() {
+        let mut jobs = vec![first];
+        while jobs.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        let (ops, replies): (Vec<_>, Vec<_>) =
+            jobs.into_iter().map(|j| ((j.op, j.now), j.reply)).unzip();
+        match store.apply_refresh_ops(&ops, policy) {
+            Ok(outcomes) => {
+                for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                    let _ = reply.send(Ok(outcome));
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, batch = replies.len(), "refresh batch failed; nothing of it was committed");
+                for reply in replies {
+                    let _ = reply.send(Err(e.to_string()));
+                }
+            }
+        }
+    }
+}
