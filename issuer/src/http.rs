@@ -22,8 +22,10 @@ use warp::{Filter, Rejection};
 
 /// Largest request body accepted, in bytes. Larger bodies get 413.
 pub const BODY_LIMIT: usize = 16 * 1024;
+/// Oversized bodies are read and discarded up to this size before the 413 (see [`read_body`]).
+pub const DRAIN_LIMIT: usize = 1024 * 1024;
 /// Time allowed to receive a body. Slower clients get 408.
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(20);
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The exact JSON content type of every response.
 pub const JSON: &str = "application/json;charset=UTF-8";
 
@@ -40,6 +42,8 @@ pub struct ApiError {
     retry_after: Option<u64>,
     basic_challenge: bool,
     allow: Option<&'static str>,
+    /// Close the connection after the answer (the request was not read to its end).
+    close: bool,
 }
 
 impl warp::reject::Reject for ApiError {}
@@ -57,6 +61,7 @@ impl ApiError {
             retry_after: None,
             basic_challenge: false,
             allow: None,
+            close: false,
         }
     }
 
@@ -117,11 +122,13 @@ impl ApiError {
     }
 
     fn too_large() -> Self {
-        Self::new(
+        let mut e = Self::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "invalid_request",
             format!("request body larger than {BODY_LIMIT} bytes"),
-        )
+        );
+        e.close = true;
+        e
     }
 
     /// The RFC 6749 code (or the label used for non-OAuth answers), for metrics.
@@ -147,6 +154,9 @@ impl ApiError {
         }
         if let Some(wait) = self.retry_after {
             h.insert(header::RETRY_AFTER, HeaderValue::from(wait));
+        }
+        if self.close {
+            h.insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         if let Some(allow) = self.allow {
             h.insert(header::ALLOW, HeaderValue::from_static(allow));
@@ -249,32 +259,44 @@ fn only(
         .untuple_one()
 }
 
+/// Reads the body, at most [`BODY_LIMIT`] bytes, within [`BODY_TIMEOUT`]. An oversized body is
+/// read on and discarded up to [`DRAIN_LIMIT`] before the 413, and the connection is then closed:
+/// answering while the client still sends makes its TCP stack see a reset, which can destroy the
+/// answer (a proxy in front then reports a 503 for a client mistake).
 async fn read_body(
     length: Option<u64>,
     body: impl futures_util::Stream<Item = Result<impl Buf, warp::Error>>,
 ) -> Result<Bytes, Rejection> {
-    if length.is_some_and(|l| l > BODY_LIMIT as u64) {
-        return Err(warp::reject::custom(ApiError::too_large()));
-    }
     let collect = async {
         let mut buf = BytesMut::new();
+        let mut seen = 0usize;
         let mut body = std::pin::pin!(body);
+        if length.is_some_and(|l| l > DRAIN_LIMIT as u64) {
+            return Err(ApiError::too_large());
+        }
         while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|_| {
-                warp::reject::custom(ApiError::invalid_request("could not read the request body"))
-            })?;
-            if buf.len() + chunk.remaining() > BODY_LIMIT {
-                return Err(warp::reject::custom(ApiError::too_large()));
+            let chunk =
+                chunk.map_err(|_| ApiError::invalid_request("could not read the request body"))?;
+            seen += chunk.remaining();
+            if seen > DRAIN_LIMIT {
+                break;
             }
-            buf.put(chunk);
+            if seen <= BODY_LIMIT {
+                buf.put(chunk);
+            }
+        }
+        if seen > BODY_LIMIT || length.is_some_and(|l| l > BODY_LIMIT as u64) {
+            return Err(ApiError::too_large());
         }
         Ok(buf.freeze())
     };
     match tokio::time::timeout(BODY_TIMEOUT, collect).await {
-        Ok(result) => result,
+        Ok(Ok(body)) => Ok(body),
+        Ok(Err(e)) => Err(warp::reject::custom(e)),
         Err(_) => {
             let mut e = ApiError::invalid_request("request body not received in time");
             e.status = StatusCode::REQUEST_TIMEOUT;
+            e.close = true;
             Err(warp::reject::custom(e))
         }
     }

@@ -1,0 +1,358 @@
+//! Hostile input through the real stack (Envoy with the filter, and the issuer behind it). Each
+//! case's expected answer is documented in `docs/hostile-input.md`; no client mistake may produce a
+//! 5xx, and the filter's VM must survive all of it.
+
+use e2e::{demo, Options, Stack, Tools};
+use reqwest::{Method, StatusCode};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn stack() -> Option<(tempfile::TempDir, Stack)> {
+    let tools = Tools::for_test()?;
+    let tmp = tempfile::tempdir().unwrap();
+    let stack = Stack::start(tmp.path(), &tools, &Options::default())
+        .await
+        .unwrap();
+    Some((tmp, stack))
+}
+
+async fn token_call(
+    s: &Stack,
+    content_type: Option<&str>,
+    body: impl Into<reqwest::Body>,
+) -> (StatusCode, String) {
+    let mut req = s
+        .client()
+        .post(format!("{}/apiv2/oauth/token", s.url()))
+        .basic_auth(demo::CLIENT, Some(&s.secret))
+        .body(body);
+    if let Some(ct) = content_type {
+        req = req.header("content-type", ct);
+    }
+    let r = req.send().await.unwrap();
+    (r.status(), r.text().await.unwrap_or_default())
+}
+
+const FORM: Option<&str> = Some("application/x-www-form-urlencoded");
+
+async fn valid_token(s: &Stack) -> String {
+    let (status, body) = token_call(s, FORM, "grant_type=client_credentials").await;
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["access_token"].as_str().unwrap().to_owned()
+}
+
+/// The filter still works after whatever came before (its VM did not trap).
+async fn filter_alive(s: &Stack, token: &str) {
+    let r = s
+        .client()
+        .post(format!("{}/apiv2/MediaService/Find", s.url()))
+        .bearer_auth(token)
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "the filter stopped working");
+}
+
+#[tokio::test]
+async fn hostile_bodies_at_the_token_endpoint() {
+    let Some((_tmp, s)) = stack().await else {
+        return;
+    };
+    let many_params = (0..1500)
+        .map(|i| format!("p{i}=1"))
+        .collect::<Vec<_>>()
+        .join("&");
+    let huge_claims = format!(
+        "grant_type=client_credentials&impersonate_claims={}",
+        vec!["t%3Dv"; 2000].join("%2C")
+    );
+    // (case, content type, body, status, error code)
+    type Case<'a> = (&'a str, Option<&'a str>, Vec<u8>, u16, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "40 KiB body (the issuer's limit is 16 KiB)",
+            FORM,
+            vec![b'a'; 40 << 10],
+            413,
+            "invalid_request",
+        ),
+        (
+            "1500 parameters",
+            FORM,
+            format!("grant_type=client_credentials&{many_params}").into_bytes(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "invalid UTF-8",
+            FORM,
+            b"grant_type=client_credentials&x=%FF%FE".to_vec(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "raw invalid UTF-8",
+            FORM,
+            b"grant_type=client_credentials&x=\xff\xfe".to_vec(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "NUL in grant_type",
+            FORM,
+            b"grant_type=client%00_credentials".to_vec(),
+            400,
+            "unsupported_grant_type",
+        ),
+        (
+            "NUL in username",
+            FORM,
+            b"grant_type=password&username=de%00mo&password=x".to_vec(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "2000 impersonation claims",
+            FORM,
+            huge_claims.into_bytes(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "JSON content type",
+            Some("application/json"),
+            br#"{"grant_type":"client_credentials"}"#.to_vec(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "no content type",
+            None,
+            b"grant_type=client_credentials".to_vec(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "binary garbage",
+            FORM,
+            (0..=255u8).cycle().take(4096).collect(),
+            400,
+            "invalid_request",
+        ),
+    ];
+    for (name, ct, body, status, error) in cases {
+        let (got, text) = token_call(&s, ct, body).await;
+        assert_eq!(got.as_u16(), status, "{name}: {text}");
+        assert!(
+            text.contains(&format!("\"error\":\"{error}\"")),
+            "{name}: {text}"
+        );
+    }
+    // Over Envoy's 64 KiB limit for token requests: Envoy answers 413 itself.
+    for size in [1 << 20, 8 << 20] {
+        let (got, text) = token_call(&s, FORM, vec![b'a'; size]).await;
+        assert_eq!(got.as_u16(), 413, "{size} bytes: {text}");
+    }
+    for method in [
+        Method::GET,
+        Method::PUT,
+        Method::DELETE,
+        Method::PATCH,
+        Method::OPTIONS,
+        Method::HEAD,
+    ] {
+        let r = s
+            .client()
+            .request(method.clone(), format!("{}/apiv2/oauth/token", s.url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 405, "{method}");
+        assert_eq!(r.headers()["allow"], "POST", "{method}");
+    }
+    let r = s
+        .client()
+        .post(format!("{}/apiv2/oauth/token", s.url()))
+        .header("authorization", "Basic YTpi")
+        .header("authorization", "Basic YzpK")
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        401,
+        "repeated Authorization at the token endpoint"
+    );
+    // Nothing here was a server error, and no secret reached the issuer's log.
+    let log = std::fs::read_to_string(s.dir.join("issuer.log")).unwrap();
+    assert!(
+        !log.contains(&s.secret) && !log.contains(demo::PASSWORD),
+        "a secret was logged"
+    );
+    assert!(
+        !log.contains("internal error"),
+        "a client mistake was logged as an internal error:\n{log}"
+    );
+    assert!(s.stop());
+}
+
+#[tokio::test]
+async fn hostile_headers_at_the_filter() {
+    let Some((_tmp, s)) = stack().await else {
+        return;
+    };
+    let token = valid_token(&s).await;
+    let find = format!("{}/apiv2/MediaService/Find", s.url());
+    let send =
+        |req: reqwest::RequestBuilder| async move { req.send().await.map(|r| r.status().as_u16()) };
+    // Invalid UTF-8 in the token header: refused, and the VM survives.
+    let bad = reqwest::header::HeaderValue::from_bytes(b"Bearer \xff\xfe\xfd").unwrap();
+    assert_eq!(
+        send(s.client().post(&find).header("authorization", bad))
+            .await
+            .unwrap(),
+        400
+    );
+    let obs = reqwest::header::HeaderValue::from_bytes(b"Bearer mmat1.\xc3\xa9.x").unwrap();
+    assert_eq!(
+        send(s.client().post(&find).header("serviceauthorization", obs))
+            .await
+            .unwrap(),
+        400
+    );
+    filter_alive(&s, &token).await;
+    // An oversized header and too many headers are Envoy's to refuse (431), before the filter.
+    let big = "A".repeat(100 * 1024);
+    let status = send(
+        s.client()
+            .post(&find)
+            .header("authorization", format!("Bearer {big}")),
+    )
+    .await;
+    assert!(
+        matches!(status, Ok(431) | Err(_)),
+        "oversized header: {status:?}"
+    );
+    let mut many = s.client().post(&find).bearer_auth(&token);
+    for i in 0..200 {
+        many = many.header(format!("x-h{i}"), "v");
+    }
+    assert!(matches!(send(many).await, Ok(431) | Err(_)));
+    // A 64 KiB token in a header under Envoy's limit: refused as malformed by the filter.
+    let long = format!("Bearer {}", "A".repeat(50 * 1024));
+    assert_eq!(
+        send(s.client().post(&find).header("authorization", long))
+            .await
+            .unwrap(),
+        401
+    );
+    // Hundreds of comma-joined credentials.
+    let joined = vec![format!("Bearer {token}"); 300].join(", ");
+    assert_eq!(
+        send(s.client().post(&find).header("authorization", joined))
+            .await
+            .unwrap(),
+        400
+    );
+    // A long path.
+    let long_path = format!("{}/apiv2/{}", s.url(), "a/".repeat(4000));
+    let status = send(s.client().post(long_path)).await;
+    assert!(
+        matches!(status, Ok(401) | Ok(414) | Ok(431)),
+        "long path: {status:?}"
+    );
+    filter_alive(&s, &token).await;
+    let c = s.counters().await.unwrap();
+    assert!(c.get("malformed").is_some_and(|n| *n >= 3), "{c:?}");
+    assert!(s.stop());
+}
+
+async fn tls_connect(s: &Stack) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::CertificateDer;
+    use tokio_rustls::rustls;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(s.cert_pem.as_bytes()).unwrap())
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", s.ports.listener))
+        .await
+        .unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap()
+}
+
+/// Reads until the peer closes or 20 s pass; returns what arrived and how long it took.
+async fn drain(mut r: impl AsyncReadExt + Unpin) -> (String, Duration) {
+    let start = Instant::now();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(20), r.read_to_end(&mut buf)).await;
+    (String::from_utf8_lossy(&buf).into_owned(), start.elapsed())
+}
+
+#[tokio::test]
+async fn slow_clients_are_cut_off() {
+    let Some((_tmp, s)) = stack().await else {
+        return;
+    };
+    // Through Envoy: headers never finished.
+    let mut tls = tls_connect(&s).await;
+    tls.write_all(
+        b"POST /apiv2/MediaService/Find HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ",
+    )
+    .await
+    .unwrap();
+    // The issuer on its own: the same.
+    let mut headers = tokio::net::TcpStream::connect(("127.0.0.1", s.ports.issuer))
+        .await
+        .unwrap();
+    headers
+        .write_all(b"POST /apiv2/oauth/token HTTP/1.1\r\nHost: localhost\r\nContent-Type: app")
+        .await
+        .unwrap();
+    // A body that never arrives, to the issuer.
+    let mut body = tokio::net::TcpStream::connect(("127.0.0.1", s.ports.issuer))
+        .await
+        .unwrap();
+    body.write_all(b"POST /apiv2/oauth/token HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ngrant").await.unwrap();
+    let ((envoy, t1), (issuer, t2), (issuer_body, t3)) =
+        tokio::join!(drain(tls), drain(headers), drain(body));
+    assert!(
+        t1 < Duration::from_secs(15),
+        "Envoy kept a slow client for {t1:?}"
+    );
+    assert!(
+        envoy.is_empty() || envoy.starts_with("HTTP/1.1 408"),
+        "{envoy}"
+    );
+    assert!(
+        t2 < Duration::from_secs(15),
+        "the issuer kept a slow client for {t2:?}"
+    );
+    assert!(
+        issuer.is_empty() || issuer.starts_with("HTTP/1.1 408"),
+        "{issuer}"
+    );
+    assert!(
+        t3 < Duration::from_secs(15),
+        "the issuer waited {t3:?} for a body"
+    );
+    assert!(issuer_body.starts_with("HTTP/1.1 408"), "{issuer_body}");
+    assert!(
+        issuer_body.contains("\"error\":\"invalid_request\""),
+        "{issuer_body}"
+    );
+    assert!(s.stop());
+}
