@@ -190,7 +190,7 @@ impl App {
                     ));
                 }
                 let ip = call.client_ip(self.settings.trust_forwarded_for);
-                if let Some(wait) = self.throttle.check(&username, ip, now()) {
+                if let Err(wait) = self.throttle.attempt(&username, ip, now()) {
                     return Err(ApiError::throttled(wait));
                 }
                 let user = self
@@ -204,12 +204,11 @@ impl App {
                 let user = match user {
                     Some(u) if ok => u,
                     _ => {
-                        self.throttle.failure(&username, ip, now());
                         tracing::info!(client = %client_id, user = %username, "wrong user credentials");
                         return Err(ApiError::invalid_grant("invalid user credentials"));
                     }
                 };
-                self.throttle.success(&username);
+                self.throttle.success(&username, ip);
                 if user.disabled {
                     tracing::info!(client = %client_id, user = %username, "disabled user refused");
                     return Err(ApiError::invalid_grant("invalid user credentials"));

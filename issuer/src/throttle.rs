@@ -68,19 +68,20 @@ impl Throttle {
         std::iter::once(Subject::User(user.to_owned())).chain(addr.map(Subject::Addr))
     }
 
-    /// Seconds to wait before this user may try from this address, or `None` if it may now.
-    pub fn check(&self, user: &str, addr: Option<IpAddr>, now: u64) -> Option<u64> {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        Self::keys(user, addr)
+    /// Starts a sign-in attempt: `Err(seconds)` to wait, or `Ok(())` with the attempt already
+    /// counted as a failure. Checking and counting happen under one lock, so concurrent guesses
+    /// cannot all pass the check before the first failure is recorded; [`Throttle::success`]
+    /// refunds the attempt.
+    pub fn attempt(&self, user: &str, addr: Option<IpAddr>, now: u64) -> Result<(), u64> {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let wait = Self::keys(user, addr)
             .filter_map(|k| entries.get(&k))
             .filter(|e| e.blocked_until > now)
             .map(|e| e.blocked_until - now)
-            .max()
-    }
-
-    /// Records a failed attempt.
-    pub fn failure(&self, user: &str, addr: Option<IpAddr>, now: u64) {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            .max();
+        if let Some(wait) = wait {
+            return Err(wait);
+        }
         if entries.len() >= MAX_ENTRIES {
             let horizon = self.policy.max_delay * 2;
             entries.retain(|_, e| {
@@ -88,10 +89,7 @@ impl Throttle {
             });
         }
         for key in Self::keys(user, addr) {
-            let free = match key {
-                Subject::User(_) => self.policy.user_free_failures,
-                Subject::Addr(_) => self.policy.addr_free_failures,
-            };
+            let free = self.free(&key);
             let e = entries.entry(key).or_default();
             // A long quiet spell forgives old failures.
             if now.saturating_sub(e.last_failure) > self.policy.max_delay * 2 {
@@ -101,16 +99,33 @@ impl Throttle {
             e.last_failure = now;
             if e.failures > free {
                 let exp = (e.failures - free - 1).min(20);
-                let delay = (self.policy.base_delay << exp).min(self.policy.max_delay);
-                e.blocked_until = now + delay;
+                e.blocked_until = now + (self.policy.base_delay << exp).min(self.policy.max_delay);
             }
+        }
+        Ok(())
+    }
+
+    fn free(&self, key: &Subject) -> u32 {
+        match key {
+            Subject::User(_) => self.policy.user_free_failures,
+            Subject::Addr(_) => self.policy.addr_free_failures,
         }
     }
 
-    /// Records a successful sign-in: the user's count starts over (the address keeps its own).
-    pub fn success(&self, user: &str) {
+    /// The attempt succeeded: the user's count starts over and the address gets its attempt back.
+    pub fn success(&self, user: &str, addr: Option<IpAddr>) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries.remove(&Subject::User(user.to_owned()));
+        if let Some(addr) = addr {
+            let key = Subject::Addr(addr);
+            let free = self.free(&key);
+            if let Some(e) = entries.get_mut(&key) {
+                e.failures = e.failures.saturating_sub(1);
+                if e.failures <= free {
+                    e.blocked_until = 0;
+                }
+            }
+        }
     }
 }
 
@@ -122,42 +137,63 @@ mod tests {
     fn backs_off_growing_then_forgives() {
         let t = Throttle::new(ThrottlePolicy::default());
         let ip = Some("10.0.0.1".parse().unwrap());
-        for _ in 0..5 {
-            assert_eq!(t.check("bob", ip, 100), None);
-            t.failure("bob", ip, 100);
+        for _ in 0..6 {
+            assert_eq!(t.attempt("bob", ip, 100), Ok(()));
         }
-        assert_eq!(t.check("bob", ip, 100), None);
-        t.failure("bob", ip, 100);
-        assert_eq!(t.check("bob", ip, 100), Some(1));
-        t.failure("bob", ip, 101);
-        assert_eq!(t.check("bob", ip, 101), Some(2));
         assert_eq!(
-            t.check("alice", None, 101),
-            None,
+            t.attempt("bob", ip, 100),
+            Err(1),
+            "the sixth failure sets a 1 s wait"
+        );
+        assert_eq!(t.attempt("bob", ip, 101), Ok(()));
+        assert_eq!(
+            t.attempt("bob", ip, 101),
+            Err(2),
+            "each further failure doubles it"
+        );
+        assert_eq!(
+            t.attempt("alice", None, 101),
+            Ok(()),
             "other users are not affected"
         );
-        assert_eq!(t.check("bob", ip, 103), None, "the wait is temporary");
-        t.success("bob");
-        assert_eq!(t.check("bob", None, 103), None);
+        assert_eq!(t.attempt("bob", ip, 103), Ok(()), "the wait is temporary");
+        t.success("bob", ip);
+        assert_eq!(t.attempt("bob", None, 103), Ok(()));
     }
 
     #[test]
-    fn address_is_throttled_across_users() {
+    fn concurrent_attempts_are_counted_before_they_finish() {
+        let t = Throttle::new(ThrottlePolicy::default());
+        // Nothing finishes: still only the free attempts and the one that sets the wait get through.
+        let admitted = (0..100)
+            .filter(|_| t.attempt("victim", None, 50).is_ok())
+            .count();
+        assert_eq!(admitted, 6);
+    }
+
+    #[test]
+    fn address_is_throttled_across_users_and_refunded_on_success() {
         let t = Throttle::new(ThrottlePolicy::default());
         let ip = Some("10.0.0.2".parse().unwrap());
         for i in 0..21 {
-            t.failure(&format!("user{i}"), ip, 50);
+            assert!(t.attempt(&format!("user{i}"), ip, 50).is_ok());
         }
-        assert!(t.check("fresh", ip, 50).is_some());
-        assert_eq!(t.check("fresh", None, 50), None);
+        assert!(t.attempt("fresh", ip, 50).is_err());
+        assert_eq!(t.attempt("fresh", None, 50), Ok(()));
+        t.success("user20", ip);
+        assert_eq!(
+            t.attempt("fresh2", ip, 50),
+            Ok(()),
+            "a success gives the address its attempt back"
+        );
     }
 
     #[test]
     fn delay_is_capped() {
         let t = Throttle::new(ThrottlePolicy::default());
-        for _ in 0..200 {
-            t.failure("x", None, 1000);
+        for i in 0..200 {
+            let _ = t.attempt("x", None, 1000 + i * 400);
         }
-        assert_eq!(t.check("x", None, 1000), Some(300));
+        assert_eq!(t.attempt("x", None, 1000 + 199 * 400), Err(300));
     }
 }

@@ -1622,3 +1622,102 @@ async fn rotations_revocations_and_admin_changes_race_without_forks() {
     assert!(admin(&f.dir, &["client", "list"], None).contains("racer9"));
     assert!(admin(&f.dir, &["keys", "list"], None).contains("verifying"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_guessing_attack_is_throttled_while_others_are_served() {
+    let f = fixture();
+    add_user(&f.dir, "victim", "victim-pw", &[]);
+    for i in 0..30 {
+        add_user(&f.dir, &format!("user{i}"), "secret-pw", &[]);
+    }
+    let s = Server::start(
+        &f.dir,
+        &["--trust-x-forwarded-for", "--login-backoff-base", "5"],
+    );
+    let http = reqwest::Client::new();
+    let guess = |user: String, from: &'static str| {
+        http.post(s.token_url())
+            .basic_auth("app", Some(&f.secret))
+            .header("x-forwarded-for", from)
+            .form(&[
+                ("grant_type", "password"),
+                ("username", user.as_str()),
+                ("password", "guess"),
+            ])
+            .send()
+    };
+    // 150 concurrent guesses at one user, and 60 at 30 users (credential stuffing), from one address.
+    let mut attack: Vec<_> = (0..150)
+        .map(|_| guess("victim".into(), "203.0.113.9"))
+        .collect();
+    attack.extend((0..60).map(|i| guess(format!("user{}", i % 30), "203.0.113.9")));
+    let legit = async {
+        let mut statuses = Vec::new();
+        for _ in 0..5 {
+            let a = post(
+                &s.token_url(),
+                f.app(),
+                &[
+                    ("grant_type", "password"),
+                    ("username", "alice"),
+                    ("password", "alice-pw"),
+                ],
+            )
+            .await;
+            statuses.push(a.status.as_u16());
+            statuses.push(
+                post(
+                    &s.token_url(),
+                    f.app(),
+                    &[("grant_type", "client_credentials")],
+                )
+                .await
+                .status
+                .as_u16(),
+            );
+        }
+        statuses
+    };
+    let (answers, legit) = tokio::join!(futures_util::future::join_all(attack), legit);
+    let mut checked = 0;
+    let mut throttled = 0;
+    for a in answers {
+        let a = answer(a.unwrap()).await;
+        match a.status.as_u16() {
+            400 => checked += 1,
+            429 => {
+                throttled += 1;
+                assert!(a.headers.contains_key("retry-after"));
+            }
+            other => panic!("unexpected {other}: {}", a.json),
+        }
+    }
+    eprintln!("attack: {checked} passwords checked, {throttled} refused with 429");
+    // Only the free failures (5 per user, 20 per address) and a few racing them were checked.
+    assert!(
+        checked <= 40,
+        "{checked} guesses reached the password check"
+    );
+    assert!(
+        throttled >= 170,
+        "only {throttled} of 210 guesses were throttled"
+    );
+    assert!(
+        legit.iter().all(|s| *s == 200),
+        "other users and clients were not served: {legit:?}"
+    );
+    // The victim's own correct password waits out the back-off, from the attacker's address too.
+    let from_attacker = http
+        .post(s.token_url())
+        .basic_auth("app", Some(&f.secret))
+        .header("x-forwarded-for", "203.0.113.9")
+        .form(&[
+            ("grant_type", "password"),
+            ("username", "user0"),
+            ("password", "secret-pw"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(from_attacker.status(), 429);
+}

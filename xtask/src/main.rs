@@ -1,6 +1,7 @@
 //! Orchestration of the project, run as `cargo xtask <command>`:
 //!
-//! - `test`: every check and test (what `.ci/run` runs), installing what it needs.
+//! - `test`: every check and test (what `.ci/run` runs), installing what it needs, ending with a
+//!   bounded run of every fuzz target (`FUZZ_SECONDS`, default 30 each).
 //! - `demo`: the full stack on this machine (issuer, Envoy with the filter and TLS, a media
 //!   upstream) with a demo client and user, and a curl walk-through; Ctrl-C stops it.
 //! - `bench`: the benchmarks, side by side, written to BENCHMARKS.md (`--quick` for a short run).
@@ -79,6 +80,7 @@ const PACKAGES: [&str; 5] = ["mms-token", "issuer", "filter-wasm", "e2e", "xtask
 fn test() -> Result<()> {
     tools::ensure_wasm_target()?;
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    run(cargo().args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--", "--check"]))?;
     for p in PACKAGES {
         run(cargo().args(["clippy", "-p", p, "--all-targets", "--", "-D", "warnings"]))?;
     }
@@ -129,6 +131,11 @@ fn test() -> Result<()> {
     smoke.arg("smoke").arg("--dir").arg(&smoke_dir);
     with_tools(&mut smoke);
     run(&mut smoke)?;
+    let seconds = std::env::var("FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    tools::fuzz_all(seconds)?;
     eprintln!("\nall checks and tests passed");
     Ok(())
 }

@@ -331,3 +331,54 @@ fn apt_install(package: &str) -> Result<()> {
     apt(&["update"])?;
     apt(&["install", "-y", "--no-install-recommends", package])
 }
+
+/// The cargo-fuzz targets (`fuzz/fuzz_targets/`).
+pub const FUZZ_TARGETS: [&str; 6] = [
+    "token_decode",
+    "token_roundtrip",
+    "form",
+    "basic",
+    "claims",
+    "filter_decide",
+];
+
+/// cargo-fuzz, installed into `.tools/cargo-fuzz`; returns its `bin` folder (for PATH).
+pub fn ensure_cargo_fuzz() -> Result<PathBuf> {
+    let dir = root().join(".tools/cargo-fuzz");
+    let bin = dir.join("bin");
+    if !bin.join("cargo-fuzz").exists() {
+        eprintln!("installing cargo-fuzz into {}", dir.display());
+        run(cargo().args(["install", "cargo-fuzz", "--root"]).arg(&dir))?;
+    }
+    let nightly = Command::new("rustup")
+        .args(["run", "nightly", "rustc", "--version"])
+        .output();
+    if !nightly.is_ok_and(|o| o.status.success()) {
+        bail!("the nightly toolchain is missing (rustup toolchain install nightly); cargo-fuzz needs it");
+    }
+    Ok(bin)
+}
+
+/// Runs every fuzz target for `seconds` (libFuzzer with AddressSanitizer, nightly).
+pub fn fuzz_all(seconds: u64) -> Result<()> {
+    let bin = ensure_cargo_fuzz()?;
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))?;
+    for target in FUZZ_TARGETS {
+        run(Command::new("rustup")
+            .args([
+                "run",
+                "nightly",
+                "cargo",
+                "fuzz",
+                "run",
+                target,
+                "--",
+                &format!("-max_total_time={seconds}"),
+            ])
+            .env("PATH", &path)
+            .current_dir(root()))?;
+    }
+    Ok(())
+}

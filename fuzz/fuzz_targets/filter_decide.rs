@@ -1,0 +1,54 @@
+//! The filter's decision over arbitrary paths and header sets: never a panic (which would trap the
+//! VM in Envoy), and never an allow unless one of the token headers carries a token that verifies.
+#![no_main]
+use arbitrary::Arbitrary;
+use filter_wasm::config::Config;
+use filter_wasm::decision::{decide, Decision};
+use libfuzzer_sys::fuzz_target;
+use std::sync::OnceLock;
+
+#[derive(Arbitrary, Debug)]
+struct Input {
+    path: Vec<u8>,
+    headers: Vec<(u8, Vec<u8>)>,
+    now: u64,
+}
+
+const NAMES: [&str; 5] = [
+    "authorization",
+    "serviceauthorization",
+    "x-auth-subject",
+    ":path",
+    "other",
+];
+
+fn config() -> &'static Config {
+    static CONFIG: OnceLock<Config> = OnceLock::new();
+    CONFIG.get_or_init(|| {
+        Config::parse(
+            br#"{"keys":[{"kid":1,"secret":"BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc"}]}"#,
+        )
+        .expect("valid configuration")
+    })
+}
+
+fuzz_target!(|i: Input| {
+    let cfg = config();
+    let headers: Vec<(&str, &[u8])> = i
+        .headers
+        .iter()
+        .map(|(n, v)| (NAMES[usize::from(*n) % NAMES.len()], v.as_slice()))
+        .collect();
+    let (decision, _, _) = decide(cfg, &i.path, headers.iter().copied(), i.now);
+    if let Decision::Allow(_) = decision {
+        let verifies = headers.iter().any(|(_, v)| {
+            std::str::from_utf8(v).ok().is_some_and(|s| {
+                s.split(',').any(|part| {
+                    let t = part.trim().get(7..).unwrap_or("").trim_start();
+                    shared::token::verify(&cfg.ring, t, i.now, cfg.clock_skew).is_ok()
+                })
+            })
+        });
+        assert!(verifies, "allowed without a valid token");
+    }
+});
