@@ -13,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use warp::Filter;
 
+pub mod soak;
 pub mod upstream;
 
 /// The repository root.
@@ -574,6 +575,11 @@ impl Stack {
                 Some((short.to_owned(), value.trim().parse().ok()?))
             })
             .collect())
+    }
+
+    /// Process ids of the issuer and Envoy.
+    pub fn pids(&self) -> (u32, u32) {
+        (self.issuer.pid(), self.envoy.as_ref().map_or(0, Proc::pid))
     }
 
     /// The issuer's and Envoy's logs, for failure messages.

@@ -3,6 +3,7 @@
 //! - `stack demo [--dir DIR]`: issuer, media upstream and Envoy with TLS on the shipped ports,
 //!   a walk-through printed, until Ctrl-C.
 //! - `stack smoke --dir DIR`: the same on free ports; runs the walk-through itself, then stops.
+//! - `stack soak --dir DIR [--minutes N]`: a bounded mixed load through Envoy (see `e2e::soak`).
 //! - `stack validate`: `envoy --mode validate` on every shipped configuration.
 
 use anyhow::{bail, Context, Result};
@@ -39,6 +40,23 @@ async fn main() -> Result<()> {
             println!("demo walk-through: token through Envoy, protected call allowed and refused, refresh, impersonation: all as expected");
             Ok(())
         }
+        Some("soak") => {
+            let minutes = args
+                .iter()
+                .position(|a| a == "--minutes")
+                .and_then(|i| args.get(i + 1))
+                .and_then(|m| m.parse().ok())
+                .unwrap_or(10);
+            let stack = Stack::start(&dir, &tools, &Options::default()).await?;
+            let report = e2e::soak::soak(&stack, minutes, 16).await;
+            let stopped = stack.stop();
+            let report = report?;
+            println!("{report}");
+            if !stopped {
+                bail!("a process did not stop cleanly after the soak");
+            }
+            Ok(())
+        }
         Some("demo") => {
             let stack = Stack::start(
                 &dir,
@@ -56,7 +74,7 @@ async fn main() -> Result<()> {
             stack.stop();
             Ok(())
         }
-        _ => bail!("usage: stack <demo|smoke|validate> [--dir DIR]"),
+        _ => bail!("usage: stack <demo|smoke|soak [--minutes N]|validate> [--dir DIR]"),
     }
 }
 
