@@ -138,18 +138,26 @@ impl HttpContext for Filter {
                 );
                 Action::Pause
             }
-            Decision::Exempt | Decision::Allow(_) => {
+            Decision::Exempt => {
+                // Usually there is nothing to remove, and then no host call at all.
                 for (name, _) in headers
                     .iter()
                     .filter(|(n, _)| IDENTITY_HEADERS.contains(&n.as_str()))
                 {
                     self.set_http_request_header(name, None);
                 }
-                if let Decision::Allow(set) = decision {
-                    for (name, value) in set {
-                        self.set_http_request_header(name, Some(&value));
-                    }
-                }
+                Action::Continue
+            }
+            Decision::Allow(set) => {
+                // One host call writes the whole map: the request's headers without any identity
+                // header it came with, plus the verified ones (instead of a call per header).
+                let mut map: Vec<(&str, &[u8])> = headers
+                    .iter()
+                    .filter(|(n, _)| !IDENTITY_HEADERS.contains(&n.as_str()))
+                    .map(|(n, v)| (n.as_str(), v.as_slice()))
+                    .collect();
+                map.extend(set.iter().map(|(n, v)| (*n, v.as_bytes())));
+                self.set_http_request_headers_bytes(map);
                 Action::Continue
             }
         }

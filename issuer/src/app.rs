@@ -46,16 +46,10 @@ pub struct App {
     pub settings: Settings,
     passwords: PasswordChecker,
     throttle: Throttle,
+    login_turns: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     writer: RefreshWriter,
     /// Metrics.
     pub metrics: Metrics,
-}
-
-fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> T + Send + 'static,
-) -> impl std::future::Future<Output = Result<T, ApiError>> {
-    let task = tokio::task::spawn_blocking(f);
-    async move { task.await.map_err(|e| ApiError::internal(&e)) }
 }
 
 impl App {
@@ -75,6 +69,7 @@ impl App {
             settings,
             passwords: PasswordChecker::new(password_concurrency),
             throttle,
+            login_turns: Default::default(),
             metrics: Metrics::default(),
         })
     }
@@ -84,6 +79,21 @@ impl App {
         let ring = Arc::new(self.store.key_ring(now())?);
         *self.keys.write().unwrap_or_else(|p| p.into_inner()) = ring;
         Ok(())
+    }
+
+    /// Waits for this user's turn to have a password checked.
+    async fn login_turn(&self, user: &str) -> LoginTurn<'_> {
+        let lock = {
+            let mut turns = self.login_turns.lock().unwrap_or_else(|p| p.into_inner());
+            turns.entry(user.to_owned()).or_default().clone()
+        };
+        let guard = lock.clone().lock_owned().await;
+        LoginTurn {
+            app: self,
+            user: user.to_owned(),
+            lock,
+            _guard: guard,
+        }
     }
 
     fn ring(&self) -> Arc<KeyRing> {
@@ -190,6 +200,9 @@ impl App {
                     ));
                 }
                 let ip = call.client_ip(self.settings.trust_forwarded_for);
+                // One password check per user at a time: each attempt sees the outcome of the one
+                // before, so a burst of concurrent guesses meets the back-off after the free ones.
+                let _turn = self.login_turn(&username).await;
                 if let Err(wait) = self.throttle.attempt(&username, ip, now()) {
                     return Err(ApiError::throttled(wait));
                 }
@@ -204,6 +217,7 @@ impl App {
                 let user = match user {
                     Some(u) if ok => u,
                     _ => {
+                        self.throttle.failure(&username, now());
                         tracing::info!(client = %client_id, user = %username, "wrong user credentials");
                         return Err(ApiError::invalid_grant("invalid user credentials"));
                     }
@@ -449,15 +463,36 @@ impl App {
         })
     }
 
-    /// `GET /healthz`: 200 when the database answers.
+    /// `GET /healthz`: 200 when the database answers (one read transaction, like a token request).
     pub async fn health(&self) -> Response {
-        let store = self.store.clone();
-        match blocking(move || store.access_ttl()).await {
-            Ok(Ok(_)) => json_response(StatusCode::OK, &json!({"status": "ok"})),
+        match self.store.access_ttl() {
+            Ok(_) => json_response(StatusCode::OK, &json!({"status": "ok"})),
             _ => json_response(
                 StatusCode::SERVICE_UNAVAILABLE,
                 &json!({"status": "unavailable"}),
             ),
+        }
+    }
+}
+
+/// A user's turn at the password check; the last one out removes the user's entry.
+struct LoginTurn<'a> {
+    app: &'a App,
+    user: String,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Drop for LoginTurn<'_> {
+    fn drop(&mut self) {
+        let mut turns = self
+            .app
+            .login_turns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        // Held by the map, this turn and its guard: nobody else is waiting.
+        if Arc::strong_count(&self.lock) <= 3 {
+            turns.remove(&self.user);
         }
     }
 }

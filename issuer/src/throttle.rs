@@ -68,10 +68,10 @@ impl Throttle {
         std::iter::once(Subject::User(user.to_owned())).chain(addr.map(Subject::Addr))
     }
 
-    /// Starts a sign-in attempt: `Err(seconds)` to wait, or `Ok(())` with the attempt already
-    /// counted as a failure. Checking and counting happen under one lock, so concurrent guesses
-    /// cannot all pass the check before the first failure is recorded; [`Throttle::success`]
-    /// refunds the attempt.
+    /// Starts a sign-in attempt: `Err(seconds)` to wait, or `Ok(())`. The address is charged
+    /// now, under one lock with the check, so concurrent guesses from one address across many users
+    /// cannot outrun its count; [`Throttle::success`] refunds it. Per user, the caller serialises
+    /// attempts (see `App`) and reports the outcome with [`Throttle::failure`] or `success`.
     pub fn attempt(&self, user: &str, addr: Option<IpAddr>, now: u64) -> Result<(), u64> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let wait = Self::keys(user, addr)
@@ -82,27 +82,37 @@ impl Throttle {
         if let Some(wait) = wait {
             return Err(wait);
         }
+        if let Some(addr) = addr {
+            self.charge(&mut entries, Subject::Addr(addr), now);
+        }
+        Ok(())
+    }
+
+    /// Records a failed attempt of `user` (its address was charged by `attempt`).
+    pub fn failure(&self, user: &str, now: u64) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        self.charge(&mut entries, Subject::User(user.to_owned()), now);
+    }
+
+    fn charge(&self, entries: &mut HashMap<Subject, Entry>, key: Subject, now: u64) {
         if entries.len() >= MAX_ENTRIES {
             let horizon = self.policy.max_delay * 2;
             entries.retain(|_, e| {
                 e.blocked_until > now || now.saturating_sub(e.last_failure) < horizon
             });
         }
-        for key in Self::keys(user, addr) {
-            let free = self.free(&key);
-            let e = entries.entry(key).or_default();
-            // A long quiet spell forgives old failures.
-            if now.saturating_sub(e.last_failure) > self.policy.max_delay * 2 {
-                e.failures = 0;
-            }
-            e.failures += 1;
-            e.last_failure = now;
-            if e.failures > free {
-                let exp = (e.failures - free - 1).min(20);
-                e.blocked_until = now + (self.policy.base_delay << exp).min(self.policy.max_delay);
-            }
+        let free = self.free(&key);
+        let e = entries.entry(key).or_default();
+        // A long quiet spell forgives old failures.
+        if now.saturating_sub(e.last_failure) > self.policy.max_delay * 2 {
+            e.failures = 0;
         }
-        Ok(())
+        e.failures += 1;
+        e.last_failure = now;
+        if e.failures > free {
+            let exp = (e.failures - free - 1).min(20);
+            e.blocked_until = now + (self.policy.base_delay << exp).min(self.policy.max_delay);
+        }
     }
 
     fn free(&self, key: &Subject) -> u32 {
@@ -112,7 +122,7 @@ impl Throttle {
         }
     }
 
-    /// The attempt succeeded: the user's count starts over and the address gets its attempt back.
+    /// The attempt succeeded: the user's count starts over and the address gets its charge back.
     pub fn success(&self, user: &str, addr: Option<IpAddr>) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries.remove(&Subject::User(user.to_owned()));
@@ -133,19 +143,25 @@ impl Throttle {
 mod tests {
     use super::*;
 
+    fn fail(t: &Throttle, user: &str, addr: Option<IpAddr>, now: u64) -> Result<(), u64> {
+        t.attempt(user, addr, now)?;
+        t.failure(user, now);
+        Ok(())
+    }
+
     #[test]
     fn backs_off_growing_then_forgives() {
         let t = Throttle::new(ThrottlePolicy::default());
         let ip = Some("10.0.0.1".parse().unwrap());
         for _ in 0..6 {
-            assert_eq!(t.attempt("bob", ip, 100), Ok(()));
+            assert_eq!(fail(&t, "bob", ip, 100), Ok(()));
         }
         assert_eq!(
             t.attempt("bob", ip, 100),
             Err(1),
-            "the sixth failure sets a 1 s wait"
+            "the sixth failure set a 1 s wait"
         );
-        assert_eq!(t.attempt("bob", ip, 101), Ok(()));
+        assert_eq!(fail(&t, "bob", ip, 101), Ok(()));
         assert_eq!(
             t.attempt("bob", ip, 101),
             Err(2),
@@ -162,13 +178,24 @@ mod tests {
     }
 
     #[test]
-    fn concurrent_attempts_are_counted_before_they_finish() {
+    fn an_address_is_charged_before_its_attempts_finish() {
         let t = Throttle::new(ThrottlePolicy::default());
-        // Nothing finishes: still only the free attempts and the one that sets the wait get through.
+        let ip = Some("10.0.0.3".parse().unwrap());
+        // Nothing finishes: the free attempts and the one that sets the wait get through.
         let admitted = (0..100)
-            .filter(|_| t.attempt("victim", None, 50).is_ok())
+            .filter(|i| t.attempt(&format!("user{i}"), ip, 50).is_ok())
             .count();
-        assert_eq!(admitted, 6);
+        assert_eq!(admitted, 21);
+    }
+
+    #[test]
+    fn successes_cost_nothing() {
+        let t = Throttle::new(ThrottlePolicy::default());
+        let ip = Some("10.0.0.4".parse().unwrap());
+        for i in 0..100 {
+            assert_eq!(t.attempt("busy", ip, 50 + i), Ok(()));
+            t.success("busy", ip);
+        }
     }
 
     #[test]
@@ -176,7 +203,7 @@ mod tests {
         let t = Throttle::new(ThrottlePolicy::default());
         let ip = Some("10.0.0.2".parse().unwrap());
         for i in 0..21 {
-            assert!(t.attempt(&format!("user{i}"), ip, 50).is_ok());
+            assert!(fail(&t, &format!("user{i}"), ip, 50).is_ok());
         }
         assert!(t.attempt("fresh", ip, 50).is_err());
         assert_eq!(t.attempt("fresh", None, 50), Ok(()));
@@ -192,7 +219,7 @@ mod tests {
     fn delay_is_capped() {
         let t = Throttle::new(ThrottlePolicy::default());
         for i in 0..200 {
-            let _ = t.attempt("x", None, 1000 + i * 400);
+            let _ = fail(&t, "x", None, 1000 + i * 400);
         }
         assert_eq!(t.attempt("x", None, 1000 + 199 * 400), Err(300));
     }

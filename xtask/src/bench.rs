@@ -445,19 +445,33 @@ end
     Ok(())
 }
 
-fn password_grant(url: &str, basic_user: &str) -> Result<String> {
+/// Users of the password load: one per wrk connection (a user's own sign-ins are checked one at a
+/// time, so many connections signing in one user would measure that queue, not the server).
+const PASSWORD_USERS: usize = 8;
+
+fn lua_password(path: &Path, basic: &str) -> Result<()> {
+    std::fs::write(
+        path,
+        format!(
+            r#"local counter = 0
+function setup(thread)
+  thread:set("id", counter)
+  counter = counter + 1
+end
+function request()
+  return wrk.format("POST", "/apiv2/oauth/token", {{["Content-Type"] = "application/x-www-form-urlencoded", ["Authorization"] = "Basic {basic}"}}, "grant_type=password&username=bench" .. id .. "&password=bench-password")
+end
+"#
+        ),
+    )?;
+    Ok(())
+}
+
+fn password_grant(url: &str, basic_user: &str, user: &str) -> Result<String> {
     let out = Command::new("curl")
-        .args([
-            "-s",
-            "-u",
-            basic_user,
-            "-d",
-            "grant_type=password",
-            "-d",
-            "username=bench",
-            "-d",
-            "password=bench-password",
-        ])
+        .args(["-s", "-u", basic_user, "-d", "grant_type=password", "-d"])
+        .arg(format!("username={user}"))
+        .args(["-d", "password=bench-password"])
         .arg(format!("{url}/apiv2/oauth/token"))
         .output()?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -512,10 +526,12 @@ fn bench_issuer(dir: &Path, s: &Settings) -> Result<(IssuerResults, String)> {
         .context("secret")?
         .to_owned();
     admin(&["client", "activate", "bench"], None)?;
-    admin(
-        &["user", "add", "bench", "--role", "viewer"],
-        Some("bench-password"),
-    )?;
+    for i in 0..PASSWORD_USERS {
+        admin(
+            &["user", "add", &format!("bench{i}"), "--role", "viewer"],
+            Some("bench-password"),
+        )?;
+    }
     let basic = base64::engine::general_purpose::STANDARD.encode(format!("bench:{secret}"));
     let basic_user = format!("bench:{secret}");
     let mut child = Command::new("taskset")
@@ -538,11 +554,7 @@ fn bench_issuer(dir: &Path, s: &Settings) -> Result<(IssuerResults, String)> {
     let cc = dir.join("cc.lua");
     lua_post(&cc, &basic, "grant_type=client_credentials")?;
     let pw = dir.join("password.lua");
-    lua_post(
-        &pw,
-        &basic,
-        "grant_type=password&username=bench&password=bench-password",
-    )?;
+    lua_password(&pw, &basic)?;
     let rf = dir.join("refresh.lua");
     let tokens = dir.join("refresh-tokens.txt");
     lua_refresh(&rf, &basic, &tokens)?;
@@ -567,8 +579,8 @@ fn bench_issuer(dir: &Path, s: &Settings) -> Result<(IssuerResults, String)> {
                 )?,
                 2 => wrk(
                     &[
-                        "-t1".into(),
-                        "-c8".into(),
+                        format!("-t{PASSWORD_USERS}"),
+                        format!("-c{PASSWORD_USERS}"),
                         d.clone(),
                         "-s".into(),
                         pw.display().to_string(),
@@ -578,9 +590,11 @@ fn bench_issuer(dir: &Path, s: &Settings) -> Result<(IssuerResults, String)> {
                 _ => {
                     // 64 fresh families, one per connection.
                     let handles: Vec<_> = (0..64)
-                        .map(|_| {
+                        .map(|n| {
                             let (u, b) = (url.clone(), basic_user.clone());
-                            std::thread::spawn(move || password_grant(&u, &b))
+                            std::thread::spawn(move || {
+                                password_grant(&u, &b, &format!("bench{}", n % PASSWORD_USERS))
+                            })
                         })
                         .collect();
                     let list: Vec<String> = handles
@@ -613,7 +627,7 @@ fn bench_issuer(dir: &Path, s: &Settings) -> Result<(IssuerResults, String)> {
     }
     let rss = rss_kib(proc.0.id());
     let command = format!(
-        "taskset -c 0 issuer serve (release); taskset -c 1 wrk --latency -d{0}s: /healthz -t1 -c64; client_credentials -t1 -c64 -s cc.lua; password -t1 -c8 -s password.lua; refresh -t64 -c64 -s refresh.lua (64 families, each thread presents its latest refresh token)",
+        "taskset -c 0 issuer serve (release); taskset -c 1 wrk --latency -d{0}s: /healthz -t1 -c64; client_credentials -t1 -c64 -s cc.lua; password -t8 -c8 -s password.lua (one user per connection); refresh -t64 -c64 -s refresh.lua (64 families, each thread presents its latest refresh token)",
         s.seconds
     );
     Ok((
