@@ -104,6 +104,9 @@ impl HttpContext for Filter {
             return Action::Pause;
         };
         let headers = self.get_http_request_headers_bytes();
+        if cfg!(feature = "ablate-read") {
+            return Action::Continue;
+        }
         let path = headers
             .iter()
             .find(|(n, _)| n == ":path")
@@ -118,6 +121,13 @@ impl HttpContext for Filter {
             headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
             now,
         );
+        if cfg!(feature = "ablate-decide") {
+            return if matches!(decision, Decision::Deny(_)) {
+                Action::Pause
+            } else {
+                Action::Continue
+            };
+        }
         self.counters.count(outcome);
         if let Some(r) = reason {
             let _ = hostcalls::log(

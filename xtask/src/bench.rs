@@ -214,11 +214,13 @@ fn our_token(key: &shared::Key) -> String {
     shared::token::mint(key, &body).expect("valid body")
 }
 
-const VARIANTS: [(&str, u16); 4] = [
+const VARIANTS: [(&str, u16); 6] = [
     ("no auth filter", 10001),
     ("empty Wasm filter", 10002),
     ("our filter", 10003),
     ("jwt_authn HS256", 10004),
+    ("ablation: read headers only", 10005),
+    ("ablation: read and decide, no writes", 10006),
 ];
 
 fn listener(name: &str, port: u16, filters: &str) -> String {
@@ -266,7 +268,13 @@ fn wasm_filter(name: &str, module: &Path, config: &str) -> String {
     )
 }
 
-fn envoy_config(ours: &Path, pass: &Path, key: &shared::Key, jwt_secret: &[u8]) -> String {
+fn envoy_config(
+    ours: &Path,
+    pass: &Path,
+    ablations: &[PathBuf; 2],
+    key: &shared::Key,
+    jwt_secret: &[u8],
+) -> String {
     let filter_cfg = format!(
         r#"{{"keys":[{{"kid":{},"secret":"{}"}}]}}"#,
         key.id(),
@@ -303,6 +311,16 @@ fn envoy_config(ours: &Path, pass: &Path, key: &shared::Key, jwt_secret: &[u8]) 
         &wasm_filter("mms_auth", ours, &filter_cfg),
     );
     out += &listener("jwt", VARIANTS[3].1, &jwt);
+    out += &listener(
+        "read",
+        VARIANTS[4].1,
+        &wasm_filter("ablate_read", &ablations[0], &filter_cfg),
+    );
+    out += &listener(
+        "decide",
+        VARIANTS[5].1,
+        &wasm_filter("ablate_decide", &ablations[1], &filter_cfg),
+    );
     out
 }
 
@@ -316,6 +334,7 @@ fn bench_envoy(
     envoy: &Path,
     ours: &Path,
     pass: &Path,
+    ablations: &[PathBuf; 2],
     s: &Settings,
 ) -> Result<(EnvoyResults, String)> {
     let key = shared::Key::new(1, [0x5a; 32]);
@@ -323,7 +342,7 @@ fn bench_envoy(
     let token = our_token(&key);
     let jwt = hs256_jwt(&jwt_secret);
     let cfg = dir.join("envoy-bench.yaml");
-    std::fs::write(&cfg, envoy_config(ours, pass, &key, &jwt_secret))?;
+    std::fs::write(&cfg, envoy_config(ours, pass, ablations, &key, &jwt_secret))?;
     let log = std::fs::File::create(dir.join("envoy-bench.log"))?;
     let child = Command::new("taskset")
         .args(["-c", "0"])
@@ -354,11 +373,14 @@ fn bench_envoy(
             bail!("the filter on port {port} does not check tokens as expected");
         }
     }
+    let ours_header = Some(format!("Authorization: Bearer {token}"));
     let headers = [
         None,
         None,
-        Some(format!("Authorization: Bearer {token}")),
+        ours_header.clone(),
         Some(format!("Authorization: Bearer {jwt}")),
+        ours_header.clone(),
+        ours_header,
     ];
     let mut per_variant: Vec<Vec<Sample>> = vec![Vec::new(); VARIANTS.len()];
     for round in 0..s.rounds {
@@ -588,19 +610,21 @@ fn bench_issuer(dir: &Path, s: &Settings) -> Result<(IssuerResults, String)> {
                     &format!("{url}/apiv2/oauth/token"),
                 )?,
                 _ => {
-                    // 64 fresh families, one per connection.
-                    let handles: Vec<_> = (0..64)
-                        .map(|n| {
-                            let (u, b) = (url.clone(), basic_user.clone());
-                            std::thread::spawn(move || {
-                                password_grant(&u, &b, &format!("bench{}", n % PASSWORD_USERS))
+                    // 64 fresh families, one per connection, signed in 8 at a time (sign-ins in
+                    // flight count against the address's budget until they finish).
+                    let mut list = Vec::new();
+                    for wave in 0..8 {
+                        let handles: Vec<_> = (0..8)
+                            .map(|n| {
+                                let (u, b) = (url.clone(), basic_user.clone());
+                                let user = format!("bench{}", (wave * 8 + n) % PASSWORD_USERS);
+                                std::thread::spawn(move || password_grant(&u, &b, &user))
                             })
-                        })
-                        .collect();
-                    let list: Vec<String> = handles
-                        .into_iter()
-                        .map(|h| h.join().expect("thread"))
-                        .collect::<Result<_>>()?;
+                            .collect();
+                        for h in handles {
+                            list.push(h.join().expect("thread")?);
+                        }
+                    }
                     std::fs::write(&tokens, list.join("\n") + "\n")?;
                     wrk(
                         &[
@@ -711,7 +735,11 @@ pub fn bench(quick: bool) -> Result<()> {
         std::fs::remove_dir_all(&dir)?;
     }
     std::fs::create_dir_all(&dir)?;
-    let (env_res, env_cmd) = bench_envoy(&dir, &envoy, &ours, &pass, &s)?;
+    let ablations = [
+        tools::build_ablation_module("ablate-read")?,
+        tools::build_ablation_module("ablate-decide")?,
+    ];
+    let (env_res, env_cmd) = bench_envoy(&dir, &envoy, &ours, &pass, &ablations, &s)?;
     let (iss_res, iss_cmd) = bench_issuer(&dir, &s)?;
     for (name, sample) in ISSUER_LOADS.iter().zip(&iss_res.samples) {
         if sample.bad > 0 {

@@ -382,3 +382,24 @@ pub fn fuzz_all(seconds: u64) -> Result<()> {
     }
     Ok(())
 }
+
+/// Builds a diagnostic ablation of the Envoy module (feature `ablate-read` or `ablate-decide`).
+pub fn build_ablation_module(feature: &str) -> Result<PathBuf> {
+    let target_dir = format!("target/bench-{feature}");
+    run(cargo().args([
+        "build",
+        "-p",
+        "filter-wasm",
+        "--features",
+        feature,
+        "--target",
+        "wasm32-unknown-unknown",
+        "--target-dir",
+        &target_dir,
+        "--profile",
+        "wasm",
+    ]))?;
+    Ok(root()
+        .join(target_dir)
+        .join("wasm32-unknown-unknown/wasm/filter_wasm.wasm"))
+}
