@@ -203,9 +203,10 @@ impl App {
                 // One password check per user at a time: each attempt sees the outcome of the one
                 // before, so a burst of concurrent guesses meets the back-off after the free ones.
                 let _turn = self.login_turn(&username).await;
-                if let Err(wait) = self.throttle.attempt(&username, ip, now()) {
-                    return Err(ApiError::throttled(wait));
-                }
+                let attempt = match self.throttle.attempt(&username, ip, now()) {
+                    Ok(attempt) => attempt,
+                    Err(wait) => return Err(ApiError::throttled(wait)),
+                };
                 let user = self
                     .store
                     .user(&username)
@@ -217,12 +218,12 @@ impl App {
                 let user = match user {
                     Some(u) if ok => u,
                     _ => {
-                        self.throttle.failure(&username, now());
+                        attempt.failed(now());
                         tracing::info!(client = %client_id, user = %username, "wrong user credentials");
                         return Err(ApiError::invalid_grant("invalid user credentials"));
                     }
                 };
-                self.throttle.success(&username, ip);
+                attempt.succeeded();
                 if user.disabled {
                     tracing::info!(client = %client_id, user = %username, "disabled user refused");
                     return Err(ApiError::invalid_grant("invalid user credentials"));

@@ -72,7 +72,7 @@ impl Throttle {
     /// now, under one lock with the check, so concurrent guesses from one address across many users
     /// cannot outrun its count; [`Throttle::success`] refunds it. Per user, the caller serialises
     /// attempts (see `App`) and reports the outcome with [`Throttle::failure`] or `success`.
-    pub fn attempt(&self, user: &str, addr: Option<IpAddr>, now: u64) -> Result<(), u64> {
+    pub fn attempt(&self, user: &str, addr: Option<IpAddr>, now: u64) -> Result<Attempt<'_>, u64> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let wait = Self::keys(user, addr)
             .filter_map(|k| entries.get(&k))
@@ -85,11 +85,15 @@ impl Throttle {
         if let Some(addr) = addr {
             self.charge(&mut entries, Subject::Addr(addr), now);
         }
-        Ok(())
+        Ok(Attempt {
+            throttle: self,
+            user: user.to_owned(),
+            addr,
+            settled: false,
+        })
     }
 
-    /// Records a failed attempt of `user` (its address was charged by `attempt`).
-    pub fn failure(&self, user: &str, now: u64) {
+    fn failure(&self, user: &str, now: u64) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         self.charge(&mut entries, Subject::User(user.to_owned()), now);
     }
@@ -122,10 +126,13 @@ impl Throttle {
         }
     }
 
-    /// The attempt succeeded: the user's count starts over and the address gets its charge back.
-    pub fn success(&self, user: &str, addr: Option<IpAddr>) {
+    fn success(&self, user: &str, addr: Option<IpAddr>) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries.remove(&Subject::User(user.to_owned()));
+        self.refund(&mut entries, addr);
+    }
+
+    fn refund(&self, entries: &mut HashMap<Subject, Entry>, addr: Option<IpAddr>) {
         if let Some(addr) = addr {
             let key = Subject::Addr(addr);
             let free = self.free(&key);
@@ -139,13 +146,48 @@ impl Throttle {
     }
 }
 
+/// A sign-in attempt in progress. Settle it with [`Attempt::failed`] or [`Attempt::succeeded`];
+/// dropped unsettled (the client went away mid-check), it gives the address its charge back.
+pub struct Attempt<'a> {
+    throttle: &'a Throttle,
+    user: String,
+    addr: Option<IpAddr>,
+    settled: bool,
+}
+
+impl Attempt<'_> {
+    /// Wrong credentials: the user's failures grow (the address keeps its charge).
+    pub fn failed(mut self, now: u64) {
+        self.settled = true;
+        self.throttle.failure(&self.user, now);
+    }
+
+    /// Right credentials: the user's count starts over and the address gets its charge back.
+    pub fn succeeded(mut self) {
+        self.settled = true;
+        self.throttle.success(&self.user, self.addr);
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            let mut entries = self
+                .throttle
+                .entries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            self.throttle.refund(&mut entries, self.addr);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn fail(t: &Throttle, user: &str, addr: Option<IpAddr>, now: u64) -> Result<(), u64> {
-        t.attempt(user, addr, now)?;
-        t.failure(user, now);
+        t.attempt(user, addr, now)?.failed(now);
         Ok(())
     }
 
@@ -157,24 +199,24 @@ mod tests {
             assert_eq!(fail(&t, "bob", ip, 100), Ok(()));
         }
         assert_eq!(
-            t.attempt("bob", ip, 100),
-            Err(1),
+            t.attempt("bob", ip, 100).err(),
+            Some(1),
             "the sixth failure set a 1 s wait"
         );
         assert_eq!(fail(&t, "bob", ip, 101), Ok(()));
         assert_eq!(
-            t.attempt("bob", ip, 101),
-            Err(2),
+            t.attempt("bob", ip, 101).err(),
+            Some(2),
             "each further failure doubles it"
         );
-        assert_eq!(
-            t.attempt("alice", None, 101),
-            Ok(()),
+        assert!(
+            t.attempt("alice", None, 101).is_ok(),
             "other users are not affected"
         );
-        assert_eq!(t.attempt("bob", ip, 103), Ok(()), "the wait is temporary");
-        t.success("bob", ip);
-        assert_eq!(t.attempt("bob", None, 103), Ok(()));
+        t.attempt("bob", ip, 103)
+            .expect("the wait is temporary")
+            .succeeded();
+        assert!(t.attempt("bob", None, 103).is_ok());
     }
 
     #[test]
@@ -182,10 +224,13 @@ mod tests {
         let t = Throttle::new(ThrottlePolicy::default());
         let ip = Some("10.0.0.3".parse().unwrap());
         // Nothing finishes: the free attempts and the one that sets the wait get through.
-        let admitted = (0..100)
-            .filter(|i| t.attempt(&format!("user{i}"), ip, 50).is_ok())
-            .count();
-        assert_eq!(admitted, 21);
+        let in_flight: Vec<_> = (0..100)
+            .filter_map(|i| t.attempt(&format!("user{i}"), ip, 50).ok())
+            .collect();
+        assert_eq!(in_flight.len(), 21);
+        // Abandoned (the clients went away): the address gets its charges back.
+        drop(in_flight);
+        assert!(t.attempt("later", ip, 50).is_ok());
     }
 
     #[test]
@@ -193,8 +238,9 @@ mod tests {
         let t = Throttle::new(ThrottlePolicy::default());
         let ip = Some("10.0.0.4".parse().unwrap());
         for i in 0..100 {
-            assert_eq!(t.attempt("busy", ip, 50 + i), Ok(()));
-            t.success("busy", ip);
+            t.attempt("busy", ip, 50 + i)
+                .expect("never throttled")
+                .succeeded();
         }
     }
 
@@ -206,11 +252,10 @@ mod tests {
             assert!(fail(&t, &format!("user{i}"), ip, 50).is_ok());
         }
         assert!(t.attempt("fresh", ip, 50).is_err());
-        assert_eq!(t.attempt("fresh", None, 50), Ok(()));
+        assert!(t.attempt("fresh", None, 50).is_ok());
         t.success("user20", ip);
-        assert_eq!(
-            t.attempt("fresh2", ip, 50),
-            Ok(()),
+        assert!(
+            t.attempt("fresh2", ip, 50).is_ok(),
             "a success gives the address its attempt back"
         );
     }
@@ -221,6 +266,6 @@ mod tests {
         for i in 0..200 {
             let _ = fail(&t, "x", None, 1000 + i * 400);
         }
-        assert_eq!(t.attempt("x", None, 1000 + 199 * 400), Err(300));
+        assert_eq!(t.attempt("x", None, 1000 + 199 * 400).err(), Some(300));
     }
 }
