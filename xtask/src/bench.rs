@@ -324,7 +324,8 @@ fn envoy_config(
     out
 }
 
-struct EnvoyResults {
+/// Medians per variant or load, and the memory of the process under test afterwards.
+struct Results {
     samples: Vec<Sample>,
     rss_kib: (u64, u64),
 }
@@ -336,7 +337,7 @@ fn bench_envoy(
     pass: &Path,
     ablations: &[PathBuf; 2],
     s: &Settings,
-) -> Result<(EnvoyResults, String)> {
+) -> Result<(Results, String)> {
     let key = shared::Key::new(1, [0x5a; 32]);
     let jwt_secret = [0xa5u8; 32];
     let token = our_token(&key);
@@ -410,7 +411,7 @@ fn bench_envoy(
         s.seconds
     );
     Ok((
-        EnvoyResults {
+        Results {
             samples: per_variant.iter().map(|v| summarize(v)).collect(),
             rss_kib: rss,
         },
@@ -505,12 +506,7 @@ fn password_grant(url: &str, basic_user: &str, user: &str) -> Result<String> {
     Ok(text[start..end].to_owned())
 }
 
-struct IssuerResults {
-    samples: Vec<Sample>,
-    rss_kib: (u64, u64),
-}
-
-fn bench_issuer(dir: &Path, s: &Settings) -> Result<(IssuerResults, String)> {
+fn bench_issuer(dir: &Path, s: &Settings) -> Result<(Results, String)> {
     let bin = root().join("target/release/issuer");
     let data = dir.join("issuer-data");
     let admin = |args: &[&str], stdin: Option<&str>| -> Result<String> {
@@ -655,7 +651,7 @@ fn bench_issuer(dir: &Path, s: &Settings) -> Result<(IssuerResults, String)> {
         s.seconds
     );
     Ok((
-        IssuerResults {
+        Results {
             samples: per_load.iter().map(|v| summarize(v)).collect(),
             rss_kib: rss,
         },
@@ -723,7 +719,7 @@ pub fn bench(quick: bool) -> Result<()> {
     let ours = tools::build_envoy_module()?;
     tools::check_envoy_module(&ours)?;
     let wasm_size = std::fs::metadata(&ours)?.len();
-    let pass = tools::build_passthrough_module()?;
+    let pass = tools::build_variant_module("passthrough")?;
     run(cargo().args(["build", "--release", "-p", "issuer"]))?;
     run(cargo().args(["bench", "-p", "mms-token", "--bench", "token"]))?;
     let micro: Vec<(&str, f64)> = ["mint", "verify", "inspect", "parse_token_request"]
@@ -736,8 +732,8 @@ pub fn bench(quick: bool) -> Result<()> {
     }
     std::fs::create_dir_all(&dir)?;
     let ablations = [
-        tools::build_ablation_module("ablate-read")?,
-        tools::build_ablation_module("ablate-decide")?,
+        tools::build_variant_module("ablate-read")?,
+        tools::build_variant_module("ablate-decide")?,
     ];
     let (env_res, env_cmd) = bench_envoy(&dir, &envoy, &ours, &pass, &ablations, &s)?;
     let (iss_res, iss_cmd) = bench_issuer(&dir, &s)?;
@@ -780,9 +776,9 @@ pub fn bench(quick: bool) -> Result<()> {
 fn report(
     s: &Settings,
     quick: bool,
-    env: &EnvoyResults,
+    env: &Results,
     env_cmd: &str,
-    iss: &IssuerResults,
+    iss: &Results,
     iss_cmd: &str,
     micro: &[(&str, f64)],
     wasm_size: u64,

@@ -257,16 +257,22 @@ pub fn build_js_packages(dest: &std::path::Path) -> Result<()> {
 
 /// Debian's Chromium, installed with apt when missing (never a browser a tool downloads).
 pub fn ensure_chromium() -> Result<PathBuf> {
-    let bin = PathBuf::from("/usr/bin/chromium");
-    if !bin.exists() {
-        eprintln!("installing Chromium from Debian (apt-get install chromium)");
-        apt_install("chromium")?;
-    }
+    let bin = ensure_debian_binary("/usr/bin/chromium", "chromium")?;
     let version = Command::new(&bin)
         .arg("--version")
         .output()
         .context("running chromium")?;
     eprintln!("{}", String::from_utf8_lossy(&version.stdout).trim());
+    Ok(bin)
+}
+
+/// A binary from a Debian package, installing the package with apt when the binary is missing.
+fn ensure_debian_binary(path: &str, package: &str) -> Result<PathBuf> {
+    let bin = PathBuf::from(path);
+    if !bin.exists() {
+        eprintln!("installing {package} from Debian (apt-get install {package})");
+        apt_install(package)?;
+    }
     Ok(bin)
 }
 
@@ -284,30 +290,30 @@ pub fn check_node() -> Result<()> {
 
 /// wrk from Debian, installed with apt when missing.
 pub fn ensure_wrk() -> Result<PathBuf> {
-    let bin = PathBuf::from("/usr/bin/wrk");
-    if !bin.exists() {
-        eprintln!("installing wrk from Debian (apt-get install wrk)");
-        apt_install("wrk")?;
-    }
-    Ok(bin)
+    ensure_debian_binary("/usr/bin/wrk", "wrk")
 }
 
-/// Builds the pass-through Envoy module (the benchmark baseline) and returns its path.
-pub fn build_passthrough_module() -> Result<PathBuf> {
+/// Builds a benchmark variant of the Envoy module (feature `passthrough`, the empty-filter
+/// baseline, or the diagnostic ablations `ablate-read` and `ablate-decide`) in a target dir of
+/// its own, and returns its path.
+pub fn build_variant_module(feature: &str) -> Result<PathBuf> {
+    let target_dir = format!("target/bench-{feature}");
     run(cargo().args([
         "build",
         "-p",
         "filter-wasm",
         "--features",
-        "passthrough",
+        feature,
         "--target",
         "wasm32-unknown-unknown",
         "--target-dir",
-        "target/bench-wasm",
+        &target_dir,
         "--profile",
         "wasm",
     ]))?;
-    Ok(root().join("target/bench-wasm/wasm32-unknown-unknown/wasm/filter_wasm.wasm"))
+    Ok(root()
+        .join(target_dir)
+        .join("wasm32-unknown-unknown/wasm/filter_wasm.wasm"))
 }
 
 /// `apt-get update` and `apt-get install` of one Debian package (with sudo unless root).
@@ -381,25 +387,4 @@ pub fn fuzz_all(seconds: u64) -> Result<()> {
             .current_dir(root()))?;
     }
     Ok(())
-}
-
-/// Builds a diagnostic ablation of the Envoy module (feature `ablate-read` or `ablate-decide`).
-pub fn build_ablation_module(feature: &str) -> Result<PathBuf> {
-    let target_dir = format!("target/bench-{feature}");
-    run(cargo().args([
-        "build",
-        "-p",
-        "filter-wasm",
-        "--features",
-        feature,
-        "--target",
-        "wasm32-unknown-unknown",
-        "--target-dir",
-        &target_dir,
-        "--profile",
-        "wasm",
-    ]))?;
-    Ok(root()
-        .join(target_dir)
-        .join("wasm32-unknown-unknown/wasm/filter_wasm.wasm"))
 }
