@@ -17,6 +17,18 @@ pub struct Counts {
     client_tokens: AtomicU64,
     calls: AtomicU64,
     errors: AtomicU64,
+    /// What the first errors were (status and body, or the transport error).
+    first_errors: std::sync::Mutex<Vec<String>>,
+}
+
+impl Counts {
+    fn error(&self, what: String) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        let mut first = self.first_errors.lock().unwrap_or_else(|p| p.into_inner());
+        if first.len() < 20 {
+            first.push(what);
+        }
+    }
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -60,14 +72,17 @@ async fn worker(s: Arc<StackRef>, counts: Arc<Counts>, stop: Arc<AtomicBool>) {
             .form(&form)
             .send()
             .await;
-        let Ok(answer) = answer else {
-            counts.errors.fetch_add(1, Ordering::Relaxed);
-            continue;
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e) => {
+                counts.error(format!("{grant}: {e:?}"));
+                continue;
+            }
         };
-        let ok = answer.status() == 200;
+        let status = answer.status();
         let body: Value = answer.json().await.unwrap_or(Value::Null);
-        let Some(access) = body["access_token"].as_str().filter(|_| ok) else {
-            counts.errors.fetch_add(1, Ordering::Relaxed);
+        let Some(access) = body["access_token"].as_str().filter(|_| status == 200) else {
+            counts.error(format!("{grant}: {status} {body}"));
             continue;
         };
         match grant.as_str() {
@@ -81,9 +96,18 @@ async fn worker(s: Arc<StackRef>, counts: Arc<Counts>, stop: Arc<AtomicBool>) {
         for _ in 0..3 {
             let r = http.post(&find).bearer_auth(access).body("{}").send().await;
             match r {
-                Ok(r) if r.status() == 200 => counts.calls.fetch_add(1, Ordering::Relaxed),
-                _ => counts.errors.fetch_add(1, Ordering::Relaxed),
-            };
+                Ok(r) if r.status() == 200 => {
+                    counts.calls.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(r) => {
+                    let status = r.status();
+                    counts.error(format!(
+                        "call: {status} {}",
+                        r.text().await.unwrap_or_default()
+                    ));
+                }
+                Err(e) => counts.error(format!("call: {e:?}")),
+            }
         }
     }
 }
@@ -143,7 +167,15 @@ pub async fn soak(stack: &Stack, minutes: u64, workers: usize) -> Result<String>
         let _ = writeln!(r, "| {t} | {i} | {e} | {n} | {err} |");
     }
     if c(&counts.errors) > 0 {
-        bail!("the soak saw {} errors:\n{r}", c(&counts.errors));
+        let first = counts
+            .first_errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .join("\n");
+        bail!(
+            "the soak saw {} errors:\n{r}\nfirst errors:\n{first}",
+            c(&counts.errors)
+        );
     }
     Ok(r)
 }
