@@ -177,6 +177,15 @@ fn deny(cfg: &Config, status: u32, error: Option<&str>, description: &str) -> De
     })
 }
 
+/// 400 `invalid_request`: the credentials are not one well-formed bearer token.
+fn bad_request(cfg: &Config, description: &str) -> (Decision, Outcome, Option<VerifyError>) {
+    (
+        deny(cfg, 400, Some("invalid_request"), description),
+        Outcome::Malformed,
+        None,
+    )
+}
+
 fn identity_headers(t: &token::TokenBody) -> Vec<(&'static str, String)> {
     let id = &t.identity;
     let mut h = Vec::with_capacity(IDENTITY_HEADERS.len());
@@ -243,29 +252,11 @@ pub fn decide<'a>(
             match parse_bearer(element) {
                 Bearer::OtherScheme => {}
                 Bearer::Bad => {
-                    return (
-                        deny(
-                            cfg,
-                            400,
-                            Some("invalid_request"),
-                            "malformed Bearer credentials",
-                        ),
-                        Outcome::Malformed,
-                        None,
-                    );
+                    return bad_request(cfg, "malformed Bearer credentials");
                 }
                 Bearer::Token(t) => {
                     if slot.is_some() {
-                        return (
-                            deny(
-                                cfg,
-                                400,
-                                Some("invalid_request"),
-                                "more than one access token",
-                            ),
-                            Outcome::Malformed,
-                            None,
-                        );
+                        return bad_request(cfg, "more than one access token");
                     }
                     *slot = Some(t);
                 }
@@ -274,16 +265,7 @@ pub fn decide<'a>(
     }
     let token = match (primary, alternative) {
         (Some(a), Some(b)) if a != b => {
-            return (
-                deny(
-                    cfg,
-                    400,
-                    Some("invalid_request"),
-                    "more than one access token",
-                ),
-                Outcome::Malformed,
-                None,
-            );
+            return bad_request(cfg, "more than one access token");
         }
         (Some(t), _) | (None, Some(t)) => t,
         (None, None) => {

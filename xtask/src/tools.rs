@@ -64,21 +64,26 @@ pub fn ensure_envoy() -> Result<PathBuf> {
     Ok(path)
 }
 
-/// `cargo CMD` for the Envoy module: its own target dir, only the `envoy` feature.
-fn envoy_module(cmd: &str) -> Command {
+/// `cargo CMD` for one build of the `filter-wasm` crate: only `feature`, wasm32, and a target
+/// dir of its own, so no other build's features can leak into the module.
+fn module_command(cmd: &str, feature: &str, target_dir: &str) -> Command {
     let mut c = cargo();
     c.args([
         cmd,
         "-p",
         "filter-wasm",
         "--features",
-        "envoy",
+        feature,
         "--target",
         "wasm32-unknown-unknown",
         "--target-dir",
-        ENVOY_TARGET_DIR,
+        target_dir,
     ]);
     c
+}
+
+fn envoy_module(cmd: &str) -> Command {
+    module_command(cmd, "envoy", ENVOY_TARGET_DIR)
 }
 
 /// Clippy on the Envoy adapter, as it is built.
@@ -176,38 +181,13 @@ pub fn ensure_wasm_bindgen() -> Result<PathBuf> {
 
 /// Clippy on the JS binding, as it is built.
 pub fn clippy_js_module() -> Result<()> {
-    run(cargo().args([
-        "clippy",
-        "-p",
-        "filter-wasm",
-        "--features",
-        "js",
-        "--target",
-        "wasm32-unknown-unknown",
-        "--target-dir",
-        JS_TARGET_DIR,
-        "--",
-        "-D",
-        "warnings",
-    ]))
+    run(module_command("clippy", "js", JS_TARGET_DIR).args(["--", "-D", "warnings"]))
 }
 
 /// Builds the npm packages for Node (`dest/node`) and browsers (`dest/web`).
 pub fn build_js_packages(dest: &std::path::Path) -> Result<()> {
     let bindgen = ensure_wasm_bindgen()?;
-    run(cargo().args([
-        "build",
-        "-p",
-        "filter-wasm",
-        "--features",
-        "js",
-        "--target",
-        "wasm32-unknown-unknown",
-        "--target-dir",
-        JS_TARGET_DIR,
-        "--profile",
-        "wasm-js",
-    ]))?;
+    run(module_command("build", "js", JS_TARGET_DIR).args(["--profile", "wasm-js"]))?;
     let module = root()
         .join(JS_TARGET_DIR)
         .join("wasm32-unknown-unknown/wasm-js/filter_wasm.wasm");
@@ -298,19 +278,7 @@ pub fn ensure_wrk() -> Result<PathBuf> {
 /// its own, and returns its path.
 pub fn build_variant_module(feature: &str) -> Result<PathBuf> {
     let target_dir = format!("target/bench-{feature}");
-    run(cargo().args([
-        "build",
-        "-p",
-        "filter-wasm",
-        "--features",
-        feature,
-        "--target",
-        "wasm32-unknown-unknown",
-        "--target-dir",
-        &target_dir,
-        "--profile",
-        "wasm",
-    ]))?;
+    run(module_command("build", feature, &target_dir).args(["--profile", "wasm"]))?;
     Ok(root()
         .join(target_dir)
         .join("wasm32-unknown-unknown/wasm/filter_wasm.wasm"))
