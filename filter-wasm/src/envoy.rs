@@ -1,4 +1,5 @@
-//! The proxy-wasm adapter: reads the request headers once, asks [`decide`], applies the answer.
+//! The proxy-wasm adapter: reads the request headers once, asks [`decide`], applies the answer
+//! (at most one more host call). The clock and the counters are the root context's, on a tick.
 //!
 //! Nothing here may panic on request data. Headers are read as bytes
 //! (`get_http_request_headers_bytes`): the SDK's `String` variant unwraps UTF-8 conversion of
@@ -9,52 +10,80 @@ use crate::decision::{decide, Decision, Outcome};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType, LogLevel, MetricType};
+use std::cell::Cell;
 use std::rc::Rc;
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::default()) });
 }}
 
-/// Counter ids, indexed like [`Outcome::ALL`].
+/// What every request of this VM reads or counts without a host call of its own. Each call
+/// across the Wasm boundary costs microseconds, more than verifying the token, so the clock and the
+/// outcome counters are brought up to date by the root context once a second ([`TICK`]) instead of
+/// once per request.
 #[derive(Default)]
-struct Counters(Vec<u32>);
+struct Shared {
+    /// Seconds since the Unix epoch, as of the last tick.
+    now: Cell<u64>,
+    /// Outcomes counted since the last tick, indexed like [`Outcome::ALL`].
+    pending: [Cell<u64>; Outcome::ALL.len()],
+}
 
-impl Counters {
-    fn define() -> Self {
-        Self(
-            Outcome::ALL
-                .iter()
-                .filter_map(|o| {
-                    hostcalls::define_metric(MetricType::Counter, &format!("mms_auth.{}", o.name()))
-                        .ok()
-                })
-                .collect(),
-        )
-    }
-
+impl Shared {
     fn count(&self, outcome: Outcome) {
         let index = Outcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0);
-        if let Some(id) = self.0.get(index) {
-            let _ = hostcalls::increment_metric(*id, 1);
-        }
+        let cell = &self.pending[index];
+        cell.set(cell.get().saturating_add(1));
     }
+}
+
+/// How often the root context reads the clock and hands the counts to Envoy.
+const TICK: Duration = Duration::from_secs(1);
+
+fn unix_seconds(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 #[derive(Default)]
 struct Root {
     config: Option<Rc<Config>>,
-    counters: Rc<Counters>,
+    /// Counter ids, indexed like [`Outcome::ALL`].
+    counters: Vec<u32>,
+    shared: Rc<Shared>,
+}
+
+impl Root {
+    fn tick(&self) {
+        // Without a clock `now` stays 0 and every token is refused as not yet valid.
+        self.shared
+            .now
+            .set(hostcalls::get_current_time().map_or(0, unix_seconds));
+        for (pending, id) in self.shared.pending.iter().zip(&self.counters) {
+            let n = pending.take();
+            if n > 0 {
+                let _ = hostcalls::increment_metric(*id, i64::try_from(n).unwrap_or(i64::MAX));
+            }
+        }
+    }
 }
 
 impl Context for Root {}
 
 impl RootContext for Root {
     fn on_configure(&mut self, _size: usize) -> bool {
-        if self.counters.0.is_empty() {
-            self.counters = Rc::new(Counters::define());
+        if self.counters.is_empty() {
+            self.counters = Outcome::ALL
+                .iter()
+                .filter_map(|o| {
+                    hostcalls::define_metric(MetricType::Counter, &format!("mms_auth.{}", o.name()))
+                        .ok()
+                })
+                .collect();
         }
+        self.tick();
+        let _ = hostcalls::set_tick_period(TICK);
         let Some(bytes) = self.get_plugin_configuration() else {
             let _ = hostcalls::log(LogLevel::Critical, "mms_auth: no plugin configuration");
             self.config = None;
@@ -73,11 +102,15 @@ impl RootContext for Root {
         }
     }
 
+    fn on_tick(&mut self) {
+        self.tick();
+    }
+
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
         // The SDK panics on `None`; without a configuration every request is refused instead.
         Some(Box::new(Filter {
             config: self.config.clone(),
-            counters: self.counters.clone(),
+            shared: self.shared.clone(),
         }))
     }
 
@@ -88,7 +121,7 @@ impl RootContext for Root {
 
 struct Filter {
     config: Option<Rc<Config>>,
-    counters: Rc<Counters>,
+    shared: Rc<Shared>,
 }
 
 impl Context for Filter {}
@@ -111,10 +144,7 @@ impl HttpContext for Filter {
             .iter()
             .find(|(n, _)| n == ":path")
             .map_or(&[][..], |(_, v)| v.as_slice());
-        let now = self
-            .get_current_time()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = self.shared.now.get();
         let (decision, outcome, reason) = decide(
             &cfg,
             path,
@@ -128,7 +158,7 @@ impl HttpContext for Filter {
                 Action::Continue
             };
         }
-        self.counters.count(outcome);
+        self.shared.count(outcome);
         if let Some(r) = reason {
             let _ = hostcalls::log(
                 LogLevel::Debug,

@@ -1,7 +1,12 @@
-//! The benchmark baseline (feature `passthrough`): a proxy-wasm HTTP filter that lets every request
-//! through untouched, so `cargo xtask bench` can measure what being a Wasm filter costs at all.
+//! Benchmark baselines, never shipped. Feature `passthrough`: a proxy-wasm HTTP filter that lets
+//! every request through untouched, so `cargo xtask bench` can measure what being a Wasm filter
+//! costs at all. Feature `reference` adds the least work any header-based auth filter does: read
+//! one header and add one (three crossings of the Wasm boundary: the read, the allocation of its
+//! result in Wasm memory, the write).
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
+#[cfg(feature = "reference")]
+use proxy_wasm::types::Action;
 use proxy_wasm::types::{ContextType, LogLevel};
 
 proxy_wasm::main! {{
@@ -27,4 +32,15 @@ struct Pass;
 
 impl Context for Pass {}
 
+#[cfg(not(feature = "reference"))]
 impl HttpContext for Pass {}
+
+#[cfg(feature = "reference")]
+impl HttpContext for Pass {
+    fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
+        if let Some(value) = self.get_http_request_header_bytes("authorization") {
+            self.add_http_request_header_bytes("x-auth-seen", &value[..value.len().min(8)]);
+        }
+        Action::Continue
+    }
+}

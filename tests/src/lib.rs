@@ -558,8 +558,22 @@ impl Stack {
         issuer_admin(&self.tools, &self.data, args, stdin)
     }
 
-    /// The filter's counters (`mms_auth.*`) from Envoy's admin interface.
+    /// The filter's counters from Envoy's admin interface, once they have settled: the filter hands
+    /// its counts to Envoy once a second, so this reads until two reads 1.1 s apart agree.
     pub async fn counters(&self) -> Result<std::collections::HashMap<String, u64>> {
+        let mut last = None;
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+            let now = self.read_counters().await?;
+            if last.as_ref() == Some(&now) {
+                return Ok(now);
+            }
+            last = Some(now);
+        }
+        bail!("the filter's counters did not settle: {last:?}")
+    }
+
+    async fn read_counters(&self) -> Result<std::collections::HashMap<String, u64>> {
         let text = reqwest::get(format!(
             "http://127.0.0.1:{}/stats?filter=mms_auth",
             self.ports.admin

@@ -1,21 +1,28 @@
 //! A small media upstream: answers every request with what it received, so tests can see which
 //! identity headers reached it. `POST /apiv2/MediaService/Find` is the interface's example call.
+//!
+//! It reads every request body before it answers, as a real service does. A hyper server that
+//! answers without reading the body closes the connection once it has answered if the body has not
+//! fully arrived, without saying so in the answer; Envoy may send the next request on that pooled
+//! connection in the meantime, and that request fails with a 503 (the soak found this).
 
 use serde_json::{json, Map, Value};
 use warp::http::HeaderMap;
 use warp::Filter;
 
 /// Routes of the upstream.
-pub fn routes() -> impl Filter<Extract = (warp::reply::Json,), Error = std::convert::Infallible>
-       + Clone
-       + Send
-       + Sync
-       + 'static {
+pub fn routes(
+) -> impl Filter<Extract = (warp::reply::Json,), Error = warp::Rejection> + Clone + Send + Sync + 'static
+{
     warp::method()
         .and(warp::path::full())
         .and(warp::header::headers_cloned())
+        .and(warp::body::bytes())
         .map(
-            |method: warp::http::Method, path: warp::path::FullPath, headers: HeaderMap| {
+            |method: warp::http::Method,
+             path: warp::path::FullPath,
+             headers: HeaderMap,
+             body: warp::hyper::body::Bytes| {
                 let mut identity = Map::new();
                 for (name, value) in &headers {
                     if name.as_str().starts_with("x-auth-") {
@@ -31,6 +38,7 @@ pub fn routes() -> impl Filter<Extract = (warp::reply::Json,), Error = std::conv
                     "path": path.as_str(),
                     "identity": identity,
                     "authorization_forwarded": headers.contains_key("authorization"),
+                    "body_bytes": body.len(),
                 }))
             },
         )

@@ -188,15 +188,40 @@ fn soak(minutes: &str) -> Result<()> {
         .stderr(Stdio::inherit())
         .output()?;
     let report = String::from_utf8_lossy(&out.stdout);
+    if report.trim().is_empty() {
+        bail!("the soak ended without a report");
+    }
+    let date = Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()?
+        .stdout;
+    let section = format!(
+        "Command: `{command}`, run on {}.\n\n{report}",
+        String::from_utf8_lossy(&date).trim()
+    );
+    write_section("docs/soak.md", "soak", &section)?;
+    eprintln!("results written to docs/soak.md");
     if !out.status.success() {
         bail!("the soak failed:\n{report}");
     }
-    let page = format!(
-        "# Soak\n\nA bounded soak of the full stack (release issuer, Envoy with the filter, media upstream), not part of `cargo xtask test`.\nCommand: `{command}` (run on {}).\n\n{report}\nEvery answer was checked: token requests 200 with a token, protected calls 200. Memory is the resident set of each process every 30 s.\n",
-        String::from_utf8_lossy(&Command::new("date").args(["-u", "+%Y-%m-%d"]).output()?.stdout).trim()
-    );
-    std::fs::write(root().join("docs/soak.md"), page)?;
-    eprintln!("written to docs/soak.md");
+    Ok(())
+}
+
+/// Replaces the section between the `<!-- NAME:results:begin ... -->` and `<!-- NAME:results:end -->`
+/// markers of `file` (relative to the repository root) with `text`, keeping the hand-written
+/// text around it.
+pub fn write_section(file: &str, name: &str, text: &str) -> Result<()> {
+    let path = root().join(file);
+    let begin = format!("<!-- {name}:results:begin (written by cargo xtask {name}) -->");
+    let end = format!("<!-- {name}:results:end -->");
+    let existing = std::fs::read_to_string(&path).unwrap_or_else(|_| format!("{begin}\n{end}\n"));
+    let (head, rest) = existing
+        .split_once(&begin)
+        .with_context(|| format!("{file} lost its results marker"))?;
+    let (_, tail) = rest
+        .split_once(&end)
+        .with_context(|| format!("{file} lost its end marker"))?;
+    std::fs::write(&path, format!("{head}{begin}\n{text}{end}{tail}"))?;
     Ok(())
 }
 

@@ -86,10 +86,20 @@ fn envoy_module(cmd: &str) -> Command {
     module_command(cmd, "envoy", ENVOY_TARGET_DIR)
 }
 
-/// Clippy on the Envoy adapter, as it is built.
+/// Clippy on the Envoy adapter as it is built, and on the benchmark variants of it.
 pub fn clippy_envoy_module() -> Result<()> {
-    run(envoy_module("clippy").args(["--", "-D", "warnings"]))
+    run(envoy_module("clippy").args(["--", "-D", "warnings"]))?;
+    for feature in BENCH_VARIANTS {
+        run(
+            module_command("clippy", feature, &format!("target/bench-{feature}"))
+                .args(["--", "-D", "warnings"]),
+        )?;
+    }
+    Ok(())
 }
+
+/// Features of the benchmark-only Envoy modules (see `filter-wasm/Cargo.toml`).
+const BENCH_VARIANTS: [&str; 4] = ["passthrough", "reference", "ablate-read", "ablate-decide"];
 
 /// Builds the Envoy module (profile `wasm`) and returns its path.
 pub fn build_envoy_module() -> Result<PathBuf> {

@@ -47,13 +47,23 @@ async fn main() -> Result<()> {
                 .and_then(|i| args.get(i + 1))
                 .and_then(|m| m.parse().ok())
                 .unwrap_or(10);
-            let stack = Stack::start(&dir, &tools, &Options::default()).await?;
+            let opts = Options {
+                issuer_args: e2e::soak::ISSUER_ARGS
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect(),
+                ..Options::default()
+            };
+            let stack = Stack::start(&dir, &tools, &opts).await?;
             let report = e2e::soak::soak(&stack, minutes, 16).await;
             let stopped = stack.stop();
             let report = report?;
-            println!("{report}");
+            println!("{}", report.markdown);
             if !stopped {
                 bail!("a process did not stop cleanly after the soak");
+            }
+            if report.errors > 0 {
+                bail!("the soak saw {} errors", report.errors);
             }
             Ok(())
         }
