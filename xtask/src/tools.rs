@@ -90,16 +90,14 @@ fn envoy_module(cmd: &str) -> Command {
 pub fn clippy_envoy_module() -> Result<()> {
     run(envoy_module("clippy").args(["--", "-D", "warnings"]))?;
     for feature in BENCH_VARIANTS {
-        run(
-            module_command("clippy", feature, &format!("target/bench-{feature}"))
-                .args(["--", "-D", "warnings"]),
-        )?;
+        run(module_command("clippy", feature, BENCH_TARGET_DIR).args(["--", "-D", "warnings"]))?;
     }
     Ok(())
 }
 
 /// Features of the benchmark-only Envoy modules (see `filter-wasm/Cargo.toml`).
 const BENCH_VARIANTS: [&str; 4] = ["passthrough", "reference", "ablate-read", "ablate-decide"];
+const BENCH_TARGET_DIR: &str = "target/bench-wasm";
 
 /// Builds the Envoy module (profile `wasm`) and returns its path.
 pub fn build_envoy_module() -> Result<PathBuf> {
@@ -283,15 +281,17 @@ pub fn ensure_wrk() -> Result<PathBuf> {
     ensure_debian_binary("/usr/bin/wrk", "wrk")
 }
 
-/// Builds a benchmark variant of the Envoy module (feature `passthrough`, the empty-filter
-/// baseline, or the diagnostic ablations `ablate-read` and `ablate-decide`) in a target dir of
-/// its own, and returns its path.
+/// Builds a benchmark variant of the Envoy module (one of [`BENCH_VARIANTS`]) and returns the path
+/// of a copy of it. All variants share one target dir, so their dependencies are built once.
 pub fn build_variant_module(feature: &str) -> Result<PathBuf> {
-    let target_dir = format!("target/bench-{feature}");
-    run(module_command("build", feature, &target_dir).args(["--profile", "wasm"]))?;
-    Ok(root()
-        .join(target_dir)
-        .join("wasm32-unknown-unknown/wasm/filter_wasm.wasm"))
+    run(module_command("build", feature, BENCH_TARGET_DIR).args(["--profile", "wasm"]))?;
+    let dir = root().join(BENCH_TARGET_DIR);
+    let copy = dir.join(format!("{feature}.wasm"));
+    std::fs::copy(
+        dir.join("wasm32-unknown-unknown/wasm/filter_wasm.wasm"),
+        &copy,
+    )?;
+    Ok(copy)
 }
 
 /// `apt-get update` and `apt-get install` of one Debian package (with sudo unless root).
