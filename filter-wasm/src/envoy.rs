@@ -151,12 +151,10 @@ impl HttpContext for Filter {
             headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
             now,
         );
-        if cfg!(feature = "ablate-decide") {
-            return if matches!(decision, Decision::Deny(_)) {
-                Action::Pause
-            } else {
-                Action::Continue
-            };
+        // Refusals still get their answer: a paused request without one would hang until Envoy's
+        // stream timeout.
+        if cfg!(feature = "ablate-decide") && !matches!(decision, Decision::Deny(_)) {
+            return Action::Continue;
         }
         self.shared.count(outcome);
         if let Some(r) = reason {

@@ -147,7 +147,7 @@ fn rss_kib(pid: u32) -> (u64, u64) {
 
 fn http_status(url: &str, headers: &[&str]) -> Result<u16> {
     let mut c = Command::new("curl");
-    c.args(["-s", "-o", "/dev/null", "-w", "%{http_code}"]);
+    c.args(["-s", "-m", "10", "-o", "/dev/null", "-w", "%{http_code}"]);
     for h in headers {
         c.args(["-H", h]);
     }
