@@ -68,10 +68,10 @@ impl Throttle {
         std::iter::once(Subject::User(user.to_owned())).chain(addr.map(Subject::Addr))
     }
 
-    /// Starts a sign-in attempt: `Err(seconds)` to wait, or `Ok(())`. The address is charged
+    /// Starts a sign-in attempt: `Err(seconds)` to wait, or the [`Attempt`]. The address is charged
     /// now, under one lock with the check, so concurrent guesses from one address across many users
-    /// cannot outrun its count; [`Throttle::success`] refunds it. Per user, the caller serialises
-    /// attempts (see `App`) and reports the outcome with [`Throttle::failure`] or `success`.
+    /// cannot outrun its count; [`Attempt::succeeded`] refunds it. Per user, the caller serialises
+    /// attempts (see `App`) and settles each with [`Attempt::failed`] or `succeeded`.
     pub fn attempt(&self, user: &str, addr: Option<IpAddr>, now: u64) -> Result<Attempt<'_>, u64> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let wait = Self::keys(user, addr)

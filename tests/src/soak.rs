@@ -144,20 +144,16 @@ pub async fn soak(stack: &Stack, minutes: u64, workers: usize) -> Result<Report>
             + counts.refreshes.load(Ordering::Relaxed)
             + counts.client_tokens.load(Ordering::Relaxed)
             + counts.calls.load(Ordering::Relaxed);
-        samples.push((
+        let sample = (
             start.elapsed().as_secs(),
             rss_kib(issuer),
             rss_kib(envoy),
             total,
             counts.errors.load(Ordering::Relaxed),
-        ));
-        eprintln!(
-            "soak {:>4} s: issuer {} KiB, envoy {} KiB, {total} requests, {} errors",
-            start.elapsed().as_secs(),
-            rss_kib(issuer),
-            rss_kib(envoy),
-            counts.errors.load(Ordering::Relaxed)
         );
+        let (t, i, e, n, err) = sample;
+        eprintln!("soak {t:>4} s: issuer {i} KiB, envoy {e} KiB, {n} requests, {err} errors");
+        samples.push(sample);
     }
     stop.store(true, Ordering::Relaxed);
     for t in tasks {

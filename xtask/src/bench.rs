@@ -684,6 +684,20 @@ fn bench_issuer(dir: &Path, s: &Settings) -> Result<(Results, String)> {
     Ok((Results::new(&per_load, rss), command))
 }
 
+/// `cargo` arguments of the micro-benchmarks.
+const CRITERION: [&str; 10] = [
+    "bench",
+    "-p",
+    "mms-token",
+    "--bench",
+    "token",
+    "--",
+    "--warm-up-time",
+    "1",
+    "--measurement-time",
+    "3",
+];
+
 /// Criterion's mean estimate of a benchmark, in nanoseconds.
 fn criterion_ns(name: &str) -> Result<f64> {
     let path = root()
@@ -746,19 +760,13 @@ pub fn bench(quick: bool) -> Result<()> {
     tools::check_envoy_module(&ours)?;
     let wasm_size = std::fs::metadata(&ours)?.len();
     let pass = tools::build_variant_module("passthrough")?;
+    let diagnostics = [
+        tools::build_variant_module("reference")?,
+        tools::build_variant_module("ablate-read")?,
+        tools::build_variant_module("ablate-decide")?,
+    ];
     run(cargo().args(["build", "--release", "-p", "issuer"]))?;
-    run(cargo().args([
-        "bench",
-        "-p",
-        "mms-token",
-        "--bench",
-        "token",
-        "--",
-        "--warm-up-time",
-        "1",
-        "--measurement-time",
-        "3",
-    ]))?;
+    run(cargo().args(CRITERION))?;
     let envoy = envoy
         .join()
         .map_err(|_| anyhow::anyhow!("installing Envoy failed"))??;
@@ -771,11 +779,6 @@ pub fn bench(quick: bool) -> Result<()> {
         std::fs::remove_dir_all(&dir)?;
     }
     std::fs::create_dir_all(&dir)?;
-    let diagnostics = [
-        tools::build_variant_module("reference")?,
-        tools::build_variant_module("ablate-read")?,
-        tools::build_variant_module("ablate-decide")?,
-    ];
     let (env_res, env_cmd) = bench_envoy(&dir, &envoy, &ours, &pass, &diagnostics, &s)?;
     let (iss_res, iss_cmd) = bench_issuer(&dir, &s)?;
     for (name, sample) in ISSUER_LOADS.iter().zip(&iss_res.samples) {
@@ -842,7 +845,7 @@ fn report(
         .map_or(f64::NAN, |m| m.1);
     let mark = |ok: bool| if ok { "met" } else { "**not met**" };
     let mut r = String::new();
-    let _ = writeln!(r, "Measured by `cargo xtask bench{}` on {} ({}; {} round(s) of {} s per variant, interleaved; figures are medians over rounds, ratios are taken within each round and then the median; the run took {:.0} s).\n", if quick { " --quick" } else { "" }, chrono_like_date(), machine(), s.rounds, s.seconds, took.as_secs_f64());
+    let _ = writeln!(r, "Measured by `cargo xtask bench{}` on {} ({}; {} round(s) of {} s per variant, interleaved; figures are medians over rounds, ratios are taken within each round and then the median; the run took {:.0} s).\n", if quick { " --quick" } else { "" }, crate::utc_now(), machine(), s.rounds, s.seconds, took.as_secs_f64());
     let _ = writeln!(r, "### Against the targets of PRODUCT.md section 7\n");
     let _ = writeln!(r, "| what | target | measured | |\n|---|---|---|---|");
     let _ = writeln!(
@@ -928,19 +931,12 @@ fn report(
     let _ = writeln!(r, "Command: `{iss_cmd}`\n");
     let _ = writeln!(
         r,
-        "### Micro-benchmarks (criterion, `cargo bench -p mms-token --bench token -- --warm-up-time 1 --measurement-time 3`)\n"
+        "### Micro-benchmarks (criterion, `cargo {}`)\n",
+        CRITERION.join(" ")
     );
     let _ = writeln!(r, "| operation | mean |\n|---|---|");
     for (n, ns) in micro {
         let _ = writeln!(r, "| {n} | {ns:.0} ns |");
     }
     r
-}
-
-fn chrono_like_date() -> String {
-    let out = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output();
-    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default()
 }

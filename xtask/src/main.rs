@@ -191,20 +191,22 @@ fn soak(minutes: &str) -> Result<()> {
     if report.trim().is_empty() {
         bail!("the soak ended without a report");
     }
-    let date = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()?
-        .stdout;
-    let section = format!(
-        "Command: `{command}`, run on {}.\n\n{report}",
-        String::from_utf8_lossy(&date).trim()
-    );
+    let section = format!("Command: `{command}`, run on {}.\n\n{report}", utc_now());
     write_section("docs/soak.md", "soak", &section)?;
     eprintln!("results written to docs/soak.md");
     if !out.status.success() {
         bail!("the soak failed:\n{report}");
     }
     Ok(())
+}
+
+/// The time now in UTC, to the minute, for reports.
+pub fn utc_now() -> String {
+    Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
 }
 
 /// Replaces the section between the `<!-- NAME:results:begin ... -->` and `<!-- NAME:results:end -->`

@@ -64,8 +64,9 @@ pub fn ensure_envoy() -> Result<PathBuf> {
     Ok(path)
 }
 
-/// `cargo CMD` for one build of the `filter-wasm` crate: only `feature`, wasm32, and a target
-/// dir of its own, so no other build's features can leak into the module.
+/// `cargo CMD` for one build of the `filter-wasm` crate: only `feature`, wasm32, in `target_dir`.
+/// The Envoy and JS modules each have a target dir of their own, so no other build's features can
+/// leak into them; the benchmark variants share one.
 fn module_command(cmd: &str, feature: &str, target_dir: &str) -> Command {
     let mut c = cargo();
     c.args([
