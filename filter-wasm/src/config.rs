@@ -6,8 +6,8 @@ use base64::Engine as _;
 use serde::Deserialize;
 use shared::{Key, KeyRing};
 
-/// Request headers the filter owns: removed from every request, and set from the verified token
-/// on allowed ones.
+/// The identity headers the filter sets from a verified token. Every header of the identity
+/// namespace ([`is_identity_header`]) is removed from each request first.
 pub const IDENTITY_HEADERS: [&str; 7] = [
     "x-auth-client",
     "x-auth-subject-kind",
@@ -17,6 +17,20 @@ pub const IDENTITY_HEADERS: [&str; 7] = [
     "x-auth-token-id",
     "x-auth-expires",
 ];
+
+/// True for a header name in the filter's identity namespace: `x-auth` and everything under
+/// `x-auth-`, in any case, with `_` read as `-` (CGI, WSGI and PHP upstreams map `X_Auth_Roles` and
+/// `X-Auth-Roles` to one variable, so both spellings belong to the filter).
+pub fn is_identity_header(name: &str) -> bool {
+    const PREFIX: &[u8] = b"x-auth";
+    let name = name.as_bytes();
+    let same = |a: u8, b: u8| a.eq_ignore_ascii_case(&b) || (a == b'_' && b == b'-');
+    name.len() >= PREFIX.len()
+        && name.iter().zip(PREFIX).all(|(&a, &b)| same(a, b))
+        && name
+            .get(PREFIX.len())
+            .is_none_or(|&c| c == b'-' || c == b'_')
+}
 
 /// Most keys a configuration may hold.
 pub const MAX_KEYS: usize = 64;
@@ -34,8 +48,8 @@ fn default_alternative_header() -> String {
 fn default_skew() -> u64 {
     30
 }
-fn default_exempt() -> Vec<String> {
-    vec!["/apiv2/oauth/".into()]
+fn default_max_lifetime() -> u64 {
+    3600
 }
 fn default_realm() -> String {
     "media".into()
@@ -49,7 +63,9 @@ struct Raw {
     alternative_header: String,
     #[serde(default = "default_skew")]
     clock_skew_seconds: u64,
-    #[serde(default = "default_exempt")]
+    #[serde(default = "default_max_lifetime")]
+    max_token_lifetime_seconds: u64,
+    #[serde(default)]
     exempt_prefixes: Vec<String>,
     #[serde(default = "default_realm")]
     realm: String,
@@ -64,7 +80,13 @@ pub struct Config {
     pub alternative_header: String,
     /// Seconds of clock difference tolerated on expiry and issue time.
     pub clock_skew: u64,
-    /// Path prefixes that pass without a token (identity headers are still removed).
+    /// Longest lifetime (`exp - iat`) a token may claim: the issuer's access token lifetime. A
+    /// token that claims more is refused even if its tag verifies (a leaked key cannot mint
+    /// tokens that outlive its rotation).
+    pub max_lifetime: u64,
+    /// Path prefixes that pass without a token (identity headers are still removed). Empty by
+    /// default: the shipped configurations exempt the issuer's route in Envoy's route table
+    /// instead, so the filter never sees it (`docs/filter.md`).
     pub exempt_prefixes: Vec<String>,
     /// Realm in `WWW-Authenticate`.
     pub realm: String,
@@ -125,15 +147,18 @@ impl Config {
         if alt.is_empty() || !alt.chars().all(is_token_char) {
             return err("alternative_header: must be an HTTP header name");
         }
-        if alt == "authorization" || IDENTITY_HEADERS.contains(&alt.as_str()) {
+        if alt == "authorization" || is_identity_header(&alt) {
             return err("alternative_header: must not be authorization or an identity header");
         }
         if raw.clock_skew_seconds > 600 {
             return err("clock_skew_seconds: at most 600");
         }
+        if !(1..=86_400).contains(&raw.max_token_lifetime_seconds) {
+            return err("max_token_lifetime_seconds: 1 to 86400");
+        }
         for p in &raw.exempt_prefixes {
             if !p.starts_with('/')
-                || p.contains(['?', '#', '%'])
+                || p.contains(['?', '#', '%', ';', '\\'])
                 || p.split('/').any(|s| s == "." || s == "..")
             {
                 return err(format!(
@@ -157,6 +182,7 @@ impl Config {
             ring,
             alternative_header: alt,
             clock_skew: raw.clock_skew_seconds,
+            max_lifetime: raw.max_token_lifetime_seconds,
             exempt_prefixes: raw.exempt_prefixes,
             realm: raw.realm,
         })
@@ -178,7 +204,8 @@ mod tests {
         let c = cfg("").unwrap();
         assert_eq!(c.alternative_header, "serviceauthorization");
         assert_eq!(c.clock_skew, 30);
-        assert_eq!(c.exempt_prefixes, ["/apiv2/oauth/"]);
+        assert_eq!(c.max_lifetime, 3600);
+        assert!(c.exempt_prefixes.is_empty());
         assert_eq!(c.realm, "media");
         assert!(c.ring.get(1).is_some());
     }
@@ -198,6 +225,16 @@ mod tests {
             (r#","exempt_prefixes":["/"]"#, "exempt"),
             (r#","exempt_prefixes":["apiv2"]"#, "exempt"),
             (r#","exempt_prefixes":["/a/../b"]"#, "exempt"),
+            (r#","exempt_prefixes":["/a/..;/b"]"#, "exempt"),
+            (
+                r#","alternative_header":"X_Auth_Subject""#,
+                "alternative_header",
+            ),
+            (r#","max_token_lifetime_seconds":0"#, "max_token_lifetime"),
+            (
+                r#","max_token_lifetime_seconds":86401"#,
+                "max_token_lifetime",
+            ),
             (r#","realm":"a\"b""#, "realm"),
             (r#","unknown":1"#, "unknown"),
         ] {
@@ -219,6 +256,38 @@ mod tests {
             .unwrap_err()
             .0
             .contains("share"));
+    }
+
+    #[test]
+    fn the_identity_namespace_covers_every_spelling() {
+        for name in [
+            "x-auth",
+            "x-auth-subject",
+            "X-Auth-Roles",
+            "x_auth_subject",
+            "X_Auth_Roles",
+            "x-auth_subject",
+            "x-auth-admin",
+            "x-auth-user",
+            "x-auth-subject-",
+            "x-auth-",
+            "x_auth",
+        ] {
+            assert!(is_identity_header(name), "{name}");
+        }
+        for name in [
+            "x-authorization",
+            "x-auth2",
+            "x-aut",
+            "authorization",
+            "serviceauthorization",
+            "x--auth-subject",
+            "y-auth-subject",
+            "",
+        ] {
+            assert!(!is_identity_header(name), "{name}");
+        }
+        assert!(IDENTITY_HEADERS.iter().all(|h| is_identity_header(h)));
     }
 
     #[test]

@@ -15,7 +15,8 @@ pub enum Outcome {
     Missing,
     /// Not a usable `Bearer` header, two tokens, or not a token of our format: 400 or 401.
     Malformed,
-    /// Forged, tampered, unknown key or not yet valid: 401 `invalid_token`.
+    /// Forged, tampered, unknown key, not yet valid, or claiming a lifetime longer than the
+    /// configured maximum: 401 `invalid_token`.
     Invalid,
     /// Expired beyond the clock skew: 401 `invalid_token`.
     Expired,
@@ -139,14 +140,22 @@ fn trim_ows(s: &[u8]) -> &[u8] {
 }
 
 /// True if the path (query removed) starts with an exempt prefix and has nothing a proxy or an
-/// upstream could normalise into another path. Anything doubtful stays protected.
+/// upstream could normalise into another path. Anything doubtful stays protected: `%`, `\`, `//`,
+/// dot segments, and `;` anywhere (path parameters: Tomcat, Jetty and Spring read `..;` as `..`).
+///
+/// The shipped configurations exempt nothing here: Envoy's route table keeps the filter off the
+/// issuer's route, so the exemption follows the route Envoy matched, not a second path parser.
 pub fn is_exempt(cfg: &Config, path: &[u8]) -> bool {
+    if cfg.exempt_prefixes.is_empty() {
+        return false;
+    }
     let path = &path[..path
         .iter()
         .position(|&c| c == b'?' || c == b'#')
         .unwrap_or(path.len())];
     let clean = !path.contains(&b'%')
         && !path.contains(&b'\\')
+        && !path.contains(&b';')
         && !path.windows(2).any(|w| w == b"//")
         && !path
             .split(|&c| c == b'/')
@@ -276,7 +285,15 @@ pub fn decide<'a>(
             )
         }
     };
-    match token::verify(&cfg.ring, token, now, cfg.clock_skew) {
+    let verified = token::verify(&cfg.ring, token, now, cfg.clock_skew).and_then(|v| {
+        let body = v.body();
+        if body.exp.saturating_sub(body.iat) > cfg.max_lifetime {
+            Err(VerifyError::LifetimeTooLong)
+        } else {
+            Ok(v)
+        }
+    });
+    match verified {
         Ok(v) => (
             Decision::Allow(identity_headers(v.body())),
             Outcome::Allowed,
@@ -309,9 +326,14 @@ mod tests {
     const SECRET: [u8; 32] = [7; 32];
 
     fn cfg() -> Config {
+        cfg_with(r#","exempt_prefixes":["/apiv2/oauth/"]"#)
+    }
+
+    fn cfg_with(extra: &str) -> Config {
         use base64::Engine as _;
         let s = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(SECRET);
-        Config::parse(format!(r#"{{"keys":[{{"kid":3,"secret":"{s}"}}]}}"#).as_bytes()).unwrap()
+        Config::parse(format!(r#"{{"keys":[{{"kid":3,"secret":"{s}"}}]{extra}}}"#).as_bytes())
+            .unwrap()
     }
 
     fn mint(kind: SubjectKind, subject: &str, exp: u64) -> String {
@@ -537,6 +559,9 @@ mod tests {
             "/apiv2/oauth/./x",
             "/APIV2/oauth/token",
             "/apiv2/oauth\\x",
+            "/apiv2/oauth/..;/MediaService/Find",
+            "/apiv2/oauth/.;x/MediaService/Find",
+            "/apiv2/oauth/token;jsessionid=1",
             "",
             "*",
         ] {
@@ -546,6 +571,32 @@ mod tests {
                 "{p} must stay protected"
             );
         }
+    }
+
+    #[test]
+    fn nothing_is_exempt_by_default() {
+        let cfg = cfg_with("");
+        for p in ["/apiv2/oauth/token", "/apiv2/oauth/anything", "/"] {
+            let (_, o, _) = decide(&cfg, p.as_bytes(), [], 0);
+            assert_eq!(o, Outcome::Missing, "{p}");
+        }
+    }
+
+    #[test]
+    fn tokens_claiming_more_than_the_maximum_lifetime_are_refused() {
+        let cfg = cfg_with(r#","max_token_lifetime_seconds":600"#);
+        let check = |exp: u64| {
+            let t = format!("Bearer {}", mint(SubjectKind::User, "u", exp));
+            decide(&cfg, b"/apiv2/a", [("authorization", t.as_bytes())], 1_200)
+        };
+        // iat is 1,000: a lifetime of exactly 600 s passes, one second more does not.
+        assert_eq!(check(1_600).1, Outcome::Allowed);
+        let (d, o, reason) = check(1_601);
+        assert_eq!(o, Outcome::Invalid);
+        assert_eq!(reason, Some(VerifyError::LifetimeTooLong));
+        assert!(denial(d).www_authenticate.contains("invalid_token"));
+        // Ten years.
+        assert_eq!(check(1_000 + 10 * 365 * 86_400).1, Outcome::Invalid);
     }
 
     proptest! {

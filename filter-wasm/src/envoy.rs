@@ -5,7 +5,7 @@
 //! (`get_http_request_headers_bytes`): the SDK's `String` variant unwraps UTF-8 conversion of
 //! values, which a client controls.
 
-use crate::config::{Config, IDENTITY_HEADERS};
+use crate::config::{is_identity_header, Config};
 use crate::decision::{decide, Decision, Outcome};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
@@ -178,20 +178,18 @@ impl HttpContext for Filter {
             }
             Decision::Exempt => {
                 // Usually there is nothing to remove, and then no host call at all.
-                for (name, _) in headers
-                    .iter()
-                    .filter(|(n, _)| IDENTITY_HEADERS.contains(&n.as_str()))
-                {
+                for (name, _) in headers.iter().filter(|(n, _)| is_identity_header(n)) {
                     self.set_http_request_header(name, None);
                 }
                 Action::Continue
             }
             Decision::Allow(set) => {
-                // One host call writes the whole map: the request's headers without any identity
-                // header it came with, plus the verified ones (instead of a call per header).
+                // One host call writes the whole map: the request's headers without any header of
+                // the identity namespace it came with, plus the verified ones (instead of a call
+                // per header).
                 let mut map: Vec<(&str, &[u8])> = headers
                     .iter()
-                    .filter(|(n, _)| !IDENTITY_HEADERS.contains(&n.as_str()))
+                    .filter(|(n, _)| !is_identity_header(n))
                     .map(|(n, v)| (n.as_str(), v.as_slice()))
                     .collect();
                 map.extend(set.iter().map(|(n, v)| (*n, v.as_bytes())));

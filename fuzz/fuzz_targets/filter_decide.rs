@@ -26,7 +26,7 @@ fn config() -> &'static Config {
     static CONFIG: OnceLock<Config> = OnceLock::new();
     CONFIG.get_or_init(|| {
         Config::parse(
-            br#"{"keys":[{"kid":1,"secret":"BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc"}]}"#,
+            br#"{"keys":[{"kid":1,"secret":"BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc"}],"exempt_prefixes":["/apiv2/oauth/"]}"#,
         )
         .expect("valid configuration")
     })
@@ -40,6 +40,19 @@ fuzz_target!(|i: Input| {
         .map(|(n, v)| (NAMES[usize::from(*n) % NAMES.len()], v.as_slice()))
         .collect();
     let (decision, _, _) = decide(cfg, &i.path, headers.iter().copied(), i.now);
+    if let Decision::Exempt = decision {
+        let end = i.path.iter().position(|&c| c == b'?' || c == b'#');
+        let path = &i.path[..end.unwrap_or(i.path.len())];
+        assert!(
+            path.starts_with(b"/apiv2/oauth/"),
+            "exempt outside the prefix"
+        );
+        assert!(
+            !path.iter().any(|c| b";%\\".contains(c))
+                && !path.split(|&c| c == b'/').any(|s| s == b"." || s == b".."),
+            "exempt with a path a server could read as another"
+        );
+    }
     if let Decision::Allow(_) = decision {
         let verifies = headers.iter().any(|(_, v)| {
             std::str::from_utf8(v).ok().is_some_and(|s| {

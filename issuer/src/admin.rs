@@ -169,9 +169,11 @@ fn found(ok: bool, what: &str, name: &str) -> Result<(), AdminError> {
     }
 }
 
-/// The Envoy filter's plugin configuration for `ring`, with the filter's defaults spelled out.
-/// `docs/filter.md` documents every field; `keys` is the ring of verifying keys.
-pub fn filter_config(ring: &shared::KeyRing) -> serde_json::Value {
+/// The Envoy filter's plugin configuration for `ring` and the access token lifetime, with the
+/// filter's defaults spelled out. `docs/filter.md` documents every field; `keys` is the ring of
+/// verifying keys. Nothing is exempt: the shipped Envoy configurations keep the filter off the
+/// issuer's route in the route table.
+pub fn filter_config(ring: &shared::KeyRing, access_ttl: u64) -> serde_json::Value {
     let keys: Vec<_> = ring
         .keys()
         .iter()
@@ -181,7 +183,7 @@ pub fn filter_config(ring: &shared::KeyRing) -> serde_json::Value {
         "keys": keys,
         "alternative_header": "ServiceAuthorization",
         "clock_skew_seconds": 30,
-        "exempt_prefixes": ["/apiv2/oauth/"],
+        "max_token_lifetime_seconds": access_ttl,
         "realm": "media",
     })
 }
@@ -342,7 +344,7 @@ pub fn execute(store: &Store, cmd: &Command, now: u64) -> Result<String, AdminEr
             ),
         },
         Command::KeysFilterConfig => {
-            let cfg = filter_config(&store.key_ring(now)?);
+            let cfg = filter_config(&store.key_ring(now)?, store.access_ttl()?);
             format!(
                 "{}\n",
                 serde_json::to_string_pretty(&cfg).expect("JSON value serializes")
@@ -350,7 +352,7 @@ pub fn execute(store: &Store, cmd: &Command, now: u64) -> Result<String, AdminEr
         }
     };
     if cmd.is_change() {
-        tracing::info!(target: "audit", action = %cmd.audit_label(), "admin change");
+        tracing::info!(target: "audit", action = cmd.audit_label().as_str(), "admin change");
     }
     Ok(out)
 }
@@ -396,10 +398,12 @@ mod tests {
             Some(2),
         )
         .unwrap();
-        let json = serde_json::to_vec(&filter_config(&ring)).unwrap();
+        let json = serde_json::to_vec(&filter_config(&ring, 900)).unwrap();
         let cfg = filter_wasm::config::Config::parse(&json).unwrap();
         assert_eq!(cfg.ring.get(1).unwrap().secret(), &[1; 32]);
         assert_eq!(cfg.ring.get(2).unwrap().secret(), &[2; 32]);
         assert_eq!(cfg.alternative_header, "serviceauthorization");
+        assert_eq!(cfg.max_lifetime, 900);
+        assert!(cfg.exempt_prefixes.is_empty());
     }
 }

@@ -31,8 +31,8 @@ pub struct Settings {
     pub access_ttl: u64,
     /// Refresh token lifetimes and retry window.
     pub refresh: RefreshPolicy,
-    /// Use the last `X-Forwarded-For` entry as the client address (only behind a trusted proxy).
-    pub trust_forwarded_for: bool,
+    /// Peers whose `X-Forwarded-For` is believed; empty: the header is ignored.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The issuer identifier and base of the endpoint URLs in the metadata document.
     pub public_url: String,
 }
@@ -115,11 +115,11 @@ impl App {
         match client {
             Some(c) if secret_ok && c.active => Ok((creds.id, c)),
             Some(c) if secret_ok && !c.active => {
-                tracing::info!(client = %creds.id, "inactive client refused");
+                tracing::info!(client = creds.id.as_str(), "inactive client refused");
                 Err(ApiError::invalid_client())
             }
             _ => {
-                tracing::info!(client = %creds.id, "client authentication failed");
+                tracing::info!(client = creds.id.as_str(), "client authentication failed");
                 Err(ApiError::invalid_client())
             }
         }
@@ -199,7 +199,7 @@ impl App {
                         "the password grant is not enabled for this client",
                     ));
                 }
-                let ip = call.client_ip(self.settings.trust_forwarded_for);
+                let ip = call.client_ip(&self.settings.trusted_proxies);
                 // One password check per user at a time: each attempt sees the outcome of the one
                 // before, so a burst of concurrent guesses meets the back-off after the free ones.
                 let _turn = self.login_turn(&username).await;
@@ -215,19 +215,23 @@ impl App {
                     .passwords
                     .check(password, user.as_ref().map(|u| u.password_hash.clone()))
                     .await;
+                // A disabled user is refused exactly like a wrong password, throttle included:
+                // otherwise the answer after the back-off starts would tell a right guess.
+                let disabled = user.as_ref().is_some_and(|u| u.disabled);
                 let user = match user {
-                    Some(u) if ok => u,
+                    Some(u) if ok && !disabled => u,
                     _ => {
                         attempt.failed(now());
-                        tracing::info!(client = %client_id, user = %username, "wrong user credentials");
+                        let (client, user) = (client_id.as_str(), username.as_str());
+                        if ok && disabled {
+                            tracing::info!(client, user, "disabled user refused");
+                        } else {
+                            tracing::info!(client, user, "wrong user credentials");
+                        }
                         return Err(ApiError::invalid_grant("invalid user credentials"));
                     }
                 };
                 attempt.succeeded();
-                if user.disabled {
-                    tracing::info!(client = %client_id, user = %username, "disabled user refused");
-                    return Err(ApiError::invalid_grant("invalid user credentials"));
-                }
                 let identity = Identity {
                     kind: SubjectKind::User,
                     subject: username.clone(),
@@ -275,7 +279,7 @@ impl App {
                     Err(rejection) => {
                         self.metrics.refresh(rejection.reason());
                         if rejection == RefreshRejection::ReuseDetected {
-                            tracing::warn!(target: "audit", client = %client_id, "refresh token reuse: family revoked");
+                            tracing::warn!(target: "audit", client = client_id.as_str(), "refresh token reuse: family revoked");
                         }
                         return Err(ApiError::invalid_grant("invalid refresh token"));
                     }
@@ -325,8 +329,8 @@ impl App {
                         };
                         tracing::info!(
                             target: "audit",
-                            client = %client_id,
-                            subject = %identity.subject,
+                            client = client_id.as_str(),
+                            subject = identity.subject.as_str(),
                             roles = ?identity.roles,
                             claims = ?identity.claims.iter().map(|c| format!("{}={}", c.typ, c.value)).collect::<Vec<_>>(),
                             "impersonation"
@@ -374,7 +378,7 @@ impl App {
                 "the token was not issued to this client",
             )),
             Some(true) => {
-                tracing::info!(target: "audit", client = %client_id, "refresh token family revoked");
+                tracing::info!(target: "audit", client = client_id.as_str(), "refresh token family revoked");
                 Ok(json_response(StatusCode::OK, &json!({})))
             }
             None => Ok(json_response(StatusCode::OK, &json!({}))),

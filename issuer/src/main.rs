@@ -92,12 +92,27 @@ struct Serve {
     /// Issuer identifier and base URL in the metadata document [default: from --listen].
     #[arg(long)]
     public_url: Option<String>,
-    /// Take the client address for throttling from the last X-Forwarded-For entry (only behind a
-    /// proxy that sets it, such as the shipped Envoy configuration).
+    /// Take the client address for throttling from X-Forwarded-For, when the connection comes from
+    /// a --trusted-proxy (such as the shipped Envoy configuration, which appends the address it
+    /// saw). From any other peer the header is ignored.
     #[arg(long)]
     trust_x_forwarded_for: bool,
-    /// First wait after repeated failed sign-ins (per user after 5, per address after 20), seconds;
-    /// each further failure doubles it.
+    /// A proxy whose X-Forwarded-For is believed: an address or a CIDR range, repeatable or comma
+    /// separated. Entries are read from the right, skipping trusted proxies.
+    #[arg(
+        long = "trusted-proxy",
+        env = "ISSUER_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        default_values = ["127.0.0.1", "::1"],
+        value_parser = parse_net
+    )]
+    trusted_proxies: Vec<ipnet::IpNet>,
+    /// Log format: `text` (coloured only on a terminal) or `json` (one object per line).
+    #[arg(long, env = "ISSUER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// First wait after repeated failed sign-ins (per user from one address after 5, per user
+    /// from all addresses after 50, per address after 20), seconds; each further failure doubles
+    /// it.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=3600))]
     login_backoff_base: u64,
     /// Longest wait after failed sign-ins, seconds.
@@ -200,17 +215,35 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn init_logging() {
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
+    s.parse::<ipnet::IpNet>()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("{s:?} is not an IP address or CIDR range"))
+}
+
+/// Logs to stderr. Values a client controls (client ids, user names, claims) are logged as string
+/// fields, so the text format writes them quoted and escaped and JSON as JSON strings: no value
+/// can plant a field or a line.
+fn init_logging(format: LogFormat) {
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
 }
 
 fn serve(s: Serve) -> anyhow::Result<()> {
-    init_logging();
+    init_logging(s.log_format);
     let store = match Store::open(&s.dir.data_dir, now()) {
         Err(StoreError::Locked) => {
             bail!("{} is in use by another issuer", s.dir.data_dir.display())
@@ -240,7 +273,11 @@ fn serve(s: Serve) -> anyhow::Result<()> {
                 absolute_ttl: s.refresh_absolute_ttl,
                 retry_window: s.refresh_retry_window,
             },
-            trust_forwarded_for: s.trust_x_forwarded_for,
+            trusted_proxies: if s.trust_x_forwarded_for {
+                s.trusted_proxies.clone()
+            } else {
+                Vec::new()
+            },
             public_url: s
                 .public_url
                 .clone()
@@ -260,7 +297,8 @@ fn serve(s: Serve) -> anyhow::Result<()> {
         tokio::spawn(issuer::server::serve_admin(app.clone(), admin_listener));
         tokio::spawn(issuer::server::sweep_forever(app.clone()));
         tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
-        tracing::info!(%addr, scheme, data_dir = %store.dir().display(), "issuer serving");
+        let data_dir = store.dir().display().to_string();
+        tracing::info!(%addr, scheme, data_dir, "issuer serving");
         println!("listening on {scheme}://{addr}");
         std::io::stdout().flush()?;
         issuer::server::serve_http(app, listener, tls, issuer::server::shutdown_signal()).await;

@@ -66,7 +66,7 @@ pub async fn serve_http(
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
+                    tracing::warn!(error = e.to_string(), "accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
@@ -101,7 +101,7 @@ pub async fn serve_http(
                             watcher.watch(conn.into_owned()).await
                         }
                         Ok(Err(e)) => {
-                            tracing::debug!(error = %e, %peer, "TLS handshake failed");
+                            tracing::debug!(error = e.to_string(), %peer, "TLS handshake failed");
                             return;
                         }
                         Err(_) => {
@@ -112,7 +112,7 @@ pub async fn serve_http(
                 }
             };
             if let Err(e) = result {
-                tracing::debug!(error = %e, %peer, "connection ended with an error");
+                tracing::debug!(error = e.to_string(), %peer, "connection ended with an error");
             }
         });
     }
@@ -190,8 +190,8 @@ pub async fn reload_keys_forever(app: Arc<App>) {
         let a = app.clone();
         match tokio::task::spawn_blocking(move || a.reload_keys()).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "reloading keys failed"),
-            Err(e) => tracing::error!(error = %e, "key reload task failed"),
+            Ok(Err(e)) => tracing::error!(error = e.to_string(), "reloading keys failed"),
+            Err(e) => tracing::error!(error = e.to_string(), "key reload task failed"),
         }
     }
 }
@@ -208,8 +208,8 @@ pub async fn sweep_forever(app: Arc<App>) {
                 tracing::info!(removed = n, "swept expired refresh state and retired keys")
             }
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "sweep failed"),
-            Err(e) => tracing::error!(error = %e, "sweep task failed"),
+            Ok(Err(e)) => tracing::error!(error = e.to_string(), "sweep failed"),
+            Err(e) => tracing::error!(error = e.to_string(), "sweep task failed"),
         }
     }
 }
@@ -219,7 +219,7 @@ pub async fn shutdown_signal() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!(error = %e, "cannot listen for SIGTERM");
+            tracing::error!(error = e.to_string(), "cannot listen for SIGTERM");
             std::future::pending::<()>().await;
             return;
         }

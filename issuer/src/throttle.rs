@@ -1,8 +1,17 @@
-//! Temporary, growing back-off against password guessing, per user name and per source address.
+//! Temporary, growing back-off against password guessing, counted three ways:
 //!
-//! After `free_failures` consecutive failures a key must wait before it may try again; each further
-//! failure doubles the wait, up to `max_delay`. A success clears the user's count. Nothing is ever
-//! locked for good, and state lives in memory only (a restart forgives).
+//! - per user name **and** source address (5 free failures): the guesser from one address meets
+//!   the back-off, while the user signing in from elsewhere does not (OWASP's answer to lock-out
+//!   by a third party);
+//! - per user name across all addresses (50 free failures): guesses spread over many addresses
+//!   are still bounded, at the price that such an attacker can make the user wait too;
+//! - per source address across all users (20 free failures): credential stuffing.
+//!
+//! After its free failures a key must wait before it may try again; each further failure doubles
+//! the wait, up to `max_delay`. A success clears the count of its user and address and gives the
+//! address its charge back; the user's total forgives only with time, so a guesser cannot reset it
+//! by signing in to an account of their own. Nothing is ever locked for good, and state lives in
+//! memory only (a restart forgives). `docs/threat-model.md` weighs the choice.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -11,8 +20,10 @@ use std::sync::Mutex;
 /// Back-off settings.
 #[derive(Debug, Clone, Copy)]
 pub struct ThrottlePolicy {
-    /// Failures per user name allowed before waits begin.
+    /// Failures per user name from one address allowed before waits begin.
     pub user_free_failures: u32,
+    /// Failures per user name from all addresses together allowed before waits begin.
+    pub user_total_free_failures: u32,
     /// Failures per source address allowed before waits begin.
     pub addr_free_failures: u32,
     /// First wait, in seconds.
@@ -25,6 +36,7 @@ impl Default for ThrottlePolicy {
     fn default() -> Self {
         Self {
             user_free_failures: 5,
+            user_total_free_failures: 50,
             addr_free_failures: 20,
             base_delay: 1,
             max_delay: 300,
@@ -41,7 +53,11 @@ struct Entry {
 
 #[derive(Debug, Hash, PartialEq, Eq, Clone)]
 enum Subject {
+    /// One user name from one address (or from wherever, when the address is unknown).
+    UserAt(String, Option<IpAddr>),
+    /// One user name from every address.
     User(String),
+    /// One address, every user name.
     Addr(IpAddr),
 }
 
@@ -65,7 +81,12 @@ impl Throttle {
     }
 
     fn keys(user: &str, addr: Option<IpAddr>) -> impl Iterator<Item = Subject> {
-        std::iter::once(Subject::User(user.to_owned())).chain(addr.map(Subject::Addr))
+        [
+            Subject::UserAt(user.to_owned(), addr),
+            Subject::User(user.to_owned()),
+        ]
+        .into_iter()
+        .chain(addr.map(Subject::Addr))
     }
 
     /// Starts a sign-in attempt: `Err(seconds)` to wait, or the [`Attempt`]. The address is charged
@@ -93,8 +114,9 @@ impl Throttle {
         })
     }
 
-    fn failure(&self, user: &str, now: u64) {
+    fn failure(&self, user: &str, addr: Option<IpAddr>, now: u64) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        self.charge(&mut entries, Subject::UserAt(user.to_owned(), addr), now);
         self.charge(&mut entries, Subject::User(user.to_owned()), now);
     }
 
@@ -121,14 +143,15 @@ impl Throttle {
 
     fn free(&self, key: &Subject) -> u32 {
         match key {
-            Subject::User(_) => self.policy.user_free_failures,
+            Subject::UserAt(..) => self.policy.user_free_failures,
+            Subject::User(_) => self.policy.user_total_free_failures,
             Subject::Addr(_) => self.policy.addr_free_failures,
         }
     }
 
     fn success(&self, user: &str, addr: Option<IpAddr>) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.remove(&Subject::User(user.to_owned()));
+        entries.remove(&Subject::UserAt(user.to_owned(), addr));
         self.refund(&mut entries, addr);
     }
 
@@ -156,13 +179,15 @@ pub struct Attempt<'a> {
 }
 
 impl Attempt<'_> {
-    /// Wrong credentials: the user's failures grow (the address keeps its charge).
+    /// Wrong credentials, an unknown or a disabled user: the user's failures grow, from this
+    /// address and in total (the address keeps its charge).
     pub fn failed(mut self, now: u64) {
         self.settled = true;
-        self.throttle.failure(&self.user, now);
+        self.throttle.failure(&self.user, self.addr, now);
     }
 
-    /// Right credentials: the user's count starts over and the address gets its charge back.
+    /// Right credentials of an active user: the user's count from this address starts over and
+    /// the address gets its charge back.
     pub fn succeeded(mut self) {
         self.settled = true;
         self.throttle.success(&self.user, self.addr);
@@ -258,6 +283,39 @@ mod tests {
             t.attempt("fresh2", ip, 50).is_ok(),
             "a success gives the address its attempt back"
         );
+    }
+
+    #[test]
+    fn a_guesser_elsewhere_does_not_lock_the_user_out() {
+        let t = Throttle::new(ThrottlePolicy::default());
+        let attacker = Some("203.0.113.9".parse().unwrap());
+        let user = Some("198.51.100.7".parse().unwrap());
+        for _ in 0..6 {
+            assert_eq!(fail(&t, "bob", attacker, 100), Ok(()));
+        }
+        assert!(t.attempt("bob", attacker, 100).is_err());
+        t.attempt("bob", user, 100)
+            .expect("bob from his own address is not throttled")
+            .succeeded();
+        assert!(
+            t.attempt("bob", attacker, 100).is_err(),
+            "bob's success does not clear the attacker's back-off"
+        );
+    }
+
+    #[test]
+    fn guesses_spread_over_addresses_are_bounded_per_user() {
+        let t = Throttle::new(ThrottlePolicy::default());
+        // Each address stays within its free failures; the user's total does not.
+        let addr = |i: u32| Some(IpAddr::from([10, 1, (i / 250) as u8, (i % 250) as u8]));
+        for i in 0..51 {
+            assert_eq!(fail(&t, "carol", addr(i), 100), Ok(()), "guess {i}");
+        }
+        assert_eq!(t.attempt("carol", addr(1000), 100).err(), Some(1));
+        // A success of the attacker's own account does not reset carol's total.
+        t.attempt("mallory", addr(0), 100).unwrap().succeeded();
+        assert!(t.attempt("carol", addr(1001), 100).is_err());
+        assert!(t.attempt("carol", addr(1001), 101).is_ok(), "only a wait");
     }
 
     #[test]

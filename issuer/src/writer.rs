@@ -71,7 +71,11 @@ fn run(store: &Store, policy: &RefreshPolicy, queue: &mpsc::Receiver<Job>) {
                 }
             }
             Err(e) => {
-                tracing::error!(error = %e, batch = replies.len(), "refresh batch failed; nothing of it was committed");
+                tracing::error!(
+                    error = e.to_string(),
+                    batch = replies.len(),
+                    "refresh batch failed; nothing of it was committed"
+                );
                 for reply in replies {
                     let _ = reply.send(Err(e.to_string()));
                 }

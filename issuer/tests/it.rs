@@ -1319,7 +1319,7 @@ async fn routes_without_sockets() {
             absolute_ttl: 600,
             retry_window: 5,
         },
-        trust_forwarded_for: false,
+        trusted_proxies: Vec::new(),
         public_url: "https://issuer.example".into(),
     };
     let app =

@@ -83,6 +83,9 @@ pub enum VerifyError {
     Expired,
     /// Authentic, but issued in the future beyond the allowed clock skew.
     NotYetValid,
+    /// Authentic, but claims a lifetime (`exp - iat`) longer than the verifier allows: minted with
+    /// a leaked key rather than by the issuer.
+    LifetimeTooLong,
 }
 
 impl VerifyError {
@@ -95,6 +98,7 @@ impl VerifyError {
             Self::BadSignature => "bad_signature",
             Self::Expired => "expired",
             Self::NotYetValid => "not_yet_valid",
+            Self::LifetimeTooLong => "lifetime_too_long",
         }
     }
 }

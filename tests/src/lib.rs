@@ -13,8 +13,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use warp::Filter;
 
+pub mod envoy;
+pub mod raw;
 pub mod soak;
 pub mod upstream;
+
+pub use envoy::{admin_get, render_full_stack, render_minimal, start_envoy, Ports};
+pub use envoy::{validate_shipped_configs, ADMIN_SOCKET};
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -110,6 +115,13 @@ impl Proc {
         self.child.as_ref().map_or(0, Child::id)
     }
 
+    /// The exit status, if the process has ended by itself.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
     /// Stops the process and returns whether it exited successfully.
     pub fn stop(&mut self) -> bool {
         let Some(mut child) = self.child.take() else {
@@ -143,93 +155,6 @@ impl Drop for Proc {
     }
 }
 
-/// Ports of one stack.
-#[derive(Debug, Clone, Copy)]
-pub struct Ports {
-    /// Envoy's TLS listener.
-    pub listener: u16,
-    /// The issuer.
-    pub issuer: u16,
-    /// The media upstream.
-    pub media: u16,
-    /// Envoy's admin interface.
-    pub admin: u16,
-}
-
-impl Ports {
-    /// The ports the shipped configuration uses.
-    pub const SHIPPED: Ports = Ports {
-        listener: 8443,
-        issuer: 8080,
-        media: 8081,
-        admin: 9901,
-    };
-
-    /// Fresh free ports.
-    pub fn free() -> Self {
-        Self {
-            listener: free_port(),
-            issuer: free_port(),
-            media: free_port(),
-            admin: free_port(),
-        }
-    }
-}
-
-/// The shipped `envoy/full-stack.yaml` with its ports replaced and the plugin configuration
-/// replaced by `filter_config` (the output of `issuer keys filter-config`), exactly as an operator
-/// drops it in: the JSON goes under `value: |`, indented to the block's column.
-pub fn render_full_stack(ports: Ports, filter_config: &str) -> Result<String> {
-    let shipped = std::fs::read_to_string(root().join("envoy/full-stack.yaml"))?;
-    render(
-        &shipped,
-        &[
-            (Ports::SHIPPED.listener, ports.listener),
-            (Ports::SHIPPED.issuer, ports.issuer),
-            (Ports::SHIPPED.media, ports.media),
-            (Ports::SHIPPED.admin, ports.admin),
-        ],
-        filter_config,
-    )
-}
-
-/// Replaces `port_value: FROM` with `port_value: TO` and the plugin configuration block.
-pub fn render(config: &str, ports: &[(u16, u16)], filter_config: &str) -> Result<String> {
-    let mut out = String::with_capacity(config.len() + filter_config.len());
-    let mut lines = config.lines().peekable();
-    let mut replaced = false;
-    while let Some(line) = lines.next() {
-        let mut line = line.to_owned();
-        for (from, to) in ports {
-            line = line.replace(
-                &format!("port_value: {from} "),
-                &format!("port_value: {to} "),
-            );
-        }
-        out.push_str(&line);
-        out.push('\n');
-        if line.trim_end().ends_with("value: |") {
-            let indent = line.len() - line.trim_start().len() + 2;
-            while lines
-                .peek()
-                .is_some_and(|l| l.trim().is_empty() || l.len() - l.trim_start().len() >= indent)
-            {
-                lines.next();
-            }
-            for json_line in filter_config.trim_end().lines() {
-                out.push_str(&" ".repeat(indent));
-                out.push_str(json_line);
-                out.push('\n');
-            }
-            replaced = true;
-        }
-    }
-    if !replaced {
-        bail!("no `value: |` block for the plugin configuration");
-    }
-    Ok(out)
-}
-
 /// Writes a self-signed certificate for `localhost` and 127.0.0.1 into `dir/tls/` unless one is
 /// there; returns the certificate PEM.
 pub fn ensure_tls(dir: &Path) -> Result<String> {
@@ -246,7 +171,8 @@ pub fn ensure_tls(dir: &Path) -> Result<String> {
     Ok(c.cert.pem())
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes a file only its owner can read (mode 0600).
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -375,72 +301,6 @@ pub fn start_issuer(
     Ok((proc, url))
 }
 
-/// Starts Envoy on `config` in `dir` (which holds filter.wasm and tls/) and waits until its admin
-/// interface reports ready and the listener accepts connections.
-pub fn start_envoy(
-    tools: &Tools,
-    dir: &Path,
-    config: &Path,
-    ports: Ports,
-    log: &Path,
-) -> Result<Proc> {
-    let child = Command::new(&tools.envoy)
-        .current_dir(dir)
-        .arg("-c")
-        .arg(config)
-        .args([
-            "--disable-hot-restart",
-            "--concurrency",
-            "1",
-            "--log-level",
-            "warn",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(std::fs::File::create(log)?))
-        .spawn()
-        .context("starting envoy")?;
-    let mut proc = Proc::new(child, "envoy");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(child) = proc.child.as_mut() {
-            if let Ok(Some(status)) = child.try_wait() {
-                bail!(
-                    "envoy exited with {status}: {}",
-                    std::fs::read_to_string(log).unwrap_or_default()
-                );
-            }
-        }
-        let ready = std::net::TcpStream::connect(("127.0.0.1", ports.admin)).is_ok()
-            && http_get_status(ports.admin, "/ready") == Some(200)
-            && std::net::TcpStream::connect(("127.0.0.1", ports.listener)).is_ok();
-        if ready {
-            return Ok(proc);
-        }
-        if Instant::now() > deadline {
-            proc.stop();
-            bail!(
-                "envoy did not become ready: {}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A plain HTTP/1.0 GET to 127.0.0.1:port, returning the status (for readiness probes).
-fn http_get_status(port: u16, path: &str) -> Option<u16> {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut status_line = String::new();
-    BufReader::new(s).read_line(&mut status_line).ok()?;
-    status_line.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// Options of a stack.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -483,7 +343,10 @@ impl Stack {
         let secret = provision(tools, &dir, &data)?;
         let cert_pem = ensure_tls(&dir)?;
         std::fs::copy(&tools.wasm, dir.join("filter.wasm"))?;
-        let extra: Vec<&str> = opts.issuer_args.iter().map(String::as_str).collect();
+        // The issuer names itself by the URL clients use (Envoy's), not its internal address.
+        let public_url = format!("https://localhost:{}", ports.listener);
+        let mut extra = vec!["--public-url", &public_url];
+        extra.extend(opts.issuer_args.iter().map(String::as_str));
         let (issuer, _) =
             start_issuer(tools, &data, ports.issuer, &extra, &dir.join("issuer.log"))?;
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", ports.media))
@@ -519,13 +382,13 @@ impl Stack {
         if let Some(mut e) = self.envoy.take() {
             e.stop();
         }
-        let path = self.dir.join("envoy.yaml");
-        std::fs::write(&path, render_full_stack(self.ports, filter_config)?)?;
+        let yaml = render_full_stack(self.ports, filter_config)?;
+        let path = envoy::write_config(&self.dir, "envoy.yaml", &yaml)?;
         self.envoy = Some(start_envoy(
             &self.tools,
             &self.dir,
             &path,
-            self.ports,
+            self.ports.listener,
             &self.dir.join("envoy.log"),
         )?);
         Ok(())
@@ -543,14 +406,16 @@ impl Stack {
 
     /// An HTTP client that trusts the stack's certificate and resolves `localhost` to it.
     pub fn client(&self) -> reqwest::Client {
+        self.client_builder().build().expect("client")
+    }
+
+    pub(crate) fn client_builder(&self) -> reqwest::ClientBuilder {
         let addr: SocketAddr = ([127, 0, 0, 1], self.ports.listener).into();
         reqwest::Client::builder()
             .add_root_certificate(
                 reqwest::Certificate::from_pem(self.cert_pem.as_bytes()).expect("PEM"),
             )
             .resolve("localhost", addr)
-            .build()
-            .expect("client")
     }
 
     /// Runs an admin command against the running issuer.
@@ -574,13 +439,10 @@ impl Stack {
     }
 
     async fn read_counters(&self) -> Result<std::collections::HashMap<String, u64>> {
-        let text = reqwest::get(format!(
-            "http://127.0.0.1:{}/stats?filter=mms_auth",
-            self.ports.admin
-        ))
-        .await?
-        .text()
-        .await?;
+        let (status, text) = self.envoy_admin("/stats?filter=mms_auth")?;
+        if status != 200 {
+            bail!("envoy admin /stats answered {status}");
+        }
         Ok(text
             .lines()
             .filter_map(|l| {
@@ -589,6 +451,11 @@ impl Stack {
                 Some((short.to_owned(), value.trim().parse().ok()?))
             })
             .collect())
+    }
+
+    /// A GET to Envoy's admin interface (the Unix socket in the stack's directory).
+    pub fn envoy_admin(&self, path: &str) -> Result<(u16, String)> {
+        admin_get(&self.dir.join(ADMIN_SOCKET), path)
     }
 
     /// Process ids of the issuer and Envoy.
@@ -619,42 +486,4 @@ impl Drop for Stack {
     fn drop(&mut self) {
         self.upstream.abort();
     }
-}
-
-/// Validates every file of `envoy/` with `envoy --mode validate`, as shipped, in a directory set up
-/// as the files expect (filter.wasm and tls/ beside them).
-pub fn validate_shipped_configs(tools: &Tools) -> Result<Vec<String>> {
-    let dir = tempfile::tempdir()?;
-    ensure_tls(dir.path())?;
-    std::fs::copy(&tools.wasm, dir.path().join("filter.wasm"))?;
-    let mut checked = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(root().join("envoy"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    files.sort();
-    for file in files
-        .iter()
-        .filter(|f| f.extension().is_some_and(|e| e == "yaml"))
-    {
-        let out = Command::new(&tools.envoy)
-            .current_dir(dir.path())
-            .args(["--mode", "validate", "--disable-hot-restart", "-c"])
-            .arg(file)
-            .output()?;
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        if !out.status.success() || !text.contains("OK") {
-            bail!("{} does not validate:\n{text}", file.display());
-        }
-        checked.push(
-            file.file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned(),
-        );
-    }
-    if checked.is_empty() {
-        bail!("no configuration in envoy/");
-    }
-    Ok(checked)
 }

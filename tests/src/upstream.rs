@@ -1,5 +1,5 @@
 //! A small media upstream: answers every request with what it received, so tests can see which
-//! identity headers reached it. `POST /apiv2/MediaService/Find` is the interface's example call.
+//! identity headers reached it (in any spelling). `POST /apiv2/MediaService/Find` is the interface's example call.
 //!
 //! It reads every request body before it answers, as a real service does. A hyper server that
 //! answers without reading the body closes the connection once it has answered if the body has not
@@ -25,7 +25,9 @@ pub fn routes(
              body: warp::hyper::body::Bytes| {
                 let mut identity = Map::new();
                 for (name, value) in &headers {
-                    if name.as_str().starts_with("x-auth-") {
+                    // What a CGI, WSGI or PHP service would read as an identity header: any
+                    // spelling of the x-auth namespace, `_` and `-` alike.
+                    if name.as_str().replace('_', "-").starts_with("x-auth") {
                         identity.insert(
                             name.as_str().to_owned(),
                             Value::from(String::from_utf8_lossy(value.as_bytes()).into_owned()),

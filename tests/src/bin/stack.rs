@@ -77,7 +77,7 @@ async fn main() -> Result<()> {
                 },
             )
             .await
-            .context("starting the stack (are ports 8443, 8080, 8081 and 9901 free?)")?;
+            .context("starting the stack (are ports 8443, 8080 and 8081 free?)")?;
             print_walk_through(&stack);
             tokio::signal::ctrl_c().await?;
             eprintln!("stopping");
@@ -119,12 +119,14 @@ State and logs: {dir}. Demo client {client} / {secret}; demo user {user} / {pass
 5. A client token impersonating a user by claims:
    curl -s -u '{client}:{secret}' -d grant_type=client_credentials --data-urlencode 'impersonate_claims=upn=someone@example.com' {url}/apiv2/oauth/token
 
-Filter counters: curl -s http://127.0.0.1:{admin}/stats?filter=mms_auth
+Server metadata: curl -s {url}/.well-known/oauth-authorization-server
+Filter counters (Envoy's admin interface is a Unix socket only its owner can use):
+   curl -s --unix-socket {admin} http://localhost/stats?filter=mms_auth
 Admin commands work while it runs: target/debug/issuer client list --data-dir {data}
 Press Ctrl-C to stop."#,
         wasm = s.tools.wasm.display(),
         dir = s.dir.display(),
-        admin = s.ports.admin,
+        admin = s.dir.join(e2e::ADMIN_SOCKET).display(),
         data = s.data.display(),
     );
 }

@@ -270,30 +270,6 @@ async fn hostile_headers_at_the_filter() {
     assert!(s.stop());
 }
 
-async fn tls_connect(s: &Stack) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::CertificateDer;
-    use tokio_rustls::rustls;
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(s.cert_pem.as_bytes()).unwrap())
-        .unwrap();
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", s.ports.listener))
-        .await
-        .unwrap();
-    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .unwrap()
-}
-
 /// Reads until the peer closes or 20 s pass; returns what arrived and how long it took.
 async fn drain(mut r: impl AsyncReadExt + Unpin) -> (String, Duration) {
     let start = Instant::now();
@@ -308,7 +284,7 @@ async fn slow_clients_are_cut_off() {
         return;
     };
     // Through Envoy: headers never finished.
-    let mut tls = tls_connect(&s).await;
+    let mut tls = s.tls_connect().await.unwrap();
     tls.write_all(
         b"POST /apiv2/MediaService/Find HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ",
     )

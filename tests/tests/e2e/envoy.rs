@@ -355,19 +355,23 @@ async fn spoofed_identity_headers_never_reach_the_upstream() {
     with_bad.push(("authorization", "Bearer mmat1.forged.nope"));
     let (status, _, _) = find(&s, &with_bad).await;
     assert_eq!(status, 401, "an invalid token never reaches the upstream");
-    // Path tricks do not turn a protected path into an exempt one.
+    // Path tricks do not turn a protected path into an exempt one. Sent as raw bytes: a client
+    // library would resolve the dot segments itself. `..;` is a dot segment to Tomcat, Jetty and
+    // Spring, and not to Envoy, so the filter exempts no path with a `;`.
     for path in [
         "/apiv2/public/../MediaService/Find",
         "/apiv2/public/%2e%2e/MediaService/Find",
+        "/apiv2/public/..;/MediaService/Find",
+        "/apiv2/public/%2e%2e;/MediaService/Find",
+        "/apiv2/public/.;/catalog",
+        "/apiv2/public/catalog;jsessionid=1",
     ] {
-        let (status, _, seen) = find_at(&s, path, &SPOOFED).await;
+        let spoofed: Vec<String> = SPOOFED.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+        let spoofed: Vec<&str> = spoofed.iter().map(String::as_str).collect();
+        let a = s.raw_get(path, &spoofed).await.unwrap();
         assert!(
-            status == 401 || status == 400 || status == 404,
-            "{path}: {status} {seen}"
-        );
-        assert!(
-            seen.get("identity").is_none(),
-            "{path} reached the upstream: {seen}"
+            matches!(a.status, 400 | 401 | 404) && !a.from_media(),
+            "{path} reached the upstream: {a:?}"
         );
     }
     assert!(s.stop());

@@ -1,0 +1,256 @@
+//! Envoy in the harness: the shipped configurations rendered for a test's ports and key ring,
+//! started and awaited, validated, and read through the admin interface, which the shipped
+//! configuration serves on the Unix socket `admin.sock` (mode 0600) in Envoy's directory.
+
+use crate::{ensure_tls, root, write_private, Proc, Tools};
+use anyhow::{bail, Context, Result};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// File name of Envoy's admin socket, relative to the directory Envoy runs in.
+pub const ADMIN_SOCKET: &str = "admin.sock";
+
+/// Ports of one stack.
+#[derive(Debug, Clone, Copy)]
+pub struct Ports {
+    /// Envoy's TLS listener.
+    pub listener: u16,
+    /// The issuer.
+    pub issuer: u16,
+    /// The media upstream.
+    pub media: u16,
+}
+
+impl Ports {
+    /// The ports the shipped configuration uses.
+    pub const SHIPPED: Ports = Ports {
+        listener: 8443,
+        issuer: 8080,
+        media: 8081,
+    };
+
+    /// Fresh free ports.
+    pub fn free() -> Self {
+        Self {
+            listener: crate::free_port(),
+            issuer: crate::free_port(),
+            media: crate::free_port(),
+        }
+    }
+}
+
+/// The shipped `envoy/full-stack.yaml` with its ports replaced and the plugin configuration
+/// replaced by `filter_config` (the output of `issuer keys filter-config`), exactly as an operator
+/// drops it in: the JSON goes under `value: |`, indented to the block's column.
+pub fn render_full_stack(ports: Ports, filter_config: &str) -> Result<String> {
+    let shipped = std::fs::read_to_string(root().join("envoy/full-stack.yaml"))?;
+    render(
+        &shipped,
+        &[
+            (Ports::SHIPPED.listener, ports.listener),
+            (Ports::SHIPPED.issuer, ports.issuer),
+            (Ports::SHIPPED.media, ports.media),
+        ],
+        filter_config,
+    )
+}
+
+/// The shipped `envoy/minimal.yaml` (plain HTTP, no issuer route) with its listener on `listener`,
+/// its media upstream on `media` and this plugin configuration.
+pub fn render_minimal(listener: u16, media: u16, filter_config: &str) -> Result<String> {
+    let shipped = std::fs::read_to_string(root().join("envoy/minimal.yaml"))?;
+    render(
+        &shipped,
+        &[(10000, listener), (Ports::SHIPPED.media, media)],
+        filter_config,
+    )
+}
+
+/// Replaces `port_value: FROM` with `port_value: TO` and the plugin configuration block.
+pub fn render(config: &str, ports: &[(u16, u16)], filter_config: &str) -> Result<String> {
+    let mut out = String::with_capacity(config.len() + filter_config.len());
+    let mut lines = config.lines().peekable();
+    let mut replaced = false;
+    while let Some(line) = lines.next() {
+        let mut line = line.to_owned();
+        for (from, to) in ports {
+            line = line.replace(
+                &format!("port_value: {from} "),
+                &format!("port_value: {to} "),
+            );
+        }
+        out.push_str(&line);
+        out.push('\n');
+        if line.trim_end().ends_with("value: |") {
+            let indent = line.len() - line.trim_start().len() + 2;
+            while lines
+                .peek()
+                .is_some_and(|l| l.trim().is_empty() || l.len() - l.trim_start().len() >= indent)
+            {
+                lines.next();
+            }
+            for json_line in filter_config.trim_end().lines() {
+                out.push_str(&" ".repeat(indent));
+                out.push_str(json_line);
+                out.push('\n');
+            }
+            replaced = true;
+        }
+    }
+    if !replaced {
+        bail!("no `value: |` block for the plugin configuration");
+    }
+    Ok(out)
+}
+
+/// Writes `yaml` to `dir/name` with mode 0600 (it holds the filter's keys) and returns the path.
+pub fn write_config(dir: &Path, name: &str, yaml: &str) -> Result<std::path::PathBuf> {
+    let path = dir.join(name);
+    write_private(&path, yaml.as_bytes())?;
+    Ok(path)
+}
+
+/// Starts Envoy on `config` in `dir` (which holds filter.wasm and tls/) and waits until it is
+/// ready: through its admin socket in `dir` when the configuration has one, and until `listener`
+/// accepts connections.
+pub fn start_envoy(
+    tools: &Tools,
+    dir: &Path,
+    config: &Path,
+    listener: u16,
+    log: &Path,
+) -> Result<Proc> {
+    let admin = dir.join(ADMIN_SOCKET);
+    let _ = std::fs::remove_file(&admin);
+    let has_admin = std::fs::read_to_string(config)?.contains(ADMIN_SOCKET);
+    let child = Command::new(&tools.envoy)
+        .current_dir(dir)
+        .arg("-c")
+        .arg(config)
+        .args([
+            "--disable-hot-restart",
+            "--concurrency",
+            "1",
+            "--log-level",
+            "warn",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(log)?))
+        .spawn()
+        .context("starting envoy")?;
+    let mut proc = Proc::new(child, "envoy");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = proc.exited() {
+            bail!(
+                "envoy exited with {status}: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        let ready = (!has_admin || admin_get(&admin, "/ready").is_ok_and(|(s, _)| s == 200))
+            && std::net::TcpStream::connect(("127.0.0.1", listener)).is_ok();
+        if ready {
+            return Ok(proc);
+        }
+        if Instant::now() > deadline {
+            proc.stop();
+            bail!(
+                "envoy did not become ready: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A GET to Envoy's admin interface on the Unix socket `sock`: the status and the body.
+pub fn admin_get(sock: &Path, path: &str) -> Result<(u16, String)> {
+    let mut s = UnixStream::connect(sock).with_context(|| format!("{}", sock.display()))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .with_context(|| format!("not an HTTP answer: {line:?}"))?;
+    let mut chunked = false;
+    loop {
+        line.clear();
+        r.read_line(&mut line)?;
+        let header = line.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            chunked |= name.eq_ignore_ascii_case("transfer-encoding")
+                && value.trim().eq_ignore_ascii_case("chunked");
+        }
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            line.clear();
+            r.read_line(&mut line)?;
+            let size = usize::from_str_radix(line.trim_end().split(';').next().unwrap_or(""), 16)
+                .with_context(|| format!("bad chunk size {line:?}"))?;
+            if size == 0 {
+                break;
+            }
+            let start = body.len();
+            body.resize(start + size, 0);
+            r.read_exact(&mut body[start..])?;
+            line.clear();
+            r.read_line(&mut line)?;
+        }
+    } else {
+        r.read_to_end(&mut body)?;
+    }
+    Ok((status, String::from_utf8(body)?))
+}
+
+/// Validates every file of `envoy/` with `envoy --mode validate`, as shipped, in a directory set up
+/// as the files expect (filter.wasm and tls/ beside them).
+pub fn validate_shipped_configs(tools: &Tools) -> Result<Vec<String>> {
+    let dir = tempfile::tempdir()?;
+    ensure_tls(dir.path())?;
+    std::fs::copy(&tools.wasm, dir.path().join("filter.wasm"))?;
+    let mut checked = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(root().join("envoy"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    files.sort();
+    for file in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "yaml"))
+    {
+        let out = Command::new(&tools.envoy)
+            .current_dir(dir.path())
+            .args(["--mode", "validate", "--disable-hot-restart", "-c"])
+            .arg(file)
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() || !text.contains("OK") {
+            bail!("{} does not validate:\n{text}", file.display());
+        }
+        checked.push(
+            file.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+        );
+    }
+    if checked.is_empty() {
+        bail!("no configuration in envoy/");
+    }
+    Ok(checked)
+}
