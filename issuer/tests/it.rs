@@ -1126,6 +1126,31 @@ async fn revocation_and_introspection() {
         200
     );
     assert_error(&post(&revoke, f.app(), &[]).await, 400, "invalid_request");
+
+    // A token made with the issuer's own key but a lifetime it never grants (a stolen key) is not
+    // active; within the access token lifetime it is.
+    let ring = ring(&f.dir);
+    let forged = |lifetime: u64| {
+        let body = token::TokenBody {
+            kid: ring.keys()[0].id(),
+            jti: [9; 16],
+            iat: now() - 5,
+            exp: now() - 5 + lifetime,
+            client: "app".into(),
+            identity: token::Identity {
+                kind: SubjectKind::User,
+                subject: "root".into(),
+                roles: vec!["admin".into()],
+                claims: vec![],
+            },
+        };
+        token::mint(&ring.keys()[0], &body).unwrap()
+    };
+    for (lifetime, active) in [(10 * 365 * 86_400, false), (3600, true)] {
+        let t = forged(lifetime);
+        let i = post(&introspect, f.app(), &[("token", &t)]).await;
+        assert_eq!(i.json["active"], active, "lifetime {lifetime}");
+    }
 }
 
 #[tokio::test]

@@ -2,22 +2,12 @@
 //! media upstream that reports what reached it. Everything on 127.0.0.1; each test has its own
 //! stack (ports, data dir, Envoy) in a temp dir.
 
-use e2e::{demo, Options, Stack, Tools};
+use crate::stack;
+use e2e::{demo, Stack};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use shared::token::{self, TokenBody};
 use shared::Key;
-
-async fn stack(issuer_args: &[&str]) -> Option<(tempfile::TempDir, Stack)> {
-    let tools = Tools::for_test()?;
-    let tmp = tempfile::tempdir().unwrap();
-    let opts = Options {
-        issuer_args: issuer_args.iter().map(|s| s.to_string()).collect(),
-        ..Options::default()
-    };
-    let stack = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
-    Some((tmp, stack))
-}
 
 /// Token endpoint through Envoy (TLS).
 async fn token(s: &Stack, form: &[(&str, &str)]) -> Value {

@@ -2,19 +2,11 @@
 //! case's expected answer is documented in `docs/hostile-input.md`; no client mistake may produce a
 //! 5xx, and the filter's VM must survive all of it.
 
-use e2e::{demo, Options, Stack, Tools};
+use crate::stack;
+use e2e::{demo, Stack};
 use reqwest::{Method, StatusCode};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-async fn stack() -> Option<(tempfile::TempDir, Stack)> {
-    let tools = Tools::for_test()?;
-    let tmp = tempfile::tempdir().unwrap();
-    let stack = Stack::start(tmp.path(), &tools, &Options::default())
-        .await
-        .unwrap();
-    Some((tmp, stack))
-}
 
 async fn token_call(
     s: &Stack,
@@ -57,7 +49,7 @@ async fn filter_alive(s: &Stack, token: &str) {
 
 #[tokio::test]
 async fn hostile_bodies_at_the_token_endpoint() {
-    let Some((_tmp, s)) = stack().await else {
+    let Some((_tmp, s)) = stack(&[]).await else {
         return;
     };
     let many_params = (0..1500)
@@ -201,7 +193,7 @@ async fn hostile_bodies_at_the_token_endpoint() {
 
 #[tokio::test]
 async fn hostile_headers_at_the_filter() {
-    let Some((_tmp, s)) = stack().await else {
+    let Some((_tmp, s)) = stack(&[]).await else {
         return;
     };
     let token = valid_token(&s).await;
@@ -280,7 +272,7 @@ async fn drain(mut r: impl AsyncReadExt + Unpin) -> (String, Duration) {
 
 #[tokio::test]
 async fn slow_clients_are_cut_off() {
-    let Some((_tmp, s)) = stack().await else {
+    let Some((_tmp, s)) = stack(&[]).await else {
         return;
     };
     // Through Envoy: headers never finished.

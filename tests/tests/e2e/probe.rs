@@ -2,24 +2,14 @@
 //! real stack as the probe sent it. Every test here failed before its fix; `docs/threat-model.md`
 //! says what each finding was and what is true now.
 
+use crate::stack;
 use e2e::raw::http_get;
-use e2e::{demo, Options, Stack, Tools, ADMIN_SOCKET};
+use e2e::{demo, Stack, Tools, ADMIN_SOCKET};
 use reqwest::StatusCode;
 use serde_json::Value;
 use shared::token::{self, Identity, SubjectKind, TokenBody};
 use std::net::IpAddr;
 use std::os::unix::fs::PermissionsExt;
-
-async fn stack(issuer_args: &[&str]) -> Option<(tempfile::TempDir, Stack)> {
-    let tools = Tools::for_test()?;
-    let tmp = tempfile::tempdir().unwrap();
-    let opts = Options {
-        issuer_args: issuer_args.iter().map(|s| s.to_string()).collect(),
-        ..Options::default()
-    };
-    let stack = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
-    Some((tmp, stack))
-}
 
 async fn client_token(s: &Stack) -> String {
     let v: Value = s
