@@ -6,7 +6,9 @@
 //! so the change takes effect at once, without a restart and without any network listener.
 //! Secrets never cross the socket: the command line hashes passwords and client secrets itself.
 
-use crate::store::{ClientRecord, GrantKind, KeyInfo, Store, StoreError, UserRecord};
+use crate::store::{
+    ClientChange, ClientRecord, GrantKind, KeyInfo, Store, StoreError, UserChange, UserRecord,
+};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
@@ -206,7 +208,7 @@ fn key_table(keys: &[KeyInfo]) -> String {
 }
 
 /// Executes `cmd` on `store` at time `now` and returns the text to print.
-pub fn execute(store: &Store, cmd: &Command, now: u64) -> Result<String, AdminError> {
+pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<String, AdminError> {
     let out = match cmd {
         Command::ClientAdd {
             id,
@@ -226,28 +228,28 @@ pub fn execute(store: &Store, cmd: &Command, now: u64) -> Result<String, AdminEr
             if rec.secret_hash_bytes().is_none() {
                 return refused("malformed secret hash".into());
             }
-            if !store.add_client(id, &rec)? {
+            if !store.add_client(id, &rec).await? {
                 return refused(format!("a client named {id:?} exists"));
             }
             format!("client {id} added (inactive until `issuer client activate {id}`)\n")
         }
         Command::ClientActivate { id } => {
-            found(store.update_client(id, |c| c.active = true)?, "client", id)?;
+            found(store.update_client(id, ClientChange::SetActive(true)).await?, "client", id)?;
             format!("client {id} activated\n")
         }
         Command::ClientDeactivate { id } => {
-            found(store.update_client(id, |c| c.active = false)?, "client", id)?;
+            found(store.update_client(id, ClientChange::SetActive(false)).await?, "client", id)?;
             format!("client {id} deactivated\n")
         }
         Command::ClientRemove { id } => {
-            found(store.remove_client(id)?, "client", id)?;
+            found(store.remove_client(id).await?, "client", id)?;
             format!("client {id} removed\n")
         }
         Command::ClientList => {
             let mut out = String::from(
                 "ID                   ACTIVE  GRANTS                          IMPERSONATE\n",
             );
-            for (id, c) in store.clients()? {
+            for (id, c) in store.clients().await? {
                 let grants: Vec<_> = c
                     .grants
                     .iter()
@@ -285,14 +287,14 @@ pub fn execute(store: &Store, cmd: &Command, now: u64) -> Result<String, AdminEr
                 claims: claims.clone(),
                 created_at: now,
             };
-            if !store.add_user(name, &rec)? {
+            if !store.add_user(name, &rec).await? {
                 return refused(format!("a user named {name:?} exists"));
             }
             format!("user {name} added\n")
         }
         Command::UserDisable { name } => {
             found(
-                store.update_user(name, |u| u.disabled = true)?,
+                store.update_user(name, &UserChange::SetDisabled(true)).await?,
                 "user",
                 name,
             )?;
@@ -300,7 +302,7 @@ pub fn execute(store: &Store, cmd: &Command, now: u64) -> Result<String, AdminEr
         }
         Command::UserEnable { name } => {
             found(
-                store.update_user(name, |u| u.disabled = false)?,
+                store.update_user(name, &UserChange::SetDisabled(false)).await?,
                 "user",
                 name,
             )?;
@@ -311,19 +313,19 @@ pub fn execute(store: &Store, cmd: &Command, now: u64) -> Result<String, AdminEr
             password_hash,
         } => {
             found(
-                store.update_user(name, |u| u.password_hash = password_hash.clone())?,
+                store.update_user(name, &UserChange::SetPasswordHash(password_hash.clone())).await?,
                 "user",
                 name,
             )?;
             format!("password of user {name} changed\n")
         }
         Command::UserRemove { name } => {
-            found(store.remove_user(name)?, "user", name)?;
+            found(store.remove_user(name).await?, "user", name)?;
             format!("user {name} removed\n")
         }
         Command::UserList => {
             let mut out = String::from("NAME                 ENABLED  ROLES\n");
-            for (name, u) in store.users()? {
+            for (name, u) in store.users().await? {
                 out += &format!(
                     "{name:<20} {:<8} {}\n",
                     if u.disabled { "no" } else { "yes" },
@@ -332,8 +334,8 @@ pub fn execute(store: &Store, cmd: &Command, now: u64) -> Result<String, AdminEr
             }
             out
         }
-        Command::KeysList => key_table(&store.key_infos(now)?),
-        Command::KeysRotate { delay } => match store.rotate_key(now, *delay)? {
+        Command::KeysList => key_table(&store.key_infos(now).await?),
+        Command::KeysRotate { delay } => match store.rotate_key(now, *delay).await? {
             None => return refused("a rotation is pending already (see `issuer keys list`)".into()),
             Some(kid) if *delay == 0 => {
                 format!("key {kid} now signs; older keys verify until they retire (see `issuer keys list`)\n")
@@ -344,7 +346,7 @@ pub fn execute(store: &Store, cmd: &Command, now: u64) -> Result<String, AdminEr
             ),
         },
         Command::KeysFilterConfig => {
-            let cfg = filter_config(&store.key_ring(now)?, store.access_ttl()?);
+            let cfg = filter_config(&store.key_ring(now).await?, store.access_ttl().await?);
             format!(
                 "{}\n",
                 serde_json::to_string_pretty(&cfg).expect("JSON value serializes")

@@ -5,9 +5,9 @@ use crate::metrics::Metrics;
 use crate::passwords::PasswordChecker;
 use crate::store::{
     ClientRecord, GrantKind, RefreshOp, RefreshOutcome, RefreshPolicy, RefreshRejection, Store,
+    StoreError,
 };
 use crate::throttle::Throttle;
-use crate::writer::RefreshWriter;
 use serde_json::json;
 use shared::grant::{parse_token_param, parse_token_request, Grant, Impersonation};
 use shared::token::{self, Claim, Identity, SubjectKind, TokenBody};
@@ -39,31 +39,28 @@ pub struct Settings {
 
 /// Everything the handlers share.
 pub struct App {
-    /// The data dir.
-    pub store: Arc<Store>,
+    /// The state.
+    pub store: Arc<dyn Store>,
     keys: RwLock<Arc<KeyRing>>,
     /// Settings.
     pub settings: Settings,
     passwords: PasswordChecker,
     throttle: Throttle,
     login_turns: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    writer: RefreshWriter,
     /// Metrics.
     pub metrics: Metrics,
 }
 
 impl App {
     /// State over an open store.
-    pub fn new(
-        store: Arc<Store>,
+    pub async fn new(
+        store: Arc<dyn Store>,
         settings: Settings,
         throttle: Throttle,
         password_concurrency: usize,
-    ) -> Result<Self, crate::store::StoreError> {
-        let ring = store.key_ring(now())?;
-        let writer = RefreshWriter::start(store.clone(), settings.refresh)?;
+    ) -> Result<Self, StoreError> {
+        let ring = store.key_ring(now()).await?;
         Ok(Self {
-            writer,
             store,
             keys: RwLock::new(Arc::new(ring)),
             settings,
@@ -75,8 +72,8 @@ impl App {
     }
 
     /// Re-reads the key ring (after a rotation, and periodically so retired keys drop out).
-    pub fn reload_keys(&self) -> Result<(), crate::store::StoreError> {
-        let ring = Arc::new(self.store.key_ring(now())?);
+    pub async fn reload_keys(&self) -> Result<(), StoreError> {
+        let ring = Arc::new(self.store.key_ring(now()).await?);
         *self.keys.write().unwrap_or_else(|p| p.into_inner()) = ring;
         Ok(())
     }
@@ -100,11 +97,12 @@ impl App {
         self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    fn authenticate(&self, call: &Call) -> Result<(String, ClientRecord), ApiError> {
+    async fn authenticate(&self, call: &Call) -> Result<(String, ClientRecord), ApiError> {
         let creds = client_credentials(call)?;
         let client = self
             .store
             .client(&creds.id)
+            .await
             .map_err(|e| ApiError::internal(&e))?;
         let hash_key = self.store.hash_key();
         let stored = client
@@ -183,7 +181,7 @@ impl App {
         call: &Call,
         grant_label: &mut &'static str,
     ) -> Result<Response, ApiError> {
-        let (client_id, client) = self.authenticate(call)?;
+        let (client_id, client) = self.authenticate(call).await?;
         call.require_form()?;
         let req = parse_token_request(&call.body)?;
         *grant_label = req.grant.grant_type();
@@ -210,6 +208,7 @@ impl App {
                 let user = self
                     .store
                     .user(&username)
+                    .await
                     .map_err(|e| ApiError::internal(&e))?;
                 let ok = self
                     .passwords
@@ -244,8 +243,8 @@ impl App {
                     user: username,
                 };
                 match self
-                    .writer
-                    .submit(op)
+                    .store
+                    .refresh(op, now())
                     .await
                     .map_err(|e| ApiError::internal(&e))?
                 {
@@ -266,8 +265,8 @@ impl App {
                     client: client_id.clone(),
                 };
                 let rotation = match self
-                    .writer
-                    .submit(op)
+                    .store
+                    .refresh(op, now())
                     .await
                     .map_err(|e| ApiError::internal(&e))?
                 {
@@ -357,7 +356,7 @@ impl App {
     }
 
     async fn revoke(&self, call: &Call) -> Result<Response, ApiError> {
-        let (client_id, _) = self.authenticate(call)?;
+        let (client_id, _) = self.authenticate(call).await?;
         call.require_form()?;
         let token = parse_token_param(&call.body)?;
         let op = RefreshOp::Revoke {
@@ -365,8 +364,8 @@ impl App {
             client: client_id.clone(),
         };
         let revoked = match self
-            .writer
-            .submit(op)
+            .store
+            .refresh(op, now())
             .await
             .map_err(|e| ApiError::internal(&e))?
         {
@@ -389,15 +388,15 @@ impl App {
     /// tokens are described only to the client they were issued to.
     pub async fn introspect_endpoint(&self, call: Call) -> Response {
         let timer = Timer::start();
-        let result = self.introspect(&call);
+        let result = self.introspect(&call).await;
         let outcome = result.as_ref().map_or_else(|e| e.code(), |_| "ok");
         self.metrics
             .request("introspect", "none", outcome, timer.seconds());
         result.unwrap_or_else(ApiError::into_response)
     }
 
-    fn introspect(&self, call: &Call) -> Result<Response, ApiError> {
-        let (client_id, _) = self.authenticate(call)?;
+    async fn introspect(&self, call: &Call) -> Result<Response, ApiError> {
+        let (client_id, _) = self.authenticate(call).await?;
         call.require_form()?;
         let token = parse_token_param(&call.body)?;
         let t = now();
@@ -440,6 +439,7 @@ impl App {
         let info = self
             .store
             .refresh_info(&token, t)
+            .await
             .map_err(|e| ApiError::internal(&e))?;
         let out = match info {
             Some(i) if i.client == client_id => json!({
@@ -475,7 +475,7 @@ impl App {
 
     /// `GET /healthz`: 200 when the database answers (one read transaction, like a token request).
     pub async fn health(&self) -> Response {
-        match self.store.access_ttl() {
+        match self.store.access_ttl().await {
             Ok(_) => json_response(StatusCode::OK, &json!({"status": "ok"})),
             _ => json_response(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -1,9 +1,9 @@
 //! The token issuer of the media management service.
 //!
 //! - [`http`]: routes and the rendering of every answer; [`app`]: what each endpoint does.
-//! - [`store`]: the redb data dir (clients, users, keys, refresh token families).
+//! - [`store`]: the state behind one narrow interface (clients, users, keys, refresh token
+//!   families), on redb or PostgreSQL.
 //! - [`admin`]: the administrative commands, run directly or through the server's Unix socket.
-//! - [`writer`]: group commit of refresh token operations.
 //! - [`server`]: the accept loop (plain or TLS), admin socket, sweep and graceful shutdown.
 #![forbid(unsafe_code)]
 
@@ -16,4 +16,3 @@ pub mod secrets;
 pub mod server;
 pub mod store;
 pub mod throttle;
-pub mod writer;

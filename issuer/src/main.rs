@@ -6,6 +6,7 @@ use issuer::admin::{self, Command, Reply};
 use issuer::app::{now, App, Settings};
 use issuer::passwords::hash_password;
 use issuer::secrets::new_client_secret;
+use issuer::store::redb::{RedbFile, RedbStore, HASH_KEY_FILE};
 use issuer::store::{GrantKind, RefreshPolicy, Store, StoreError};
 use issuer::throttle::{Throttle, ThrottlePolicy};
 use std::io::{BufRead, IsTerminal, Write};
@@ -244,14 +245,19 @@ fn init_logging(format: LogFormat) {
 
 fn serve(s: Serve) -> anyhow::Result<()> {
     init_logging(s.log_format);
-    let store = match Store::open(&s.dir.data_dir, now()) {
+    let refresh = RefreshPolicy {
+        idle_ttl: s.refresh_idle_ttl,
+        absolute_ttl: s.refresh_absolute_ttl,
+        retry_window: s.refresh_retry_window,
+    };
+    let store = match RedbStore::open(&s.dir.data_dir, now(), refresh) {
         Err(StoreError::Locked) => {
             bail!("{} is in use by another issuer", s.dir.data_dir.display())
         }
         other => other.with_context(|| format!("opening {}", s.dir.data_dir.display()))?,
     };
-    store.set_access_ttl(s.access_ttl)?;
-    let store = Arc::new(store);
+    let data_dir = store.dir().to_owned();
+    let store: Arc<dyn Store> = Arc::new(store);
     let tls = match (&s.tls_cert, &s.tls_key) {
         (Some(c), Some(k)) => Some(issuer::server::tls_acceptor(c, k)?),
         _ => None,
@@ -262,17 +268,14 @@ fn serve(s: Serve) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
+        store.set_access_ttl(s.access_ttl).await?;
         let listener = tokio::net::TcpListener::bind(s.listen)
             .await
             .with_context(|| format!("binding {}", s.listen))?;
         let addr = listener.local_addr()?;
         let settings = Settings {
             access_ttl: s.access_ttl,
-            refresh: RefreshPolicy {
-                idle_ttl: s.refresh_idle_ttl,
-                absolute_ttl: s.refresh_absolute_ttl,
-                retry_window: s.refresh_retry_window,
-            },
+            refresh,
             trusted_proxies: if s.trust_x_forwarded_for {
                 s.trusted_proxies.clone()
             } else {
@@ -283,26 +286,28 @@ fn serve(s: Serve) -> anyhow::Result<()> {
                 .clone()
                 .unwrap_or_else(|| format!("{scheme}://{addr}")),
         };
-        let app = Arc::new(App::new(
-            store.clone(),
-            settings,
-            Throttle::new(ThrottlePolicy {
-                base_delay: s.login_backoff_base,
-                max_delay: s.login_backoff_max.max(s.login_backoff_base),
-                ..ThrottlePolicy::default()
-            }),
-            s.password_concurrency.unwrap_or(cpus),
-        )?);
-        let admin_listener = issuer::server::bind_admin_socket(store.dir())?;
+        let app = Arc::new(
+            App::new(
+                store.clone(),
+                settings,
+                Throttle::new(ThrottlePolicy {
+                    base_delay: s.login_backoff_base,
+                    max_delay: s.login_backoff_max.max(s.login_backoff_base),
+                    ..ThrottlePolicy::default()
+                }),
+                s.password_concurrency.unwrap_or(cpus),
+            )
+            .await?,
+        );
+        let admin_listener = issuer::server::bind_admin_socket(&data_dir)?;
         tokio::spawn(issuer::server::serve_admin(app.clone(), admin_listener));
         tokio::spawn(issuer::server::sweep_forever(app.clone()));
         tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
-        let data_dir = store.dir().display().to_string();
-        tracing::info!(%addr, scheme, data_dir, "issuer serving");
+        tracing::info!(%addr, scheme, data_dir = data_dir.display().to_string(), "issuer serving");
         println!("listening on {scheme}://{addr}");
         std::io::stdout().flush()?;
         issuer::server::serve_http(app, listener, tls, issuer::server::shutdown_signal()).await;
-        let _ = std::fs::remove_file(store.dir().join(admin::SOCKET_FILE));
+        let _ = std::fs::remove_file(data_dir.join(admin::SOCKET_FILE));
         tracing::info!("stopped");
         Ok(())
     })
@@ -314,14 +319,17 @@ fn run_admin(dir: &Path, cmd: Command) -> anyhow::Result<()> {
         Some(Reply::Ok(text)) => text,
         Some(Reply::Err(msg)) => bail!("{msg}"),
         None => {
-            let store = match Store::open(dir, now()) {
+            let store = match RedbStore::open(dir, now(), RefreshPolicy::default()) {
                 Err(StoreError::Locked) => bail!(
                     "{} is in use by a process that does not answer on its admin socket",
                     dir.display()
                 ),
                 other => other.with_context(|| format!("opening {}", dir.display()))?,
             };
-            admin::execute(&store, &cmd, now())?
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+                .block_on(admin::execute(&store, &cmd, now()))?
         }
     };
     print!("{text}");
@@ -346,7 +354,7 @@ fn read_secret(prompt: &str) -> anyhow::Result<Zeroizing<String>> {
 /// The hash key of a data dir, creating the data dir if needed, without opening the database
 /// (the server may have it open).
 fn hash_key(dir: &Path) -> anyhow::Result<issuer::secrets::HashKey> {
-    match std::fs::read(dir.join(issuer::store::HASH_KEY_FILE)) {
+    match std::fs::read(dir.join(HASH_KEY_FILE)) {
         Ok(bytes) => {
             let bytes = Zeroizing::new(bytes);
             let arr: [u8; 32] = bytes
@@ -356,7 +364,7 @@ fn hash_key(dir: &Path) -> anyhow::Result<issuer::secrets::HashKey> {
             Ok(issuer::secrets::HashKey::new(Zeroizing::new(arr)))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            drop(Store::open(dir, now())?);
+            drop(RedbFile::open(dir, now())?);
             hash_key(dir)
         }
         Err(e) => Err(e.into()),

@@ -165,19 +165,16 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
 }
 
 async fn run_admin(app: &Arc<App>, cmd: Command) -> Reply {
-    let app = app.clone();
-    let result = tokio::task::spawn_blocking(move || {
-        let out = admin::execute(&app.store, &cmd, now());
-        if out.is_ok() && matches!(cmd, Command::KeysRotate { .. }) {
-            app.reload_keys()?;
+    match admin::execute(app.store.as_ref(), &cmd, now()).await {
+        Ok(text) => {
+            if matches!(cmd, Command::KeysRotate { .. }) {
+                if let Err(e) = app.reload_keys().await {
+                    return Reply::Err(format!("the key was rotated, but reloading failed: {e}"));
+                }
+            }
+            Reply::Ok(text)
         }
-        out.map_err(anyhow::Error::from)
-    })
-    .await;
-    match result {
-        Ok(Ok(text)) => Reply::Ok(text),
-        Ok(Err(e)) => Reply::Err(e.to_string()),
-        Err(e) => Reply::Err(format!("command failed: {e}")),
+        Err(e) => Reply::Err(e.to_string()),
     }
 }
 
@@ -187,11 +184,8 @@ pub async fn reload_keys_forever(app: Arc<App>) {
     let mut tick = tokio::time::interval(KEY_RELOAD_EVERY);
     loop {
         tick.tick().await;
-        let a = app.clone();
-        match tokio::task::spawn_blocking(move || a.reload_keys()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = e.to_string(), "reloading keys failed"),
-            Err(e) => tracing::error!(error = e.to_string(), "key reload task failed"),
+        if let Err(e) = app.reload_keys().await {
+            tracing::error!(error = e.to_string(), "reloading keys failed");
         }
     }
 }
@@ -201,15 +195,12 @@ pub async fn sweep_forever(app: Arc<App>) {
     let mut tick = tokio::time::interval(SWEEP_EVERY);
     loop {
         tick.tick().await;
-        let a = app.clone();
-        let result = tokio::task::spawn_blocking(move || a.store.sweep(now())).await;
-        match result {
-            Ok(Ok(n)) if n > 0 => {
+        match app.store.sweep(now()).await {
+            Ok(n) if n > 0 => {
                 tracing::info!(removed = n, "swept expired refresh state and retired keys")
             }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::error!(error = e.to_string(), "sweep failed"),
-            Err(e) => tracing::error!(error = e.to_string(), "sweep task failed"),
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = e.to_string(), "sweep failed"),
         }
     }
 }

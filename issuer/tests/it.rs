@@ -1332,11 +1332,13 @@ async fn the_oauth2_crate_obtains_uses_and_refreshes_tokens() {
 #[tokio::test]
 async fn routes_without_sockets() {
     use issuer::app::{App, Settings};
+    use issuer::store::redb::RedbStore;
     use issuer::store::{RefreshPolicy, Store};
     use issuer::throttle::{Throttle, ThrottlePolicy};
     use std::sync::Arc;
     let tmp = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(tmp.path(), now()).unwrap());
+    let store: Arc<dyn Store> =
+        Arc::new(RedbStore::open(tmp.path(), now(), RefreshPolicy::default()).unwrap());
     let settings = Settings {
         access_ttl: 60,
         refresh: RefreshPolicy {
@@ -1347,8 +1349,11 @@ async fn routes_without_sockets() {
         trusted_proxies: Vec::new(),
         public_url: "https://issuer.example".into(),
     };
-    let app =
-        Arc::new(App::new(store, settings, Throttle::new(ThrottlePolicy::default()), 1).unwrap());
+    let app = Arc::new(
+        App::new(store, settings, Throttle::new(ThrottlePolicy::default()), 1)
+            .await
+            .unwrap(),
+    );
     let routes = issuer::http::routes(app);
     let r = warp::test::request()
         .method("GET")

@@ -1,17 +1,28 @@
-//! Durable state in one redb file: clients, users, signing keys, refresh token families and
-//! settings. Every function here is synchronous; the server calls them off the async runtime.
+//! The embedded backend: durable state in one redb file in a data dir (clients, users, signing
+//! keys, refresh token families, settings), beside the hash key file. redb lets one process open
+//! the file, so this backend serves one issuer.
+//!
+//! [`RedbFile`] is the synchronous store; [`RedbStore`] puts it behind [`Store`], with refresh
+//! token writes group-committed by one writer thread ([`writer`]).
 //!
 //! Writes use redb's default `Durability::Immediate`: when a function returns, its change is on
 //! disk. A refresh rotation is one write transaction, so a successor handed to a client is never
 //! lost by a crash and two clients can never receive different successors of one token.
 
+pub mod writer;
+
+use super::keys::KeyRecord;
+use super::{
+    ClientChange, ClientRecord, KeyInfo, KeyState, RefreshInfo, RefreshOp, RefreshOutcome,
+    RefreshPolicy, RefreshRejection, Rotation, Store, StoreError, UserChange, UserRecord,
+    DEFAULT_ACCESS_TTL,
+};
 use crate::secrets::{self, HashKey};
 use redb::{
     Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
     WriteTransaction,
 };
 use serde::{Deserialize, Serialize};
-use shared::token::Claim;
 use shared::{Key, KeyRing};
 use std::fs::{self, OpenOptions};
 use std::io::Write as _;
@@ -30,31 +41,10 @@ const SETTINGS: TableDefinition<&str, u64> = TableDefinition::new("settings");
 pub const DB_FILE: &str = "issuer.redb";
 /// File name of the hash key in the data dir.
 pub const HASH_KEY_FILE: &str = "hash.key";
-/// Seconds a superseded signing key keeps verifying beyond the access token lifetime.
-pub const KEY_RETIRE_MARGIN: u64 = 300;
-/// Access token lifetime assumed until `issuer serve` records its own.
-pub const DEFAULT_ACCESS_TTL: u64 = 3600;
-
-/// Storage failures. Their details go to logs only.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The database reported an error.
-    #[error("database: {0}")]
-    Db(#[from] redb::Error),
-    /// A file of the data dir could not be read or written.
-    #[error("data dir: {0}")]
-    Io(#[from] std::io::Error),
-    /// A stored record does not decode.
-    #[error("corrupt record in {0}")]
-    Corrupt(&'static str),
-    /// Another process (normally `issuer serve`) has the database open.
-    #[error("the database is open in another process")]
-    Locked,
-}
 
 macro_rules! db_err {
     ($($t:ty),*) => {$(impl From<$t> for StoreError {
-        fn from(e: $t) -> Self { StoreError::Db(e.into()) }
+        fn from(e: $t) -> Self { StoreError::Redb(e.into()) }
     })*};
 }
 db_err!(
@@ -63,122 +53,6 @@ db_err!(
     redb::StorageError,
     redb::CommitError
 );
-
-/// The grants a client may be allowed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
-#[serde(rename_all = "snake_case")]
-pub enum GrantKind {
-    /// Resource owner password credentials (and refreshing what it issued).
-    Password,
-    /// Client credentials.
-    ClientCredentials,
-}
-
-impl GrantKind {
-    /// Parses `password` or `client_credentials`.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "password" => Some(Self::Password),
-            "client_credentials" => Some(Self::ClientCredentials),
-            _ => None,
-        }
-    }
-}
-
-/// A registered client.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ClientRecord {
-    /// Keyed hash of the secret (hex).
-    pub secret_hash: String,
-    /// Only active clients get tokens.
-    pub active: bool,
-    /// Grants the client may use.
-    pub grants: Vec<GrantKind>,
-    /// May impersonate with the client credentials grant.
-    pub impersonate: bool,
-    /// If not empty, the only claim types it may impersonate with.
-    pub impersonate_claim_types: Vec<String>,
-    /// Seconds since the epoch.
-    pub created_at: u64,
-}
-
-impl ClientRecord {
-    /// The secret hash as bytes (`None` if the record is damaged).
-    pub fn secret_hash_bytes(&self) -> Option<[u8; 32]> {
-        hex::decode(&self.secret_hash).ok()?.try_into().ok()
-    }
-}
-
-/// A user of the password grant.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct UserRecord {
-    /// Argon2id hash in PHC string form.
-    pub password_hash: String,
-    /// Disabled users cannot sign in or refresh.
-    pub disabled: bool,
-    /// Roles put into the user's tokens.
-    pub roles: Vec<String>,
-    /// Claims put into the user's tokens, as (type, value).
-    pub claims: Vec<(String, String)>,
-    /// Seconds since the epoch.
-    pub created_at: u64,
-}
-
-impl UserRecord {
-    /// The user's claims as token claims.
-    pub fn token_claims(&self) -> Vec<Claim> {
-        self.claims
-            .iter()
-            .map(|(t, v)| Claim {
-                typ: t.clone(),
-                value: v.clone(),
-            })
-            .collect()
-    }
-}
-
-#[derive(Serialize, Deserialize)]
-struct KeyRecord {
-    secret: String,
-    created_at: u64,
-    /// Signs from this time on (until superseded); verifies from creation.
-    signs_from: u64,
-    superseded_at: Option<u64>,
-}
-
-impl KeyRecord {
-    fn state(&self, now: u64, access_ttl: u64) -> &'static str {
-        match (self.superseded_at, Store::retires_at(self, access_ttl)) {
-            _ if self.signs_from > now => "pending",
-            (Some(_), Some(r)) if r <= now => "retired",
-            (Some(s), _) if s <= now => "verifying",
-            _ => "signing",
-        }
-    }
-}
-
-impl Drop for KeyRecord {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.secret);
-    }
-}
-
-/// A signing key's place in its life, as `keys list` shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct KeyInfo {
-    /// Key id.
-    pub kid: u32,
-    /// `pending` (published, not signing yet), `signing`, `verifying` or `retired`.
-    pub state: &'static str,
-    /// Seconds since the epoch.
-    pub created_at: u64,
-    /// When it starts (or started) signing.
-    pub signs_from: u64,
-    /// When it stopped signing.
-    pub superseded_at: Option<u64>,
-    /// When it stops verifying.
-    pub retires_at: Option<u64>,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 enum RefreshState {
@@ -205,107 +79,6 @@ struct FamilyRecord {
     current: String,
 }
 
-/// Lifetimes that govern refresh tokens.
-#[derive(Debug, Clone, Copy)]
-pub struct RefreshPolicy {
-    /// A refresh token unused this long expires.
-    pub idle_ttl: u64,
-    /// A family expires this long after the password grant that started it.
-    pub absolute_ttl: u64,
-    /// A rotated token presented again within this many seconds gets the same successor.
-    pub retry_window: u64,
-}
-
-/// A successful rotation: the successor to hand out and the user it belongs to.
-pub struct Rotation {
-    /// The new refresh token.
-    pub successor: Zeroizing<String>,
-    /// The user name of the family.
-    pub user_name: String,
-    /// The user's current record.
-    pub user: UserRecord,
-    /// True if this was a retry inside the window (the same successor as before).
-    pub retried: bool,
-}
-
-/// Why a refresh token was not honoured. Every variant is `invalid_grant` to the client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RefreshRejection {
-    /// Not a refresh token, never issued, or swept.
-    Unknown,
-    /// Issued to another client.
-    OtherClient,
-    /// Idle or absolute lifetime passed.
-    Expired,
-    /// Its family was revoked.
-    Revoked,
-    /// Reuse of a rotated token outside the retry window: the family is now revoked.
-    ReuseDetected,
-    /// The client or user is no longer active.
-    Inactive,
-}
-
-impl RefreshRejection {
-    /// Label for logs and metrics.
-    pub fn reason(self) -> &'static str {
-        match self {
-            Self::Unknown => "unknown",
-            Self::OtherClient => "other_client",
-            Self::Expired => "expired",
-            Self::Revoked => "revoked",
-            Self::ReuseDetected => "reuse_detected",
-            Self::Inactive => "inactive",
-        }
-    }
-}
-
-/// A refresh token operation, applied by [`Store::apply_refresh_ops`].
-pub enum RefreshOp {
-    /// Start a family for `user` at `client` (password grant).
-    Issue {
-        /// Client id.
-        client: String,
-        /// User name.
-        user: String,
-    },
-    /// Rotate a presented token: the successor, or why not. Reuse of a rotated token outside the
-    /// retry window revokes its family.
-    Rotate {
-        /// The token presented.
-        presented: Zeroizing<String>,
-        /// The authenticated client.
-        client: String,
-    },
-    /// Revoke the family of a token if `client` owns it. `None`: no such token; `Some(false)`: it
-    /// belongs to another client (nothing changes).
-    Revoke {
-        /// The token presented.
-        token: Zeroizing<String>,
-        /// The authenticated client.
-        client: String,
-    },
-}
-
-/// The result of one [`RefreshOp`].
-pub enum RefreshOutcome {
-    /// The first token of the new family.
-    Issued(Zeroizing<String>),
-    /// The rotation, or why not.
-    Rotated(Result<Rotation, RefreshRejection>),
-    /// Whether a family was revoked.
-    Revoked(Option<bool>),
-}
-
-/// What introspection may say about a refresh token.
-pub struct RefreshInfo {
-    /// Client it was issued to.
-    pub client: String,
-    /// User of its family.
-    pub user: String,
-    /// When it expires if unused.
-    pub expires_at: u64,
-}
-
 fn enc<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("records serialize")
 }
@@ -314,16 +87,16 @@ fn dec<T: for<'de> Deserialize<'de>>(bytes: &[u8], table: &'static str) -> Resul
     serde_json::from_slice(bytes).map_err(|_| StoreError::Corrupt(table))
 }
 
-/// The open data dir.
-pub struct Store {
+/// The open data dir, synchronous.
+pub struct RedbFile {
     db: Database,
     hash_key: HashKey,
     dir: PathBuf,
 }
 
-impl std::fmt::Debug for Store {
+impl std::fmt::Debug for RedbFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("dir", &self.dir).finish()
+        f.debug_struct("RedbFile").field("dir", &self.dir).finish()
     }
 }
 
@@ -364,7 +137,7 @@ fn load_hash_key(dir: &Path) -> Result<HashKey, StoreError> {
     }
 }
 
-impl Store {
+impl RedbFile {
     /// Opens (creating if needed) the data dir: the directory 0700, database and hash key 0600.
     /// A new data dir gets its first signing key. Fails with [`StoreError::Locked`] while another
     /// process has the database open.
@@ -377,7 +150,7 @@ impl Store {
         let db = match Database::create(&db_path) {
             Ok(db) => db,
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Err(StoreError::Locked),
-            Err(e) => return Err(redb::Error::from(e).into()),
+            Err(e) => return Err(StoreError::Redb(e.into())),
         };
         let store = Self {
             db,
@@ -574,11 +347,6 @@ impl Store {
 
     // ----- keys -----
 
-    fn retires_at(rec: &KeyRecord, access_ttl: u64) -> Option<u64> {
-        rec.superseded_at
-            .map(|t| t + access_ttl + KEY_RETIRE_MARGIN)
-    }
-
     /// Every key still on record, with its state at `now`.
     pub fn key_infos(&self, now: u64) -> Result<Vec<KeyInfo>, StoreError> {
         let ttl = self.access_ttl()?;
@@ -588,14 +356,7 @@ impl Store {
             .map(|r| {
                 let (k, v) = r?;
                 let rec: KeyRecord = dec(v.value(), "keys")?;
-                Ok(KeyInfo {
-                    kid: k.value(),
-                    state: rec.state(now, ttl),
-                    created_at: rec.created_at,
-                    signs_from: rec.signs_from,
-                    superseded_at: rec.superseded_at,
-                    retires_at: Self::retires_at(&rec, ttl),
-                })
+                Ok(rec.info(k.value(), now, ttl))
             })
             .collect()
     }
@@ -612,9 +373,9 @@ impl Store {
             let (k, v) = r?;
             let rec: KeyRecord = dec(v.value(), "keys")?;
             match rec.state(now, ttl) {
-                "retired" => continue,
-                "signing" => signing = Some(k.value()),
-                _ => {}
+                KeyState::Retired => continue,
+                KeyState::Signing => signing = Some(k.value()),
+                KeyState::Pending | KeyState::Verifying => {}
             }
             let secret =
                 Zeroizing::new(hex::decode(&rec.secret).map_err(|_| StoreError::Corrupt("keys"))?);
@@ -640,8 +401,8 @@ impl Store {
                 last = k.value();
                 let mut rec: KeyRecord = dec(v.value(), "keys")?;
                 match rec.state(now, ttl) {
-                    "pending" => return Ok(None),
-                    "signing" => {
+                    KeyState::Pending => return Ok(None),
+                    KeyState::Signing => {
                         rec.superseded_at = Some(switch_at);
                         superseded.push((k.value(), enc(&rec)));
                     }
@@ -1006,7 +767,7 @@ impl Store {
             let mut keys = tx.open_table(KEYS)?;
             keys.retain(|_, v| {
                 let keep = serde_json::from_slice::<KeyRecord>(v)
-                    .map_or(true, |k| k.state(now, ttl) != "retired");
+                    .map_or(true, |k| k.state(now, ttl) != KeyState::Retired);
                 removed += u64::from(!keep);
                 keep
             })?;
@@ -1016,9 +777,97 @@ impl Store {
     }
 }
 
+/// [`RedbFile`] behind the [`Store`] interface. Refresh operations go through one writer thread
+/// that group-commits them; the sweep runs on the blocking pool.
+#[derive(Debug)]
+pub struct RedbStore {
+    file: std::sync::Arc<RedbFile>,
+    writer: writer::RefreshWriter,
+}
+
+impl RedbStore {
+    /// Opens the data dir (see [`RedbFile::open`]) and starts its refresh writer with `policy`.
+    pub fn open(dir: &Path, now: u64, policy: RefreshPolicy) -> Result<Self, StoreError> {
+        let file = std::sync::Arc::new(RedbFile::open(dir, now)?);
+        let writer = writer::RefreshWriter::start(file.clone(), policy)?;
+        Ok(Self { file, writer })
+    }
+
+    /// The data dir.
+    pub fn dir(&self) -> &Path {
+        self.file.dir()
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for RedbStore {
+    fn hash_key(&self) -> &HashKey {
+        self.file.hash_key()
+    }
+    async fn access_ttl(&self) -> Result<u64, StoreError> {
+        self.file.access_ttl()
+    }
+    async fn set_access_ttl(&self, ttl: u64) -> Result<(), StoreError> {
+        self.file.set_access_ttl(ttl)
+    }
+    async fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError> {
+        self.file.client(id)
+    }
+    async fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError> {
+        self.file.clients()
+    }
+    async fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
+        self.file.add_client(id, rec)
+    }
+    async fn update_client(&self, id: &str, change: ClientChange) -> Result<bool, StoreError> {
+        self.file.update_client(id, |c| change.apply(c))
+    }
+    async fn remove_client(&self, id: &str) -> Result<bool, StoreError> {
+        self.file.remove_client(id)
+    }
+    async fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError> {
+        self.file.user(name)
+    }
+    async fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError> {
+        self.file.users()
+    }
+    async fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError> {
+        self.file.add_user(name, rec)
+    }
+    async fn update_user(&self, name: &str, change: &UserChange) -> Result<bool, StoreError> {
+        self.file.update_user(name, |u| change.apply(u))
+    }
+    async fn remove_user(&self, name: &str) -> Result<bool, StoreError> {
+        self.file.remove_user(name)
+    }
+    async fn key_infos(&self, now: u64) -> Result<Vec<KeyInfo>, StoreError> {
+        self.file.key_infos(now)
+    }
+    async fn key_ring(&self, now: u64) -> Result<KeyRing, StoreError> {
+        self.file.key_ring(now)
+    }
+    async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<u32>, StoreError> {
+        self.file.rotate_key(now, delay)
+    }
+    async fn refresh(&self, op: RefreshOp, now: u64) -> Result<RefreshOutcome, StoreError> {
+        self.writer.submit(op, now).await
+    }
+    async fn refresh_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError> {
+        self.file.refresh_info(token, now)
+    }
+    async fn sweep(&self, now: u64) -> Result<u64, StoreError> {
+        let file = self.file.clone();
+        tokio::task::spawn_blocking(move || file.sweep(now))
+            .await
+            .map_err(|_| StoreError::Stopped("sweep task"))?
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{GrantKind, KEY_RETIRE_MARGIN};
+    use shared::Key;
 
     const POLICY: RefreshPolicy = RefreshPolicy {
         idle_ttl: 100,
@@ -1026,8 +875,8 @@ mod tests {
         retry_window: 10,
     };
 
-    fn store_with_user(dir: &Path) -> Store {
-        let s = Store::open(dir, 1_000).unwrap();
+    fn store_with_user(dir: &Path) -> RedbFile {
+        let s = RedbFile::open(dir, 1_000).unwrap();
         let client = ClientRecord {
             secret_hash: hex::encode([0u8; 32]),
             active: true,
@@ -1099,7 +948,7 @@ mod tests {
             let s = store_with_user(tmp.path());
             s.issue_refresh("app", "alice", 1_000, &POLICY).unwrap()
         };
-        let s = Store::open(tmp.path(), 1_001).unwrap();
+        let s = RedbFile::open(tmp.path(), 1_001).unwrap();
         assert!(s.client("app").unwrap().is_some());
         let next = s
             .rotate_refresh(&rt, "app", 1_001, &POLICY)
@@ -1108,7 +957,7 @@ mod tests {
         assert!(!next.retried);
         assert_eq!(next.user_name, "alice");
         assert!(matches!(
-            Store::open(tmp.path(), 1_002),
+            RedbFile::open(tmp.path(), 1_002),
             Err(StoreError::Locked)
         ));
     }
@@ -1116,7 +965,7 @@ mod tests {
     #[test]
     fn superseded_keys_verify_until_they_retire() {
         let tmp = tempfile::tempdir().unwrap();
-        let s = Store::open(tmp.path(), 1_000).unwrap();
+        let s = RedbFile::open(tmp.path(), 1_000).unwrap();
         s.set_access_ttl(600).unwrap();
         assert_eq!(s.rotate_key(2_000, 0).unwrap(), Some(2));
         let ring = s.key_ring(2_000).unwrap();
@@ -1129,7 +978,7 @@ mod tests {
             .key_infos(retire)
             .unwrap()
             .iter()
-            .map(|k| k.state)
+            .map(|k| k.state.as_str())
             .collect();
         assert_eq!(states, ["retired", "signing"]);
         assert_eq!(s.sweep(retire).unwrap(), 1);
@@ -1139,7 +988,7 @@ mod tests {
     #[test]
     fn a_delayed_rotation_publishes_the_key_before_it_signs() {
         let tmp = tempfile::tempdir().unwrap();
-        let s = Store::open(tmp.path(), 1_000).unwrap();
+        let s = RedbFile::open(tmp.path(), 1_000).unwrap();
         assert_eq!(s.rotate_key(1_000, 300).unwrap(), Some(2));
         assert_eq!(
             s.rotate_key(1_100, 0).unwrap(),
@@ -1153,7 +1002,7 @@ mod tests {
             .key_infos(1_299)
             .unwrap()
             .iter()
-            .map(|k| k.state)
+            .map(|k| k.state.as_str())
             .collect();
         assert_eq!(states, ["signing", "pending"]);
         let after = s.key_ring(1_300).unwrap();
@@ -1198,7 +1047,7 @@ mod tests {
         assert!(matches!(out[2], RefreshOutcome::Issued(_)));
         // The batch was committed: the successor rotates on after reopening.
         drop(s);
-        let s = Store::open(tmp.path(), 1_002).unwrap();
+        let s = RedbFile::open(tmp.path(), 1_002).unwrap();
         let next = &successors[0].0;
         // Reuse of the stale token and a use of the successor in one batch: the reuse comes first
         // and revokes the family, so the successor is refused too.

@@ -7,8 +7,8 @@
 //! arrival order and see each other, so concurrent refreshes of one token still yield exactly one
 //! successor.
 
-use crate::app::now;
-use crate::store::{RefreshOp, RefreshOutcome, RefreshPolicy, Store};
+use super::RedbFile;
+use crate::store::{RefreshOp, RefreshOutcome, RefreshPolicy, StoreError};
 use std::sync::mpsc;
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -23,13 +23,14 @@ struct Job {
 }
 
 /// Handle of the writer thread; it stops when the last handle is dropped.
+#[derive(Debug)]
 pub struct RefreshWriter {
     jobs: mpsc::Sender<Job>,
 }
 
 impl RefreshWriter {
     /// Starts the writer thread for `store`.
-    pub fn start(store: Arc<Store>, policy: RefreshPolicy) -> std::io::Result<Self> {
+    pub fn start(store: Arc<RedbFile>, policy: RefreshPolicy) -> std::io::Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("refresh-writer".into())
@@ -37,23 +38,22 @@ impl RefreshWriter {
         Ok(Self { jobs })
     }
 
-    /// Applies `op` durably and returns its outcome; an `Err` is a storage failure (logged).
-    pub async fn submit(&self, op: RefreshOp) -> Result<RefreshOutcome, String> {
+    /// Applies `op` durably and returns its outcome. A failed batch is logged by the writer once
+    /// and is [`StoreError::Batch`] to each of its callers.
+    pub async fn submit(&self, op: RefreshOp, now: u64) -> Result<RefreshOutcome, StoreError> {
         let (reply, answer) = oneshot::channel();
         self.jobs
-            .send(Job {
-                op,
-                now: now(),
-                reply,
-            })
-            .map_err(|_| "the refresh writer has stopped".to_string())?;
-        answer
-            .await
-            .map_err(|_| "the refresh writer has stopped".to_string())?
+            .send(Job { op, now, reply })
+            .map_err(|_| StoreError::Stopped("refresh writer"))?;
+        match answer.await {
+            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Err(e)) => Err(StoreError::Batch(e)),
+            Err(_) => Err(StoreError::Stopped("refresh writer")),
+        }
     }
 }
 
-fn run(store: &Store, policy: &RefreshPolicy, queue: &mpsc::Receiver<Job>) {
+fn run(store: &RedbFile, policy: &RefreshPolicy, queue: &mpsc::Receiver<Job>) {
     while let Ok(first) = queue.recv() {
         let mut jobs = vec![first];
         while jobs.len() < MAX_BATCH {

@@ -1,0 +1,105 @@
+//! The life of a signing key, the same on every backend: published (pending), signing,
+//! verifying after it was superseded, retired once every token it signed has expired.
+
+use serde::{Deserialize, Serialize};
+
+/// Seconds a superseded signing key keeps verifying beyond the access token lifetime.
+pub const KEY_RETIRE_MARGIN: u64 = 300;
+
+/// Where a key is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyState {
+    /// Published (in the ring and the filter configuration), not signing yet.
+    Pending,
+    /// The key that signs new tokens.
+    Signing,
+    /// Superseded; verifies tokens it signed until they have expired.
+    Verifying,
+    /// No longer verifies; swept.
+    Retired,
+}
+
+impl KeyState {
+    /// The state's name, as `keys list` shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Signing => "signing",
+            Self::Verifying => "verifying",
+            Self::Retired => "retired",
+        }
+    }
+}
+
+impl std::fmt::Display for KeyState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// A stored signing key: the secret (hex) and its times. The secret is wiped on drop.
+#[derive(Serialize, Deserialize)]
+pub struct KeyRecord {
+    /// The 32-byte secret, hex.
+    pub secret: String,
+    /// Seconds since the epoch.
+    pub created_at: u64,
+    /// Signs from this time on (until superseded); verifies from creation.
+    pub signs_from: u64,
+    /// When it stopped signing.
+    pub superseded_at: Option<u64>,
+}
+
+impl KeyRecord {
+    /// When the key stops verifying, if it was superseded.
+    pub fn retires_at(&self, access_ttl: u64) -> Option<u64> {
+        self.superseded_at
+            .map(|t| t + access_ttl + KEY_RETIRE_MARGIN)
+    }
+
+    /// Its state at `now`.
+    pub fn state(&self, now: u64, access_ttl: u64) -> KeyState {
+        match (self.superseded_at, self.retires_at(access_ttl)) {
+            _ if self.signs_from > now => KeyState::Pending,
+            (Some(_), Some(r)) if r <= now => KeyState::Retired,
+            (Some(s), _) if s <= now => KeyState::Verifying,
+            _ => KeyState::Signing,
+        }
+    }
+
+    /// Its public description at `now`.
+    pub fn info(&self, kid: u32, now: u64, access_ttl: u64) -> KeyInfo {
+        KeyInfo {
+            kid,
+            state: self.state(now, access_ttl),
+            created_at: self.created_at,
+            signs_from: self.signs_from,
+            superseded_at: self.superseded_at,
+            retires_at: self.retires_at(access_ttl),
+        }
+    }
+}
+
+impl Drop for KeyRecord {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.secret);
+    }
+}
+
+/// A signing key's place in its life, as `keys list` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyInfo {
+    /// Key id.
+    pub kid: u32,
+    /// Where it is in its life.
+    pub state: KeyState,
+    /// Seconds since the epoch.
+    pub created_at: u64,
+    /// When it starts (or started) signing.
+    pub signs_from: u64,
+    /// When it stopped signing.
+    pub superseded_at: Option<u64>,
+    /// When it stops verifying.
+    pub retires_at: Option<u64>,
+}

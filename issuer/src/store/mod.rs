@@ -1,0 +1,318 @@
+//! The issuer's durable state behind one narrow interface, [`Store`]: clients, users, signing
+//! keys, refresh token families and settings. Two backends implement it:
+//!
+//! - [`redb`]: one embedded file in a data dir, one process (the default, nothing to run);
+//! - PostgreSQL, for several issuers on one database (see `docs/deploy-postgres.md`).
+//!
+//! Every write is durable before its call returns: a refresh token handed to a client is never
+//! lost by a crash, and two clients never receive different successors of one token.
+
+pub mod keys;
+pub mod redb;
+
+pub use keys::{KeyInfo, KeyState, KEY_RETIRE_MARGIN};
+
+use crate::secrets::HashKey;
+use serde::{Deserialize, Serialize};
+use shared::token::Claim;
+use shared::KeyRing;
+use zeroize::Zeroizing;
+
+/// Access token lifetime assumed until `issuer serve` records its own.
+pub const DEFAULT_ACCESS_TTL: u64 = 3600;
+
+/// Storage failures. Their details go to logs only.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The embedded database reported an error.
+    #[error("database: {0}")]
+    Redb(#[from] ::redb::Error),
+    /// A file of the data dir could not be read or written.
+    #[error("data dir: {0}")]
+    Io(#[from] std::io::Error),
+    /// A stored record does not decode.
+    #[error("corrupt record in {0}")]
+    Corrupt(&'static str),
+    /// Another process (normally `issuer serve`) has the database open.
+    #[error("the database is open in another process")]
+    Locked,
+    /// The group commit this operation was part of failed (logged once by the writer).
+    #[error("refresh batch failed: {0}")]
+    Batch(String),
+    /// A background task of the store has stopped.
+    #[error("the store's {0} has stopped")]
+    Stopped(&'static str),
+}
+
+/// A change to a client, applied by [`Store::update_client`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientChange {
+    /// Allow (`true`) or stop (`false`) it getting tokens.
+    SetActive(bool),
+}
+
+impl ClientChange {
+    /// Applies the change to a record.
+    pub fn apply(self, rec: &mut ClientRecord) {
+        match self {
+            Self::SetActive(active) => rec.active = active,
+        }
+    }
+}
+
+/// A change to a user, applied by [`Store::update_user`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserChange {
+    /// Disable (`true`) or enable (`false`) the user.
+    SetDisabled(bool),
+    /// A new Argon2id hash (PHC string).
+    SetPasswordHash(String),
+}
+
+impl UserChange {
+    /// Applies the change to a record.
+    pub fn apply(&self, rec: &mut UserRecord) {
+        match self {
+            Self::SetDisabled(disabled) => rec.disabled = *disabled,
+            Self::SetPasswordHash(hash) => rec.password_hash.clone_from(hash),
+        }
+    }
+}
+
+/// The issuer's state, whichever backend holds it. Implementations are shared by every request
+/// and background task of a server, and by the admin commands.
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// The key under which client secrets and refresh tokens are hashed.
+    fn hash_key(&self) -> &HashKey;
+
+    /// The access token lifetime last recorded by `issuer serve` (it decides when superseded keys
+    /// retire and what `keys filter-config` says).
+    async fn access_ttl(&self) -> Result<u64, StoreError>;
+    /// Records the access token lifetime.
+    async fn set_access_ttl(&self, ttl: u64) -> Result<(), StoreError>;
+
+    /// The client with this id.
+    async fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError>;
+    /// Every client, by id.
+    async fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError>;
+    /// Inserts a client; false if the id is taken.
+    async fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError>;
+    /// Changes a client; false if there is no such client.
+    async fn update_client(&self, id: &str, change: ClientChange) -> Result<bool, StoreError>;
+    /// Removes a client; false if there was none.
+    async fn remove_client(&self, id: &str) -> Result<bool, StoreError>;
+
+    /// The user with this name.
+    async fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError>;
+    /// Every user, by name.
+    async fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError>;
+    /// Inserts a user; false if the name is taken.
+    async fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError>;
+    /// Changes a user; false if there is no such user.
+    async fn update_user(&self, name: &str, change: &UserChange) -> Result<bool, StoreError>;
+    /// Removes a user; false if there was none.
+    async fn remove_user(&self, name: &str) -> Result<bool, StoreError>;
+
+    /// Every key still on record, with its state at `now`.
+    async fn key_infos(&self, now: u64) -> Result<Vec<KeyInfo>, StoreError>;
+    /// The key ring at `now`: the signing key, a pending key (so verifiers learn it before it
+    /// signs) and every superseded key not yet retired.
+    async fn key_ring(&self, now: u64) -> Result<KeyRing, StoreError>;
+    /// Adds a key that signs `delay` seconds from `now` (published at once); the signing key
+    /// keeps verifying until it retires. `None` while another rotation is pending.
+    async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<u32>, StoreError>;
+
+    /// Applies one refresh token operation durably, under the refresh policy the store was opened
+    /// with, and returns its outcome.
+    async fn refresh(&self, op: RefreshOp, now: u64) -> Result<RefreshOutcome, StoreError>;
+    /// What introspection may reveal about a refresh token that is usable at `now`.
+    async fn refresh_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError>;
+    /// Deletes refresh state past its lifetime and retired keys; returns how many records went.
+    async fn sweep(&self, now: u64) -> Result<u64, StoreError>;
+}
+
+/// The grants a client may be allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantKind {
+    /// Resource owner password credentials (and refreshing what it issued).
+    Password,
+    /// Client credentials.
+    ClientCredentials,
+}
+
+impl GrantKind {
+    /// Parses `password` or `client_credentials`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "password" => Some(Self::Password),
+            "client_credentials" => Some(Self::ClientCredentials),
+            _ => None,
+        }
+    }
+}
+
+/// A registered client.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClientRecord {
+    /// Keyed hash of the secret (hex).
+    pub secret_hash: String,
+    /// Only active clients get tokens.
+    pub active: bool,
+    /// Grants the client may use.
+    pub grants: Vec<GrantKind>,
+    /// May impersonate with the client credentials grant.
+    pub impersonate: bool,
+    /// If not empty, the only claim types it may impersonate with.
+    pub impersonate_claim_types: Vec<String>,
+    /// Seconds since the epoch.
+    pub created_at: u64,
+}
+
+impl ClientRecord {
+    /// The secret hash as bytes (`None` if the record is damaged).
+    pub fn secret_hash_bytes(&self) -> Option<[u8; 32]> {
+        hex::decode(&self.secret_hash).ok()?.try_into().ok()
+    }
+}
+
+/// A user of the password grant.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UserRecord {
+    /// Argon2id hash in PHC string form.
+    pub password_hash: String,
+    /// Disabled users cannot sign in or refresh.
+    pub disabled: bool,
+    /// Roles put into the user's tokens.
+    pub roles: Vec<String>,
+    /// Claims put into the user's tokens, as (type, value).
+    pub claims: Vec<(String, String)>,
+    /// Seconds since the epoch.
+    pub created_at: u64,
+}
+
+impl UserRecord {
+    /// The user's claims as token claims.
+    pub fn token_claims(&self) -> Vec<Claim> {
+        self.claims
+            .iter()
+            .map(|(t, v)| Claim {
+                typ: t.clone(),
+                value: v.clone(),
+            })
+            .collect()
+    }
+}
+
+/// Lifetimes that govern refresh tokens. The default is `issuer serve`'s: 14 days idle, 90 days
+/// absolute, a 30-second retry window.
+#[derive(Debug, Clone, Copy)]
+pub struct RefreshPolicy {
+    /// A refresh token unused this long expires.
+    pub idle_ttl: u64,
+    /// A family expires this long after the password grant that started it.
+    pub absolute_ttl: u64,
+    /// A rotated token presented again within this many seconds gets the same successor.
+    pub retry_window: u64,
+}
+
+impl Default for RefreshPolicy {
+    fn default() -> Self {
+        Self {
+            idle_ttl: 14 * 86_400,
+            absolute_ttl: 90 * 86_400,
+            retry_window: 30,
+        }
+    }
+}
+
+/// A successful rotation: the successor to hand out and the user it belongs to.
+pub struct Rotation {
+    /// The new refresh token.
+    pub successor: Zeroizing<String>,
+    /// The user name of the family.
+    pub user_name: String,
+    /// The user's current record.
+    pub user: UserRecord,
+    /// True if this was a retry inside the window (the same successor as before).
+    pub retried: bool,
+}
+
+/// Why a refresh token was not honoured. Every variant is `invalid_grant` to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefreshRejection {
+    /// Not a refresh token, never issued, or swept.
+    Unknown,
+    /// Issued to another client.
+    OtherClient,
+    /// Idle or absolute lifetime passed.
+    Expired,
+    /// Its family was revoked.
+    Revoked,
+    /// Reuse of a rotated token outside the retry window: the family is now revoked.
+    ReuseDetected,
+    /// The client or user is no longer active.
+    Inactive,
+}
+
+impl RefreshRejection {
+    /// Label for logs and metrics.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Unknown => "unknown",
+            Self::OtherClient => "other_client",
+            Self::Expired => "expired",
+            Self::Revoked => "revoked",
+            Self::ReuseDetected => "reuse_detected",
+            Self::Inactive => "inactive",
+        }
+    }
+}
+
+/// A refresh token operation, applied by [`Store::apply_refresh_ops`].
+pub enum RefreshOp {
+    /// Start a family for `user` at `client` (password grant).
+    Issue {
+        /// Client id.
+        client: String,
+        /// User name.
+        user: String,
+    },
+    /// Rotate a presented token: the successor, or why not. Reuse of a rotated token outside the
+    /// retry window revokes its family.
+    Rotate {
+        /// The token presented.
+        presented: Zeroizing<String>,
+        /// The authenticated client.
+        client: String,
+    },
+    /// Revoke the family of a token if `client` owns it. `None`: no such token; `Some(false)`: it
+    /// belongs to another client (nothing changes).
+    Revoke {
+        /// The token presented.
+        token: Zeroizing<String>,
+        /// The authenticated client.
+        client: String,
+    },
+}
+
+/// The result of one [`RefreshOp`].
+pub enum RefreshOutcome {
+    /// The first token of the new family.
+    Issued(Zeroizing<String>),
+    /// The rotation, or why not.
+    Rotated(Result<Rotation, RefreshRejection>),
+    /// Whether a family was revoked.
+    Revoked(Option<bool>),
+}
+
+/// What introspection may say about a refresh token.
+pub struct RefreshInfo {
+    /// Client it was issued to.
+    pub client: String,
+    /// User of its family.
+    pub user: String,
+    /// When it expires if unused.
+    pub expires_at: u64,
+}
