@@ -103,7 +103,7 @@ impl App {
             .store
             .client(&creds.id)
             .await
-            .map_err(|e| ApiError::internal(&e))?;
+            .map_err(|e| ApiError::store(&e))?;
         let hash_key = self.store.hash_key();
         let stored = client
             .as_ref()
@@ -209,7 +209,7 @@ impl App {
                     .store
                     .user(&username)
                     .await
-                    .map_err(|e| ApiError::internal(&e))?;
+                    .map_err(|e| ApiError::store(&e))?;
                 let ok = self
                     .passwords
                     .check(password, user.as_ref().map(|u| u.password_hash.clone()))
@@ -246,7 +246,7 @@ impl App {
                     .store
                     .refresh(op, now())
                     .await
-                    .map_err(|e| ApiError::internal(&e))?
+                    .map_err(|e| ApiError::store(&e))?
                 {
                     RefreshOutcome::Issued(refresh) => {
                         Ok(self.token_response(access, Some(refresh)))
@@ -268,7 +268,7 @@ impl App {
                     .store
                     .refresh(op, now())
                     .await
-                    .map_err(|e| ApiError::internal(&e))?
+                    .map_err(|e| ApiError::store(&e))?
                 {
                     RefreshOutcome::Rotated(r) => r,
                     _ => return Err(ApiError::internal(&"unexpected refresh outcome")),
@@ -367,7 +367,7 @@ impl App {
             .store
             .refresh(op, now())
             .await
-            .map_err(|e| ApiError::internal(&e))?
+            .map_err(|e| ApiError::store(&e))?
         {
             RefreshOutcome::Revoked(r) => r,
             _ => return Err(ApiError::internal(&"unexpected refresh outcome")),
@@ -440,7 +440,7 @@ impl App {
             .store
             .refresh_info(&token, t)
             .await
-            .map_err(|e| ApiError::internal(&e))?;
+            .map_err(|e| ApiError::store(&e))?;
         let out = match info {
             Some(i) if i.client == client_id => json!({
                 "active": true,

@@ -105,6 +105,26 @@ impl ApiError {
         e
     }
 
+    /// A storage failure: 503 `temporarily_unavailable` with `Retry-After` when the database is
+    /// unreachable or kept refusing for contention (the client may retry; nothing was
+    /// acknowledged), else 500 `server_error`. The cause is logged here and never sent.
+    pub fn store(cause: &crate::store::StoreError) -> Self {
+        use crate::store::StoreError;
+        match cause {
+            StoreError::Unavailable(_) | StoreError::Contention => {
+                tracing::warn!(error = cause.to_string(), "store unavailable");
+                let mut e = Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "temporarily_unavailable",
+                    "the service is temporarily unavailable; retry later",
+                );
+                e.retry_after = Some(1);
+                e
+            }
+            _ => Self::internal(cause),
+        }
+    }
+
     /// 500 `server_error`; the cause is logged here and never sent.
     pub fn internal(cause: &dyn std::fmt::Display) -> Self {
         tracing::error!(error = cause.to_string(), "internal error");

@@ -7,11 +7,11 @@ use issuer::app::{now, App, Settings};
 use issuer::passwords::hash_password;
 use issuer::secrets::new_client_secret;
 use issuer::store::redb::{RedbFile, RedbStore, HASH_KEY_FILE};
-use issuer::store::{GrantKind, RefreshPolicy, Store, StoreError};
+use issuer::store::{GrantKind, Location, RefreshPolicy, Store, StoreError};
 use issuer::throttle::{Throttle, ThrottlePolicy};
 use std::io::{BufRead, IsTerminal, Write};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use zeroize::Zeroizing;
 
@@ -28,7 +28,7 @@ struct Cli {
 
 #[derive(Args, Clone)]
 struct DataDir {
-    /// Data dir (created 0700; database and key files 0600).
+    /// Data dir of the embedded store (created 0700; database and key files 0600).
     #[arg(
         long,
         env = "ISSUER_DATA_DIR",
@@ -36,6 +36,19 @@ struct DataDir {
         global = true
     )]
     data_dir: PathBuf,
+    /// Where the state lives: `redb:DIR` (the embedded store, the same as --data-dir DIR) or a
+    /// PostgreSQL URL `postgres://USER@HOST:PORT/DATABASE` shared by any number of issuers.
+    #[arg(long, env = "ISSUER_STORE", global = true)]
+    store: Option<String>,
+    /// The key-encryption key file for the PostgreSQL store: at least 32 random bytes, mode 0600.
+    #[arg(long, env = "ISSUER_KEK_FILE", global = true)]
+    kek_file: Option<PathBuf>,
+}
+
+impl DataDir {
+    fn location(&self) -> anyhow::Result<Location> {
+        Ok(Location::parse(self.store.as_deref(), &self.data_dir)?)
+    }
 }
 
 #[derive(Subcommand)]
@@ -196,10 +209,10 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Top::Serve(s) => serve(s),
-        Top::Client { cmd, dir } => client(cmd, &dir.data_dir),
-        Top::User { cmd, dir } => user(cmd, &dir.data_dir),
+        Top::Client { cmd, dir } => client(cmd, &dir),
+        Top::User { cmd, dir } => user(cmd, &dir),
         Top::Keys { cmd, dir } => run_admin(
-            &dir.data_dir,
+            &dir,
             match cmd {
                 KeysCmd::List => Command::KeysList,
                 KeysCmd::Rotate { delay } => Command::KeysRotate { delay },
@@ -250,23 +263,34 @@ fn serve(s: Serve) -> anyhow::Result<()> {
         absolute_ttl: s.refresh_absolute_ttl,
         retry_window: s.refresh_retry_window,
     };
-    let store = match RedbStore::open(&s.dir.data_dir, now(), refresh) {
-        Err(StoreError::Locked) => {
-            bail!("{} is in use by another issuer", s.dir.data_dir.display())
+    let location = s.dir.location()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let (store, data_dir): (Arc<dyn Store>, Option<PathBuf>) = match &location {
+        Location::Redb(dir) => match RedbStore::open(dir, now(), refresh) {
+            Err(StoreError::Locked) => bail!("{} is in use by another issuer", dir.display()),
+            other => {
+                let store = other.with_context(|| format!("opening {}", dir.display()))?;
+                (Arc::new(store), Some(dir.clone()))
+            }
+        },
+        Location::Postgres(url) => {
+            let store = runtime.block_on(Location::connect_postgres(
+                url,
+                s.dir.kek_file.as_deref(),
+                now(),
+                refresh,
+            ))?;
+            (store, None)
         }
-        other => other.with_context(|| format!("opening {}", s.dir.data_dir.display()))?,
     };
-    let data_dir = store.dir().to_owned();
-    let store: Arc<dyn Store> = Arc::new(store);
     let tls = match (&s.tls_cert, &s.tls_key) {
         (Some(c), Some(k)) => Some(issuer::server::tls_acceptor(c, k)?),
         _ => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
     runtime.block_on(async move {
         store.set_access_ttl(s.access_ttl).await?;
         let listener = tokio::net::TcpListener::bind(s.listen)
@@ -299,41 +323,69 @@ fn serve(s: Serve) -> anyhow::Result<()> {
             )
             .await?,
         );
-        let admin_listener = issuer::server::bind_admin_socket(&data_dir)?;
-        tokio::spawn(issuer::server::serve_admin(app.clone(), admin_listener));
+        // The embedded store takes admin commands over its socket; with PostgreSQL they write to
+        // the database, and every issuer reads the change from there.
+        if let Some(dir) = &data_dir {
+            let admin_listener = issuer::server::bind_admin_socket(dir)?;
+            tokio::spawn(issuer::server::serve_admin(app.clone(), admin_listener));
+        }
         tokio::spawn(issuer::server::sweep_forever(app.clone()));
         tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
-        tracing::info!(%addr, scheme, data_dir = data_dir.display().to_string(), "issuer serving");
+        let store_name = match &location {
+            Location::Redb(dir) => format!("redb:{}", dir.display()),
+            Location::Postgres(_) => "postgres".to_owned(),
+        };
+        tracing::info!(%addr, scheme, store = store_name, "issuer serving");
         println!("listening on {scheme}://{addr}");
         std::io::stdout().flush()?;
         issuer::server::serve_http(app, listener, tls, issuer::server::shutdown_signal()).await;
-        let _ = std::fs::remove_file(data_dir.join(admin::SOCKET_FILE));
+        if let Some(dir) = &data_dir {
+            let _ = std::fs::remove_file(dir.join(admin::SOCKET_FILE));
+        }
         tracing::info!("stopped");
         Ok(())
     })
 }
 
-/// Runs an admin command through the running server's socket, or directly on the data dir.
-fn run_admin(dir: &Path, cmd: Command) -> anyhow::Result<()> {
-    let text = match admin::send(dir, &cmd)? {
-        Some(Reply::Ok(text)) => text,
-        Some(Reply::Err(msg)) => bail!("{msg}"),
-        None => {
-            let store = match RedbStore::open(dir, now(), RefreshPolicy::default()) {
-                Err(StoreError::Locked) => bail!(
-                    "{} is in use by a process that does not answer on its admin socket",
-                    dir.display()
-                ),
-                other => other.with_context(|| format!("opening {}", dir.display()))?,
-            };
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?
-                .block_on(admin::execute(&store, &cmd, now()))?
-        }
+/// Runs an admin command: on the embedded store through the running server's socket, or directly
+/// on the data dir; on PostgreSQL directly on the database.
+fn run_admin(args: &DataDir, cmd: Command) -> anyhow::Result<()> {
+    let text = match args.location()? {
+        Location::Redb(dir) => match admin::send(&dir, &cmd)? {
+            Some(Reply::Ok(text)) => text,
+            Some(Reply::Err(msg)) => bail!("{msg}"),
+            None => {
+                let store = match RedbStore::open(&dir, now(), RefreshPolicy::default()) {
+                    Err(StoreError::Locked) => bail!(
+                        "{} is in use by a process that does not answer on its admin socket",
+                        dir.display()
+                    ),
+                    other => other.with_context(|| format!("opening {}", dir.display()))?,
+                };
+                block_on(admin::execute(&store, &cmd, now()))??
+            }
+        },
+        Location::Postgres(url) => block_on(async {
+            let store = Location::connect_postgres(
+                &url,
+                args.kek_file.as_deref(),
+                now(),
+                RefreshPolicy::default(),
+            )
+            .await?;
+            anyhow::Ok(admin::execute(store.as_ref(), &cmd, now()).await?)
+        })??,
     };
     print!("{text}");
     Ok(())
+}
+
+/// Runs a future to completion on a runtime of its own (admin commands are one-shot).
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> anyhow::Result<T> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(f))
 }
 
 /// Reads one line of secret input from stdin (a terminal gets a prompt on stderr).
@@ -351,9 +403,24 @@ fn read_secret(prompt: &str) -> anyhow::Result<Zeroizing<String>> {
     Ok(value)
 }
 
-/// The hash key of a data dir, creating the data dir if needed, without opening the database
-/// (the server may have it open).
-fn hash_key(dir: &Path) -> anyhow::Result<issuer::secrets::HashKey> {
+/// The hash key of the store: from the data dir's file (creating the data dir if needed, without
+/// opening the database, which the server may have open), or opened from PostgreSQL.
+fn hash_key(args: &DataDir) -> anyhow::Result<issuer::secrets::HashKey> {
+    let dir = match args.location()? {
+        Location::Redb(dir) => dir,
+        Location::Postgres(url) => {
+            return block_on(async {
+                let store = Location::connect_postgres(
+                    &url,
+                    args.kek_file.as_deref(),
+                    now(),
+                    RefreshPolicy::default(),
+                )
+                .await?;
+                anyhow::Ok(store.hash_key().clone())
+            })?;
+        }
+    };
     match std::fs::read(dir.join(HASH_KEY_FILE)) {
         Ok(bytes) => {
             let bytes = Zeroizing::new(bytes);
@@ -364,14 +431,14 @@ fn hash_key(dir: &Path) -> anyhow::Result<issuer::secrets::HashKey> {
             Ok(issuer::secrets::HashKey::new(Zeroizing::new(arr)))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            drop(RedbFile::open(dir, now())?);
-            hash_key(dir)
+            drop(RedbFile::open(&dir, now())?);
+            hash_key(args)
         }
         Err(e) => Err(e.into()),
     }
 }
 
-fn client(cmd: ClientCmd, dir: &Path) -> anyhow::Result<()> {
+fn client(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
     let cmd = match cmd {
         ClientCmd::Add {
             id,
@@ -429,7 +496,7 @@ fn valid_item(s: &str) -> bool {
     !s.is_empty() && s.len() <= 255 && !s.chars().any(char::is_control) && !s.contains(',')
 }
 
-fn user(cmd: UserCmd, dir: &Path) -> anyhow::Result<()> {
+fn user(cmd: UserCmd, dir: &DataDir) -> anyhow::Result<()> {
     let cmd = match cmd {
         UserCmd::Add {
             name,

@@ -30,7 +30,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often expired refresh state and retired keys are swept.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// How often the key ring is re-read.
-const KEY_RELOAD_EVERY: Duration = Duration::from_secs(5);
+const KEY_RELOAD_EVERY: Duration = Duration::from_secs(1);
 
 /// A TLS acceptor from PEM files (certificate chain, private key).
 pub fn tls_acceptor(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {

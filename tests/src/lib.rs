@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use warp::Filter;
 
 pub mod envoy;
+pub mod postgres;
 pub mod raw;
 pub mod soak;
 pub mod upstream;

@@ -113,13 +113,15 @@ fn test() -> Result<()> {
     tools::build_js_packages(&js)?;
     tools::check_node()?;
     let chromium = tools::ensure_chromium()?;
+    let pg_bin = tools::ensure_postgres()?;
     run(cargo().args(["build", "-p", "issuer", "-p", "e2e"]))?;
     let with_tools = |c: &mut Command| {
         c.env("MMS_ENVOY", &envoy)
             .env("MMS_FILTER_WASM", &wasm)
             .env("MMS_JS_NODE", js.join("node"))
             .env("MMS_JS_WEB", js.join("web"))
-            .env("MMS_CHROMIUM", &chromium);
+            .env("MMS_CHROMIUM", &chromium)
+            .env("MMS_PG_BIN", &pg_bin);
     };
     let mut validate = Command::new(root().join("target/debug/stack"));
     validate.arg("validate");

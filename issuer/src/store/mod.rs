@@ -7,10 +7,14 @@
 //! Every write is durable before its call returns: a refresh token handed to a client is never
 //! lost by a crash, and two clients never receive different successors of one token.
 
+pub mod kek;
 pub mod keys;
+pub mod location;
+pub mod postgres;
 pub mod redb;
 
 pub use keys::{KeyInfo, KeyState, KEY_RETIRE_MARGIN};
+pub use location::Location;
 
 use crate::secrets::HashKey;
 use serde::{Deserialize, Serialize};
@@ -36,6 +40,22 @@ pub enum StoreError {
     /// Another process (normally `issuer serve`) has the database open.
     #[error("the database is open in another process")]
     Locked,
+    /// The database asked for the transaction to be retried (serialization failure or deadlock)
+    /// more often than the store retries; a client gets 503 and may retry.
+    #[error("the database reported contention on every attempt")]
+    Contention,
+    /// The database cannot be reached or is shutting down; a client gets 503.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
+    /// PostgreSQL reported an error.
+    #[error("postgres: {0}")]
+    Postgres(String),
+    /// The key-encryption key is missing, unreadable or does not open the stored secrets.
+    #[error("{0}")]
+    Kek(String),
+    /// The store's settings are unusable.
+    #[error("store configuration: {0}")]
+    Config(String),
     /// The group commit this operation was part of failed (logged once by the writer).
     #[error("refresh batch failed: {0}")]
     Batch(String),

@@ -5,6 +5,7 @@
 mod envoy;
 mod hostile;
 mod js;
+mod pg;
 mod probe;
 
 use e2e::{Options, Stack, Tools};

@@ -22,20 +22,34 @@ struct Job {
     reply: oneshot::Sender<Result<RefreshOutcome, String>>,
 }
 
-/// Handle of the writer thread; it stops when the last handle is dropped.
+/// Handle of the writer thread. Dropping it stops the thread and waits for it, so the database
+/// file is closed when the handle is gone.
 #[derive(Debug)]
 pub struct RefreshWriter {
-    jobs: mpsc::Sender<Job>,
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for RefreshWriter {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 impl RefreshWriter {
     /// Starts the writer thread for `store`.
     pub fn start(store: Arc<RedbFile>, policy: RefreshPolicy) -> std::io::Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("refresh-writer".into())
             .spawn(move || run(&store, &policy, &queue))?;
-        Ok(Self { jobs })
+        Ok(Self {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        })
     }
 
     /// Applies `op` durably and returns its outcome. A failed batch is logged by the writer once
@@ -43,6 +57,8 @@ impl RefreshWriter {
     pub async fn submit(&self, op: RefreshOp, now: u64) -> Result<RefreshOutcome, StoreError> {
         let (reply, answer) = oneshot::channel();
         self.jobs
+            .as_ref()
+            .ok_or(StoreError::Stopped("refresh writer"))?
             .send(Job { op, now, reply })
             .map_err(|_| StoreError::Stopped("refresh writer"))?;
         match answer.await {

@@ -1,5 +1,9 @@
 //! Integration tests of the issuer: the real binary, serving real HTTP on 127.0.0.1, with a real
 //! redb data dir in a per-test temp dir. Routes are also exercised without sockets (`warp::test`).
+//! `store` runs the store conformance suite against redb and a real PostgreSQL.
+
+mod multi;
+mod store;
 
 use reqwest::header::{HeaderMap, CACHE_CONTROL, CONTENT_TYPE, PRAGMA};
 use reqwest::StatusCode;

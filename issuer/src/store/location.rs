@@ -1,0 +1,78 @@
+//! Where the state lives, as `--store` names it: `redb:DIR` (the embedded default; `--data-dir DIR`
+//! says the same) or a PostgreSQL URL, and opening it.
+
+use super::kek::Kek;
+use super::postgres::PgStore;
+use super::{RefreshPolicy, Store, StoreError};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A store's location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// The embedded store in this data dir.
+    Redb(PathBuf),
+    /// A PostgreSQL database (URL in libpq form).
+    Postgres(String),
+}
+
+impl Location {
+    /// `--store` if given, else the data dir.
+    pub fn parse(store: Option<&str>, data_dir: &Path) -> Result<Self, StoreError> {
+        match store {
+            None => Ok(Self::Redb(data_dir.to_owned())),
+            Some(s) if s.starts_with("postgres://") || s.starts_with("postgresql://") => {
+                Ok(Self::Postgres(s.to_owned()))
+            }
+            Some(s) => match s.strip_prefix("redb:") {
+                Some(dir) if !dir.is_empty() => Ok(Self::Redb(PathBuf::from(dir))),
+                _ => Err(StoreError::Config(
+                    "--store is redb:DIR or postgres://USER@HOST:PORT/DATABASE".into(),
+                )),
+            },
+        }
+    }
+
+    /// Connects to a PostgreSQL location with the KEK from `kek_file` (required there).
+    pub async fn connect_postgres(
+        url: &str,
+        kek_file: Option<&Path>,
+        now: u64,
+        policy: RefreshPolicy,
+    ) -> Result<Arc<dyn Store>, StoreError> {
+        let Some(kek_file) = kek_file else {
+            return Err(StoreError::Kek(
+                "the PostgreSQL store needs --kek-file (env ISSUER_KEK_FILE): the key that seals \
+                 signing keys and the hash key in the database"
+                    .into(),
+            ));
+        };
+        let kek = Kek::from_file(kek_file)?;
+        Ok(Arc::new(PgStore::connect(url, kek, now, policy).await?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations() {
+        let dir = Path::new("/d");
+        assert_eq!(
+            Location::parse(None, dir).unwrap(),
+            Location::Redb("/d".into())
+        );
+        assert_eq!(
+            Location::parse(Some("redb:/x"), dir).unwrap(),
+            Location::Redb("/x".into())
+        );
+        assert_eq!(
+            Location::parse(Some("postgres://app@127.0.0.1:5432/db"), dir).unwrap(),
+            Location::Postgres("postgres://app@127.0.0.1:5432/db".into())
+        );
+        for bad in ["redb:", "mysql://x", "/just/a/path"] {
+            assert!(Location::parse(Some(bad), dir).is_err(), "{bad}");
+        }
+    }
+}

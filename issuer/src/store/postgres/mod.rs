@@ -1,0 +1,599 @@
+//! The PostgreSQL backend: the state of any number of issuers on one database, written to
+//! CockroachDB's rules (`docs/deploy-postgres.md`):
+//!
+//! - every transaction is SERIALIZABLE and retried here, bounded, when the database asks for it
+//!   (SQLSTATE 40001 serialization failure, 40P01 deadlock): a lost race never reaches a client;
+//! - no advisory locks, no sequences, no `LISTEN/NOTIFY`: changes are read fresh by every request
+//!   or polled (the key ring once a second);
+//! - the schema is created and migrated by the issuer itself, one versioned migration at a time in
+//!   a serializable transaction, so two issuers starting at once cannot both apply one;
+//! - signing keys and the hash key are sealed under the key-encryption key ([`Kek`]).
+//!
+//! Refresh token operations are in [`refresh`].
+
+mod refresh;
+
+use super::kek::{Kek, KekError};
+use super::keys::KeyRecord;
+use super::{
+    ClientChange, ClientRecord, KeyInfo, KeyState, RefreshInfo, RefreshOp, RefreshOutcome,
+    RefreshPolicy, Store, StoreError, UserChange, UserRecord, DEFAULT_ACCESS_TTL,
+};
+use crate::secrets::{self, HashKey};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use shared::{Key, KeyRing};
+use std::time::Duration;
+use tokio_postgres::error::SqlState;
+use zeroize::Zeroizing;
+
+/// Most attempts of one transaction that the database keeps asking to retry.
+const MAX_ATTEMPTS: u32 = 12;
+/// Connections per issuer.
+const POOL_SIZE: usize = 16;
+/// How long a request waits for a connection or the database before it is answered 503.
+const WAIT: Duration = Duration::from_secs(5);
+
+/// The migrations, in order; the version of each is its index plus one. Never edit one that has
+/// shipped: add another.
+const MIGRATIONS: &[&str] = &[
+    // 1: the first schema.
+    "CREATE TABLE settings (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
+     CREATE TABLE sealed_secrets (name TEXT PRIMARY KEY, sealed BYTEA NOT NULL);
+     CREATE TABLE clients (id TEXT PRIMARY KEY, record TEXT NOT NULL);
+     CREATE TABLE users (name TEXT PRIMARY KEY, record TEXT NOT NULL);
+     CREATE TABLE signing_keys (
+         kid INT PRIMARY KEY, sealed BYTEA NOT NULL, created_at BIGINT NOT NULL,
+         signs_from BIGINT NOT NULL, superseded_at BIGINT);
+     CREATE TABLE refresh_families (
+         id BYTEA PRIMARY KEY, client TEXT NOT NULL, username TEXT NOT NULL,
+         created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, revoked_at BIGINT,
+         current_hash BYTEA NOT NULL);
+     CREATE TABLE refresh_tokens (
+         hash BYTEA PRIMARY KEY, family BYTEA NOT NULL, client TEXT NOT NULL,
+         username TEXT NOT NULL, expires_at BIGINT NOT NULL, rotated_at BIGINT);
+     CREATE INDEX refresh_tokens_expiry ON refresh_tokens (expires_at);
+     CREATE INDEX refresh_families_expiry ON refresh_families (expires_at);",
+];
+
+/// A database failure, classified: worth another attempt, the database unreachable, or another.
+pub(crate) fn classify(e: tokio_postgres::Error) -> StoreError {
+    match e.code() {
+        Some(c)
+            if *c == SqlState::T_R_SERIALIZATION_FAILURE
+                || *c == SqlState::T_R_DEADLOCK_DETECTED =>
+        {
+            StoreError::Contention
+        }
+        Some(c) if c.code().starts_with("08") || c.code().starts_with("57P") => {
+            StoreError::Unavailable(e.to_string())
+        }
+        Some(c) => StoreError::Postgres(match e.as_db_error() {
+            Some(db) => format!("{}: {}", c.code(), db.message()),
+            None => format!("{}: {e}", c.code()),
+        }),
+        None => StoreError::Unavailable(e.to_string()),
+    }
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        classify(e)
+    }
+}
+
+impl From<KekError> for StoreError {
+    fn from(e: KekError) -> Self {
+        StoreError::Kek(e.to_string())
+    }
+}
+
+/// Runs `$body` (with `$tx` a SERIALIZABLE transaction; `?` on database errors) and commits,
+/// retrying the whole transaction while the database reports contention.
+macro_rules! serializable {
+    ($store:expr, |$tx:ident| $body:block) => {{
+        let mut attempt = 0u32;
+        loop {
+            let result: Result<_, StoreError> = async {
+                let mut conn = $store.connection().await?;
+                let $tx = conn
+                    .build_transaction()
+                    .isolation_level(tokio_postgres::IsolationLevel::Serializable)
+                    .start()
+                    .await?;
+                let out = $body;
+                $tx.commit().await?;
+                Ok(out)
+            }
+            .await;
+            match result {
+                Err(StoreError::Contention)
+                    if attempt + 1 < $crate::store::postgres::max_attempts() =>
+                {
+                    attempt += 1;
+                    $crate::store::postgres::back_off(attempt).await;
+                }
+                other => break other,
+            }
+        }
+    }};
+}
+pub(crate) use serializable;
+
+pub(crate) fn max_attempts() -> u32 {
+    MAX_ATTEMPTS
+}
+
+/// A short, growing, jittered pause before another attempt.
+pub(crate) async fn back_off(attempt: u32) {
+    let base = 2u64.saturating_pow(attempt.min(6));
+    let jitter = rand::random::<u64>() % (base + 1);
+    tokio::time::sleep(Duration::from_millis(base + jitter)).await;
+}
+
+/// The issuer's state in PostgreSQL (or a database speaking its protocol).
+pub struct PgStore {
+    pool: Pool,
+    kek: Kek,
+    hash_key: HashKey,
+    policy: RefreshPolicy,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").finish_non_exhaustive()
+    }
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(s: &str, what: &'static str) -> Result<T, StoreError> {
+    serde_json::from_str(s).map_err(|_| StoreError::Corrupt(what))
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("records serialize")
+}
+
+/// Seconds as the database's BIGINT.
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn uint(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+impl PgStore {
+    /// Connects to `url` (libpq form, `postgres://user@host:port/db?...`), migrates the schema,
+    /// and opens the sealed secrets with `kek`. A new database gets its hash key and first
+    /// signing key; a database whose secrets do not open with `kek` is an error, never a new key.
+    pub async fn connect(
+        url: &str,
+        kek: Kek,
+        now: u64,
+        policy: RefreshPolicy,
+    ) -> Result<Self, StoreError> {
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|_| StoreError::Config("the PostgreSQL URL does not parse".into()))?;
+        let manager = Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .wait_timeout(Some(WAIT))
+            .create_timeout(Some(WAIT))
+            .recycle_timeout(Some(WAIT))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let mut store = Self {
+            pool,
+            kek,
+            hash_key: HashKey::new(Zeroizing::new([0; 32])),
+            policy,
+        };
+        store.migrate().await?;
+        store.hash_key = store.init_secrets(now).await?;
+        Ok(store)
+    }
+
+    pub(crate) async fn connection(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        self.pool.get().await.map_err(|e| match e {
+            deadpool_postgres::PoolError::Backend(e) => classify(e),
+            other => StoreError::Unavailable(other.to_string()),
+        })
+    }
+
+    /// Applies the migrations this database lacks, one per serializable transaction. Issuers
+    /// starting at once race on the catalog; the loser's duplicate table or type is retried, and
+    /// the next round finds the migration applied.
+    async fn migrate(&self) -> Result<(), StoreError> {
+        for (i, sql) in MIGRATIONS.iter().enumerate() {
+            let version = i64::try_from(i + 1).unwrap_or(i64::MAX);
+            let mut attempt = 0;
+            let applied = loop {
+                let result: Result<bool, StoreError> = serializable!(self, |tx| {
+                    tx.batch_execute(
+                        "CREATE TABLE IF NOT EXISTS schema_migrations \
+                         (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
+                    )
+                    .await?;
+                    let done = tx
+                        .query_opt(
+                            "SELECT version FROM schema_migrations WHERE version = $1",
+                            &[&version],
+                        )
+                        .await?
+                        .is_some();
+                    if !done {
+                        tx.batch_execute(sql).await?;
+                        tx.execute(
+                            "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)",
+                            &[&version, &int(crate::app::now())],
+                        )
+                        .await?;
+                    }
+                    !done
+                });
+                match result {
+                    // 23505 unique violation (in the catalog), 42P07 duplicate table.
+                    Err(StoreError::Postgres(m))
+                        if (m.starts_with("23505") || m.starts_with("42P07")) && attempt < 10 =>
+                    {
+                        attempt += 1;
+                        back_off(attempt).await;
+                    }
+                    other => break other?,
+                }
+            };
+            if applied {
+                tracing::info!(version, "database schema migrated");
+            }
+        }
+        Ok(())
+    }
+
+    /// The hash key, created with the first signing key on a new database; on an existing one,
+    /// opened with the KEK (a wrong KEK fails here).
+    async fn init_secrets(&self, now: u64) -> Result<HashKey, StoreError> {
+        let fresh_hash = secrets::random32();
+        let sealed_hash = self.kek.seal("hash-key", fresh_hash.as_slice());
+        let fresh_signing = secrets::random32();
+        let sealed_signing = self.kek.seal("signing-key/1", fresh_signing.as_slice());
+        let sealed: Vec<u8> = serializable!(self, |tx| {
+            let row = tx
+                .query_opt(
+                    "SELECT sealed FROM sealed_secrets WHERE name = 'hash-key'",
+                    &[],
+                )
+                .await?;
+            match row {
+                Some(r) => r.get::<_, Vec<u8>>(0),
+                None => {
+                    tx.execute(
+                        "INSERT INTO sealed_secrets (name, sealed) VALUES ('hash-key', $1)",
+                        &[&sealed_hash],
+                    )
+                    .await?;
+                    let keys: i64 = tx
+                        .query_one("SELECT count(*) FROM signing_keys", &[])
+                        .await?
+                        .get(0);
+                    if keys == 0 {
+                        tx.execute(
+                            "INSERT INTO signing_keys (kid, sealed, created_at, signs_from) \
+                             VALUES (1, $1, $2, $2)",
+                            &[&sealed_signing, &int(now)],
+                        )
+                        .await?;
+                    }
+                    sealed_hash.clone()
+                }
+            }
+        })?;
+        let bytes = self.kek.open("hash-key", &sealed, "hash key")?;
+        let arr: [u8; 32] = bytes
+            .as_slice()
+            .try_into()
+            .map_err(|_| StoreError::Corrupt("sealed hash key"))?;
+        Ok(HashKey::new(Zeroizing::new(arr)))
+    }
+
+    /// Every key row with its opened record, by kid.
+    async fn key_records(&self) -> Result<Vec<(u32, KeyRecord)>, StoreError> {
+        let conn = self.connection().await?;
+        let rows = conn
+            .query(
+                "SELECT kid, sealed, created_at, signs_from, superseded_at FROM signing_keys \
+                 ORDER BY kid",
+                &[],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let kid =
+                    u32::try_from(r.get::<_, i32>(0)).map_err(|_| StoreError::Corrupt("keys"))?;
+                let secret = self.kek.open(
+                    &format!("signing-key/{kid}"),
+                    &r.get::<_, Vec<u8>>(1),
+                    "signing key",
+                )?;
+                Ok((
+                    kid,
+                    KeyRecord {
+                        secret: hex::encode(secret.as_slice()),
+                        created_at: uint(r.get(2)),
+                        signs_from: uint(r.get(3)),
+                        superseded_at: r.get::<_, Option<i64>>(4).map(uint),
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    async fn upsert_record(
+        &self,
+        table: &'static str,
+        key_col: &'static str,
+        name: &str,
+        json: String,
+    ) -> Result<bool, StoreError> {
+        let sql = format!(
+            "INSERT INTO {table} ({key_col}, record) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+        );
+        let inserted = serializable!(self, |tx| {
+            tx.execute(sql.as_str(), &[&name, &json]).await?
+        })?;
+        Ok(inserted == 1)
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for PgStore {
+    fn hash_key(&self) -> &HashKey {
+        &self.hash_key
+    }
+
+    async fn access_ttl(&self) -> Result<u64, StoreError> {
+        let conn = self.connection().await?;
+        let row = conn
+            .query_opt("SELECT value FROM settings WHERE name = 'access_ttl'", &[])
+            .await?;
+        Ok(row.map_or(DEFAULT_ACCESS_TTL, |r| uint(r.get(0))))
+    }
+
+    async fn set_access_ttl(&self, ttl: u64) -> Result<(), StoreError> {
+        serializable!(self, |tx| {
+            tx.execute(
+                "INSERT INTO settings (name, value) VALUES ('access_ttl', $1) \
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                &[&int(ttl)],
+            )
+            .await?;
+        })
+    }
+
+    async fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError> {
+        let conn = self.connection().await?;
+        let row = conn
+            .query_opt("SELECT record FROM clients WHERE id = $1", &[&id])
+            .await?;
+        row.map(|r| from_json(r.get(0), "clients")).transpose()
+    }
+
+    async fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError> {
+        let conn = self.connection().await?;
+        let rows = conn
+            .query("SELECT id, record FROM clients ORDER BY id", &[])
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.get(0), from_json(r.get(1), "clients")?)))
+            .collect()
+    }
+
+    async fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
+        self.upsert_record("clients", "id", id, to_json(rec)).await
+    }
+
+    async fn update_client(&self, id: &str, change: ClientChange) -> Result<bool, StoreError> {
+        serializable!(self, |tx| {
+            match tx
+                .query_opt(
+                    "SELECT record FROM clients WHERE id = $1 FOR UPDATE",
+                    &[&id],
+                )
+                .await?
+            {
+                None => false,
+                Some(row) => {
+                    let mut rec: ClientRecord = from_json(row.get(0), "clients")?;
+                    change.apply(&mut rec);
+                    tx.execute(
+                        "UPDATE clients SET record = $2 WHERE id = $1",
+                        &[&id, &to_json(&rec)],
+                    )
+                    .await?;
+                    true
+                }
+            }
+        })
+    }
+
+    async fn remove_client(&self, id: &str) -> Result<bool, StoreError> {
+        let n = serializable!(self, |tx| {
+            tx.execute("DELETE FROM clients WHERE id = $1", &[&id])
+                .await?
+        })?;
+        Ok(n == 1)
+    }
+
+    async fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError> {
+        let conn = self.connection().await?;
+        let row = conn
+            .query_opt("SELECT record FROM users WHERE name = $1", &[&name])
+            .await?;
+        row.map(|r| from_json(r.get(0), "users")).transpose()
+    }
+
+    async fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError> {
+        let conn = self.connection().await?;
+        let rows = conn
+            .query("SELECT name, record FROM users ORDER BY name", &[])
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.get(0), from_json(r.get(1), "users")?)))
+            .collect()
+    }
+
+    async fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError> {
+        self.upsert_record("users", "name", name, to_json(rec))
+            .await
+    }
+
+    async fn update_user(&self, name: &str, change: &UserChange) -> Result<bool, StoreError> {
+        serializable!(self, |tx| {
+            match tx
+                .query_opt(
+                    "SELECT record FROM users WHERE name = $1 FOR UPDATE",
+                    &[&name],
+                )
+                .await?
+            {
+                None => false,
+                Some(row) => {
+                    let mut rec: UserRecord = from_json(row.get(0), "users")?;
+                    change.apply(&mut rec);
+                    tx.execute(
+                        "UPDATE users SET record = $2 WHERE name = $1",
+                        &[&name, &to_json(&rec)],
+                    )
+                    .await?;
+                    true
+                }
+            }
+        })
+    }
+
+    async fn remove_user(&self, name: &str) -> Result<bool, StoreError> {
+        let n = serializable!(self, |tx| {
+            tx.execute("DELETE FROM users WHERE name = $1", &[&name])
+                .await?
+        })?;
+        Ok(n == 1)
+    }
+
+    async fn key_infos(&self, now: u64) -> Result<Vec<KeyInfo>, StoreError> {
+        let ttl = self.access_ttl().await?;
+        Ok(self
+            .key_records()
+            .await?
+            .iter()
+            .map(|(kid, rec)| rec.info(*kid, now, ttl))
+            .collect())
+    }
+
+    async fn key_ring(&self, now: u64) -> Result<KeyRing, StoreError> {
+        let ttl = self.access_ttl().await?;
+        let mut keys = Vec::new();
+        let mut signing = None;
+        for (kid, rec) in self.key_records().await? {
+            match rec.state(now, ttl) {
+                KeyState::Retired => continue,
+                KeyState::Signing => signing = Some(kid),
+                KeyState::Pending | KeyState::Verifying => {}
+            }
+            let secret =
+                Zeroizing::new(hex::decode(&rec.secret).map_err(|_| StoreError::Corrupt("keys"))?);
+            keys.push(Key::from_slice(kid, &secret).ok_or(StoreError::Corrupt("keys"))?);
+        }
+        KeyRing::new(keys, signing).ok_or(StoreError::Corrupt("keys"))
+    }
+
+    async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<u32>, StoreError> {
+        let ttl = self.access_ttl().await?;
+        let switch_at = now + delay;
+        let secret = secrets::random32();
+        serializable!(self, |tx| {
+            let rows = tx
+                .query(
+                    "SELECT kid, created_at, signs_from, superseded_at FROM signing_keys \
+                     ORDER BY kid FOR UPDATE",
+                    &[],
+                )
+                .await?;
+            let mut pending = false;
+            let mut signing = Vec::new();
+            let mut last = 0i32;
+            for r in &rows {
+                let kid: i32 = r.get(0);
+                last = last.max(kid);
+                let rec = KeyRecord {
+                    secret: String::new(),
+                    created_at: uint(r.get(1)),
+                    signs_from: uint(r.get(2)),
+                    superseded_at: r.get::<_, Option<i64>>(3).map(uint),
+                };
+                match rec.state(now, ttl) {
+                    KeyState::Pending => pending = true,
+                    KeyState::Signing => signing.push(kid),
+                    KeyState::Verifying | KeyState::Retired => {}
+                }
+            }
+            if pending {
+                None
+            } else {
+                for kid in signing {
+                    tx.execute(
+                        "UPDATE signing_keys SET superseded_at = $2 WHERE kid = $1",
+                        &[&kid, &int(switch_at)],
+                    )
+                    .await?;
+                }
+                let kid = last + 1;
+                let sealed = self
+                    .kek
+                    .seal(&format!("signing-key/{kid}"), secret.as_slice());
+                tx.execute(
+                    "INSERT INTO signing_keys (kid, sealed, created_at, signs_from) \
+                     VALUES ($1, $2, $3, $4)",
+                    &[&kid, &sealed, &int(now), &int(switch_at)],
+                )
+                .await?;
+                u32::try_from(kid).ok()
+            }
+        })
+    }
+
+    async fn refresh(&self, op: RefreshOp, now: u64) -> Result<RefreshOutcome, StoreError> {
+        refresh::apply(self, op, now).await
+    }
+
+    async fn refresh_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError> {
+        refresh::info(self, token, now).await
+    }
+
+    async fn sweep(&self, now: u64) -> Result<u64, StoreError> {
+        let ttl = self.access_ttl().await?;
+        let retired_before = int(now.saturating_sub(ttl + super::KEY_RETIRE_MARGIN));
+        serializable!(self, |tx| {
+            let t = int(now);
+            let tokens = tx
+                .execute("DELETE FROM refresh_tokens WHERE expires_at <= $1", &[&t])
+                .await?;
+            let families = tx
+                .execute("DELETE FROM refresh_families WHERE expires_at <= $1", &[&t])
+                .await?;
+            let keys = tx
+                .execute(
+                    "DELETE FROM signing_keys WHERE superseded_at IS NOT NULL \
+                     AND superseded_at <= $1",
+                    &[&retired_before],
+                )
+                .await?;
+            tokens + families + keys
+        })
+    }
+}

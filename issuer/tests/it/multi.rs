@@ -1,0 +1,212 @@
+//! Several issuers on one PostgreSQL: the real binary twice, a real throwaway cluster, admin
+//! commands writing to the database while both serve.
+
+use super::{admin, post, Server};
+use e2e::postgres::PgCluster;
+use reqwest::StatusCode;
+use shared::token;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn kek_file(dir: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("kek");
+    std::fs::write(&path, format!("{}\n", "5a".repeat(32))).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path.display().to_string()
+}
+
+fn with(args: &[&str], store: &[String]) -> Vec<String> {
+    args.iter()
+        .map(|s| s.to_string())
+        .chain(store.iter().cloned())
+        .collect()
+}
+
+fn admin_on(dir: &Path, args: &[&str], store: &[String], stdin: Option<&str>) -> String {
+    let args = with(args, store);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    admin(dir, &args, stdin)
+}
+
+/// Waits (at most `limit`) until `check` holds; returns how long it took.
+async fn within<F: std::future::Future<Output = bool>>(
+    limit: Duration,
+    mut check: impl FnMut() -> F,
+) -> Duration {
+    let start = Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < limit, "not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    start.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_issuers_on_one_postgres_answer_alike() {
+    let Some(pg) = PgCluster::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let store = vec![
+        "--store".to_owned(),
+        pg.url(),
+        "--kek-file".to_owned(),
+        kek_file(tmp.path()),
+    ];
+    let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let out = admin_on(
+        &dir_a,
+        &[
+            "client",
+            "add",
+            "app",
+            "--grants",
+            "password,client_credentials",
+        ],
+        &store,
+        None,
+    );
+    let secret = out
+        .lines()
+        .find_map(|l| l.strip_prefix("secret: "))
+        .expect("secret printed")
+        .to_owned();
+    admin_on(&dir_a, &["client", "activate", "app"], &store, None);
+    admin_on(&dir_a, &["user", "add", "alice"], &store, Some("alice-pw"));
+    let args: Vec<&str> = store.iter().map(String::as_str).collect();
+    let (a, b) = (Server::start(&dir_a, &args), Server::start(&dir_b, &args));
+    let app = Some(("app", secret.as_str()));
+    let refresh = |rt: String| {
+        [
+            ("grant_type", "refresh_token".to_owned()),
+            ("refresh_token", rt),
+        ]
+    };
+
+    // Signed in at A, refreshed at B; the same token again at A (a retry) gets the same successor.
+    let signed_in = post(
+        &a.token_url(),
+        app,
+        &[
+            ("grant_type", "password"),
+            ("username", "alice"),
+            ("password", "alice-pw"),
+        ],
+    )
+    .await;
+    assert_eq!(signed_in.status, 200, "{}", signed_in.json);
+    let rt = signed_in.json["refresh_token"].as_str().unwrap().to_owned();
+    let form = refresh(rt.clone());
+    let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let at_b = post(&b.token_url(), app, &form).await;
+    assert_eq!(at_b.status, 200, "{}", at_b.json);
+    let at_a = post(&a.token_url(), app, &form).await;
+    assert_eq!(at_a.json["refresh_token"], at_b.json["refresh_token"]);
+
+    // 32 refreshes of one token racing over both issuers: no 5xx, one successor.
+    let next = at_b.json["refresh_token"].as_str().unwrap().to_owned();
+    let racers = (0..32).map(|i| {
+        let url = if i % 2 == 0 {
+            a.token_url()
+        } else {
+            b.token_url()
+        };
+        let form = refresh(next.clone());
+        let secret = secret.clone();
+        async move {
+            let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            post(&url, Some(("app", &secret)), &form).await
+        }
+    });
+    let answers = futures_util::future::join_all(racers).await;
+    let mut successors = std::collections::HashSet::new();
+    for x in &answers {
+        assert_eq!(x.status, 200, "{}", x.json);
+        successors.insert(x.json["refresh_token"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(successors.len(), 1, "one successor across both issuers");
+
+    // A key rotation by the admin command reaches both issuers within 2 s.
+    admin_on(&dir_a, &["keys", "rotate"], &store, None);
+    for server in [&a, &b] {
+        let took = within(Duration::from_secs(2), || async {
+            let t = post(
+                &server.token_url(),
+                app,
+                &[("grant_type", "client_credentials")],
+            )
+            .await;
+            t.json["access_token"]
+                .as_str()
+                .is_some_and(|t| token::inspect(t).is_ok_and(|b| b.kid == 2))
+        })
+        .await;
+        eprintln!("key rotation reached {} after {took:?}", server.url);
+    }
+    // A deactivated client is refused by both at once.
+    admin_on(&dir_a, &["client", "deactivate", "app"], &store, None);
+    for server in [&a, &b] {
+        let t = post(
+            &server.token_url(),
+            app,
+            &[("grant_type", "client_credentials")],
+        )
+        .await;
+        assert_eq!(t.status, StatusCode::UNAUTHORIZED);
+    }
+    // The same admin command line lists what the issuers use.
+    assert!(admin_on(&dir_a, &["keys", "list"], &store, None).contains("signing"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_down_is_503_with_retry_after_and_the_issuer_recovers() {
+    let Some(mut pg) = PgCluster::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let store = vec![
+        "--store".to_owned(),
+        pg.url(),
+        "--kek-file".to_owned(),
+        kek_file(tmp.path()),
+    ];
+    let dir = tmp.path().join("a");
+    let out = admin_on(&dir, &["client", "add", "app"], &store, None);
+    let secret = out
+        .lines()
+        .find_map(|l| l.strip_prefix("secret: "))
+        .expect("secret printed")
+        .to_owned();
+    admin_on(&dir, &["client", "activate", "app"], &store, None);
+    let args: Vec<&str> = store.iter().map(String::as_str).collect();
+    let server = Server::start(&dir, &args);
+    let app = Some(("app", secret.as_str()));
+    let cc = [("grant_type", "client_credentials")];
+    assert_eq!(post(&server.token_url(), app, &cc).await.status, 200);
+    pg.pause().unwrap();
+    let started = Instant::now();
+    let down = post(&server.token_url(), app, &cc).await;
+    assert_eq!(
+        down.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        down.json
+    );
+    assert_eq!(down.json["error"], "temporarily_unavailable");
+    assert!(down.headers.contains_key("retry-after"));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "answered, not hung"
+    );
+    let health = reqwest::get(format!("{}/healthz", server.url))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), StatusCode::SERVICE_UNAVAILABLE);
+    pg.resume().unwrap();
+    let took = within(Duration::from_secs(10), || async {
+        post(&server.token_url(), app, &cc).await.status == StatusCode::OK
+    })
+    .await;
+    eprintln!("served again {took:?} after PostgreSQL came back");
+}

@@ -1,0 +1,392 @@
+//! The store conformance suite: the same behaviour asserted against every backend behind
+//! `issuer::store::Store`, the embedded redb file and a real PostgreSQL (a throwaway cluster on a
+//! free loopback port, SERIALIZABLE by default; see `e2e::postgres`).
+
+use issuer::store::kek::Kek;
+use issuer::store::postgres::PgStore;
+use issuer::store::redb::RedbStore;
+use issuer::store::{
+    ClientChange, ClientRecord, GrantKind, KeyState, RefreshOp, RefreshOutcome, RefreshPolicy,
+    RefreshRejection, Rotation, Store, UserChange, UserRecord, KEY_RETIRE_MARGIN,
+};
+use std::sync::Arc;
+use zeroize::Zeroizing;
+
+const POLICY: RefreshPolicy = RefreshPolicy {
+    idle_ttl: 100,
+    absolute_ttl: 250,
+    retry_window: 10,
+};
+
+const KEK: [u8; 32] = [7; 32];
+
+/// A backend under test and how to (re)open it.
+enum Backend {
+    Redb(tempfile::TempDir),
+    Postgres(e2e::postgres::PgCluster),
+}
+
+impl Backend {
+    async fn open(&self, now: u64) -> Arc<dyn Store> {
+        match self {
+            Self::Redb(dir) => Arc::new(RedbStore::open(dir.path(), now, POLICY).unwrap()),
+            Self::Postgres(pg) => Arc::new(
+                PgStore::connect(&pg.url(), Kek::derive(&KEK), now, POLICY)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}\n{}", pg.log())),
+            ),
+        }
+    }
+}
+
+fn client(active: bool) -> ClientRecord {
+    ClientRecord {
+        secret_hash: hex::encode([0u8; 32]),
+        active,
+        grants: vec![GrantKind::Password],
+        impersonate: false,
+        impersonate_claim_types: vec![],
+        created_at: 0,
+    }
+}
+
+fn user() -> UserRecord {
+    UserRecord {
+        password_hash: "h".into(),
+        disabled: false,
+        roles: vec!["r".into()],
+        claims: vec![],
+        created_at: 0,
+    }
+}
+
+async fn with_user(b: &Backend) -> Arc<dyn Store> {
+    let s = b.open(1_000).await;
+    assert!(s.add_client("app", &client(true)).await.unwrap());
+    assert!(s.add_client("other", &client(true)).await.unwrap());
+    assert!(s.add_user("alice", &user()).await.unwrap());
+    s
+}
+
+fn rotate_op(t: &str, client: &str) -> RefreshOp {
+    RefreshOp::Rotate {
+        presented: Zeroizing::new(t.into()),
+        client: client.into(),
+    }
+}
+
+async fn issue(s: &dyn Store, now: u64) -> String {
+    let op = RefreshOp::Issue {
+        client: "app".into(),
+        user: "alice".into(),
+    };
+    match s.refresh(op, now).await.unwrap() {
+        RefreshOutcome::Issued(t) => t.to_string(),
+        _ => panic!("not issued"),
+    }
+}
+
+async fn rotate(
+    s: &dyn Store,
+    t: &str,
+    client: &str,
+    now: u64,
+) -> Result<Rotation, RefreshRejection> {
+    match s.refresh(rotate_op(t, client), now).await.unwrap() {
+        RefreshOutcome::Rotated(r) => r,
+        _ => panic!("not a rotation"),
+    }
+}
+
+async fn clients_and_users(b: Backend) {
+    let s = b.open(1_000).await;
+    assert!(s.add_client("app", &client(false)).await.unwrap());
+    assert!(
+        !s.add_client("app", &client(true)).await.unwrap(),
+        "ids are unique"
+    );
+    assert!(s
+        .update_client("app", ClientChange::SetActive(true))
+        .await
+        .unwrap());
+    assert!(!s
+        .update_client("nobody", ClientChange::SetActive(true))
+        .await
+        .unwrap());
+    assert!(s.client("app").await.unwrap().unwrap().active);
+    assert_eq!(s.clients().await.unwrap().len(), 1);
+    assert!(s.add_user("zoë", &user()).await.unwrap());
+    assert!(!s.add_user("zoë", &user()).await.unwrap());
+    let change = UserChange::SetPasswordHash("new".into());
+    assert!(s.update_user("zoë", &change).await.unwrap());
+    assert!(s
+        .update_user("zoë", &UserChange::SetDisabled(true))
+        .await
+        .unwrap());
+    let u = s.user("zoë").await.unwrap().unwrap();
+    assert_eq!((u.password_hash.as_str(), u.disabled), ("new", true));
+    assert!(s.remove_user("zoë").await.unwrap());
+    assert!(!s.remove_user("zoë").await.unwrap());
+    assert!(s.remove_client("app").await.unwrap());
+    assert!(s.client("app").await.unwrap().is_none());
+    assert!(s.users().await.unwrap().is_empty());
+    s.set_access_ttl(600).await.unwrap();
+    assert_eq!(s.access_ttl().await.unwrap(), 600);
+}
+
+async fn keys_rotate_publish_and_retire(b: Backend) {
+    let s = b.open(1_000).await;
+    s.set_access_ttl(600).await.unwrap();
+    let first = s.key_ring(1_000).await.unwrap();
+    assert_eq!(first.signing_key().map(|k| k.id()), Some(1));
+    assert_eq!(s.rotate_key(2_000, 300).await.unwrap(), Some(2));
+    assert_eq!(
+        s.rotate_key(2_100, 0).await.unwrap(),
+        None,
+        "one pending rotation at a time"
+    );
+    let before = s.key_ring(2_299).await.unwrap();
+    assert_eq!(before.signing_key().map(|k| k.id()), Some(1));
+    assert!(before.get(2).is_some(), "published before it signs");
+    let after = s.key_ring(2_300).await.unwrap();
+    assert_eq!(after.signing_key().map(|k| k.id()), Some(2));
+    assert_eq!(
+        after.get(1).map(|k| *k.secret()),
+        first.get(1).map(|k| *k.secret()),
+        "the old key still verifies, unchanged"
+    );
+    let retire = 2_300 + 600 + KEY_RETIRE_MARGIN;
+    assert!(s.key_ring(retire).await.unwrap().get(1).is_none());
+    let states: Vec<KeyState> = s
+        .key_infos(retire)
+        .await
+        .unwrap()
+        .iter()
+        .map(|k| k.state)
+        .collect();
+    assert_eq!(states, [KeyState::Retired, KeyState::Signing]);
+    assert_eq!(s.sweep(retire).await.unwrap(), 1);
+    // Keys survive reopening (sealed under the KEK on PostgreSQL).
+    drop(s);
+    let s = b.open(retire).await;
+    assert_eq!(
+        s.key_ring(retire)
+            .await
+            .unwrap()
+            .get(2)
+            .map(|k| *k.secret()),
+        after.get(2).map(|k| *k.secret())
+    );
+}
+
+async fn refresh_rotation_retry_and_reuse(b: Backend) {
+    let s = with_user(&b).await;
+    let rt = issue(s.as_ref(), 1_000).await;
+    assert_eq!(
+        rotate(s.as_ref(), &rt, "other", 1_001).await.err(),
+        Some(RefreshRejection::OtherClient)
+    );
+    let first = rotate(s.as_ref(), &rt, "app", 1_001).await.unwrap();
+    assert!(!first.retried);
+    assert_eq!(first.user_name, "alice");
+    // A retry inside the window: the identical successor.
+    let again = rotate(s.as_ref(), &rt, "app", 1_005).await.unwrap();
+    assert!(again.retried);
+    assert_eq!(again.successor, first.successor);
+    let info = s
+        .refresh_info(&first.successor, 1_006)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((info.client.as_str(), info.user.as_str()), ("app", "alice"));
+    assert!(
+        s.refresh_info(&rt, 1_006).await.unwrap().is_none(),
+        "rotated"
+    );
+    // Reuse outside the window revokes the family, successor included; other families stay.
+    let other = issue(s.as_ref(), 1_020).await;
+    assert_eq!(
+        rotate(s.as_ref(), &rt, "app", 1_030).await.err(),
+        Some(RefreshRejection::ReuseDetected)
+    );
+    assert_eq!(
+        rotate(s.as_ref(), &first.successor, "app", 1_031)
+            .await
+            .err(),
+        Some(RefreshRejection::Revoked)
+    );
+    assert!(rotate(s.as_ref(), &other, "app", 1_031).await.is_ok());
+    // Unknown and malformed tokens.
+    assert_eq!(
+        rotate(s.as_ref(), "mmrt1.nonsense", "app", 1_031)
+            .await
+            .err(),
+        Some(RefreshRejection::Unknown)
+    );
+}
+
+async fn refresh_lifetimes_revocation_and_inactive(b: Backend) {
+    let s = with_user(&b).await;
+    let rt = issue(s.as_ref(), 1_000).await;
+    assert_eq!(
+        rotate(s.as_ref(), &rt, "app", 1_100).await.err(),
+        Some(RefreshRejection::Expired),
+        "idle"
+    );
+    let mut current = rotate(s.as_ref(), &rt, "app", 1_090)
+        .await
+        .unwrap()
+        .successor
+        .to_string();
+    for t in [1_150, 1_220] {
+        current = rotate(s.as_ref(), &current, "app", t)
+            .await
+            .unwrap()
+            .successor
+            .to_string();
+    }
+    assert_eq!(
+        rotate(s.as_ref(), &current, "app", 1_250).await.err(),
+        Some(RefreshRejection::Expired),
+        "absolute"
+    );
+    assert!(s.sweep(1_400).await.unwrap() >= 4);
+    assert_eq!(
+        rotate(s.as_ref(), &current, "app", 1_240).await.err(),
+        Some(RefreshRejection::Unknown),
+        "swept"
+    );
+    // Revocation by the owning client only.
+    let rt = issue(s.as_ref(), 2_000).await;
+    let revoke = |client: &str| RefreshOp::Revoke {
+        token: Zeroizing::new(rt.clone()),
+        client: client.into(),
+    };
+    assert!(matches!(
+        s.refresh(revoke("other"), 2_001).await.unwrap(),
+        RefreshOutcome::Revoked(Some(false))
+    ));
+    assert!(matches!(
+        s.refresh(revoke("app"), 2_001).await.unwrap(),
+        RefreshOutcome::Revoked(Some(true))
+    ));
+    assert_eq!(
+        rotate(s.as_ref(), &rt, "app", 2_002).await.err(),
+        Some(RefreshRejection::Revoked)
+    );
+    // A disabled user or a deactivated client stops refreshing.
+    let rt = issue(s.as_ref(), 2_000).await;
+    s.update_user("alice", &UserChange::SetDisabled(true))
+        .await
+        .unwrap();
+    assert_eq!(
+        rotate(s.as_ref(), &rt, "app", 2_003).await.err(),
+        Some(RefreshRejection::Inactive)
+    );
+    s.update_user("alice", &UserChange::SetDisabled(false))
+        .await
+        .unwrap();
+    s.update_client("app", ClientChange::SetActive(false))
+        .await
+        .unwrap();
+    assert_eq!(
+        rotate(s.as_ref(), &rt, "app", 2_004).await.err(),
+        Some(RefreshRejection::Inactive)
+    );
+}
+
+async fn concurrent_rotations_never_fork(b: Backend) {
+    let s = with_user(&b).await;
+    let rt = issue(s.as_ref(), 1_000).await;
+    let racers: Vec<_> = (0..32)
+        .map(|_| {
+            let s = s.clone();
+            let rt = rt.clone();
+            tokio::spawn(async move { rotate(s.as_ref(), &rt, "app", 1_001).await })
+        })
+        .collect();
+    let mut successors = std::collections::HashSet::new();
+    let mut fresh = 0;
+    for r in racers {
+        let r = r.await.unwrap().expect("no racer fails");
+        fresh += usize::from(!r.retried);
+        successors.insert(r.successor.to_string());
+    }
+    assert_eq!(
+        (successors.len(), fresh),
+        (1, 1),
+        "one successor, rotated once"
+    );
+    // The successor survives reopening: it was durable before anyone was answered.
+    drop(s);
+    let s = b.open(1_002).await;
+    let next = successors.into_iter().next().unwrap();
+    assert!(rotate(s.as_ref(), &next, "app", 1_002).await.is_ok());
+}
+
+/// One test per backend and behaviour.
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod redb {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                super::$name(super::Backend::Redb(tempfile::tempdir().unwrap())).await;
+            })*
+        }
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let Some(pg) = e2e::postgres::PgCluster::for_test() else { return };
+                super::$name(super::Backend::Postgres(pg)).await;
+            })*
+        }
+    };
+}
+
+conformance!(
+    clients_and_users,
+    keys_rotate_publish_and_retire,
+    refresh_rotation_retry_and_reuse,
+    refresh_lifetimes_revocation_and_inactive,
+    concurrent_rotations_never_fork,
+);
+
+/// PostgreSQL only: the secrets are sealed, so the database alone mints nothing, and the wrong
+/// key-encryption key is a clear error, never a new key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_secrets_need_the_right_kek() {
+    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
+        return;
+    };
+    let s = PgStore::connect(&pg.url(), Kek::derive(&KEK), 1_000, POLICY)
+        .await
+        .unwrap();
+    let ring = s.key_ring(1_000).await.unwrap();
+    let secret = hex::encode(ring.get(1).unwrap().secret());
+    let dump = pg.psql("SELECT encode(sealed, 'hex') FROM signing_keys UNION ALL SELECT encode(sealed, 'hex') FROM sealed_secrets").unwrap();
+    assert!(
+        !dump.contains(&secret),
+        "the signing key is sealed in the database"
+    );
+    let e = PgStore::connect(&pg.url(), Kek::derive(&[8; 32]), 1_000, POLICY)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("kek-file") || e.contains("key-encryption"),
+        "{e}"
+    );
+    // Two issuers starting at once on a new database migrate the schema once and share one key
+    // ring.
+    pg.psql("CREATE DATABASE fresh").unwrap();
+    let url = pg.url().replace("/postgres", "/fresh");
+    let (a, b) = tokio::join!(
+        PgStore::connect(&url, Kek::derive(&KEK), 1_000, POLICY),
+        PgStore::connect(&url, Kek::derive(&KEK), 1_000, POLICY)
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(
+        a.key_ring(1_000).await.unwrap().get(1).map(|k| *k.secret()),
+        b.key_ring(1_000).await.unwrap().get(1).map(|k| *k.secret())
+    );
+}

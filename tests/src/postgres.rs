@@ -1,0 +1,297 @@
+//! A throwaway PostgreSQL cluster for tests: `initdb` into a fresh temp dir, one server on a free
+//! loopback port with trust authentication for the role `app`, serializable isolation by default
+//! and fsync on (the product promises durable commits). [`PgCluster::pause`] and
+//! [`PgCluster::resume`] stop and restart it in place, on the same port and data, to test riding
+//! out a database outage. Dropping it stops the server (`pg_ctl stop -m fast`) and removes the dir.
+//!
+//! The binaries come from `MMS_PG_BIN` (set by `cargo xtask test`), else the newest
+//! `/usr/lib/postgresql/*/bin`. `initdb` refuses to run as root, so as root every server program
+//! runs as the `postgres` OS user through `runuser`, in a dir under /tmp (0700) chowned to it.
+
+use anyhow::{bail, Context, Result};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The role tests connect as (trust authentication, no password).
+pub const USER: &str = "app";
+/// Tries at starting the server, each on another free port, when the port got taken meanwhile.
+const START_ATTEMPTS: usize = 5;
+
+/// The PostgreSQL bin dir: `MMS_PG_BIN` if set, else the newest `/usr/lib/postgresql/*/bin`.
+pub fn find_bin_dir() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("MMS_PG_BIN").filter(|v| !v.is_empty()) {
+        let dir = PathBuf::from(dir);
+        if !dir.join("initdb").is_file() {
+            bail!("MMS_PG_BIN={} holds no initdb", dir.display());
+        }
+        return Ok(dir);
+    }
+    let missing = "PostgreSQL is not installed: no /usr/lib/postgresql/*/bin/initdb \
+                   (apt-get install postgresql, or set MMS_PG_BIN)";
+    let mut newest: Option<(Vec<u32>, PathBuf)> = None;
+    for entry in std::fs::read_dir("/usr/lib/postgresql").context(missing)? {
+        let entry = entry.context("reading /usr/lib/postgresql")?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let version: Vec<u32> = name.split('.').map(|p| p.parse().unwrap_or(0)).collect();
+        let bin = entry.path().join("bin");
+        if bin.join("initdb").is_file() && newest.as_ref().is_none_or(|(v, _)| version > *v) {
+            newest = Some((version, bin));
+        }
+    }
+    newest.map(|(_, bin)| bin).context(missing)
+}
+
+/// A running (or paused) throwaway cluster; stopped and removed on drop.
+pub struct PgCluster {
+    bin: PathBuf,
+    dir: PathBuf,
+    tmp: Option<tempfile::TempDir>,
+    port: u16,
+    as_postgres: bool,
+}
+
+impl PgCluster {
+    /// A cluster for a test. A missing PostgreSQL fails the test under `CI`; elsewhere the test is
+    /// skipped with a message (returns `None`). A PostgreSQL that is there but fails to start
+    /// always fails the test.
+    pub fn for_test() -> Option<Self> {
+        let bin = match find_bin_dir() {
+            Ok(bin) => bin,
+            Err(e)
+                if std::env::var_os("CI")
+                    .is_some_and(|v| !v.is_empty() && v != "false" && v != "0") =>
+            {
+                panic!("{e:#}")
+            }
+            Err(e) => {
+                eprintln!("SKIPPED: {e:#}");
+                return None;
+            }
+        };
+        Some(Self::start_with(&bin).unwrap_or_else(|e| panic!("{e:#}")))
+    }
+
+    /// Starts a cluster with the binaries of [`find_bin_dir`].
+    pub fn start() -> Result<Self> {
+        Self::start_with(&find_bin_dir()?)
+    }
+
+    /// Starts a cluster with the binaries in `bin`: initdb, then the server on a free port.
+    pub fn start_with(bin: &Path) -> Result<Self> {
+        let tmp = tempfile::Builder::new()
+            .prefix("mms-pg-")
+            .tempdir_in("/tmp")
+            .context("creating a temp dir under /tmp")?;
+        let dir = tmp.path().to_owned();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("chmod 0700 {}", dir.display()))?;
+        // The dir is ours, so its owner tells who we are.
+        let as_postgres = std::fs::metadata(&dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .uid()
+            == 0;
+        if as_postgres {
+            let (uid, gid) = (postgres_id("-u")?, postgres_id("-g")?);
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
+                .with_context(|| format!("chown postgres {}", dir.display()))?;
+        }
+        // From here on, dropping `pg` stops whatever started and removes the dir.
+        let mut pg = Self {
+            bin: bin.to_owned(),
+            dir,
+            tmp: Some(tmp),
+            port: 0,
+            as_postgres,
+        };
+        let mut initdb = pg.command("initdb");
+        initdb
+            .arg("-D")
+            .arg(&pg.dir)
+            .args(["-A", "trust", "-U", USER]);
+        // The C locale also keeps the log in English, for the port check below.
+        initdb.args(["--no-sync", "-E", "UTF8", "--locale=C"]);
+        pg.run(initdb, "initdb")?;
+        let mut attempt = 1;
+        loop {
+            pg.port = crate::free_port();
+            let log_before = pg.log().len();
+            match pg.pg_ctl_start() {
+                Ok(()) => return Ok(pg),
+                Err(e) if attempt < START_ATTEMPTS && port_taken(&pg.log(), log_before) => {
+                    eprintln!("port {} was taken; trying another ({e:#})", pg.port);
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The connection URL, libpq style: `postgres://app@127.0.0.1:PORT/postgres`.
+    pub fn url(&self) -> String {
+        format!("postgres://{USER}@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The server's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The data directory (also holding the server's log and Unix socket).
+    pub fn data_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The PostgreSQL bin dir in use (`psql` and the others are there).
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin
+    }
+
+    /// The server log's path.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("log")
+    }
+
+    /// The server log so far, for failure messages (empty once the cluster is removed).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// The postmaster's pid, while the server runs.
+    pub fn pid(&self) -> Option<u32> {
+        let text = std::fs::read_to_string(self.dir.join("postmaster.pid")).ok()?;
+        text.lines().next()?.trim().parse().ok()
+    }
+
+    /// Runs `psql URL -Atc SQL` and returns its output, trimmed; fails if psql fails.
+    pub fn psql(&self, sql: &str) -> Result<String> {
+        let out = Command::new(self.bin.join("psql"))
+            .arg(self.url())
+            .args(["-Atc", sql])
+            .stdin(Stdio::null())
+            .output()
+            .context("running psql")?;
+        if !out.status.success() {
+            bail!(
+                "psql -c {sql:?} failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// Stops the server (`pg_ctl stop -m fast`), keeping its data and port for [`Self::resume`].
+    pub fn pause(&mut self) -> Result<()> {
+        self.pg_ctl_stop("fast")
+    }
+
+    /// Starts the paused server again, on the same port and data.
+    pub fn resume(&mut self) -> Result<()> {
+        self.pg_ctl_start()
+    }
+
+    /// Stops the server if it runs (fast, else immediate, else SIGKILL) and removes the data dir.
+    /// Errors are printed: this runs on drop. Calling it again does nothing.
+    pub fn stop(&mut self) {
+        let Some(tmp) = self.tmp.take() else {
+            return;
+        };
+        if self.dir.join("postmaster.pid").exists() {
+            let stopped = self.pg_ctl_stop("fast").or_else(|e| {
+                eprintln!("{e:#}; stopping it in immediate mode");
+                self.pg_ctl_stop("immediate")
+            });
+            if let (Err(e), Some(pid)) = (stopped, self.pid()) {
+                eprintln!("{e:#}; killing postmaster {pid}");
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+        }
+        if let Err(e) = tmp.close() {
+            eprintln!("removing {}: {e}", self.dir.display());
+        }
+    }
+
+    /// A server program from the bin dir, as the `postgres` user when we are root, run in the dir.
+    fn command(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        let mut c = if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(path);
+            c
+        } else {
+            Command::new(path)
+        };
+        c.current_dir(&self.dir).stdin(Stdio::null());
+        c
+    }
+
+    /// Runs a command to its end; on failure the error holds its output and the server log.
+    fn run(&self, mut cmd: Command, what: &str) -> Result<()> {
+        let out = cmd.output().with_context(|| format!("starting {what}"))?;
+        if !out.status.success() {
+            bail!(
+                "{what} failed ({}): {}{}\n--- {}:\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+                self.log_path().display(),
+                self.log()
+            );
+        }
+        Ok(())
+    }
+
+    fn pg_ctl_start(&self) -> Result<()> {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=on \
+             -c default_transaction_isolation=serializable",
+            self.port,
+            self.dir.display()
+        );
+        let mut c = self.command("pg_ctl");
+        c.arg("-D").arg(&self.dir).args(["-w", "-t", "60", "-l"]);
+        c.arg(self.log_path()).arg("-o").arg(options).arg("start");
+        self.run(c, &format!("pg_ctl start on port {}", self.port))
+    }
+
+    fn pg_ctl_stop(&self, mode: &str) -> Result<()> {
+        let mut c = self.command("pg_ctl");
+        c.arg("-D")
+            .arg(&self.dir)
+            .args(["-w", "-t", "60", "-m", mode, "stop"]);
+        self.run(c, &format!("pg_ctl stop -m {mode}"))
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Whether the log written since byte `from` says the port was in use.
+fn port_taken(log: &str, from: usize) -> bool {
+    log.get(from..)
+        .is_some_and(|new| new.contains("Address already in use"))
+}
+
+/// `id FLAG postgres`: the uid (`-u`) or gid (`-g`) of the `postgres` OS user.
+fn postgres_id(flag: &str) -> Result<u32> {
+    let out = Command::new("id")
+        .args([flag, "postgres"])
+        .output()
+        .context("running id")?;
+    if !out.status.success() {
+        bail!(
+            "no postgres OS user (id {flag} postgres: {})",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.trim()
+        .parse()
+        .with_context(|| format!("id {flag} postgres printed {text:?}"))
+}

@@ -1,0 +1,77 @@
+//! The throwaway PostgreSQL harness (`e2e::postgres`) itself: a cluster starts with the settings
+//! the product relies on, serves `psql` from its own bin dir, can be paused and resumed in place,
+//! and leaves neither a process, a listening port nor a directory behind.
+
+use e2e::postgres::PgCluster;
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::time::Duration;
+
+/// `BIN/psql URL -Atc SQL`, as any client would run it: Ok(output) or Err(stderr).
+fn psql(pg: &PgCluster, sql: &str) -> Result<String, String> {
+    let out = Command::new(pg.bin_dir().join("psql"))
+        .arg(pg.url())
+        .args(["-Atc", sql])
+        .output()
+        .expect("psql runs");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+    }
+}
+
+fn port_open(port: u16) -> bool {
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
+}
+
+/// Whether the process runs (a zombie left for a reaper counts as ended).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("State:"))
+            .is_some_and(|state| !state.trim_start().starts_with('Z'))
+    })
+}
+
+#[test]
+fn a_throwaway_cluster_starts_serves_and_is_removed() {
+    let Some(mut pg) = PgCluster::for_test() else {
+        return;
+    };
+    let dir = pg.data_dir().to_owned();
+    let port = pg.port();
+    assert_eq!(
+        pg.url(),
+        format!("postgres://app@127.0.0.1:{port}/postgres")
+    );
+    let log = |pg: &PgCluster| format!("--- {}:\n{}", pg.log_path().display(), pg.log());
+
+    let isolation = psql(&pg, "show transaction_isolation");
+    assert_eq!(isolation.as_deref(), Ok("serializable"), "{}", log(&pg));
+    assert_eq!(pg.psql("show fsync").unwrap(), "on");
+    assert_eq!(pg.psql("select current_user").unwrap(), "app");
+    let pid = pg.pid().expect("postmaster.pid");
+    assert!(alive(pid));
+
+    pg.pause().unwrap();
+    assert!(psql(&pg, "select 1").is_err(), "psql works while paused");
+    assert!(!port_open(port), "port {port} still open while paused");
+    assert!(dir.exists(), "pause removed the data dir");
+
+    pg.resume().unwrap();
+    assert_eq!(pg.port(), port);
+    assert_eq!(
+        psql(&pg, "show transaction_isolation").as_deref(),
+        Ok("serializable"),
+        "{}",
+        log(&pg)
+    );
+    let pid = pg.pid().expect("postmaster.pid after resume");
+
+    drop(pg);
+    assert!(!dir.exists(), "{} is still there", dir.display());
+    assert!(!port_open(port), "port {port} still open after drop");
+    assert!(!alive(pid), "postmaster {pid} still runs after drop");
+}
