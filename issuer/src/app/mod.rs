@@ -1,12 +1,15 @@
-//! The issuer's state and the logic of each endpoint, independent of sockets.
+//! The issuer's state and the logic of each endpoint, independent of sockets. Each grant of the
+//! token endpoint reads top to bottom in a module of its own: [`flow_password`], [`flow_refresh`],
+//! [`flow_client_credentials`].
+
+mod flow_client_credentials;
+mod flow_password;
+mod flow_refresh;
 
 use crate::http::{client_credentials, json_response, ApiError, Call, Timer};
 use crate::metrics::Metrics;
 use crate::passwords::PasswordChecker;
-use crate::store::{
-    ClientRecord, GrantKind, RefreshOp, RefreshOutcome, RefreshPolicy, RefreshRejection, Store,
-    StoreError,
-};
+use crate::store::{ClientRecord, RefreshOp, RefreshOutcome, RefreshPolicy, Store, StoreError};
 use crate::throttle::Throttle;
 use serde_json::json;
 use shared::grant::{parse_token_param, parse_token_request, Grant, Impersonation};
@@ -192,153 +195,14 @@ impl App {
         }
         match req.grant {
             Grant::Password { username, password } => {
-                if !client.grants.contains(&GrantKind::Password) {
-                    return Err(ApiError::unauthorized_client(
-                        "the password grant is not enabled for this client",
-                    ));
-                }
-                let ip = call.client_ip(&self.settings.trusted_proxies);
-                // One password check per user at a time: each attempt sees the outcome of the one
-                // before, so a burst of concurrent guesses meets the back-off after the free ones.
-                let _turn = self.login_turn(&username).await;
-                let attempt = match self.throttle.attempt(&username, ip, now()) {
-                    Ok(attempt) => attempt,
-                    Err(wait) => return Err(ApiError::throttled(wait)),
-                };
-                let user = self
-                    .store
-                    .user(&username)
+                self.password_grant(call, client_id, &client, username, password)
                     .await
-                    .map_err(|e| ApiError::store(&e))?;
-                let ok = self
-                    .passwords
-                    .check(password, user.as_ref().map(|u| u.password_hash.clone()))
-                    .await;
-                // A disabled user is refused exactly like a wrong password, throttle included:
-                // otherwise the answer after the back-off starts would tell a right guess.
-                let disabled = user.as_ref().is_some_and(|u| u.disabled);
-                let user = match user {
-                    Some(u) if ok && !disabled => u,
-                    _ => {
-                        attempt.failed(now());
-                        let (client, user) = (client_id.as_str(), username.as_str());
-                        if ok && disabled {
-                            tracing::info!(client, user, "disabled user refused");
-                        } else {
-                            tracing::info!(client, user, "wrong user credentials");
-                        }
-                        return Err(ApiError::invalid_grant("invalid user credentials"));
-                    }
-                };
-                attempt.succeeded();
-                let identity = Identity {
-                    kind: SubjectKind::User,
-                    subject: username.clone(),
-                    roles: user.roles.clone(),
-                    claims: user.token_claims(),
-                };
-                let access = self.mint(&client_id, identity)?;
-                let op = RefreshOp::Issue {
-                    client: client_id,
-                    user: username,
-                };
-                match self
-                    .store
-                    .refresh(op, now())
-                    .await
-                    .map_err(|e| ApiError::store(&e))?
-                {
-                    RefreshOutcome::Issued(refresh) => {
-                        Ok(self.token_response(access, Some(refresh)))
-                    }
-                    _ => Err(ApiError::internal(&"unexpected refresh outcome")),
-                }
             }
             Grant::RefreshToken { refresh_token } => {
-                if !client.grants.contains(&GrantKind::Password) {
-                    return Err(ApiError::unauthorized_client(
-                        "the password grant is not enabled for this client",
-                    ));
-                }
-                let op = RefreshOp::Rotate {
-                    presented: refresh_token,
-                    client: client_id.clone(),
-                };
-                let rotation = match self
-                    .store
-                    .refresh(op, now())
-                    .await
-                    .map_err(|e| ApiError::store(&e))?
-                {
-                    RefreshOutcome::Rotated(r) => r,
-                    _ => return Err(ApiError::internal(&"unexpected refresh outcome")),
-                };
-                let rotation = match rotation {
-                    Ok(r) => r,
-                    Err(rejection) => {
-                        self.metrics.refresh(rejection.reason());
-                        if rejection == RefreshRejection::ReuseDetected {
-                            tracing::warn!(target: "audit", client = client_id.as_str(), "refresh token reuse: family revoked");
-                        }
-                        return Err(ApiError::invalid_grant("invalid refresh token"));
-                    }
-                };
-                self.metrics.refresh(if rotation.retried {
-                    "retried"
-                } else {
-                    "rotated"
-                });
-                let identity = Identity {
-                    kind: SubjectKind::User,
-                    subject: rotation.user_name.clone(),
-                    roles: rotation.user.roles.clone(),
-                    claims: rotation.user.token_claims(),
-                };
-                let access = self.mint(&client_id, identity)?;
-                Ok(self.token_response(access, Some(rotation.successor)))
+                self.refresh_grant(client_id, &client, refresh_token).await
             }
             Grant::ClientCredentials { impersonation } => {
-                if !client.grants.contains(&GrantKind::ClientCredentials) {
-                    return Err(ApiError::unauthorized_client(
-                        "the client_credentials grant is not enabled for this client",
-                    ));
-                }
-                let identity = match impersonation {
-                    None => Identity {
-                        kind: SubjectKind::Client,
-                        subject: String::new(),
-                        roles: vec![],
-                        claims: vec![],
-                    },
-                    Some(imp) => {
-                        check_impersonation(&client, &imp)?;
-                        let identity = match imp {
-                            Impersonation::Claims(claims) => Identity {
-                                kind: SubjectKind::Impersonation,
-                                subject: String::new(),
-                                roles: vec![],
-                                claims,
-                            },
-                            Impersonation::Legacy { user, roles } => Identity {
-                                kind: SubjectKind::Impersonation,
-                                subject: user.unwrap_or_default(),
-                                roles,
-                                claims: vec![],
-                            },
-                        };
-                        tracing::info!(
-                            target: "audit",
-                            client = client_id.as_str(),
-                            subject = identity.subject.as_str(),
-                            roles = ?identity.roles,
-                            claims = ?identity.claims.iter().map(|c| format!("{}={}", c.typ, c.value)).collect::<Vec<_>>(),
-                            "impersonation"
-                        );
-                        identity
-                    }
-                };
-                let access = self.mint(&client_id, identity)?;
-                Ok(self.token_response(access, None))
+                self.client_credentials_grant(client_id, &client, impersonation)
             }
         }
     }

@@ -1,0 +1,61 @@
+//! The refresh token grant: rotate the presented token in the store (the identical successor for a
+//! retry inside the window; reuse outside it revokes the family), then mint an access token with
+//! the user's current roles.
+
+use super::{now, App};
+use crate::http::ApiError;
+use crate::store::{ClientRecord, GrantKind, RefreshOp, RefreshOutcome, RefreshRejection};
+use shared::token::{Identity, SubjectKind};
+use warp::reply::Response;
+use zeroize::Zeroizing;
+
+impl App {
+    pub(super) async fn refresh_grant(
+        &self,
+        client_id: String,
+        client: &ClientRecord,
+        refresh_token: Zeroizing<String>,
+    ) -> Result<Response, ApiError> {
+        if !client.grants.contains(&GrantKind::Password) {
+            return Err(ApiError::unauthorized_client(
+                "the password grant is not enabled for this client",
+            ));
+        }
+        let op = RefreshOp::Rotate {
+            presented: refresh_token,
+            client: client_id.clone(),
+        };
+        let rotation = match self
+            .store
+            .refresh(op, now())
+            .await
+            .map_err(|e| ApiError::store(&e))?
+        {
+            RefreshOutcome::Rotated(r) => r,
+            _ => return Err(ApiError::internal(&"unexpected refresh outcome")),
+        };
+        let rotation = match rotation {
+            Ok(r) => r,
+            Err(rejection) => {
+                self.metrics.refresh(rejection.reason());
+                if rejection == RefreshRejection::ReuseDetected {
+                    tracing::warn!(target: "audit", client = client_id.as_str(), "refresh token reuse: family revoked");
+                }
+                return Err(ApiError::invalid_grant("invalid refresh token"));
+            }
+        };
+        self.metrics.refresh(if rotation.retried {
+            "retried"
+        } else {
+            "rotated"
+        });
+        let identity = Identity {
+            kind: SubjectKind::User,
+            subject: rotation.user_name.clone(),
+            roles: rotation.user.roles.clone(),
+            claims: rotation.user.token_claims(),
+        };
+        let access = self.mint(&client_id, identity)?;
+        Ok(self.token_response(access, Some(rotation.successor)))
+    }
+}
