@@ -43,6 +43,10 @@ struct DataDir {
     /// The key-encryption key file for the PostgreSQL store: at least 32 random bytes, mode 0600.
     #[arg(long, env = "ISSUER_KEK_FILE", global = true)]
     kek_file: Option<PathBuf>,
+    /// During a KEK rotation: the previous key-encryption key file, which still opens what it
+    /// sealed (see `issuer keys rotate-kek`).
+    #[arg(long, env = "ISSUER_PREVIOUS_KEK_FILE", global = true)]
+    previous_kek_file: Option<PathBuf>,
 }
 
 impl DataDir {
@@ -203,6 +207,9 @@ enum KeysCmd {
     },
     /// Print the Envoy filter's plugin configuration (JSON) with the current key ring.
     FilterConfig,
+    /// PostgreSQL store: re-seal every secret in the database under --kek-file, opening them with
+    /// it or --previous-kek-file (run once every issuer has both; then drop the previous one).
+    RotateKek,
 }
 
 fn main() -> std::process::ExitCode {
@@ -211,14 +218,12 @@ fn main() -> std::process::ExitCode {
         Top::Serve(s) => serve(s),
         Top::Client { cmd, dir } => client(cmd, &dir),
         Top::User { cmd, dir } => user(cmd, &dir),
-        Top::Keys { cmd, dir } => run_admin(
-            &dir,
-            match cmd {
-                KeysCmd::List => Command::KeysList,
-                KeysCmd::Rotate { delay } => Command::KeysRotate { delay },
-                KeysCmd::FilterConfig => Command::KeysFilterConfig,
-            },
-        ),
+        Top::Keys { cmd, dir } => match cmd {
+            KeysCmd::List => run_admin(&dir, Command::KeysList),
+            KeysCmd::Rotate { delay } => run_admin(&dir, Command::KeysRotate { delay }),
+            KeysCmd::FilterConfig => run_admin(&dir, Command::KeysFilterConfig),
+            KeysCmd::RotateKek => rotate_kek(&dir),
+        },
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -279,6 +284,7 @@ fn serve(s: Serve) -> anyhow::Result<()> {
             let store = runtime.block_on(Location::connect_postgres(
                 url,
                 s.dir.kek_file.as_deref(),
+                s.dir.previous_kek_file.as_deref(),
                 now(),
                 refresh,
             ))?;
@@ -369,6 +375,7 @@ fn run_admin(args: &DataDir, cmd: Command) -> anyhow::Result<()> {
             let store = Location::connect_postgres(
                 &url,
                 args.kek_file.as_deref(),
+                args.previous_kek_file.as_deref(),
                 now(),
                 RefreshPolicy::default(),
             )
@@ -377,6 +384,22 @@ fn run_admin(args: &DataDir, cmd: Command) -> anyhow::Result<()> {
         })??,
     };
     print!("{text}");
+    Ok(())
+}
+
+/// `keys rotate-kek`: re-seals the database's secrets under the current KEK.
+fn rotate_kek(args: &DataDir) -> anyhow::Result<()> {
+    let Location::Postgres(url) = args.location()? else {
+        bail!("rotate-kek is for the PostgreSQL store; the embedded store keeps its keys in 0600 files");
+    };
+    let kek = Location::kek(args.kek_file.as_deref(), args.previous_kek_file.as_deref())?;
+    let n = block_on(async {
+        let store =
+            issuer::store::postgres::PgStore::connect(&url, kek, now(), RefreshPolicy::default())
+                .await?;
+        anyhow::Ok(store.reseal().await?)
+    })??;
+    println!("{n} secrets re-sealed under the new key-encryption key; --previous-kek-file is no longer needed");
     Ok(())
 }
 
@@ -413,6 +436,7 @@ fn hash_key(args: &DataDir) -> anyhow::Result<issuer::secrets::HashKey> {
                 let store = Location::connect_postgres(
                     &url,
                     args.kek_file.as_deref(),
+                    args.previous_kek_file.as_deref(),
                     now(),
                     RefreshPolicy::default(),
                 )

@@ -39,8 +39,12 @@ pub enum KekError {
     WrongKey(&'static str),
 }
 
-/// The derived key-encryption key. Wiped on drop; never printed.
-pub struct Kek(Zeroizing<[u8; 32]>);
+/// The derived key-encryption key, and during a KEK rotation the previous one, which still opens
+/// what it sealed. Wiped on drop; never printed.
+pub struct Kek {
+    key: Zeroizing<[u8; 32]>,
+    previous: Option<Box<Kek>>,
+}
 
 impl std::fmt::Debug for Kek {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -81,11 +85,21 @@ impl Kek {
         Hkdf::<Sha256>::new(Some(b"mms-issuer/kek/v1"), material)
             .expand(b"seal", key.as_mut())
             .expect("32 bytes is a valid HKDF-SHA256 length");
-        Self(key)
+        Self {
+            key,
+            previous: None,
+        }
+    }
+
+    /// This key, which seals, with `previous` still opening what it sealed (for a KEK rotation:
+    /// `docs/deploy-postgres.md`).
+    pub fn with_previous(mut self, previous: Kek) -> Self {
+        self.previous = Some(Box::new(previous));
+        self
     }
 
     fn cipher(&self) -> XChaCha20Poly1305 {
-        XChaCha20Poly1305::new(self.0.as_ref().into())
+        XChaCha20Poly1305::new(self.key.as_ref().into())
     }
 
     /// Seals `plaintext` for `purpose` (for example `signing-key/3`): nonce then ciphertext.
@@ -115,16 +129,18 @@ impl Kek {
             return Err(KekError::WrongKey(what));
         }
         let (nonce, body) = sealed.split_at(NONCE_LEN);
-        self.cipher()
-            .decrypt(
-                XNonce::from_slice(nonce),
-                Payload {
-                    msg: body,
-                    aad: purpose.as_bytes(),
-                },
-            )
-            .map(Zeroizing::new)
-            .map_err(|_| KekError::WrongKey(what))
+        let opened = self.cipher().decrypt(
+            XNonce::from_slice(nonce),
+            Payload {
+                msg: body,
+                aad: purpose.as_bytes(),
+            },
+        );
+        match (opened, &self.previous) {
+            (Ok(plain), _) => Ok(Zeroizing::new(plain)),
+            (Err(_), Some(previous)) => previous.open(purpose, sealed, what),
+            (Err(_), None) => Err(KekError::WrongKey(what)),
+        }
     }
 }
 
@@ -148,6 +164,25 @@ mod tests {
             .is_err());
         assert!(kek.open("signing-key/1", &sealed[..10], "key").is_err());
         assert!(!format!("{kek:?}").contains('1'));
+    }
+
+    #[test]
+    fn the_previous_key_opens_during_a_rotation() {
+        let old = Kek::derive(&[1; 32]);
+        let sealed = old.seal("hash-key", b"h");
+        let both = Kek::derive(&[2; 32]).with_previous(Kek::derive(&[1; 32]));
+        assert_eq!(
+            both.open("hash-key", &sealed, "h").unwrap().as_slice(),
+            b"h"
+        );
+        let resealed = both.seal("hash-key", b"h");
+        assert!(
+            old.open("hash-key", &resealed, "h").is_err(),
+            "new seals use the new key"
+        );
+        assert!(Kek::derive(&[2; 32])
+            .open("hash-key", &resealed, "h")
+            .is_ok());
     }
 
     #[test]

@@ -33,13 +33,9 @@ impl Location {
         }
     }
 
-    /// Connects to a PostgreSQL location with the KEK from `kek_file` (required there).
-    pub async fn connect_postgres(
-        url: &str,
-        kek_file: Option<&Path>,
-        now: u64,
-        policy: RefreshPolicy,
-    ) -> Result<Arc<dyn Store>, StoreError> {
+    /// The KEK from `kek_file` (required for PostgreSQL), with the previous one from
+    /// `previous_file` during a KEK rotation.
+    pub fn kek(kek_file: Option<&Path>, previous_file: Option<&Path>) -> Result<Kek, StoreError> {
         let Some(kek_file) = kek_file else {
             return Err(StoreError::Kek(
                 "the PostgreSQL store needs --kek-file (env ISSUER_KEK_FILE): the key that seals \
@@ -48,6 +44,21 @@ impl Location {
             ));
         };
         let kek = Kek::from_file(kek_file)?;
+        Ok(match previous_file {
+            Some(p) => kek.with_previous(Kek::from_file(p)?),
+            None => kek,
+        })
+    }
+
+    /// Connects to a PostgreSQL location (see [`Location::kek`] for the key files).
+    pub async fn connect_postgres(
+        url: &str,
+        kek_file: Option<&Path>,
+        previous_file: Option<&Path>,
+        now: u64,
+        policy: RefreshPolicy,
+    ) -> Result<Arc<dyn Store>, StoreError> {
+        let kek = Self::kek(kek_file, previous_file)?;
         Ok(Arc::new(PgStore::connect(url, kek, now, policy).await?))
     }
 }

@@ -1,7 +1,7 @@
 //! Several issuers on one PostgreSQL: the real binary twice, a real throwaway cluster, admin
 //! commands writing to the database while both serve.
 
-use super::{admin, post, Server};
+use super::{admin, admin_output, post, Server};
 use e2e::postgres::PgCluster;
 use reqwest::StatusCode;
 use shared::token;
@@ -9,9 +9,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn kek_file(dir: &Path) -> String {
+    kek_file_named(dir, "kek", "5a")
+}
+
+fn kek_file_named(dir: &Path, name: &str, byte: &str) -> String {
     use std::os::unix::fs::PermissionsExt;
-    let path = dir.join("kek");
-    std::fs::write(&path, format!("{}\n", "5a".repeat(32))).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, format!("{}\n", byte.repeat(32))).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     path.display().to_string()
 }
@@ -209,4 +213,60 @@ async fn postgres_down_is_503_with_retry_after_and_the_issuer_recovers() {
     })
     .await;
     eprintln!("served again {took:?} after PostgreSQL came back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_encryption_key_rotates_without_stopping_the_issuer() {
+    let Some(pg) = PgCluster::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let old = kek_file_named(tmp.path(), "old", "a1");
+    let new = kek_file_named(tmp.path(), "new", "b2");
+    let dir = tmp.path().join("a");
+    let url = pg.url();
+    let with_old = vec![
+        "--store".to_owned(),
+        url.clone(),
+        "--kek-file".to_owned(),
+        old.clone(),
+    ];
+    let both = vec![
+        "--store".to_owned(),
+        url.clone(),
+        "--kek-file".to_owned(),
+        new.clone(),
+        "--previous-kek-file".to_owned(),
+        old.clone(),
+    ];
+    let with_new = vec!["--store".to_owned(), url, "--kek-file".to_owned(), new];
+    let out = admin_on(&dir, &["client", "add", "app"], &with_old, None);
+    let secret = out
+        .lines()
+        .find_map(|l| l.strip_prefix("secret: "))
+        .expect("secret printed")
+        .to_owned();
+    admin_on(&dir, &["client", "activate", "app"], &with_old, None);
+    // Step 1: the issuer runs with the new key and the previous one.
+    let args: Vec<&str> = both.iter().map(String::as_str).collect();
+    let server = Server::start(&dir, &args);
+    let app = Some(("app", secret.as_str()));
+    let cc = [("grant_type", "client_credentials")];
+    assert_eq!(post(&server.token_url(), app, &cc).await.status, 200);
+    // Step 2: re-seal everything under the new key.
+    let out = admin_on(&dir, &["keys", "rotate-kek"], &both, None);
+    assert!(out.starts_with("2 secrets re-sealed"), "{out}");
+    // The old key opens nothing any more; the new one alone does; the issuer kept serving.
+    let args = with(&["keys", "list"], &with_old);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let refused = admin_output(&dir, &args, None);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("wrong --kek-file"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(admin_on(&dir, &["keys", "list"], &with_new, None).contains("signing"));
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert_eq!(post(&server.token_url(), app, &cc).await.status, 200);
 }
