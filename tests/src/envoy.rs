@@ -69,6 +69,21 @@ pub fn render_minimal(listener: u16, media: u16, filter_config: &str) -> Result<
     )
 }
 
+/// Adds the issuer on `port` to the `issuer` cluster, beside the one on `first` (a rendered
+/// full-stack configuration with several issuers on one PostgreSQL).
+pub fn add_issuer_endpoint(yaml: &str, first: u16, port: u16) -> Result<String> {
+    let line =
+        format!("              socket_address: {{ address: 127.0.0.1, port_value: {first} }}");
+    let Some(at) = yaml.find(&line) else {
+        bail!("no issuer endpoint on port {first}");
+    };
+    let end = at + line.len();
+    let endpoint = format!(
+        "\n        - endpoint:\n            address:\n              socket_address: {{ address: 127.0.0.1, port_value: {port} }}"
+    );
+    Ok(format!("{}{endpoint}{}", &yaml[..end], &yaml[end..]))
+}
+
 /// Replaces `port_value: FROM` with `port_value: TO` and the plugin configuration block.
 pub fn render(config: &str, ports: &[(u16, u16)], filter_config: &str) -> Result<String> {
     let mut out = String::with_capacity(config.len() + filter_config.len());

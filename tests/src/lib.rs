@@ -156,6 +156,21 @@ impl Drop for Proc {
     }
 }
 
+/// 32 random bytes, hex (the harness's key-encryption keys).
+fn random_hex() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if read.is_err() {
+        // Unique enough for a throwaway test cluster.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        bytes[..16].copy_from_slice(&t.to_le_bytes());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Writes a self-signed certificate for `localhost` and 127.0.0.1 into `dir/tls/` unless one is
 /// there; returns the certificate PEM.
 pub fn ensure_tls(dir: &Path) -> Result<String> {
@@ -185,6 +200,27 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Where an issuer's state lives, as its command-line arguments.
+#[derive(Debug, Clone)]
+pub struct StoreArgs(pub Vec<String>);
+
+impl StoreArgs {
+    /// The embedded store in `data`.
+    pub fn redb(data: &Path) -> Self {
+        Self(vec!["--data-dir".into(), data.display().to_string()])
+    }
+
+    /// A PostgreSQL database, its secrets sealed under the KEK in `kek_file`.
+    pub fn postgres(url: &str, kek_file: &Path) -> Self {
+        Self(vec![
+            "--store".into(),
+            url.into(),
+            "--kek-file".into(),
+            kek_file.display().to_string(),
+        ])
+    }
+}
+
 /// Runs the issuer's admin command line on `data`; fails unless it succeeds. Returns stdout.
 pub fn issuer_admin(
     tools: &Tools,
@@ -192,10 +228,19 @@ pub fn issuer_admin(
     args: &[&str],
     stdin: Option<&str>,
 ) -> Result<String> {
+    issuer_admin_on(tools, &StoreArgs::redb(data), args, stdin)
+}
+
+/// Runs the issuer's admin command line on `store`; fails unless it succeeds. Returns stdout.
+pub fn issuer_admin_on(
+    tools: &Tools,
+    store: &StoreArgs,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Result<String> {
     let mut child = Command::new(&tools.issuer)
         .args(args)
-        .arg("--data-dir")
-        .arg(data)
+        .args(&store.0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -225,11 +270,16 @@ pub mod demo {
 /// Creates the demo client and user in `data` unless done before; returns the client secret,
 /// kept in `dir/client-secret` (0600).
 pub fn provision(tools: &Tools, dir: &Path, data: &Path) -> Result<String> {
+    provision_on(tools, dir, &StoreArgs::redb(data))
+}
+
+/// [`provision`] on any store.
+pub fn provision_on(tools: &Tools, dir: &Path, data: &StoreArgs) -> Result<String> {
     let secret_file = dir.join("client-secret");
     if let Ok(s) = std::fs::read_to_string(&secret_file) {
         return Ok(s.trim().to_owned());
     }
-    let out = issuer_admin(
+    let out = issuer_admin_on(
         tools,
         data,
         &[
@@ -247,8 +297,8 @@ pub fn provision(tools: &Tools, dir: &Path, data: &Path) -> Result<String> {
         .find_map(|l| l.strip_prefix("secret: "))
         .context("no secret printed")?
         .to_owned();
-    issuer_admin(tools, data, &["client", "activate", demo::CLIENT], None)?;
-    issuer_admin(
+    issuer_admin_on(tools, data, &["client", "activate", demo::CLIENT], None)?;
+    issuer_admin_on(
         tools,
         data,
         &[
@@ -276,15 +326,25 @@ pub fn start_issuer(
     extra: &[&str],
     log: &Path,
 ) -> Result<(Proc, String)> {
+    start_issuer_on(tools, &StoreArgs::redb(data), port, extra, log)
+}
+
+/// [`start_issuer`] on any store.
+pub fn start_issuer_on(
+    tools: &Tools,
+    store: &StoreArgs,
+    port: u16,
+    extra: &[&str],
+    log: &Path,
+) -> Result<(Proc, String)> {
     let mut child = Command::new(&tools.issuer)
         .args([
             "serve",
             "--trust-x-forwarded-for",
             "--listen",
             &format!("127.0.0.1:{port}"),
-            "--data-dir",
         ])
-        .arg(data)
+        .args(&store.0)
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::from(std::fs::File::create(log)?))
@@ -309,6 +369,8 @@ pub struct Options {
     pub issuer_args: Vec<String>,
     /// Use the shipped ports instead of free ones.
     pub shipped_ports: bool,
+    /// Two issuers on a throwaway PostgreSQL cluster instead of one on a redb data dir.
+    pub postgres: bool,
 }
 
 /// Issuer, media upstream and Envoy, running.
@@ -325,9 +387,15 @@ pub struct Stack {
     pub cert_pem: String,
     /// The tools.
     pub tools: Tools,
+    /// Where the issuers' state lives.
+    pub store: StoreArgs,
+    /// Ports of the issuers after the first (`ports.issuer`), with PostgreSQL.
+    pub more_issuers: Vec<u16>,
     envoy: Option<Proc>,
-    issuer: Proc,
+    issuers: Vec<Proc>,
     upstream: tokio::task::JoinHandle<()>,
+    /// Stopped after the issuers (fields drop in order).
+    pg: Option<postgres::PgCluster>,
 }
 
 impl Stack {
@@ -341,15 +409,47 @@ impl Stack {
         } else {
             Ports::free()
         };
-        let secret = provision(tools, &dir, &data)?;
+        let (store, pg, more_issuers) = if opts.postgres {
+            let pg = postgres::PgCluster::start()?;
+            let kek = dir.join("kek");
+            write_private(&kek, format!("{}\n", random_hex()).as_bytes())?;
+            // A new cluster has none of an earlier run's clients; the redb data dir's client
+            // secret in `dir` stays for the next run without --postgres.
+            let _ = std::fs::remove_dir_all(dir.join("postgres"));
+            std::fs::create_dir_all(dir.join("postgres"))?;
+            let second = if opts.shipped_ports {
+                8082
+            } else {
+                free_port()
+            };
+            (StoreArgs::postgres(&pg.url(), &kek), Some(pg), vec![second])
+        } else {
+            (StoreArgs::redb(&data), None, vec![])
+        };
+        let secret_dir = if pg.is_some() {
+            dir.join("postgres")
+        } else {
+            dir.clone()
+        };
+        let secret = provision_on(tools, &secret_dir, &store)?;
         let cert_pem = ensure_tls(&dir)?;
         std::fs::copy(&tools.wasm, dir.join("filter.wasm"))?;
         // The issuer names itself by the URL clients use (Envoy's), not its internal address.
         let public_url = format!("https://localhost:{}", ports.listener);
         let mut extra = vec!["--public-url", &public_url];
         extra.extend(opts.issuer_args.iter().map(String::as_str));
-        let (issuer, _) =
-            start_issuer(tools, &data, ports.issuer, &extra, &dir.join("issuer.log"))?;
+        let mut issuers = Vec::new();
+        for (i, port) in std::iter::once(ports.issuer)
+            .chain(more_issuers.iter().copied())
+            .enumerate()
+        {
+            let log = dir.join(if i == 0 {
+                "issuer.log".to_owned()
+            } else {
+                format!("issuer{}.log", i + 1)
+            });
+            issuers.push(start_issuer_on(tools, &store, port, &extra, &log)?.0);
+        }
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", ports.media))
             .await
             .with_context(|| format!("media upstream port {}", ports.media))?;
@@ -364,9 +464,12 @@ impl Stack {
             secret,
             cert_pem,
             tools: tools.clone(),
+            store,
+            more_issuers,
             envoy: None,
-            issuer,
+            issuers,
             upstream,
+            pg,
         };
         stack.restart_envoy()?;
         Ok(stack)
@@ -374,7 +477,7 @@ impl Stack {
 
     /// (Re)starts Envoy with the shipped full-stack configuration and the issuer's current key ring.
     pub fn restart_envoy(&mut self) -> Result<()> {
-        let cfg = issuer_admin(&self.tools, &self.data, &["keys", "filter-config"], None)?;
+        let cfg = issuer_admin_on(&self.tools, &self.store, &["keys", "filter-config"], None)?;
         self.restart_envoy_with(&cfg)
     }
 
@@ -383,7 +486,10 @@ impl Stack {
         if let Some(mut e) = self.envoy.take() {
             e.stop();
         }
-        let yaml = render_full_stack(self.ports, filter_config)?;
+        let mut yaml = render_full_stack(self.ports, filter_config)?;
+        for port in &self.more_issuers {
+            yaml = envoy::add_issuer_endpoint(&yaml, self.ports.issuer, *port)?;
+        }
         let path = envoy::write_config(&self.dir, "envoy.yaml", &yaml)?;
         self.envoy = Some(start_envoy(
             &self.tools,
@@ -421,7 +527,7 @@ impl Stack {
 
     /// Runs an admin command against the running issuer.
     pub fn admin(&self, args: &[&str], stdin: Option<&str>) -> Result<String> {
-        issuer_admin(&self.tools, &self.data, args, stdin)
+        issuer_admin_on(&self.tools, &self.store, args, stdin)
     }
 
     /// The filter's counters from Envoy's admin interface, once they have settled: the filter hands
@@ -454,6 +560,20 @@ impl Stack {
             .collect())
     }
 
+    /// The PostgreSQL cluster of a stack started with [`Options::postgres`].
+    pub fn postgres(&mut self) -> Option<&mut postgres::PgCluster> {
+        self.pg.as_mut()
+    }
+
+    /// Kills issuer `index` (0 is the first) with SIGKILL, as a crash would.
+    pub fn kill_issuer(&mut self, index: usize) -> Result<()> {
+        let proc = self.issuers.get_mut(index).context("no such issuer")?;
+        let pid = proc.pid().to_string();
+        Command::new("kill").args(["-KILL", &pid]).status()?;
+        proc.stop();
+        Ok(())
+    }
+
     /// A GET to Envoy's admin interface (the Unix socket in the stack's directory).
     pub fn envoy_admin(&self, path: &str) -> Result<(u16, String)> {
         admin_get(&self.dir.join(ADMIN_SOCKET), path)
@@ -461,7 +581,10 @@ impl Stack {
 
     /// Process ids of the issuer and Envoy.
     pub fn pids(&self) -> (u32, u32) {
-        (self.issuer.pid(), self.envoy.as_ref().map_or(0, Proc::pid))
+        (
+            self.issuers.first().map_or(0, Proc::pid),
+            self.envoy.as_ref().map_or(0, Proc::pid),
+        )
     }
 
     /// The issuer's and Envoy's logs, for failure messages.
@@ -477,7 +600,13 @@ impl Stack {
     /// Stops Envoy and the issuer; true if both exited cleanly.
     pub fn stop(mut self) -> bool {
         let envoy_ok = self.envoy.take().is_none_or(|mut e| e.stop());
-        let issuer_ok = self.issuer.stop();
+        let mut issuer_ok = true;
+        for issuer in &mut self.issuers {
+            issuer_ok &= issuer.stop();
+        }
+        if let Some(mut pg) = self.pg.take() {
+            pg.stop();
+        }
         self.upstream.abort();
         envoy_ok && issuer_ok
     }

@@ -21,7 +21,7 @@ fn main() -> Result<()> {
     std::env::set_current_dir(root())?;
     match args.first().map(String::as_str) {
         Some("test") => test(),
-        Some("demo") => demo(),
+        Some("demo") => demo(args.iter().any(|a| a == "--postgres")),
         Some("dist") => dist(),
         Some("bench") => bench::bench(args.iter().any(|a| a == "--quick")),
         Some("soak") => soak(
@@ -32,7 +32,7 @@ fn main() -> Result<()> {
         ),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test | demo | dist | bench [--quick] | soak [--minutes N]>"
+                "usage: cargo xtask <test | demo [--postgres] | dist | bench [--quick] | soak [--minutes N]>"
             );
             std::process::exit(2);
         }
@@ -142,6 +142,12 @@ fn test() -> Result<()> {
     smoke.arg("smoke").arg("--dir").arg(&smoke_dir);
     with_tools(&mut smoke);
     run(&mut smoke)?;
+    // And `cargo xtask demo --postgres`: two issuers on a throwaway PostgreSQL behind Envoy.
+    std::fs::remove_dir_all(&smoke_dir)?;
+    let mut smoke = Command::new(root().join("target/debug/stack"));
+    smoke.args(["smoke", "--postgres", "--dir"]).arg(&smoke_dir);
+    with_tools(&mut smoke);
+    run(&mut smoke)?;
     let seconds = std::env::var("FUZZ_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -151,15 +157,24 @@ fn test() -> Result<()> {
     Ok(())
 }
 
-fn demo() -> Result<()> {
+fn demo(postgres: bool) -> Result<()> {
     tools::ensure_wasm_target()?;
     let wasm = tools::build_envoy_module()?;
     let envoy = tools::ensure_envoy()?;
+    let pg_bin = if postgres {
+        Some(tools::ensure_postgres()?)
+    } else {
+        None
+    };
     run(cargo().args(["build", "-p", "issuer", "-p", "e2e"]))?;
     // Ctrl-C reaches every process of the terminal; xtask waits for the stack to stop its parts.
     ctrlc::set_handler(|| {})?;
-    let status = Command::new(root().join("target/debug/stack"))
-        .arg("demo")
+    let mut stack = Command::new(root().join("target/debug/stack"));
+    stack.arg("demo");
+    if let Some(bin) = &pg_bin {
+        stack.arg("--postgres").env("MMS_PG_BIN", bin);
+    }
+    let status = stack
         .env("MMS_ENVOY", &envoy)
         .env("MMS_FILTER_WASM", &wasm)
         .stdin(Stdio::null())

@@ -1,8 +1,10 @@
 //! Runs the full stack for people and for CI (normally through `cargo xtask`):
 //!
-//! - `stack demo [--dir DIR]`: issuer, media upstream and Envoy with TLS on the shipped ports,
-//!   a walk-through printed, until Ctrl-C.
-//! - `stack smoke --dir DIR`: the same on free ports; runs the walk-through itself, then stops.
+//! - `stack demo [--dir DIR] [--postgres]`: issuer, media upstream and Envoy with TLS on the shipped
+//!   ports, a walk-through printed, until Ctrl-C. With `--postgres`: two issuers (8080 and 8082) on
+//!   a throwaway PostgreSQL cluster, removed at the end.
+//! - `stack smoke --dir DIR [--postgres]`: the same on free ports; runs the walk-through itself,
+//!   then stops.
 //! - `stack soak --dir DIR [--minutes N]`: a bounded mixed load through Envoy (see `e2e::soak`).
 //! - `stack validate`: `envoy --mode validate` on every shipped configuration.
 
@@ -20,6 +22,7 @@ async fn main() -> Result<()> {
         .and_then(|i| args.get(i + 1))
         .map_or_else(|| e2e::root().join(".demo"), PathBuf::from);
     let tools = Tools::from_env()?;
+    let postgres = args.iter().any(|a| a == "--postgres");
     match args.first().map(String::as_str) {
         Some("validate") => {
             for f in validate_shipped_configs(&tools)? {
@@ -28,7 +31,11 @@ async fn main() -> Result<()> {
             Ok(())
         }
         Some("smoke") => {
-            let stack = Stack::start(&dir, &tools, &Options::default()).await?;
+            let opts = Options {
+                postgres,
+                ..Options::default()
+            };
+            let stack = Stack::start(&dir, &tools, &opts).await?;
             let result = walk_through(&stack).await;
             if let Err(e) = &result {
                 eprintln!("{}", stack.logs());
@@ -73,18 +80,23 @@ async fn main() -> Result<()> {
                 &tools,
                 &Options {
                     shipped_ports: true,
+                    postgres,
                     ..Options::default()
                 },
             )
             .await
-            .context("starting the stack (are ports 8443, 8080 and 8081 free?)")?;
+            .context(
+                "starting the stack (are ports 8443, 8080, 8081 and, with --postgres, 8082 free?)",
+            )?;
             print_walk_through(&stack);
             tokio::signal::ctrl_c().await?;
             eprintln!("stopping");
             stack.stop();
             Ok(())
         }
-        _ => bail!("usage: stack <demo|smoke|soak [--minutes N]|validate> [--dir DIR]"),
+        _ => {
+            bail!("usage: stack <demo|smoke|soak [--minutes N]|validate> [--dir DIR] [--postgres]")
+        }
     }
 }
 
@@ -96,7 +108,7 @@ fn print_walk_through(s: &Stack) {
     let cacert = cacert.display();
     println!(
         r#"
-Running: Envoy with TLS at {url} (filter: {wasm}), the issuer behind it, a sample media service.
+Running: Envoy with TLS at {url} (filter: {wasm}), {issuers} behind it, a sample media service.
 State and logs: {dir}. Demo client {client} / {secret}; demo user {user} / {password}.
 
   export CURL_CA_BUNDLE={cacert}
@@ -122,12 +134,17 @@ State and logs: {dir}. Demo client {client} / {secret}; demo user {user} / {pass
 Server metadata: curl -s {url}/.well-known/oauth-authorization-server
 Filter counters (Envoy's admin interface is a Unix socket only its owner can use):
    curl -s --unix-socket {admin} http://localhost/stats?filter=mms_auth
-Admin commands work while it runs: target/debug/issuer client list --data-dir {data}
+Admin commands work while it runs: target/debug/issuer client list {store}
 Press Ctrl-C to stop."#,
         wasm = s.tools.wasm.display(),
+        issuers = if s.more_issuers.is_empty() {
+            "the issuer".to_owned()
+        } else {
+            format!("{} issuers on one PostgreSQL", s.more_issuers.len() + 1)
+        },
         dir = s.dir.display(),
         admin = s.dir.join(e2e::ADMIN_SOCKET).display(),
-        data = s.data.display(),
+        store = s.store.0.join(" "),
     );
 }
 

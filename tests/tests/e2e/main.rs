@@ -5,6 +5,7 @@
 mod envoy;
 mod hostile;
 mod js;
+mod multi_issuer;
 mod pg;
 mod probe;
 

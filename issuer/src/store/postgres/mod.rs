@@ -26,10 +26,12 @@ use std::time::Duration;
 use tokio_postgres::error::SqlState;
 use zeroize::Zeroizing;
 
-/// Most attempts of one transaction that the database keeps asking to retry.
-const MAX_ATTEMPTS: u32 = 12;
-/// Connections per issuer.
-const POOL_SIZE: usize = 16;
+/// Most attempts of one transaction that the database keeps asking to retry. PostgreSQL's
+/// serializable isolation tracks reads per index page, so concurrent rotations on a small table
+/// conflict often and need a few rounds; the pauses add up to about 2.5 s at most.
+const MAX_ATTEMPTS: u32 = 40;
+/// Connections per issuer (more concurrent transactions only conflict more on 2 cores).
+const POOL_SIZE: usize = 8;
 /// How long a request waits for a connection or the database before it is answered 503.
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -123,11 +125,12 @@ pub(crate) fn max_attempts() -> u32 {
     MAX_ATTEMPTS
 }
 
-/// A short, growing, jittered pause before another attempt.
+/// A short, growing pause with full jitter before another attempt, so that transactions that
+/// collided do not collide again.
 pub(crate) async fn back_off(attempt: u32) {
-    let base = 2u64.saturating_pow(attempt.min(6));
-    let jitter = rand::random::<u64>() % (base + 1);
-    tokio::time::sleep(Duration::from_millis(base + jitter)).await;
+    let ceiling = 2u64.saturating_pow(attempt.min(7));
+    let pause = 1 + rand::random::<u64>() % ceiling;
+    tokio::time::sleep(Duration::from_millis(pause)).await;
 }
 
 /// The issuer's state in PostgreSQL (or a database speaking its protocol).

@@ -1,0 +1,110 @@
+//! Two issuers on one PostgreSQL behind the shipped Envoy configuration: many clients refreshing
+//! the same and different families through both, and one issuer killed with SIGKILL mid-load.
+
+use e2e::{demo, Options, Stack, Tools};
+use serde_json::Value;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const CLIENTS: usize = 64;
+/// Clients of the one family they all refresh at once.
+const RACERS: usize = 16;
+const ROUNDS: usize = 12;
+
+async fn token(http: &reqwest::Client, url: &str, secret: &str, form: &[(&str, &str)]) -> Value {
+    let r = http
+        .post(url)
+        .basic_auth(demo::CLIENT, Some(secret))
+        .form(form)
+        .send()
+        .await
+        .expect("an answer");
+    let status = r.status();
+    let body: Value = r.json().await.unwrap_or(Value::Null);
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+async fn refresh(http: &reqwest::Client, url: &str, secret: &str, rt: &str) -> String {
+    let v = token(
+        http,
+        url,
+        secret,
+        &[("grant_type", "refresh_token"), ("refresh_token", rt)],
+    )
+    .await;
+    v["refresh_token"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_issuers_serve_one_database_and_survive_a_sigkill() {
+    let Some(tools) = Tools::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options {
+        postgres: true,
+        ..Options::default()
+    };
+    let mut s = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
+    let url = format!("{}/apiv2/oauth/token", s.url());
+    let http = s.client();
+    let sign_in = [
+        ("grant_type", "password"),
+        ("username", demo::USER),
+        ("password", demo::PASSWORD),
+    ];
+    let mut chains = Vec::new();
+    for _ in 0..CLIENTS - RACERS + 1 {
+        let v = token(&http, &url, &s.secret, &sign_in).await;
+        chains.push(v["refresh_token"].as_str().unwrap().to_owned());
+    }
+    let shared = chains.pop().unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    // Independent families: each client refreshes its own chain.
+    let mut tasks = Vec::new();
+    for rt in chains {
+        let (http, url, secret, done) = (http.clone(), url.clone(), s.secret.clone(), done.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut rt = rt;
+            for _ in 0..ROUNDS {
+                rt = refresh(&http, &url, &secret, &rt).await;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            vec![rt]
+        }));
+    }
+    // One family raced by 16 clients each round: they all get one successor.
+    let (racer_http, racer_url, racer_secret) = (http.clone(), url.clone(), s.secret.clone());
+    let racers = tokio::spawn(async move {
+        let mut rt = shared;
+        for _ in 0..ROUNDS {
+            let round = (0..RACERS).map(|_| refresh(&racer_http, &racer_url, &racer_secret, &rt));
+            let answers = futures_util::future::join_all(round).await;
+            assert!(
+                answers.iter().all(|a| *a == answers[0]),
+                "a fork: {answers:?}"
+            );
+            rt = answers[0].clone();
+        }
+        vec![rt]
+    });
+    tasks.push(racers);
+    // Half-way through, the first issuer dies.
+    let half = (CLIENTS - RACERS) * ROUNDS / 2;
+    while done.load(Ordering::Relaxed) < half {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.kill_issuer(0).unwrap();
+    let mut last = Vec::new();
+    for t in tasks {
+        last.extend(t.await.expect("no client saw a failure"));
+    }
+    // Every rotation a client was answered is in the database: each chain's last token still
+    // rotates, at the surviving issuer.
+    for rt in last {
+        refresh(&http, &url, &s.secret, &rt).await;
+    }
+    s.stop();
+}
