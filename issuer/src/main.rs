@@ -8,7 +8,7 @@ use issuer::passwords::hash_password;
 use issuer::secrets::new_client_secret;
 use issuer::store::redb::{RedbFile, RedbStore, HASH_KEY_FILE};
 use issuer::store::{GrantKind, Location, RefreshPolicy, Store, StoreError};
-use issuer::throttle::{Throttle, ThrottlePolicy};
+use issuer::throttle::{MemoryBook, Throttle, ThrottleBook, ThrottlePolicy};
 use std::io::{BufRead, IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -272,12 +272,18 @@ fn serve(s: Serve) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let (store, data_dir): (Arc<dyn Store>, Option<PathBuf>) = match &location {
+    // The password back-off lives where the state does: with PostgreSQL every issuer shares it.
+    type Opened = (Arc<dyn Store>, Arc<dyn ThrottleBook>, Option<PathBuf>);
+    let (store, book, data_dir): Opened = match &location {
         Location::Redb(dir) => match RedbStore::open(dir, now(), refresh) {
             Err(StoreError::Locked) => bail!("{} is in use by another issuer", dir.display()),
             other => {
                 let store = other.with_context(|| format!("opening {}", dir.display()))?;
-                (Arc::new(store), Some(dir.clone()))
+                (
+                    Arc::new(store),
+                    Arc::new(MemoryBook::default()),
+                    Some(dir.clone()),
+                )
             }
         },
         Location::Postgres(url) => {
@@ -288,7 +294,7 @@ fn serve(s: Serve) -> anyhow::Result<()> {
                 now(),
                 refresh,
             ))?;
-            (store, None)
+            (store.clone(), store, None)
         }
     };
     let tls = match (&s.tls_cert, &s.tls_key) {
@@ -320,11 +326,14 @@ fn serve(s: Serve) -> anyhow::Result<()> {
             App::new(
                 store.clone(),
                 settings,
-                Throttle::new(ThrottlePolicy {
-                    base_delay: s.login_backoff_base,
-                    max_delay: s.login_backoff_max.max(s.login_backoff_base),
-                    ..ThrottlePolicy::default()
-                }),
+                Throttle::new(
+                    ThrottlePolicy {
+                        base_delay: s.login_backoff_base,
+                        max_delay: s.login_backoff_max.max(s.login_backoff_base),
+                        ..ThrottlePolicy::default()
+                    },
+                    book,
+                ),
                 s.password_concurrency.unwrap_or(cpus),
             )
             .await?,

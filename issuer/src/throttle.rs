@@ -11,11 +11,17 @@
 //! the wait, up to `max_delay`. A success clears the count of its user and address and gives the
 //! address its charge back; the user's total forgives only with time, so a guesser cannot reset it
 //! by signing in to an account of their own. Nothing is ever locked for good, and state lives in
-//! memory only (a restart forgives). `docs/threat-model.md` weighs the choice.
+//! the book (a restart of an issuer with the in-memory book forgives). `docs/threat-model.md` weighs the choice.
+//!
+//! Where the counts live is a [`ThrottleBook`]: this process's memory ([`MemoryBook`], with the
+//! embedded store), or the PostgreSQL database that several issuers share, so that guesses spread
+//! over N issuers meet the same back-off as guesses at one.
 
+use crate::store::StoreError;
+use serde::Serialize;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Back-off settings.
 #[derive(Debug, Clone, Copy)]
@@ -44,14 +50,18 @@ impl Default for ThrottlePolicy {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct Entry {
-    failures: u32,
-    blocked_until: u64,
-    last_failure: u64,
+/// The count of one key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Entry {
+    /// Failures counted (forgiven after a quiet spell).
+    pub failures: u32,
+    /// No attempt before this time (seconds since the epoch).
+    pub blocked_until: u64,
+    /// The last failure.
+    pub last_failure: u64,
 }
 
-#[derive(Debug, Hash, PartialEq, Eq, Clone)]
+#[derive(Debug, Hash, PartialEq, Eq, Clone, Serialize)]
 enum Subject {
     /// One user name from one address (or from wherever, when the address is unknown).
     UserAt(String, Option<IpAddr>),
@@ -61,74 +71,108 @@ enum Subject {
     Addr(IpAddr),
 }
 
-/// Most keys tracked; beyond this, entries that no longer block anything are dropped first.
-const MAX_ENTRIES: usize = 100_000;
+impl Subject {
+    /// The key in a book: the subject as JSON (user names hold any printable character).
+    fn key(&self) -> String {
+        serde_json::to_string(self).expect("subjects serialize")
+    }
+}
 
-/// The throttle's memory.
+/// Where the counts live. `update` runs `f` over the entries of `keys` (absent keys are absent
+/// from the map) as one atomic step and keeps what `f` left: changed and new entries stored,
+/// removed ones deleted. `f` may run more than once (a shared book retries on contention).
+#[async_trait::async_trait]
+pub trait ThrottleBook: Send + Sync + std::fmt::Debug {
+    /// See the trait.
+    async fn update(
+        &self,
+        keys: &[String],
+        now: u64,
+        f: &mut (dyn for<'m> FnMut(&'m mut HashMap<String, Entry>) + Send),
+    ) -> Result<(), StoreError>;
+}
+
+/// Most keys a memory book tracks; beyond this, entries that no longer block anything go first.
+const MAX_ENTRIES: usize = 100_000;
+/// An entry this long without a failure is forgiven and may be forgotten (twice the longest
+/// wait a policy may set).
+pub const FORGET_AFTER: u64 = 2 * 86_400;
+
+/// The counts in this process's memory.
 #[derive(Debug, Default)]
+pub struct MemoryBook {
+    entries: Mutex<HashMap<String, Entry>>,
+}
+
+#[async_trait::async_trait]
+impl ThrottleBook for MemoryBook {
+    async fn update(
+        &self,
+        keys: &[String],
+        now: u64,
+        f: &mut (dyn for<'m> FnMut(&'m mut HashMap<String, Entry>) + Send),
+    ) -> Result<(), StoreError> {
+        let mut all = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if all.len() >= MAX_ENTRIES {
+            all.retain(|_, e| e.blocked_until > now || now.saturating_sub(e.last_failure) < 600);
+        }
+        let mut some: HashMap<String, Entry> = keys
+            .iter()
+            .filter_map(|k| all.get(k).map(|e| (k.clone(), *e)))
+            .collect();
+        f(&mut some);
+        for k in keys {
+            match some.get(k) {
+                Some(e) => {
+                    all.insert(k.clone(), *e);
+                }
+                None => {
+                    all.remove(k);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The throttle: its policy over a book.
+#[derive(Debug)]
 pub struct Throttle {
     policy: ThrottlePolicy,
-    entries: Mutex<HashMap<Subject, Entry>>,
+    book: Arc<dyn ThrottleBook>,
+}
+
+/// Whether a sign-in attempt may go ahead.
+pub enum Turn<'a> {
+    /// Check the password, then settle the attempt.
+    Go(Attempt<'a>),
+    /// Refused: wait this many seconds.
+    Wait(u64),
 }
 
 impl Throttle {
-    /// A throttle with this policy.
-    pub fn new(policy: ThrottlePolicy) -> Self {
-        Self {
-            policy,
-            entries: Mutex::default(),
+    /// A throttle with this policy, keeping its counts in `book`.
+    pub fn new(policy: ThrottlePolicy, book: Arc<dyn ThrottleBook>) -> Self {
+        Self { policy, book }
+    }
+
+    /// A throttle with this policy in this process's memory.
+    pub fn in_memory(policy: ThrottlePolicy) -> Self {
+        Self::new(policy, Arc::new(MemoryBook::default()))
+    }
+
+    fn free(&self, key: &Subject) -> u32 {
+        match key {
+            Subject::UserAt(..) => self.policy.user_free_failures,
+            Subject::User(_) => self.policy.user_total_free_failures,
+            Subject::Addr(_) => self.policy.addr_free_failures,
         }
     }
 
-    fn keys(user: &str, addr: Option<IpAddr>) -> impl Iterator<Item = Subject> {
-        [
-            Subject::UserAt(user.to_owned(), addr),
-            Subject::User(user.to_owned()),
-        ]
-        .into_iter()
-        .chain(addr.map(Subject::Addr))
-    }
-
-    /// Starts a sign-in attempt: `Err(seconds)` to wait, or the [`Attempt`]. The address is charged
-    /// now, under one lock with the check, so concurrent guesses from one address across many users
-    /// cannot outrun its count; [`Attempt::succeeded`] refunds it. Per user, the caller serialises
-    /// attempts (see `App`) and settles each with [`Attempt::failed`] or `succeeded`.
-    pub fn attempt(&self, user: &str, addr: Option<IpAddr>, now: u64) -> Result<Attempt<'_>, u64> {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let wait = Self::keys(user, addr)
-            .filter_map(|k| entries.get(&k))
-            .filter(|e| e.blocked_until > now)
-            .map(|e| e.blocked_until - now)
-            .max();
-        if let Some(wait) = wait {
-            return Err(wait);
-        }
-        if let Some(addr) = addr {
-            self.charge(&mut entries, Subject::Addr(addr), now);
-        }
-        Ok(Attempt {
-            throttle: self,
-            user: user.to_owned(),
-            addr,
-            settled: false,
-        })
-    }
-
-    fn failure(&self, user: &str, addr: Option<IpAddr>, now: u64) {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        self.charge(&mut entries, Subject::UserAt(user.to_owned(), addr), now);
-        self.charge(&mut entries, Subject::User(user.to_owned()), now);
-    }
-
-    fn charge(&self, entries: &mut HashMap<Subject, Entry>, key: Subject, now: u64) {
-        if entries.len() >= MAX_ENTRIES {
-            let horizon = self.policy.max_delay * 2;
-            entries.retain(|_, e| {
-                e.blocked_until > now || now.saturating_sub(e.last_failure) < horizon
-            });
-        }
-        let free = self.free(&key);
-        let e = entries.entry(key).or_default();
+    /// Counts one failure of `subject` in its entry.
+    fn charge(&self, entries: &mut HashMap<String, Entry>, subject: &Subject, now: u64) {
+        let free = self.free(subject);
+        let e = entries.entry(subject.key()).or_default();
         // A long quiet spell forgives old failures.
         if now.saturating_sub(e.last_failure) > self.policy.max_delay * 2 {
             e.failures = 0;
@@ -141,31 +185,60 @@ impl Throttle {
         }
     }
 
-    fn free(&self, key: &Subject) -> u32 {
-        match key {
-            Subject::UserAt(..) => self.policy.user_free_failures,
-            Subject::User(_) => self.policy.user_total_free_failures,
-            Subject::Addr(_) => self.policy.addr_free_failures,
-        }
-    }
-
-    fn success(&self, user: &str, addr: Option<IpAddr>) {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.remove(&Subject::UserAt(user.to_owned(), addr));
-        self.refund(&mut entries, addr);
-    }
-
-    fn refund(&self, entries: &mut HashMap<Subject, Entry>, addr: Option<IpAddr>) {
-        if let Some(addr) = addr {
-            let key = Subject::Addr(addr);
-            let free = self.free(&key);
-            if let Some(e) = entries.get_mut(&key) {
-                e.failures = e.failures.saturating_sub(1);
-                if e.failures <= free {
-                    e.blocked_until = 0;
-                }
+    /// Gives `addr` one attempt back.
+    fn refund(&self, entries: &mut HashMap<String, Entry>, addr: &Subject) {
+        let free = self.free(addr);
+        if let Some(e) = entries.get_mut(&addr.key()) {
+            e.failures = e.failures.saturating_sub(1);
+            if e.failures <= free {
+                e.blocked_until = 0;
             }
         }
+    }
+
+    /// Starts a sign-in attempt: [`Turn::Wait`] while any of its counts blocks, else the
+    /// [`Attempt`]. The address is charged now, in one step with the check, so concurrent guesses
+    /// from one address across many users cannot outrun its count; [`Attempt::succeeded`] refunds
+    /// it. Per user, the caller serialises attempts (see `App`) and settles each one.
+    pub async fn attempt(
+        &self,
+        user: &str,
+        addr: Option<IpAddr>,
+        now: u64,
+    ) -> Result<Turn<'_>, StoreError> {
+        let subjects: Vec<Subject> = [
+            Subject::UserAt(user.to_owned(), addr),
+            Subject::User(user.to_owned()),
+        ]
+        .into_iter()
+        .chain(addr.map(Subject::Addr))
+        .collect();
+        let keys: Vec<String> = subjects.iter().map(Subject::key).collect();
+        let mut wait = None;
+        self.book
+            .update(&keys, now, &mut |entries| {
+                wait = keys
+                    .iter()
+                    .filter_map(|k| entries.get(k))
+                    .filter(|e| e.blocked_until > now)
+                    .map(|e| e.blocked_until - now)
+                    .max();
+                if wait.is_none() {
+                    if let Some(a) = subjects.get(2) {
+                        self.charge(entries, a, now);
+                    }
+                }
+            })
+            .await?;
+        Ok(match wait {
+            Some(w) => Turn::Wait(w),
+            None => Turn::Go(Attempt {
+                throttle: self,
+                user: user.to_owned(),
+                addr,
+                settled: false,
+            }),
+        })
     }
 }
 
@@ -181,29 +254,65 @@ pub struct Attempt<'a> {
 impl Attempt<'_> {
     /// Wrong credentials, an unknown or a disabled user: the user's failures grow, from this
     /// address and in total (the address keeps its charge).
-    pub fn failed(mut self, now: u64) {
+    pub async fn failed(mut self, now: u64) -> Result<(), StoreError> {
         self.settled = true;
-        self.throttle.failure(&self.user, self.addr, now);
+        let t = self.throttle;
+        let subjects = [
+            Subject::UserAt(self.user.clone(), self.addr),
+            Subject::User(self.user.clone()),
+        ];
+        let keys: Vec<String> = subjects.iter().map(Subject::key).collect();
+        t.book
+            .update(&keys, now, &mut |entries| {
+                for s in &subjects {
+                    t.charge(entries, s, now);
+                }
+            })
+            .await
     }
 
     /// Right credentials of an active user: the user's count from this address starts over and
     /// the address gets its charge back.
-    pub fn succeeded(mut self) {
+    pub async fn succeeded(mut self, now: u64) -> Result<(), StoreError> {
         self.settled = true;
-        self.throttle.success(&self.user, self.addr);
+        let t = self.throttle;
+        let user_at = Subject::UserAt(self.user.clone(), self.addr);
+        let addr = self.addr.map(Subject::Addr);
+        let keys: Vec<String> = std::iter::once(&user_at)
+            .chain(addr.as_ref())
+            .map(Subject::key)
+            .collect();
+        t.book
+            .update(&keys, now, &mut |entries| {
+                entries.remove(&user_at.key());
+                if let Some(a) = &addr {
+                    t.refund(entries, a);
+                }
+            })
+            .await
     }
 }
 
 impl Drop for Attempt<'_> {
     fn drop(&mut self) {
-        if !self.settled {
-            let mut entries = self
-                .throttle
-                .entries
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            self.throttle.refund(&mut entries, self.addr);
-        }
+        let (false, Some(addr)) = (self.settled, self.addr) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        // The refund is a write to the book; the request that dropped us is gone, so it runs on.
+        let book = self.throttle.book.clone();
+        let policy = self.throttle.policy;
+        runtime.spawn(async move {
+            let throttle = Throttle::new(policy, book);
+            let addr = Subject::Addr(addr);
+            let keys = [addr.key()];
+            let _ = throttle
+                .book
+                .update(&keys, 0, &mut |entries| throttle.refund(entries, &addr))
+                .await;
+        });
     }
 }
 
@@ -211,119 +320,142 @@ impl Drop for Attempt<'_> {
 mod tests {
     use super::*;
 
-    fn fail(t: &Throttle, user: &str, addr: Option<IpAddr>, now: u64) -> Result<(), u64> {
-        t.attempt(user, addr, now)?.failed(now);
+    async fn go<'t>(
+        t: &'t Throttle,
+        user: &str,
+        addr: Option<IpAddr>,
+        now: u64,
+    ) -> Result<Attempt<'t>, u64> {
+        match t.attempt(user, addr, now).await.unwrap() {
+            Turn::Go(a) => Ok(a),
+            Turn::Wait(w) => Err(w),
+        }
+    }
+
+    async fn fail(t: &Throttle, user: &str, addr: Option<IpAddr>, now: u64) -> Result<(), u64> {
+        go(t, user, addr, now).await?.failed(now).await.unwrap();
         Ok(())
     }
 
-    #[test]
-    fn backs_off_growing_then_forgives() {
-        let t = Throttle::new(ThrottlePolicy::default());
+    async fn succeed(t: &Throttle, user: &str, addr: Option<IpAddr>, now: u64) {
+        go(t, user, addr, now)
+            .await
+            .expect("not throttled")
+            .succeeded(now)
+            .await
+            .unwrap();
+    }
+
+    fn throttle() -> Throttle {
+        Throttle::in_memory(ThrottlePolicy::default())
+    }
+
+    #[tokio::test]
+    async fn backs_off_growing_then_forgives() {
+        let t = throttle();
         let ip = Some("10.0.0.1".parse().unwrap());
         for _ in 0..6 {
-            assert_eq!(fail(&t, "bob", ip, 100), Ok(()));
+            assert_eq!(fail(&t, "bob", ip, 100).await, Ok(()));
         }
         assert_eq!(
-            t.attempt("bob", ip, 100).err(),
+            go(&t, "bob", ip, 100).await.err(),
             Some(1),
             "the sixth failure set a 1 s wait"
         );
-        assert_eq!(fail(&t, "bob", ip, 101), Ok(()));
+        assert_eq!(fail(&t, "bob", ip, 101).await, Ok(()));
         assert_eq!(
-            t.attempt("bob", ip, 101).err(),
+            go(&t, "bob", ip, 101).await.err(),
             Some(2),
             "each further failure doubles it"
         );
         assert!(
-            t.attempt("alice", None, 101).is_ok(),
+            go(&t, "alice", None, 101).await.is_ok(),
             "other users are not affected"
         );
-        t.attempt("bob", ip, 103)
-            .expect("the wait is temporary")
-            .succeeded();
-        assert!(t.attempt("bob", None, 103).is_ok());
+        succeed(&t, "bob", ip, 103).await;
+        assert!(go(&t, "bob", None, 103).await.is_ok());
     }
 
-    #[test]
-    fn an_address_is_charged_before_its_attempts_finish() {
-        let t = Throttle::new(ThrottlePolicy::default());
+    #[tokio::test]
+    async fn an_address_is_charged_before_its_attempts_finish() {
+        let t = throttle();
         let ip = Some("10.0.0.3".parse().unwrap());
         // Nothing finishes: the free attempts and the one that sets the wait get through.
-        let in_flight: Vec<_> = (0..100)
-            .filter_map(|i| t.attempt(&format!("user{i}"), ip, 50).ok())
-            .collect();
+        let mut in_flight = Vec::new();
+        for i in 0..100 {
+            if let Ok(a) = go(&t, &format!("user{i}"), ip, 50).await {
+                in_flight.push(a);
+            }
+        }
         assert_eq!(in_flight.len(), 21);
         // Abandoned (the clients went away): the address gets its charges back.
         drop(in_flight);
-        assert!(t.attempt("later", ip, 50).is_ok());
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert!(go(&t, "later", ip, 50).await.is_ok());
     }
 
-    #[test]
-    fn successes_cost_nothing() {
-        let t = Throttle::new(ThrottlePolicy::default());
+    #[tokio::test]
+    async fn successes_cost_nothing() {
+        let t = throttle();
         let ip = Some("10.0.0.4".parse().unwrap());
         for i in 0..100 {
-            t.attempt("busy", ip, 50 + i)
-                .expect("never throttled")
-                .succeeded();
+            succeed(&t, "busy", ip, 50 + i).await;
         }
     }
 
-    #[test]
-    fn address_is_throttled_across_users_and_refunded_on_success() {
-        let t = Throttle::new(ThrottlePolicy::default());
+    #[tokio::test]
+    async fn address_is_throttled_across_users_and_refunded_on_success() {
+        let t = throttle();
         let ip = Some("10.0.0.2".parse().unwrap());
         for i in 0..21 {
-            assert!(fail(&t, &format!("user{i}"), ip, 50).is_ok());
+            assert!(fail(&t, &format!("user{i}"), ip, 50).await.is_ok());
         }
-        assert!(t.attempt("fresh", ip, 50).is_err());
-        assert!(t.attempt("fresh", None, 50).is_ok());
-        t.success("user20", ip);
-        assert!(
-            t.attempt("fresh2", ip, 50).is_ok(),
-            "a success gives the address its attempt back"
-        );
+        assert!(go(&t, "fresh", ip, 50).await.is_err());
+        assert!(go(&t, "fresh", None, 50).await.is_ok());
     }
 
-    #[test]
-    fn a_guesser_elsewhere_does_not_lock_the_user_out() {
-        let t = Throttle::new(ThrottlePolicy::default());
+    #[tokio::test]
+    async fn a_guesser_elsewhere_does_not_lock_the_user_out() {
+        let t = throttle();
         let attacker = Some("203.0.113.9".parse().unwrap());
         let user = Some("198.51.100.7".parse().unwrap());
         for _ in 0..6 {
-            assert_eq!(fail(&t, "bob", attacker, 100), Ok(()));
+            assert_eq!(fail(&t, "bob", attacker, 100).await, Ok(()));
         }
-        assert!(t.attempt("bob", attacker, 100).is_err());
-        t.attempt("bob", user, 100)
-            .expect("bob from his own address is not throttled")
-            .succeeded();
+        assert!(go(&t, "bob", attacker, 100).await.is_err());
+        succeed(&t, "bob", user, 100).await;
         assert!(
-            t.attempt("bob", attacker, 100).is_err(),
+            go(&t, "bob", attacker, 100).await.is_err(),
             "bob's success does not clear the attacker's back-off"
         );
     }
 
-    #[test]
-    fn guesses_spread_over_addresses_are_bounded_per_user() {
-        let t = Throttle::new(ThrottlePolicy::default());
+    #[tokio::test]
+    async fn guesses_spread_over_addresses_are_bounded_per_user() {
+        let t = throttle();
         // Each address stays within its free failures; the user's total does not.
         let addr = |i: u32| Some(IpAddr::from([10, 1, (i / 250) as u8, (i % 250) as u8]));
         for i in 0..51 {
-            assert_eq!(fail(&t, "carol", addr(i), 100), Ok(()), "guess {i}");
+            assert_eq!(fail(&t, "carol", addr(i), 100).await, Ok(()), "guess {i}");
         }
-        assert_eq!(t.attempt("carol", addr(1000), 100).err(), Some(1));
+        assert_eq!(go(&t, "carol", addr(1000), 100).await.err(), Some(1));
         // A success of the attacker's own account does not reset carol's total.
-        t.attempt("mallory", addr(0), 100).unwrap().succeeded();
-        assert!(t.attempt("carol", addr(1001), 100).is_err());
-        assert!(t.attempt("carol", addr(1001), 101).is_ok(), "only a wait");
+        succeed(&t, "mallory", addr(0), 100).await;
+        assert!(go(&t, "carol", addr(1001), 100).await.is_err());
+        assert!(
+            go(&t, "carol", addr(1001), 101).await.is_ok(),
+            "only a wait"
+        );
     }
 
-    #[test]
-    fn delay_is_capped() {
-        let t = Throttle::new(ThrottlePolicy::default());
+    #[tokio::test]
+    async fn delay_is_capped() {
+        let t = throttle();
         for i in 0..200 {
-            let _ = fail(&t, "x", None, 1000 + i * 400);
+            let _ = fail(&t, "x", None, 1000 + i * 400).await;
         }
-        assert_eq!(t.attempt("x", None, 1000 + 199 * 400).err(), Some(300));
+        assert_eq!(go(&t, "x", None, 1000 + 199 * 400).await.err(), Some(300));
     }
 }

@@ -4,6 +4,7 @@
 use super::{now, App};
 use crate::http::{ApiError, Call};
 use crate::store::{ClientRecord, GrantKind, RefreshOp, RefreshOutcome};
+use crate::throttle::Turn;
 use shared::token::{Identity, SubjectKind};
 use warp::reply::Response;
 use zeroize::Zeroizing;
@@ -26,9 +27,14 @@ impl App {
         // One password check per user at a time: each attempt sees the outcome of the one
         // before, so a burst of concurrent guesses meets the back-off after the free ones.
         let _turn = self.login_turn(&username).await;
-        let attempt = match self.throttle.attempt(&username, ip, now()) {
-            Ok(attempt) => attempt,
-            Err(wait) => return Err(ApiError::throttled(wait)),
+        let attempt = match self
+            .throttle
+            .attempt(&username, ip, now())
+            .await
+            .map_err(|e| ApiError::store(&e))?
+        {
+            Turn::Go(attempt) => attempt,
+            Turn::Wait(wait) => return Err(ApiError::throttled(wait)),
         };
         let user = self
             .store
@@ -45,7 +51,10 @@ impl App {
         let user = match user {
             Some(u) if ok && !disabled => u,
             _ => {
-                attempt.failed(now());
+                attempt
+                    .failed(now())
+                    .await
+                    .map_err(|e| ApiError::store(&e))?;
                 let (client, user) = (client_id.as_str(), username.as_str());
                 if ok && disabled {
                     tracing::info!(client, user, "disabled user refused");
@@ -55,7 +64,10 @@ impl App {
                 return Err(ApiError::invalid_grant("invalid user credentials"));
             }
         };
-        attempt.succeeded();
+        attempt
+            .succeeded(now())
+            .await
+            .map_err(|e| ApiError::store(&e))?;
         let identity = Identity {
             kind: SubjectKind::User,
             subject: username.clone(),

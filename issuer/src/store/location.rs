@@ -3,7 +3,7 @@
 
 use super::kek::Kek;
 use super::postgres::PgStore;
-use super::{RefreshPolicy, Store, StoreError};
+use super::{RefreshPolicy, StoreError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -57,7 +57,7 @@ impl Location {
         previous_file: Option<&Path>,
         now: u64,
         policy: RefreshPolicy,
-    ) -> Result<Arc<dyn Store>, StoreError> {
+    ) -> Result<Arc<PgStore>, StoreError> {
         let kek = Self::kek(kek_file, previous_file)?;
         Ok(Arc::new(PgStore::connect(url, kek, now, policy).await?))
     }

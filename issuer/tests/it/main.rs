@@ -1354,9 +1354,14 @@ async fn routes_without_sockets() {
         public_url: "https://issuer.example".into(),
     };
     let app = Arc::new(
-        App::new(store, settings, Throttle::new(ThrottlePolicy::default()), 1)
-            .await
-            .unwrap(),
+        App::new(
+            store,
+            settings,
+            Throttle::in_memory(ThrottlePolicy::default()),
+            1,
+        )
+        .await
+        .unwrap(),
     );
     let routes = issuer::http::routes(app);
     let r = warp::test::request()

@@ -270,3 +270,63 @@ async fn the_key_encryption_key_rotates_without_stopping_the_issuer() {
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     assert_eq!(post(&server.token_url(), app, &cc).await.status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guesses_spread_over_issuers_meet_one_back_off() {
+    let Some(pg) = PgCluster::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let store = vec![
+        "--store".to_owned(),
+        pg.url(),
+        "--kek-file".to_owned(),
+        kek_file(tmp.path()),
+    ];
+    let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let out = admin_on(
+        &dir_a,
+        &["client", "add", "app", "--grants", "password"],
+        &store,
+        None,
+    );
+    let secret = out
+        .lines()
+        .find_map(|l| l.strip_prefix("secret: "))
+        .expect("secret printed")
+        .to_owned();
+    admin_on(&dir_a, &["client", "activate", "app"], &store, None);
+    admin_on(&dir_a, &["user", "add", "alice"], &store, Some("alice-pw"));
+    let mut args: Vec<&str> = store.iter().map(String::as_str).collect();
+    args.extend(["--login-backoff-base", "60"]);
+    let (a, b) = (Server::start(&dir_a, &args), Server::start(&dir_b, &args));
+    let mut statuses = Vec::new();
+    for i in 0..8 {
+        let server = if i % 2 == 0 { &a } else { &b };
+        let form = [
+            ("grant_type", "password"),
+            ("username", "alice"),
+            ("password", "guess"),
+        ];
+        statuses.push(
+            post(&server.token_url(), Some(("app", &secret)), &form)
+                .await
+                .status
+                .as_u16(),
+        );
+    }
+    // One issuer allows 5 free failures and sets the wait on the sixth; two issuers together
+    // allow exactly as many.
+    assert_eq!(statuses, [400, 400, 400, 400, 400, 400, 429, 429]);
+    let right = [
+        ("grant_type", "password"),
+        ("username", "alice"),
+        ("password", "alice-pw"),
+    ];
+    assert_eq!(
+        post(&a.token_url(), Some(("app", &secret)), &right)
+            .await
+            .status,
+        429
+    );
+}

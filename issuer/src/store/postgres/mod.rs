@@ -12,6 +12,7 @@
 //! Refresh token operations are in [`refresh`].
 
 mod refresh;
+mod throttle;
 
 use super::kek::{Kek, KekError};
 use super::keys::KeyRecord;
@@ -55,6 +56,10 @@ const MIGRATIONS: &[&str] = &[
          username TEXT NOT NULL, expires_at BIGINT NOT NULL, rotated_at BIGINT);
      CREATE INDEX refresh_tokens_expiry ON refresh_tokens (expires_at);
      CREATE INDEX refresh_families_expiry ON refresh_families (expires_at);",
+    // 2: the password back-off, shared by every issuer.
+    "CREATE TABLE login_throttle (
+         key TEXT PRIMARY KEY, failures INT NOT NULL, blocked_until BIGINT NOT NULL,
+         last_failure BIGINT NOT NULL);",
 ];
 
 /// A database failure, classified: worth another attempt, the database unreachable, or another.
@@ -638,7 +643,13 @@ impl Store for PgStore {
                     &[&retired_before],
                 )
                 .await?;
-            tokens + families + keys
+            let throttle = tx
+                .execute(
+                    "DELETE FROM login_throttle WHERE blocked_until <= $1 AND last_failure <= $2",
+                    &[&t, &int(now.saturating_sub(crate::throttle::FORGET_AFTER))],
+                )
+                .await?;
+            tokens + families + keys + throttle
         })
     }
 }
