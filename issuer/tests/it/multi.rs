@@ -33,6 +33,32 @@ fn admin_on(dir: &Path, args: &[&str], store: &[String], stdin: Option<&str>) ->
     admin(dir, &args, stdin)
 }
 
+/// A database with client `app` (these grants, active) and user `alice` / `alice-pw`: the store
+/// arguments of the issuers and the admin commands, and the client's secret.
+fn provision(pg: &PgCluster, tmp: &Path, grants: &str) -> (Vec<String>, String) {
+    let store = vec![
+        "--store".to_owned(),
+        pg.url(),
+        "--kek-file".to_owned(),
+        kek_file(tmp),
+    ];
+    let dir = tmp.join("admin");
+    let out = admin_on(
+        &dir,
+        &["client", "add", "app", "--grants", grants],
+        &store,
+        None,
+    );
+    let secret = out
+        .lines()
+        .find_map(|l| l.strip_prefix("secret: "))
+        .expect("secret printed")
+        .to_owned();
+    admin_on(&dir, &["client", "activate", "app"], &store, None);
+    admin_on(&dir, &["user", "add", "alice"], &store, Some("alice-pw"));
+    (store, secret)
+}
+
 /// Waits (at most `limit`) until `check` holds; returns how long it took.
 async fn within<F: std::future::Future<Output = bool>>(
     limit: Duration,
@@ -52,32 +78,8 @@ async fn two_issuers_on_one_postgres_answer_alike() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let store = vec![
-        "--store".to_owned(),
-        pg.url(),
-        "--kek-file".to_owned(),
-        kek_file(tmp.path()),
-    ];
+    let (store, secret) = provision(&pg, tmp.path(), "password,client_credentials");
     let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
-    let out = admin_on(
-        &dir_a,
-        &[
-            "client",
-            "add",
-            "app",
-            "--grants",
-            "password,client_credentials",
-        ],
-        &store,
-        None,
-    );
-    let secret = out
-        .lines()
-        .find_map(|l| l.strip_prefix("secret: "))
-        .expect("secret printed")
-        .to_owned();
-    admin_on(&dir_a, &["client", "activate", "app"], &store, None);
-    admin_on(&dir_a, &["user", "add", "alice"], &store, Some("alice-pw"));
     let args: Vec<&str> = store.iter().map(String::as_str).collect();
     let (a, b) = (Server::start(&dir_a, &args), Server::start(&dir_b, &args));
     let app = Some(("app", secret.as_str()));
@@ -169,20 +171,8 @@ async fn postgres_down_is_503_with_retry_after_and_the_issuer_recovers() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let store = vec![
-        "--store".to_owned(),
-        pg.url(),
-        "--kek-file".to_owned(),
-        kek_file(tmp.path()),
-    ];
+    let (store, secret) = provision(&pg, tmp.path(), "client_credentials");
     let dir = tmp.path().join("a");
-    let out = admin_on(&dir, &["client", "add", "app"], &store, None);
-    let secret = out
-        .lines()
-        .find_map(|l| l.strip_prefix("secret: "))
-        .expect("secret printed")
-        .to_owned();
-    admin_on(&dir, &["client", "activate", "app"], &store, None);
     let args: Vec<&str> = store.iter().map(String::as_str).collect();
     let server = Server::start(&dir, &args);
     let app = Some(("app", secret.as_str()));
@@ -277,26 +267,8 @@ async fn guesses_spread_over_issuers_meet_one_back_off() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let store = vec![
-        "--store".to_owned(),
-        pg.url(),
-        "--kek-file".to_owned(),
-        kek_file(tmp.path()),
-    ];
+    let (store, secret) = provision(&pg, tmp.path(), "password");
     let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
-    let out = admin_on(
-        &dir_a,
-        &["client", "add", "app", "--grants", "password"],
-        &store,
-        None,
-    );
-    let secret = out
-        .lines()
-        .find_map(|l| l.strip_prefix("secret: "))
-        .expect("secret printed")
-        .to_owned();
-    admin_on(&dir_a, &["client", "activate", "app"], &store, None);
-    admin_on(&dir_a, &["user", "add", "alice"], &store, Some("alice-pw"));
     let mut args: Vec<&str> = store.iter().map(String::as_str).collect();
     args.extend(["--login-backoff-base", "60"]);
     let (a, b) = (Server::start(&dir_a, &args), Server::start(&dir_b, &args));

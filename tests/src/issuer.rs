@@ -1,0 +1,170 @@
+//! The issuer in the harness: where its state lives ([`StoreArgs`]), its admin command line, the
+//! demo client and user it is provisioned with, and `issuer serve` started and awaited.
+
+use crate::{write_private, Proc, Tools};
+use anyhow::{bail, Context, Result};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Where an issuer's state lives, as its command-line arguments.
+#[derive(Debug, Clone)]
+pub struct StoreArgs(pub Vec<String>);
+
+impl StoreArgs {
+    /// The embedded store in `data`.
+    pub fn redb(data: &Path) -> Self {
+        Self(vec!["--data-dir".into(), data.display().to_string()])
+    }
+
+    /// A PostgreSQL database, its secrets sealed under the KEK in `kek_file`.
+    pub fn postgres(url: &str, kek_file: &Path) -> Self {
+        Self(vec![
+            "--store".into(),
+            url.into(),
+            "--kek-file".into(),
+            kek_file.display().to_string(),
+        ])
+    }
+}
+
+/// Runs the issuer's admin command line on `data`; fails unless it succeeds. Returns stdout.
+pub fn issuer_admin(
+    tools: &Tools,
+    data: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Result<String> {
+    issuer_admin_on(tools, &StoreArgs::redb(data), args, stdin)
+}
+
+/// Runs the issuer's admin command line on `store`; fails unless it succeeds. Returns stdout.
+pub fn issuer_admin_on(
+    tools: &Tools,
+    store: &StoreArgs,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Result<String> {
+    let mut child = Command::new(&tools.issuer)
+        .args(args)
+        .args(&store.0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut input = child.stdin.take().context("stdin")?;
+    if let Some(s) = stdin {
+        writeln!(input, "{s}")?;
+    }
+    drop(input);
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!("issuer {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+/// The demo client and users a stack is provisioned with.
+pub mod demo {
+    /// Client allowed both grants and impersonation.
+    pub const CLIENT: &str = "demo-app";
+    /// A user with roles and a claim.
+    pub const USER: &str = "demo";
+    /// Its password.
+    pub const PASSWORD: &str = "demo-password";
+}
+
+/// Creates the demo client and user in `data` unless done before; returns the client secret,
+/// kept in `dir/client-secret` (0600).
+pub fn provision(tools: &Tools, dir: &Path, data: &Path) -> Result<String> {
+    provision_on(tools, dir, &StoreArgs::redb(data))
+}
+
+/// [`provision`] on any store.
+pub fn provision_on(tools: &Tools, dir: &Path, data: &StoreArgs) -> Result<String> {
+    let secret_file = dir.join("client-secret");
+    if let Ok(s) = std::fs::read_to_string(&secret_file) {
+        return Ok(s.trim().to_owned());
+    }
+    let out = issuer_admin_on(
+        tools,
+        data,
+        &[
+            "client",
+            "add",
+            demo::CLIENT,
+            "--grants",
+            "password,client_credentials",
+            "--impersonate",
+        ],
+        None,
+    )?;
+    let secret = out
+        .lines()
+        .find_map(|l| l.strip_prefix("secret: "))
+        .context("no secret printed")?
+        .to_owned();
+    issuer_admin_on(tools, data, &["client", "activate", demo::CLIENT], None)?;
+    issuer_admin_on(
+        tools,
+        data,
+        &[
+            "user",
+            "add",
+            demo::USER,
+            "--role",
+            "viewer",
+            "--role",
+            "editor",
+            "--claim",
+            "email=demo@example.com",
+        ],
+        Some(demo::PASSWORD),
+    )?;
+    write_private(&secret_file, format!("{secret}\n").as_bytes())?;
+    Ok(secret)
+}
+
+/// Starts `issuer serve` on `data` and waits for its `listening on` line.
+pub fn start_issuer(
+    tools: &Tools,
+    data: &Path,
+    port: u16,
+    extra: &[&str],
+    log: &Path,
+) -> Result<(Proc, String)> {
+    start_issuer_on(tools, &StoreArgs::redb(data), port, extra, log)
+}
+
+/// [`start_issuer`] on any store.
+pub fn start_issuer_on(
+    tools: &Tools,
+    store: &StoreArgs,
+    port: u16,
+    extra: &[&str],
+    log: &Path,
+) -> Result<(Proc, String)> {
+    let mut child = Command::new(&tools.issuer)
+        .args([
+            "serve",
+            "--trust-x-forwarded-for",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .args(&store.0)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(std::fs::File::create(log)?))
+        .spawn()
+        .context("starting the issuer")?;
+    let stdout = child.stdout.take().context("stdout")?;
+    let proc = Proc::new(child, "issuer");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .with_context(|| format!("the issuer did not start; see {}", log.display()))?
+        .to_owned();
+    Ok((proc, url))
+}
