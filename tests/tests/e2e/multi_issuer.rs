@@ -108,3 +108,100 @@ async fn two_issuers_serve_one_database_and_survive_a_sigkill() {
     }
     s.stop();
 }
+
+/// A refresh through Envoy during an outage: the successor, or `None` for the issuer's
+/// 503 `temporarily_unavailable` with `Retry-After` (anything else fails the test).
+async fn refresh_or_unavailable(
+    http: &reqwest::Client,
+    url: &str,
+    secret: &str,
+    rt: &str,
+) -> Option<String> {
+    let r = http
+        .post(url)
+        .basic_auth(demo::CLIENT, Some(secret))
+        .form(&[("grant_type", "refresh_token"), ("refresh_token", rt)])
+        .send()
+        .await
+        .expect("an answer");
+    let status = r.status();
+    let retry_after = r.headers().contains_key("retry-after");
+    let body: Value = r.json().await.unwrap_or(Value::Null);
+    match status.as_u16() {
+        200 => Some(body["refresh_token"].as_str().unwrap().to_owned()),
+        503 if body["error"] == "temporarily_unavailable" && retry_after => None,
+        other => panic!("{other}: {body}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_under_load_is_503_and_loses_nothing_acknowledged() {
+    let Some(tools) = Tools::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options {
+        postgres: true,
+        ..Options::default()
+    };
+    let mut s = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
+    let url = format!("{}/apiv2/oauth/token", s.url());
+    let http = s.client();
+    let sign_in = [
+        ("grant_type", "password"),
+        ("username", demo::USER),
+        ("password", demo::PASSWORD),
+    ];
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (ok, unavailable) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let v = token(&http, &url, &s.secret, &sign_in).await;
+        let mut rt = v["refresh_token"].as_str().unwrap().to_owned();
+        let (http, url, secret) = (http.clone(), url.clone(), s.secret.clone());
+        let (stop, ok, unavailable) = (stop.clone(), ok.clone(), unavailable.clone());
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                match refresh_or_unavailable(&http, &url, &secret, &rt).await {
+                    Some(next) => {
+                        rt = next;
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    None => {
+                        unavailable.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+            }
+            rt
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pg = s.postgres().expect("a PostgreSQL stack");
+    pg.pause().unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let during = unavailable.load(Ordering::Relaxed);
+    pg.resume().unwrap();
+    let served = ok.load(Ordering::Relaxed);
+    // The issuers recover by themselves.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while ok.load(Ordering::Relaxed) < served + 32 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the issuers did not recover"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut last = Vec::new();
+    for t in tasks {
+        last.push(t.await.expect("only 200 or 503 temporarily_unavailable"));
+    }
+    eprintln!("{served} rotations before and during the outage, {during} answers 503 during it");
+    assert!(during > 0, "the outage was seen");
+    // Nothing acknowledged was lost: every client's last token still rotates.
+    for rt in last {
+        refresh(&http, &url, &s.secret, &rt).await;
+    }
+    s.stop();
+}
