@@ -7,7 +7,7 @@ use issuer::app::{now, App, Settings};
 use issuer::passwords::hash_password;
 use issuer::secrets::new_client_secret;
 use issuer::store::redb::{RedbFile, RedbStore, HASH_KEY_FILE};
-use issuer::store::{GrantKind, Location, RefreshPolicy, Store, StoreError};
+use issuer::store::{GrantKind, Location, PgFiles, RefreshPolicy, Store, StoreError};
 use issuer::throttle::{MemoryBook, Throttle, ThrottleBook, ThrottlePolicy};
 use std::io::{BufRead, IsTerminal, Write};
 use std::net::SocketAddr;
@@ -47,11 +47,23 @@ struct DataDir {
     /// sealed (see `issuer keys rotate-kek`).
     #[arg(long, env = "ISSUER_PREVIOUS_KEK_FILE", global = true)]
     previous_kek_file: Option<PathBuf>,
+    /// CA certificates (PEM) that the PostgreSQL server's certificate must chain to; TLS is used
+    /// with this file or `sslmode=require` in the URL (then against the system's roots).
+    #[arg(long, env = "ISSUER_STORE_CA_FILE", global = true)]
+    store_ca_file: Option<PathBuf>,
 }
 
 impl DataDir {
     fn location(&self) -> anyhow::Result<Location> {
         Ok(Location::parse(self.store.as_deref(), &self.data_dir)?)
+    }
+
+    fn pg_files(&self) -> PgFiles<'_> {
+        PgFiles {
+            kek: self.kek_file.as_deref(),
+            previous_kek: self.previous_kek_file.as_deref(),
+            ca: self.store_ca_file.as_deref(),
+        }
     }
 }
 
@@ -289,8 +301,7 @@ fn serve(s: Serve) -> anyhow::Result<()> {
         Location::Postgres(url) => {
             let store = runtime.block_on(Location::connect_postgres(
                 url,
-                s.dir.kek_file.as_deref(),
-                s.dir.previous_kek_file.as_deref(),
+                &s.dir.pg_files(),
                 now(),
                 refresh,
             ))?;
@@ -381,14 +392,9 @@ fn run_admin(args: &DataDir, cmd: Command) -> anyhow::Result<()> {
             }
         },
         Location::Postgres(url) => block_on(async {
-            let store = Location::connect_postgres(
-                &url,
-                args.kek_file.as_deref(),
-                args.previous_kek_file.as_deref(),
-                now(),
-                RefreshPolicy::default(),
-            )
-            .await?;
+            let store =
+                Location::connect_postgres(&url, &args.pg_files(), now(), RefreshPolicy::default())
+                    .await?;
             anyhow::Ok(admin::execute(store.as_ref(), &cmd, now()).await?)
         })??,
     };
@@ -403,9 +409,14 @@ fn rotate_kek(args: &DataDir) -> anyhow::Result<()> {
     };
     let kek = Location::kek(args.kek_file.as_deref(), args.previous_kek_file.as_deref())?;
     let n = block_on(async {
-        let store =
-            issuer::store::postgres::PgStore::connect(&url, kek, now(), RefreshPolicy::default())
-                .await?;
+        let store = issuer::store::postgres::PgStore::connect_with(
+            &url,
+            args.store_ca_file.as_deref(),
+            kek,
+            now(),
+            RefreshPolicy::default(),
+        )
+        .await?;
         anyhow::Ok(store.reseal().await?)
     })??;
     println!("{n} secrets re-sealed under the new key-encryption key; --previous-kek-file is no longer needed");
@@ -444,8 +455,7 @@ fn hash_key(args: &DataDir) -> anyhow::Result<issuer::secrets::HashKey> {
             return block_on(async {
                 let store = Location::connect_postgres(
                     &url,
-                    args.kek_file.as_deref(),
-                    args.previous_kek_file.as_deref(),
+                    &args.pg_files(),
                     now(),
                     RefreshPolicy::default(),
                 )

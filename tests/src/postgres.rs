@@ -163,6 +163,36 @@ impl PgCluster {
         text.lines().next()?.trim().parse().ok()
     }
 
+    /// Turns TLS on: a self-signed certificate for 127.0.0.1 and localhost, taken up with a
+    /// configuration reload (no restart). Returns the certificate (PEM) for clients to trust.
+    pub fn enable_tls(&self) -> Result<String> {
+        use std::os::unix::fs::PermissionsExt;
+        let cert =
+            rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()])?;
+        let (crt, key) = (self.dir.join("server.crt"), self.dir.join("server.key"));
+        std::fs::write(&crt, cert.cert.pem())?;
+        std::fs::write(&key, cert.key_pair.serialize_pem())?;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))?;
+        if self.as_postgres {
+            let (uid, gid) = (postgres_id("-u")?, postgres_id("-g")?);
+            for f in [&crt, &key] {
+                std::os::unix::fs::chown(f, Some(uid), Some(gid))
+                    .with_context(|| format!("chown postgres {}", f.display()))?;
+            }
+        }
+        self.psql(&format!(
+            "ALTER SYSTEM SET ssl_cert_file = '{}'",
+            crt.display()
+        ))?;
+        self.psql(&format!(
+            "ALTER SYSTEM SET ssl_key_file = '{}'",
+            key.display()
+        ))?;
+        self.psql("ALTER SYSTEM SET ssl = on")?;
+        self.psql("SELECT pg_reload_conf()")?;
+        Ok(cert.cert.pem())
+    }
+
     /// Runs `psql URL -Atc SQL` and returns its output, trimmed; fails if psql fails.
     pub fn psql(&self, sql: &str) -> Result<String> {
         let out = Command::new(self.bin.join("psql"))

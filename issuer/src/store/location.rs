@@ -7,6 +7,17 @@ use super::{RefreshPolicy, StoreError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The files a PostgreSQL store is opened with.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PgFiles<'a> {
+    /// The key-encryption key (required).
+    pub kek: Option<&'a Path>,
+    /// During a KEK rotation, the previous one.
+    pub previous_kek: Option<&'a Path>,
+    /// CA certificates (PEM) to verify the database's TLS certificate with.
+    pub ca: Option<&'a Path>,
+}
+
 /// A store's location.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Location {
@@ -53,13 +64,14 @@ impl Location {
     /// Connects to a PostgreSQL location (see [`Location::kek`] for the key files).
     pub async fn connect_postgres(
         url: &str,
-        kek_file: Option<&Path>,
-        previous_file: Option<&Path>,
+        files: &PgFiles<'_>,
         now: u64,
         policy: RefreshPolicy,
     ) -> Result<Arc<PgStore>, StoreError> {
-        let kek = Self::kek(kek_file, previous_file)?;
-        Ok(Arc::new(PgStore::connect(url, kek, now, policy).await?))
+        let kek = Self::kek(files.kek, files.previous_kek)?;
+        Ok(Arc::new(
+            PgStore::connect_with(url, files.ca, kek, now, policy).await?,
+        ))
     }
 }
 

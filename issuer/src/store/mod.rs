@@ -14,7 +14,7 @@ pub mod postgres;
 pub mod redb;
 
 pub use keys::{KeyInfo, KeyState, KEY_RETIRE_MARGIN};
-pub use location::Location;
+pub use location::{Location, PgFiles};
 
 use crate::secrets::HashKey;
 use serde::{Deserialize, Serialize};

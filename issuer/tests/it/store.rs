@@ -390,3 +390,33 @@ async fn postgres_secrets_need_the_right_kek() {
         b.key_ring(1_000).await.unwrap().get(1).map(|k| *k.secret())
     );
 }
+
+/// PostgreSQL over TLS: the server's certificate verified against the CA file; another CA is
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_over_tls_verifies_the_server() {
+    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = tmp.path().join("ca.pem");
+    std::fs::write(&ca, pg.enable_tls().unwrap()).unwrap();
+    let url = format!("{}?sslmode=require", pg.url());
+    let s = PgStore::connect_with(&url, Some(&ca), Kek::derive(&KEK), 1_000, POLICY)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", pg.log()));
+    assert!(s.key_ring(1_000).await.is_ok());
+    let tls = pg
+        .psql("SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a ON a.pid = s.pid WHERE s.ssl AND a.application_name = ''")
+        .unwrap();
+    assert_ne!(tls, "0", "the issuer's connections use TLS");
+    let other = tmp.path().join("other.pem");
+    let stranger = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    std::fs::write(&other, stranger.cert.pem()).unwrap();
+    assert!(
+        PgStore::connect_with(&url, Some(&other), Kek::derive(&KEK), 1_000, POLICY)
+            .await
+            .is_err(),
+        "a certificate from another CA is refused"
+    );
+}

@@ -14,6 +14,7 @@
 mod refresh;
 mod schema;
 mod throttle;
+mod tls;
 
 use super::kek::{Kek, KekError};
 use super::keys::KeyRecord;
@@ -154,16 +155,36 @@ impl PgStore {
         now: u64,
         policy: RefreshPolicy,
     ) -> Result<Self, StoreError> {
+        Self::connect_with(url, None, kek, now, policy).await
+    }
+
+    /// [`PgStore::connect`], with TLS to the database when the URL says `sslmode=require` or a
+    /// `ca_file` (PEM) is given. The server's certificate is always verified, against `ca_file` or
+    /// the system's roots, for the host name or address of the URL (stricter than libpq's
+    /// `require`, which checks nothing).
+    pub async fn connect_with(
+        url: &str,
+        ca_file: Option<&std::path::Path>,
+        kek: Kek,
+        now: u64,
+        policy: RefreshPolicy,
+    ) -> Result<Self, StoreError> {
         let config: tokio_postgres::Config = url
             .parse()
             .map_err(|_| StoreError::Config("the PostgreSQL URL does not parse".into()))?;
-        let manager = Manager::from_config(
-            config,
-            tokio_postgres::NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let manager_config = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let tls = match config.get_ssl_mode() {
+            tokio_postgres::config::SslMode::Disable => false,
+            tokio_postgres::config::SslMode::Require => true,
+            _ => ca_file.is_some(),
+        };
+        let manager = if tls {
+            Manager::from_config(config, tls::connector(ca_file)?, manager_config)
+        } else {
+            Manager::from_config(config, tokio_postgres::NoTls, manager_config)
+        };
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
             .wait_timeout(Some(WAIT))
