@@ -148,6 +148,10 @@ struct Serve {
     /// Longest wait after failed sign-ins, seconds.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     login_backoff_max: u64,
+    /// Most memory the embedded store's page cache may use, MiB [default: redb's, 1024]. Resident
+    /// memory grows into it as the database is read; bound it on small hosts.
+    #[arg(long, env = "ISSUER_STORE_CACHE_MIB", value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    store_cache_mib: Option<u64>,
     /// Password hashes verified at once (each takes 19 MiB) [default: CPU count].
     #[arg(long)]
     password_concurrency: Option<usize>,
@@ -287,7 +291,13 @@ fn serve(s: Serve) -> anyhow::Result<()> {
     // The password back-off lives where the state does: with PostgreSQL every issuer shares it.
     type Opened = (Arc<dyn Store>, Arc<dyn ThrottleBook>, Option<PathBuf>);
     let (store, book, data_dir): Opened = match &location {
-        Location::Redb(dir) => match RedbStore::open(dir, now(), refresh) {
+        Location::Redb(dir) => match RedbStore::open_with_cache(
+            dir,
+            now(),
+            refresh,
+            s.store_cache_mib
+                .and_then(|m| usize::try_from(m << 20).ok()),
+        ) {
             Err(StoreError::Locked) => bail!("{} is in use by another issuer", dir.display()),
             other => {
                 let store = other.with_context(|| format!("opening {}", dir.display()))?;

@@ -29,7 +29,10 @@ enum Backend {
 impl Backend {
     async fn open(&self, now: u64) -> Arc<dyn Store> {
         match self {
-            Self::Redb(dir) => Arc::new(RedbStore::open(dir.path(), now, POLICY).unwrap()),
+            // A 1 MiB page cache: the behaviour must not depend on the cache size.
+            Self::Redb(dir) => Arc::new(
+                RedbStore::open_with_cache(dir.path(), now, POLICY, Some(1 << 20)).unwrap(),
+            ),
             Self::Postgres(pg) => Arc::new(
                 PgStore::connect(&pg.url(), Kek::derive(&KEK), now, POLICY)
                     .await

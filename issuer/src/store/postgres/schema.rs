@@ -6,78 +6,92 @@ use crate::secrets::{self, HashKey};
 use crate::store::StoreError;
 use zeroize::Zeroizing;
 
-/// The migrations, in order; the version of each is its index plus one. Never edit one that has
-/// shipped: add another.
+/// The migrations, in order; the version of each is its index plus one. Each is one idempotent
+/// schema change (`IF NOT EXISTS`), run on its own outside an explicit transaction and recorded
+/// afterwards, as CockroachDB asks of schema changes; an issuer that stops between the two runs it
+/// again harmlessly. Never edit one that has shipped: add another.
 const MIGRATIONS: &[&str] = &[
-    // 1: the first schema.
-    "CREATE TABLE settings (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
-     CREATE TABLE sealed_secrets (name TEXT PRIMARY KEY, sealed BYTEA NOT NULL);
-     CREATE TABLE clients (id TEXT PRIMARY KEY, record TEXT NOT NULL);
-     CREATE TABLE users (name TEXT PRIMARY KEY, record TEXT NOT NULL);
-     CREATE TABLE signing_keys (
+    "CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS sealed_secrets (name TEXT PRIMARY KEY, sealed BYTEA NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS clients (id TEXT PRIMARY KEY, record TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, record TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS signing_keys (
          kid INT PRIMARY KEY, sealed BYTEA NOT NULL, created_at BIGINT NOT NULL,
-         signs_from BIGINT NOT NULL, superseded_at BIGINT);
-     CREATE TABLE refresh_families (
+         signs_from BIGINT NOT NULL, superseded_at BIGINT)",
+    "CREATE TABLE IF NOT EXISTS refresh_families (
          id BYTEA PRIMARY KEY, client TEXT NOT NULL, username TEXT NOT NULL,
          created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, revoked_at BIGINT,
-         current_hash BYTEA NOT NULL);
-     CREATE TABLE refresh_tokens (
+         current_hash BYTEA NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS refresh_tokens (
          hash BYTEA PRIMARY KEY, family BYTEA NOT NULL, client TEXT NOT NULL,
-         username TEXT NOT NULL, expires_at BIGINT NOT NULL, rotated_at BIGINT);
-     CREATE INDEX refresh_tokens_expiry ON refresh_tokens (expires_at);
-     CREATE INDEX refresh_families_expiry ON refresh_families (expires_at);",
-    // 2: the password back-off, shared by every issuer.
-    "CREATE TABLE login_throttle (
+         username TEXT NOT NULL, expires_at BIGINT NOT NULL, rotated_at BIGINT)",
+    "CREATE INDEX IF NOT EXISTS refresh_tokens_expiry ON refresh_tokens (expires_at)",
+    "CREATE INDEX IF NOT EXISTS refresh_families_expiry ON refresh_families (expires_at)",
+    // The password back-off, shared by every issuer.
+    "CREATE TABLE IF NOT EXISTS login_throttle (
          key TEXT PRIMARY KEY, failures INT NOT NULL, blocked_until BIGINT NOT NULL,
-         last_failure BIGINT NOT NULL);",
+         last_failure BIGINT NOT NULL)",
 ];
 
+/// True for the errors of two issuers creating one object at once: the loser sees a duplicate in
+/// the catalog (23505) or the table (42P07) or index (42P07, 42710) already there.
+fn lost_create_race(e: &StoreError) -> bool {
+    matches!(e, StoreError::Postgres(m)
+        if m.starts_with("23505") || m.starts_with("42P07") || m.starts_with("42710"))
+}
+
 impl PgStore {
-    /// Applies the migrations this database lacks, one per serializable transaction. Issuers
-    /// starting at once race on the catalog; the loser's duplicate table or type is retried, and
-    /// the next round finds the migration applied.
+    /// Runs one schema statement on its own, retrying a lost creation race.
+    async fn schema_change(&self, sql: &str) -> Result<(), StoreError> {
+        let mut attempt = 0;
+        loop {
+            let result = match self.connection().await {
+                Ok(conn) => conn.batch_execute(sql).await.map_err(StoreError::from),
+                Err(e) => Err(e),
+            };
+            match result {
+                Err(e)
+                    if (lost_create_race(&e) || matches!(e, StoreError::Contention))
+                        && attempt < 10 =>
+                {
+                    attempt += 1;
+                    back_off(attempt).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Applies the migrations this database lacks, in order (see [`MIGRATIONS`]).
     pub(super) async fn migrate(&self) -> Result<(), StoreError> {
+        self.schema_change(
+            "CREATE TABLE IF NOT EXISTS schema_migrations \
+             (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
+        )
+        .await?;
+        let applied: Vec<i64> = {
+            let conn = self.connection().await?;
+            conn.query("SELECT version FROM schema_migrations", &[])
+                .await?
+                .iter()
+                .map(|r| r.get(0))
+                .collect()
+        };
         for (i, sql) in MIGRATIONS.iter().enumerate() {
             let version = i64::try_from(i + 1).unwrap_or(i64::MAX);
-            let mut attempt = 0;
-            let applied = loop {
-                let result: Result<bool, StoreError> = serializable!(self, |tx| {
-                    tx.batch_execute(
-                        "CREATE TABLE IF NOT EXISTS schema_migrations \
-                         (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
-                    )
-                    .await?;
-                    let done = tx
-                        .query_opt(
-                            "SELECT version FROM schema_migrations WHERE version = $1",
-                            &[&version],
-                        )
-                        .await?
-                        .is_some();
-                    if !done {
-                        tx.batch_execute(sql).await?;
-                        tx.execute(
-                            "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)",
-                            &[&version, &int(crate::app::now())],
-                        )
-                        .await?;
-                    }
-                    !done
-                });
-                match result {
-                    // 23505 unique violation (in the catalog), 42P07 duplicate table.
-                    Err(StoreError::Postgres(m))
-                        if (m.starts_with("23505") || m.starts_with("42P07")) && attempt < 10 =>
-                    {
-                        attempt += 1;
-                        back_off(attempt).await;
-                    }
-                    other => break other?,
-                }
-            };
-            if applied {
-                tracing::info!(version, "database schema migrated");
+            if applied.contains(&version) {
+                continue;
             }
+            self.schema_change(sql).await?;
+            serializable!(self, |tx| {
+                tx.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2) \
+                     ON CONFLICT (version) DO NOTHING",
+                    &[&version, &int(crate::app::now())],
+                )
+                .await?;
+            })?;
+            tracing::info!(version, "database schema migrated");
         }
         Ok(())
     }

@@ -142,12 +142,25 @@ impl RedbFile {
     /// A new data dir gets its first signing key. Fails with [`StoreError::Locked`] while another
     /// process has the database open.
     pub fn open(dir: &Path, now: u64) -> Result<Self, StoreError> {
+        Self::open_with_cache(dir, now, None)
+    }
+
+    /// [`RedbFile::open`] with redb's page cache bounded to `cache_bytes` (redb's default: 1 GiB).
+    pub fn open_with_cache(
+        dir: &Path,
+        now: u64,
+        cache_bytes: Option<usize>,
+    ) -> Result<Self, StoreError> {
         fs::create_dir_all(dir)?;
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
         let hash_key = load_hash_key(dir)?;
         let db_path = dir.join(DB_FILE);
         drop(private_file(&db_path)?);
-        let db = match Database::create(&db_path) {
+        let mut builder = redb::Builder::new();
+        if let Some(bytes) = cache_bytes {
+            builder.set_cache_size(bytes);
+        }
+        let db = match builder.create(&db_path) {
             Ok(db) => db,
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Err(StoreError::Locked),
             Err(e) => return Err(StoreError::Redb(e.into())),
@@ -788,7 +801,17 @@ pub struct RedbStore {
 impl RedbStore {
     /// Opens the data dir (see [`RedbFile::open`]) and starts its refresh writer with `policy`.
     pub fn open(dir: &Path, now: u64, policy: RefreshPolicy) -> Result<Self, StoreError> {
-        let file = std::sync::Arc::new(RedbFile::open(dir, now)?);
+        Self::open_with_cache(dir, now, policy, None)
+    }
+
+    /// [`RedbStore::open`] with the page cache bounded (see [`RedbFile::open_with_cache`]).
+    pub fn open_with_cache(
+        dir: &Path,
+        now: u64,
+        policy: RefreshPolicy,
+        cache_bytes: Option<usize>,
+    ) -> Result<Self, StoreError> {
+        let file = std::sync::Arc::new(RedbFile::open_with_cache(dir, now, cache_bytes)?);
         let writer = writer::RefreshWriter::start(file.clone(), policy)?;
         Ok(Self { file, writer })
     }
