@@ -167,6 +167,7 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
 async fn run_admin(app: &Arc<App>, cmd: Command) -> Reply {
     match admin::execute(app.store.as_ref(), &cmd, now()).await {
         Ok(text) => {
+            app.clients_changed();
             if matches!(cmd, Command::KeysRotate { .. }) {
                 if let Err(e) = app.reload_keys().await {
                     return Reply::Err(format!("the key was rotated, but reloading failed: {e}"));

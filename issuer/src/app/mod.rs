@@ -2,6 +2,7 @@
 //! token endpoint reads top to bottom in a module of its own: [`flow_password`], [`flow_refresh`],
 //! [`flow_client_credentials`].
 
+mod client_cache;
 mod flow_client_credentials;
 mod flow_password;
 mod flow_refresh;
@@ -50,6 +51,7 @@ pub struct App {
     passwords: PasswordChecker,
     throttle: Throttle,
     login_turns: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    clients: client_cache::ClientCache,
     /// Metrics.
     pub metrics: Metrics,
 }
@@ -70,6 +72,7 @@ impl App {
             passwords: PasswordChecker::new(password_concurrency),
             throttle,
             login_turns: Default::default(),
+            clients: Default::default(),
             metrics: Metrics::default(),
         })
     }
@@ -79,6 +82,11 @@ impl App {
         let ring = Arc::new(self.store.key_ring(now()).await?);
         *self.keys.write().unwrap_or_else(|p| p.into_inner()) = ring;
         Ok(())
+    }
+
+    /// Forgets cached clients: an admin change through this issuer takes effect at once.
+    pub fn clients_changed(&self) {
+        self.clients.clear();
     }
 
     /// Waits for this user's turn to have a password checked.
@@ -103,8 +111,8 @@ impl App {
     async fn authenticate(&self, call: &Call) -> Result<(String, ClientRecord), ApiError> {
         let creds = client_credentials(call)?;
         let client = self
-            .store
-            .client(&creds.id)
+            .clients
+            .get(self.store.as_ref(), &creds.id)
             .await
             .map_err(|e| ApiError::store(&e))?;
         let hash_key = self.store.hash_key();
