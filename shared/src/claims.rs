@@ -8,13 +8,17 @@ fn blank(c: char) -> bool {
     c == ' ' || c == '\t'
 }
 
+/// An item is not empty, not too long, has no control character, and, once its blanks are
+/// trimmed, neither starts nor ends with other whitespace (U+2000 and the like would make a claim
+/// that looks like another).
 fn item_ok(s: &str) -> bool {
-    !s.is_empty() && s.len() <= MAX_FIELD_LEN && !s.chars().any(char::is_control)
+    !s.is_empty() && s.len() <= MAX_FIELD_LEN && !s.chars().any(char::is_control) && s.trim() == s
 }
 
 /// Parses `impersonate_claims`: `type=value` pairs separated by commas, blanks around each pair,
-/// type and value trimmed. An empty list, an empty item, a pair without `=`, an empty type or
-/// value, a control character, or more than [`MAX_ITEMS`] pairs is `invalid_request`.
+/// type and value trimmed of blanks (space, tab). An empty list, an empty item, a pair without
+/// `=`, an empty type or value, a control character, other whitespace at either end of a type or
+/// value, or more than [`MAX_ITEMS`] pairs is `invalid_request`.
 pub fn parse_impersonate_claims(list: &str) -> Result<Vec<Claim>, RequestError> {
     const MALFORMED: RequestError = RequestError::invalid_request(
         "impersonate_claims must be a comma-separated list of type=value pairs",
@@ -95,6 +99,9 @@ mod tests {
             "a=b=c",
             "a=\u{1}",
             "a = b , c",
+            "\u{2000}=a",
+            "email\u{2000}=a",
+            "a=b\u{3000}",
         ] {
             assert!(parse_impersonate_claims(bad).is_err(), "{bad:?} accepted");
         }
@@ -108,7 +115,7 @@ mod tests {
             parse_roles("admin, editor").unwrap(),
             vec!["admin", "editor"]
         );
-        for bad in ["", "a,,b", "a, ", " ,a"] {
+        for bad in ["", "a,,b", "a, ", " ,a", "\u{2000}", "a,\u{3000}b"] {
             assert!(parse_roles(bad).is_err(), "{bad:?} accepted");
         }
     }
