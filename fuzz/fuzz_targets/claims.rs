@@ -8,9 +8,12 @@ fuzz_target!(|text: &str| {
         for c in claims {
             assert!(!c.typ.is_empty() && !c.value.is_empty());
             assert!(!c.typ.contains([',', '=']) && !c.value.contains([',', '=']));
+            assert!(c.typ.trim() == c.typ && c.value.trim() == c.value);
         }
     }
     if let Ok(roles) = shared::claims::parse_roles(text) {
-        assert!(roles.iter().all(|r| !r.is_empty() && !r.contains(',')));
+        assert!(roles
+            .iter()
+            .all(|r| !r.is_empty() && !r.contains(',') && r.trim() == r));
     }
 });
