@@ -37,28 +37,39 @@ async fn refresh(http: &reqwest::Client, url: &str, secret: &str, rt: &str) -> S
     v["refresh_token"].as_str().unwrap().to_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_issuers_serve_one_database_and_survive_a_sigkill() {
-    let Some(tools) = Tools::for_test() else {
-        return;
-    };
+/// Two issuers on a throwaway PostgreSQL behind Envoy, in a temp dir kept by the guard.
+async fn postgres_stack() -> Option<(tempfile::TempDir, Stack)> {
+    let tools = Tools::for_test()?;
     let tmp = tempfile::tempdir().unwrap();
     let opts = Options {
         postgres: true,
         ..Options::default()
     };
-    let mut s = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
-    let url = format!("{}/apiv2/oauth/token", s.url());
-    let http = s.client();
-    let sign_in = [
+    let stack = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
+    Some((tmp, stack))
+}
+
+/// The demo user signs in; the refresh token.
+async fn sign_in(http: &reqwest::Client, url: &str, secret: &str) -> String {
+    let form = [
         ("grant_type", "password"),
         ("username", demo::USER),
         ("password", demo::PASSWORD),
     ];
+    let v = token(http, url, secret, &form).await;
+    v["refresh_token"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_issuers_serve_one_database_and_survive_a_sigkill() {
+    let Some((_tmp, mut s)) = postgres_stack().await else {
+        return;
+    };
+    let url = format!("{}/apiv2/oauth/token", s.url());
+    let http = s.client();
     let mut chains = Vec::new();
     for _ in 0..CLIENTS - RACERS + 1 {
-        let v = token(&http, &url, &s.secret, &sign_in).await;
-        chains.push(v["refresh_token"].as_str().unwrap().to_owned());
+        chains.push(sign_in(&http, &url, &s.secret).await);
     }
     let shared = chains.pop().unwrap();
     let done = Arc::new(AtomicUsize::new(0));
@@ -136,28 +147,16 @@ async fn refresh_or_unavailable(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_outage_under_load_is_503_and_loses_nothing_acknowledged() {
-    let Some(tools) = Tools::for_test() else {
+    let Some((_tmp, mut s)) = postgres_stack().await else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let opts = Options {
-        postgres: true,
-        ..Options::default()
-    };
-    let mut s = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
     let url = format!("{}/apiv2/oauth/token", s.url());
     let http = s.client();
-    let sign_in = [
-        ("grant_type", "password"),
-        ("username", demo::USER),
-        ("password", demo::PASSWORD),
-    ];
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (ok, unavailable) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let mut tasks = Vec::new();
     for _ in 0..16 {
-        let v = token(&http, &url, &s.secret, &sign_in).await;
-        let mut rt = v["refresh_token"].as_str().unwrap().to_owned();
+        let mut rt = sign_in(&http, &url, &s.secret).await;
         let (http, url, secret) = (http.clone(), url.clone(), s.secret.clone());
         let (stop, ok, unavailable) = (stop.clone(), ok.clone(), unavailable.clone());
         tasks.push(tokio::spawn(async move {

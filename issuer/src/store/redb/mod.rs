@@ -37,6 +37,14 @@ const REFRESH: TableDefinition<&[u8], &[u8]> = TableDefinition::new("refresh_tok
 const FAMILIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("refresh_families");
 const SETTINGS: TableDefinition<&str, u64> = TableDefinition::new("settings");
 
+/// A table of JSON records by name, and its name for errors.
+type Records = (
+    TableDefinition<'static, &'static str, &'static [u8]>,
+    &'static str,
+);
+const CLIENT_RECORDS: Records = (CLIENTS, "clients");
+const USER_RECORDS: Records = (USERS, "users");
+
 /// File name of the database in the data dir.
 pub const DB_FILE: &str = "issuer.redb";
 /// File name of the hash key in the data dir.
@@ -226,98 +234,41 @@ impl RedbFile {
         Ok(())
     }
 
-    // ----- clients -----
+    // ----- clients and users: JSON records by name -----
 
-    /// The client with this id.
-    pub fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError> {
+    fn record<T: for<'de> Deserialize<'de>>(
+        &self,
+        table: Records,
+        name: &str,
+    ) -> Result<Option<T>, StoreError> {
         let tx = self.db.begin_read()?;
-        let t = tx.open_table(CLIENTS)?;
-        t.get(id)?.map(|v| dec(v.value(), "clients")).transpose()
+        let t = tx.open_table(table.0)?;
+        t.get(name)?.map(|v| dec(v.value(), table.1)).transpose()
     }
 
-    /// Every client, by id.
-    pub fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError> {
+    fn records<T: for<'de> Deserialize<'de>>(
+        &self,
+        table: Records,
+    ) -> Result<Vec<(String, T)>, StoreError> {
         let tx = self.db.begin_read()?;
-        let t = tx.open_table(CLIENTS)?;
+        let t = tx.open_table(table.0)?;
         t.iter()?
             .map(|r| {
                 let (k, v) = r?;
-                Ok((k.value().to_owned(), dec(v.value(), "clients")?))
+                Ok((k.value().to_owned(), dec(v.value(), table.1)?))
             })
             .collect()
     }
 
-    /// Inserts a client; false if the id is taken.
-    pub fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
-        let tx = self.db.begin_write()?;
-        {
-            let mut t = tx.open_table(CLIENTS)?;
-            if t.get(id)?.is_some() {
-                return Ok(false);
-            }
-            t.insert(id, enc(rec).as_slice())?;
-        }
-        tx.commit()?;
-        Ok(true)
-    }
-
-    /// Applies `f` to the client; false if there is no such client.
-    pub fn update_client(
+    fn add_record<T: Serialize>(
         &self,
-        id: &str,
-        f: impl FnOnce(&mut ClientRecord),
+        table: Records,
+        name: &str,
+        rec: &T,
     ) -> Result<bool, StoreError> {
         let tx = self.db.begin_write()?;
         {
-            let mut t = tx.open_table(CLIENTS)?;
-            let Some(mut rec) = t
-                .get(id)?
-                .map(|v| dec::<ClientRecord>(v.value(), "clients"))
-                .transpose()?
-            else {
-                return Ok(false);
-            };
-            f(&mut rec);
-            t.insert(id, enc(&rec).as_slice())?;
-        }
-        tx.commit()?;
-        Ok(true)
-    }
-
-    /// Removes a client; false if there was none.
-    pub fn remove_client(&self, id: &str) -> Result<bool, StoreError> {
-        let tx = self.db.begin_write()?;
-        let removed = tx.open_table(CLIENTS)?.remove(id)?.is_some();
-        tx.commit()?;
-        Ok(removed)
-    }
-
-    // ----- users -----
-
-    /// The user with this name.
-    pub fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError> {
-        let tx = self.db.begin_read()?;
-        let t = tx.open_table(USERS)?;
-        t.get(name)?.map(|v| dec(v.value(), "users")).transpose()
-    }
-
-    /// Every user, by name.
-    pub fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError> {
-        let tx = self.db.begin_read()?;
-        let t = tx.open_table(USERS)?;
-        t.iter()?
-            .map(|r| {
-                let (k, v) = r?;
-                Ok((k.value().to_owned(), dec(v.value(), "users")?))
-            })
-            .collect()
-    }
-
-    /// Inserts a user; false if the name is taken.
-    pub fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError> {
-        let tx = self.db.begin_write()?;
-        {
-            let mut t = tx.open_table(USERS)?;
+            let mut t = tx.open_table(table.0)?;
             if t.get(name)?.is_some() {
                 return Ok(false);
             }
@@ -327,18 +278,18 @@ impl RedbFile {
         Ok(true)
     }
 
-    /// Applies `f` to the user; false if there is no such user.
-    pub fn update_user(
+    fn update_record<T: Serialize + for<'de> Deserialize<'de>>(
         &self,
+        table: Records,
         name: &str,
-        f: impl FnOnce(&mut UserRecord),
+        f: impl FnOnce(&mut T),
     ) -> Result<bool, StoreError> {
         let tx = self.db.begin_write()?;
         {
-            let mut t = tx.open_table(USERS)?;
+            let mut t = tx.open_table(table.0)?;
             let Some(mut rec) = t
                 .get(name)?
-                .map(|v| dec::<UserRecord>(v.value(), "users"))
+                .map(|v| dec::<T>(v.value(), table.1))
                 .transpose()?
             else {
                 return Ok(false);
@@ -350,12 +301,69 @@ impl RedbFile {
         Ok(true)
     }
 
-    /// Removes a user; false if there was none.
-    pub fn remove_user(&self, name: &str) -> Result<bool, StoreError> {
+    fn remove_record(&self, table: Records, name: &str) -> Result<bool, StoreError> {
         let tx = self.db.begin_write()?;
-        let removed = tx.open_table(USERS)?.remove(name)?.is_some();
+        let removed = tx.open_table(table.0)?.remove(name)?.is_some();
         tx.commit()?;
         Ok(removed)
+    }
+
+    /// The client with this id.
+    pub fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError> {
+        self.record(CLIENT_RECORDS, id)
+    }
+
+    /// Every client, by id.
+    pub fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError> {
+        self.records(CLIENT_RECORDS)
+    }
+
+    /// Inserts a client; false if the id is taken.
+    pub fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
+        self.add_record(CLIENT_RECORDS, id, rec)
+    }
+
+    /// Applies `f` to the client; false if there is no such client.
+    pub fn update_client(
+        &self,
+        id: &str,
+        f: impl FnOnce(&mut ClientRecord),
+    ) -> Result<bool, StoreError> {
+        self.update_record(CLIENT_RECORDS, id, f)
+    }
+
+    /// Removes a client; false if there was none.
+    pub fn remove_client(&self, id: &str) -> Result<bool, StoreError> {
+        self.remove_record(CLIENT_RECORDS, id)
+    }
+
+    /// The user with this name.
+    pub fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError> {
+        self.record(USER_RECORDS, name)
+    }
+
+    /// Every user, by name.
+    pub fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError> {
+        self.records(USER_RECORDS)
+    }
+
+    /// Inserts a user; false if the name is taken.
+    pub fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError> {
+        self.add_record(USER_RECORDS, name, rec)
+    }
+
+    /// Applies `f` to the user; false if there is no such user.
+    pub fn update_user(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut UserRecord),
+    ) -> Result<bool, StoreError> {
+        self.update_record(USER_RECORDS, name, f)
+    }
+
+    /// Removes a user; false if there was none.
+    pub fn remove_user(&self, name: &str) -> Result<bool, StoreError> {
+        self.remove_record(USER_RECORDS, name)
     }
 
     // ----- keys -----
