@@ -1,6 +1,7 @@
 //! What to do with one request: a pure function of its path and headers, the time and the
 //! configuration. No host calls here; the Envoy adapter applies the result.
 
+use crate::bearer::{parse_bearer, trim_ows, Bearer};
 use crate::config::{Config, IDENTITY_HEADERS};
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use shared::token::{self, SubjectKind};
@@ -82,61 +83,6 @@ const ENCODE: &AsciiSet = &CONTROLS
 
 fn enc(s: &str) -> String {
     utf8_percent_encode(s, ENCODE).to_string()
-}
-
-/// `Bearer <b64token>` parsed from one header value.
-enum Bearer<'a> {
-    /// Another scheme: not ours, as if absent.
-    OtherScheme,
-    /// `Bearer` with a syntactically valid token.
-    Token(&'a str),
-    /// `Bearer` without a valid token.
-    Bad,
-}
-
-fn b64token(s: &[u8]) -> bool {
-    // RFC 6750 section 2.1: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
-    let body_end = s.iter().rposition(|&c| c != b'=').map_or(0, |i| i + 1);
-    body_end > 0
-        && s[..body_end]
-            .iter()
-            .all(|&c| c.is_ascii_alphanumeric() || b"-._~+/".contains(&c))
-}
-
-fn parse_bearer(value: &[u8]) -> Bearer<'_> {
-    const SCHEME: &[u8] = b"bearer";
-    if value.len() < SCHEME.len() || !value[..SCHEME.len()].eq_ignore_ascii_case(SCHEME) {
-        return Bearer::OtherScheme;
-    }
-    let rest = &value[SCHEME.len()..];
-    if rest.is_empty() {
-        return Bearer::Bad;
-    }
-    if rest[0] != b' ' {
-        // `Bearerx ...` is another scheme name.
-        return Bearer::OtherScheme;
-    }
-    let token = &rest[rest.iter().position(|&c| c != b' ').unwrap_or(rest.len())..];
-    if !b64token(token) {
-        return Bearer::Bad;
-    }
-    // b64token characters are ASCII, so this cannot fail.
-    match core::str::from_utf8(token) {
-        Ok(t) => Bearer::Token(t),
-        Err(_) => Bearer::Bad,
-    }
-}
-
-fn trim_ows(s: &[u8]) -> &[u8] {
-    let start = s
-        .iter()
-        .position(|&c| c != b' ' && c != b'\t')
-        .unwrap_or(s.len());
-    let end = s
-        .iter()
-        .rposition(|&c| c != b' ' && c != b'\t')
-        .map_or(start, |i| i + 1);
-    &s[start..end]
 }
 
 /// True if the path (query removed) starts with an exempt prefix and has nothing a proxy or an

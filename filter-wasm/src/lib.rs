@@ -10,6 +10,7 @@
 //! JavaScript through wasm-bindgen, built by its own cargo invocation so it never reaches Envoy.
 #![warn(missing_docs)]
 
+mod bearer;
 pub mod config;
 pub mod decision;
 
