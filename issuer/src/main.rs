@@ -288,6 +288,11 @@ fn serve(s: Serve) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let throttle_policy = ThrottlePolicy {
+        base_delay: s.login_backoff_base,
+        max_delay: s.login_backoff_max.max(s.login_backoff_base),
+        ..ThrottlePolicy::default()
+    };
     // The password back-off lives where the state does: with PostgreSQL every issuer shares it.
     type Opened = (Arc<dyn Store>, Arc<dyn ThrottleBook>, Option<PathBuf>);
     let (store, book, data_dir): Opened = match &location {
@@ -303,7 +308,7 @@ fn serve(s: Serve) -> anyhow::Result<()> {
                 let store = other.with_context(|| format!("opening {}", dir.display()))?;
                 (
                     Arc::new(store),
-                    Arc::new(MemoryBook::default()),
+                    Arc::new(MemoryBook::for_policy(&throttle_policy)),
                     Some(dir.clone()),
                 )
             }
@@ -347,14 +352,7 @@ fn serve(s: Serve) -> anyhow::Result<()> {
             App::new(
                 store.clone(),
                 settings,
-                Throttle::new(
-                    ThrottlePolicy {
-                        base_delay: s.login_backoff_base,
-                        max_delay: s.login_backoff_max.max(s.login_backoff_base),
-                        ..ThrottlePolicy::default()
-                    },
-                    book,
-                ),
+                Throttle::new(throttle_policy, book),
                 s.password_concurrency.unwrap_or(cpus),
             )
             .await?,

@@ -99,9 +99,21 @@ const MAX_ENTRIES: usize = 100_000;
 pub const FORGET_AFTER: u64 = 2 * 86_400;
 
 /// The counts in this process's memory.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemoryBook {
     entries: Mutex<HashMap<String, Entry>>,
+    /// When the book is full, entries that block nothing and saw no failure for this long go.
+    prune_after: u64,
+}
+
+impl MemoryBook {
+    /// A book for `policy`: a full book forgets entries quiet for twice its longest wait.
+    pub fn for_policy(policy: &ThrottlePolicy) -> Self {
+        Self {
+            entries: Mutex::default(),
+            prune_after: policy.max_delay * 2,
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -114,7 +126,9 @@ impl ThrottleBook for MemoryBook {
     ) -> Result<(), StoreError> {
         let mut all = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if all.len() >= MAX_ENTRIES {
-            all.retain(|_, e| e.blocked_until > now || now.saturating_sub(e.last_failure) < 600);
+            all.retain(|_, e| {
+                e.blocked_until > now || now.saturating_sub(e.last_failure) < self.prune_after
+            });
         }
         let mut some: HashMap<String, Entry> = keys
             .iter()
@@ -158,7 +172,7 @@ impl Throttle {
 
     /// A throttle with this policy in this process's memory.
     pub fn in_memory(policy: ThrottlePolicy) -> Self {
-        Self::new(policy, Arc::new(MemoryBook::default()))
+        Self::new(policy, Arc::new(MemoryBook::for_policy(&policy)))
     }
 
     fn free(&self, key: &Subject) -> u32 {

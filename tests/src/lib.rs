@@ -75,18 +75,24 @@ impl Tools {
     /// Tools for a test. With `CI` set a missing tool fails the test; elsewhere the test is skipped
     /// with a message (returns `None`).
     pub fn for_test() -> Option<Self> {
-        match Self::from_env() {
-            Ok(t) => Some(t),
-            Err(e)
-                if std::env::var_os("CI")
-                    .is_some_and(|v| !v.is_empty() && v != "false" && v != "0") =>
-            {
-                panic!("{e:#}")
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: {e:#}");
-                None
-            }
+        needed_for_test(Self::from_env())
+    }
+}
+
+/// What a test needs, or why not: with `CI` set a missing part fails the test (panics with the
+/// reason); elsewhere the test is skipped with a message (`None`).
+pub fn needed_for_test<T>(part: Result<T>) -> Option<T> {
+    match part {
+        Ok(t) => Some(t),
+        Err(e)
+            if std::env::var_os("CI")
+                .is_some_and(|v| !v.is_empty() && v != "false" && v != "0") =>
+        {
+            panic!("{e:#}")
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: {e:#}");
+            None
         }
     }
 }
@@ -160,18 +166,11 @@ impl Drop for Proc {
 }
 
 /// 32 random bytes, hex (the harness's key-encryption keys).
-fn random_hex() -> String {
+fn random_hex() -> Result<String> {
     use std::io::Read;
     let mut bytes = [0u8; 32];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    if read.is_err() {
-        // Unique enough for a throwaway test cluster.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        bytes[..16].copy_from_slice(&t.to_le_bytes());
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Writes a self-signed certificate for `localhost` and 127.0.0.1 into `dir/tls/` unless one is
@@ -253,7 +252,7 @@ impl Stack {
         let (store, pg, more_issuers) = if opts.postgres {
             let pg = postgres::PgCluster::start()?;
             let kek = dir.join("kek");
-            write_private(&kek, format!("{}\n", random_hex()).as_bytes())?;
+            write_private(&kek, format!("{}\n", random_hex()?).as_bytes())?;
             // A new cluster has none of an earlier run's clients; the redb data dir's client
             // secret in `dir` stays for the next run without --postgres.
             let _ = std::fs::remove_dir_all(dir.join("postgres"));

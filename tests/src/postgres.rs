@@ -56,19 +56,7 @@ impl PgCluster {
     /// skipped with a message (returns `None`). A PostgreSQL that is there but fails to start
     /// always fails the test.
     pub fn for_test() -> Option<Self> {
-        let bin = match find_bin_dir() {
-            Ok(bin) => bin,
-            Err(e)
-                if std::env::var_os("CI")
-                    .is_some_and(|v| !v.is_empty() && v != "false" && v != "0") =>
-            {
-                panic!("{e:#}")
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: {e:#}");
-                return None;
-            }
-        };
+        let bin = crate::needed_for_test(find_bin_dir())?;
         Some(Self::start_with(&bin).unwrap_or_else(|e| panic!("{e:#}")))
     }
 

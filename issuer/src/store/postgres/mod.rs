@@ -32,7 +32,7 @@ use zeroize::Zeroizing;
 /// Most attempts of one transaction that the database keeps asking to retry. PostgreSQL's
 /// serializable isolation tracks reads per index page, so concurrent rotations on a small table
 /// conflict often and need a few rounds; the pauses add up to about 2.5 s at most.
-const MAX_ATTEMPTS: u32 = 40;
+pub(crate) const MAX_ATTEMPTS: u32 = 40;
 /// Connections per issuer (more concurrent transactions only conflict more on 2 cores).
 const POOL_SIZE: usize = 8;
 /// How long a request waits for a connection or the database before it is answered 503.
@@ -90,7 +90,7 @@ macro_rules! serializable {
             .await;
             match result {
                 Err(StoreError::Contention)
-                    if attempt + 1 < $crate::store::postgres::max_attempts() =>
+                    if attempt + 1 < $crate::store::postgres::MAX_ATTEMPTS =>
                 {
                     attempt += 1;
                     $crate::store::postgres::back_off(attempt).await;
@@ -101,10 +101,6 @@ macro_rules! serializable {
     }};
 }
 pub(crate) use serializable;
-
-pub(crate) fn max_attempts() -> u32 {
-    MAX_ATTEMPTS
-}
 
 /// A short, growing pause with full jitter before another attempt, so that transactions that
 /// collided do not collide again.
@@ -285,7 +281,7 @@ impl PgStore {
             .collect()
     }
 
-    async fn upsert_record(
+    async fn insert_record(
         &self,
         table: &'static str,
         key_col: &'static str,
@@ -346,7 +342,7 @@ impl Store for PgStore {
     }
 
     async fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
-        self.upsert_record("clients", "id", id, to_json(rec)).await
+        self.insert_record("clients", "id", id, to_json(rec)).await
     }
 
     async fn update_client(&self, id: &str, change: ClientChange) -> Result<bool, StoreError> {
@@ -400,7 +396,7 @@ impl Store for PgStore {
     }
 
     async fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError> {
-        self.upsert_record("users", "name", name, to_json(rec))
+        self.insert_record("users", "name", name, to_json(rec))
             .await
     }
 
