@@ -415,16 +415,10 @@ fn rotate_kek(args: &DataDir) -> anyhow::Result<()> {
     let Location::Postgres(url) = args.location()? else {
         bail!("rotate-kek is for the PostgreSQL store; the embedded store keeps its keys in 0600 files");
     };
-    let kek = Location::kek(args.kek_file.as_deref(), args.previous_kek_file.as_deref())?;
     let n = block_on(async {
-        let store = issuer::store::postgres::PgStore::connect_with(
-            &url,
-            args.store_ca_file.as_deref(),
-            kek,
-            now(),
-            RefreshPolicy::default(),
-        )
-        .await?;
+        let store =
+            Location::connect_postgres(&url, &args.pg_files(), now(), RefreshPolicy::default())
+                .await?;
         anyhow::Ok(store.reseal().await?)
     })??;
     println!("{n} secrets re-sealed under the new key-encryption key; --previous-kek-file is no longer needed");

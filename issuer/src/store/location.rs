@@ -46,7 +46,7 @@ impl Location {
 
     /// The KEK from `kek_file` (required for PostgreSQL), with the previous one from
     /// `previous_file` during a KEK rotation.
-    pub fn kek(kek_file: Option<&Path>, previous_file: Option<&Path>) -> Result<Kek, StoreError> {
+    fn kek(kek_file: Option<&Path>, previous_file: Option<&Path>) -> Result<Kek, StoreError> {
         let Some(kek_file) = kek_file else {
             return Err(StoreError::Kek(
                 "the PostgreSQL store needs --kek-file (env ISSUER_KEK_FILE): the key that seals \
@@ -61,7 +61,7 @@ impl Location {
         })
     }
 
-    /// Connects to a PostgreSQL location (see [`Location::kek`] for the key files).
+    /// Connects to a PostgreSQL location with the key files and CA file of `files`.
     pub async fn connect_postgres(
         url: &str,
         files: &PgFiles<'_>,
