@@ -1,8 +1,13 @@
-//! Random secrets and the keyed hashes that stand for them in storage.
+//! Random secrets, refresh tokens, and the keyed hashes that stand for them in storage.
 //!
-//! Client secrets and refresh tokens are 256-bit random values. Only an HMAC-SHA256 of each, under
-//! the data dir's hash key (`hash.key`, 0600), is stored, so a copy of the database alone neither
-//! reveals nor verifies them.
+//! Client secrets are 256-bit random values of which only an HMAC-SHA256 under the store's hash key
+//! (`hash.key`, 0600, or sealed under the KEK in PostgreSQL) is stored, so a copy of the database
+//! alone neither reveals nor verifies them.
+//!
+//! Refresh tokens (`mmrt2.`, see [`RefreshToken`]) name their family and generation and carry a
+//! tag under the hash key over both, so the store keeps one small record per family and
+//! verifies any generation without storing a hash per token. Tokens of the first format
+//! (`mmrt1.`, 256 random bits, looked up by hash) are still honoured until their families expire.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -12,8 +17,12 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-/// Prefix of every refresh token (family `mmrt`, version 1).
-pub const REFRESH_PREFIX: &str = "mmrt1.";
+/// Prefix of refresh tokens of the first format (random, one stored hash per token).
+pub const REFRESH_V1_PREFIX: &str = "mmrt1.";
+/// Prefix of refresh tokens of the current format ([`RefreshToken`]).
+pub const REFRESH_PREFIX: &str = "mmrt2.";
+/// Length of a current refresh token: the prefix and 52 bytes in base64url.
+const REFRESH_LEN: usize = 6 + 70;
 /// Prefix of generated client secrets.
 pub const CLIENT_SECRET_PREFIX: &str = "mmcs1.";
 
@@ -39,21 +48,51 @@ pub fn new_client_secret() -> Zeroizing<String> {
     ))
 }
 
-/// A new refresh token: the prefix and 256 random bits in base64url.
-pub fn new_refresh_token() -> Zeroizing<String> {
+/// A refresh token of the first format: the prefix and 256 random bits in base64url. Only the
+/// stores' tests of that format still make them.
+pub fn new_refresh_token_v1() -> Zeroizing<String> {
     Zeroizing::new(format!(
-        "{REFRESH_PREFIX}{}",
+        "{REFRESH_V1_PREFIX}{}",
         URL_SAFE_NO_PAD.encode(*random32())
     ))
 }
 
-/// True if `s` has the shape of a refresh token (checked before any lookup).
-pub fn looks_like_refresh_token(s: &str) -> bool {
-    s.len() == REFRESH_PREFIX.len() + 43
-        && s.starts_with(REFRESH_PREFIX)
+/// True if `s` has the shape of a first-format refresh token (checked before any lookup).
+pub fn looks_like_refresh_token_v1(s: &str) -> bool {
+    s.len() == REFRESH_V1_PREFIX.len() + 43
+        && s.starts_with(REFRESH_V1_PREFIX)
         && URL_SAFE_NO_PAD
-            .decode(&s[REFRESH_PREFIX.len()..])
+            .decode(&s[REFRESH_V1_PREFIX.len()..])
             .is_ok_and(|b| b.len() == 32)
+}
+
+/// A verified refresh token: generation `generation` of family `family`. Only
+/// [`HashKey::verify_refresh`] makes one from a presented string, so holding one means the tag was
+/// made with this store's hash key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefreshToken {
+    /// The family's random 128-bit id (its key in the store).
+    pub family: [u8; 16],
+    /// How many rotations precede this token in its family.
+    pub generation: u32,
+}
+
+impl RefreshToken {
+    /// The first token of a new family.
+    pub fn new_family() -> Self {
+        Self {
+            family: random16(),
+            generation: 0,
+        }
+    }
+
+    /// The token that rotating this one gives, or `None` when the generation counter is spent.
+    pub fn successor(self) -> Option<Self> {
+        Some(Self {
+            family: self.family,
+            generation: self.generation.checked_add(1)?,
+        })
+    }
 }
 
 /// The data dir's hash key. Zeroized on drop, redacted in `Debug`.
@@ -97,16 +136,55 @@ impl HashKey {
             .into()
     }
 
-    /// The storage key of a refresh token.
+    /// The storage key of a first-format refresh token.
     pub fn refresh_hash(&self, token: &str) -> [u8; 32] {
         self.mac(b"mms/refresh-hash/v1", &[token.as_bytes()])
     }
 
-    /// The successor of a refresh token. Deterministic, so a retried refresh inside the retry
-    /// window receives the identical successor without the server storing any plaintext.
+    /// The successor of a first-format refresh token. Deterministic, so a retried refresh inside
+    /// the retry window receives the identical successor without the server storing any plaintext.
     pub fn refresh_successor(&self, token: &str) -> Zeroizing<String> {
         let next = Zeroizing::new(self.mac(b"mms/refresh-successor/v1", &[token.as_bytes()]));
-        Zeroizing::new(format!("{REFRESH_PREFIX}{}", URL_SAFE_NO_PAD.encode(*next)))
+        Zeroizing::new(format!(
+            "{REFRESH_V1_PREFIX}{}",
+            URL_SAFE_NO_PAD.encode(*next)
+        ))
+    }
+
+    fn refresh_tag(&self, token: RefreshToken) -> [u8; 32] {
+        self.mac(
+            b"mms/refresh-token/v2",
+            &[&token.family, &token.generation.to_be_bytes()],
+        )
+    }
+
+    /// The string form of `token`: the prefix, then family, generation and tag in base64url.
+    /// Deterministic, so a retry inside the window gets the identical successor.
+    pub fn encode_refresh(&self, token: RefreshToken) -> Zeroizing<String> {
+        let mut raw = Zeroizing::new([0u8; 52]);
+        raw[..16].copy_from_slice(&token.family);
+        raw[16..20].copy_from_slice(&token.generation.to_be_bytes());
+        raw[20..].copy_from_slice(&self.refresh_tag(token));
+        Zeroizing::new(format!("{REFRESH_PREFIX}{}", URL_SAFE_NO_PAD.encode(*raw)))
+    }
+
+    /// The token `s` stands for, if it is a current-format refresh token whose tag this key made
+    /// (compared in constant time). Anything else, from any client, is `None`.
+    pub fn verify_refresh(&self, s: &str) -> Option<RefreshToken> {
+        let body = s.strip_prefix(REFRESH_PREFIX)?;
+        if s.len() != REFRESH_LEN {
+            return None;
+        }
+        // Room for base64's estimate of 70 characters (54 bytes); exactly 52 must decode.
+        let mut raw = Zeroizing::new([0u8; 54]);
+        if URL_SAFE_NO_PAD.decode_slice(body, &mut *raw).ok()? != 52 {
+            return None;
+        }
+        let token = RefreshToken {
+            family: raw[..16].try_into().ok()?,
+            generation: u32::from_be_bytes(raw[16..20].try_into().ok()?),
+        };
+        bool::from(self.refresh_tag(token).ct_eq(&raw[20..52])).then_some(token)
     }
 }
 
@@ -115,13 +193,49 @@ mod tests {
     use super::*;
 
     #[test]
+    fn refresh_tokens_verify_only_under_their_key_and_unaltered() {
+        let key = HashKey::new(random32());
+        let other = HashKey::new(random32());
+        let first = RefreshToken::new_family();
+        let s = key.encode_refresh(first);
+        assert!(s.starts_with(REFRESH_PREFIX));
+        assert_eq!(s.len(), REFRESH_LEN);
+        assert_eq!(key.verify_refresh(&s), Some(first));
+        assert_eq!(other.verify_refresh(&s), None);
+        let next = first.successor().expect("a successor");
+        assert_eq!(next.generation, 1);
+        assert_eq!(key.encode_refresh(next), key.encode_refresh(next));
+        assert_ne!(key.encode_refresh(next), s);
+        for i in REFRESH_PREFIX.len()..s.len() {
+            let mut bytes = s.as_bytes().to_vec();
+            bytes[i] = if bytes[i] == b'A' { b'B' } else { b'A' };
+            let altered = String::from_utf8(bytes).expect("ascii");
+            assert_eq!(key.verify_refresh(&altered), None, "altered at {i}");
+        }
+        for bad in [
+            "",
+            "mmrt2.",
+            "mmrt1.x",
+            &s[..s.len() - 1],
+            &format!("{}A", &*s),
+        ] {
+            assert_eq!(key.verify_refresh(bad), None, "{bad:?}");
+        }
+        let last = RefreshToken {
+            family: first.family,
+            generation: u32::MAX,
+        };
+        assert_eq!(last.successor(), None);
+    }
+
+    #[test]
     fn shapes_and_hashes() {
         let key = HashKey::new(random32());
-        let rt = new_refresh_token();
-        assert!(looks_like_refresh_token(&rt));
-        assert!(!looks_like_refresh_token("mmrt1.short"));
+        let rt = new_refresh_token_v1();
+        assert!(looks_like_refresh_token_v1(&rt));
+        assert!(!looks_like_refresh_token_v1("mmrt1.short"));
         let next = key.refresh_successor(&rt);
-        assert!(looks_like_refresh_token(&next));
+        assert!(looks_like_refresh_token_v1(&next));
         assert_eq!(next, key.refresh_successor(&rt));
         assert_ne!(key.refresh_hash(&rt), key.refresh_hash(&next));
         let s = new_client_secret();

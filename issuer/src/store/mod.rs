@@ -7,6 +7,7 @@
 //! Every write is durable before its call returns: a refresh token handed to a client is never
 //! lost by a crash, and two clients never receive different successors of one token.
 
+pub mod family;
 pub mod kek;
 pub mod keys;
 pub mod location;
@@ -290,7 +291,7 @@ impl RefreshRejection {
     }
 }
 
-/// A refresh token operation, applied by [`Store::apply_refresh_ops`].
+/// A refresh token operation, applied by [`Store::refresh`].
 pub enum RefreshOp {
     /// Start a family for `user` at `client` (password grant).
     Issue {

@@ -292,7 +292,7 @@ async fn password_grant_issues_a_user_token_and_refresh_token() {
     assert!(a.json["refresh_token"]
         .as_str()
         .unwrap()
-        .starts_with("mmrt1."));
+        .starts_with("mmrt2."));
     let t = token::verify(
         &ring(&f.dir),
         a.json["access_token"].as_str().unwrap(),

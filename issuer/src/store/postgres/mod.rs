@@ -523,16 +523,11 @@ impl Store for PgStore {
     }
 
     async fn sweep(&self, now: u64) -> Result<u64, StoreError> {
+        let families = refresh::sweep(self, now).await?;
         let ttl = self.access_ttl().await?;
         let retired_before = int(now.saturating_sub(ttl + super::KEY_RETIRE_MARGIN));
-        serializable!(self, |tx| {
+        let rest = serializable!(self, |tx| {
             let t = int(now);
-            let tokens = tx
-                .execute("DELETE FROM refresh_tokens WHERE expires_at <= $1", &[&t])
-                .await?;
-            let families = tx
-                .execute("DELETE FROM refresh_families WHERE expires_at <= $1", &[&t])
-                .await?;
             let keys = tx
                 .execute(
                     "DELETE FROM signing_keys WHERE superseded_at IS NOT NULL \
@@ -546,7 +541,8 @@ impl Store for PgStore {
                     &[&t, &int(now.saturating_sub(crate::throttle::FORGET_AFTER))],
                 )
                 .await?;
-            tokens + families + keys + throttle
-        })
+            keys + throttle
+        })?;
+        Ok(families + rest)
     }
 }

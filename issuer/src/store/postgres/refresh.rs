@@ -1,16 +1,29 @@
-//! Refresh token families on PostgreSQL, with the same rules as the embedded store: rotation on
-//! every use, the identical successor for a retry inside the window, reuse outside it revokes that
-//! family only. Each operation is one SERIALIZABLE transaction that locks the token and its family
-//! (`FOR UPDATE`), so issuers racing on one token queue instead of failing; a race the database
-//! still refuses is retried by [`serializable!`], and the loser then sees the winner's rotation
-//! (a retry, answered with the same successor).
+//! Refresh token families on PostgreSQL, one row per family, under the same rules as the
+//! embedded store ([`Family::step`]): rotation on every use, the identical successor for a retry
+//! inside the window, reuse outside it revokes that family only. A rotation is one SERIALIZABLE
+//! transaction that reads the family row `FOR UPDATE` (with the client and user records in the
+//! same statement) and updates that row in place, so issuers racing on one token queue instead of
+//! failing; a race the database still refuses is retried by [`serializable!`], and the loser
+//! then sees the winner's rotation (a retry, answered with the same successor).
+//!
+//! The table has no index besides its key, so an update touches no index entry that changes (and
+//! PostgreSQL can keep it on its page, a heap-only update). The sweep therefore scans; it runs once
+//! a minute, in batches.
 
 use super::{int, serializable, uint, PgStore};
-use crate::secrets;
+use crate::secrets::RefreshToken;
+use crate::store::family::{admit, Family, Step};
 use crate::store::{
     ClientRecord, RefreshInfo, RefreshOp, RefreshOutcome, RefreshRejection, Rotation, StoreError,
     UserRecord,
 };
+use tokio_postgres::Row;
+
+/// Rows deleted per statement by the sweep.
+const SWEEP_BATCH: i64 = 10_000;
+
+const COLUMNS: &str = "client, username, created_at, absolute_expires_at, expires_at, \
+                       generation, rotated_at, revoked_at";
 
 /// Applies one operation durably.
 pub(super) async fn apply(
@@ -22,13 +35,25 @@ pub(super) async fn apply(
         RefreshOp::Issue { client, user } => issue(store, &client, &user, now)
             .await
             .map(RefreshOutcome::Issued),
-        RefreshOp::Rotate { presented, client } => rotate(store, &presented, &client, now)
-            .await
-            .map(RefreshOutcome::Rotated),
+        RefreshOp::Rotate { presented, client } => rotate(store, &presented, &client, now).await,
         RefreshOp::Revoke { token, client } => revoke(store, &token, &client, now)
             .await
             .map(RefreshOutcome::Revoked),
     }
+}
+
+fn family_from(row: &Row) -> Result<Family, StoreError> {
+    Ok(Family {
+        client: row.get(0),
+        user: row.get(1),
+        created_at: uint(row.get(2)),
+        absolute_expires_at: uint(row.get(3)),
+        expires_at: uint(row.get(4)),
+        generation: u32::try_from(row.get::<_, i64>(5))
+            .map_err(|_| StoreError::Corrupt("refresh_family_records"))?,
+        rotated_at: row.get::<_, Option<i64>>(6).map(uint),
+        revoked_at: row.get::<_, Option<i64>>(7).map(uint),
+    })
 }
 
 async fn issue(
@@ -37,27 +62,25 @@ async fn issue(
     user: &str,
     now: u64,
 ) -> Result<zeroize::Zeroizing<String>, StoreError> {
-    let token = secrets::new_refresh_token();
-    let hash = store.hash_key.refresh_hash(&token).to_vec();
-    let family = secrets::random16().to_vec();
-    let expires = now + store.policy.absolute_ttl;
-    let idle = (now + store.policy.idle_ttl).min(expires);
+    let first = RefreshToken::new_family();
+    let fam = Family::new(client, user, now, &store.policy);
+    let id = first.family.to_vec();
     serializable!(store, |tx| {
         tx.execute(
-            "INSERT INTO refresh_families \
-             (id, client, username, created_at, expires_at, current_hash) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-            &[&family, &client, &user, &int(now), &int(expires), &hash],
-        )
-        .await?;
-        tx.execute(
-            "INSERT INTO refresh_tokens (hash, family, client, username, expires_at) \
-             VALUES ($1, $2, $3, $4, $5)",
-            &[&hash, &family, &client, &user, &int(idle)],
+            "INSERT INTO refresh_family_records (id, client, username, created_at, \
+             absolute_expires_at, expires_at, generation) VALUES ($1, $2, $3, $4, $5, $6, 0)",
+            &[
+                &id,
+                &client,
+                &user,
+                &int(fam.created_at),
+                &int(fam.absolute_expires_at),
+                &int(fam.expires_at),
+            ],
         )
         .await?;
     })?;
-    Ok(token)
+    Ok(store.hash_key.encode_refresh(first))
 }
 
 async fn rotate(
@@ -65,143 +88,106 @@ async fn rotate(
     presented: &str,
     client: &str,
     now: u64,
-) -> Result<Result<Rotation, RefreshRejection>, StoreError> {
-    if !secrets::looks_like_refresh_token(presented) {
-        return Ok(Err(RefreshRejection::Unknown));
-    }
+) -> Result<RefreshOutcome, StoreError> {
+    let Some(token) = store.hash_key.verify_refresh(presented) else {
+        return Ok(RefreshOutcome::Rotated(Err(RefreshRejection::Unknown)));
+    };
     let policy = store.policy;
-    let hash = store.hash_key.refresh_hash(presented).to_vec();
-    let successor = store.hash_key.refresh_successor(presented);
-    let successor_hash = store.hash_key.refresh_hash(&successor).to_vec();
-    serializable!(store, |tx| {
+    let id = token.family.to_vec();
+    let outcome = serializable!(store, |tx| {
         'outcome: {
-            let Some(token) = tx
+            let Some(row) = tx
                 .query_opt(
-                    "SELECT family, client, username, expires_at, rotated_at \
-                     FROM refresh_tokens WHERE hash = $1 FOR UPDATE",
-                    &[&hash],
+                    &format!(
+                        "SELECT {COLUMNS}, \
+                         (SELECT record FROM clients WHERE id = $2), \
+                         (SELECT record FROM users WHERE name = f.username) \
+                         FROM refresh_family_records f WHERE id = $1 FOR UPDATE OF f"
+                    ),
+                    &[&id, &client],
                 )
                 .await?
             else {
                 break 'outcome Err(RefreshRejection::Unknown);
             };
-            let family: Vec<u8> = token.get(0);
-            let Some(fam) = tx
-                .query_opt(
-                    "SELECT expires_at, revoked_at, current_hash FROM refresh_families \
-                     WHERE id = $1 FOR UPDATE",
-                    &[&family],
-                )
-                .await?
-            else {
-                break 'outcome Err(RefreshRejection::Unknown);
-            };
-            let owner: String = token.get(1);
-            let user_name: String = token.get(2);
-            let expires_at = uint(token.get(3));
-            let rotated_at: Option<i64> = token.get(4);
-            let family_expires = uint(fam.get(0));
-            let revoked_at: Option<i64> = fam.get(1);
-            let current: Vec<u8> = fam.get(2);
-            if owner != client {
-                break 'outcome Err(RefreshRejection::OtherClient);
-            }
-            if revoked_at.is_some() {
-                break 'outcome Err(RefreshRejection::Revoked);
-            }
-            if now >= expires_at || now >= family_expires {
-                break 'outcome Err(RefreshRejection::Expired);
-            }
-            let retried = match rotated_at.map(uint) {
-                None => false,
-                Some(at)
-                    if now.saturating_sub(at) <= policy.retry_window
-                        && current == successor_hash =>
-                {
-                    true
-                }
-                Some(_) => {
+            let fam = family_from(&row)?;
+            let next = match fam.step(token, client, now, &policy) {
+                Step::Refuse(why) => break 'outcome Err(why),
+                Step::RevokeForReuse => {
                     tx.execute(
-                        "UPDATE refresh_families SET revoked_at = $2 WHERE id = $1",
-                        &[&family, &int(now)],
+                        "UPDATE refresh_family_records SET revoked_at = $2 WHERE id = $1",
+                        &[&id, &int(now)],
                     )
                     .await?;
                     break 'outcome Err(RefreshRejection::ReuseDetected);
                 }
+                Step::Retry => None,
+                Step::Rotate => Some(fam.rotated(now, &policy)),
             };
-            let client_rec = tx
-                .query_opt("SELECT record FROM clients WHERE id = $1", &[&client])
-                .await?;
-            let client_active = match client_rec {
-                Some(r) => super::from_json::<ClientRecord>(r.get(0), "clients")?.active,
+            let client_active = match row.get::<_, Option<&str>>(8) {
+                Some(r) => super::from_json::<ClientRecord>(r, "clients")?.active,
                 None => false,
             };
-            let user_rec = tx
-                .query_opt("SELECT record FROM users WHERE name = $1", &[&user_name])
-                .await?;
-            let user = match user_rec {
-                Some(r) => Some(super::from_json::<UserRecord>(r.get(0), "users")?),
-                None => None,
+            let user = row
+                .get::<_, Option<&str>>(9)
+                .map(|r| super::from_json::<UserRecord>(r, "users"))
+                .transpose()?;
+            let user = match admit(client_active, user) {
+                Ok(user) => user,
+                Err(why) => break 'outcome Err(why),
             };
-            let user = match user {
-                Some(u) if client_active && !u.disabled => u,
-                _ => break 'outcome Err(RefreshRejection::Inactive),
-            };
-            if !retried {
-                let idle = (now + policy.idle_ttl).min(family_expires);
+            if let Some(next) = &next {
                 tx.execute(
-                    "INSERT INTO refresh_tokens (hash, family, client, username, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5)",
-                    &[&successor_hash, &family, &client, &user_name, &int(idle)],
-                )
-                .await?;
-                tx.execute(
-                    "UPDATE refresh_tokens SET rotated_at = $2 WHERE hash = $1",
-                    &[&hash, &int(now)],
-                )
-                .await?;
-                tx.execute(
-                    "UPDATE refresh_families SET current_hash = $2 WHERE id = $1",
-                    &[&family, &successor_hash],
+                    "UPDATE refresh_family_records \
+                     SET generation = $2, rotated_at = $3, expires_at = $4 WHERE id = $1",
+                    &[
+                        &id,
+                        &i64::from(next.generation),
+                        &int(now),
+                        &int(next.expires_at),
+                    ],
                 )
                 .await?;
             }
-            Ok(Rotation {
-                successor: successor.clone(),
-                user_name,
-                user,
-                retried,
-            })
+            let current = next.as_ref().unwrap_or(&fam).current(token.family);
+            Ok((current, fam.user.clone(), user, next.is_none()))
         }
-    })
+    })?;
+    Ok(RefreshOutcome::Rotated(outcome.map(
+        |(current, user_name, user, retried)| Rotation {
+            successor: store.hash_key.encode_refresh(current),
+            user_name,
+            user,
+            retried,
+        },
+    )))
 }
 
 async fn revoke(
     store: &PgStore,
-    token: &str,
+    presented: &str,
     client: &str,
     now: u64,
 ) -> Result<Option<bool>, StoreError> {
-    if !secrets::looks_like_refresh_token(token) {
+    let Some(token) = store.hash_key.verify_refresh(presented) else {
         return Ok(None);
-    }
-    let hash = store.hash_key.refresh_hash(token).to_vec();
+    };
+    let id = token.family.to_vec();
     serializable!(store, |tx| {
         match tx
             .query_opt(
-                "SELECT family, client FROM refresh_tokens WHERE hash = $1",
-                &[&hash],
+                "SELECT client FROM refresh_family_records WHERE id = $1",
+                &[&id],
             )
             .await?
         {
             None => None,
-            Some(row) if row.get::<_, String>(1) != client => Some(false),
-            Some(row) => {
-                let family: Vec<u8> = row.get(0);
+            Some(row) if row.get::<_, &str>(0) != client => Some(false),
+            Some(_) => {
                 tx.execute(
-                    "UPDATE refresh_families SET revoked_at = $2 \
+                    "UPDATE refresh_family_records SET revoked_at = $2 \
                      WHERE id = $1 AND revoked_at IS NULL",
-                    &[&family, &int(now)],
+                    &[&id, &int(now)],
                 )
                 .await?;
                 Some(true)
@@ -213,28 +199,50 @@ async fn revoke(
 /// What introspection may reveal about a usable refresh token.
 pub(super) async fn info(
     store: &PgStore,
-    token: &str,
+    presented: &str,
     now: u64,
 ) -> Result<Option<RefreshInfo>, StoreError> {
-    if !secrets::looks_like_refresh_token(token) {
+    let Some(token) = store.hash_key.verify_refresh(presented) else {
         return Ok(None);
-    }
-    let hash = store.hash_key.refresh_hash(token).to_vec();
+    };
     let conn = store.connection().await?;
     let row = conn
         .query_opt(
-            "SELECT t.client, t.username, t.expires_at, f.expires_at \
-             FROM refresh_tokens t JOIN refresh_families f ON f.id = t.family \
-             WHERE t.hash = $1 AND t.rotated_at IS NULL AND f.revoked_at IS NULL",
-            &[&hash],
+            &format!("SELECT {COLUMNS} FROM refresh_family_records WHERE id = $1"),
+            &[&token.family.to_vec()],
         )
         .await?;
-    Ok(row.and_then(|r| {
-        let expires_at = uint(r.get::<_, i64>(2)).min(uint(r.get::<_, i64>(3)));
-        (now < expires_at).then(|| RefreshInfo {
-            client: r.get(0),
-            user: r.get(1),
-            expires_at,
-        })
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let fam = family_from(&row)?;
+    if !fam.usable(token, now) {
+        return Ok(None);
+    }
+    Ok(Some(RefreshInfo {
+        client: fam.client,
+        user: fam.user,
+        expires_at: fam.expires_at,
     }))
+}
+
+/// Deletes families past their lifetime, in batches of single statements: a row that is expired
+/// can no longer be rotated, so no isolation beyond one statement's is needed, and no long
+/// transaction holds the table.
+pub(super) async fn sweep(store: &PgStore, now: u64) -> Result<u64, StoreError> {
+    let conn = store.connection().await?;
+    let mut removed = 0;
+    loop {
+        let n = conn
+            .execute(
+                "DELETE FROM refresh_family_records WHERE id IN \
+                 (SELECT id FROM refresh_family_records WHERE expires_at <= $1 LIMIT $2)",
+                &[&int(now), &SWEEP_BATCH],
+            )
+            .await?;
+        removed += n;
+        if n < SWEEP_BATCH.unsigned_abs() {
+            return Ok(removed);
+        }
+    }
 }

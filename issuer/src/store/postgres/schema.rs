@@ -31,6 +31,17 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS login_throttle (
          key TEXT PRIMARY KEY, failures INT NOT NULL, blocked_until BIGINT NOT NULL,
          last_failure BIGINT NOT NULL)",
+    // One row per refresh token family (`store::family`). No index but the key, so a rotation
+    // updates no index entry.
+    "CREATE TABLE IF NOT EXISTS refresh_family_records (
+         id BYTEA PRIMARY KEY, client TEXT NOT NULL, username TEXT NOT NULL,
+         created_at BIGINT NOT NULL, absolute_expires_at BIGINT NOT NULL,
+         expires_at BIGINT NOT NULL, generation BIGINT NOT NULL, rotated_at BIGINT,
+         revoked_at BIGINT)",
+    // The first layout (one row per token); the PostgreSQL store shipped with it only in
+    // development builds, so its families are not carried over (`docs/deploy-postgres.md`).
+    "DROP TABLE IF EXISTS refresh_tokens",
+    "DROP TABLE IF EXISTS refresh_families",
 ];
 
 /// True for the errors of two issuers creating one object at once: the loser sees a duplicate in

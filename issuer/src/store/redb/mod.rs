@@ -10,6 +10,7 @@
 //! lost by a crash and two clients can never receive different successors of one token.
 
 mod refresh;
+mod refresh_v1;
 pub mod writer;
 
 use super::keys::KeyRecord;
@@ -32,6 +33,9 @@ const USERS: TableDefinition<&str, &[u8]> = TableDefinition::new("users");
 const KEYS: TableDefinition<u32, &[u8]> = TableDefinition::new("keys");
 const REFRESH: TableDefinition<&[u8], &[u8]> = TableDefinition::new("refresh_tokens");
 const FAMILIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("refresh_families");
+/// One [`super::family::Family`] per refresh token family, by its 16-byte id.
+const FAMILY_RECORDS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("refresh_family_records");
 const SETTINGS: TableDefinition<&str, u64> = TableDefinition::new("settings");
 
 /// A table of JSON records by name, and its name for errors.
@@ -161,6 +165,7 @@ impl RedbFile {
             tx.open_table(USERS)?;
             tx.open_table(REFRESH)?;
             tx.open_table(FAMILIES)?;
+            tx.open_table(FAMILY_RECORDS)?;
             tx.open_table(SETTINGS)?;
             let mut keys = tx.open_table(KEYS)?;
             if keys.is_empty()? {

@@ -1,7 +1,8 @@
-//! The embedded store on its own: lifetimes, the sweep, reopening, key rotation, group commit.
+//! The embedded store on its own: lifetimes, the sweep, reopening, key rotation, group commit,
+//! first-format refresh tokens, damaged records.
 
 use super::*;
-use crate::store::{GrantKind, RefreshRejection, KEY_RETIRE_MARGIN};
+use crate::store::{GrantKind, RefreshRejection, Rotation, KEY_RETIRE_MARGIN};
 use shared::Key;
 
 const POLICY: RefreshPolicy = RefreshPolicy {
@@ -9,6 +10,31 @@ const POLICY: RefreshPolicy = RefreshPolicy {
     absolute_ttl: 250,
     retry_window: 10,
 };
+
+fn issue(s: &RedbFile, now: u64) -> Zeroizing<String> {
+    let op = RefreshOp::Issue {
+        client: "app".into(),
+        user: "alice".into(),
+    };
+    match s.apply_refresh_op(op, now, &POLICY).unwrap() {
+        RefreshOutcome::Issued(t) => t,
+        _ => panic!("not issued"),
+    }
+}
+
+fn rotate_op(token: &str) -> RefreshOp {
+    RefreshOp::Rotate {
+        presented: Zeroizing::new(token.into()),
+        client: "app".into(),
+    }
+}
+
+fn rotate(s: &RedbFile, token: &str, now: u64) -> Result<Rotation, RefreshRejection> {
+    match s.apply_refresh_op(rotate_op(token), now, &POLICY).unwrap() {
+        RefreshOutcome::Rotated(r) => r,
+        _ => panic!("not a rotation"),
+    }
+}
 
 fn store_with_user(dir: &Path) -> RedbFile {
     let s = RedbFile::open(dir, 1_000).unwrap();
@@ -36,42 +62,30 @@ fn store_with_user(dir: &Path) -> RedbFile {
 fn idle_and_absolute_lifetimes_and_the_sweep() {
     let tmp = tempfile::tempdir().unwrap();
     let s = store_with_user(tmp.path());
-    let rt = s.issue_refresh("app", "alice", 1_000, &POLICY).unwrap();
+    let rt = issue(&s, 1_000);
+    let idle = issue(&s, 1_000);
     // Idle: unused for 100 s, it expires.
     assert_eq!(
-        s.rotate_refresh(&rt, "app", 1_100, &POLICY).unwrap().err(),
+        rotate(&s, &idle, 1_100).err(),
         Some(RefreshRejection::Expired)
     );
     // Used in time, it rotates; each successor's idle expiry is capped by the absolute one.
-    let mut current = s
-        .rotate_refresh(&rt, "app", 1_090, &POLICY)
-        .unwrap()
-        .unwrap()
-        .successor;
+    let mut current = rotate(&s, &rt, 1_090).unwrap().successor;
     for t in [1_150, 1_220] {
-        current = s
-            .rotate_refresh(&current, "app", t, &POLICY)
-            .unwrap()
-            .unwrap()
-            .successor;
+        current = rotate(&s, &current, t).unwrap().successor;
     }
     assert_eq!(
-        s.rotate_refresh(&current, "app", 1_250, &POLICY)
-            .unwrap()
-            .err(),
+        rotate(&s, &current, 1_250).err(),
         Some(RefreshRejection::Expired)
     );
-    // The sweep deletes the family and all its tokens once the absolute lifetime is over.
+    // One record per family, whatever the number of rotations; each goes when it expires.
+    assert_eq!(s.family_count().unwrap(), 2);
+    assert_eq!(s.sweep(1_100).unwrap(), 1, "the idle family goes first");
+    assert_eq!(s.sweep(1_249).unwrap(), 0);
+    assert_eq!(s.sweep(1_250).unwrap(), 1);
+    assert_eq!(s.family_count().unwrap(), 0);
     assert_eq!(
-        s.sweep(1_249).unwrap(),
-        2,
-        "only the two idle-expired tokens go early"
-    );
-    assert_eq!(s.sweep(1_400).unwrap(), 3);
-    assert_eq!(
-        s.rotate_refresh(&current, "app", 1_240, &POLICY)
-            .unwrap()
-            .err(),
+        rotate(&s, &current, 1_240).err(),
         Some(RefreshRejection::Unknown)
     );
 }
@@ -81,14 +95,11 @@ fn state_survives_reopening() {
     let tmp = tempfile::tempdir().unwrap();
     let rt = {
         let s = store_with_user(tmp.path());
-        s.issue_refresh("app", "alice", 1_000, &POLICY).unwrap()
+        issue(&s, 1_000)
     };
     let s = RedbFile::open(tmp.path(), 1_001).unwrap();
     assert!(s.client("app").unwrap().is_some());
-    let next = s
-        .rotate_refresh(&rt, "app", 1_001, &POLICY)
-        .unwrap()
-        .unwrap();
+    let next = rotate(&s, &rt, 1_001).unwrap();
     assert!(!next.retried);
     assert_eq!(next.user_name, "alice");
     assert!(matches!(
@@ -149,12 +160,9 @@ fn a_delayed_rotation_publishes_the_key_before_it_signs() {
 fn one_batch_applies_in_order_and_never_forks() {
     let tmp = tempfile::tempdir().unwrap();
     let s = store_with_user(tmp.path());
-    let rt = s.issue_refresh("app", "alice", 1_000, &POLICY).unwrap();
-    let rotate = |t: &str| RefreshOp::Rotate {
-        presented: Zeroizing::new(t.into()),
-        client: "app".into(),
-    };
-    let out = s
+    let rt = issue(&s, 1_000);
+    let rotate = rotate_op;
+    let out: Vec<RefreshOutcome> = s
         .apply_refresh_ops(
             &[
                 (rotate(&rt), 1_001),
@@ -169,7 +177,10 @@ fn one_batch_applies_in_order_and_never_forks() {
             ],
             &POLICY,
         )
-        .unwrap();
+        .unwrap()
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
     let successors: Vec<(String, bool)> = out[..2]
         .iter()
         .map(|o| match o {
@@ -191,18 +202,101 @@ fn one_batch_applies_in_order_and_never_forks() {
         .unwrap();
     assert!(matches!(
         out[0],
-        RefreshOutcome::Rotated(Err(RefreshRejection::ReuseDetected))
+        Ok(RefreshOutcome::Rotated(Err(
+            RefreshRejection::ReuseDetected
+        )))
     ));
     assert!(matches!(
         out[1],
-        RefreshOutcome::Rotated(Err(RefreshRejection::Revoked))
+        Ok(RefreshOutcome::Rotated(Err(RefreshRejection::Revoked)))
     ));
-    // A batch that writes nothing commits nothing, and says so.
-    let out = s
-        .apply_refresh_ops(&[(rotate("mmrt1.nonsense"), 1_101)], &POLICY)
+    for junk in [
+        "mmrt1.nonsense",
+        "mmrt2.nonsense",
+        "",
+        &next[..next.len() - 1],
+    ] {
+        assert_eq!(
+            rotate_one(&s, junk),
+            Some(RefreshRejection::Unknown),
+            "{junk:?}"
+        );
+    }
+}
+
+fn rotate_one(s: &RedbFile, token: &str) -> Option<RefreshRejection> {
+    rotate(s, token, 1_101).err()
+}
+
+#[test]
+fn a_damaged_family_record_fails_its_own_request_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store_with_user(tmp.path());
+    let damaged = issue(&s, 1_000);
+    let sound = issue(&s, 1_000);
+    let family = s.hash_key().verify_refresh(&damaged).unwrap().family;
+    let tx = s.db.begin_write().unwrap();
+    tx.open_table(FAMILY_RECORDS)
+        .unwrap()
+        .insert(family.as_slice(), b"{not json".as_slice())
         .unwrap();
+    tx.commit().unwrap();
+    let out = s
+        .apply_refresh_ops(
+            &[(rotate_op(&damaged), 1_001), (rotate_op(&sound), 1_001)],
+            &POLICY,
+        )
+        .unwrap();
+    assert!(matches!(out[0], Err(StoreError::Corrupt(_))));
+    let RefreshOutcome::Rotated(Ok(next)) = out[1].as_ref().unwrap() else {
+        panic!("the sound family did not rotate");
+    };
+    // The batch was committed for the sound family.
+    assert!(rotate(&s, &next.successor, 1_002).is_ok());
+}
+
+#[test]
+fn first_format_families_keep_rotating_until_they_expire() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store_with_user(tmp.path());
+    let tx = s.db.begin_write().unwrap();
+    let old = s.issue_v1_in(&tx, "app", "alice", 1_000, &POLICY).unwrap();
+    tx.commit().unwrap();
+    assert!(old.starts_with("mmrt1."));
+    let info = s.refresh_info(&old, 1_001).unwrap().unwrap();
+    assert_eq!((info.client.as_str(), info.user.as_str()), ("app", "alice"));
+    let next = rotate(&s, &old, 1_001).unwrap();
+    assert!(next.successor.starts_with("mmrt1."));
+    assert!(s.refresh_info(&old, 1_001).unwrap().is_none());
+    let retry = rotate(&s, &old, 1_005).unwrap();
+    assert_eq!(
+        (retry.successor.as_str(), retry.retried),
+        (next.successor.as_str(), true)
+    );
+    assert_eq!(
+        rotate(&s, &old, 1_050).err(),
+        Some(RefreshRejection::ReuseDetected)
+    );
+    assert_eq!(
+        rotate(&s, &next.successor, 1_051).err(),
+        Some(RefreshRejection::Revoked)
+    );
+    // Revocation of a first-format token through the batch path.
+    let tx = s.db.begin_write().unwrap();
+    let other = s.issue_v1_in(&tx, "app", "alice", 1_000, &POLICY).unwrap();
+    tx.commit().unwrap();
+    let revoke = RefreshOp::Revoke {
+        token: other.clone(),
+        client: "app".into(),
+    };
     assert!(matches!(
-        out[0],
-        RefreshOutcome::Rotated(Err(RefreshRejection::Unknown))
+        s.apply_refresh_op(revoke, 1_002, &POLICY).unwrap(),
+        RefreshOutcome::Revoked(Some(true))
     ));
+    assert_eq!(
+        rotate(&s, &other, 1_003).err(),
+        Some(RefreshRejection::Revoked)
+    );
+    // The sweep empties the first-format tables (2 families, 3 tokens) once they expire.
+    assert_eq!(s.sweep(1_250).unwrap(), 5);
 }

@@ -19,7 +19,7 @@ pub const MAX_BATCH: usize = 1024;
 struct Job {
     op: RefreshOp,
     now: u64,
-    reply: oneshot::Sender<Result<RefreshOutcome, String>>,
+    reply: oneshot::Sender<Result<RefreshOutcome, StoreError>>,
 }
 
 /// Handle of the writer thread. Dropping it stops the thread and waits for it, so the database
@@ -53,7 +53,8 @@ impl RefreshWriter {
     }
 
     /// Applies `op` durably and returns its outcome. A failed batch is logged by the writer once
-    /// and is [`StoreError::Batch`] to each of its callers.
+    /// and is [`StoreError::Batch`] to each of its callers; a damaged record fails only the
+    /// operation that read it.
     pub async fn submit(&self, op: RefreshOp, now: u64) -> Result<RefreshOutcome, StoreError> {
         let (reply, answer) = oneshot::channel();
         self.jobs
@@ -61,11 +62,9 @@ impl RefreshWriter {
             .ok_or(StoreError::Stopped("refresh writer"))?
             .send(Job { op, now, reply })
             .map_err(|_| StoreError::Stopped("refresh writer"))?;
-        match answer.await {
-            Ok(Ok(outcome)) => Ok(outcome),
-            Ok(Err(e)) => Err(StoreError::Batch(e)),
-            Err(_) => Err(StoreError::Stopped("refresh writer")),
-        }
+        answer
+            .await
+            .map_err(|_| StoreError::Stopped("refresh writer"))?
     }
 }
 
@@ -83,7 +82,7 @@ fn run(store: &RedbFile, policy: &RefreshPolicy, queue: &mpsc::Receiver<Job>) {
         match store.apply_refresh_ops(&ops, policy) {
             Ok(outcomes) => {
                 for (reply, outcome) in replies.into_iter().zip(outcomes) {
-                    let _ = reply.send(Ok(outcome));
+                    let _ = reply.send(outcome);
                 }
             }
             Err(e) => {
@@ -92,8 +91,9 @@ fn run(store: &RedbFile, policy: &RefreshPolicy, queue: &mpsc::Receiver<Job>) {
                     batch = replies.len(),
                     "refresh batch failed; nothing of it was committed"
                 );
+                let message = e.to_string();
                 for reply in replies {
-                    let _ = reply.send(Err(e.to_string()));
+                    let _ = reply.send(Err(StoreError::Batch(message.clone())));
                 }
             }
         }
