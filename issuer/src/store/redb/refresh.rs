@@ -12,7 +12,7 @@ use crate::store::{
     ClientRecord, KeyState, RefreshInfo, RefreshOp, RefreshOutcome, RefreshPolicy,
     RefreshRejection, Rotation, StoreError, UserRecord,
 };
-use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
+use redb::{ReadableTable, WriteTransaction};
 use zeroize::Zeroizing;
 
 const TABLE: &str = "refresh_family_records";
@@ -166,7 +166,7 @@ impl RedbFile {
         ops: &[(RefreshOp, u64)],
         policy: &RefreshPolicy,
     ) -> Result<Vec<Result<RefreshOutcome, StoreError>>, StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         let mut wrote = false;
         let mut outcomes = Vec::with_capacity(ops.len());
         for (op, now) in ops {
@@ -219,7 +219,7 @@ impl RedbFile {
         let Some(token) = self.hash_key.verify_refresh(presented) else {
             return Ok(None);
         };
-        let tx = self.db.begin_read()?;
+        let tx = self.begin_read()?;
         let fam = tx
             .open_table(FAMILY_RECORDS)?
             .get(token.family.as_slice())?
@@ -235,7 +235,7 @@ impl RedbFile {
     /// How many families are on record (live, revoked or expired but not yet swept).
     pub fn family_count(&self) -> Result<u64, StoreError> {
         use redb::ReadableTableMetadata as _;
-        let tx = self.db.begin_read()?;
+        let tx = self.begin_read()?;
         Ok(tx.open_table(FAMILY_RECORDS)?.len()?)
     }
 
@@ -243,7 +243,7 @@ impl RedbFile {
     /// retired. Returns how many records went.
     pub fn sweep(&self, now: u64) -> Result<u64, StoreError> {
         let ttl = self.access_ttl()?;
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_write()?;
         let mut removed = self.sweep_v1_in(&tx, now)?;
         tx.open_table(FAMILY_RECORDS)?.retain(|_, v| {
             let keep = serde_json::from_slice::<Family>(v).map_or(true, |f| f.expires_at > now);

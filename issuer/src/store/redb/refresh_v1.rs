@@ -11,7 +11,7 @@ use crate::store::{
     ClientRecord, RefreshInfo, RefreshOutcome, RefreshPolicy, RefreshRejection, Rotation,
     StoreError, UserRecord,
 };
-use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
+use redb::{ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,7 +220,7 @@ impl RedbFile {
             return Ok(None);
         }
         let hash = self.hash_key.refresh_hash(token);
-        let tx = self.db.begin_read()?;
+        let tx = self.begin_read()?;
         let refresh = tx.open_table(REFRESH)?;
         let families = tx.open_table(FAMILIES)?;
         let Some(rec) = refresh

@@ -235,7 +235,7 @@ fn a_damaged_family_record_fails_its_own_request_only() {
     let damaged = issue(&s, 1_000);
     let sound = issue(&s, 1_000);
     let family = s.hash_key().verify_refresh(&damaged).unwrap().family;
-    let tx = s.db.begin_write().unwrap();
+    let tx = s.begin_write().unwrap();
     tx.open_table(FAMILY_RECORDS)
         .unwrap()
         .insert(family.as_slice(), b"{not json".as_slice())
@@ -259,7 +259,7 @@ fn a_damaged_family_record_fails_its_own_request_only() {
 fn first_format_families_keep_rotating_until_they_expire() {
     let tmp = tempfile::tempdir().unwrap();
     let s = store_with_user(tmp.path());
-    let tx = s.db.begin_write().unwrap();
+    let tx = s.begin_write().unwrap();
     let old = s.issue_v1_in(&tx, "app", "alice", 1_000, &POLICY).unwrap();
     tx.commit().unwrap();
     assert!(old.starts_with("mmrt1."));
@@ -282,7 +282,7 @@ fn first_format_families_keep_rotating_until_they_expire() {
         Some(RefreshRejection::Revoked)
     );
     // Revocation of a first-format token through the batch path.
-    let tx = s.db.begin_write().unwrap();
+    let tx = s.begin_write().unwrap();
     let other = s.issue_v1_in(&tx, "app", "alice", 1_000, &POLICY).unwrap();
     tx.commit().unwrap();
     let revoke = RefreshOp::Revoke {

@@ -92,8 +92,16 @@ fn run(store: &RedbFile, policy: &RefreshPolicy, queue: &mpsc::Receiver<Job>) {
                     "refresh batch failed; nothing of it was committed"
                 );
                 let message = e.to_string();
+                let disk = matches!(e, StoreError::Disk(_));
+                if disk {
+                    store.mark_failed();
+                }
                 for reply in replies {
-                    let _ = reply.send(Err(StoreError::Batch(message.clone())));
+                    let _ = reply.send(Err(if disk {
+                        StoreError::Disk(message.clone())
+                    } else {
+                        StoreError::Batch(message.clone())
+                    }));
                 }
             }
         }

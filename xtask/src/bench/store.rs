@@ -1,0 +1,449 @@
+//! The stores under load: durable refresh rotations on the embedded store, empty and holding
+//! millions of live families, side by side; two issuers on one PostgreSQL; `client_credentials`
+//! on PostgreSQL against `/healthz`; and each issuer's memory, idle and after the runs.
+//!
+//! Issuers and PostgreSQL come from the test harness (`e2e`), so they start, wait and stop
+//! exactly as in the tests. The embedded-store issuers run on core 0 with wrk on core 1; the
+//! PostgreSQL runs share both cores between the database, two issuers and wrk, as one machine
+//! running all of it would.
+
+use super::{lua_post, lua_refresh, median, password_grant, rss_kib, wrk_on, Sample, Settings};
+use crate::{cargo, root, run, tools};
+use anyhow::{bail, Context, Result};
+use base64::Engine as _;
+use e2e::issuer::{issuer_admin_on, start_issuer_on, StoreArgs};
+use e2e::postgres::PgCluster;
+use e2e::{Proc, Tools};
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+/// One measured load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Load {
+    RedbEmpty,
+    RedbFull,
+    PgHealth,
+    PgClientCredentials,
+    PgRefresh,
+}
+
+impl Load {
+    const ALL: [Load; 5] = [
+        Load::RedbEmpty,
+        Load::RedbFull,
+        Load::PgHealth,
+        Load::PgClientCredentials,
+        Load::PgRefresh,
+    ];
+
+    fn name(self, families: u64) -> String {
+        match self {
+            Load::RedbEmpty => "redb, empty store: refresh, 64 clients".into(),
+            Load::RedbFull => format!("redb, {families} live families: refresh, 64 clients"),
+            Load::PgHealth => "PostgreSQL store: `/healthz`".into(),
+            Load::PgClientCredentials => "PostgreSQL store: client_credentials".into(),
+            Load::PgRefresh => "PostgreSQL, two issuers: refresh, 64 clients (32 each)".into(),
+        }
+    }
+}
+
+/// Users the bench client signs in (a user's own sign-ins are checked one at a time).
+const USERS: usize = 8;
+
+/// An issuer under test, with what a load needs to reach it.
+struct Issuer {
+    proc: Proc,
+    url: String,
+    idle_rss_kib: u64,
+    label: &'static str,
+}
+
+/// The bench client and users on `store`; returns `id:secret`.
+fn provision(tools: &Tools, store: &StoreArgs) -> Result<String> {
+    let out = issuer_admin_on(
+        tools,
+        store,
+        &[
+            "client",
+            "add",
+            "bench",
+            "--grants",
+            "password,client_credentials",
+        ],
+        None,
+    )?;
+    let secret = out
+        .lines()
+        .find_map(|l| l.strip_prefix("secret: "))
+        .context("no client secret printed")?
+        .to_owned();
+    issuer_admin_on(tools, store, &["client", "activate", "bench"], None)?;
+    for i in 0..USERS {
+        issuer_admin_on(
+            tools,
+            store,
+            &["user", "add", &format!("bench{i}"), "--role", "viewer"],
+            Some("bench-password"),
+        )?;
+    }
+    Ok(format!("bench:{secret}"))
+}
+
+fn start(
+    tools: &Tools,
+    store: &StoreArgs,
+    dir: &Path,
+    label: &'static str,
+    pin: Option<&str>,
+) -> Result<Issuer> {
+    let log = dir.join(format!("{}.log", label.replace(' ', "-")));
+    let (proc, url) = start_issuer_on(tools, store, e2e::free_port(), &[], &log)?;
+    if let Some(cpus) = pin {
+        run(Command::new("taskset")
+            .args(["-a", "-cp", cpus])
+            .arg(proc.pid().to_string())
+            .stdout(std::process::Stdio::null()))?;
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let idle_rss_kib = rss_kib(proc.pid()).0;
+    Ok(Issuer {
+        proc,
+        url,
+        idle_rss_kib,
+        label,
+    })
+}
+
+/// `n` new refresh token families at `url`, signed in 8 at a time (sign-ins in flight count
+/// against the address's budget until they finish).
+fn sign_in(url: &str, basic_user: &str, n: usize) -> Result<Vec<String>> {
+    let mut tokens = Vec::with_capacity(n);
+    for wave in (0..n).collect::<Vec<_>>().chunks(8) {
+        let handles: Vec<_> = wave
+            .iter()
+            .map(|i| {
+                let (u, b) = (url.to_owned(), basic_user.to_owned());
+                let user = format!("bench{}", i % USERS);
+                std::thread::spawn(move || password_grant(&u, &b, &user))
+            })
+            .collect();
+        for h in handles {
+            tokens.push(h.join().map_err(|_| anyhow::anyhow!("sign-in thread"))??);
+        }
+    }
+    Ok(tokens)
+}
+
+/// One refresh run: a fresh family per connection, each connection presenting its latest token.
+fn refresh_run(
+    dir: &Path,
+    name: &str,
+    url: &str,
+    basic_user: &str,
+    connections: usize,
+    seconds: u64,
+) -> Result<Vec<String>> {
+    let tokens = dir.join(format!("{name}-tokens.txt"));
+    std::fs::write(
+        &tokens,
+        sign_in(url, basic_user, connections)?.join("\n") + "\n",
+    )?;
+    let script = dir.join(format!("{name}-refresh.lua"));
+    let basic = base64::engine::general_purpose::STANDARD.encode(basic_user);
+    lua_refresh(&script, &basic, &tokens)?;
+    let args = vec![
+        format!("-t{connections}"),
+        format!("-c{connections}"),
+        format!("-d{seconds}s"),
+        "-s".into(),
+        script.display().to_string(),
+    ];
+    Ok(args)
+}
+
+/// Both PostgreSQL issuers under refresh load at once: throughput summed, the worse p50 and p99.
+fn pg_refresh(
+    dir: &Path,
+    a: &Issuer,
+    b: &Issuer,
+    basic_user: &str,
+    seconds: u64,
+) -> Result<Sample> {
+    let args_a = refresh_run(dir, "pg-a", &a.url, basic_user, 32, seconds)?;
+    let args_b = refresh_run(dir, "pg-b", &b.url, basic_user, 32, seconds)?;
+    let url_b = format!("{}/apiv2/oauth/token", b.url);
+    let other = std::thread::spawn(move || wrk_on(None, &args_b, &url_b));
+    let first = wrk_on(None, &args_a, &format!("{}/apiv2/oauth/token", a.url))?;
+    let second = other.join().map_err(|_| anyhow::anyhow!("wrk thread"))??;
+    Ok(Sample {
+        rps: first.rps + second.rps,
+        p50_ms: first.p50_ms.max(second.p50_ms),
+        p99_ms: first.p99_ms.max(second.p99_ms),
+        requests: first.requests + second.requests,
+        bad: first.bad + second.bad,
+    })
+}
+
+/// The store runs' results: medians per load, paired ratios, memory.
+pub(super) struct StoreResults {
+    samples: Vec<(Load, Vec<Sample>)>,
+    memory: Vec<(&'static str, u64, u64, u64)>,
+    families: u64,
+    fill_seconds: f64,
+    command: String,
+}
+
+impl StoreResults {
+    fn of(&self, load: Load) -> &[Sample] {
+        self.samples
+            .iter()
+            .find(|(l, _)| *l == load)
+            .map_or(&[], |(_, s)| s.as_slice())
+    }
+
+    fn median(&self, load: Load) -> Sample {
+        super::summarize(self.of(load))
+    }
+
+    /// Throughput of `a` over `b` within each round, then the median.
+    fn paired(&self, a: Load, b: Load) -> f64 {
+        median(
+            self.of(a)
+                .iter()
+                .zip(self.of(b))
+                .map(|(x, y)| x.rps / y.rps)
+                .collect(),
+        )
+    }
+
+    /// Names and samples of loads with a response other than 2xx.
+    pub(super) fn failures(&self) -> Vec<(String, u64)> {
+        self.samples
+            .iter()
+            .map(|(l, s)| (l.name(self.families), s.iter().map(|x| x.bad).sum()))
+            .filter(|(_, bad)| *bad > 0)
+            .collect()
+    }
+}
+
+/// Runs the store loads, interleaved round after round.
+pub(super) fn bench_stores(dir: &Path, s: &Settings, families: u64) -> Result<StoreResults> {
+    run(cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "issuer",
+        "--example",
+        "fill_families",
+    ]))?;
+    let tools = Tools {
+        envoy: Default::default(),
+        wasm: Default::default(),
+        issuer: root().join("target/release/issuer"),
+    };
+    // The embedded store, empty and full.
+    let (empty_dir, full_dir) = (dir.join("redb-empty"), dir.join("redb-full"));
+    let fill_started = std::time::Instant::now();
+    run(
+        Command::new(root().join("target/release/examples/fill_families"))
+            .arg(&full_dir)
+            .arg(families.to_string()),
+    )?;
+    let fill_seconds = fill_started.elapsed().as_secs_f64();
+    let (empty_store, full_store) = (StoreArgs::redb(&empty_dir), StoreArgs::redb(&full_dir));
+    let basic_empty = provision(&tools, &empty_store)?;
+    let basic_full = provision(&tools, &full_store)?;
+    let empty = start(&tools, &empty_store, dir, "redb empty", Some("0"))?;
+    let full = start(&tools, &full_store, dir, "redb full", Some("0"))?;
+    // PostgreSQL: a throwaway cluster, two issuers on one database.
+    let pg = PgCluster::start_with(&tools::ensure_postgres()?)?;
+    let kek = dir.join("kek");
+    e2e::write_private(
+        &kek,
+        format!("{:032x}{:032x}\n", rand_u128()?, rand_u128()?).as_bytes(),
+    )?;
+    let pg_store = StoreArgs::postgres(&pg.url(), &kek);
+    let basic_pg = provision(&tools, &pg_store)?;
+    let pg_a = start(&tools, &pg_store, dir, "postgres a", None)?;
+    let pg_b = start(&tools, &pg_store, dir, "postgres b", None)?;
+    let cc = dir.join("pg-cc.lua");
+    lua_post(
+        &cc,
+        &base64::engine::general_purpose::STANDARD.encode(&basic_pg),
+        "grant_type=client_credentials",
+    )?;
+    let mut samples: Vec<(Load, Vec<Sample>)> = Load::ALL.iter().map(|l| (*l, vec![])).collect();
+    let d = format!("-d{}s", s.seconds);
+    for round in 0..s.rounds {
+        for (load, per) in &mut samples {
+            let sample = match load {
+                Load::RedbEmpty | Load::RedbFull => {
+                    let (issuer, basic, name) = if *load == Load::RedbEmpty {
+                        (&empty, &basic_empty, "redb-empty")
+                    } else {
+                        (&full, &basic_full, "redb-full")
+                    };
+                    let args = refresh_run(dir, name, &issuer.url, basic, 64, s.seconds)?;
+                    wrk_on(
+                        Some("1"),
+                        &args,
+                        &format!("{}/apiv2/oauth/token", issuer.url),
+                    )?
+                }
+                Load::PgHealth => wrk_on(
+                    None,
+                    &["-t1".into(), "-c64".into(), d.clone()],
+                    &format!("{}/healthz", pg_a.url),
+                )?,
+                Load::PgClientCredentials => wrk_on(
+                    None,
+                    &[
+                        "-t1".into(),
+                        "-c64".into(),
+                        d.clone(),
+                        "-s".into(),
+                        cc.display().to_string(),
+                    ],
+                    &format!("{}/apiv2/oauth/token", pg_a.url),
+                )?,
+                Load::PgRefresh => pg_refresh(dir, &pg_a, &pg_b, &basic_pg, s.seconds)?,
+            };
+            eprintln!(
+                "store round {} {}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, not 2xx: {}",
+                round + 1,
+                load.name(families),
+                sample.rps,
+                sample.p50_ms,
+                sample.p99_ms,
+                sample.bad
+            );
+            per.push(sample);
+        }
+    }
+    let memory = [&empty, &full, &pg_a, &pg_b]
+        .iter()
+        .map(|i| {
+            let (rss, peak) = rss_kib(i.proc.pid());
+            (i.label, i.idle_rss_kib, rss, peak)
+        })
+        .collect();
+    let live = pg.psql("SELECT count(*) FROM refresh_family_records")?;
+    if live.trim().parse::<u64>().unwrap_or(0) == 0 {
+        bail!("the PostgreSQL runs left no refresh family in the database");
+    }
+    let command = format!(
+        "fill_families (release example) writes {families} families into the full store first; \
+         redb: taskset -c 0 issuer serve (release, default options) per store; taskset -c 1 wrk \
+         --latency -t64 -c64 -d{0}s -s refresh.lua (a fresh family per connection, each presents \
+         its latest token); PostgreSQL {1}: a throwaway cluster (fsync and synchronous commit on, \
+         SERIALIZABLE), two issuers, wrk -t32 -c32 -d{0}s against each at once; /healthz and \
+         client_credentials: wrk -t1 -c64 -d{0}s against one issuer; nothing pinned",
+        s.seconds,
+        pg_version(&pg)
+    );
+    Ok(StoreResults {
+        samples,
+        memory,
+        families,
+        fill_seconds,
+        command,
+    })
+}
+
+fn rand_u128() -> Result<u128> {
+    use std::io::Read;
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(u128::from_le_bytes(b))
+}
+
+fn pg_version(pg: &PgCluster) -> String {
+    pg.psql("SHOW server_version")
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// The Markdown section of the store runs.
+pub(super) fn report(r: &StoreResults) -> String {
+    let mark = |ok: bool| if ok { "met" } else { "**not met**" };
+    let (empty, full) = (r.median(Load::RedbEmpty), r.median(Load::RedbFull));
+    let (pg_rf, cc) = (
+        r.median(Load::PgRefresh),
+        r.median(Load::PgClientCredentials),
+    );
+    let full_vs_empty = r.paired(Load::RedbFull, Load::RedbEmpty);
+    let cc_vs_health = r.paired(Load::PgClientCredentials, Load::PgHealth);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "### Stores: durable refresh rotations, PostgreSQL, memory\n"
+    );
+    let _ = writeln!(out, "| what | target | measured | |\n|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| redb, 64 clients | ≥ 20,000/s, p99 ≤ 10 ms | {:.0}/s, p99 {:.2} ms | {} |",
+        empty.rps,
+        empty.p99_ms,
+        mark(empty.rps >= 20_000.0 && empty.p99_ms <= 10.0)
+    );
+    let _ = writeln!(
+        out,
+        "| redb with {} live families vs empty | ≥ 0.90 | {:.2} ({:.0}/s, p99 {:.2} ms) | {} |",
+        r.families,
+        full_vs_empty,
+        full.rps,
+        full.p99_ms,
+        mark(full_vs_empty >= 0.90)
+    );
+    let _ = writeln!(
+        out,
+        "| PostgreSQL, two issuers, 64 clients | ≥ 5,000/s, p99 ≤ 25 ms | {:.0}/s, p99 {:.2} ms | {} |",
+        pg_rf.rps,
+        pg_rf.p99_ms,
+        mark(pg_rf.rps >= 5_000.0 && pg_rf.p99_ms <= 25.0)
+    );
+    let _ = writeln!(
+        out,
+        "| client_credentials on PostgreSQL vs `/healthz` | ≥ 0.5 | {:.2} ({:.0}/s) | {} |\n",
+        cc_vs_health,
+        cc.rps,
+        mark(cc_vs_health >= 0.5)
+    );
+    let _ = writeln!(
+        out,
+        "| load | requests/s | p50 ms | p99 ms | requests |\n|---|---|---|---|---|"
+    );
+    for (load, _) in &r.samples {
+        let x = r.median(*load);
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.3} | {:.3} | {} |",
+            load.name(r.families),
+            x.rps,
+            x.p50_ms,
+            x.p99_ms,
+            x.requests
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nEvery response was 2xx (the run fails otherwise). Filling the full store took {:.0} s.\n",
+        r.fill_seconds
+    );
+    let _ = writeln!(
+        out,
+        "| issuer | resident at start, MiB | resident after the runs, MiB | peak, MiB |\n|---|---|---|---|"
+    );
+    for (label, idle, rss, peak) in &r.memory {
+        let _ = writeln!(
+            out,
+            "| {label} | {} | {} | {} |",
+            idle / 1024,
+            rss / 1024,
+            peak / 1024
+        );
+    }
+    let _ = writeln!(out, "\nCommand: `{}`.\n", r.command);
+    out
+}
