@@ -382,7 +382,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
     let health = warp::path!("healthz")
         .and(only(Method::GET, "GET"))
         .and(app.clone())
-        .then(|app: Arc<App>| async move { app.health().await });
+        .map(|app: Arc<App>| app.health());
     let metrics = warp::path!("metrics")
         .and(only(Method::GET, "GET"))
         .and(app)

@@ -1,21 +1,27 @@
 //! User passwords: Argon2id hashing and verification, run on the blocking pool with bounded
 //! concurrency so a burst of sign-ins cannot starve the async runtime or exhaust memory.
+//!
+//! Each check needs Argon2's working memory (19 MiB with the parameters below). A checker keeps
+//! one buffer per permitted concurrent check and reuses it, wiped after every use, so the memory
+//! for password checks is a fixed `concurrency` × 19 MiB instead of whatever the allocator keeps
+//! of a fresh 19 MiB allocation per check in every thread that ever ran one.
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::{Algorithm, Argon2, Params, Version};
-use std::sync::Arc;
+use argon2::password_hash::{PasswordHash, PasswordHasher, SaltString};
+use argon2::{Algorithm, Argon2, Block, Params, Version};
+use std::sync::{Arc, Mutex, PoisonError};
+use subtle::ConstantTimeEq;
 use tokio::sync::Semaphore;
+use zeroize::{Zeroize, Zeroizing};
 
 /// Argon2id with the OWASP baseline: 19 MiB, 2 passes, 1 lane.
-fn argon2() -> Argon2<'static> {
-    let params = Params::new(19 * 1024, 2, 1, None).expect("valid Argon2 parameters");
-    Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
+fn params() -> Params {
+    Params::new(19 * 1024, 2, 1, None).expect("valid Argon2 parameters")
 }
 
 /// Hashes a password into a PHC string.
 pub fn hash_password(password: &str) -> String {
     let salt = SaltString::encode_b64(&crate::secrets::random16()).expect("16-byte salt encodes");
-    argon2()
+    Argon2::new(Algorithm::Argon2id, Version::V0x13, params())
         .hash_password(password.as_bytes(), &salt)
         .expect("Argon2 hashing with valid parameters")
         .to_string()
@@ -23,13 +29,53 @@ pub fn hash_password(password: &str) -> String {
 
 /// True if `password` matches the PHC string `hash`; false for a damaged hash too.
 pub fn verify_password(password: &str, hash: &str) -> bool {
-    PasswordHash::new(hash).is_ok_and(|h| argon2().verify_password(password.as_bytes(), &h).is_ok())
+    let mut memory = Vec::new();
+    verify_with(password, hash, &mut memory)
 }
 
-/// Verifies passwords off the runtime, at most `permits` at a time.
+/// [`verify_password`] with Argon2's working memory in `memory`, grown if the hash asks for more
+/// and wiped before returning.
+fn verify_with(password: &str, hash: &str, memory: &mut Vec<Block>) -> bool {
+    let Ok(h) = PasswordHash::new(hash) else {
+        return false;
+    };
+    let (Ok(algorithm), Ok(params)) = (Algorithm::try_from(h.algorithm), Params::try_from(&h))
+    else {
+        return false;
+    };
+    let version = match h.version.map(Version::try_from) {
+        None => Version::V0x13,
+        Some(Ok(v)) => v,
+        Some(Err(_)) => return false,
+    };
+    let (Some(salt), Some(expected)) = (h.salt, h.hash) else {
+        return false;
+    };
+    let mut salt_bytes = [0u8; 64];
+    let Ok(salt) = salt.decode_b64(&mut salt_bytes) else {
+        return false;
+    };
+    let blocks = params.block_count();
+    if memory.len() < blocks {
+        memory.resize(blocks, Block::default());
+    }
+    let mut out = Zeroizing::new(vec![0u8; expected.len()]);
+    let hashed = Argon2::new(algorithm, version, params).hash_password_into_with_memory(
+        password.as_bytes(),
+        salt,
+        &mut out,
+        &mut memory[..blocks],
+    );
+    memory[..blocks].iter_mut().for_each(Zeroize::zeroize);
+    hashed.is_ok() && bool::from(out.ct_eq(expected.as_bytes()))
+}
+
+/// Verifies passwords off the runtime, at most `concurrency` at a time, each in a reused buffer.
 #[derive(Clone)]
 pub struct PasswordChecker {
     permits: Arc<Semaphore>,
+    /// Argon2 buffers not in use; at most one per permit ever exists.
+    buffers: Arc<Mutex<Vec<Vec<Block>>>>,
     /// Hash checked for unknown users so they cost the same as known ones.
     dummy: Arc<String>,
 }
@@ -39,22 +85,44 @@ impl PasswordChecker {
     pub fn new(concurrency: usize) -> Self {
         Self {
             permits: Arc::new(Semaphore::new(concurrency.max(1))),
+            buffers: Arc::default(),
             dummy: Arc::new(hash_password("unknown user placeholder")),
         }
     }
 
     /// Checks `password` against `hash`, or against a placeholder when `hash` is `None`
     /// (the answer is then always false, after the same work).
-    pub async fn check(&self, password: zeroize::Zeroizing<String>, hash: Option<String>) -> bool {
+    pub async fn check(&self, password: Zeroizing<String>, hash: Option<String>) -> bool {
         let Ok(_permit) = self.permits.acquire().await else {
             return false;
         };
         let known = hash.is_some();
         let hash = hash.unwrap_or_else(|| self.dummy.as_ref().clone());
-        let ok = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
-            .await
-            .unwrap_or(false);
+        let buffers = self.buffers.clone();
+        let ok = tokio::task::spawn_blocking(move || {
+            let mut memory = buffers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop()
+                .unwrap_or_default();
+            let ok = verify_with(&password, &hash, &mut memory);
+            buffers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(memory);
+            ok
+        })
+        .await
+        .unwrap_or(false);
         ok && known
+    }
+
+    /// Buffers allocated so far (at most the concurrency).
+    pub fn buffers(&self) -> usize {
+        self.buffers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 }
 
@@ -69,5 +137,48 @@ mod tests {
         assert!(verify_password("correct horse", &h));
         assert!(!verify_password("wrong", &h));
         assert!(!verify_password("x", "not a phc string"));
+        // Altered hashes and parameters do not verify.
+        let altered = h.replace("$argon2id$", "$argon2i$");
+        assert!(!verify_password("correct horse", &altered));
+        let mut bytes = h.clone().into_bytes();
+        let last = bytes.len() - 2;
+        bytes[last] = if bytes[last] == b'A' { b'B' } else { b'A' };
+        assert!(!verify_password(
+            "correct horse",
+            &String::from_utf8(bytes).unwrap()
+        ));
+    }
+
+    #[test]
+    fn hashes_made_by_the_argon2_crate_itself_verify() {
+        use argon2::password_hash::PasswordVerifier;
+        let salt = SaltString::encode_b64(b"0123456789abcdef").unwrap();
+        let other = Params::new(8 * 1024, 3, 1, Some(24)).unwrap();
+        let h = Argon2::new(Algorithm::Argon2id, Version::V0x13, other)
+            .hash_password(b"pw", &salt)
+            .unwrap()
+            .to_string();
+        assert!(
+            verify_password("pw", &h),
+            "other parameters and output length"
+        );
+        assert!(Argon2::default()
+            .verify_password(b"pw", &PasswordHash::new(&h).unwrap())
+            .is_ok());
+    }
+
+    #[tokio::test]
+    async fn the_checker_reuses_one_buffer_per_permit() {
+        let checker = PasswordChecker::new(2);
+        let h = hash_password("pw");
+        for _ in 0..4 {
+            let (a, b) = tokio::join!(
+                checker.check(Zeroizing::new("pw".into()), Some(h.clone())),
+                checker.check(Zeroizing::new("no".into()), Some(h.clone()))
+            );
+            assert!(a && !b);
+        }
+        assert!(!checker.check(Zeroizing::new("pw".into()), None).await);
+        assert!((1..=2).contains(&checker.buffers()));
     }
 }

@@ -203,16 +203,28 @@ async fn postgres_down_is_503_with_retry_after_and_the_issuer_recovers() {
         started.elapsed() < Duration::from_secs(10),
         "answered, not hung"
     );
-    let health = reqwest::get(format!("{}/healthz", server.url))
-        .await
-        .unwrap();
-    assert_eq!(health.status(), StatusCode::SERVICE_UNAVAILABLE);
+    // Health follows the once-a-second key ring read: unavailable a few seconds into the outage.
+    let health = || async {
+        reqwest::get(format!("{}/healthz", server.url))
+            .await
+            .unwrap()
+            .status()
+    };
+    let noticed = within(Duration::from_secs(10), || async {
+        health().await == StatusCode::SERVICE_UNAVAILABLE
+    })
+    .await;
+    eprintln!("/healthz said unavailable {noticed:?} after the sign-in was refused");
     pg.resume().unwrap();
     let took = within(Duration::from_secs(10), || async {
         post(&server.token_url(), app, &sign_in).await.status == StatusCode::OK
     })
     .await;
     eprintln!("served again {took:?} after PostgreSQL came back");
+    within(Duration::from_secs(10), || async {
+        health().await == StatusCode::OK
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

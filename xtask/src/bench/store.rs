@@ -191,6 +191,9 @@ pub(super) struct StoreResults {
     memory: Vec<(&'static str, u64, u64, u64)>,
     families: u64,
     fill_seconds: f64,
+    /// PostgreSQL's own count of transactions over the whole run (a rollback is a transaction
+    /// the database refused, retried by the issuer, or a refused request's).
+    transactions: String,
     command: String,
 }
 
@@ -332,6 +335,10 @@ pub(super) fn bench_stores(dir: &Path, s: &Settings, families: u64) -> Result<St
     if live.trim().parse::<u64>().unwrap_or(0) == 0 {
         bail!("the PostgreSQL runs left no refresh family in the database");
     }
+    let xacts = pg.psql(
+        "SELECT xact_commit || ' committed, ' || xact_rollback || ' rolled back' \
+         FROM pg_stat_database WHERE datname = current_database()",
+    )?;
     let command = format!(
         "fill_families (release example) writes {families} families into the full store first; \
          redb: taskset -c 0 issuer serve (release, default options) per store; taskset -c 1 wrk \
@@ -347,6 +354,7 @@ pub(super) fn bench_stores(dir: &Path, s: &Settings, families: u64) -> Result<St
         memory,
         families,
         fill_seconds,
+        transactions: xacts.trim().to_owned(),
         command,
     })
 }
@@ -428,8 +436,9 @@ pub(super) fn report(r: &StoreResults) -> String {
     }
     let _ = writeln!(
         out,
-        "\nEvery response was 2xx (the run fails otherwise). Filling the full store took {:.0} s.\n",
-        r.fill_seconds
+        "\nEvery response was 2xx (the run fails otherwise). Filling the full store took {:.0} s. \
+         PostgreSQL counted {} transactions over the whole run.\n",
+        r.fill_seconds, r.transactions
     );
     let _ = writeln!(
         out,

@@ -1,16 +1,20 @@
 //! Refresh token families on PostgreSQL, one row per family, under the same rules as the
 //! embedded store ([`Family::step`]): rotation on every use, the identical successor for a retry
-//! inside the window, reuse outside it revokes that family only. A rotation is one SERIALIZABLE
-//! transaction that reads the family row `FOR UPDATE` (with the client and user records in the
-//! same statement) and updates that row in place, so issuers racing on one token queue instead of
-//! failing; a race the database still refuses is retried by [`serializable!`], and the loser
-//! then sees the winner's rotation (a retry, answered with the same successor).
+//! inside the window, reuse outside it revokes that family only.
+//!
+//! The common case, the current token presented by its active client for an enabled user, is one
+//! conditional `UPDATE ... RETURNING` ([`ROTATE_CURRENT`]): one round trip and one statement.
+//! Everything else (a retry, reuse, a refusal, or the loser of a race on one token) is one
+//! SERIALIZABLE transaction that reads the family row `FOR UPDATE` with the client and user
+//! records, decides with [`Family::step`], and updates the row in place. A race the database still
+//! refuses is retried, bounded, and the loser then sees the winner's rotation (a retry, answered
+//! with the same successor).
 //!
 //! The table has no index besides its key, so an update touches no index entry that changes (and
 //! PostgreSQL can keep it on its page, a heap-only update). The sweep therefore scans; it runs once
 //! a minute, in batches.
 
-use super::{int, serializable, uint, PgStore};
+use super::{int, retrying, serializable, uint, PgStore};
 use crate::secrets::RefreshToken;
 use crate::store::family::{admit, Family, Step};
 use crate::store::{
@@ -22,8 +26,44 @@ use tokio_postgres::Row;
 /// Rows deleted per statement by the sweep.
 const SWEEP_BATCH: i64 = 10_000;
 
-const COLUMNS: &str = "client, username, created_at, absolute_expires_at, expires_at, \
-                       generation, rotated_at, revoked_at";
+/// The columns [`family_from`] reads, in its order.
+macro_rules! family_columns {
+    () => {
+        "client, username, created_at, absolute_expires_at, expires_at, generation, rotated_at, \
+         revoked_at"
+    };
+}
+
+/// A family with the records of the client and of its user, locked for a rotation.
+const SELECT_FOR_ROTATION: &str = concat!(
+    "SELECT ",
+    family_columns!(),
+    ", (SELECT record FROM clients WHERE id = $2), \
+     (SELECT record FROM users WHERE name = f.username) \
+     FROM refresh_family_records f WHERE id = $1 FOR UPDATE OF f"
+);
+/// The common case of a rotation in one statement: the presented generation is the current one,
+/// the family is the client's, neither revoked nor expired, the client active and the user
+/// enabled; then the family advances and the user's record comes back. These are exactly the
+/// conditions under which [`Family::step`] says [`Step::Rotate`] and [`admit`] admits, and the
+/// update is [`Family::rotated`]; anything else updates nothing and goes the long way.
+const ROTATE_CURRENT: &str = "UPDATE refresh_family_records f \
+     SET generation = generation + 1, rotated_at = $3, expires_at = LEAST($4, absolute_expires_at) \
+     WHERE id = $1 AND generation = $2 AND client = $5 AND revoked_at IS NULL \
+       AND expires_at > $3 AND generation < 4294967295 \
+       AND EXISTS (SELECT 1 FROM clients c WHERE c.id = $5 \
+                   AND (c.record::jsonb ->> 'active')::boolean) \
+       AND EXISTS (SELECT 1 FROM users u WHERE u.name = f.username \
+                   AND NOT (u.record::jsonb ->> 'disabled')::boolean) \
+     RETURNING f.username, (SELECT record FROM users u WHERE u.name = f.username)";
+const ADVANCE: &str = "UPDATE refresh_family_records \
+                       SET generation = $2, rotated_at = $3, expires_at = $4 WHERE id = $1";
+const REVOKE: &str = "UPDATE refresh_family_records SET revoked_at = $2 WHERE id = $1";
+const SELECT_FAMILY: &str = concat!(
+    "SELECT ",
+    family_columns!(),
+    " FROM refresh_family_records WHERE id = $1"
+);
 
 /// Applies one operation durably.
 pub(super) async fn apply(
@@ -83,6 +123,35 @@ async fn issue(
     Ok(store.hash_key.encode_refresh(first))
 }
 
+/// [`ROTATE_CURRENT`], one statement in a transaction of its own (the session's isolation is
+/// SERIALIZABLE), retried while the database reports contention. `None`: not the common case.
+async fn rotate_current(
+    store: &PgStore,
+    token: RefreshToken,
+    client: &str,
+    now: u64,
+) -> Result<Option<(String, UserRecord)>, StoreError> {
+    let id = token.family.to_vec();
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [
+        &id,
+        &i64::from(token.generation),
+        &int(now),
+        &int(now.saturating_add(store.policy.idle_ttl)),
+        &client,
+    ];
+    let row = retrying!(store, |conn| {
+        let statement = conn.prepare_cached(ROTATE_CURRENT).await?;
+        conn.query_opt(&statement, &params).await?
+    })?;
+    row.map(|r| {
+        let user = r
+            .get::<_, Option<&str>>(1)
+            .ok_or(StoreError::Corrupt("users"))?;
+        Ok((r.get(0), super::from_json::<UserRecord>(user, "users")?))
+    })
+    .transpose()
+}
+
 async fn rotate(
     store: &PgStore,
     presented: &str,
@@ -92,33 +161,30 @@ async fn rotate(
     let Some(token) = store.hash_key.verify_refresh(presented) else {
         return Ok(RefreshOutcome::Rotated(Err(RefreshRejection::Unknown)));
     };
+    if let Some((user_name, user)) = rotate_current(store, token, client, now).await? {
+        let next = token.successor().ok_or(StoreError::Corrupt("generation"))?;
+        return Ok(RefreshOutcome::Rotated(Ok(Rotation {
+            successor: store.hash_key.encode_refresh(next),
+            user_name,
+            user,
+            retried: false,
+        })));
+    }
+    // Every other case, read and decided in full: a retry, reuse, or a refusal.
     let policy = store.policy;
     let id = token.family.to_vec();
     let outcome = serializable!(store, |tx| {
         'outcome: {
-            let Some(row) = tx
-                .query_opt(
-                    &format!(
-                        "SELECT {COLUMNS}, \
-                         (SELECT record FROM clients WHERE id = $2), \
-                         (SELECT record FROM users WHERE name = f.username) \
-                         FROM refresh_family_records f WHERE id = $1 FOR UPDATE OF f"
-                    ),
-                    &[&id, &client],
-                )
-                .await?
-            else {
+            let select = tx.prepare_cached(SELECT_FOR_ROTATION).await?;
+            let Some(row) = tx.query_opt(&select, &[&id, &client]).await? else {
                 break 'outcome Err(RefreshRejection::Unknown);
             };
             let fam = family_from(&row)?;
             let next = match fam.step(token, client, now, &policy) {
                 Step::Refuse(why) => break 'outcome Err(why),
                 Step::RevokeForReuse => {
-                    tx.execute(
-                        "UPDATE refresh_family_records SET revoked_at = $2 WHERE id = $1",
-                        &[&id, &int(now)],
-                    )
-                    .await?;
+                    let revoke = tx.prepare_cached(REVOKE).await?;
+                    tx.execute(&revoke, &[&id, &int(now)]).await?;
                     break 'outcome Err(RefreshRejection::ReuseDetected);
                 }
                 Step::Retry => None,
@@ -137,9 +203,9 @@ async fn rotate(
                 Err(why) => break 'outcome Err(why),
             };
             if let Some(next) = &next {
+                let advance = tx.prepare_cached(ADVANCE).await?;
                 tx.execute(
-                    "UPDATE refresh_family_records \
-                     SET generation = $2, rotated_at = $3, expires_at = $4 WHERE id = $1",
+                    &advance,
                     &[
                         &id,
                         &i64::from(next.generation),
@@ -206,12 +272,8 @@ pub(super) async fn info(
         return Ok(None);
     };
     let conn = store.connection().await?;
-    let row = conn
-        .query_opt(
-            &format!("SELECT {COLUMNS} FROM refresh_family_records WHERE id = $1"),
-            &[&token.family.to_vec()],
-        )
-        .await?;
+    let select = conn.prepare_cached(SELECT_FAMILY).await?;
+    let row = conn.query_opt(&select, &[&token.family.to_vec()]).await?;
     let Some(row) = row else {
         return Ok(None);
     };

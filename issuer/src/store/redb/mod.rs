@@ -9,8 +9,11 @@
 //! disk. A refresh rotation is one write transaction, so a successor handed to a client is never
 //! lost by a crash and two clients can never receive different successors of one token.
 
+mod accounts;
+pub mod journal;
 mod refresh;
 mod refresh_v1;
+pub mod sweep;
 pub mod writer;
 
 use super::keys::KeyRecord;
@@ -27,7 +30,7 @@ use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use zeroize::Zeroizing;
 
 const CLIENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("clients");
@@ -38,6 +41,8 @@ const FAMILIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("refresh_fa
 /// One [`super::family::Family`] per refresh token family, by its 16-byte id.
 const FAMILY_RECORDS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("refresh_family_records");
+/// Family changes not yet merged into [`FAMILY_RECORDS`], in commit order ([`journal`]).
+const FAMILY_JOURNAL: TableDefinition<u64, &[u8]> = TableDefinition::new("refresh_family_journal");
 const SETTINGS: TableDefinition<&str, u64> = TableDefinition::new("settings");
 
 /// A table of JSON records by name, and its name for errors.
@@ -93,6 +98,8 @@ pub struct RedbFile {
     db: RwLock<Option<Arc<Database>>>,
     failed: AtomicBool,
     cache_bytes: Option<usize>,
+    overlay: Mutex<journal::Overlay>,
+    cursors: Mutex<sweep::Cursors>,
     hash_key: HashKey,
     dir: PathBuf,
 }
@@ -176,10 +183,13 @@ impl RedbFile {
             db: RwLock::new(Some(Arc::new(db))),
             failed: AtomicBool::new(false),
             cache_bytes,
+            overlay: Mutex::default(),
+            cursors: Mutex::default(),
             hash_key,
             dir: dir.to_owned(),
         };
         store.init(now)?;
+        store.load_journal()?;
         Ok(store)
     }
 
@@ -238,6 +248,7 @@ impl RedbFile {
             tx.open_table(REFRESH)?;
             tx.open_table(FAMILIES)?;
             tx.open_table(FAMILY_RECORDS)?;
+            tx.open_table(FAMILY_JOURNAL)?;
             tx.open_table(SETTINGS)?;
             let mut keys = tx.open_table(KEYS)?;
             if keys.is_empty()? {
@@ -281,138 +292,6 @@ impl RedbFile {
         tx.open_table(SETTINGS)?.insert("access_ttl", ttl)?;
         tx.commit()?;
         Ok(())
-    }
-
-    // ----- clients and users: JSON records by name -----
-
-    fn record<T: for<'de> Deserialize<'de>>(
-        &self,
-        table: Records,
-        name: &str,
-    ) -> Result<Option<T>, StoreError> {
-        let tx = self.begin_read()?;
-        let t = tx.open_table(table.0)?;
-        t.get(name)?.map(|v| dec(v.value(), table.1)).transpose()
-    }
-
-    fn records<T: for<'de> Deserialize<'de>>(
-        &self,
-        table: Records,
-    ) -> Result<Vec<(String, T)>, StoreError> {
-        let tx = self.begin_read()?;
-        let t = tx.open_table(table.0)?;
-        t.iter()?
-            .map(|r| {
-                let (k, v) = r?;
-                Ok((k.value().to_owned(), dec(v.value(), table.1)?))
-            })
-            .collect()
-    }
-
-    fn add_record<T: Serialize>(
-        &self,
-        table: Records,
-        name: &str,
-        rec: &T,
-    ) -> Result<bool, StoreError> {
-        let tx = self.begin_write()?;
-        {
-            let mut t = tx.open_table(table.0)?;
-            if t.get(name)?.is_some() {
-                return Ok(false);
-            }
-            t.insert(name, enc(rec).as_slice())?;
-        }
-        tx.commit()?;
-        Ok(true)
-    }
-
-    fn update_record<T: Serialize + for<'de> Deserialize<'de>>(
-        &self,
-        table: Records,
-        name: &str,
-        f: impl FnOnce(&mut T),
-    ) -> Result<bool, StoreError> {
-        let tx = self.begin_write()?;
-        {
-            let mut t = tx.open_table(table.0)?;
-            let Some(mut rec) = t
-                .get(name)?
-                .map(|v| dec::<T>(v.value(), table.1))
-                .transpose()?
-            else {
-                return Ok(false);
-            };
-            f(&mut rec);
-            t.insert(name, enc(&rec).as_slice())?;
-        }
-        tx.commit()?;
-        Ok(true)
-    }
-
-    fn remove_record(&self, table: Records, name: &str) -> Result<bool, StoreError> {
-        let tx = self.begin_write()?;
-        let removed = tx.open_table(table.0)?.remove(name)?.is_some();
-        tx.commit()?;
-        Ok(removed)
-    }
-
-    /// The client with this id.
-    pub fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError> {
-        self.record(CLIENT_RECORDS, id)
-    }
-
-    /// Every client, by id.
-    pub fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError> {
-        self.records(CLIENT_RECORDS)
-    }
-
-    /// Inserts a client; false if the id is taken.
-    pub fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
-        self.add_record(CLIENT_RECORDS, id, rec)
-    }
-
-    /// Applies `f` to the client; false if there is no such client.
-    pub fn update_client(
-        &self,
-        id: &str,
-        f: impl FnOnce(&mut ClientRecord),
-    ) -> Result<bool, StoreError> {
-        self.update_record(CLIENT_RECORDS, id, f)
-    }
-
-    /// Removes a client; false if there was none.
-    pub fn remove_client(&self, id: &str) -> Result<bool, StoreError> {
-        self.remove_record(CLIENT_RECORDS, id)
-    }
-
-    /// The user with this name.
-    pub fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError> {
-        self.record(USER_RECORDS, name)
-    }
-
-    /// Every user, by name.
-    pub fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError> {
-        self.records(USER_RECORDS)
-    }
-
-    /// Inserts a user; false if the name is taken.
-    pub fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError> {
-        self.add_record(USER_RECORDS, name, rec)
-    }
-
-    /// Applies `f` to the user; false if there is no such user.
-    pub fn update_user(
-        &self,
-        name: &str,
-        f: impl FnOnce(&mut UserRecord),
-    ) -> Result<bool, StoreError> {
-        self.update_record(USER_RECORDS, name, f)
-    }
-
-    /// Removes a user; false if there was none.
-    pub fn remove_user(&self, name: &str) -> Result<bool, StoreError> {
-        self.remove_record(USER_RECORDS, name)
     }
 
     // ----- keys -----
@@ -497,8 +376,8 @@ impl RedbFile {
     }
 }
 
-/// [`RedbFile`] behind the [`Store`] interface. Refresh operations go through one writer thread
-/// that group-commits them; the sweep runs on the blocking pool.
+/// [`RedbFile`] behind the [`Store`] interface. Refresh operations, journal merges and the sweep
+/// go through one writer thread that group-commits the operations.
 #[derive(Debug)]
 pub struct RedbStore {
     file: std::sync::Arc<RedbFile>,
@@ -594,11 +473,7 @@ impl Store for RedbStore {
         self.watch(self.file.refresh_info(token, now))
     }
     async fn sweep(&self, now: u64) -> Result<u64, StoreError> {
-        let file = self.file.clone();
-        let swept = tokio::task::spawn_blocking(move || file.sweep(now))
-            .await
-            .map_err(|_| StoreError::Stopped("sweep task"))?;
-        self.watch(swept)
+        self.watch(self.writer.sweep(now).await)
     }
 }
 

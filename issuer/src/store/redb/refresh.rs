@@ -1,67 +1,69 @@
 //! Refresh token families in the redb file, one small record per family keyed by its id
-//! ([`Family`]): a rotation reads and rewrites that one record, whatever the number of rotations
-//! before it. Operations apply in one write transaction per batch
-//! ([`RedbFile::apply_refresh_ops`], the group commit behind [`super::writer`]); the sweep deletes
-//! what has expired, retired keys included. First-format tokens go to [`super::refresh_v1`].
+//! ([`Family`]). Operations apply in one write transaction per batch
+//! ([`RedbFile::apply_refresh_ops`], the group commit behind [`super::writer`]), which appends the
+//! families it changed to the journal ([`super::journal`]); the sweep deletes what has expired,
+//! retired keys included. First-format tokens go to [`super::refresh_v1`].
 
-use super::{dec, enc, RedbFile, CLIENTS, FAMILY_RECORDS, KEYS, USERS};
+use super::{dec, RedbFile, CLIENTS, USERS};
 use crate::secrets::{RefreshToken, REFRESH_V1_PREFIX};
 use crate::store::family::{admit, Family, Step};
-use crate::store::keys::KeyRecord;
 use crate::store::{
-    ClientRecord, KeyState, RefreshInfo, RefreshOp, RefreshOutcome, RefreshPolicy,
-    RefreshRejection, Rotation, StoreError, UserRecord,
+    ClientRecord, RefreshInfo, RefreshOp, RefreshOutcome, RefreshPolicy, RefreshRejection,
+    Rotation, StoreError, UserRecord,
 };
 use redb::{ReadableTable, WriteTransaction};
+use std::collections::HashMap;
 use zeroize::Zeroizing;
 
-const TABLE: &str = "refresh_family_records";
+/// One batch in progress: its write transaction and the families it changed so far.
+struct Batch<'a> {
+    tx: &'a WriteTransaction,
+    changed: HashMap<[u8; 16], Family>,
+}
 
 impl RedbFile {
-    fn family_in(tx: &WriteTransaction, token: RefreshToken) -> Result<Option<Family>, StoreError> {
-        tx.open_table(FAMILY_RECORDS)?
-            .get(token.family.as_slice())?
-            .map(|v| dec::<Family>(v.value(), TABLE))
-            .transpose()
+    fn family_in(&self, b: &Batch, id: &[u8; 16]) -> Result<Option<Family>, StoreError> {
+        match b.changed.get(id) {
+            Some(fam) => Ok(Some(fam.clone())),
+            None => self.committed_family(b.tx, id),
+        }
     }
 
-    fn put_family(tx: &WriteTransaction, id: [u8; 16], fam: &Family) -> Result<(), StoreError> {
-        tx.open_table(FAMILY_RECORDS)?
-            .insert(id.as_slice(), enc(fam).as_slice())?;
-        Ok(())
+    fn put_family(b: &mut Batch, id: [u8; 16], fam: Family) {
+        b.changed.insert(id, fam);
     }
 
     /// Starts a family for `user` at `client` and returns its first token.
     fn issue_in(
         &self,
-        tx: &WriteTransaction,
+        b: &mut Batch,
         client: &str,
         user: &str,
         now: u64,
         policy: &RefreshPolicy,
-    ) -> Result<Zeroizing<String>, StoreError> {
+    ) -> Zeroizing<String> {
         let first = RefreshToken::new_family();
-        Self::put_family(tx, first.family, &Family::new(client, user, now, policy))?;
-        Ok(self.hash_key.encode_refresh(first))
+        Self::put_family(b, first.family, Family::new(client, user, now, policy));
+        self.hash_key.encode_refresh(first)
     }
 
     /// Rotates `presented` for `client` (see [`Family::step`]).
     fn rotate_in(
         &self,
-        tx: &WriteTransaction,
+        b: &mut Batch,
         presented: &str,
         client: &str,
         now: u64,
         policy: &RefreshPolicy,
     ) -> Result<RefreshOutcome, StoreError> {
         if presented.starts_with(REFRESH_V1_PREFIX) {
-            return self.rotate_v1_in(tx, presented, client, now, policy);
+            return self.rotate_v1_in(b.tx, presented, client, now, policy);
         }
         let refuse = |why| Ok(RefreshOutcome::Rotated(Err(why)));
         let Some(token) = self.hash_key.verify_refresh(presented) else {
             return refuse(RefreshRejection::Unknown);
         };
-        let Some(fam) = Self::family_in(tx, token)? else {
+        let Some(fam) = self.family_in(b, &token.family)? else {
             return refuse(RefreshRejection::Unknown);
         };
         let next = match fam.step(token, client, now, policy) {
@@ -71,31 +73,31 @@ impl RedbFile {
                     revoked_at: Some(now),
                     ..fam
                 };
-                Self::put_family(tx, token.family, &revoked)?;
+                Self::put_family(b, token.family, revoked);
                 return refuse(RefreshRejection::ReuseDetected);
             }
             Step::Retry => None,
             Step::Rotate => Some(fam.rotated(now, policy)),
         };
-        let client_active = tx
-            .open_table(CLIENTS)?
-            .get(client)?
-            .map(|v| dec::<ClientRecord>(v.value(), "clients"))
-            .transpose()?
-            .is_some_and(|c| c.active);
-        let user = tx
-            .open_table(USERS)?
-            .get(fam.user.as_str())?
-            .map(|v| dec::<UserRecord>(v.value(), "users"))
-            .transpose()?;
+        let client_active =
+            b.tx.open_table(CLIENTS)?
+                .get(client)?
+                .map(|v| dec::<ClientRecord>(v.value(), "clients"))
+                .transpose()?
+                .is_some_and(|c| c.active);
+        let user =
+            b.tx.open_table(USERS)?
+                .get(fam.user.as_str())?
+                .map(|v| dec::<UserRecord>(v.value(), "users"))
+                .transpose()?;
         let user = match admit(client_active, user) {
             Ok(user) => user,
             Err(why) => return refuse(why),
         };
         let retried = next.is_none();
         let current = next.as_ref().unwrap_or(&fam).current(token.family);
-        if let Some(next) = &next {
-            Self::put_family(tx, token.family, next)?;
+        if let Some(next) = next {
+            Self::put_family(b, token.family, next);
         }
         Ok(RefreshOutcome::Rotated(Ok(Rotation {
             successor: self.hash_key.encode_refresh(current),
@@ -109,18 +111,18 @@ impl RedbFile {
     /// belongs to another client (nothing changed).
     fn revoke_in(
         &self,
-        tx: &WriteTransaction,
+        b: &mut Batch,
         presented: &str,
         client: &str,
         now: u64,
     ) -> Result<Option<bool>, StoreError> {
         if presented.starts_with(REFRESH_V1_PREFIX) {
-            return self.revoke_v1_in(tx, presented, client, now);
+            return self.revoke_v1_in(b.tx, presented, client, now);
         }
         let Some(token) = self.hash_key.verify_refresh(presented) else {
             return Ok(None);
         };
-        let Some(fam) = Self::family_in(tx, token)? else {
+        let Some(fam) = self.family_in(b, &token.family)? else {
             return Ok(None);
         };
         if fam.client != client {
@@ -131,27 +133,27 @@ impl RedbFile {
                 revoked_at: Some(now),
                 ..fam
             };
-            Self::put_family(tx, token.family, &revoked)?;
+            Self::put_family(b, token.family, revoked);
         }
         Ok(Some(true))
     }
 
     fn apply_in(
         &self,
-        tx: &WriteTransaction,
+        b: &mut Batch,
         op: &RefreshOp,
         now: u64,
         policy: &RefreshPolicy,
     ) -> Result<RefreshOutcome, StoreError> {
         Ok(match op {
             RefreshOp::Issue { client, user } => {
-                RefreshOutcome::Issued(self.issue_in(tx, client, user, now, policy)?)
+                RefreshOutcome::Issued(self.issue_in(b, client, user, now, policy))
             }
             RefreshOp::Rotate { presented, client } => {
-                self.rotate_in(tx, presented, client, now, policy)?
+                self.rotate_in(b, presented, client, now, policy)?
             }
             RefreshOp::Revoke { token, client } => {
-                RefreshOutcome::Revoked(self.revoke_in(tx, token, client, now)?)
+                RefreshOutcome::Revoked(self.revoke_in(b, token, client, now)?)
             }
         })
     }
@@ -167,10 +169,14 @@ impl RedbFile {
         policy: &RefreshPolicy,
     ) -> Result<Vec<Result<RefreshOutcome, StoreError>>, StoreError> {
         let tx = self.begin_write()?;
+        let mut b = Batch {
+            tx: &tx,
+            changed: HashMap::new(),
+        };
         let mut wrote = false;
         let mut outcomes = Vec::with_capacity(ops.len());
         for (op, now) in ops {
-            let outcome = match self.apply_in(&tx, op, *now, policy) {
+            let outcome = match self.apply_in(&mut b, op, *now, policy) {
                 Err(StoreError::Corrupt(table)) => Err(StoreError::Corrupt(table)),
                 Err(other) => return Err(other),
                 Ok(outcome) => {
@@ -187,8 +193,11 @@ impl RedbFile {
             };
             outcomes.push(outcome);
         }
+        let changed = b.changed;
         if wrote {
+            self.journal_in(&tx, &changed)?;
             tx.commit()?;
+            self.publish(changed);
         } else {
             tx.abort()?;
         }
@@ -219,44 +228,13 @@ impl RedbFile {
         let Some(token) = self.hash_key.verify_refresh(presented) else {
             return Ok(None);
         };
-        let tx = self.begin_read()?;
-        let fam = tx
-            .open_table(FAMILY_RECORDS)?
-            .get(token.family.as_slice())?
-            .map(|v| dec::<Family>(v.value(), TABLE))
-            .transpose()?;
-        Ok(fam.filter(|f| f.usable(token, now)).map(|f| RefreshInfo {
-            client: f.client,
-            user: f.user,
-            expires_at: f.expires_at,
-        }))
-    }
-
-    /// How many families are on record (live, revoked or expired but not yet swept).
-    pub fn family_count(&self) -> Result<u64, StoreError> {
-        use redb::ReadableTableMetadata as _;
-        let tx = self.begin_read()?;
-        Ok(tx.open_table(FAMILY_RECORDS)?.len()?)
-    }
-
-    /// Deletes families whose lifetime has passed (first-format records too) and keys that have
-    /// retired. Returns how many records went.
-    pub fn sweep(&self, now: u64) -> Result<u64, StoreError> {
-        let ttl = self.access_ttl()?;
-        let tx = self.begin_write()?;
-        let mut removed = self.sweep_v1_in(&tx, now)?;
-        tx.open_table(FAMILY_RECORDS)?.retain(|_, v| {
-            let keep = serde_json::from_slice::<Family>(v).map_or(true, |f| f.expires_at > now);
-            removed += u64::from(!keep);
-            keep
-        })?;
-        tx.open_table(KEYS)?.retain(|_, v| {
-            let keep = serde_json::from_slice::<KeyRecord>(v)
-                .map_or(true, |k| k.state(now, ttl) != KeyState::Retired);
-            removed += u64::from(!keep);
-            keep
-        })?;
-        tx.commit()?;
-        Ok(removed)
+        Ok(self
+            .read_family(&token.family)?
+            .filter(|f| f.usable(token, now))
+            .map(|f| RefreshInfo {
+                client: f.client,
+                user: f.user,
+                expires_at: f.expires_at,
+            }))
     }
 }

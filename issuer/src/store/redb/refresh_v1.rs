@@ -39,6 +39,20 @@ struct FamilyRecord {
     current: String,
 }
 
+/// When a stored first-format token record expires (`None` if it does not decode).
+pub(super) fn token_expiry(record: &[u8]) -> Option<u64> {
+    serde_json::from_slice::<RefreshRecord>(record)
+        .ok()
+        .map(|r| r.expires_at)
+}
+
+/// When a stored first-format family record expires (`None` if it does not decode).
+pub(super) fn family_expiry(record: &[u8]) -> Option<u64> {
+    serde_json::from_slice::<FamilyRecord>(record)
+        .ok()
+        .map(|f| f.expires_at)
+}
+
 impl RedbFile {
     /// Starts a first-format family (only tests still make them) and returns its first token.
     #[cfg(test)]
@@ -246,24 +260,5 @@ impl RedbFile {
             user: rec.user,
             expires_at: rec.expires_at.min(fam.expires_at),
         }))
-    }
-
-    /// Deletes first-format tokens and families whose lifetime has passed, inside the sweep's
-    /// transaction; returns how many records went.
-    pub(super) fn sweep_v1_in(&self, tx: &WriteTransaction, now: u64) -> Result<u64, StoreError> {
-        let mut removed = 0u64;
-        tx.open_table(REFRESH)?.retain(|_, v| {
-            let keep =
-                serde_json::from_slice::<RefreshRecord>(v).map_or(true, |r| r.expires_at > now);
-            removed += u64::from(!keep);
-            keep
-        })?;
-        tx.open_table(FAMILIES)?.retain(|_, v| {
-            let keep =
-                serde_json::from_slice::<FamilyRecord>(v).map_or(true, |f| f.expires_at > now);
-            removed += u64::from(!keep);
-            keep
-        })?;
-        Ok(removed)
     }
 }

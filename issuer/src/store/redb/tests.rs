@@ -235,6 +235,11 @@ fn a_damaged_family_record_fails_its_own_request_only() {
     let damaged = issue(&s, 1_000);
     let sound = issue(&s, 1_000);
     let family = s.hash_key().verify_refresh(&damaged).unwrap().family;
+    assert_eq!(
+        s.merge().unwrap(),
+        2,
+        "both families move from the journal to the table"
+    );
     let tx = s.begin_write().unwrap();
     tx.open_table(FAMILY_RECORDS)
         .unwrap()
@@ -299,4 +304,45 @@ fn first_format_families_keep_rotating_until_they_expire() {
     );
     // The sweep empties the first-format tables (2 families, 3 tokens) once they expire.
     assert_eq!(s.sweep(1_250).unwrap(), 5);
+}
+
+#[test]
+fn committed_families_survive_a_crash_before_their_merge() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (rt, next) = {
+        let s = store_with_user(tmp.path());
+        let rt = issue(&s, 1_000);
+        let next = rotate(&s, &rt, 1_001).unwrap().successor;
+        // Dropped without a merge: only the journal has these families.
+        (rt, next)
+    };
+    let s = RedbFile::open(tmp.path(), 1_002).unwrap();
+    let again = rotate(&s, &rt, 1_003).unwrap();
+    assert!(again.retried, "the journal was read back");
+    assert_eq!(again.successor, next);
+    assert_eq!(s.merge().unwrap(), 1);
+    let tx = s.begin_read().unwrap();
+    use redb::ReadableTableMetadata as _;
+    assert_eq!(tx.open_table(FAMILY_JOURNAL).unwrap().len().unwrap(), 0);
+    assert_eq!(tx.open_table(FAMILY_RECORDS).unwrap().len().unwrap(), 1);
+    drop(tx);
+    assert!(rotate(&s, &next, 1_004).is_ok(), "merged state rotates on");
+}
+
+#[test]
+fn the_sweep_covers_a_big_table_in_bounded_slices() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store_with_user(tmp.path());
+    for _ in 0..7 {
+        issue(&s, 1_000);
+    }
+    let live = issue(&s, 1_050);
+    // Expired at 1_100, except the last; three records per pass.
+    let mut removed = 0;
+    for _ in 0..3 {
+        removed += s.sweep_with(1_120, 3).unwrap();
+    }
+    assert_eq!(removed, 7);
+    assert_eq!(s.family_count().unwrap(), 1);
+    assert!(rotate(&s, &live, 1_121).is_ok());
 }
