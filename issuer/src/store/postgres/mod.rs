@@ -35,7 +35,7 @@ use zeroize::Zeroizing;
 pub(crate) const MAX_ATTEMPTS: u32 = 40;
 /// Connections per issuer. A commit waits for PostgreSQL's WAL flush, which concurrent commits
 /// share, so more transactions in flight help, until the database's processes compete for the
-/// CPU (measured on 2 cores: 8 was slower, 32 much slower than 16).
+/// CPU (`docs/deploy-postgres.md` has the figures).
 const POOL_SIZE: usize = 16;
 /// How long a request waits for a connection or the database before it is answered 503.
 const WAIT: Duration = Duration::from_secs(5);

@@ -42,7 +42,16 @@ const MIGRATIONS: &[&str] = &[
     // development builds, so its families are not carried over (`docs/deploy-postgres.md`).
     "DROP TABLE IF EXISTS refresh_tokens",
     "DROP TABLE IF EXISTS refresh_families",
+    // PostgreSQL only (see [`POSTGRES_ONLY`]): room on every page of the family table, so a
+    // rotation's new row version stays on its page and adds no index entry (a heap-only update).
+    // Under SERIALIZABLE an index entry added to a page that other rotations read is a conflict,
+    // and a transaction rolled back and retried.
+    "ALTER TABLE refresh_family_records SET (fillfactor = 50)",
 ];
+
+/// Versions of [`MIGRATIONS`] that tune PostgreSQL's storage: on another engine (CockroachDB) they
+/// are recorded as applied without running.
+const POSTGRES_ONLY: &[i64] = &[14];
 
 /// True for the errors of two issuers creating one object at once: the loser sees a duplicate in
 /// the catalog (23505) or the table (42P07) or index (42P07, 42710) already there.
@@ -88,12 +97,19 @@ impl PgStore {
                 .map(|r| r.get(0))
                 .collect()
         };
+        let postgres = {
+            let conn = self.connection().await?;
+            let version: String = conn.query_one("SELECT version()", &[]).await?.get(0);
+            !version.contains("CockroachDB")
+        };
         for (i, sql) in MIGRATIONS.iter().enumerate() {
             let version = i64::try_from(i + 1).unwrap_or(i64::MAX);
             if applied.contains(&version) {
                 continue;
             }
-            self.schema_change(sql).await?;
+            if postgres || !POSTGRES_ONLY.contains(&version) {
+                self.schema_change(sql).await?;
+            }
             serializable!(self, |tx| {
                 tx.execute(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2) \
@@ -151,5 +167,18 @@ impl PgStore {
             .try_into()
             .map_err(|_| StoreError::Corrupt("sealed hash key"))?;
         Ok(HashKey::new(Zeroizing::new(arr)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_only_migrations_are_storage_tuning() {
+        for v in POSTGRES_ONLY {
+            let sql = MIGRATIONS[usize::try_from(*v).unwrap() - 1];
+            assert!(sql.contains("SET (fillfactor"), "migration {v} is {sql:?}");
+        }
     }
 }
