@@ -38,6 +38,7 @@ fn main() -> anyhow::Result<()> {
                 anyhow::bail!("a family was not issued");
             }
         }
+        store.merge()?;
         done += n;
     }
     println!(

@@ -93,7 +93,9 @@ impl PasswordChecker {
     /// Checks `password` against `hash`, or against a placeholder when `hash` is `None`
     /// (the answer is then always false, after the same work).
     pub async fn check(&self, password: Zeroizing<String>, hash: Option<String>) -> bool {
-        let Ok(_permit) = self.permits.acquire().await else {
+        // The permit goes with the work: a request dropped while its check runs does not free a
+        // place for another check (and another buffer) before this one ends.
+        let Ok(permit) = self.permits.clone().acquire_owned().await else {
             return false;
         };
         let known = hash.is_some();
@@ -110,6 +112,7 @@ impl PasswordChecker {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(memory);
+            drop(permit);
             ok
         })
         .await

@@ -151,11 +151,11 @@ impl HashKey {
         ))
     }
 
-    fn refresh_tag(&self, token: RefreshToken) -> [u8; 32] {
-        self.mac(
+    fn refresh_tag(&self, token: RefreshToken) -> Zeroizing<[u8; 32]> {
+        Zeroizing::new(self.mac(
             b"mms/refresh-token/v2",
             &[&token.family, &token.generation.to_be_bytes()],
-        )
+        ))
     }
 
     /// The string form of `token`: the prefix, then family, generation and tag in base64url.
@@ -164,8 +164,11 @@ impl HashKey {
         let mut raw = Zeroizing::new([0u8; 52]);
         raw[..16].copy_from_slice(&token.family);
         raw[16..20].copy_from_slice(&token.generation.to_be_bytes());
-        raw[20..].copy_from_slice(&self.refresh_tag(token));
-        Zeroizing::new(format!("{REFRESH_PREFIX}{}", URL_SAFE_NO_PAD.encode(*raw)))
+        raw[20..].copy_from_slice(&*self.refresh_tag(token));
+        let mut s = Zeroizing::new(String::with_capacity(REFRESH_LEN));
+        s.push_str(REFRESH_PREFIX);
+        URL_SAFE_NO_PAD.encode_string(raw.as_slice(), &mut s);
+        s
     }
 
     /// The token `s` stands for, if it is a current-format refresh token whose tag this key made

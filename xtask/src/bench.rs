@@ -190,13 +190,17 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Lifetime of the bench's tokens: the issuer's default, within what the filter accepts
+/// (`max_token_lifetime_seconds`, 3600 by default).
+const TOKEN_LIFETIME: u64 = 3600;
+
 /// An HS256 JWT with claims like our token's, for `jwt_authn`.
 fn hs256_jwt(secret: &[u8]) -> String {
     let header = URL_SAFE_NO_PAD.encode(r#"{"alg":"HS256","typ":"JWT","kid":"bench"}"#);
     let claims = format!(
         r#"{{"iss":"bench","sub":"alice@example.com","azp":"media-app","roles":["editor","viewer"],"email":"alice@example.com","iat":{},"exp":{}}}"#,
         now(),
-        now() + 86_400
+        now() + TOKEN_LIFETIME
     );
     let signed = format!("{header}.{}", URL_SAFE_NO_PAD.encode(claims));
     let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(secret).expect("any key");
@@ -214,7 +218,7 @@ fn our_token(key: &shared::Key) -> String {
         kid: key.id(),
         jti: [9; 16],
         iat: now(),
-        exp: now() + 86_400,
+        exp: now() + TOKEN_LIFETIME,
         client: "media-app".into(),
         identity: Identity {
             kind: SubjectKind::User,

@@ -45,16 +45,19 @@ const SELECT_FOR_ROTATION: &str = concat!(
 /// The common case of a rotation in one statement: the presented generation is the current one,
 /// the family is the client's, neither revoked nor expired, the client active and the user
 /// enabled; then the family advances and the user's record comes back. These are exactly the
-/// conditions under which [`Family::step`] says [`Step::Rotate`] and [`admit`] admits, and the
-/// update is [`Family::rotated`]; anything else updates nothing and goes the long way.
+/// conditions under which [`Family::step`] says [`Step::Rotate`] and [`admit`] admits (the flags
+/// compared as JSON values, as serde reads them), and the update is [`Family::rotated`]; anything
+/// else updates nothing and goes the long way. Records the issuer wrote always decode; one
+/// damaged by hand fails the statement (not JSON) or, after the commit, the request (JSON of
+/// another shape), which a retry inside the window then meets again on the long way.
 const ROTATE_CURRENT: &str = "UPDATE refresh_family_records f \
      SET generation = generation + 1, rotated_at = $3, expires_at = LEAST($4, absolute_expires_at) \
      WHERE id = $1 AND generation = $2 AND client = $5 AND revoked_at IS NULL \
        AND expires_at > $3 AND generation < 4294967295 \
        AND EXISTS (SELECT 1 FROM clients c WHERE c.id = $5 \
-                   AND (c.record::jsonb ->> 'active')::boolean) \
+                   AND c.record::jsonb -> 'active' = 'true'::jsonb) \
        AND EXISTS (SELECT 1 FROM users u WHERE u.name = f.username \
-                   AND NOT (u.record::jsonb ->> 'disabled')::boolean) \
+                   AND u.record::jsonb -> 'disabled' = 'false'::jsonb) \
      RETURNING f.username, (SELECT record FROM users u WHERE u.name = f.username)";
 const ADVANCE: &str = "UPDATE refresh_family_records \
                        SET generation = $2, rotated_at = $3, expires_at = $4 WHERE id = $1";
@@ -288,16 +291,17 @@ pub(super) async fn info(
     }))
 }
 
-/// Deletes families past their lifetime, in batches of single statements: a row that is expired
-/// can no longer be rotated, so no isolation beyond one statement's is needed, and no long
-/// transaction holds the table.
+/// Deletes families past their lifetime, in batches of single statements, so no long transaction
+/// holds the table. The outer condition is checked again on the row it deletes, so a family
+/// rotated (its expiry moved on) between the inner select and the delete stays, whatever the
+/// session's isolation.
 pub(super) async fn sweep(store: &PgStore, now: u64) -> Result<u64, StoreError> {
     let conn = store.connection().await?;
     let mut removed = 0;
     loop {
         let n = conn
             .execute(
-                "DELETE FROM refresh_family_records WHERE id IN \
+                "DELETE FROM refresh_family_records WHERE expires_at <= $1 AND id IN \
                  (SELECT id FROM refresh_family_records WHERE expires_at <= $1 LIMIT $2)",
                 &[&int(now), &SWEEP_BATCH],
             )

@@ -6,8 +6,11 @@
 //! and commits once. The committed states are also kept in memory (the overlay), which every
 //! lookup consults before the family table. Now and then (every [`MERGE_AT`] families or
 //! [`MERGE_EVERY`], whichever comes first) the writer merges the overlay into the family table,
-//! sorted by id, in one transaction that also empties the journal. On opening, the journal is
-//! read back into the overlay, so a crash between merges loses nothing that was committed.
+//! sorted by id, in one transaction that also empties the journal. On opening, and after the
+//! database was reopened following a failed write, the journal is read back into the overlay, so
+//! a crash between merges loses nothing that was committed. Sequence numbers are taken before a
+//! commit and never given out again, even when the commit reports a failure (it may still have
+//! reached the disk): the journal's order is always the order of the changes.
 //!
 //! The cost of a rotation thus no longer depends on how many families the store holds: the
 //! commit a client waits for appends a few hundred bytes, and the merge writes each family's leaf
@@ -18,6 +21,7 @@ use crate::store::family::Family;
 use crate::store::StoreError;
 use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -45,25 +49,40 @@ impl RedbFile {
         self.overlay.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Reads the journal back into the overlay (at open and after a reopen).
-    pub(super) fn load_journal(&self) -> Result<(), StoreError> {
+    /// Reads the journal back into the overlay (at open, and by the writer after a reopen). An
+    /// entry that does not decode is logged and skipped: its family keeps its previous state,
+    /// and a token of the lost generation is refused as unknown.
+    pub fn load_journal(&self) -> Result<(), StoreError> {
         let mut overlay = self.overlay();
         let tx = self.begin_read()?;
         let journal = tx.open_table(FAMILY_JOURNAL)?;
         let mut loaded = Overlay::default();
         for r in journal.iter()? {
             let (seq, v) = r?;
-            let v = v.value();
-            let id: [u8; 16] = v
-                .get(..16)
-                .and_then(|b| b.try_into().ok())
-                .ok_or(StoreError::Corrupt("refresh_family_journal"))?;
-            let fam = dec::<Family>(&v[16..], "refresh_family_journal")?;
-            loaded.families.insert(id, fam);
             loaded.next_seq = seq.value() + 1;
+            let v = v.value();
+            let decoded = v
+                .get(..16)
+                .and_then(|b| <[u8; 16]>::try_from(b).ok())
+                .and_then(|id| Some((id, serde_json::from_slice::<Family>(&v[16..]).ok()?)));
+            match decoded {
+                Some((id, fam)) => {
+                    loaded.families.insert(id, fam);
+                }
+                None => {
+                    tracing::error!(seq = seq.value(), "a refresh journal entry does not decode")
+                }
+            }
         }
         *overlay = loaded;
+        self.journal_stale.store(false, Ordering::Release);
         Ok(())
+    }
+
+    /// True when the database was reopened since the journal was last read: the writer reads it
+    /// again before its next batch.
+    pub fn journal_stale(&self) -> bool {
+        self.journal_stale.load(Ordering::Acquire)
     }
 
     /// The committed state of family `id` as of `tx` (the writer's own transaction): the overlay
@@ -104,7 +123,12 @@ impl RedbFile {
         tx: &WriteTransaction,
         changed: &HashMap<[u8; 16], Family>,
     ) -> Result<(), StoreError> {
-        let first = self.overlay().next_seq;
+        let first = {
+            let mut overlay = self.overlay();
+            let first = overlay.next_seq;
+            overlay.next_seq += changed.len() as u64;
+            first
+        };
         let mut journal = tx.open_table(FAMILY_JOURNAL)?;
         for (seq, (id, fam)) in (first..).zip(changed) {
             journal.insert(seq, entry(id, fam).as_slice())?;
@@ -114,9 +138,7 @@ impl RedbFile {
 
     /// Makes a committed batch's changes visible in the overlay.
     pub(super) fn publish(&self, changed: HashMap<[u8; 16], Family>) {
-        let mut overlay = self.overlay();
-        overlay.next_seq += changed.len() as u64;
-        overlay.families.extend(changed);
+        self.overlay().families.extend(changed);
     }
 
     /// True when the overlay holds enough to merge.
@@ -129,18 +151,24 @@ impl RedbFile {
     /// call this while the store serves (a batch committed but not yet published must not be
     /// dropped from the journal).
     pub fn merge(&self) -> Result<usize, StoreError> {
-        if self.overlay().families.is_empty() {
+        // A copy: readers keep reading the overlay while the merge writes and commits. Nothing
+        // else changes the overlay meanwhile (only this thread publishes).
+        let mut families: Vec<([u8; 16], Family)> = {
+            let overlay = self.overlay();
+            overlay
+                .families
+                .iter()
+                .map(|(id, fam)| (*id, fam.clone()))
+                .collect()
+        };
+        if families.is_empty() {
             return Ok(0);
         }
-        // The write transaction first: the overlay is not held while waiting for it.
+        families.sort_unstable_by_key(|f| f.0);
         let tx = self.begin_write()?;
-        let mut overlay = self.overlay();
-        let mut ids: Vec<&[u8; 16]> = overlay.families.keys().collect();
-        ids.sort_unstable();
         {
             let mut table = tx.open_table(FAMILY_RECORDS)?;
-            for id in ids {
-                let fam = &overlay.families[id];
+            for (id, fam) in &families {
                 table.insert(id.as_slice(), super::enc(fam).as_slice())?;
             }
         }
@@ -148,9 +176,8 @@ impl RedbFile {
         tx.delete_table(FAMILY_JOURNAL)?;
         tx.open_table(FAMILY_JOURNAL)?;
         tx.commit()?;
-        let n = overlay.families.len();
-        overlay.families.clear();
-        Ok(n)
+        self.overlay().families.clear();
+        Ok(families.len())
     }
 
     /// How many families are on record (live, revoked or expired but not yet swept).

@@ -99,6 +99,8 @@ pub struct RedbFile {
     failed: AtomicBool,
     cache_bytes: Option<usize>,
     overlay: Mutex<journal::Overlay>,
+    /// Set by a reopen: the overlay may not match the journal on disk.
+    journal_stale: AtomicBool,
     cursors: Mutex<sweep::Cursors>,
     hash_key: HashKey,
     dir: PathBuf,
@@ -184,6 +186,7 @@ impl RedbFile {
             failed: AtomicBool::new(false),
             cache_bytes,
             overlay: Mutex::default(),
+            journal_stale: AtomicBool::new(false),
             cursors: Mutex::default(),
             hash_key,
             dir: dir.to_owned(),
@@ -222,6 +225,8 @@ impl RedbFile {
             Ok(db) => {
                 *slot = Some(Arc::new(db));
                 self.failed.store(false, Ordering::Release);
+                // A commit that reported failure may still have reached the disk.
+                self.journal_stale.store(true, Ordering::Release);
                 tracing::warn!("the database was reopened after a failed write");
                 Ok(())
             }

@@ -127,6 +127,16 @@ fn run(store: &RedbFile, policy: &RefreshPolicy, queue: &mpsc::Receiver<Job>) {
                 next = queue.try_recv().ok();
             }
         }
+        // After a failed write: reopen now (not inside the batch), and read the journal back, so
+        // the batch decides on what the disk holds.
+        if store.database().is_ok() && store.journal_stale() {
+            if let Err(e) = store.load_journal() {
+                tracing::error!(
+                    error = e.to_string(),
+                    "reading the refresh journal back failed"
+                );
+            }
+        }
         if !batch.is_empty() {
             commit(store, policy, batch);
         }
