@@ -1,0 +1,145 @@
+//! Durability across restarts and administration of a running issuer.
+
+use super::*;
+
+#[tokio::test]
+async fn kill_9_and_restart_keeps_everything_a_client_received() {
+    let f = fixture();
+    let mut s = Server::start(&f.dir, &[]);
+    let a = password_grant(&s, &f).await;
+    let access = a.json["access_token"].as_str().unwrap().to_owned();
+    let rt1 = a.json["refresh_token"].as_str().unwrap().to_owned();
+    let rt2 = refresh(&s, &f, &rt1).await.json["refresh_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let fresh = password_grant(&s, &f).await.json["refresh_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    s.kill9_and_restart();
+    // Keys survived: the access token still introspects as active.
+    let i = post(
+        &format!("{}/apiv2/oauth/introspect", s.url),
+        f.app(),
+        &[("token", &access)],
+    )
+    .await;
+    assert_eq!(i.json["active"], true, "{}", i.json);
+    // Clients and users survived; every refresh token the client holds works.
+    assert_eq!(refresh(&s, &f, &fresh).await.status, 200);
+    let rt3 = refresh(&s, &f, &rt2).await.json["refresh_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The rotated rt1 is still known as rotated: reuse revokes its family.
+    s.kill9_and_restart();
+    assert_error(&refresh(&s, &f, &rt1).await, 400, "invalid_grant");
+    assert_error(&refresh(&s, &f, &rt3).await, 400, "invalid_grant");
+}
+
+#[tokio::test]
+async fn admin_commands_take_effect_on_a_running_server() {
+    let f = fixture();
+    let s = Server::start(&f.dir, &[]);
+    // A client added and activated while the server runs works at once.
+    let out = admin(
+        &f.dir,
+        &["client", "add", "late", "--grants", "client_credentials"],
+        None,
+    );
+    let secret = out
+        .lines()
+        .find_map(|l| l.strip_prefix("secret: "))
+        .unwrap()
+        .to_owned();
+    let form = [("grant_type", "client_credentials")];
+    assert_error(
+        &post(&s.token_url(), Some(("late", &secret)), &form).await,
+        401,
+        "invalid_client",
+    );
+    admin(&f.dir, &["client", "activate", "late"], None);
+    assert_eq!(
+        post(&s.token_url(), Some(("late", &secret)), &form)
+            .await
+            .status,
+        200
+    );
+    assert!(admin(&f.dir, &["client", "list"], None).contains("late"));
+    // Users and passwords.
+    add_user(&f.dir, "erin", "erin-pw", &[]);
+    let login = |pw: &'static str| {
+        [
+            ("grant_type", "password"),
+            ("username", "erin"),
+            ("password", pw),
+        ]
+    };
+    assert_eq!(
+        post(&s.token_url(), f.app(), &login("erin-pw"))
+            .await
+            .status,
+        200
+    );
+    admin(&f.dir, &["user", "passwd", "erin"], Some("erin-new"));
+    assert_eq!(
+        post(&s.token_url(), f.app(), &login("erin-new"))
+            .await
+            .status,
+        200
+    );
+    assert!(admin(&f.dir, &["user", "list"], None).contains("erin"));
+    admin(&f.dir, &["user", "remove", "erin"], None);
+    assert_error(
+        &post(&s.token_url(), f.app(), &login("erin-new")).await,
+        400,
+        "invalid_grant",
+    );
+    // Key rotation: new tokens use the new key; old tokens keep verifying.
+    let old = post(&s.token_url(), f.app(), &form).await.json["access_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(admin(&f.dir, &["keys", "rotate"], None).contains("key 2"));
+    let new = post(&s.token_url(), f.app(), &form).await.json["access_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ring = ring(&f.dir);
+    assert_eq!(token::verify(&ring, &new, now(), 0).unwrap().body().kid, 2);
+    assert_eq!(token::verify(&ring, &old, now(), 0).unwrap().body().kid, 1);
+    let list = admin(&f.dir, &["keys", "list"], None);
+    assert!(
+        list.contains("signing") && list.contains("verifying"),
+        "{list}"
+    );
+    let i = post(
+        &format!("{}/apiv2/oauth/introspect", s.url),
+        f.app(),
+        &[("token", &old)],
+    )
+    .await;
+    assert_eq!(i.json["active"], true);
+    // Refusals come back as errors from the server.
+    let out = admin_output(&f.dir, &["client", "activate", "ghost"], None);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ghost"));
+    // The log carries an audit line per change and never a secret.
+    let log = std::fs::read_to_string(f.dir.with_extension("log")).unwrap();
+    assert!(log.contains("client activate late") && log.contains("keys rotate"));
+    assert!(!log.contains(&secret) && !log.contains(&f.secret) && !log.contains("erin-new"));
+    assert!(!log.contains(&new) && !log.contains(&old));
+}
+
+#[test]
+fn data_dir_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&f.dir), 0o700);
+    assert_eq!(mode(&f.dir.join("issuer.redb")), 0o600);
+    assert_eq!(mode(&f.dir.join("hash.key")), 0o600);
+    let _s = Server::start(&f.dir, &[]);
+    assert_eq!(mode(&f.dir.join("admin.sock")), 0o600);
+}

@@ -1,0 +1,258 @@
+//! Revocation, introspection, metadata, health and metrics; HTTPS; the routes without sockets.
+
+use super::*;
+
+#[tokio::test]
+async fn revocation_and_introspection() {
+    let f = fixture();
+    let other = add_client(&f.dir, "other", &["--grants", "password"]);
+    let s = Server::start(&f.dir, &[]);
+    let a = password_grant(&s, &f).await;
+    let rt = a.json["refresh_token"].as_str().unwrap().to_owned();
+    let introspect = format!("{}/apiv2/oauth/introspect", s.url);
+    let revoke = format!("{}/apiv2/oauth/revoke", s.url);
+    let i = post(&introspect, f.app(), &[("token", &rt)]).await;
+    assert_eq!(
+        (i.json["active"].clone(), i.json["username"].clone()),
+        (Value::Bool(true), Value::from("alice"))
+    );
+    assert_eq!(
+        post(&introspect, Some(("other", &other)), &[("token", &rt)])
+            .await
+            .json["active"],
+        false
+    );
+    assert_eq!(
+        post(&introspect, f.app(), &[("token", "garbage")])
+            .await
+            .json,
+        serde_json::json!({"active": false})
+    );
+    assert_error(
+        &post(&introspect, None, &[("token", &rt)]).await,
+        401,
+        "invalid_client",
+    );
+    assert_error(
+        &post(&revoke, Some(("other", &other)), &[("token", &rt)]).await,
+        400,
+        "unauthorized_client",
+    );
+    let r = post(&revoke, f.app(), &[("token", &rt)]).await;
+    assert_eq!(r.status, 200);
+    assert_oauth_headers(&r);
+    assert_error(&refresh(&s, &f, &rt).await, 400, "invalid_grant");
+    assert_eq!(
+        post(&introspect, f.app(), &[("token", &rt)]).await.json["active"],
+        false
+    );
+    assert_eq!(
+        post(&revoke, f.app(), &[("token", "unknown")]).await.status,
+        200
+    );
+    assert_error(&post(&revoke, f.app(), &[]).await, 400, "invalid_request");
+
+    // A token made with the issuer's own key but a lifetime it never grants (a stolen key) is not
+    // active; within the access token lifetime it is.
+    let ring = ring(&f.dir);
+    let forged = |lifetime: u64| {
+        let body = token::TokenBody {
+            kid: ring.keys()[0].id(),
+            jti: [9; 16],
+            iat: now() - 5,
+            exp: now() - 5 + lifetime,
+            client: "app".into(),
+            identity: token::Identity {
+                kind: SubjectKind::User,
+                subject: "root".into(),
+                roles: vec!["admin".into()],
+                claims: vec![],
+            },
+        };
+        token::mint(&ring.keys()[0], &body).unwrap()
+    };
+    for (lifetime, active) in [(10 * 365 * 86_400, false), (3600, true)] {
+        let t = forged(lifetime);
+        let i = post(&introspect, f.app(), &[("token", &t)]).await;
+        assert_eq!(i.json["active"], active, "lifetime {lifetime}");
+    }
+}
+
+#[tokio::test]
+async fn metadata_health_and_metrics() {
+    let f = fixture();
+    let s = Server::start(&f.dir, &[]);
+    let m: Value = reqwest::get(format!("{}/.well-known/oauth-authorization-server", s.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(m["issuer"], s.url.as_str());
+    assert_eq!(m["token_endpoint"], format!("{}/apiv2/oauth/token", s.url));
+    assert_eq!(
+        m["revocation_endpoint"],
+        format!("{}/apiv2/oauth/revoke", s.url)
+    );
+    assert_eq!(
+        m["introspection_endpoint"],
+        format!("{}/apiv2/oauth/introspect", s.url)
+    );
+    assert_eq!(
+        m["grant_types_supported"],
+        serde_json::json!(["password", "refresh_token", "client_credentials"])
+    );
+    let h = reqwest::get(format!("{}/healthz", s.url)).await.unwrap();
+    assert_eq!(h.status(), 200);
+    password_grant(&s, &f).await;
+    post(&s.token_url(), None, &[("grant_type", "password")]).await;
+    let text = reqwest::get(format!("{}/metrics", s.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains(
+            r#"issuer_oauth_requests_total{endpoint="token",grant="password",outcome="ok"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(text.contains(r#"outcome="invalid_client""#), "{text}");
+    assert!(
+        text.contains("issuer_token_request_duration_seconds_count"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn serves_https_with_its_own_certificate() {
+    let f = fixture();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let cert_path = f.dir.with_extension("crt");
+    let key_path = f.dir.with_extension("key");
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.key_pair.serialize_pem()).unwrap();
+    let s = Server::start(
+        &f.dir,
+        &[
+            "--tls-cert",
+            cert_path.to_str().unwrap(),
+            "--tls-key",
+            key_path.to_str().unwrap(),
+        ],
+    );
+    assert!(s.url.starts_with("https://"), "{}", s.url);
+    let port = s.url.rsplit(':').next().unwrap();
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
+        .resolve("localhost", format!("127.0.0.1:{port}").parse().unwrap())
+        .build()
+        .unwrap();
+    let resp = client
+        .post(format!("https://localhost:{port}/apiv2/oauth/token"))
+        .basic_auth("app", Some(&f.secret))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .unwrap();
+    let a = answer(resp).await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    // Plain HTTP on the TLS port is refused, not served.
+    let plain = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/healthz"))
+        .send()
+        .await;
+    assert!(plain.is_err() || !plain.unwrap().status().is_success());
+}
+
+#[tokio::test]
+async fn routes_without_sockets() {
+    use issuer::app::{App, Settings};
+    use issuer::store::redb::RedbStore;
+    use issuer::store::{RefreshPolicy, Store};
+    use issuer::throttle::{Throttle, ThrottlePolicy};
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> =
+        Arc::new(RedbStore::open(tmp.path(), now(), RefreshPolicy::default()).unwrap());
+    let settings = Settings {
+        access_ttl: 60,
+        refresh: RefreshPolicy {
+            idle_ttl: 60,
+            absolute_ttl: 600,
+            retry_window: 5,
+        },
+        trusted_proxies: Vec::new(),
+        public_url: "https://issuer.example".into(),
+    };
+    let app = Arc::new(
+        App::new(
+            store,
+            settings,
+            Throttle::in_memory(ThrottlePolicy::default()),
+            1,
+        )
+        .await
+        .unwrap(),
+    );
+    let routes = issuer::http::routes(app);
+    let r = warp::test::request()
+        .method("GET")
+        .path("/.well-known/oauth-authorization-server")
+        .reply(&routes)
+        .await;
+    assert_eq!(r.status(), 200);
+    let m: Value = serde_json::from_slice(r.body()).unwrap();
+    assert_eq!(
+        m["token_endpoint"],
+        "https://issuer.example/apiv2/oauth/token"
+    );
+    let r = warp::test::request()
+        .method("DELETE")
+        .path("/apiv2/oauth/revoke")
+        .reply(&routes)
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), r.headers()["allow"].to_str().unwrap()),
+        (405, "POST")
+    );
+    let r = warp::test::request()
+        .method("POST")
+        .path("/apiv2/oauth/token")
+        .body(vec![b'a'; 17 * 1024])
+        .reply(&routes)
+        .await;
+    assert_eq!(r.status(), 413);
+    let r = warp::test::request()
+        .method("POST")
+        .path("/apiv2/oauth/token")
+        .body("grant_type=client_credentials")
+        .reply(&routes)
+        .await;
+    assert_eq!(r.status(), 401);
+    assert_eq!(
+        r.headers()["content-type"],
+        "application/json;charset=UTF-8"
+    );
+    let r = warp::test::request().path("/nope").reply(&routes).await;
+    assert_eq!(r.status(), 404);
+}
+
+#[tokio::test]
+async fn sigterm_shuts_down_gracefully() {
+    let f = fixture();
+    let mut s = Server::start(&f.dir, &[]);
+    assert_eq!(password_grant(&s, &f).await.status, 200);
+    let mut child = s.child.take().unwrap();
+    assert!(f.dir.join("admin.sock").exists());
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit status {status}");
+    assert!(!f.dir.join("admin.sock").exists(), "socket left behind");
+    // The data dir is free again: an offline admin command opens it directly.
+    assert!(admin(&f.dir, &["user", "list"], None).contains("alice"));
+}

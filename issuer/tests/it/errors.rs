@@ -1,0 +1,275 @@
+//! The error table: every client mistake gets its documented status and RFC 6749 code.
+
+use super::*;
+
+#[tokio::test]
+async fn client_authentication_errors_are_401_invalid_client() {
+    let f = fixture();
+    let tmp_secret = add_client(&f.dir, "sleeper", &[]);
+    admin(&f.dir, &["client", "deactivate", "sleeper"], None);
+    let s = Server::start(&f.dir, &[]);
+    let form = [("grant_type", "client_credentials")];
+    assert_error(
+        &post(&s.token_url(), None, &form).await,
+        401,
+        "invalid_client",
+    );
+    assert_error(
+        &post(&s.token_url(), Some(("app", "wrong")), &form).await,
+        401,
+        "invalid_client",
+    );
+    assert_error(
+        &post(&s.token_url(), Some(("nobody", &f.secret)), &form).await,
+        401,
+        "invalid_client",
+    );
+    assert_error(
+        &post(&s.token_url(), Some(("sleeper", &tmp_secret)), &form).await,
+        401,
+        "invalid_client",
+    );
+    for header in ["Basic !!!", "Bearer abc", "Basic", "Basic bm9jb2xvbg=="] {
+        let resp = reqwest::Client::new()
+            .post(s.token_url())
+            .header("authorization", header)
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        assert_error(&answer(resp).await, 401, "invalid_client");
+    }
+}
+
+#[tokio::test]
+async fn request_errors_are_400_with_their_codes() {
+    let f = fixture();
+    admin(
+        &f.dir,
+        &["user", "add", "bob", "--role", "x"],
+        Some("bob-pw"),
+    );
+    admin(&f.dir, &["user", "disable", "bob"], None);
+    let cc_only = add_client(&f.dir, "cc-only", &["--grants", "client_credentials"]);
+    let s = Server::start(&f.dir, &[]);
+    let url = s.token_url();
+    let cases: Vec<(Vec<(&str, &str)>, &str)> = vec![
+        (vec![], "invalid_request"),
+        (
+            vec![("grant_type", "password"), ("username", "alice")],
+            "invalid_request",
+        ),
+        (
+            vec![
+                ("grant_type", "password"),
+                ("grant_type", "password"),
+                ("username", "alice"),
+                ("password", "alice-pw"),
+            ],
+            "invalid_request",
+        ),
+        (
+            vec![
+                ("grant_type", "client_credentials"),
+                ("impersonate_claims", "no-equals"),
+            ],
+            "invalid_request",
+        ),
+        (
+            vec![
+                ("grant_type", "client_credentials"),
+                ("impersonate_claims", ""),
+            ],
+            "ok-no-impersonation",
+        ),
+        (
+            vec![("grant_type", "client_credentials"), ("client_secret", "x")],
+            "invalid_request",
+        ),
+        (
+            vec![
+                ("grant_type", "client_credentials"),
+                ("client_id", "someone-else"),
+            ],
+            "invalid_request",
+        ),
+        (
+            vec![("grant_type", "authorization_code"), ("code", "x")],
+            "unsupported_grant_type",
+        ),
+        (
+            vec![
+                ("grant_type", "password"),
+                ("username", "alice"),
+                ("password", "wrong"),
+            ],
+            "invalid_grant",
+        ),
+        (
+            vec![
+                ("grant_type", "password"),
+                ("username", "nobody"),
+                ("password", "x"),
+            ],
+            "invalid_grant",
+        ),
+        (
+            vec![
+                ("grant_type", "password"),
+                ("username", "bob"),
+                ("password", "bob-pw"),
+            ],
+            "invalid_grant",
+        ),
+        (
+            vec![
+                ("grant_type", "refresh_token"),
+                ("refresh_token", "mmrt1.unknown"),
+            ],
+            "invalid_grant",
+        ),
+    ];
+    for (form, expected) in cases {
+        let a = post(&url, f.app(), &form).await;
+        if expected == "ok-no-impersonation" {
+            // An empty value counts as omitted (RFC 6749 3.1).
+            assert_eq!(a.status, 200, "{form:?}: {}", a.json);
+            continue;
+        }
+        assert_error(&a, 400, expected);
+    }
+    // Grant not enabled for this client.
+    let a = post(
+        &url,
+        Some(("cc-only", &cc_only)),
+        &[
+            ("grant_type", "password"),
+            ("username", "alice"),
+            ("password", "alice-pw"),
+        ],
+    )
+    .await;
+    assert_error(&a, 400, "unauthorized_client");
+    let a = post(
+        &url,
+        Some(("cc-only", &cc_only)),
+        &[
+            ("grant_type", "client_credentials"),
+            ("impersonate_as", "alice"),
+        ],
+    )
+    .await;
+    assert_error(&a, 400, "unauthorized_client");
+    // Wrong content type, with valid credentials and a well-formed body.
+    let resp = reqwest::Client::new()
+        .post(&url)
+        .basic_auth("app", Some(&f.secret))
+        .header("content-type", "application/json")
+        .body("grant_type=client_credentials")
+        .send()
+        .await
+        .unwrap();
+    assert_error(&answer(resp).await, 400, "invalid_request");
+    let resp = reqwest::Client::new()
+        .post(&url)
+        .basic_auth("app", Some(&f.secret))
+        .body("grant_type=client_credentials")
+        .send()
+        .await
+        .unwrap();
+    assert_error(&answer(resp).await, 400, "invalid_request");
+}
+
+#[tokio::test]
+async fn method_size_and_path_errors() {
+    let f = fixture();
+    let s = Server::start(&f.dir, &[]);
+    let c = reqwest::Client::new();
+    for method in [
+        reqwest::Method::GET,
+        reqwest::Method::PUT,
+        reqwest::Method::DELETE,
+        reqwest::Method::PATCH,
+    ] {
+        let a = answer(
+            c.request(method.clone(), s.token_url())
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(a.status, 405, "{method}");
+        assert_eq!(a.headers["allow"], "POST");
+        assert_oauth_headers(&a);
+    }
+    let big = "a".repeat(17 * 1024);
+    let resp = c
+        .post(s.token_url())
+        .basic_auth("app", Some(&f.secret))
+        .form(&[("grant_type", "client_credentials"), ("pad", &big)])
+        .send()
+        .await
+        .unwrap();
+    let a = answer(resp).await;
+    assert_eq!(a.status, 413);
+    assert_oauth_headers(&a);
+    // Without a Content-Length (chunked), the limit holds too.
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        (0..20).map(|_| Ok(vec![b'a'; 1024])).collect();
+    let body = reqwest::Body::wrap_stream(futures_util::stream::iter(chunks));
+    let resp = c
+        .post(s.token_url())
+        .basic_auth("app", Some(&f.secret))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 413);
+    let a = answer(
+        c.get(format!("{}/apiv2/oauth/nothing", s.url))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(a.status, 404);
+}
+
+#[tokio::test]
+async fn password_guessing_is_throttled_with_retry_after() {
+    let f = fixture();
+    add_user(&f.dir, "carol", "carol-pw", &[]);
+    // A base wait of 5 s keeps the test clear of second boundaries.
+    let s = Server::start(&f.dir, &["--login-backoff-base", "5"]);
+    let guess = [
+        ("grant_type", "password"),
+        ("username", "carol"),
+        ("password", "guess"),
+    ];
+    let mut throttled = None;
+    for i in 0..10 {
+        let a = post(&s.token_url(), f.app(), &guess).await;
+        if a.status == 429 {
+            throttled = Some((i, a));
+            break;
+        }
+        assert_error(&a, 400, "invalid_grant");
+    }
+    let (attempt, a) = throttled.expect("throttled within 10 guesses");
+    assert_eq!(attempt, 6, "five free failures, the sixth sets a wait");
+    assert_error(&a, 429, "slow_down");
+    let wait: u64 = a.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((4..=5).contains(&wait), "{wait}");
+    // Even the right password waits while throttled; other users are served.
+    let right = [
+        ("grant_type", "password"),
+        ("username", "carol"),
+        ("password", "carol-pw"),
+    ];
+    assert_eq!(post(&s.token_url(), f.app(), &right).await.status, 429);
+    assert_eq!(password_grant(&s, &f).await.status, 200);
+    // The back-off is temporary.
+    tokio::time::sleep(Duration::from_secs(wait + 1)).await;
+    assert_eq!(post(&s.token_url(), f.app(), &right).await.status, 200);
+}
