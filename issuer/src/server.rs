@@ -168,6 +168,7 @@ async fn run_admin(app: &Arc<App>, cmd: Command) -> Reply {
     match admin::execute(app.store.as_ref(), &cmd, now()).await {
         Ok(text) => {
             app.clients_changed();
+            app.reload_revocations().await;
             if matches!(cmd, Command::KeysRotate { .. }) {
                 if let Err(e) = app.reload_keys().await {
                     return Reply::Err(format!("the key was rotated, but reloading failed: {e}"));
@@ -179,8 +180,9 @@ async fn run_admin(app: &Arc<App>, cmd: Command) -> Reply {
     }
 }
 
-/// Re-reads the key ring every few seconds, so a delayed rotation starts signing on time and
-/// retired keys leave the ring.
+/// Re-reads the key ring and the revocations every second, so a delayed rotation starts signing
+/// on time, retired keys leave the ring, and a change made through another issuer or straight to
+/// the database takes effect here.
 pub async fn reload_keys_forever(app: Arc<App>) {
     let mut tick = tokio::time::interval(KEY_RELOAD_EVERY);
     loop {
@@ -188,6 +190,7 @@ pub async fn reload_keys_forever(app: Arc<App>) {
         if let Err(e) = app.reload_keys().await {
             tracing::error!(error = e.to_string(), "reloading keys failed");
         }
+        app.reload_revocations().await;
     }
 }
 

@@ -1,20 +1,22 @@
 //! The issuer's state and the logic of each endpoint, independent of sockets. Each grant of the
 //! token endpoint reads top to bottom in a module of its own: [`flow_password`], [`flow_refresh`],
-//! [`flow_client_credentials`].
+//! [`flow_client_credentials`]; revocation and introspection are in [`revocation`].
 
 mod client_cache;
 mod flow_client_credentials;
 mod flow_password;
 mod flow_refresh;
+mod revocation;
 
 use crate::http::{client_credentials, json_response, ApiError, Call, Timer};
 use crate::metrics::Metrics;
 use crate::passwords::PasswordChecker;
-use crate::store::{ClientRecord, RefreshOp, RefreshOutcome, RefreshPolicy, Store, StoreError};
+use crate::store::revocation::RevocationSet;
+use crate::store::{ClientRecord, RefreshPolicy, Store, StoreError};
 use crate::throttle::Throttle;
 use serde_json::json;
-use shared::grant::{parse_token_param, parse_token_request, Grant, Impersonation};
-use shared::token::{self, Claim, Identity, SubjectKind, TokenBody};
+use shared::grant::{parse_token_request, Grant, Impersonation};
+use shared::token::{self, Identity, TokenBody};
 use shared::{ErrorCode, KeyRing};
 use std::sync::{Arc, RwLock};
 use warp::http::StatusCode;
@@ -52,6 +54,8 @@ pub struct App {
     throttle: Throttle,
     login_turns: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     clients: client_cache::ClientCache,
+    /// Revocations of access tokens in force, read from the store every second.
+    revoked: RwLock<RevocationSet>,
     /// When the store last answered the periodic key ring read (seconds since the epoch).
     store_answered_at: std::sync::atomic::AtomicU64,
     /// Metrics.
@@ -71,6 +75,8 @@ impl App {
         password_concurrency: usize,
     ) -> Result<Self, StoreError> {
         let ring = store.key_ring(now()).await?;
+        let mut revoked = RevocationSet::default();
+        revoked.apply(&store.revocations(0, now()).await?, now());
         Ok(Self {
             store,
             keys: RwLock::new(Arc::new(ring)),
@@ -79,6 +85,7 @@ impl App {
             throttle,
             login_turns: Default::default(),
             clients: Default::default(),
+            revoked: RwLock::new(revoked),
             store_answered_at: now().into(),
             metrics: Metrics::default(),
         })
@@ -223,119 +230,6 @@ impl App {
                 self.client_credentials_grant(client_id, &client, impersonation)
             }
         }
-    }
-
-    /// `POST /apiv2/oauth/revoke` (RFC 7009). Revoking a refresh token revokes its family.
-    /// Access tokens are self-contained and short-lived; they cannot be revoked and the answer is
-    /// 200, as for unknown tokens.
-    pub async fn revoke_endpoint(&self, call: Call) -> Response {
-        let timer = Timer::start();
-        let result = self.revoke(&call).await;
-        let outcome = result.as_ref().map_or_else(|e| e.code(), |_| "ok");
-        self.metrics
-            .request("revoke", "none", outcome, timer.seconds());
-        result.unwrap_or_else(ApiError::into_response)
-    }
-
-    async fn revoke(&self, call: &Call) -> Result<Response, ApiError> {
-        let (client_id, _) = self.authenticate(call).await?;
-        call.require_form()?;
-        let token = parse_token_param(&call.body)?;
-        let op = RefreshOp::Revoke {
-            token,
-            client: client_id.clone(),
-        };
-        let revoked = match self
-            .store
-            .refresh(op, now())
-            .await
-            .map_err(|e| ApiError::store(&e))?
-        {
-            RefreshOutcome::Revoked(r) => r,
-            _ => return Err(ApiError::internal(&"unexpected refresh outcome")),
-        };
-        match revoked {
-            Some(false) => Err(ApiError::unauthorized_client(
-                "the token was not issued to this client",
-            )),
-            Some(true) => {
-                tracing::info!(target: "audit", client = client_id.as_str(), "refresh token family revoked");
-                Ok(json_response(StatusCode::OK, &json!({})))
-            }
-            None => Ok(json_response(StatusCode::OK, &json!({}))),
-        }
-    }
-
-    /// `POST /apiv2/oauth/introspect` (RFC 7662), for any active, authenticated client. Refresh
-    /// tokens are described only to the client they were issued to.
-    pub async fn introspect_endpoint(&self, call: Call) -> Response {
-        let timer = Timer::start();
-        let result = self.introspect(&call).await;
-        let outcome = result.as_ref().map_or_else(|e| e.code(), |_| "ok");
-        self.metrics
-            .request("introspect", "none", outcome, timer.seconds());
-        result.unwrap_or_else(ApiError::into_response)
-    }
-
-    async fn introspect(&self, call: &Call) -> Result<Response, ApiError> {
-        let (client_id, _) = self.authenticate(call).await?;
-        call.require_form()?;
-        let token = parse_token_param(&call.body)?;
-        let t = now();
-        let verified = token::verify(&self.ring(), &token, t, 0)
-            .ok()
-            // The issuer never mints a longer lifetime: such a token was made with a stolen key
-            // (the filter refuses it too, `max_token_lifetime_seconds`).
-            .filter(|v| v.body().exp.saturating_sub(v.body().iat) <= self.settings.access_ttl);
-        if let Some(v) = verified {
-            let b = v.body();
-            let claims: Vec<_> = b
-                .identity
-                .claims
-                .iter()
-                .map(|Claim { typ, value }| json!({"type": typ, "value": value}))
-                .collect();
-            let sub = if b.identity.subject.is_empty() {
-                &b.client
-            } else {
-                &b.identity.subject
-            };
-            let mut out = json!({
-                "active": true,
-                "token_type": "Bearer",
-                "client_id": b.client,
-                "sub": sub,
-                "subject_kind": b.identity.kind.as_str(),
-                "roles": b.identity.roles,
-                "claims": claims,
-                "iat": b.iat,
-                "exp": b.exp,
-                "jti": b.jti_hex(),
-                "iss": self.settings.public_url,
-            });
-            if b.identity.kind != SubjectKind::Client && !b.identity.subject.is_empty() {
-                out["username"] = json!(b.identity.subject);
-            }
-            return Ok(json_response(StatusCode::OK, &out));
-        }
-        let info = self
-            .store
-            .refresh_info(&token, t)
-            .await
-            .map_err(|e| ApiError::store(&e))?;
-        let out = match info {
-            Some(i) if i.client == client_id => json!({
-                "active": true,
-                "token_type": "refresh_token",
-                "client_id": i.client,
-                "username": i.user,
-                "sub": i.user,
-                "exp": i.expires_at,
-                "iss": self.settings.public_url,
-            }),
-            _ => json!({"active": false}),
-        };
-        Ok(json_response(StatusCode::OK, &out))
     }
 
     /// The RFC 8414 metadata document.

@@ -13,6 +13,7 @@ pub mod keys;
 pub mod location;
 pub mod postgres;
 pub mod redb;
+pub mod revocation;
 
 pub use keys::{KeyInfo, KeyState, KEY_RETIRE_MARGIN};
 pub use location::{Location, PgFiles};
@@ -78,6 +79,14 @@ pub enum ClientChange {
 }
 
 impl ClientChange {
+    /// What the change revokes: a deactivated client's tokens.
+    pub fn revokes(self, id: &str) -> Option<revocation::Revoked> {
+        match self {
+            Self::SetActive(false) => Some(revocation::Revoked::Client { id: id.into() }),
+            Self::SetActive(true) => None,
+        }
+    }
+
     /// Applies the change to a record.
     pub fn apply(self, rec: &mut ClientRecord) {
         match self {
@@ -96,6 +105,16 @@ pub enum UserChange {
 }
 
 impl UserChange {
+    /// What the change revokes: the tokens of a user disabled or given a new password.
+    pub fn revokes(&self, name: &str) -> Option<revocation::Revoked> {
+        match self {
+            Self::SetDisabled(true) | Self::SetPasswordHash(_) => {
+                Some(revocation::Revoked::User { name: name.into() })
+            }
+            Self::SetDisabled(false) => None,
+        }
+    }
+
     /// Applies the change to a record.
     pub fn apply(&self, rec: &mut UserRecord) {
         match self {
@@ -124,9 +143,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError>;
     /// Inserts a client; false if the id is taken.
     async fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError>;
-    /// Changes a client; false if there is no such client.
+    /// Changes a client; false if there is no such client. A deactivation revokes the client's
+    /// tokens in the same transaction ([`ClientChange::revokes`]).
     async fn update_client(&self, id: &str, change: ClientChange) -> Result<bool, StoreError>;
-    /// Removes a client; false if there was none.
+    /// Removes a client and revokes its tokens; false if there was none.
     async fn remove_client(&self, id: &str) -> Result<bool, StoreError>;
 
     /// The user with this name.
@@ -135,9 +155,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError>;
     /// Inserts a user; false if the name is taken.
     async fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError>;
-    /// Changes a user; false if there is no such user.
+    /// Changes a user; false if there is no such user. Disabling a user or setting a new password
+    /// revokes the user's tokens in the same transaction ([`UserChange::revokes`]).
     async fn update_user(&self, name: &str, change: &UserChange) -> Result<bool, StoreError>;
-    /// Removes a user; false if there was none.
+    /// Removes a user and revokes the user's tokens; false if there was none.
     async fn remove_user(&self, name: &str) -> Result<bool, StoreError>;
 
     /// Every key still on record, with its state at `now`.
@@ -154,7 +175,23 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn refresh(&self, op: RefreshOp, now: u64) -> Result<RefreshOutcome, StoreError>;
     /// What introspection may reveal about a refresh token that is usable at `now`.
     async fn refresh_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError>;
-    /// Deletes refresh state past its lifetime and retired keys; returns how many records went.
+    /// Records that `what` is revoked as of `now`, in force until `until` (by default, until every
+    /// access token issued by then has expired); returns the revocation's number.
+    async fn revoke(
+        &self,
+        what: revocation::Revoked,
+        now: u64,
+        until: Option<u64>,
+    ) -> Result<u64, StoreError>;
+    /// Revocations numbered after `since` and still in force at `now`, in order.
+    async fn revocations(
+        &self,
+        since: u64,
+        now: u64,
+    ) -> Result<Vec<revocation::Revocation>, StoreError>;
+
+    /// Deletes refresh state past its lifetime, revocations no longer in force and retired keys;
+    /// returns how many records went.
     async fn sweep(&self, now: u64) -> Result<u64, StoreError>;
 }
 

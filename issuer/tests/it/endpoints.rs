@@ -78,6 +78,80 @@ async fn revocation_and_introspection() {
     }
 }
 
+/// Waits until the next whole second: a revocation covers tokens issued in its own second.
+async fn next_second() {
+    let start = now();
+    while now() == start {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn access_tokens_are_revoked_by_request_and_by_admin_changes() {
+    let f = fixture();
+    let other = add_client(&f.dir, "other", &["--grants", "client_credentials"]);
+    let mut s = Server::start(&f.dir, &[]);
+    let introspect = format!("{}/apiv2/oauth/introspect", s.url);
+    let revoke = format!("{}/apiv2/oauth/revoke", s.url);
+    let as_other = Some(("other", other.as_str()));
+    let active = |token: String| {
+        let url = introspect.clone();
+        async move { post(&url, as_other, &[("token", &token)]).await.json["active"] == true }
+    };
+    let access = |a: &Answer| a.json["access_token"].as_str().unwrap().to_owned();
+
+    // RFC 7009 for an access token: only its client may revoke it; then it is inactive.
+    let first = access(&password_grant(&s, &f).await);
+    let kept = access(&password_grant(&s, &f).await);
+    assert!(active(first.clone()).await);
+    assert_error(
+        &post(&revoke, as_other, &[("token", &first)]).await,
+        400,
+        "unauthorized_client",
+    );
+    assert!(active(first.clone()).await);
+    let r = post(&revoke, f.app(), &[("token", &first)]).await;
+    assert_eq!(r.status, 200);
+    assert!(!active(first.clone()).await, "revoked");
+    assert!(
+        active(kept.clone()).await,
+        "another token of the same user is not"
+    );
+
+    // Disabling the user revokes every token issued before; enabling does not bring them back,
+    // and new ones work.
+    admin(&f.dir, &["user", "disable", "alice"], None);
+    assert!(!active(kept.clone()).await, "the user was disabled");
+    admin(&f.dir, &["user", "enable", "alice"], None);
+    assert!(!active(kept.clone()).await);
+    next_second().await;
+    let fresh = access(&password_grant(&s, &f).await);
+    assert!(active(fresh.clone()).await);
+
+    // A new password, then deactivating the client: the same.
+    admin(&f.dir, &["user", "passwd", "alice"], Some("alice-pw"));
+    assert!(!active(fresh).await, "a new password");
+    next_second().await;
+    let cc = post(
+        &s.token_url(),
+        f.app(),
+        &[("grant_type", "client_credentials")],
+    )
+    .await;
+    let cc = access(&cc);
+    assert!(active(cc.clone()).await);
+    admin(&f.dir, &["client", "deactivate", "app"], None);
+    assert!(!active(cc.clone()).await, "the client was deactivated");
+
+    // Revocations are durable: a restarted issuer still refuses.
+    s.kill9_and_restart();
+    let introspect = format!("{}/apiv2/oauth/introspect", s.url);
+    for t in [&first, &kept, &cc] {
+        let i = post(&introspect, as_other, &[("token", t)]).await;
+        assert_eq!(i.json["active"], false);
+    }
+}
+
 #[tokio::test]
 async fn metadata_health_and_metrics() {
     let f = fixture();

@@ -5,6 +5,7 @@
 use issuer::store::kek::Kek;
 use issuer::store::postgres::PgStore;
 use issuer::store::redb::RedbStore;
+use issuer::store::revocation::{Revocation, Revoked};
 use issuer::store::{
     ClientChange, ClientRecord, GrantKind, KeyState, RefreshOp, RefreshOutcome, RefreshPolicy,
     RefreshRejection, Rotation, Store, UserChange, UserRecord, KEY_RETIRE_MARGIN,
@@ -341,6 +342,77 @@ async fn concurrent_rotations_never_fork(b: Backend) {
     assert!(rotate(s.as_ref(), &next, "app", 1_002).await.is_ok());
 }
 
+async fn revocations_are_numbered_kept_and_swept(b: Backend) {
+    let s = with_user(&b).await;
+    let token = Revoked::Token {
+        jti: "ab".repeat(16),
+    };
+    let first = s.revoke(token.clone(), 1_000, Some(2_000)).await.unwrap();
+    let client = Revoked::Client { id: "x".into() };
+    let second = s.revoke(client, 1_000, Some(1_500)).await.unwrap();
+    assert!(second > first);
+    let seqs = |v: Vec<Revocation>| v.iter().map(|e| e.seq).collect::<Vec<_>>();
+    assert_eq!(
+        seqs(s.revocations(0, 1_001).await.unwrap()),
+        [first, second]
+    );
+    assert_eq!(seqs(s.revocations(first, 1_001).await.unwrap()), [second]);
+    assert_eq!(
+        seqs(s.revocations(0, 1_500).await.unwrap()),
+        [first],
+        "out of force once what it covers has expired"
+    );
+    let entry = &s.revocations(0, 1_001).await.unwrap()[0];
+    assert_eq!((&entry.what, entry.at, entry.until), (&token, 1_000, 2_000));
+
+    // Changes that take tokens away record their revocation; the others do not.
+    let t = issuer::app::now();
+    assert!(s
+        .update_user("alice", &UserChange::SetDisabled(true))
+        .await
+        .unwrap());
+    assert!(s
+        .update_user("alice", &UserChange::SetDisabled(false))
+        .await
+        .unwrap());
+    let new_password = UserChange::SetPasswordHash("x".into());
+    assert!(s.update_user("alice", &new_password).await.unwrap());
+    assert!(s
+        .update_client("app", ClientChange::SetActive(true))
+        .await
+        .unwrap());
+    assert!(s
+        .update_client("app", ClientChange::SetActive(false))
+        .await
+        .unwrap());
+    assert!(s.remove_client("app").await.unwrap());
+    assert!(s.remove_user("alice").await.unwrap());
+    assert!(!s.remove_user("alice").await.unwrap());
+    let recorded = s.revocations(second, t).await.unwrap();
+    let alice = Revoked::User {
+        name: "alice".into(),
+    };
+    let app = Revoked::Client { id: "app".into() };
+    let what: Vec<_> = recorded.iter().map(|e| e.what.clone()).collect();
+    assert_eq!(
+        what,
+        [alice.clone(), alice.clone(), app.clone(), app, alice]
+    );
+    let ttl = s.access_ttl().await.unwrap();
+    for e in &recorded {
+        assert!(e.at >= t && e.at <= issuer::app::now());
+        assert_eq!(e.until, e.at + ttl + KEY_RETIRE_MARGIN);
+    }
+
+    // The sweep deletes what is out of force; numbers are never given out again.
+    let last = recorded.last().unwrap().seq;
+    let later = t + ttl + KEY_RETIRE_MARGIN + 10;
+    assert!(s.sweep(later).await.unwrap() >= 7);
+    assert!(s.revocations(0, 0).await.unwrap().is_empty());
+    let next = s.revoke(token, later, None).await.unwrap();
+    assert!(next > last, "{next} after {last}");
+}
+
 /// One test per backend and behaviour.
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
@@ -366,6 +438,7 @@ conformance!(
     refresh_rotation_retry_and_reuse,
     refresh_lifetimes_revocation_and_inactive,
     concurrent_rotations_never_fork,
+    revocations_are_numbered_kept_and_swept,
 );
 
 /// PostgreSQL only: the secrets are sealed, so the database alone mints nothing, and the wrong

@@ -12,12 +12,14 @@
 //! Refresh token operations are in [`refresh`].
 
 mod refresh;
+mod revocations;
 mod schema;
 mod throttle;
 mod tls;
 
 use super::kek::{Kek, KekError};
 use super::keys::KeyRecord;
+use super::revocation::{Revocation, Revoked};
 use super::{
     ClientChange, ClientRecord, KeyInfo, KeyState, RefreshInfo, RefreshOp, RefreshOutcome,
     RefreshPolicy, Store, StoreError, UserChange, UserRecord, DEFAULT_ACCESS_TTL,
@@ -397,6 +399,9 @@ impl Store for PgStore {
                         &[&id, &to_json(&rec)],
                     )
                     .await?;
+                    if let Some(what) = change.revokes(id) {
+                        revocations::revoke_in(&tx, what, crate::app::now(), None).await?;
+                    }
                     true
                 }
             }
@@ -404,11 +409,16 @@ impl Store for PgStore {
     }
 
     async fn remove_client(&self, id: &str) -> Result<bool, StoreError> {
-        let n = serializable!(self, |tx| {
-            tx.execute("DELETE FROM clients WHERE id = $1", &[&id])
-                .await?
-        })?;
-        Ok(n == 1)
+        serializable!(self, |tx| {
+            let n = tx
+                .execute("DELETE FROM clients WHERE id = $1", &[&id])
+                .await?;
+            if n == 1 {
+                let what = Revoked::Client { id: id.into() };
+                revocations::revoke_in(&tx, what, crate::app::now(), None).await?;
+            }
+            n == 1
+        })
     }
 
     async fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError> {
@@ -452,6 +462,9 @@ impl Store for PgStore {
                         &[&name, &to_json(&rec)],
                     )
                     .await?;
+                    if let Some(what) = change.revokes(name) {
+                        revocations::revoke_in(&tx, what, crate::app::now(), None).await?;
+                    }
                     true
                 }
             }
@@ -459,11 +472,16 @@ impl Store for PgStore {
     }
 
     async fn remove_user(&self, name: &str) -> Result<bool, StoreError> {
-        let n = serializable!(self, |tx| {
-            tx.execute("DELETE FROM users WHERE name = $1", &[&name])
-                .await?
-        })?;
-        Ok(n == 1)
+        serializable!(self, |tx| {
+            let n = tx
+                .execute("DELETE FROM users WHERE name = $1", &[&name])
+                .await?;
+            if n == 1 {
+                let what = Revoked::User { name: name.into() };
+                revocations::revoke_in(&tx, what, crate::app::now(), None).await?;
+            }
+            n == 1
+        })
     }
 
     async fn key_infos(&self, now: u64) -> Result<Vec<KeyInfo>, StoreError> {
@@ -556,8 +574,16 @@ impl Store for PgStore {
         refresh::info(self, token, now).await
     }
 
+    async fn revoke(&self, what: Revoked, now: u64, until: Option<u64>) -> Result<u64, StoreError> {
+        revocations::revoke(self, what, now, until).await
+    }
+
+    async fn revocations(&self, since: u64, now: u64) -> Result<Vec<Revocation>, StoreError> {
+        revocations::revocations(self, since, now).await
+    }
+
     async fn sweep(&self, now: u64) -> Result<u64, StoreError> {
-        let families = refresh::sweep(self, now).await?;
+        let families = refresh::sweep(self, now).await? + revocations::sweep(self, now).await?;
         let ttl = self.access_ttl().await?;
         let retired_before = int(now.saturating_sub(ttl + super::KEY_RETIRE_MARGIN));
         let rest = serializable!(self, |tx| {

@@ -47,6 +47,10 @@ const MIGRATIONS: &[&str] = &[
     // Under SERIALIZABLE an index entry added to a page that other rotations read is a conflict,
     // and a transaction rolled back and retried.
     "ALTER TABLE refresh_family_records SET (fillfactor = 50)",
+    // Revocations of access tokens (`store::revocation`), numbered from `revocation_seq` in the
+    // settings.
+    "CREATE TABLE IF NOT EXISTS revocations (
+         seq BIGINT PRIMARY KEY, entry TEXT NOT NULL, until BIGINT NOT NULL)",
 ];
 
 /// Versions of [`MIGRATIONS`] that tune PostgreSQL's storage: on another engine (CockroachDB) they

@@ -1,7 +1,10 @@
-//! Clients and users in the redb file: JSON records by name, through one set of helpers.
+//! Clients and users in the redb file: JSON records by name, through one set of helpers. A
+//! change that takes tokens away (deactivating a client, disabling a user, a new password,
+//! removal) records the revocation in the same transaction.
 
 use super::{dec, enc, Records, RedbFile, CLIENT_RECORDS, USER_RECORDS};
-use crate::store::{ClientRecord, StoreError, UserRecord};
+use crate::store::revocation::Revoked;
+use crate::store::{ClientChange, ClientRecord, StoreError, UserChange, UserRecord};
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +56,7 @@ impl RedbFile {
         table: Records,
         name: &str,
         f: impl FnOnce(&mut T),
+        revokes: Option<Revoked>,
     ) -> Result<bool, StoreError> {
         let tx = self.begin_write()?;
         {
@@ -67,13 +71,24 @@ impl RedbFile {
             f(&mut rec);
             t.insert(name, enc(&rec).as_slice())?;
         }
+        if let Some(what) = revokes {
+            Self::record_revocation_in(&tx, what, crate::app::now(), None)?;
+        }
         tx.commit()?;
         Ok(true)
     }
 
-    fn remove_record(&self, table: Records, name: &str) -> Result<bool, StoreError> {
+    fn remove_record(
+        &self,
+        table: Records,
+        name: &str,
+        revokes: Revoked,
+    ) -> Result<bool, StoreError> {
         let tx = self.begin_write()?;
         let removed = tx.open_table(table.0)?.remove(name)?.is_some();
+        if removed {
+            Self::record_revocation_in(&tx, revokes, crate::app::now(), None)?;
+        }
         tx.commit()?;
         Ok(removed)
     }
@@ -93,18 +108,14 @@ impl RedbFile {
         self.add_record(CLIENT_RECORDS, id, rec)
     }
 
-    /// Applies `f` to the client; false if there is no such client.
-    pub fn update_client(
-        &self,
-        id: &str,
-        f: impl FnOnce(&mut ClientRecord),
-    ) -> Result<bool, StoreError> {
-        self.update_record(CLIENT_RECORDS, id, f)
+    /// Changes the client (see [`crate::store::Store::update_client`]); false if there is none.
+    pub fn update_client(&self, id: &str, change: ClientChange) -> Result<bool, StoreError> {
+        self.update_record(CLIENT_RECORDS, id, |c| change.apply(c), change.revokes(id))
     }
 
-    /// Removes a client; false if there was none.
+    /// Removes a client and revokes its tokens; false if there was none.
     pub fn remove_client(&self, id: &str) -> Result<bool, StoreError> {
-        self.remove_record(CLIENT_RECORDS, id)
+        self.remove_record(CLIENT_RECORDS, id, Revoked::Client { id: id.into() })
     }
 
     /// The user with this name.
@@ -122,17 +133,18 @@ impl RedbFile {
         self.add_record(USER_RECORDS, name, rec)
     }
 
-    /// Applies `f` to the user; false if there is no such user.
-    pub fn update_user(
-        &self,
-        name: &str,
-        f: impl FnOnce(&mut UserRecord),
-    ) -> Result<bool, StoreError> {
-        self.update_record(USER_RECORDS, name, f)
+    /// Changes the user (see [`crate::store::Store::update_user`]); false if there is none.
+    pub fn update_user(&self, name: &str, change: &UserChange) -> Result<bool, StoreError> {
+        self.update_record(
+            USER_RECORDS,
+            name,
+            |u| change.apply(u),
+            change.revokes(name),
+        )
     }
 
-    /// Removes a user; false if there was none.
+    /// Removes a user and revokes the user's tokens; false if there was none.
     pub fn remove_user(&self, name: &str) -> Result<bool, StoreError> {
-        self.remove_record(USER_RECORDS, name)
+        self.remove_record(USER_RECORDS, name, Revoked::User { name: name.into() })
     }
 }

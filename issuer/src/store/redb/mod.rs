@@ -13,10 +13,12 @@ mod accounts;
 pub mod journal;
 mod refresh;
 mod refresh_v1;
+mod revocations;
 pub mod sweep;
 pub mod writer;
 
 use super::keys::KeyRecord;
+use super::revocation::{Revocation, Revoked};
 use super::{
     ClientChange, ClientRecord, KeyInfo, KeyState, RefreshInfo, RefreshOp, RefreshOutcome,
     RefreshPolicy, Store, StoreError, UserChange, UserRecord, DEFAULT_ACCESS_TTL,
@@ -44,6 +46,8 @@ const FAMILY_RECORDS: TableDefinition<&[u8], &[u8]> =
 /// Family changes not yet merged into [`FAMILY_RECORDS`], in commit order ([`journal`]).
 const FAMILY_JOURNAL: TableDefinition<u64, &[u8]> = TableDefinition::new("refresh_family_journal");
 const SETTINGS: TableDefinition<&str, u64> = TableDefinition::new("settings");
+/// Revocations of access tokens by number ([`crate::store::revocation`]).
+const REVOCATIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("revocations");
 
 /// A table of JSON records by name, and its name for errors.
 type Records = (
@@ -255,6 +259,7 @@ impl RedbFile {
             tx.open_table(FAMILY_RECORDS)?;
             tx.open_table(FAMILY_JOURNAL)?;
             tx.open_table(SETTINGS)?;
+            tx.open_table(REVOCATIONS)?;
             let mut keys = tx.open_table(KEYS)?;
             if keys.is_empty()? {
                 let rec = KeyRecord {
@@ -442,7 +447,7 @@ impl Store for RedbStore {
         self.watch(self.file.add_client(id, rec))
     }
     async fn update_client(&self, id: &str, change: ClientChange) -> Result<bool, StoreError> {
-        self.watch(self.file.update_client(id, |c| change.apply(c)))
+        self.watch(self.file.update_client(id, change))
     }
     async fn remove_client(&self, id: &str) -> Result<bool, StoreError> {
         self.watch(self.file.remove_client(id))
@@ -457,7 +462,7 @@ impl Store for RedbStore {
         self.watch(self.file.add_user(name, rec))
     }
     async fn update_user(&self, name: &str, change: &UserChange) -> Result<bool, StoreError> {
-        self.watch(self.file.update_user(name, |u| change.apply(u)))
+        self.watch(self.file.update_user(name, change))
     }
     async fn remove_user(&self, name: &str) -> Result<bool, StoreError> {
         self.watch(self.file.remove_user(name))
@@ -476,6 +481,12 @@ impl Store for RedbStore {
     }
     async fn refresh_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError> {
         self.watch(self.file.refresh_info(token, now))
+    }
+    async fn revoke(&self, what: Revoked, now: u64, until: Option<u64>) -> Result<u64, StoreError> {
+        self.watch(self.file.revoke(what, now, until))
+    }
+    async fn revocations(&self, since: u64, now: u64) -> Result<Vec<Revocation>, StoreError> {
+        self.watch(self.file.revocations(since, now))
     }
     async fn sweep(&self, now: u64) -> Result<u64, StoreError> {
         self.watch(self.writer.sweep(now).await)

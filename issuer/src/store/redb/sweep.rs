@@ -117,6 +117,7 @@ impl RedbFile {
             now,
             refresh_v1::family_expiry,
         )?;
+        removed += Self::sweep_revocations_in(&tx, now)?;
         tx.open_table(KEYS)?.retain(|_, v| {
             let keep = serde_json::from_slice::<KeyRecord>(v)
                 .map_or(true, |k| k.state(now, ttl) != KeyState::Retired);

@@ -1,0 +1,171 @@
+//! Revocation (RFC 7009) and introspection (RFC 7662). Access tokens are verified offline, so a
+//! revoked one is refused through the revocations the store records
+//! ([`crate::store::revocation`]): the token itself, or every token of a user or client issued
+//! before a change that took their tokens away. Each issuer reads them every second.
+
+use super::{now, App};
+use crate::http::{json_response, ApiError, Call, Timer};
+use crate::store::revocation::{RevocationSet, Revoked};
+use crate::store::{RefreshOp, RefreshOutcome, KEY_RETIRE_MARGIN};
+use serde_json::json;
+use shared::grant::parse_token_param;
+use shared::token::{self, Claim, SubjectKind, VerifiedToken};
+use std::sync::PoisonError;
+use warp::http::StatusCode;
+use warp::reply::Response;
+
+impl App {
+    /// The revocations in force, as last read.
+    pub(super) fn revoked(&self) -> std::sync::RwLockReadGuard<'_, RevocationSet> {
+        self.revoked.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reads the revocations recorded since the last read. A failure is logged; the next read
+    /// catches up.
+    pub async fn reload_revocations(&self) {
+        let since = self.revoked().cursor();
+        match self.store.revocations(since, now()).await {
+            Ok(entries) => self
+                .revoked
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .apply(&entries, now()),
+            Err(e) => tracing::error!(error = e.to_string(), "reading revocations failed"),
+        }
+    }
+
+    /// `token` as an access token of this issuer, verified now. The issuer never mints a longer
+    /// lifetime than its own: a token claiming more was made with a stolen key (the filter
+    /// refuses it too, `max_token_lifetime_seconds`).
+    fn verified_access_token(&self, token: &str) -> Option<VerifiedToken> {
+        token::verify(&self.ring(), token, now(), 0)
+            .ok()
+            .filter(|v| v.body().exp.saturating_sub(v.body().iat) <= self.settings.access_ttl)
+    }
+
+    /// `POST /apiv2/oauth/revoke` (RFC 7009). Revoking an access token records its revocation
+    /// (until it expires); revoking a refresh token revokes its family. Unknown tokens are 200.
+    pub async fn revoke_endpoint(&self, call: Call) -> Response {
+        let timer = Timer::start();
+        let result = self.revoke(&call).await;
+        let outcome = result.as_ref().map_or_else(|e| e.code(), |_| "ok");
+        self.metrics
+            .request("revoke", "none", outcome, timer.seconds());
+        result.unwrap_or_else(ApiError::into_response)
+    }
+
+    async fn revoke(&self, call: &Call) -> Result<Response, ApiError> {
+        let (client_id, _) = self.authenticate(call).await?;
+        call.require_form()?;
+        let token = parse_token_param(&call.body)?;
+        if let Some(access) = self.verified_access_token(&token) {
+            let b = access.body();
+            if b.client != client_id {
+                return Err(ApiError::unauthorized_client(
+                    "the token was not issued to this client",
+                ));
+            }
+            let what = Revoked::Token { jti: b.jti_hex() };
+            self.store
+                .revoke(what, now(), Some(b.exp + KEY_RETIRE_MARGIN))
+                .await
+                .map_err(|e| ApiError::store(&e))?;
+            self.reload_revocations().await;
+            tracing::info!(target: "audit", client = client_id.as_str(), jti = b.jti_hex().as_str(), "access token revoked");
+            return Ok(json_response(StatusCode::OK, &json!({})));
+        }
+        let op = RefreshOp::Revoke {
+            token,
+            client: client_id.clone(),
+        };
+        let revoked = match self
+            .store
+            .refresh(op, now())
+            .await
+            .map_err(|e| ApiError::store(&e))?
+        {
+            RefreshOutcome::Revoked(r) => r,
+            _ => return Err(ApiError::internal(&"unexpected refresh outcome")),
+        };
+        match revoked {
+            Some(false) => Err(ApiError::unauthorized_client(
+                "the token was not issued to this client",
+            )),
+            Some(true) => {
+                tracing::info!(target: "audit", client = client_id.as_str(), "refresh token family revoked");
+                Ok(json_response(StatusCode::OK, &json!({})))
+            }
+            None => Ok(json_response(StatusCode::OK, &json!({}))),
+        }
+    }
+
+    /// `POST /apiv2/oauth/introspect` (RFC 7662), for any active, authenticated client. Refresh
+    /// tokens are described only to the client they were issued to.
+    pub async fn introspect_endpoint(&self, call: Call) -> Response {
+        let timer = Timer::start();
+        let result = self.introspect(&call).await;
+        let outcome = result.as_ref().map_or_else(|e| e.code(), |_| "ok");
+        self.metrics
+            .request("introspect", "none", outcome, timer.seconds());
+        result.unwrap_or_else(ApiError::into_response)
+    }
+
+    async fn introspect(&self, call: &Call) -> Result<Response, ApiError> {
+        let (client_id, _) = self.authenticate(call).await?;
+        call.require_form()?;
+        let token = parse_token_param(&call.body)?;
+        let t = now();
+        if let Some(v) = self.verified_access_token(&token) {
+            if self.revoked().covers(v.body()) {
+                return Ok(json_response(StatusCode::OK, &json!({"active": false})));
+            }
+            let b = v.body();
+            let claims: Vec<_> = b
+                .identity
+                .claims
+                .iter()
+                .map(|Claim { typ, value }| json!({"type": typ, "value": value}))
+                .collect();
+            let sub = if b.identity.subject.is_empty() {
+                &b.client
+            } else {
+                &b.identity.subject
+            };
+            let mut out = json!({
+                "active": true,
+                "token_type": "Bearer",
+                "client_id": b.client,
+                "sub": sub,
+                "subject_kind": b.identity.kind.as_str(),
+                "roles": b.identity.roles,
+                "claims": claims,
+                "iat": b.iat,
+                "exp": b.exp,
+                "jti": b.jti_hex(),
+                "iss": self.settings.public_url,
+            });
+            if b.identity.kind != SubjectKind::Client && !b.identity.subject.is_empty() {
+                out["username"] = json!(b.identity.subject);
+            }
+            return Ok(json_response(StatusCode::OK, &out));
+        }
+        let info = self
+            .store
+            .refresh_info(&token, t)
+            .await
+            .map_err(|e| ApiError::store(&e))?;
+        let out = match info {
+            Some(i) if i.client == client_id => json!({
+                "active": true,
+                "token_type": "refresh_token",
+                "client_id": i.client,
+                "username": i.user,
+                "sub": i.user,
+                "exp": i.expires_at,
+                "iss": self.settings.public_url,
+            }),
+            _ => json!({"active": false}),
+        };
+        Ok(json_response(StatusCode::OK, &out))
+    }
+}

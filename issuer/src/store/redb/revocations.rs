@@ -1,0 +1,68 @@
+//! Revocations in the redb file: numbered entries (`revocations`), the last number given out in
+//! the settings (`revocation_seq`, never lowered, so a number is never reused after a sweep).
+
+use super::{dec, enc, RedbFile, REVOCATIONS, SETTINGS};
+use crate::store::revocation::{Revocation, Revoked};
+use crate::store::{StoreError, DEFAULT_ACCESS_TTL, KEY_RETIRE_MARGIN};
+use redb::{ReadableTable, WriteTransaction};
+
+impl RedbFile {
+    /// Records `what` as revoked at `now` inside `tx`, in force for the access token lifetime
+    /// (and the keys' margin for clocks) unless `until` says otherwise. Returns its number.
+    pub(super) fn record_revocation_in(
+        tx: &WriteTransaction,
+        what: Revoked,
+        now: u64,
+        until: Option<u64>,
+    ) -> Result<u64, StoreError> {
+        let mut settings = tx.open_table(SETTINGS)?;
+        let ttl = settings
+            .get("access_ttl")?
+            .map_or(DEFAULT_ACCESS_TTL, |v| v.value());
+        let seq = settings.get("revocation_seq")?.map_or(0, |v| v.value()) + 1;
+        settings.insert("revocation_seq", seq)?;
+        let entry = Revocation {
+            seq,
+            what,
+            at: now,
+            until: until.unwrap_or(now + ttl + KEY_RETIRE_MARGIN),
+        };
+        tx.open_table(REVOCATIONS)?
+            .insert(seq, enc(&entry).as_slice())?;
+        Ok(seq)
+    }
+
+    /// Records one revocation in a transaction of its own.
+    pub fn revoke(&self, what: Revoked, now: u64, until: Option<u64>) -> Result<u64, StoreError> {
+        let tx = self.begin_write()?;
+        let seq = Self::record_revocation_in(&tx, what, now, until)?;
+        tx.commit()?;
+        Ok(seq)
+    }
+
+    /// Revocations numbered after `since` and in force at `now`, in order.
+    pub fn revocations(&self, since: u64, now: u64) -> Result<Vec<Revocation>, StoreError> {
+        let tx = self.begin_read()?;
+        let t = tx.open_table(REVOCATIONS)?;
+        let mut out = Vec::new();
+        for r in t.range(since.saturating_add(1)..)? {
+            let (_, v) = r?;
+            let e: Revocation = dec(v.value(), "revocations")?;
+            if e.until > now {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes revocations no longer in force, inside the sweep's transaction.
+    pub(super) fn sweep_revocations_in(tx: &WriteTransaction, now: u64) -> Result<u64, StoreError> {
+        let mut removed = 0;
+        tx.open_table(REVOCATIONS)?.retain(|_, v| {
+            let keep = serde_json::from_slice::<Revocation>(v).map_or(true, |e| e.until > now);
+            removed += u64::from(!keep);
+            keep
+        })?;
+        Ok(removed)
+    }
+}

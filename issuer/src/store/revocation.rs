@@ -1,0 +1,203 @@
+//! Revocations of access tokens: what the store records when an access token is revoked or a user
+//! or client loses its tokens, and the in-memory set that answers "is this token revoked?".
+//!
+//! Access tokens are verified offline, so a revocation is a durable entry in force until every
+//! token it covers would have expired anyway: one token until its `exp`, a user's or a client's
+//! tokens until the access token lifetime after the moment of revocation. Entries are numbered in
+//! the order they were recorded, never reusing a number, so a reader that has seen entries up to
+//! N asks for those after N.
+
+use serde::{Deserialize, Serialize};
+use shared::token::{SubjectKind, TokenBody};
+use std::collections::HashMap;
+
+/// What a revocation covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Revoked {
+    /// One access token, by its id (hex).
+    Token {
+        /// The token id, 32 hex digits.
+        jti: String,
+    },
+    /// Every token of a user (disabled, removed, or given a new password) issued at or before
+    /// the revocation.
+    User {
+        /// The user name.
+        name: String,
+    },
+    /// Every token of a client (deactivated or removed) issued at or before the revocation.
+    Client {
+        /// The client id.
+        id: String,
+    },
+}
+
+/// A recorded revocation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Revocation {
+    /// Its number: each recorded revocation gets the next, never reused.
+    pub seq: u64,
+    /// What it covers.
+    pub what: Revoked,
+    /// When it was recorded (seconds since the epoch): tokens issued at or before are covered.
+    pub at: u64,
+    /// When every token it covers has expired; the sweep deletes it then.
+    pub until: u64,
+}
+
+/// The revocations in force, as a reader of the store holds them.
+#[derive(Debug, Default, Clone)]
+pub struct RevocationSet {
+    tokens: HashMap<String, u64>,
+    users: HashMap<String, (u64, u64)>,
+    clients: HashMap<String, (u64, u64)>,
+    cursor: u64,
+}
+
+impl RevocationSet {
+    /// The number of the last revocation applied: ask the store for those after it.
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    /// Applies revocations recorded after [`RevocationSet::cursor`], in order, and forgets those
+    /// no longer in force at `now`.
+    pub fn apply(&mut self, entries: &[Revocation], now: u64) {
+        for e in entries {
+            if e.seq <= self.cursor {
+                continue;
+            }
+            match &e.what {
+                Revoked::Token { jti } => {
+                    self.tokens.insert(jti.clone(), e.until);
+                }
+                Revoked::User { name } => {
+                    let slot = self.users.entry(name.clone()).or_insert((e.at, e.until));
+                    *slot = (slot.0.max(e.at), slot.1.max(e.until));
+                }
+                Revoked::Client { id } => {
+                    let slot = self.clients.entry(id.clone()).or_insert((e.at, e.until));
+                    *slot = (slot.0.max(e.at), slot.1.max(e.until));
+                }
+            }
+            self.cursor = e.seq;
+        }
+        self.tokens.retain(|_, until| *until > now);
+        self.users.retain(|_, (_, until)| *until > now);
+        self.clients.retain(|_, (_, until)| *until > now);
+    }
+
+    /// True if a revocation in force covers the token.
+    pub fn covers(&self, body: &TokenBody) -> bool {
+        let before = |slot: Option<&(u64, u64)>| slot.is_some_and(|(at, _)| body.iat <= *at);
+        self.tokens.contains_key(&body.jti_hex())
+            || before(self.clients.get(&body.client))
+            || (body.identity.kind == SubjectKind::User
+                && before(self.users.get(&body.identity.subject)))
+    }
+
+    /// How many revocations are in force.
+    pub fn len(&self) -> usize {
+        self.tokens.len() + self.users.len() + self.clients.len()
+    }
+
+    /// True if none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::token::Identity;
+
+    fn body(kind: SubjectKind, subject: &str, client: &str, iat: u64) -> TokenBody {
+        TokenBody {
+            kid: 1,
+            jti: [7; 16],
+            iat,
+            exp: iat + 600,
+            client: client.into(),
+            identity: Identity {
+                kind,
+                subject: subject.into(),
+                roles: vec![],
+                claims: vec![],
+            },
+        }
+    }
+
+    fn entry(seq: u64, what: Revoked, at: u64) -> Revocation {
+        Revocation {
+            seq,
+            what,
+            at,
+            until: at + 600,
+        }
+    }
+
+    #[test]
+    fn tokens_issued_before_a_revocation_are_covered_and_later_ones_not() {
+        let mut set = RevocationSet::default();
+        let alice = body(SubjectKind::User, "alice", "app", 1_000);
+        assert!(!set.covers(&alice));
+        set.apply(
+            &[entry(
+                1,
+                Revoked::User {
+                    name: "alice".into(),
+                },
+                1_000,
+            )],
+            1_001,
+        );
+        assert!(set.covers(&alice), "issued in the second of the revocation");
+        assert!(!set.covers(&body(SubjectKind::User, "alice", "app", 1_001)));
+        assert!(!set.covers(&body(SubjectKind::User, "bob", "app", 900)));
+        // An impersonated subject of the same name is not the user.
+        assert!(!set.covers(&body(SubjectKind::Impersonation, "alice", "app", 900)));
+        set.apply(
+            &[entry(2, Revoked::Client { id: "app".into() }, 1_010)],
+            1_011,
+        );
+        assert!(set.covers(&body(SubjectKind::Client, "", "app", 1_005)));
+        set.apply(
+            &[entry(
+                3,
+                Revoked::Token {
+                    jti: hex::encode([7u8; 16]),
+                },
+                1_020,
+            )],
+            1_021,
+        );
+        assert!(set.covers(&body(SubjectKind::User, "carol", "other", 1_019)));
+        assert_eq!((set.cursor(), set.len()), (3, 3));
+    }
+
+    #[test]
+    fn entries_apply_once_in_order_and_expire() {
+        let mut set = RevocationSet::default();
+        let e = entry(
+            5,
+            Revoked::User {
+                name: "alice".into(),
+            },
+            1_000,
+        );
+        set.apply(std::slice::from_ref(&e), 1_001);
+        set.apply(
+            &[entry(4, Revoked::Client { id: "app".into() }, 1_000)],
+            1_001,
+        );
+        assert_eq!(set.len(), 1, "an entry at or before the cursor is old news");
+        set.apply(&[], 1_600);
+        assert!(
+            set.is_empty(),
+            "gone once every token it covered has expired"
+        );
+        assert_eq!(set.cursor(), 5);
+    }
+}
