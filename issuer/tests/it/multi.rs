@@ -150,6 +150,38 @@ async fn two_issuers_on_one_postgres_answer_alike() {
         .await;
         eprintln!("key rotation reached {} after {took:?}", server.url);
     }
+    // Disabling the user revokes its access tokens at both issuers within 2 s (introspection).
+    let out = admin_on(
+        &dir_a,
+        &["client", "add", "other", "--grants", "client_credentials"],
+        &store,
+        None,
+    );
+    let other = out
+        .lines()
+        .find_map(|l| l.strip_prefix("secret: "))
+        .unwrap()
+        .to_owned();
+    admin_on(&dir_a, &["client", "activate", "other"], &store, None);
+    let access = signed_in.json["access_token"].as_str().unwrap().to_owned();
+    for server in [&a, &b] {
+        let url = format!("{}/apiv2/oauth/introspect", server.url);
+        let i = post(&url, Some(("other", &other)), &[("token", &access)]).await;
+        assert_eq!(i.json["active"], true, "before the change");
+    }
+    admin_on(&dir_a, &["user", "disable", "alice"], &store, None);
+    for server in [&a, &b] {
+        let took = within(Duration::from_secs(2), || async {
+            let url = format!("{}/apiv2/oauth/introspect", server.url);
+            let i = post(&url, Some(("other", &other)), &[("token", &access)]).await;
+            i.json["active"] == false
+        })
+        .await;
+        eprintln!(
+            "the user's revocation reached {} after {took:?}",
+            server.url
+        );
+    }
     // A deactivated client is refused by both within 2 s (each issuer caches clients for 1 s).
     admin_on(&dir_a, &["client", "deactivate", "app"], &store, None);
     for server in [&a, &b] {
