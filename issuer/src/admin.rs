@@ -35,6 +35,9 @@ pub enum Command {
         impersonate: bool,
         /// If not empty, the claim types it may impersonate with.
         claim_types: Vec<String>,
+        /// May read the edge feed.
+        #[serde(default)]
+        edge: bool,
         /// Keyed hash of the secret, hex.
         secret_hash: String,
     },
@@ -118,9 +121,10 @@ impl Command {
                 id,
                 grants,
                 impersonate,
+                edge,
                 ..
             } => {
-                format!("client add {id} grants={grants:?} impersonate={impersonate}")
+                format!("client add {id} grants={grants:?} impersonate={impersonate} edge={edge}")
             }
             Self::ClientActivate { id } => format!("client activate {id}"),
             Self::ClientDeactivate { id } => format!("client deactivate {id}"),
@@ -215,6 +219,7 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
             grants,
             impersonate,
             claim_types,
+            edge,
             secret_hash,
         } => {
             let rec = ClientRecord {
@@ -223,6 +228,7 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
                 grants: grants.clone(),
                 impersonate: *impersonate,
                 impersonate_claim_types: claim_types.clone(),
+                edge: *edge,
                 created_at: now,
             };
             if rec.secret_hash_bytes().is_none() {
@@ -260,6 +266,7 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
                             .unwrap_or("?")
                             .to_owned()
                     })
+                    .chain(c.edge.then(|| "edge".to_owned()))
                     .collect();
                 let imp = match (c.impersonate, c.impersonate_claim_types.is_empty()) {
                     (false, _) => "no".to_string(),

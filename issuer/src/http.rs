@@ -98,6 +98,11 @@ impl ApiError {
         Self::oauth(ErrorCode::UnauthorizedClient, description)
     }
 
+    /// 403 `access_denied`: the client is known but may not use this endpoint.
+    pub fn forbidden(description: &'static str) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "access_denied", description)
+    }
+
     /// 429 `slow_down` with `Retry-After`.
     pub fn throttled(wait: u64) -> Self {
         let mut e = Self::oauth(ErrorCode::SlowDown, "too many failed attempts; retry later");
@@ -375,6 +380,14 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .and(app.clone())
         .and(call())
         .then(|app: Arc<App>, call: Call| async move { app.introspect_endpoint(call).await });
+    let edge = warp::path!("apiv2" / "oauth" / "edge")
+        .and(only(Method::GET, "GET"))
+        .and(app.clone())
+        .and(call())
+        .and(warp::query::raw().or(warp::any().map(String::new)).unify())
+        .then(|app: Arc<App>, call: Call, query: String| async move {
+            app.edge_endpoint(call, &query).await
+        });
     let metadata = warp::path!(".well-known" / "oauth-authorization-server")
         .and(only(Method::GET, "GET"))
         .and(app.clone())
@@ -400,6 +413,8 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .or(revoke)
         .unify()
         .or(introspect)
+        .unify()
+        .or(edge)
         .unify()
         .or(metadata)
         .unify()

@@ -175,6 +175,10 @@ enum ClientCmd {
         /// Read the secret from stdin instead of generating one.
         #[arg(long)]
         secret_stdin: bool,
+        /// May read the edge feed (`GET /apiv2/oauth/edge`: verification keys and revocations),
+        /// as an Envoy filter does. Give it `--grants ''` if it needs no tokens.
+        #[arg(long)]
+        edge: bool,
     },
     /// Allow a client to get tokens.
     Activate { id: String },
@@ -347,6 +351,7 @@ fn serve(s: Serve) -> anyhow::Result<()> {
                 .public_url
                 .clone()
                 .unwrap_or_else(|| format!("{scheme}://{addr}")),
+            tls: tls.is_some(),
         };
         let app = Arc::new(
             App::new(
@@ -491,6 +496,7 @@ fn client(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
             impersonate,
             impersonate_claim_types,
             secret_stdin,
+            edge,
         } => {
             if id.is_empty()
                 || id.len() > 255
@@ -501,6 +507,7 @@ fn client(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
             }
             let grants = grants
                 .iter()
+                .filter(|g| !g.trim().is_empty())
                 .map(|g| {
                     GrantKind::parse(g.trim()).ok_or_else(|| {
                         anyhow::anyhow!("unknown grant {g:?}: use password or client_credentials")
@@ -520,6 +527,7 @@ fn client(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
                     grants,
                     impersonate,
                     claim_types: impersonate_claim_types,
+                    edge,
                     secret_hash,
                 },
             )?;

@@ -3,6 +3,7 @@
 //! [`flow_client_credentials`]; revocation and introspection are in [`revocation`].
 
 mod client_cache;
+mod edge;
 mod flow_client_credentials;
 mod flow_password;
 mod flow_refresh;
@@ -41,6 +42,8 @@ pub struct Settings {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The issuer identifier and base of the endpoint URLs in the metadata document.
     pub public_url: String,
+    /// The issuer itself serves HTTPS (the edge feed is then served to any address).
+    pub tls: bool,
 }
 
 /// Everything the handlers share.
@@ -121,11 +124,14 @@ impl App {
         }
     }
 
-    fn ring(&self) -> Arc<KeyRing> {
+    pub(crate) fn ring(&self) -> Arc<KeyRing> {
         self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    async fn authenticate(&self, call: &Call) -> Result<(String, ClientRecord), ApiError> {
+    pub(crate) async fn authenticate(
+        &self,
+        call: &Call,
+    ) -> Result<(String, ClientRecord), ApiError> {
         let creds = client_credentials(call)?;
         let client = self
             .clients

@@ -229,6 +229,9 @@ pub struct ClientRecord {
     pub impersonate: bool,
     /// If not empty, the only claim types it may impersonate with.
     pub impersonate_claim_types: Vec<String>,
+    /// May read the edge feed (verification keys and revocations), as an Envoy filter does.
+    #[serde(default)]
+    pub edge: bool,
     /// Seconds since the epoch.
     pub created_at: u64,
 }

@@ -152,6 +152,88 @@ async fn access_tokens_are_revoked_by_request_and_by_admin_changes() {
     }
 }
 
+async fn edge_feed(s: &Server, auth: Option<(&str, &str)>, query: &str) -> (Answer, usize) {
+    let mut req = reqwest::Client::new().get(format!("{}/apiv2/oauth/edge{query}", s.url));
+    if let Some((id, secret)) = auth {
+        req = req.basic_auth(id, Some(secret));
+    }
+    let resp = req.send().await.unwrap();
+    let len = resp.content_length().unwrap_or(0) as usize;
+    (answer(resp).await, len)
+}
+
+#[tokio::test]
+async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
+    let f = fixture();
+    let edge = add_client(&f.dir, "edge", &["--grants", "", "--edge"]);
+    let mut s = Server::start(&f.dir, &[]);
+    let as_edge = Some(("edge", edge.as_str()));
+    assert_error(&edge_feed(&s, None, "").await.0, 401, "invalid_client");
+    let (not_edge, _) = edge_feed(&s, f.app(), "").await;
+    assert_eq!(
+        (not_edge.status.as_u16(), &not_edge.json["error"]),
+        (403, &Value::from("access_denied"))
+    );
+    // An edge client cannot get tokens: it has no grant.
+    let t = post(
+        &s.token_url(),
+        as_edge,
+        &[("grant_type", "client_credentials")],
+    )
+    .await;
+    assert_error(&t, 400, "unauthorized_client");
+
+    // The first fetch is a full snapshot: the key ring and every revocation in force.
+    let (full, _) = edge_feed(&s, as_edge, "").await;
+    assert_eq!(full.status, 200, "{}", full.json);
+    assert_oauth_headers(&full);
+    let ring = ring(&f.dir);
+    assert_eq!(full.json["keys"][0]["kid"], ring.keys()[0].id());
+    assert_eq!(full.json["max_token_lifetime_seconds"], 3600);
+    assert_eq!(full.json["cursor"], 0);
+    assert_eq!(full.json["revoked"], serde_json::json!([]));
+    let version = full.json["keys_version"].as_str().unwrap().to_owned();
+
+    // A revocation appears after the cursor; the keys are not sent again while unchanged.
+    let access = password_grant(&s, &f).await.json["access_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let revoke = format!("{}/apiv2/oauth/revoke", s.url);
+    assert_eq!(
+        post(&revoke, f.app(), &[("token", &access)]).await.status,
+        200
+    );
+    let jti = token::inspect(&access).unwrap().jti_hex();
+    let (next, _) = edge_feed(&s, as_edge, &format!("?since=0&keys={version}")).await;
+    assert_eq!(next.json["cursor"], 1);
+    assert_eq!(next.json["revoked"][0]["kind"], "token");
+    assert_eq!(next.json["revoked"][0]["jti"], jti.as_str());
+    assert_eq!(next.json["revoked"][0]["seq"], 1);
+    assert!(next.json.get("keys").is_none());
+    // Nothing new: a tiny answer.
+    let (idle, len) = edge_feed(&s, as_edge, &format!("?since=1&keys={version}")).await;
+    assert_eq!(idle.json["revoked"], serde_json::json!([]));
+    assert!(len < 200, "a poll with nothing new is {len} bytes");
+    assert_error(
+        &edge_feed(&s, as_edge, "?since=one").await.0,
+        400,
+        "invalid_request",
+    );
+
+    // A rotated key changes the version; the edge holding the old one gets the new ring.
+    admin(&f.dir, &["keys", "rotate"], None);
+    let (rotated, _) = edge_feed(&s, as_edge, &format!("?since=1&keys={version}")).await;
+    assert_ne!(rotated.json["keys_version"], version.as_str());
+    assert_eq!(rotated.json["keys"].as_array().unwrap().len(), 2);
+
+    // The feed is the store's: the same after a restart.
+    s.kill9_and_restart();
+    let (after, _) = edge_feed(&s, as_edge, "?since=0").await;
+    assert_eq!(after.json["revoked"][0]["jti"], jti.as_str());
+    assert_eq!(after.json["keys_version"], rotated.json["keys_version"]);
+}
+
 #[tokio::test]
 async fn metadata_health_and_metrics() {
     let f = fixture();
@@ -259,6 +341,7 @@ async fn routes_without_sockets() {
         },
         trusted_proxies: Vec::new(),
         public_url: "https://issuer.example".into(),
+        tls: false,
     };
     let app = Arc::new(
         App::new(

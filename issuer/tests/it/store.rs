@@ -50,6 +50,7 @@ fn client(active: bool) -> ClientRecord {
         grants: vec![GrantKind::Password],
         impersonate: false,
         impersonate_claim_types: vec![],
+        edge: false,
         created_at: 0,
     }
 }

@@ -44,6 +44,7 @@ fn store_with_user(dir: &Path) -> RedbFile {
         grants: vec![GrantKind::Password],
         impersonate: false,
         impersonate_claim_types: vec![],
+        edge: false,
         created_at: 0,
     };
     assert!(s.add_client("app", &client).unwrap());

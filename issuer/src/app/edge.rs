@@ -1,0 +1,154 @@
+//! The edge feed, `GET /apiv2/oauth/edge`: what an edge (the Envoy filter) needs to verify tokens
+//! and refuse revoked ones, for a client allowed to read it (`issuer client add NAME --edge`).
+//!
+//! - `since=N` asks for the revocations numbered after N (none: all in force, a full snapshot);
+//!   the answer's `cursor` is the number to send next time.
+//! - `keys=V` names the key ring version the edge holds: the keys are sent only if the ring
+//!   changed. A poll with nothing new is a few dozen bytes.
+//! - Served only over TLS (the issuer's own) or to a loopback peer (an Envoy on the same host):
+//!   the answer holds verification keys.
+//!
+//! The state is the store's, so it survives restarts and is the same from every issuer on one
+//! PostgreSQL database.
+
+use super::{now, App};
+use crate::http::{json_response, ApiError, Call, Timer};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use shared::KeyRing;
+use warp::http::StatusCode;
+use warp::reply::Response;
+
+/// What an edge asks for.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct EdgeQuery {
+    /// The last revocation number it has.
+    pub since: Option<u64>,
+    /// The key ring version it has.
+    pub keys: Option<String>,
+}
+
+impl EdgeQuery {
+    /// Parses `since=N&keys=V`; anything else, or a malformed or repeated value, is refused.
+    pub fn parse(raw: &str) -> Result<Self, ApiError> {
+        let mut q = Self::default();
+        for (name, value) in form_urlencoded::parse(raw.as_bytes()) {
+            match name.as_ref() {
+                "since" if q.since.is_none() => {
+                    q.since = Some(value.parse().map_err(|_| {
+                        ApiError::invalid_request("since must be a revocation number")
+                    })?);
+                }
+                "keys" if q.keys.is_none() && value.len() <= 64 => q.keys = Some(value.into()),
+                _ => {
+                    return Err(ApiError::invalid_request(
+                        "the edge feed takes since=N and keys=VERSION, each at most once",
+                    ))
+                }
+            }
+        }
+        Ok(q)
+    }
+}
+
+/// A version of the key ring: it changes whenever a key is added, retired or starts signing,
+/// and tells nothing about the keys (a digest).
+fn keys_version(ring: &KeyRing) -> String {
+    let mut h = Sha256::new();
+    h.update(b"mms/edge-keys/v1");
+    for k in ring.keys() {
+        h.update(k.id().to_be_bytes());
+        h.update(k.secret());
+    }
+    h.update(ring.signing_key().map_or(0, |k| k.id()).to_be_bytes());
+    hex::encode(&h.finalize()[..8])
+}
+
+impl App {
+    /// `GET /apiv2/oauth/edge`.
+    pub async fn edge_endpoint(&self, call: Call, query: &str) -> Response {
+        let timer = Timer::start();
+        let result = self.edge(&call, query).await;
+        let outcome = result.as_ref().map_or_else(|e| e.code(), |_| "ok");
+        self.metrics
+            .request("edge", "none", outcome, timer.seconds());
+        result.unwrap_or_else(ApiError::into_response)
+    }
+
+    async fn edge(&self, call: &Call, query: &str) -> Result<Response, ApiError> {
+        let (client_id, client) = self.authenticate(call).await?;
+        if !client.edge {
+            tracing::info!(
+                client = client_id.as_str(),
+                "edge feed refused: not an edge client"
+            );
+            return Err(ApiError::forbidden(
+                "this client may not read the edge feed",
+            ));
+        }
+        let loopback = call
+            .peer
+            .is_some_and(|p| p.ip().to_canonical().is_loopback());
+        if !self.settings.tls && !loopback {
+            return Err(ApiError::forbidden(
+                "the edge feed is served only over TLS or to a loopback address",
+            ));
+        }
+        let q = EdgeQuery::parse(query)?;
+        let since = q.since.unwrap_or(0);
+        let revoked = self
+            .store
+            .revocations(since, now())
+            .await
+            .map_err(|e| ApiError::store(&e))?;
+        let cursor = revoked.last().map_or(since, |e| e.seq);
+        let ring = self.ring();
+        let version = keys_version(&ring);
+        let mut out = json!({
+            "cursor": cursor,
+            "keys_version": version,
+            "revoked": revoked
+                .iter()
+                .map(|e| {
+                    let mut v = serde_json::to_value(&e.what).unwrap_or_default();
+                    v["seq"] = json!(e.seq);
+                    v["at"] = json!(e.at);
+                    v["until"] = json!(e.until);
+                    v
+                })
+                .collect::<Vec<_>>(),
+        });
+        if q.keys.as_deref() != Some(version.as_str()) {
+            out["keys"] = ring
+                .keys()
+                .iter()
+                .map(|k| json!({"kid": k.id(), "secret": URL_SAFE_NO_PAD.encode(k.secret())}))
+                .collect();
+            out["max_token_lifetime_seconds"] = json!(self.settings.access_ttl);
+        }
+        Ok(json_response(StatusCode::OK, &out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries() {
+        assert_eq!(EdgeQuery::parse("").unwrap(), EdgeQuery::default());
+        assert_eq!(
+            EdgeQuery::parse("since=12&keys=ab").unwrap(),
+            EdgeQuery {
+                since: Some(12),
+                keys: Some("ab".into())
+            }
+        );
+        for bad in ["since=x", "since=1&since=2", "other=1", "since=-1"] {
+            assert!(EdgeQuery::parse(bad).is_err(), "{bad}");
+        }
+        assert!(EdgeQuery::parse(&format!("keys={}", "a".repeat(65))).is_err());
+    }
+}
