@@ -293,6 +293,7 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
                 roles: roles.clone(),
                 claims: claims.clone(),
                 created_at: now,
+        password_changed_at: None,
             };
             if !store.add_user(name, &rec).await? {
                 return refused(format!("a user named {name:?} exists"));
@@ -320,7 +321,7 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
             password_hash,
         } => {
             found(
-                store.update_user(name, &UserChange::SetPasswordHash(password_hash.clone())).await?,
+                store.update_user(name, &UserChange::SetPassword { hash: password_hash.clone(), at: now }).await?,
                 "user",
                 name,
             )?;

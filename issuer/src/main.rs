@@ -162,9 +162,10 @@ enum ClientCmd {
     /// Register a client (inactive until activated); prints its generated secret.
     Add {
         id: String,
-        /// Comma-separated grants: password, client_credentials.
-        #[arg(long, value_delimiter = ',', default_value = "client_credentials")]
-        grants: Vec<String>,
+        /// Comma-separated grants: password, client_credentials [default: client_credentials,
+        /// or none with --edge].
+        #[arg(long, value_delimiter = ',')]
+        grants: Option<Vec<String>>,
         /// Allow impersonation with client_credentials.
         #[arg(long)]
         impersonate: bool,
@@ -176,7 +177,7 @@ enum ClientCmd {
         #[arg(long)]
         secret_stdin: bool,
         /// May read the edge feed (`GET /apiv2/oauth/edge`: verification keys and revocations),
-        /// as an Envoy filter does. Give it `--grants ''` if it needs no tokens.
+        /// as an Envoy filter does. Such a client gets no grant unless `--grants` names some.
         #[arg(long)]
         edge: bool,
     },
@@ -505,6 +506,13 @@ fn client(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
             {
                 bail!("a client id is 1 to 255 characters, without control characters or ':'");
             }
+            let grants = grants.unwrap_or_else(|| {
+                if edge {
+                    Vec::new()
+                } else {
+                    vec!["client_credentials".into()]
+                }
+            });
             let grants = grants
                 .iter()
                 .filter(|g| !g.trim().is_empty())

@@ -41,7 +41,12 @@ impl EdgeQuery {
                         ApiError::invalid_request("since must be a revocation number")
                     })?);
                 }
-                "keys" if q.keys.is_none() && value.len() <= 64 => q.keys = Some(value.into()),
+                "keys" if q.keys.is_none() => {
+                    if value.len() > 64 {
+                        return Err(ApiError::invalid_request("keys is a version of the ring"));
+                    }
+                    q.keys = Some(value.into());
+                }
                 _ => {
                     return Err(ApiError::invalid_request(
                         "the edge feed takes since=N and keys=VERSION, each at most once",
@@ -78,6 +83,15 @@ impl App {
     }
 
     async fn edge(&self, call: &Call, query: &str) -> Result<Response, ApiError> {
+        // The transport first: over plain HTTP from afar, not even whether a credential is good.
+        let loopback = call
+            .peer
+            .is_some_and(|p| p.ip().to_canonical().is_loopback());
+        if !self.settings.tls && !loopback {
+            return Err(ApiError::forbidden(
+                "the edge feed is served only over TLS or to a loopback address",
+            ));
+        }
         let (client_id, client) = self.authenticate(call).await?;
         if !client.edge {
             tracing::info!(
@@ -88,21 +102,17 @@ impl App {
                 "this client may not read the edge feed",
             ));
         }
-        let loopback = call
-            .peer
-            .is_some_and(|p| p.ip().to_canonical().is_loopback());
-        if !self.settings.tls && !loopback {
-            return Err(ApiError::forbidden(
-                "the edge feed is served only over TLS or to a loopback address",
-            ));
-        }
         let q = EdgeQuery::parse(query)?;
-        let since = q.since.unwrap_or(0);
-        let revoked = self
-            .store
-            .revocations(since, now())
-            .await
-            .map_err(|e| ApiError::store(&e))?;
+        let mut since = q.since.unwrap_or(0);
+        let read = |since| self.store.revocations(since, now());
+        let mut page = read(since).await.map_err(|e| ApiError::store(&e))?;
+        if page.latest < since {
+            // The edge holds numbers this store never gave out (it was restored from a backup):
+            // a full snapshot, and a cursor the store's numbers will pass.
+            since = 0;
+            page = read(0).await.map_err(|e| ApiError::store(&e))?;
+        }
+        let revoked = page.entries;
         let cursor = revoked.last().map_or(since, |e| e.seq);
         let ring = self.ring();
         let version = keys_version(&ring);

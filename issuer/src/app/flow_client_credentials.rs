@@ -15,6 +15,7 @@ impl App {
         client_id: String,
         client: &ClientRecord,
         impersonation: Option<Impersonation>,
+        issued_at: u64,
     ) -> Result<Response, ApiError> {
         if !client.grants.contains(&GrantKind::ClientCredentials) {
             return Err(ApiError::unauthorized_client(
@@ -55,7 +56,7 @@ impl App {
                 identity
             }
         };
-        let access = self.mint(&client_id, identity)?;
+        let access = self.mint(&client_id, identity, issued_at)?;
         Ok(self.token_response(access, None))
     }
 }

@@ -17,6 +17,7 @@ impl App {
         client: &ClientRecord,
         username: String,
         password: Zeroizing<String>,
+        issued_at: u64,
     ) -> Result<Response, ApiError> {
         if !client.grants.contains(&GrantKind::Password) {
             return Err(ApiError::unauthorized_client(
@@ -74,7 +75,7 @@ impl App {
             roles: user.roles.clone(),
             claims: user.token_claims(),
         };
-        let access = self.mint(&client_id, identity)?;
+        let access = self.mint(&client_id, identity, issued_at)?;
         let op = RefreshOp::Issue {
             client: client_id,
             user: username,

@@ -15,6 +15,7 @@ impl App {
         client_id: String,
         client: &ClientRecord,
         refresh_token: Zeroizing<String>,
+        issued_at: u64,
     ) -> Result<Response, ApiError> {
         if !client.grants.contains(&GrantKind::Password) {
             return Err(ApiError::unauthorized_client(
@@ -55,7 +56,7 @@ impl App {
             roles: rotation.user.roles.clone(),
             claims: rotation.user.token_claims(),
         };
-        let access = self.mint(&client_id, identity)?;
+        let access = self.mint(&client_id, identity, issued_at)?;
         Ok(self.token_response(access, Some(rotation.successor)))
     }
 }

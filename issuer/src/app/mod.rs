@@ -79,7 +79,7 @@ impl App {
     ) -> Result<Self, StoreError> {
         let ring = store.key_ring(now()).await?;
         let mut revoked = RevocationSet::default();
-        revoked.apply(&store.revocations(0, now()).await?, now());
+        revoked.apply(&store.revocations(0, now()).await?.entries, now());
         Ok(Self {
             store,
             keys: RwLock::new(Arc::new(ring)),
@@ -157,12 +157,14 @@ impl App {
         }
     }
 
-    fn mint(&self, client: &str, identity: Identity) -> Result<String, ApiError> {
+    /// Mints an access token issued at `iat`: the moment the request arrived, before its client
+    /// and user were checked, so that a revocation recorded while the request was under way covers
+    /// the token (`iat` at or before the revocation).
+    fn mint(&self, client: &str, identity: Identity, iat: u64) -> Result<String, ApiError> {
         let ring = self.ring();
         let key = ring
             .signing_key()
             .ok_or_else(|| ApiError::internal(&"no signing key"))?;
-        let iat = now();
         let body = TokenBody {
             kid: key.id(),
             jti: crate::secrets::random16(),
@@ -215,6 +217,7 @@ impl App {
         call: &Call,
         grant_label: &mut &'static str,
     ) -> Result<Response, ApiError> {
+        let issued_at = now();
         let (client_id, client) = self.authenticate(call).await?;
         call.require_form()?;
         let req = parse_token_request(&call.body)?;
@@ -226,14 +229,15 @@ impl App {
         }
         match req.grant {
             Grant::Password { username, password } => {
-                self.password_grant(call, client_id, &client, username, password)
+                self.password_grant(call, client_id, &client, username, password, issued_at)
                     .await
             }
             Grant::RefreshToken { refresh_token } => {
-                self.refresh_grant(client_id, &client, refresh_token).await
+                self.refresh_grant(client_id, &client, refresh_token, issued_at)
+                    .await
             }
             Grant::ClientCredentials { impersonation } => {
-                self.client_credentials_grant(client_id, &client, impersonation)
+                self.client_credentials_grant(client_id, &client, impersonation, issued_at)
             }
         }
     }

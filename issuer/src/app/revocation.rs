@@ -1,7 +1,7 @@
 //! Revocation (RFC 7009) and introspection (RFC 7662). Access tokens are verified offline, so a
 //! revoked one is refused through the revocations the store records
-//! ([`crate::store::revocation`]): the token itself, or every token of a user or client issued
-//! before a change that took their tokens away. Each issuer reads them every second.
+//! ([`crate::store::revocation`]): the token itself, or every token of a user or client issued at
+//! or before a change that took their tokens away. Each issuer reads them every second.
 
 use super::{now, App};
 use crate::http::{json_response, ApiError, Call, Timer};
@@ -24,12 +24,19 @@ impl App {
     /// catches up.
     pub async fn reload_revocations(&self) {
         let since = self.revoked().cursor();
-        match self.store.revocations(since, now()).await {
-            Ok(entries) => self
-                .revoked
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .apply(&entries, now()),
+        let page = match self.store.revocations(since, now()).await {
+            // Numbers below what was read before: a store restored from a backup. Start over.
+            Ok(page) if page.latest < since => self.store.revocations(0, now()).await,
+            other => other,
+        };
+        match page {
+            Ok(page) => {
+                let mut set = self.revoked.write().unwrap_or_else(PoisonError::into_inner);
+                if page.latest < set.cursor() {
+                    *set = RevocationSet::default();
+                }
+                set.apply(&page.entries, now());
+            }
             Err(e) => tracing::error!(error = e.to_string(), "reading revocations failed"),
         }
     }
@@ -64,6 +71,10 @@ impl App {
                 return Err(ApiError::unauthorized_client(
                     "the token was not issued to this client",
                 ));
+            }
+            // Already revoked: nothing to record (a repeated request adds no entry).
+            if self.revoked().has_token(&b.jti_hex()) {
+                return Ok(json_response(StatusCode::OK, &json!({})));
             }
             let what = Revoked::Token { jti: b.jti_hex() };
             self.store

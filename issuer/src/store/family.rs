@@ -127,13 +127,21 @@ impl Family {
     }
 }
 
-/// The user to mint for, if the client is active and the user exists and is enabled.
+/// The user to mint for, if the client is active and the user exists, is enabled, and has not
+/// changed the password since the family (started at `created_at`) began.
 pub fn admit(
     client_active: bool,
     user: Option<UserRecord>,
+    created_at: u64,
 ) -> Result<UserRecord, RefreshRejection> {
     match user {
-        Some(u) if client_active && !u.disabled => Ok(u),
+        Some(u)
+            if client_active
+                && !u.disabled
+                && u.password_changed_at.is_none_or(|at| at < created_at) =>
+        {
+            Ok(u)
+        }
         _ => Err(RefreshRejection::Inactive),
     }
 }
@@ -233,19 +241,33 @@ mod tests {
             roles: vec![],
             claims: vec![],
             created_at: 0,
+            password_changed_at: None,
         };
-        assert!(admit(true, Some(user.clone())).is_ok());
+        assert!(admit(true, Some(user.clone()), 10).is_ok());
         assert_eq!(
-            admit(false, Some(user.clone())).err(),
+            admit(false, Some(user.clone()), 10).err(),
             Some(RefreshRejection::Inactive)
         );
-        assert_eq!(admit(true, None).err(), Some(RefreshRejection::Inactive));
+        assert_eq!(
+            admit(true, None, 10).err(),
+            Some(RefreshRejection::Inactive)
+        );
+        // A new password ends the families started at or before it.
+        let changed = |at| UserRecord {
+            password_changed_at: Some(at),
+            ..user.clone()
+        };
+        assert!(admit(true, Some(changed(9)), 10).is_ok());
+        assert_eq!(
+            admit(true, Some(changed(10)), 10).err(),
+            Some(RefreshRejection::Inactive)
+        );
         let disabled = UserRecord {
             disabled: true,
             ..user
         };
         assert_eq!(
-            admit(true, Some(disabled)).err(),
+            admit(true, Some(disabled), 10).err(),
             Some(RefreshRejection::Inactive)
         );
     }

@@ -34,8 +34,9 @@ pub enum StoreError {
     #[error("database: {0}")]
     Redb(::redb::Error),
     /// The embedded database could not write to its disk (full, or failing). Nothing of the
-    /// failed transaction was committed; the store reopens the database before its next
-    /// operation, and a client gets 503 until that works.
+    /// failed transaction was acknowledged (a commit that reported failure may still have reached
+    /// the disk; the store then reads its state back); the store reopens the database before its
+    /// next operation, and a client gets 503 until that works.
     #[error("the data dir's disk refused a write: {0}")]
     Disk(String),
     /// A file of the data dir could not be read or written.
@@ -100,15 +101,21 @@ impl ClientChange {
 pub enum UserChange {
     /// Disable (`true`) or enable (`false`) the user.
     SetDisabled(bool),
-    /// A new Argon2id hash (PHC string).
-    SetPasswordHash(String),
+    /// A new Argon2id hash (PHC string), set at `at`: refresh token families started before
+    /// stop working, as do access tokens issued before (a revocation).
+    SetPassword {
+        /// The PHC string.
+        hash: String,
+        /// When (seconds since the epoch).
+        at: u64,
+    },
 }
 
 impl UserChange {
     /// What the change revokes: the tokens of a user disabled or given a new password.
     pub fn revokes(&self, name: &str) -> Option<revocation::Revoked> {
         match self {
-            Self::SetDisabled(true) | Self::SetPasswordHash(_) => {
+            Self::SetDisabled(true) | Self::SetPassword { .. } => {
                 Some(revocation::Revoked::User { name: name.into() })
             }
             Self::SetDisabled(false) => None,
@@ -119,7 +126,10 @@ impl UserChange {
     pub fn apply(&self, rec: &mut UserRecord) {
         match self {
             Self::SetDisabled(disabled) => rec.disabled = *disabled,
-            Self::SetPasswordHash(hash) => rec.password_hash.clone_from(hash),
+            Self::SetPassword { hash, at } => {
+                rec.password_hash.clone_from(hash);
+                rec.password_changed_at = Some(*at);
+            }
         }
     }
 }
@@ -183,12 +193,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         now: u64,
         until: Option<u64>,
     ) -> Result<u64, StoreError>;
-    /// Revocations numbered after `since` and still in force at `now`, in order.
+    /// Revocations numbered after `since` and still in force at `now`, in order, with the highest
+    /// number given out. A record that does not decode is logged and left out.
     async fn revocations(
         &self,
         since: u64,
         now: u64,
-    ) -> Result<Vec<revocation::Revocation>, StoreError>;
+    ) -> Result<revocation::RevocationPage, StoreError>;
 
     /// Deletes refresh state past its lifetime, revocations no longer in force and retired keys;
     /// returns how many records went.
@@ -256,6 +267,10 @@ pub struct UserRecord {
     pub claims: Vec<(String, String)>,
     /// Seconds since the epoch.
     pub created_at: u64,
+    /// When the password was last changed (`issuer user passwd`): refresh token families started
+    /// at or before stop working.
+    #[serde(default)]
+    pub password_changed_at: Option<u64>,
 }
 
 impl UserRecord {

@@ -3,7 +3,8 @@
 //!
 //! Access tokens are verified offline, so a revocation is a durable entry in force until every
 //! token it covers would have expired anyway: one token until its `exp`, a user's or a client's
-//! tokens until the access token lifetime after the moment of revocation. Entries are numbered in
+//! tokens until the access token lifetime after the moment of revocation, each plus the keys'
+//! 300 s margin for clocks (`KEY_RETIRE_MARGIN`). Entries are numbered in
 //! the order they were recorded, never reusing a number, so a reader that has seen entries up to
 //! N asks for those after N.
 
@@ -31,6 +32,20 @@ pub enum Revoked {
         /// The client id.
         id: String,
     },
+}
+
+/// How long after a client's revocation tokens it is issued still count as covered: an issuer
+/// may keep a deactivated client in its client cache for up to a second
+/// (`app::client_cache::CLIENT_TTL`) and mint for it meanwhile.
+pub const CLIENT_GRACE: u64 = 1;
+
+/// Revocations after a cursor, and the highest number given out so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RevocationPage {
+    /// The revocations, in order.
+    pub entries: Vec<Revocation>,
+    /// The highest revocation number given out (in force or not).
+    pub latest: u64,
 }
 
 /// A recorded revocation.
@@ -88,13 +103,21 @@ impl RevocationSet {
         self.clients.retain(|_, (_, until)| *until > now);
     }
 
-    /// True if a revocation in force covers the token.
+    /// True if a revocation in force covers the token: its id, or its user's or client's
+    /// revocation at or after its `iat` (for a client, [`CLIENT_GRACE`] later still).
     pub fn covers(&self, body: &TokenBody) -> bool {
-        let before = |slot: Option<&(u64, u64)>| slot.is_some_and(|(at, _)| body.iat <= *at);
-        self.tokens.contains_key(&body.jti_hex())
-            || before(self.clients.get(&body.client))
+        let before = |slot: Option<&(u64, u64)>, grace: u64| {
+            slot.is_some_and(|(at, _)| body.iat <= at.saturating_add(grace))
+        };
+        self.has_token(&body.jti_hex())
+            || before(self.clients.get(&body.client), CLIENT_GRACE)
             || (body.identity.kind == SubjectKind::User
-                && before(self.users.get(&body.identity.subject)))
+                && before(self.users.get(&body.identity.subject), 0))
+    }
+
+    /// True if the token with this id (hex) is revoked by a revocation of its own.
+    pub fn has_token(&self, jti: &str) -> bool {
+        self.tokens.contains_key(jti)
     }
 
     /// How many revocations are in force.
@@ -163,6 +186,11 @@ mod tests {
             1_011,
         );
         assert!(set.covers(&body(SubjectKind::Client, "", "app", 1_005)));
+        assert!(
+            set.covers(&body(SubjectKind::Client, "", "app", 1_011)),
+            "minted through a client cache a second old"
+        );
+        assert!(!set.covers(&body(SubjectKind::Client, "", "app", 1_012)));
         set.apply(
             &[entry(
                 3,

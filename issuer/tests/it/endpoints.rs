@@ -165,7 +165,7 @@ async fn edge_feed(s: &Server, auth: Option<(&str, &str)>, query: &str) -> (Answ
 #[tokio::test]
 async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
     let f = fixture();
-    let edge = add_client(&f.dir, "edge", &["--grants", "", "--edge"]);
+    let edge = add_client(&f.dir, "edge", &["--edge"]);
     let mut s = Server::start(&f.dir, &[]);
     let as_edge = Some(("edge", edge.as_str()));
     assert_error(&edge_feed(&s, None, "").await.0, 401, "invalid_client");
@@ -200,6 +200,11 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
         .unwrap()
         .to_owned();
     let revoke = format!("{}/apiv2/oauth/revoke", s.url);
+    assert_eq!(
+        post(&revoke, f.app(), &[("token", &access)]).await.status,
+        200
+    );
+    // A repeated revocation records nothing more.
     assert_eq!(
         post(&revoke, f.app(), &[("token", &access)]).await.status,
         200
@@ -394,6 +399,17 @@ async fn routes_without_sockets() {
     );
     let r = warp::test::request().path("/nope").reply(&routes).await;
     assert_eq!(r.status(), 404);
+    // The edge feed holds keys: over plain HTTP it answers loopback peers only, before it even
+    // looks at the credential.
+    for (peer, status) in [("10.0.0.7:5000", 403), ("127.0.0.1:5000", 401)] {
+        let r = warp::test::request()
+            .method("GET")
+            .path("/apiv2/oauth/edge")
+            .remote_addr(peer.parse().unwrap())
+            .reply(&routes)
+            .await;
+        assert_eq!(r.status(), status, "from {peer}");
+    }
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 use issuer::store::kek::Kek;
 use issuer::store::postgres::PgStore;
 use issuer::store::redb::RedbStore;
-use issuer::store::revocation::{Revocation, Revoked};
+use issuer::store::revocation::{RevocationPage, Revoked};
 use issuer::store::{
     ClientChange, ClientRecord, GrantKind, KeyState, RefreshOp, RefreshOutcome, RefreshPolicy,
     RefreshRejection, Rotation, Store, UserChange, UserRecord, KEY_RETIRE_MARGIN,
@@ -62,6 +62,7 @@ fn user() -> UserRecord {
         roles: vec!["r".into()],
         claims: vec![],
         created_at: 0,
+        password_changed_at: None,
     }
 }
 
@@ -122,7 +123,10 @@ async fn clients_and_users(b: Backend) {
     assert_eq!(s.clients().await.unwrap().len(), 1);
     assert!(s.add_user("zoë", &user()).await.unwrap());
     assert!(!s.add_user("zoë", &user()).await.unwrap());
-    let change = UserChange::SetPasswordHash("new".into());
+    let change = UserChange::SetPassword {
+        hash: "new".into(),
+        at: 1_000,
+    };
     assert!(s.update_user("zoë", &change).await.unwrap());
     assert!(s
         .update_user("zoë", &UserChange::SetDisabled(true))
@@ -352,7 +356,7 @@ async fn revocations_are_numbered_kept_and_swept(b: Backend) {
     let client = Revoked::Client { id: "x".into() };
     let second = s.revoke(client, 1_000, Some(1_500)).await.unwrap();
     assert!(second > first);
-    let seqs = |v: Vec<Revocation>| v.iter().map(|e| e.seq).collect::<Vec<_>>();
+    let seqs = |p: RevocationPage| p.entries.iter().map(|e| e.seq).collect::<Vec<_>>();
     assert_eq!(
         seqs(s.revocations(0, 1_001).await.unwrap()),
         [first, second]
@@ -363,7 +367,9 @@ async fn revocations_are_numbered_kept_and_swept(b: Backend) {
         [first],
         "out of force once what it covers has expired"
     );
-    let entry = &s.revocations(0, 1_001).await.unwrap()[0];
+    let page = s.revocations(0, 1_001).await.unwrap();
+    assert_eq!(page.latest, second);
+    let entry = &page.entries[0];
     assert_eq!((&entry.what, entry.at, entry.until), (&token, 1_000, 2_000));
 
     // Changes that take tokens away record their revocation; the others do not.
@@ -376,7 +382,10 @@ async fn revocations_are_numbered_kept_and_swept(b: Backend) {
         .update_user("alice", &UserChange::SetDisabled(false))
         .await
         .unwrap());
-    let new_password = UserChange::SetPasswordHash("x".into());
+    let new_password = UserChange::SetPassword {
+        hash: "x".into(),
+        at: t,
+    };
     assert!(s.update_user("alice", &new_password).await.unwrap());
     assert!(s
         .update_client("app", ClientChange::SetActive(true))
@@ -389,7 +398,7 @@ async fn revocations_are_numbered_kept_and_swept(b: Backend) {
     assert!(s.remove_client("app").await.unwrap());
     assert!(s.remove_user("alice").await.unwrap());
     assert!(!s.remove_user("alice").await.unwrap());
-    let recorded = s.revocations(second, t).await.unwrap();
+    let recorded = s.revocations(second, t).await.unwrap().entries;
     let alice = Revoked::User {
         name: "alice".into(),
     };
@@ -409,9 +418,29 @@ async fn revocations_are_numbered_kept_and_swept(b: Backend) {
     let last = recorded.last().unwrap().seq;
     let later = t + ttl + KEY_RETIRE_MARGIN + 10;
     assert!(s.sweep(later).await.unwrap() >= 7);
-    assert!(s.revocations(0, 0).await.unwrap().is_empty());
+    let swept = s.revocations(0, 0).await.unwrap();
+    assert!(swept.entries.is_empty());
+    assert_eq!(swept.latest, last, "the highest number given out stays");
     let next = s.revoke(token, later, None).await.unwrap();
     assert!(next > last, "{next} after {last}");
+}
+
+async fn a_new_password_ends_older_families(b: Backend) {
+    let s = with_user(&b).await;
+    let before = issue(s.as_ref(), 1_000).await;
+    let change = UserChange::SetPassword {
+        hash: "new".into(),
+        at: 1_000,
+    };
+    assert!(s.update_user("alice", &change).await.unwrap());
+    // Started in the second of the change: ended too (both stores, both rotation paths).
+    assert_eq!(
+        rotate(s.as_ref(), &before, "app", 1_010).await.err(),
+        Some(RefreshRejection::Inactive)
+    );
+    let after = issue(s.as_ref(), 1_001).await;
+    let next = rotate(s.as_ref(), &after, "app", 1_010).await.unwrap();
+    assert_eq!(next.user.password_changed_at, Some(1_000));
 }
 
 /// One test per backend and behaviour.
@@ -440,6 +469,7 @@ conformance!(
     refresh_lifetimes_revocation_and_inactive,
     concurrent_rotations_never_fork,
     revocations_are_numbered_kept_and_swept,
+    a_new_password_ends_older_families,
 );
 
 /// PostgreSQL only: the secrets are sealed, so the database alone mints nothing, and the wrong

@@ -19,7 +19,7 @@ mod tls;
 
 use super::kek::{Kek, KekError};
 use super::keys::KeyRecord;
-use super::revocation::{Revocation, Revoked};
+use super::revocation::{RevocationPage, Revoked};
 use super::{
     ClientChange, ClientRecord, KeyInfo, KeyState, RefreshInfo, RefreshOp, RefreshOutcome,
     RefreshPolicy, Store, StoreError, UserChange, UserRecord, DEFAULT_ACCESS_TTL,
@@ -578,7 +578,7 @@ impl Store for PgStore {
         revocations::revoke(self, what, now, until).await
     }
 
-    async fn revocations(&self, since: u64, now: u64) -> Result<Vec<Revocation>, StoreError> {
+    async fn revocations(&self, since: u64, now: u64) -> Result<RevocationPage, StoreError> {
         revocations::revocations(self, since, now).await
     }
 

@@ -57,7 +57,9 @@ const ROTATE_CURRENT: &str = "UPDATE refresh_family_records f \
        AND EXISTS (SELECT 1 FROM clients c WHERE c.id = $5 \
                    AND c.record::jsonb -> 'active' = 'true'::jsonb) \
        AND EXISTS (SELECT 1 FROM users u WHERE u.name = f.username \
-                   AND u.record::jsonb -> 'disabled' = 'false'::jsonb) \
+                   AND u.record::jsonb -> 'disabled' = 'false'::jsonb \
+                   AND COALESCE((u.record::jsonb ->> 'password_changed_at')::bigint, -1) \
+                       < f.created_at) \
      RETURNING f.username, (SELECT record FROM users u WHERE u.name = f.username)";
 const ADVANCE: &str = "UPDATE refresh_family_records \
                        SET generation = $2, rotated_at = $3, expires_at = $4 WHERE id = $1";
@@ -201,7 +203,7 @@ async fn rotate(
                 .get::<_, Option<&str>>(9)
                 .map(|r| super::from_json::<UserRecord>(r, "users"))
                 .transpose()?;
-            let user = match admit(client_active, user) {
+            let user = match admit(client_active, user, fam.created_at) {
                 Ok(user) => user,
                 Err(why) => break 'outcome Err(why),
             };

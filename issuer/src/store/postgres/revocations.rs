@@ -4,7 +4,7 @@
 //! not a hot spot.
 
 use super::{int, serializable, uint, PgStore};
-use crate::store::revocation::{Revocation, Revoked};
+use crate::store::revocation::{Revocation, RevocationPage, Revoked};
 use crate::store::{StoreError, DEFAULT_ACCESS_TTL, KEY_RETIRE_MARGIN};
 
 /// Records `what` as revoked at `now` inside `tx` (see [`crate::store::Store::revoke`]).
@@ -52,22 +52,40 @@ pub(super) async fn revoke(
     })
 }
 
-/// Revocations numbered after `since` and in force at `now`, in order.
+/// Revocations numbered after `since` and in force at `now`, in order, with the highest number
+/// given out (one transaction, so the two agree).
 pub(super) async fn revocations(
     store: &PgStore,
     since: u64,
     now: u64,
-) -> Result<Vec<Revocation>, StoreError> {
-    let conn = store.connection().await?;
-    let rows = conn
-        .query(
-            "SELECT entry FROM revocations WHERE seq > $1 AND until > $2 ORDER BY seq",
-            &[&int(since), &int(now)],
-        )
-        .await?;
-    rows.iter()
-        .map(|r| super::from_json(r.get(0), "revocations"))
-        .collect()
+) -> Result<RevocationPage, StoreError> {
+    let (rows, latest) = serializable!(store, |tx| {
+        let latest = tx
+            .query_opt(
+                "SELECT value FROM settings WHERE name = 'revocation_seq'",
+                &[],
+            )
+            .await?
+            .map_or(0, |r| uint(r.get(0)));
+        let rows = tx
+            .query(
+                "SELECT seq, entry FROM revocations WHERE seq > $1 AND until > $2 ORDER BY seq",
+                &[&int(since), &int(now)],
+            )
+            .await?;
+        (rows, latest)
+    })?;
+    let entries = rows
+        .iter()
+        .filter_map(|r| {
+            let decoded = serde_json::from_str::<Revocation>(r.get(1)).ok();
+            if decoded.is_none() {
+                tracing::error!(seq = r.get::<_, i64>(0), "a revocation does not decode");
+            }
+            decoded
+        })
+        .collect();
+    Ok(RevocationPage { entries, latest })
 }
 
 /// Deletes revocations no longer in force.

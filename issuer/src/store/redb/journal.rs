@@ -9,8 +9,9 @@
 //! sorted by id, in one transaction that also empties the journal. On opening, and after the
 //! database was reopened following a failed write, the journal is read back into the overlay, so
 //! a crash between merges loses nothing that was committed. Sequence numbers are taken before a
-//! commit and never given out again, even when the commit reports a failure (it may still have
-//! reached the disk): the journal's order is always the order of the changes.
+//! commit, so a batch whose commit reported failure (it may still have reached the disk) and the
+//! batches after it never share one: the journal's order is always the order of the changes.
+//! (After the journal is emptied by a merge, numbering may start over.)
 //!
 //! The cost of a rotation thus no longer depends on how many families the store holds: the
 //! commit a client waits for appends a few hundred bytes, and the merge writes each family's leaf

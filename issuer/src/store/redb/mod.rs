@@ -18,7 +18,7 @@ pub mod sweep;
 pub mod writer;
 
 use super::keys::KeyRecord;
-use super::revocation::{Revocation, Revoked};
+use super::revocation::{RevocationPage, Revoked};
 use super::{
     ClientChange, ClientRecord, KeyInfo, KeyState, RefreshInfo, RefreshOp, RefreshOutcome,
     RefreshPolicy, Store, StoreError, UserChange, UserRecord, DEFAULT_ACCESS_TTL,
@@ -483,9 +483,15 @@ impl Store for RedbStore {
         self.watch(self.file.refresh_info(token, now))
     }
     async fn revoke(&self, what: Revoked, now: u64, until: Option<u64>) -> Result<u64, StoreError> {
-        self.watch(self.file.revoke(what, now, until))
+        // A synchronous write with fsync, which also waits for the refresh writer's transaction:
+        // off the runtime's threads.
+        let file = self.file.clone();
+        let recorded = tokio::task::spawn_blocking(move || file.revoke(what, now, until))
+            .await
+            .map_err(|_| StoreError::Stopped("revocation task"))?;
+        self.watch(recorded)
     }
-    async fn revocations(&self, since: u64, now: u64) -> Result<Vec<Revocation>, StoreError> {
+    async fn revocations(&self, since: u64, now: u64) -> Result<RevocationPage, StoreError> {
         self.watch(self.file.revocations(since, now))
     }
     async fn sweep(&self, now: u64) -> Result<u64, StoreError> {

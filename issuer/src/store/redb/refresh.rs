@@ -90,7 +90,7 @@ impl RedbFile {
                 .get(fam.user.as_str())?
                 .map(|v| dec::<UserRecord>(v.value(), "users"))
                 .transpose()?;
-        let user = match admit(client_active, user) {
+        let user = match admit(client_active, user, fam.created_at) {
             Ok(user) => user,
             Err(why) => return refuse(why),
         };
@@ -204,8 +204,9 @@ impl RedbFile {
         Ok(outcomes)
     }
 
-    /// Applies one operation in a transaction of its own (admin commands and tests).
-    pub fn apply_refresh_op(
+    /// Applies one operation in a transaction of its own.
+    #[cfg(test)]
+    pub(super) fn apply_refresh_op(
         &self,
         op: RefreshOp,
         now: u64,

@@ -1,8 +1,8 @@
 //! Revocations in the redb file: numbered entries (`revocations`), the last number given out in
 //! the settings (`revocation_seq`, never lowered, so a number is never reused after a sweep).
 
-use super::{dec, enc, RedbFile, REVOCATIONS, SETTINGS};
-use crate::store::revocation::{Revocation, Revoked};
+use super::{enc, RedbFile, REVOCATIONS, SETTINGS};
+use crate::store::revocation::{Revocation, RevocationPage, Revoked};
 use crate::store::{StoreError, DEFAULT_ACCESS_TTL, KEY_RETIRE_MARGIN};
 use redb::{ReadableTable, WriteTransaction};
 
@@ -40,19 +40,25 @@ impl RedbFile {
         Ok(seq)
     }
 
-    /// Revocations numbered after `since` and in force at `now`, in order.
-    pub fn revocations(&self, since: u64, now: u64) -> Result<Vec<Revocation>, StoreError> {
+    /// Revocations numbered after `since` and in force at `now`, in order, with the highest
+    /// number given out (one read transaction).
+    pub fn revocations(&self, since: u64, now: u64) -> Result<RevocationPage, StoreError> {
         let tx = self.begin_read()?;
+        let latest = tx
+            .open_table(SETTINGS)?
+            .get("revocation_seq")?
+            .map_or(0, |v| v.value());
         let t = tx.open_table(REVOCATIONS)?;
-        let mut out = Vec::new();
+        let mut entries = Vec::new();
         for r in t.range(since.saturating_add(1)..)? {
-            let (_, v) = r?;
-            let e: Revocation = dec(v.value(), "revocations")?;
-            if e.until > now {
-                out.push(e);
+            let (seq, v) = r?;
+            match serde_json::from_slice::<Revocation>(v.value()) {
+                Ok(e) if e.until > now => entries.push(e),
+                Ok(_) => {}
+                Err(_) => tracing::error!(seq = seq.value(), "a revocation does not decode"),
             }
         }
-        Ok(out)
+        Ok(RevocationPage { entries, latest })
     }
 
     /// Deletes revocations no longer in force, inside the sweep's transaction.

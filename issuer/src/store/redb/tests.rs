@@ -54,6 +54,7 @@ fn store_with_user(dir: &Path) -> RedbFile {
         roles: vec!["r".into()],
         claims: vec![],
         created_at: 0,
+        password_changed_at: None,
     };
     assert!(s.add_user("alice", &user).unwrap());
     s
