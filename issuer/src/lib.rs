@@ -10,6 +10,7 @@
 pub mod admin;
 pub mod app;
 pub mod http;
+pub mod logging;
 pub mod metrics;
 pub mod passwords;
 pub mod secrets;

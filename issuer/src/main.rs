@@ -4,6 +4,7 @@ use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
 use issuer::admin::{self, Command, Reply};
 use issuer::app::{now, App, Settings};
+use issuer::logging::LogFormat;
 use issuer::passwords::hash_password;
 use issuer::secrets::new_client_secret;
 use issuer::store::redb::{RedbFile, RedbStore, HASH_KEY_FILE};
@@ -255,35 +256,14 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
 fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
     s.parse::<ipnet::IpNet>()
         .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
         .map_err(|_| format!("{s:?} is not an IP address or CIDR range"))
 }
 
-/// Logs to stderr. Values a client controls (client ids, user names, claims) are logged as string
-/// fields, so the text format writes them quoted and escaped and JSON as JSON strings: no value
-/// can plant a field or a line.
-fn init_logging(format: LogFormat) {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-    }
-}
-
 fn serve(s: Serve) -> anyhow::Result<()> {
-    init_logging(s.log_format);
+    issuer::logging::init(s.log_format);
     let refresh = RefreshPolicy {
         idle_ttl: s.refresh_idle_ttl,
         absolute_ttl: s.refresh_absolute_ttl,

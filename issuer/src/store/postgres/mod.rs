@@ -11,6 +11,7 @@
 //!
 //! Refresh token operations are in [`refresh`].
 
+mod keys;
 mod refresh;
 mod revocations;
 mod schema;
@@ -241,80 +242,6 @@ impl PgStore {
             deadpool_postgres::PoolError::Backend(e) => classify(e),
             other => StoreError::Unavailable(other.to_string()),
         })
-    }
-
-    /// Re-seals every sealed secret under the current KEK (opened with the current or the previous
-    /// one), in one transaction: the second step of a KEK rotation. Returns how many were sealed.
-    pub async fn reseal(&self) -> Result<u64, StoreError> {
-        serializable!(self, |tx| {
-            let mut n = 0u64;
-            for r in tx
-                .query("SELECT name, sealed FROM sealed_secrets FOR UPDATE", &[])
-                .await?
-            {
-                let name: String = r.get(0);
-                let plain = self
-                    .kek
-                    .open(&name, &r.get::<_, Vec<u8>>(1), "sealed secret")?;
-                let sealed = self.kek.seal(&name, &plain);
-                tx.execute(
-                    "UPDATE sealed_secrets SET sealed = $2 WHERE name = $1",
-                    &[&name, &sealed],
-                )
-                .await?;
-                n += 1;
-            }
-            for r in tx
-                .query("SELECT kid, sealed FROM signing_keys FOR UPDATE", &[])
-                .await?
-            {
-                let kid: i32 = r.get(0);
-                let purpose = format!("signing-key/{kid}");
-                let plain = self
-                    .kek
-                    .open(&purpose, &r.get::<_, Vec<u8>>(1), "signing key")?;
-                let sealed = self.kek.seal(&purpose, &plain);
-                tx.execute(
-                    "UPDATE signing_keys SET sealed = $2 WHERE kid = $1",
-                    &[&kid, &sealed],
-                )
-                .await?;
-                n += 1;
-            }
-            n
-        })
-    }
-
-    /// Every key row with its opened record, by kid.
-    async fn key_records(&self) -> Result<Vec<(u32, KeyRecord)>, StoreError> {
-        let conn = self.connection().await?;
-        let rows = conn
-            .query(
-                "SELECT kid, sealed, created_at, signs_from, superseded_at FROM signing_keys \
-                 ORDER BY kid",
-                &[],
-            )
-            .await?;
-        rows.iter()
-            .map(|r| {
-                let kid =
-                    u32::try_from(r.get::<_, i32>(0)).map_err(|_| StoreError::Corrupt("keys"))?;
-                let secret = self.kek.open(
-                    &format!("signing-key/{kid}"),
-                    &r.get::<_, Vec<u8>>(1),
-                    "signing key",
-                )?;
-                Ok((
-                    kid,
-                    KeyRecord {
-                        secret: hex::encode(secret.as_slice()),
-                        created_at: uint(r.get(2)),
-                        signs_from: uint(r.get(3)),
-                        superseded_at: r.get::<_, Option<i64>>(4).map(uint),
-                    },
-                ))
-            })
-            .collect()
     }
 
     async fn insert_record(
