@@ -1,0 +1,163 @@
+//! The binary token body: the fields in a fixed order, strings length-prefixed, and the rules a
+//! field must meet, checked the same way when minting and when decoding. Layout:
+//! `docs/token-format.md`.
+
+use super::{Claim, Identity, MintError, SubjectKind, TokenBody, MAX_FIELD_LEN, MAX_ITEMS};
+
+/// Which characters a string field may hold.
+#[derive(Clone, Copy)]
+pub(super) enum Field {
+    /// Client id and subject: printable, no control characters.
+    Name,
+    /// Role or claim value: printable, no `,`.
+    Item,
+    /// Claim type: printable, no `,` and no `=`.
+    ClaimType,
+}
+
+pub(super) fn field_ok(s: &str, field: Field, may_be_empty: bool) -> bool {
+    if s.len() > MAX_FIELD_LEN || (s.is_empty() && !may_be_empty) {
+        return false;
+    }
+    s.chars().all(|c| {
+        !c.is_control()
+            && match field {
+                Field::Name => true,
+                Field::Item => c != ',',
+                Field::ClaimType => c != ',' && c != '=',
+            }
+    })
+}
+
+pub(super) fn identity_ok(id: &Identity) -> Result<(), MintError> {
+    let subject_ok = field_ok(&id.subject, Field::Name, true);
+    if !subject_ok {
+        return Err(MintError::InvalidField("subject"));
+    }
+    if id.roles.len() > MAX_ITEMS || id.claims.len() > MAX_ITEMS {
+        return Err(MintError::TooManyItems);
+    }
+    if !id.roles.iter().all(|r| field_ok(r, Field::Item, false)) {
+        return Err(MintError::InvalidField("role"));
+    }
+    for c in &id.claims {
+        if !field_ok(&c.typ, Field::ClaimType, false) || !field_ok(&c.value, Field::Item, false) {
+            return Err(MintError::InvalidField("claim"));
+        }
+    }
+    let consistent = match id.kind {
+        SubjectKind::User => !id.subject.is_empty(),
+        SubjectKind::Client => id.subject.is_empty() && id.roles.is_empty() && id.claims.is_empty(),
+        SubjectKind::Impersonation => {
+            !id.subject.is_empty() || !id.roles.is_empty() || !id.claims.is_empty()
+        }
+    };
+    if consistent {
+        Ok(())
+    } else {
+        Err(MintError::InconsistentIdentity)
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    // Lengths were checked against MAX_FIELD_LEN (255) before encoding.
+    out.push(s.len() as u8);
+    out.extend_from_slice(s.as_bytes());
+}
+
+pub(super) fn encode_body(body: &TokenBody) -> Vec<u8> {
+    let id = &body.identity;
+    let mut out = Vec::with_capacity(64 + body.client.len() + id.subject.len());
+    out.extend_from_slice(&body.kid.to_be_bytes());
+    out.extend_from_slice(&body.jti);
+    out.extend_from_slice(&body.iat.to_be_bytes());
+    out.extend_from_slice(&body.exp.to_be_bytes());
+    out.push(id.kind.to_byte());
+    put_str(&mut out, &body.client);
+    put_str(&mut out, &id.subject);
+    out.push(id.roles.len() as u8);
+    for r in &id.roles {
+        put_str(&mut out, r);
+    }
+    out.push(id.claims.len() as u8);
+    for c in &id.claims {
+        put_str(&mut out, &c.typ);
+        put_str(&mut out, &c.value);
+    }
+    out
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Some(head)
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.take(N)?.try_into().ok()
+    }
+
+    fn str(&mut self, field: Field, may_be_empty: bool) -> Option<String> {
+        let len = usize::from(self.u8()?);
+        let s = core::str::from_utf8(self.take(len)?).ok()?;
+        field_ok(s, field, may_be_empty).then(|| s.to_owned())
+    }
+}
+
+pub(super) fn decode_body(raw: &[u8]) -> Option<TokenBody> {
+    let mut r = Reader(raw);
+    let kid = u32::from_be_bytes(r.array()?);
+    let jti = r.array()?;
+    let iat = u64::from_be_bytes(r.array()?);
+    let exp = u64::from_be_bytes(r.array()?);
+    let kind = SubjectKind::from_byte(r.u8()?)?;
+    let client = r.str(Field::Name, false)?;
+    let subject = r.str(Field::Name, true)?;
+    let n_roles = usize::from(r.u8()?);
+    if n_roles > MAX_ITEMS {
+        return None;
+    }
+    let roles = (0..n_roles)
+        .map(|_| r.str(Field::Item, false))
+        .collect::<Option<Vec<_>>>()?;
+    let n_claims = usize::from(r.u8()?);
+    if n_claims > MAX_ITEMS {
+        return None;
+    }
+    let claims = (0..n_claims)
+        .map(|_| {
+            Some(Claim {
+                typ: r.str(Field::ClaimType, false)?,
+                value: r.str(Field::Item, false)?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    if !r.0.is_empty() || exp < iat {
+        return None;
+    }
+    let identity = Identity {
+        kind,
+        subject,
+        roles,
+        claims,
+    };
+    identity_ok(&identity).ok()?;
+    Some(TokenBody {
+        kid,
+        jti,
+        iat,
+        exp,
+        client,
+        identity,
+    })
+}
