@@ -75,38 +75,6 @@ impl From<KekError> for StoreError {
     }
 }
 
-/// Runs `$body` (with `$tx` a SERIALIZABLE transaction; `?` on database errors) and commits,
-/// retrying the whole transaction while the database reports contention.
-macro_rules! serializable {
-    ($store:expr, |$tx:ident| $body:block) => {{
-        let mut attempt = 0u32;
-        loop {
-            let result: Result<_, StoreError> = async {
-                let mut conn = $store.connection().await?;
-                let $tx = conn
-                    .build_transaction()
-                    .isolation_level(tokio_postgres::IsolationLevel::Serializable)
-                    .start()
-                    .await?;
-                let out = $body;
-                $tx.commit().await?;
-                Ok(out)
-            }
-            .await;
-            match result {
-                Err(StoreError::Contention)
-                    if attempt + 1 < $crate::store::postgres::MAX_ATTEMPTS =>
-                {
-                    attempt += 1;
-                    $crate::store::postgres::back_off(attempt).await;
-                }
-                other => break other,
-            }
-        }
-    }};
-}
-pub(crate) use serializable;
-
 /// Runs `$body` (with `$conn` a pooled connection; `?` on database errors) as statements in
 /// transactions of their own, retrying the whole body while the database reports contention.
 macro_rules! retrying {
@@ -131,6 +99,25 @@ macro_rules! retrying {
     }};
 }
 pub(crate) use retrying;
+
+/// Runs `$body` (with `$tx` a SERIALIZABLE transaction; `?` on database errors) and commits,
+/// retrying the whole transaction while the database reports contention ([`retrying!`]).
+macro_rules! serializable {
+    ($store:expr, |$tx:ident| $body:block) => {
+        $crate::store::postgres::retrying!($store, |conn| {
+            let mut conn = conn;
+            let $tx = conn
+                .build_transaction()
+                .isolation_level(tokio_postgres::IsolationLevel::Serializable)
+                .start()
+                .await?;
+            let out = $body;
+            $tx.commit().await?;
+            out
+        })
+    };
+}
+pub(crate) use serializable;
 
 /// A short, growing pause with full jitter before another attempt, so that transactions that
 /// collided do not collide again.
