@@ -7,11 +7,11 @@
 //! PostgreSQL runs share both cores between the database, two issuers and wrk, as one machine
 //! running all of it would.
 
-use super::{lua_post, lua_refresh, median, password_grant, rss_kib, wrk_on, Sample, Settings};
+use super::{lua_post, lua_refresh, median, provision, rss_kib, sign_in, wrk_on, Sample, Settings};
 use crate::{cargo, root, run, tools};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use base64::Engine as _;
-use e2e::issuer::{issuer_admin_on, start_issuer_on, StoreArgs};
+use e2e::issuer::{start_issuer_on, StoreArgs};
 use e2e::postgres::PgCluster;
 use e2e::{Proc, Tools};
 use std::fmt::Write as _;
@@ -48,46 +48,12 @@ impl Load {
     }
 }
 
-/// Users the bench client signs in (a user's own sign-ins are checked one at a time).
-const USERS: usize = 8;
-
 /// An issuer under test, with what a load needs to reach it.
 struct Issuer {
     proc: Proc,
     url: String,
     idle_rss_kib: u64,
     label: &'static str,
-}
-
-/// The bench client and users on `store`; returns `id:secret`.
-fn provision(tools: &Tools, store: &StoreArgs) -> Result<String> {
-    let out = issuer_admin_on(
-        tools,
-        store,
-        &[
-            "client",
-            "add",
-            "bench",
-            "--grants",
-            "password,client_credentials",
-        ],
-        None,
-    )?;
-    let secret = out
-        .lines()
-        .find_map(|l| l.strip_prefix("secret: "))
-        .context("no client secret printed")?
-        .to_owned();
-    issuer_admin_on(tools, store, &["client", "activate", "bench"], None)?;
-    for i in 0..USERS {
-        issuer_admin_on(
-            tools,
-            store,
-            &["user", "add", &format!("bench{i}"), "--role", "viewer"],
-            Some("bench-password"),
-        )?;
-    }
-    Ok(format!("bench:{secret}"))
 }
 
 fn start(
@@ -113,26 +79,6 @@ fn start(
         idle_rss_kib,
         label,
     })
-}
-
-/// `n` new refresh token families at `url`, signed in 8 at a time (sign-ins in flight count
-/// against the address's budget until they finish).
-fn sign_in(url: &str, basic_user: &str, n: usize) -> Result<Vec<String>> {
-    let mut tokens = Vec::with_capacity(n);
-    for wave in (0..n).collect::<Vec<_>>().chunks(8) {
-        let handles: Vec<_> = wave
-            .iter()
-            .map(|i| {
-                let (u, b) = (url.to_owned(), basic_user.to_owned());
-                let user = format!("bench{}", i % USERS);
-                std::thread::spawn(move || password_grant(&u, &b, &user))
-            })
-            .collect();
-        for h in handles {
-            tokens.push(h.join().map_err(|_| anyhow::anyhow!("sign-in thread"))??);
-        }
-    }
-    Ok(tokens)
 }
 
 /// One refresh run: a fresh family per connection, each connection presenting its latest token.

@@ -1,0 +1,250 @@
+//! The issuer's own loads: `/healthz`, `client_credentials`, `password` and refresh rotations,
+//! the release build on core 0 and wrk with Lua scripts on core 1; and the bench client and
+//! users every issuer run is provisioned with.
+
+use super::{rss_kib, wrk, Proc, Results, Sample, Settings};
+use crate::root;
+use anyhow::{Context, Result};
+use base64::Engine as _;
+use e2e::issuer::{issuer_admin_on, StoreArgs};
+use e2e::Tools;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+pub(super) const ISSUER_LOADS: [&str; 4] = [
+    "/healthz",
+    "client_credentials",
+    "password",
+    "refresh (64 clients)",
+];
+
+pub(super) fn lua_post(path: &Path, basic: &str, body: &str) -> Result<()> {
+    std::fs::write(
+        path,
+        format!(
+            "wrk.method = \"POST\"\nwrk.body = \"{body}\"\nwrk.headers[\"Content-Type\"] = \"application/x-www-form-urlencoded\"\nwrk.headers[\"Authorization\"] = \"Basic {basic}\"\n"
+        ),
+    )?;
+    Ok(())
+}
+
+pub(super) fn lua_refresh(path: &Path, basic: &str, tokens: &Path) -> Result<()> {
+    std::fs::write(
+        path,
+        format!(
+            r#"-- Each wrk thread has one connection and one refresh token family: it presents its token,
+-- keeps the successor from the answer, and presents that next.
+local counter = 0
+function setup(thread)
+  counter = counter + 1
+  thread:set("id", counter)
+end
+function init(args)
+  local i = 0
+  for line in io.lines("{tokens}") do
+    i = i + 1
+    if i == id then token = line end
+  end
+end
+function request()
+  return wrk.format("POST", "/apiv2/oauth/token", {{["Content-Type"] = "application/x-www-form-urlencoded", ["Authorization"] = "Basic {basic}"}}, "grant_type=refresh_token&refresh_token=" .. token)
+end
+function response(status, headers, body)
+  local next = body:match('"refresh_token":"([^"]+)"')
+  if next then token = next end
+end
+"#,
+            tokens = tokens.display()
+        ),
+    )?;
+    Ok(())
+}
+
+/// Users of the password load: one per wrk connection (a user's own sign-ins are checked one at a
+/// time, so many connections signing in one user would measure that queue, not the server).
+pub(super) const PASSWORD_USERS: usize = 8;
+
+fn lua_password(path: &Path, basic: &str) -> Result<()> {
+    std::fs::write(
+        path,
+        format!(
+            r#"local counter = 0
+function setup(thread)
+  thread:set("id", counter)
+  counter = counter + 1
+end
+function request()
+  return wrk.format("POST", "/apiv2/oauth/token", {{["Content-Type"] = "application/x-www-form-urlencoded", ["Authorization"] = "Basic {basic}"}}, "grant_type=password&username=bench" .. id .. "&password=bench-password")
+end
+"#
+        ),
+    )?;
+    Ok(())
+}
+
+pub(super) fn password_grant(url: &str, basic_user: &str, user: &str) -> Result<String> {
+    let out = Command::new("curl")
+        .args(["-s", "-u", basic_user, "-d", "grant_type=password", "-d"])
+        .arg(format!("username={user}"))
+        .args(["-d", "password=bench-password"])
+        .arg(format!("{url}/apiv2/oauth/token"))
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let start = text
+        .find("\"refresh_token\":\"")
+        .context("no refresh token")?
+        + 17;
+    let end = start + text[start..].find('"').context("unterminated")?;
+    Ok(text[start..end].to_owned())
+}
+
+pub(super) fn bench_issuer(dir: &Path, s: &Settings) -> Result<(Results, String)> {
+    let bin = root().join("target/release/issuer");
+    let data = dir.join("issuer-data");
+    let tools = Tools {
+        envoy: Default::default(),
+        wasm: Default::default(),
+        issuer: bin.clone(),
+    };
+    let basic_user = provision(&tools, &StoreArgs::redb(&data))?;
+    let basic = base64::engine::general_purpose::STANDARD.encode(&basic_user);
+    let mut child = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(&bin)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("issuer-bench.log"))?)
+        .spawn()?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
+    let proc = Proc(child);
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .context("issuer did not start")?
+        .to_owned();
+    let cc = dir.join("cc.lua");
+    lua_post(&cc, &basic, "grant_type=client_credentials")?;
+    let pw = dir.join("password.lua");
+    lua_password(&pw, &basic)?;
+    let rf = dir.join("refresh.lua");
+    let tokens = dir.join("refresh-tokens.txt");
+    lua_refresh(&rf, &basic, &tokens)?;
+    let d = format!("-d{}s", s.seconds);
+    let mut per_load: Vec<Vec<Sample>> = vec![Vec::new(); ISSUER_LOADS.len()];
+    for round in 0..s.rounds {
+        for (i, name) in ISSUER_LOADS.iter().enumerate() {
+            let sample = match i {
+                0 => wrk(
+                    &["-t1".into(), "-c64".into(), d.clone()],
+                    &format!("{url}/healthz"),
+                )?,
+                1 => wrk(
+                    &[
+                        "-t1".into(),
+                        "-c64".into(),
+                        d.clone(),
+                        "-s".into(),
+                        cc.display().to_string(),
+                    ],
+                    &format!("{url}/apiv2/oauth/token"),
+                )?,
+                2 => wrk(
+                    &[
+                        format!("-t{PASSWORD_USERS}"),
+                        format!("-c{PASSWORD_USERS}"),
+                        d.clone(),
+                        "-s".into(),
+                        pw.display().to_string(),
+                    ],
+                    &format!("{url}/apiv2/oauth/token"),
+                )?,
+                _ => {
+                    // 64 fresh families, one per connection, signed in 8 at a time (sign-ins in
+                    // flight count against the address's budget until they finish).
+                    let list = sign_in(&url, &basic_user, 64)?;
+                    std::fs::write(&tokens, list.join("\n") + "\n")?;
+                    wrk(
+                        &[
+                            "-t64".into(),
+                            "-c64".into(),
+                            d.clone(),
+                            "-s".into(),
+                            rf.display().to_string(),
+                        ],
+                        &format!("{url}/apiv2/oauth/token"),
+                    )?
+                }
+            };
+            eprintln!(
+                "issuer round {} {name}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, not 2xx: {}",
+                round + 1,
+                sample.rps,
+                sample.p50_ms,
+                sample.p99_ms,
+                sample.bad
+            );
+            per_load[i].push(sample);
+        }
+    }
+    let rss = rss_kib(proc.0.id());
+    let command = format!(
+        "taskset -c 0 issuer serve (release); taskset -c 1 wrk --latency -d{0}s: /healthz -t1 -c64; client_credentials -t1 -c64 -s cc.lua; password -t8 -c8 -s password.lua (one user per connection); refresh -t64 -c64 -s refresh.lua (64 families, each thread presents its latest refresh token)",
+        s.seconds
+    );
+    Ok((Results::new(&per_load, rss), command))
+}
+
+/// The bench client and users on `store`; returns `id:secret`.
+pub(super) fn provision(tools: &Tools, store: &StoreArgs) -> Result<String> {
+    let out = issuer_admin_on(
+        tools,
+        store,
+        &[
+            "client",
+            "add",
+            "bench",
+            "--grants",
+            "password,client_credentials",
+        ],
+        None,
+    )?;
+    let secret = out
+        .lines()
+        .find_map(|l| l.strip_prefix("secret: "))
+        .context("no client secret printed")?
+        .to_owned();
+    issuer_admin_on(tools, store, &["client", "activate", "bench"], None)?;
+    for i in 0..PASSWORD_USERS {
+        issuer_admin_on(
+            tools,
+            store,
+            &["user", "add", &format!("bench{i}"), "--role", "viewer"],
+            Some("bench-password"),
+        )?;
+    }
+    Ok(format!("bench:{secret}"))
+}
+
+/// `n` new refresh token families at `url`, signed in 8 at a time (sign-ins in flight count
+/// against the address's budget until they finish).
+pub(super) fn sign_in(url: &str, basic_user: &str, n: usize) -> Result<Vec<String>> {
+    let mut tokens = Vec::with_capacity(n);
+    for wave in (0..n).collect::<Vec<_>>().chunks(8) {
+        let handles: Vec<_> = wave
+            .iter()
+            .map(|i| {
+                let (u, b) = (url.to_owned(), basic_user.to_owned());
+                let user = format!("bench{}", i % PASSWORD_USERS);
+                std::thread::spawn(move || password_grant(&u, &b, &user))
+            })
+            .collect();
+        for h in handles {
+            tokens.push(h.join().map_err(|_| anyhow::anyhow!("sign-in thread"))??);
+        }
+    }
+    Ok(tokens)
+}
