@@ -1,6 +1,7 @@
 //! The filter's plugin configuration: JSON, validated completely before the filter serves a
 //! request. `issuer keys filter-config` prints a valid one. Reference: `docs/filter.md`.
 
+use crate::edge::{EdgeSync, RawEdgeSync};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde::Deserialize;
@@ -35,11 +36,40 @@ pub fn is_identity_header(name: &str) -> bool {
 /// Most keys a configuration may hold.
 pub const MAX_KEYS: usize = 64;
 
+/// A key as the configuration and the edge feed write it: its id and its 32 secret bytes in
+/// unpadded base64url.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawKey {
+pub(crate) struct RawKey {
     kid: u32,
     secret: String,
+}
+
+/// A key ring from its keys as written; the message names the field `what` and never a secret.
+pub(crate) fn key_ring(raw: &[RawKey], what: &str) -> Result<KeyRing, ConfigError> {
+    if raw.len() > MAX_KEYS {
+        return err(format!("{what}: at most {MAX_KEYS} keys"));
+    }
+    let mut keys = Vec::with_capacity(raw.len());
+    for k in raw {
+        let Ok(secret) = URL_SAFE_NO_PAD
+            .decode(&k.secret)
+            .map(zeroize::Zeroizing::new)
+        else {
+            return err(format!(
+                "{what}: the secret of kid {} is not unpadded base64url",
+                k.kid
+            ));
+        };
+        let Some(key) = Key::from_slice(k.kid, &secret) else {
+            return err(format!(
+                "{what}: the secret of kid {} is not 32 bytes",
+                k.kid
+            ));
+        };
+        keys.push(key);
+    }
+    KeyRing::new(keys, None).ok_or_else(|| ConfigError(format!("{what}: two keys share a kid")))
 }
 
 fn default_alternative_header() -> String {
@@ -58,6 +88,7 @@ fn default_realm() -> String {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Raw {
+    #[serde(default)]
     keys: Vec<RawKey>,
     #[serde(default = "default_alternative_header")]
     alternative_header: String,
@@ -69,12 +100,14 @@ struct Raw {
     exempt_prefixes: Vec<String>,
     #[serde(default = "default_realm")]
     realm: String,
+    #[serde(default)]
+    edge_sync: Option<RawEdgeSync>,
 }
 
 /// A validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Keys that verify tokens.
+    /// Keys that verify tokens until the first edge sync (with edge sync), or always.
     pub ring: KeyRing,
     /// The alternative token header, lower case.
     pub alternative_header: String,
@@ -90,6 +123,8 @@ pub struct Config {
     pub exempt_prefixes: Vec<String>,
     /// Realm in `WWW-Authenticate`.
     pub realm: String,
+    /// Where and how to pull keys and revocations from the issuer, if at all.
+    pub edge_sync: Option<EdgeSync>,
 }
 
 /// Why a configuration was refused. The message names the field and never includes a secret.
@@ -121,28 +156,11 @@ impl Config {
             // secret is only ever a string value that parsed.
             Err(e) => return err(format!("{e}")),
         };
-        if raw.keys.is_empty() {
-            return err("keys: at least one key is required");
+        if raw.keys.is_empty() && raw.edge_sync.is_none() {
+            return err("keys: at least one key is required (or edge_sync)");
         }
-        if raw.keys.len() > MAX_KEYS {
-            return err(format!("keys: at most {MAX_KEYS} keys"));
-        }
-        let mut keys = Vec::with_capacity(raw.keys.len());
-        for k in &raw.keys {
-            let Ok(secret) = URL_SAFE_NO_PAD.decode(&k.secret) else {
-                return err(format!(
-                    "keys: the secret of kid {} is not unpadded base64url",
-                    k.kid
-                ));
-            };
-            let Some(key) = Key::from_slice(k.kid, &secret) else {
-                return err(format!("keys: the secret of kid {} is not 32 bytes", k.kid));
-            };
-            keys.push(key);
-        }
-        let Some(ring) = KeyRing::new(keys, None) else {
-            return err("keys: two keys share a kid");
-        };
+        let ring = key_ring(&raw.keys, "keys")?;
+        let edge_sync = raw.edge_sync.map(EdgeSync::new).transpose()?;
         let alt = raw.alternative_header.to_ascii_lowercase();
         if alt.is_empty() || !alt.chars().all(is_token_char) {
             return err("alternative_header: must be an HTTP header name");
@@ -185,6 +203,7 @@ impl Config {
             max_lifetime: raw.max_token_lifetime_seconds,
             exempt_prefixes: raw.exempt_prefixes,
             realm: raw.realm,
+            edge_sync,
         })
     }
 }

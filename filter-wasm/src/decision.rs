@@ -1,8 +1,10 @@
-//! What to do with one request: a pure function of its path and headers, the time and the
-//! configuration. No host calls here; the Envoy adapter applies the result.
+//! What to do with one request: a pure function of its path and headers, the time, the
+//! configuration and the state learnt from the edge feed. No host calls here; the Envoy adapter
+//! applies the result.
 
 use crate::bearer::{parse_bearer, trim_ows, Bearer};
 use crate::config::{Config, IDENTITY_HEADERS};
+use crate::edge::EdgeState;
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use shared::token::{self, SubjectKind};
 use shared::VerifyError;
@@ -23,17 +25,23 @@ pub enum Outcome {
     Expired,
     /// An exempt path: forwarded without a token check (identity headers still removed).
     Exempt,
+    /// A valid token that a revocation from the edge feed covers: 401 `invalid_token`.
+    Revoked,
+    /// Edge sync has no keys yet, or its state is older than `max_staleness_seconds`: 503.
+    Unavailable,
 }
 
 impl Outcome {
     /// All outcomes, in counter order.
-    pub const ALL: [Outcome; 6] = [
+    pub const ALL: [Outcome; 8] = [
         Self::Allowed,
         Self::Missing,
         Self::Malformed,
         Self::Invalid,
         Self::Expired,
         Self::Exempt,
+        Self::Revoked,
+        Self::Unavailable,
     ];
 
     /// Counter name suffix.
@@ -45,6 +53,8 @@ impl Outcome {
             Self::Invalid => "invalid",
             Self::Expired => "expired",
             Self::Exempt => "exempt",
+            Self::Revoked => "revoked",
+            Self::Unavailable => "unavailable",
         }
     }
 }
@@ -52,7 +62,7 @@ impl Outcome {
 /// A local answer instead of forwarding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denial {
-    /// 400 or 401.
+    /// 400, 401, or 503 when the filter cannot verify at all.
     pub status: u32,
     /// The `WWW-Authenticate` value (RFC 6750 section 3).
     pub www_authenticate: String,
@@ -175,17 +185,27 @@ fn identity_headers(t: &token::TokenBody) -> Vec<(&'static str, String)> {
 }
 
 /// Decides a request from its `:path`, its headers (names lower case, as Envoy gives them;
-/// values as raw bytes), and the time in seconds since the Unix epoch.
+/// values as raw bytes), the verification state and the time in seconds since the Unix epoch.
 ///
 /// Returns the decision, its outcome, and for failed verification the detailed reason (for logs).
 pub fn decide<'a>(
     cfg: &Config,
+    state: &EdgeState,
     path: &[u8],
     headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
     now: u64,
 ) -> (Decision, Outcome, Option<VerifyError>) {
     if is_exempt(cfg, path) {
         return (Decision::Exempt, Outcome::Exempt, None);
+    }
+    if state.unusable(cfg.edge_sync.as_ref(), now) {
+        let d = deny(
+            cfg,
+            503,
+            Some("temporarily_unavailable"),
+            "tokens cannot be verified at the moment",
+        );
+        return (d, Outcome::Unavailable, None);
     }
     let mut primary: Option<&str> = None;
     let mut alternative: Option<&str> = None;
@@ -231,15 +251,25 @@ pub fn decide<'a>(
             )
         }
     };
-    let verified = token::verify(&cfg.ring, token, now, cfg.clock_skew).and_then(|v| {
+    let verified = token::verify(&state.ring, token, now, cfg.clock_skew).and_then(|v| {
         let body = v.body();
-        if body.exp.saturating_sub(body.iat) > cfg.max_lifetime {
+        if body.exp.saturating_sub(body.iat) > state.max_lifetime {
             Err(VerifyError::LifetimeTooLong)
         } else {
             Ok(v)
         }
     });
     match verified {
+        Ok(v) if state.revoked.covers(v.body()) => (
+            deny(
+                cfg,
+                401,
+                Some("invalid_token"),
+                "the access token was revoked",
+            ),
+            Outcome::Revoked,
+            None,
+        ),
         Ok(v) => (
             Decision::Allow(identity_headers(v.body())),
             Outcome::Allowed,
@@ -311,8 +341,10 @@ mod tests {
     }
 
     fn run(path: &str, headers: &[(&str, &str)], now: u64) -> (Decision, Outcome) {
+        let cfg = cfg();
         let (d, o, _) = decide(
-            &cfg(),
+            &cfg,
+            &EdgeState::new(&cfg, now),
             path.as_bytes(),
             headers.iter().map(|(n, v)| (*n, v.as_bytes())),
             now,
@@ -523,7 +555,7 @@ mod tests {
     fn nothing_is_exempt_by_default() {
         let cfg = cfg_with("");
         for p in ["/apiv2/oauth/token", "/apiv2/oauth/anything", "/"] {
-            let (_, o, _) = decide(&cfg, p.as_bytes(), [], 0);
+            let (_, o, _) = decide(&cfg, &EdgeState::new(&cfg, 0), p.as_bytes(), [], 0);
             assert_eq!(o, Outcome::Missing, "{p}");
         }
     }
@@ -533,7 +565,13 @@ mod tests {
         let cfg = cfg_with(r#","max_token_lifetime_seconds":600"#);
         let check = |exp: u64| {
             let t = format!("Bearer {}", mint(SubjectKind::User, "u", exp));
-            decide(&cfg, b"/apiv2/a", [("authorization", t.as_bytes())], 1_200)
+            decide(
+                &cfg,
+                &EdgeState::new(&cfg, 0),
+                b"/apiv2/a",
+                [("authorization", t.as_bytes())],
+                1_200,
+            )
         };
         // iat is 1,000: a lifetime of exactly 600 s passes, one second more does not.
         assert_eq!(check(1_600).1, Outcome::Allowed);
@@ -552,7 +590,7 @@ mod tests {
             headers in proptest::collection::vec(("authorization|serviceauthorization|x-auth-subject|other", proptest::collection::vec(any::<u8>(), 0..80)), 0..6),
         ) {
             let cfg = cfg();
-            let (d, o, _) = decide(&cfg, path.as_bytes(), headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())), 1_500);
+            let (d, o, _) = decide(&cfg, &EdgeState::new(&cfg, 0), path.as_bytes(), headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())), 1_500);
             prop_assert!(!matches!(d, Decision::Allow(_)));
             prop_assert!(o != Outcome::Allowed);
         }

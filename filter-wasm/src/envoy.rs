@@ -1,5 +1,8 @@
 //! The proxy-wasm adapter: reads the request headers once, asks [`decide`], applies the answer
-//! (at most one more host call). The clock and the counters are the root context's, on a tick.
+//! (at most one more host call). The clock and the counters are the root context's, on a tick;
+//! so is edge sync: with an `edge_sync` block, each VM's root context polls the issuer's edge
+//! feed with `dispatch_http_call` and applies what [`parse_answer`] accepts to the state its
+//! requests are decided with (`docs/filter.md`, "Edge sync").
 //!
 //! Nothing here may panic on request data. Headers are read as bytes
 //! (`get_http_request_headers_bytes`): the SDK's `String` variant unwraps UTF-8 conversion of
@@ -7,10 +10,11 @@
 
 use crate::config::{is_identity_header, Config};
 use crate::decision::{decide, Decision, Outcome};
+use crate::edge::{parse_answer, EdgeState, FeedError, MAX_ANSWER_BYTES};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action, ContextType, LogLevel, MetricType};
-use std::cell::Cell;
+use proxy_wasm::types::{Action, ContextType, LogLevel, MapType, MetricType};
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -29,6 +33,9 @@ struct Shared {
     now: Cell<u64>,
     /// Outcomes counted since the last tick, indexed like [`Outcome::ALL`].
     pending: [Cell<u64>; Outcome::ALL.len()],
+    /// Keys, lifetime limit and revocations: the configuration's, then edge sync's. Borrowed
+    /// by one request at a time and replaced by the root context between requests (one thread).
+    state: RefCell<Option<EdgeState>>,
 }
 
 impl Shared {
@@ -46,30 +53,171 @@ fn unix_seconds(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// How often a failing edge sync repeats its warning, in seconds.
+const WARN_EVERY: u64 = 60;
+
+/// Edge sync's metric ids and where the polling stands.
+#[derive(Default)]
+struct Sync {
+    ok: u32,
+    failed: u32,
+    age: u32,
+    /// The poll under way, if any.
+    in_flight: Option<u32>,
+    /// When to poll next (seconds since the epoch).
+    next_at: u64,
+    /// Since when polls have failed, and when that was last logged.
+    failing: Option<(u64, u64)>,
+}
+
 #[derive(Default)]
 struct Root {
     config: Option<Rc<Config>>,
     /// Counter ids, indexed like [`Outcome::ALL`].
     counters: Vec<u32>,
     shared: Rc<Shared>,
+    sync: Sync,
+}
+
+fn metric(kind: MetricType, name: &str) -> u32 {
+    hostcalls::define_metric(kind, name).unwrap_or(u32::MAX)
 }
 
 impl Root {
-    fn tick(&self) {
+    fn tick(&mut self) {
         // Without a clock `now` stays 0 and every token is refused as not yet valid.
-        self.shared
-            .now
-            .set(hostcalls::get_current_time().map_or(0, unix_seconds));
+        let now = hostcalls::get_current_time().map_or(0, unix_seconds);
+        self.shared.now.set(now);
         for (pending, id) in self.shared.pending.iter().zip(&self.counters) {
             let n = pending.take();
             if n > 0 {
                 let _ = hostcalls::increment_metric(*id, i64::try_from(n).unwrap_or(i64::MAX));
             }
         }
+        let Some(cfg) = self.config.clone() else {
+            return;
+        };
+        if cfg.edge_sync.is_some() {
+            if let Some(state) = self.shared.state.borrow().as_ref() {
+                let _ = hostcalls::record_metric(self.sync.age, state.age(now));
+            }
+            if self.sync.in_flight.is_none() && now >= self.sync.next_at {
+                self.poll(&cfg, now);
+            }
+        }
+    }
+
+    /// Asks the issuer's edge feed for what changed.
+    fn poll(&mut self, cfg: &Config, now: u64) {
+        let Some(sync) = &cfg.edge_sync else {
+            return;
+        };
+        let path = match self.shared.state.borrow().as_ref() {
+            Some(state) => sync.request_path(state),
+            None => return,
+        };
+        let headers = vec![
+            (":method", "GET"),
+            (":path", path.as_str()),
+            (":authority", sync.authority.as_str()),
+            ("authorization", sync.authorization()),
+            ("accept", "application/json"),
+        ];
+        let timeout = Duration::from_millis(sync.timeout_ms);
+        match hostcalls::dispatch_http_call(&sync.cluster, headers, None, vec![], timeout) {
+            Ok(token) => self.sync.in_flight = Some(token),
+            Err(status) => self.failed(
+                now,
+                sync.poll_interval,
+                &format!("cannot call cluster {:?}: {status:?}", sync.cluster),
+            ),
+        }
+    }
+
+    fn failed(&mut self, now: u64, interval: u64, why: &str) {
+        let _ = hostcalls::increment_metric(self.sync.failed, 1);
+        self.sync.next_at = now + interval;
+        let age = self
+            .shared
+            .state
+            .borrow()
+            .as_ref()
+            .map_or(0, |s| s.age(now));
+        let (since, logged) = self.sync.failing.unwrap_or((now, 0));
+        if self.sync.failing.is_none() || now >= logged + WARN_EVERY {
+            let _ = hostcalls::log(
+                LogLevel::Warn,
+                &format!(
+                    "mms_auth: edge sync failed: {why}; verifying with the state of {age} s ago"
+                ),
+            );
+            self.sync.failing = Some((since, now));
+        }
+    }
+
+    fn answered(&mut self, body_size: usize) {
+        let Some(cfg) = self.config.clone() else {
+            return;
+        };
+        let Some(sync) = &cfg.edge_sync else {
+            return;
+        };
+        let now = self.shared.now.get();
+        let status = hostcalls::get_map_value_bytes(MapType::HttpCallResponseHeaders, ":status")
+            .ok()
+            .flatten()
+            .and_then(|v| std::str::from_utf8(&v).ok()?.parse::<u32>().ok())
+            // No status: the call failed or timed out in Envoy.
+            .unwrap_or(0);
+        let checked = if body_size > MAX_ANSWER_BYTES {
+            Err(FeedError::TooLarge(body_size))
+        } else {
+            let body = self
+                .get_http_call_response_body(0, body_size)
+                .unwrap_or_default();
+            match self.shared.state.borrow().as_ref() {
+                Some(state) => parse_answer(status, &body, state),
+                None => return,
+            }
+        };
+        match checked {
+            Ok(update) => {
+                let more = update.more;
+                if let Some(state) = self.shared.state.borrow_mut().as_mut() {
+                    state.apply(update, now);
+                }
+                let _ = hostcalls::increment_metric(self.sync.ok, 1);
+                let _ = hostcalls::record_metric(self.sync.age, 0);
+                if let Some((since, _)) = self.sync.failing.take() {
+                    let _ = hostcalls::log(
+                        LogLevel::Info,
+                        &format!("mms_auth: edge sync resumed after {} s", now - since),
+                    );
+                }
+                self.sync.next_at = now + sync.poll_interval;
+                if more {
+                    self.poll(&cfg, now);
+                }
+            }
+            Err(e) => self.failed(now, sync.poll_interval, &e.to_string()),
+        }
     }
 }
 
-impl Context for Root {}
+impl Context for Root {
+    fn on_http_call_response(
+        &mut self,
+        token_id: u32,
+        _num_headers: usize,
+        body_size: usize,
+        _num_trailers: usize,
+    ) {
+        if self.sync.in_flight == Some(token_id) {
+            self.sync.in_flight = None;
+            self.answered(body_size);
+        }
+    }
+}
 
 impl RootContext for Root {
     fn on_configure(&mut self, _size: usize) -> bool {
@@ -81,8 +229,10 @@ impl RootContext for Root {
                         .ok()
                 })
                 .collect();
+            self.sync.ok = metric(MetricType::Counter, "mms_auth.edge_sync_ok");
+            self.sync.failed = metric(MetricType::Counter, "mms_auth.edge_sync_failed");
+            self.sync.age = metric(MetricType::Gauge, "mms_auth.edge_sync_age_seconds");
         }
-        self.tick();
         let _ = hostcalls::set_tick_period(TICK);
         let Some(bytes) = self.get_plugin_configuration() else {
             let _ = hostcalls::log(LogLevel::Critical, "mms_auth: no plugin configuration");
@@ -91,12 +241,17 @@ impl RootContext for Root {
         };
         match Config::parse(&bytes) {
             Ok(cfg) => {
+                let now = hostcalls::get_current_time().map_or(0, unix_seconds);
+                *self.shared.state.borrow_mut() = Some(EdgeState::new(&cfg, now));
                 self.config = Some(Rc::new(cfg));
+                self.sync.next_at = 0;
+                self.tick();
                 true
             }
             Err(e) => {
                 let _ = hostcalls::log(LogLevel::Critical, &format!("mms_auth: {e}"));
                 self.config = None;
+                *self.shared.state.borrow_mut() = None;
                 false
             }
         }
@@ -126,14 +281,21 @@ struct Filter {
 
 impl Context for Filter {}
 
+impl Filter {
+    /// The answer without a configuration: nothing can be verified.
+    fn unavailable(&self) {
+        self.send_http_response(
+            503,
+            vec![("content-type", "application/json")],
+            Some(b"{\"error\":\"unavailable\"}"),
+        );
+    }
+}
+
 impl HttpContext for Filter {
     fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
         let Some(cfg) = self.config.clone() else {
-            self.send_http_response(
-                503,
-                vec![("content-type", "application/json")],
-                Some(b"{\"error\":\"unavailable\"}"),
-            );
+            self.unavailable();
             return Action::Pause;
         };
         let headers = self.get_http_request_headers_bytes();
@@ -145,12 +307,19 @@ impl HttpContext for Filter {
             .find(|(n, _)| n == ":path")
             .map_or(&[][..], |(_, v)| v.as_slice());
         let now = self.shared.now.get();
-        let (decision, outcome, reason) = decide(
-            &cfg,
-            path,
-            headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
-            now,
-        );
+        let decided = self.shared.state.borrow().as_ref().map(|state| {
+            decide(
+                &cfg,
+                state,
+                path,
+                headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
+                now,
+            )
+        });
+        let Some((decision, outcome, reason)) = decided else {
+            self.unavailable();
+            return Action::Pause;
+        };
         // Refusals still get their answer: a paused request without one would hang until Envoy's
         // stream timeout.
         if cfg!(feature = "ablate-decide") && !matches!(decision, Decision::Deny(_)) {

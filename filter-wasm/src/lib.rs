@@ -2,8 +2,9 @@
 //!
 //! The crate is a thin proxy-wasm adapter ([`envoy`], feature `envoy`, built for
 //! `wasm32-unknown-unknown`) over logic that is plain Rust and tested natively:
-//! [`config`] parses and validates the plugin configuration, and [`decision::decide`] turns a
-//! request's path and headers, the time and the configuration into a [`decision::Decision`].
+//! [`config`] parses and validates the plugin configuration, [`edge`] checks and applies what the
+//! issuer's edge feed says (keys and revocations), and [`decision::decide`] turns a request's path
+//! and headers, the time, the configuration and that state into a [`decision::Decision`].
 //! The configuration reference is `docs/filter.md`.
 //!
 //! With feature `js` the crate is instead the browser/Node module ([`js`]): token inspection for
@@ -13,6 +14,7 @@
 mod bearer;
 pub mod config;
 pub mod decision;
+pub mod edge;
 
 #[cfg(feature = "envoy")]
 mod envoy;

@@ -4,6 +4,7 @@
 use arbitrary::Arbitrary;
 use filter_wasm::config::Config;
 use filter_wasm::decision::{decide, Decision};
+use filter_wasm::edge::EdgeState;
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 
@@ -39,7 +40,8 @@ fuzz_target!(|i: Input| {
         .iter()
         .map(|(n, v)| (NAMES[usize::from(*n) % NAMES.len()], v.as_slice()))
         .collect();
-    let (decision, _, _) = decide(cfg, &i.path, headers.iter().copied(), i.now);
+    let state = EdgeState::new(cfg, 0);
+    let (decision, _, _) = decide(cfg, &state, &i.path, headers.iter().copied(), i.now);
     if let Decision::Exempt = decision {
         let end = i.path.iter().position(|&c| c == b'?' || c == b'#');
         let path = &i.path[..end.unwrap_or(i.path.len())];

@@ -15,6 +15,7 @@ pub mod claims;
 pub mod error;
 pub mod grant;
 pub mod key;
+pub mod revocation;
 pub mod token;
 
 pub use error::{ErrorCode, VerifyError};

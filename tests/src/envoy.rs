@@ -128,14 +128,15 @@ pub fn write_config(dir: &Path, name: &str, yaml: &str) -> Result<std::path::Pat
     Ok(path)
 }
 
-/// Starts Envoy on `config` in `dir` (which holds filter.wasm and tls/) and waits until it is
-/// ready: through its admin socket in `dir` when the configuration has one, and until `listener`
-/// accepts connections.
+/// Starts Envoy with `workers` worker threads on `config` in `dir` (which holds filter.wasm and
+/// tls/) and waits until it is ready: through its admin socket in `dir` when the configuration has
+/// one, and until `listener` accepts connections.
 pub fn start_envoy(
     tools: &Tools,
     dir: &Path,
     config: &Path,
     listener: u16,
+    workers: u32,
     log: &Path,
 ) -> Result<Proc> {
     let admin = dir.join(ADMIN_SOCKET);
@@ -147,11 +148,11 @@ pub fn start_envoy(
         .arg(config)
         .args([
             "--disable-hot-restart",
-            "--concurrency",
-            "1",
             "--log-level",
             "warn",
+            "--concurrency",
         ])
+        .arg(workers.to_string())
         .stdout(Stdio::null())
         .stderr(Stdio::from(std::fs::File::create(log)?))
         .spawn()

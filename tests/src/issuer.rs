@@ -72,6 +72,36 @@ pub mod demo {
     pub const USER: &str = "demo";
     /// Its password.
     pub const PASSWORD: &str = "demo-password";
+    /// The client Envoy reads the edge feed as (`client add --edge`).
+    pub const EDGE_CLIENT: &str = "envoy-edge";
+}
+
+/// Creates the edge client on `data` unless done before; returns its secret, kept in
+/// `dir/edge-secret` (0600).
+pub fn provision_edge_on(tools: &Tools, dir: &Path, data: &StoreArgs) -> Result<String> {
+    let secret_file = dir.join("edge-secret");
+    if let Ok(s) = std::fs::read_to_string(&secret_file) {
+        return Ok(s.trim().to_owned());
+    }
+    let out = issuer_admin_on(
+        tools,
+        data,
+        &["client", "add", demo::EDGE_CLIENT, "--edge"],
+        None,
+    )?;
+    let secret = out
+        .lines()
+        .find_map(|l| l.strip_prefix("secret: "))
+        .context("no secret printed")?
+        .to_owned();
+    issuer_admin_on(
+        tools,
+        data,
+        &["client", "activate", demo::EDGE_CLIENT],
+        None,
+    )?;
+    write_private(&secret_file, format!("{secret}\n").as_bytes())?;
+    Ok(secret)
 }
 
 /// Creates the demo client and user in `data` unless done before; returns the client secret,

@@ -211,6 +211,9 @@ pub struct Options {
     pub shipped_ports: bool,
     /// Two issuers on a throwaway PostgreSQL cluster instead of one on a redb data dir.
     pub postgres: bool,
+    /// Envoy with two workers, each pulling keys and revocations from the issuer's edge feed as
+    /// the edge client [`demo::EDGE_CLIENT`].
+    pub edge_sync: bool,
 }
 
 /// Issuer, media upstream and Envoy, running.
@@ -231,6 +234,10 @@ pub struct Stack {
     pub store: StoreArgs,
     /// Ports of the issuers after the first (`ports.issuer`), with PostgreSQL.
     pub more_issuers: Vec<u16>,
+    /// The edge client's secret, with [`Options::edge_sync`].
+    pub edge_secret: Option<String>,
+    /// `issuer serve` arguments beyond the port and the store.
+    issuer_args: Vec<String>,
     envoy: Option<Proc>,
     issuers: Vec<Proc>,
     upstream: tokio::task::JoinHandle<()>,
@@ -272,6 +279,11 @@ impl Stack {
             dir.clone()
         };
         let secret = provision_on(tools, &secret_dir, &store)?;
+        let edge_secret = if opts.edge_sync {
+            Some(issuer::provision_edge_on(tools, &secret_dir, &store)?)
+        } else {
+            None
+        };
         let cert_pem = ensure_tls(&dir)?;
         std::fs::copy(&tools.wasm, dir.join("filter.wasm"))?;
         // The issuer names itself by the URL clients use (Envoy's), not its internal address.
@@ -306,6 +318,8 @@ impl Stack {
             tools: tools.clone(),
             store,
             more_issuers,
+            edge_secret,
+            issuer_args: extra.iter().map(|a| a.to_string()).collect(),
             envoy: None,
             issuers,
             upstream,
@@ -315,10 +329,26 @@ impl Stack {
         Ok(stack)
     }
 
-    /// (Re)starts Envoy with the shipped full-stack configuration and the issuer's current key ring.
+    /// (Re)starts Envoy with the shipped full-stack configuration and [`Stack::filter_config`].
     pub fn restart_envoy(&mut self) -> Result<()> {
-        let cfg = issuer_admin_on(&self.tools, &self.store, &["keys", "filter-config"], None)?;
+        let cfg = self.filter_config()?;
         self.restart_envoy_with(&cfg)
+    }
+
+    /// The plugin configuration: `issuer keys filter-config`, plus the `edge_sync` block for the
+    /// `issuer` cluster with edge sync.
+    pub fn filter_config(&self) -> Result<String> {
+        let cfg = issuer_admin_on(&self.tools, &self.store, &["keys", "filter-config"], None)?;
+        let Some(secret) = &self.edge_secret else {
+            return Ok(cfg);
+        };
+        let mut cfg: serde_json::Value = serde_json::from_str(&cfg)?;
+        cfg["edge_sync"] = serde_json::json!({
+            "cluster": "issuer",
+            "client_id": demo::EDGE_CLIENT,
+            "client_secret": secret,
+        });
+        Ok(serde_json::to_string_pretty(&cfg)?)
     }
 
     /// (Re)starts Envoy with the shipped configuration and this plugin configuration JSON.
@@ -336,6 +366,7 @@ impl Stack {
             &self.dir,
             &path,
             self.ports.listener,
+            if self.edge_secret.is_some() { 2 } else { 1 },
             &self.dir.join("envoy.log"),
         )?);
         Ok(())
@@ -356,7 +387,8 @@ impl Stack {
         self.client_builder().build().expect("client")
     }
 
-    pub(crate) fn client_builder(&self) -> reqwest::ClientBuilder {
+    /// A builder of [`Stack::client`], to adjust before building.
+    pub fn client_builder(&self) -> reqwest::ClientBuilder {
         let addr: SocketAddr = ([127, 0, 0, 1], self.ports.listener).into();
         reqwest::Client::builder()
             .add_root_certificate(
@@ -371,13 +403,19 @@ impl Stack {
     }
 
     /// The filter's counters from Envoy's admin interface, once they have settled: the filter hands
-    /// its counts to Envoy once a second, so this reads until two reads 1.1 s apart agree.
+    /// its counts to Envoy once a second, so this reads until two reads 1.1 s apart agree (on all
+    /// but edge sync's, which move with every poll).
     pub async fn counters(&self) -> Result<std::collections::HashMap<String, u64>> {
         let mut last = None;
+        let requests = |c: &std::collections::HashMap<String, u64>| {
+            let mut c = c.clone();
+            c.retain(|name, _| !name.starts_with("edge_sync"));
+            c
+        };
         for _ in 0..10 {
             tokio::time::sleep(Duration::from_millis(1100)).await;
             let now = self.read_counters().await?;
-            if last.as_ref() == Some(&now) {
+            if last.as_ref().map(requests) == Some(requests(&now)) {
                 return Ok(now);
             }
             last = Some(now);
@@ -411,6 +449,27 @@ impl Stack {
         let pid = proc.pid().to_string();
         Command::new("kill").args(["-KILL", &pid]).status()?;
         proc.stop();
+        Ok(())
+    }
+
+    /// Stops issuer `index` (0 is the first) gracefully.
+    pub fn stop_issuer(&mut self, index: usize) -> Result<()> {
+        let proc = self.issuers.get_mut(index).context("no such issuer")?;
+        proc.stop();
+        Ok(())
+    }
+
+    /// Starts issuer `index` again on its port, as the stack started it (its log goes to
+    /// `issuer-again.log`).
+    pub fn start_issuer_again(&mut self, index: usize) -> Result<()> {
+        let port = match index {
+            0 => self.ports.issuer,
+            i => *self.more_issuers.get(i - 1).context("no such issuer")?,
+        };
+        let extra: Vec<&str> = self.issuer_args.iter().map(String::as_str).collect();
+        let log = self.dir.join("issuer-again.log");
+        let (proc, _) = start_issuer_on(&self.tools, &self.store, port, &extra, &log)?;
+        *self.issuers.get_mut(index).context("no such issuer")? = proc;
         Ok(())
     }
 

@@ -105,7 +105,7 @@ impl Stack {
         let filter_config = self.admin(&["keys", "filter-config"], None)?;
         let yaml = envoy::render_minimal(port, self.ports.media, &filter_config)?;
         let path = envoy::write_config(&dir, "envoy.yaml", &yaml)?;
-        let proc = envoy::start_envoy(&self.tools, &dir, &path, port, &dir.join("envoy.log"))
+        let proc = envoy::start_envoy(&self.tools, &dir, &path, port, 1, &dir.join("envoy.log"))
             .context("starting envoy on minimal.yaml")?;
         Ok((proc, port))
     }

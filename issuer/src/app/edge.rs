@@ -1,8 +1,9 @@
 //! The edge feed, `GET /apiv2/oauth/edge`: what an edge (the Envoy filter) needs to verify tokens
 //! and refuse revoked ones, for a client allowed to read it (`issuer client add NAME --edge`).
 //!
-//! - `since=N` asks for the revocations numbered after N (none: all in force, a full snapshot);
-//!   the answer's `cursor` is the number to send next time.
+//! - `since=N` asks for the revocations numbered after N (none: all in force, a full snapshot,
+//!   marked `"full": true`); the answer's `cursor` is the number to send next time. An answer holds
+//!   at most [`PAGE`] revocations; `"more": true` says to ask again at once.
 //! - `keys=V` names the key ring version the edge holds: the keys are sent only if the ring
 //!   changed. A poll with nothing new is a few dozen bytes.
 //! - Served only over TLS (the issuer's own) or to a loopback peer (an Envoy on the same host):
@@ -20,6 +21,10 @@ use sha2::{Digest, Sha256};
 use shared::KeyRing;
 use warp::http::StatusCode;
 use warp::reply::Response;
+
+/// Most revocations in one answer (about 900 KiB of JSON), so an edge's answers stay bounded
+/// however many revocations are in force.
+pub const PAGE: usize = 10_000;
 
 /// What an edge asks for.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -104,16 +109,25 @@ impl App {
         }
         let q = EdgeQuery::parse(query)?;
         let mut since = q.since.unwrap_or(0);
+        let mut full = q.since.is_none();
         let read = |since| self.store.revocations(since, now());
         let mut page = read(since).await.map_err(|e| ApiError::store(&e))?;
         if page.latest < since {
             // The edge holds numbers this store never gave out (it was restored from a backup):
             // a full snapshot, and a cursor the store's numbers will pass.
             since = 0;
+            full = true;
             page = read(0).await.map_err(|e| ApiError::store(&e))?;
         }
-        let revoked = page.entries;
-        let cursor = revoked.last().map_or(since, |e| e.seq);
+        let mut revoked = page.entries;
+        let more = revoked.len() > PAGE;
+        revoked.truncate(PAGE);
+        let cursor = match revoked.last() {
+            Some(last) if more => last.seq,
+            // Everything up to the latest number is in this answer (or swept).
+            _ if full => page.latest,
+            last => last.map_or(since, |e| e.seq),
+        };
         let ring = self.ring();
         let version = keys_version(&ring);
         let mut out = json!({
@@ -130,6 +144,12 @@ impl App {
                 })
                 .collect::<Vec<_>>(),
         });
+        if full {
+            out["full"] = json!(true);
+        }
+        if more {
+            out["more"] = json!(true);
+        }
         if q.keys.as_deref() != Some(version.as_str()) {
             out["keys"] = ring
                 .keys()

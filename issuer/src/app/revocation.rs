@@ -24,18 +24,21 @@ impl App {
     /// catches up.
     pub async fn reload_revocations(&self) {
         let since = self.revoked().cursor();
-        let page = match self.store.revocations(since, now()).await {
-            // Numbers below what was read before: a store restored from a backup. Start over.
-            Ok(page) if page.latest < since => self.store.revocations(0, now()).await,
-            other => other,
+        let read = match self.store.revocations(since, now()).await {
+            // Numbers below what was read before: a store restored from a backup. Read it whole.
+            Ok(page) if page.latest < since => {
+                self.store.revocations(0, now()).await.map(|p| (p, true))
+            }
+            other => other.map(|p| (p, false)),
         };
-        match page {
-            Ok(page) => {
+        match read {
+            Ok((page, whole)) => {
                 let mut set = self.revoked.write().unwrap_or_else(PoisonError::into_inner);
-                if page.latest < set.cursor() {
-                    *set = RevocationSet::default();
+                if whole {
+                    set.apply_snapshot(&page.entries, page.latest, now());
+                } else {
+                    set.apply(&page.entries, now());
                 }
-                set.apply(&page.entries, now());
             }
             Err(e) => tracing::error!(error = e.to_string(), "reading revocations failed"),
         }
@@ -73,7 +76,7 @@ impl App {
                 ));
             }
             // Already revoked: nothing to record (a repeated request adds no entry).
-            if self.revoked().has_token(&b.jti_hex()) {
+            if self.revoked().has_token(&b.jti) {
                 return Ok(json_response(StatusCode::OK, &json!({})));
             }
             let what = Revoked::Token { jti: b.jti_hex() };

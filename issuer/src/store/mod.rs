@@ -13,7 +13,10 @@ pub mod keys;
 pub mod location;
 pub mod postgres;
 pub mod redb;
-pub mod revocation;
+/// Revocations: the types and the in-memory set are shared with the Envoy filter.
+pub mod revocation {
+    pub use shared::revocation::*;
+}
 
 pub use keys::{KeyInfo, KeyState, KEY_RETIRE_MARGIN};
 pub use location::{Location, PgFiles};

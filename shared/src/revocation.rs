@@ -1,5 +1,7 @@
-//! Revocations of access tokens: what the store records when an access token is revoked or a user
-//! or client loses its tokens, and the in-memory set that answers "is this token revoked?".
+//! Revocations of access tokens: what the issuer's store records when an access token is revoked
+//! or a user or client loses its tokens, and the in-memory set that answers "is this token
+//! revoked?" in the issuer (introspection) and at the edge (the Envoy filter, through the edge
+//! feed).
 //!
 //! Access tokens are verified offline, so a revocation is a durable entry in force until every
 //! token it covers would have expired anyway: one token until its `exp`, a user's or a client's
@@ -8,8 +10,8 @@
 //! the order they were recorded, never reusing a number, so a reader that has seen entries up to
 //! N asks for those after N.
 
+use crate::token::{SubjectKind, TokenBody, JTI_LEN};
 use serde::{Deserialize, Serialize};
-use shared::token::{SubjectKind, TokenBody};
 use std::collections::HashMap;
 
 /// What a revocation covers.
@@ -35,8 +37,8 @@ pub enum Revoked {
 }
 
 /// How long after a client's revocation tokens it is issued still count as covered: an issuer
-/// may keep a deactivated client in its client cache for up to a second
-/// (`app::client_cache::CLIENT_TTL`) and mint for it meanwhile.
+/// may keep a deactivated client in its client cache for up to a second and mint for it
+/// meanwhile.
 pub const CLIENT_GRACE: u64 = 1;
 
 /// Revocations after a cursor, and the highest number given out so far.
@@ -64,7 +66,7 @@ pub struct Revocation {
 /// The revocations in force, as a reader of the store holds them.
 #[derive(Debug, Default, Clone)]
 pub struct RevocationSet {
-    tokens: HashMap<String, u64>,
+    tokens: HashMap<[u8; JTI_LEN], u64>,
     users: HashMap<String, (u64, u64)>,
     clients: HashMap<String, (u64, u64)>,
     cursor: u64,
@@ -77,30 +79,54 @@ impl RevocationSet {
     }
 
     /// Applies revocations recorded after [`RevocationSet::cursor`], in order, and forgets those
-    /// no longer in force at `now`.
+    /// no longer in force at `now`. An entry at or before the cursor is old news and skipped.
     pub fn apply(&mut self, entries: &[Revocation], now: u64) {
         for e in entries {
-            if e.seq <= self.cursor {
-                continue;
+            if e.seq > self.cursor {
+                self.insert(e);
+                self.cursor = e.seq;
             }
-            match &e.what {
-                Revoked::Token { jti } => {
-                    self.tokens.insert(jti.clone(), e.until);
-                }
-                Revoked::User { name } => {
-                    let slot = self.users.entry(name.clone()).or_insert((e.at, e.until));
-                    *slot = (slot.0.max(e.at), slot.1.max(e.until));
-                }
-                Revoked::Client { id } => {
-                    let slot = self.clients.entry(id.clone()).or_insert((e.at, e.until));
-                    *slot = (slot.0.max(e.at), slot.1.max(e.until));
-                }
-            }
-            self.cursor = e.seq;
         }
+        self.expire(now);
+    }
+
+    /// Adds every revocation of a full snapshot (all in force, as of revocation number
+    /// `cursor`) to those held, and continues from `cursor`, even one below the held cursor: the
+    /// store was restored from a backup and numbers again from there. Nothing held is dropped
+    /// before its time, so no answer can take a revocation back.
+    pub fn apply_snapshot(&mut self, entries: &[Revocation], cursor: u64, now: u64) {
+        for e in entries {
+            self.insert(e);
+        }
+        self.cursor = cursor;
+        self.expire(now);
+    }
+
+    /// Forgets the revocations no longer in force at `now`.
+    pub fn expire(&mut self, now: u64) {
         self.tokens.retain(|_, until| *until > now);
         self.users.retain(|_, (_, until)| *until > now);
         self.clients.retain(|_, (_, until)| *until > now);
+    }
+
+    fn insert(&mut self, e: &Revocation) {
+        match &e.what {
+            Revoked::Token { jti } => {
+                // An id that is not 32 hex digits names no token the issuer minted.
+                if let Some(jti) = parse_jti(jti) {
+                    let until = self.tokens.entry(jti).or_insert(e.until);
+                    *until = (*until).max(e.until);
+                }
+            }
+            Revoked::User { name } => {
+                let slot = self.users.entry(name.clone()).or_insert((e.at, e.until));
+                *slot = (slot.0.max(e.at), slot.1.max(e.until));
+            }
+            Revoked::Client { id } => {
+                let slot = self.clients.entry(id.clone()).or_insert((e.at, e.until));
+                *slot = (slot.0.max(e.at), slot.1.max(e.until));
+            }
+        }
     }
 
     /// True if a revocation in force covers the token: its id, or its user's or client's
@@ -109,14 +135,14 @@ impl RevocationSet {
         let before = |slot: Option<&(u64, u64)>, grace: u64| {
             slot.is_some_and(|(at, _)| body.iat <= at.saturating_add(grace))
         };
-        self.has_token(&body.jti_hex())
+        self.has_token(&body.jti)
             || before(self.clients.get(&body.client), CLIENT_GRACE)
             || (body.identity.kind == SubjectKind::User
                 && before(self.users.get(&body.identity.subject), 0))
     }
 
-    /// True if the token with this id (hex) is revoked by a revocation of its own.
-    pub fn has_token(&self, jti: &str) -> bool {
+    /// True if the token with this id is revoked by a revocation of its own.
+    pub fn has_token(&self, jti: &[u8; JTI_LEN]) -> bool {
         self.tokens.contains_key(jti)
     }
 
@@ -131,10 +157,28 @@ impl RevocationSet {
     }
 }
 
+/// A token id from its 32 lower- or upper-case hex digits.
+pub fn parse_jti(hex: &str) -> Option<[u8; JTI_LEN]> {
+    let digits = hex.as_bytes();
+    if digits.len() != 2 * JTI_LEN {
+        return None;
+    }
+    let mut out = [0u8; JTI_LEN];
+    let nibble = |c: u8| {
+        char::from(c)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    };
+    for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
+        *byte = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::token::Identity;
+    use crate::token::Identity;
 
     fn body(kind: SubjectKind, subject: &str, client: &str, iat: u64) -> TokenBody {
         TokenBody {
@@ -195,7 +239,7 @@ mod tests {
             &[entry(
                 3,
                 Revoked::Token {
-                    jti: hex::encode([7u8; 16]),
+                    jti: "07".repeat(16),
                 },
                 1_020,
             )],
@@ -227,5 +271,36 @@ mod tests {
             "gone once every token it covered has expired"
         );
         assert_eq!(set.cursor(), 5);
+    }
+
+    #[test]
+    fn a_snapshot_adds_to_what_is_held_and_resets_the_cursor() {
+        let mut set = RevocationSet::default();
+        let alice = Revoked::User {
+            name: "alice".into(),
+        };
+        set.apply(&[entry(9, alice, 1_000)], 1_001);
+        set.apply_snapshot(
+            &[entry(2, Revoked::Client { id: "app".into() }, 1_000)],
+            2,
+            1_001,
+        );
+        assert_eq!((set.cursor(), set.len()), (2, 2), "alice stays revoked");
+        assert!(set.covers(&body(SubjectKind::User, "alice", "web", 999)));
+    }
+
+    #[test]
+    fn token_ids_parse_from_hex_only() {
+        assert_eq!(parse_jti(&"0a".repeat(16)), Some([10; 16]));
+        assert_eq!(parse_jti(&"0A".repeat(16)), Some([10; 16]));
+        for bad in [
+            "",
+            "0a",
+            &"0g".repeat(16),
+            &"+a".repeat(16),
+            &"0a".repeat(17),
+        ] {
+            assert_eq!(parse_jti(bad), None, "{bad}");
+        }
     }
 }

@@ -1,0 +1,393 @@
+//! Edge sync: what the filter learns from the issuer's edge feed (`GET /apiv2/oauth/edge`, see
+//! `docs/issuer.md`) after Envoy loaded it, as pure logic. The Envoy adapter fetches; this module
+//! says what to ask for ([`EdgeSync::request_path`]), whether an answer is acceptable
+//! ([`parse_answer`]) and what it changes ([`EdgeState::apply`]).
+//!
+//! An answer changes the state only as a whole and only if every part of it is valid: a wrong
+//! status, an oversized or malformed body, or a cursor older than the one held is refused and
+//! changes nothing. No answer takes a revocation back: revocations leave the state only when
+//! every token they cover has expired.
+
+use crate::config::{key_ring, ConfigError, RawKey, MAX_KEYS};
+use serde::Deserialize;
+use shared::revocation::{parse_jti, Revocation, RevocationSet, Revoked};
+use shared::KeyRing;
+use std::fmt;
+use zeroize::Zeroizing;
+
+/// Largest feed answer read, in bytes. The issuer pages its answers (10,000 revocations, about
+/// 900 KiB); anything bigger is refused unread.
+pub const MAX_ANSWER_BYTES: usize = 2 << 20;
+
+/// Most revocations accepted in one answer.
+pub const MAX_ENTRIES: usize = 20_000;
+
+/// Longest user name or client id in a revocation.
+const MAX_NAME: usize = 256;
+
+/// The `edge_sync` block of the plugin configuration, as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEdgeSync {
+    cluster: String,
+    #[serde(default = "default_path")]
+    path: String,
+    #[serde(default)]
+    authority: Option<String>,
+    client_id: String,
+    client_secret: Zeroizing<String>,
+    #[serde(default = "default_poll")]
+    poll_interval_seconds: u64,
+    #[serde(default = "default_timeout")]
+    timeout_ms: u64,
+    #[serde(default)]
+    max_staleness_seconds: Option<u64>,
+}
+
+fn default_path() -> String {
+    "/apiv2/oauth/edge".into()
+}
+fn default_poll() -> u64 {
+    1
+}
+fn default_timeout() -> u64 {
+    2_000
+}
+
+/// Where and how the filter pulls the edge feed.
+#[derive(Clone)]
+pub struct EdgeSync {
+    /// The Envoy cluster of the issuer.
+    pub cluster: String,
+    /// The feed's path, without a query.
+    pub path: String,
+    /// The `:authority` of the feed requests (the cluster's name by default).
+    pub authority: String,
+    authorization: Zeroizing<String>,
+    /// Seconds between polls (1 to 60).
+    pub poll_interval: u64,
+    /// Milliseconds a poll may take before it counts as failed.
+    pub timeout_ms: u64,
+    /// If set: once the last good sync is older than this many seconds, every request is
+    /// refused (503) rather than verified with old state. Unset: keep verifying with the last
+    /// state, and say so in the counters and the log.
+    pub max_staleness: Option<u64>,
+}
+
+impl fmt::Debug for EdgeSync {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EdgeSync")
+            .field("cluster", &self.cluster)
+            .field("path", &self.path)
+            .field("authorization", &"[redacted]")
+            .field("poll_interval", &self.poll_interval)
+            .field("max_staleness", &self.max_staleness)
+            .finish()
+    }
+}
+
+fn bad<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError(format!("edge_sync: {}", msg.into())))
+}
+
+impl EdgeSync {
+    pub(crate) fn new(raw: RawEdgeSync) -> Result<Self, ConfigError> {
+        if raw.cluster.is_empty() || raw.cluster.len() > 255 {
+            return bad("cluster: the name of the issuer's Envoy cluster");
+        }
+        let plain = |s: &str| {
+            s.bytes()
+                .all(|c| c.is_ascii_graphic() && c != b'?' && c != b'#')
+        };
+        if !raw.path.starts_with('/') || !plain(&raw.path) || raw.path.len() > 255 {
+            return bad("path: an absolute path without a query");
+        }
+        let authority = raw.authority.unwrap_or_else(|| raw.cluster.clone());
+        if authority.is_empty() || !plain(&authority) || authority.len() > 255 {
+            return bad("authority: a host name");
+        }
+        if raw.client_id.is_empty() || raw.client_secret.is_empty() {
+            return bad("client_id and client_secret: the edge client's credentials");
+        }
+        if !(1..=60).contains(&raw.poll_interval_seconds) {
+            return bad("poll_interval_seconds: 1 to 60");
+        }
+        if !(100..=60_000).contains(&raw.timeout_ms) {
+            return bad("timeout_ms: 100 to 60000");
+        }
+        if raw
+            .max_staleness_seconds
+            .is_some_and(|s| s < 2 * raw.poll_interval_seconds || s > 86_400)
+        {
+            return bad("max_staleness_seconds: two poll intervals to 86400");
+        }
+        Ok(Self {
+            authorization: shared::basic::encode_basic(&raw.client_id, &raw.client_secret),
+            cluster: raw.cluster,
+            path: raw.path,
+            authority,
+            poll_interval: raw.poll_interval_seconds,
+            timeout_ms: raw.timeout_ms,
+            max_staleness: raw.max_staleness_seconds,
+        })
+    }
+
+    /// The `Authorization` header of a poll (HTTP Basic, the edge client's credentials).
+    pub fn authorization(&self) -> &str {
+        &self.authorization
+    }
+
+    /// The `:path` of the next poll: a full snapshot before the first good sync, afterwards what
+    /// changed since the state's cursor and key ring version.
+    pub fn request_path(&self, state: &EdgeState) -> String {
+        let mut path = self.path.clone();
+        if state.synced_at.is_some() {
+            path.push_str(&format!("?since={}", state.revoked.cursor()));
+            if let Some(v) = &state.keys_version {
+                path.push_str(&format!("&keys={v}"));
+            }
+        }
+        path
+    }
+}
+
+/// What verification uses at this moment: the key ring, the longest lifetime a token may claim,
+/// and the revocations in force. Without edge sync it is the configuration's, forever.
+#[derive(Debug, Clone)]
+pub struct EdgeState {
+    /// Keys that verify tokens.
+    pub ring: KeyRing,
+    /// Longest lifetime (`exp - iat`) a token may claim.
+    pub max_lifetime: u64,
+    /// Revocations in force.
+    pub revoked: RevocationSet,
+    keys_version: Option<String>,
+    synced_at: Option<u64>,
+    started_at: u64,
+}
+
+impl EdgeState {
+    /// The state a configuration starts with at `now`: its static key ring, no revocation.
+    pub fn new(cfg: &crate::config::Config, now: u64) -> Self {
+        Self {
+            ring: cfg.ring.clone(),
+            max_lifetime: cfg.max_lifetime,
+            revoked: RevocationSet::default(),
+            keys_version: None,
+            synced_at: None,
+            started_at: now,
+        }
+    }
+
+    /// When the last good sync was (seconds since the epoch), if ever.
+    pub fn synced_at(&self) -> Option<u64> {
+        self.synced_at
+    }
+
+    /// Seconds since the last good sync (or since the filter started, before the first).
+    pub fn age(&self, now: u64) -> u64 {
+        now.saturating_sub(self.synced_at.unwrap_or(self.started_at))
+    }
+
+    /// True if the filter must refuse every request: it has no key at all (edge sync before its
+    /// first answer, without static keys), or its state is older than the configured limit.
+    pub fn unusable(&self, sync: Option<&EdgeSync>, now: u64) -> bool {
+        self.ring.keys().is_empty()
+            || sync
+                .and_then(|s| s.max_staleness)
+                .is_some_and(|limit| self.age(now) > limit)
+    }
+
+    /// Applies a validated answer received at `now`.
+    pub fn apply(&mut self, update: FeedUpdate, now: u64) {
+        if update.full {
+            self.revoked
+                .apply_snapshot(&update.entries, update.cursor, now);
+        } else {
+            self.revoked.apply(&update.entries, now);
+        }
+        if let Some((ring, max_lifetime)) = update.keys {
+            self.ring = ring;
+            self.max_lifetime = max_lifetime;
+        }
+        self.keys_version = Some(update.keys_version);
+        self.synced_at = Some(now);
+    }
+}
+
+/// A feed answer that passed every check, ready to apply.
+#[derive(Debug)]
+pub struct FeedUpdate {
+    entries: Vec<Revocation>,
+    cursor: u64,
+    full: bool,
+    /// True if the issuer has more revocations to send at once.
+    pub more: bool,
+    keys: Option<(KeyRing, u64)>,
+    keys_version: String,
+}
+
+impl FeedUpdate {
+    /// True for a full snapshot, which may restart the cursor (a store restored from a backup).
+    pub fn is_full(&self) -> bool {
+        self.full
+    }
+}
+
+/// Why an answer was refused. The message never includes the answer's contents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FeedError {
+    /// Not 200.
+    Status(u32),
+    /// Larger than [`MAX_ANSWER_BYTES`].
+    TooLarge(usize),
+    /// Not the feed's JSON, or a field out of its range.
+    Malformed(String),
+    /// Older than the state held: its cursor or an entry is at or before the held cursor.
+    Stale {
+        /// The cursor held.
+        held: u64,
+        /// The answer's.
+        got: u64,
+    },
+}
+
+impl fmt::Display for FeedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Status(s) => write!(f, "the feed answered {s}"),
+            Self::TooLarge(n) => write!(f, "the answer is {n} bytes, over {MAX_ANSWER_BYTES}"),
+            Self::Malformed(m) => write!(f, "not a feed answer: {m}"),
+            Self::Stale { held, got } => {
+                write!(
+                    f,
+                    "an answer older than the state held (cursor {got} < {held})"
+                )
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RawAnswer {
+    cursor: u64,
+    keys_version: String,
+    revoked: Vec<RawEntry>,
+    #[serde(default)]
+    full: bool,
+    #[serde(default)]
+    more: bool,
+    #[serde(default)]
+    keys: Option<Vec<RawKey>>,
+    #[serde(default)]
+    max_token_lifetime_seconds: Option<u64>,
+}
+
+/// A revocation as the feed writes it: `kind` and its field beside the numbers. Read field by
+/// field rather than through serde's `flatten`, which costs the module 50 KB.
+#[derive(Deserialize)]
+struct RawEntry {
+    seq: u64,
+    at: u64,
+    until: u64,
+    kind: String,
+    #[serde(default)]
+    jti: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    id: Option<String>,
+}
+
+impl RawEntry {
+    fn what(self) -> Option<Revoked> {
+        let name_ok = |n: &String| !n.is_empty() && n.len() <= MAX_NAME;
+        match (self.kind.as_str(), self.jti, self.name, self.id) {
+            ("token", Some(jti), None, None) if parse_jti(&jti).is_some() => {
+                Some(Revoked::Token { jti })
+            }
+            ("user", None, Some(name), None) if name_ok(&name) => Some(Revoked::User { name }),
+            ("client", None, None, Some(id)) if name_ok(&id) => Some(Revoked::Client { id }),
+            _ => None,
+        }
+    }
+}
+
+fn malformed<T>(msg: impl Into<String>) -> Result<T, FeedError> {
+    Err(FeedError::Malformed(msg.into()))
+}
+
+/// Checks a feed answer (its status and body) against the state held; only a checked answer
+/// can be applied.
+pub fn parse_answer(status: u32, body: &[u8], state: &EdgeState) -> Result<FeedUpdate, FeedError> {
+    if status != 200 {
+        return Err(FeedError::Status(status));
+    }
+    if body.len() > MAX_ANSWER_BYTES {
+        return Err(FeedError::TooLarge(body.len()));
+    }
+    // serde's message could quote a value (a key's secret): only the position is told.
+    let raw: RawAnswer = serde_json::from_slice(body)
+        .map_err(|e| FeedError::Malformed(format!("line {} column {}", e.line(), e.column())))?;
+    let v = &raw.keys_version;
+    if v.is_empty() || v.len() > 64 || !v.bytes().all(|c| c.is_ascii_alphanumeric()) {
+        return malformed("keys_version");
+    }
+    if raw.revoked.len() > MAX_ENTRIES {
+        return malformed("too many revocations in one answer");
+    }
+    let held = state.revoked.cursor();
+    if !raw.full && raw.cursor < held {
+        return Err(FeedError::Stale {
+            held,
+            got: raw.cursor,
+        });
+    }
+    let mut last = 0;
+    let mut entries = Vec::with_capacity(raw.revoked.len());
+    for e in raw.revoked {
+        if e.seq <= last || e.seq > raw.cursor || e.at > e.until {
+            return malformed("revocations out of order or beyond the cursor");
+        }
+        if !raw.full && e.seq <= held {
+            return Err(FeedError::Stale { held, got: e.seq });
+        }
+        let (seq, at, until) = (e.seq, e.at, e.until);
+        let Some(what) = e.what() else {
+            return malformed("a revocation names no token, user or client");
+        };
+        last = seq;
+        entries.push(Revocation {
+            seq,
+            what,
+            at,
+            until,
+        });
+    }
+    let keys = match (raw.keys, raw.max_token_lifetime_seconds) {
+        (Some(keys), Some(lifetime)) => {
+            if keys.is_empty() || keys.len() > MAX_KEYS {
+                return malformed("keys: 1 to 64 keys");
+            }
+            if !(1..=86_400).contains(&lifetime) {
+                return malformed("max_token_lifetime_seconds: 1 to 86400");
+            }
+            let ring = key_ring(&keys, "keys").map_err(|e| FeedError::Malformed(e.0))?;
+            Some((ring, lifetime))
+        }
+        (None, None) if state.keys_version.as_deref() == Some(v.as_str()) => None,
+        (None, None) => return malformed("a new keys_version without its keys"),
+        _ => return malformed("keys and max_token_lifetime_seconds come together"),
+    };
+    Ok(FeedUpdate {
+        entries,
+        cursor: raw.cursor,
+        full: raw.full,
+        more: raw.more,
+        keys,
+        keys_version: raw.keys_version,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,325 @@
+use super::*;
+use crate::config::Config;
+use crate::decision::{decide, Decision, Outcome};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde_json::{json, Value};
+use shared::token::{self, Identity, SubjectKind, TokenBody};
+use shared::Key;
+
+const SYNC: &str =
+    r#""edge_sync":{"cluster":"issuer","client_id":"edge","client_secret":"s3cret"}"#;
+
+fn secret(byte: u8) -> String {
+    URL_SAFE_NO_PAD.encode([byte; 32])
+}
+
+fn cfg(extra: &str) -> Config {
+    Config::parse(format!("{{{SYNC}{extra}}}").as_bytes()).unwrap()
+}
+
+fn answer(v: Value) -> Vec<u8> {
+    serde_json::to_vec(&v).unwrap()
+}
+
+/// A full snapshot with key `kid` (secret bytes all `kid`) and these revocations.
+fn snapshot(kid: u32, cursor: u64, revoked: Value) -> Vec<u8> {
+    answer(json!({
+        "cursor": cursor, "keys_version": format!("v{kid}"), "full": true, "revoked": revoked,
+        "keys": [{"kid": kid, "secret": secret(kid as u8)}], "max_token_lifetime_seconds": 3600,
+    }))
+}
+
+fn token_for(kid: u32, user: &str, client: &str, jti: u8, iat: u64) -> String {
+    let body = TokenBody {
+        kid,
+        jti: [jti; 16],
+        iat,
+        exp: iat + 600,
+        client: client.into(),
+        identity: Identity {
+            kind: SubjectKind::User,
+            subject: user.into(),
+            roles: vec![],
+            claims: vec![],
+        },
+    };
+    token::mint(&Key::new(kid, [kid as u8; 32]), &body).unwrap()
+}
+
+fn outcome(cfg: &Config, state: &EdgeState, token: &str, now: u64) -> (Decision, Outcome) {
+    let header = format!("Bearer {token}");
+    let (d, o, _) = decide(
+        cfg,
+        state,
+        b"/apiv2/x",
+        [("authorization", header.as_bytes())],
+        now,
+    );
+    (d, o)
+}
+
+/// What an answer may change, to compare before and after a refused one.
+fn fingerprint(s: &EdgeState) -> (u64, usize, Vec<u32>, u64, Option<String>, Option<u64>) {
+    (
+        s.revoked.cursor(),
+        s.revoked.len(),
+        s.ring.keys().iter().map(Key::id).collect(),
+        s.max_lifetime,
+        s.keys_version.clone(),
+        s.synced_at,
+    )
+}
+
+#[test]
+fn the_configuration_takes_an_edge_sync_block_and_never_shows_the_secret() {
+    let c = cfg("");
+    let sync = c.edge_sync.as_ref().unwrap();
+    assert_eq!(
+        (sync.path.as_str(), sync.authority.as_str()),
+        ("/apiv2/oauth/edge", "issuer")
+    );
+    assert_eq!((sync.poll_interval, sync.max_staleness), (1, None));
+    assert_eq!(sync.authorization(), "Basic ZWRnZTpzM2NyZXQ=");
+    assert!(!format!("{c:?}").contains("ZWRnZTpzM2NyZXQ"));
+    assert!(c.ring.keys().is_empty(), "keys are optional with edge sync");
+    for (bad, field) in [
+        (
+            r#""edge_sync":{"cluster":"","client_id":"e","client_secret":"s"}"#,
+            "cluster",
+        ),
+        (
+            r#""edge_sync":{"cluster":"i","client_id":"","client_secret":"s"}"#,
+            "client_id",
+        ),
+        (
+            r#""edge_sync":{"cluster":"i","client_id":"e","client_secret":"s","path":"x"}"#,
+            "path",
+        ),
+        (
+            r#""edge_sync":{"cluster":"i","client_id":"e","client_secret":"s","path":"/e?a=1"}"#,
+            "path",
+        ),
+        (
+            r#""edge_sync":{"cluster":"i","client_id":"e","client_secret":"s","poll_interval_seconds":0}"#,
+            "poll",
+        ),
+        (
+            r#""edge_sync":{"cluster":"i","client_id":"e","client_secret":"s","max_staleness_seconds":1}"#,
+            "staleness",
+        ),
+        (
+            r#""edge_sync":{"cluster":"i","client_id":"e","client_secret":"s","other":1}"#,
+            "unknown",
+        ),
+    ] {
+        let e = Config::parse(format!("{{{bad}}}").as_bytes()).unwrap_err();
+        assert!(e.0.contains(field), "{bad}: {e}");
+    }
+    assert!(Config::parse(b"{}").unwrap_err().0.contains("edge_sync"));
+}
+
+#[test]
+fn polls_ask_for_a_snapshot_first_then_for_what_changed() {
+    let c = cfg("");
+    let sync = c.edge_sync.as_ref().unwrap();
+    let mut state = EdgeState::new(&c, 1_000);
+    assert_eq!(sync.request_path(&state), "/apiv2/oauth/edge");
+    let update = parse_answer(200, &snapshot(1, 7, json!([])), &state).unwrap();
+    state.apply(update, 1_001);
+    assert_eq!(
+        sync.request_path(&state),
+        "/apiv2/oauth/edge?since=7&keys=v1"
+    );
+}
+
+#[test]
+fn revocations_and_keys_from_the_feed_decide_requests() {
+    let c = cfg("");
+    let mut state = EdgeState::new(&c, 1_000);
+    let alice = token_for(1, "alice", "app", 1, 1_000);
+    assert_eq!(outcome(&c, &state, &alice, 1_000).1, Outcome::Unavailable);
+    let revoked = json!([
+        {"kind": "token", "jti": "02".repeat(16), "seq": 3, "at": 1_000, "until": 2_000},
+        {"kind": "user", "name": "bob", "seq": 4, "at": 1_000, "until": 2_000},
+        {"kind": "client", "id": "old-app", "seq": 5, "at": 1_000, "until": 2_000},
+    ]);
+    state.apply(
+        parse_answer(200, &snapshot(1, 5, revoked), &state).unwrap(),
+        1_001,
+    );
+    assert_eq!(outcome(&c, &state, &alice, 1_001).1, Outcome::Allowed);
+    for refused in [
+        token_for(1, "alice", "app", 2, 1_000),
+        token_for(1, "bob", "app", 1, 1_000),
+        token_for(1, "alice", "old-app", 1, 1_000),
+    ] {
+        let (d, o) = outcome(&c, &state, &refused, 1_001);
+        assert_eq!(o, Outcome::Revoked);
+        let Decision::Deny(d) = d else { panic!() };
+        assert_eq!(d.status, 401);
+        assert!(d.www_authenticate.contains("error=\"invalid_token\""));
+    }
+    assert_eq!(
+        outcome(&c, &state, &token_for(1, "bob", "app", 1, 1_001), 1_001).1,
+        Outcome::Allowed,
+        "issued after the revocation"
+    );
+    // A rotation: key 2 replaces key 1, whose tokens stop verifying.
+    let rotated = answer(json!({
+        "cursor": 5, "keys_version": "v2", "revoked": [],
+        "keys": [{"kid": 2, "secret": secret(2)}], "max_token_lifetime_seconds": 3600,
+    }));
+    state.apply(parse_answer(200, &rotated, &state).unwrap(), 1_002);
+    assert_eq!(outcome(&c, &state, &alice, 1_002).1, Outcome::Invalid);
+    let fresh = token_for(2, "alice", "app", 1, 1_002);
+    assert_eq!(outcome(&c, &state, &fresh, 1_002).1, Outcome::Allowed);
+    assert_eq!(state.revoked.len(), 3, "revocations outlive a key change");
+}
+
+#[test]
+fn hostile_answers_change_nothing() {
+    let c = cfg("");
+    let mut state = EdgeState::new(&c, 1_000);
+    let revoked = json!([{"kind": "user", "name": "bob", "seq": 9, "at": 1_000, "until": 2_000}]);
+    state.apply(
+        parse_answer(200, &snapshot(1, 9, revoked), &state).unwrap(),
+        1_001,
+    );
+    let held = fingerprint(&state);
+    let entry =
+        |seq: u64| json!({"kind": "user", "name": "eve", "seq": seq, "at": 1_000, "until": 2_000});
+    let same = |cursor: u64, revoked: Value| {
+        answer(json!({"cursor": cursor, "keys_version": "v1", "revoked": revoked}))
+    };
+    let cases: Vec<(u32, Vec<u8>, &str)> = vec![
+        (500, same(10, json!([entry(10)])), "answered 500"),
+        (401, same(10, json!([entry(10)])), "answered 401"),
+        (200, b"<html>not json</html>".to_vec(), "not a feed answer"),
+        (200, vec![b' '; MAX_ANSWER_BYTES + 1], "bytes, over"),
+        (200, same(3, json!([])), "older than the state held"),
+        (
+            200,
+            same(10, json!([entry(8), entry(10)])),
+            "older than the state held",
+        ),
+        (200, same(10, json!([entry(10), entry(10)])), "out of order"),
+        (200, same(10, json!([entry(11)])), "beyond the cursor"),
+        (
+            200,
+            same(
+                10,
+                json!([{"kind": "token", "jti": "zz", "seq": 10, "at": 1, "until": 2}]),
+            ),
+            "names no token",
+        ),
+        (
+            200,
+            same(
+                10,
+                json!([{"kind": "user", "name": "", "seq": 10, "at": 1, "until": 2}]),
+            ),
+            "names no token",
+        ),
+        (
+            200,
+            answer(json!({"cursor": 10, "keys_version": "v9", "revoked": []})),
+            "without its keys",
+        ),
+        (
+            200,
+            answer(json!({"cursor": 10, "keys_version": "v9", "revoked": [], "keys": []})),
+            "come together",
+        ),
+        (
+            200,
+            answer(
+                json!({"cursor": 10, "keys_version": "v9", "revoked": [], "keys": [], "max_token_lifetime_seconds": 60}),
+            ),
+            "1 to 64 keys",
+        ),
+        (
+            200,
+            answer(
+                json!({"cursor": 10, "keys_version": "v9", "revoked": [], "keys": [{"kid": 1, "secret": "c2hvcnQ"}], "max_token_lifetime_seconds": 60}),
+            ),
+            "32 bytes",
+        ),
+        (
+            200,
+            answer(json!({"cursor": 10, "keys_version": "../x", "revoked": []})),
+            "keys_version",
+        ),
+    ];
+    for (status, body, why) in cases {
+        let e = parse_answer(status, &body, &state).unwrap_err();
+        assert!(e.to_string().contains(why), "{why}: {e}");
+        assert_eq!(fingerprint(&state), held);
+    }
+    // A snapshot from a store restored from a backup restarts the cursor but keeps bob revoked.
+    state.apply(
+        parse_answer(200, &snapshot(1, 2, json!([])), &state).unwrap(),
+        1_002,
+    );
+    assert_eq!((state.revoked.cursor(), state.revoked.len()), (2, 1));
+}
+
+#[test]
+fn errors_never_quote_the_answer() {
+    let c = cfg("");
+    let state = EdgeState::new(&c, 0);
+    let leaked = secret(9);
+    let body =
+        format!(r#"{{"cursor":1,"keys_version":"v","revoked":[],"keys":[{{"kid":"{leaked}"}}]}}"#);
+    let e = parse_answer(200, body.as_bytes(), &state)
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains(&leaked), "{e}");
+}
+
+#[test]
+fn old_state_refuses_everything_only_when_the_operator_chose_so() {
+    let lenient = cfg("");
+    let strict =
+        cfg(r#","keys":[{"kid":1,"secret":"AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE"}]"#);
+    let strict_sync = Config::parse(
+        format!(
+            r#"{{"keys":[{{"kid":1,"secret":"{}"}}],"edge_sync":{{"cluster":"i","client_id":"e","client_secret":"s","max_staleness_seconds":30}}}}"#,
+            secret(1)
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let alice = token_for(1, "alice", "app", 1, 1_000);
+    // Static keys serve before the first sync.
+    let state = EdgeState::new(&strict, 1_000);
+    assert_eq!(outcome(&strict, &state, &alice, 1_010).1, Outcome::Allowed);
+    let mut state = EdgeState::new(&lenient, 1_000);
+    state.apply(
+        parse_answer(200, &snapshot(1, 0, json!([])), &state).unwrap(),
+        1_000,
+    );
+    assert_eq!(state.age(1_500), 500);
+    assert_eq!(outcome(&lenient, &state, &alice, 1_500).1, Outcome::Allowed);
+    let mut state = EdgeState::new(&strict_sync, 1_000);
+    assert_eq!(
+        outcome(&strict_sync, &state, &alice, 1_030).1,
+        Outcome::Allowed
+    );
+    assert_eq!(
+        outcome(&strict_sync, &state, &alice, 1_031).1,
+        Outcome::Unavailable
+    );
+    state.apply(
+        parse_answer(200, &snapshot(1, 0, json!([])), &state).unwrap(),
+        1_031,
+    );
+    assert_eq!(
+        outcome(&strict_sync, &state, &alice, 1_040).1,
+        Outcome::Allowed
+    );
+    let (d, o) = outcome(&strict_sync, &state, &alice, 1_062);
+    assert_eq!(o, Outcome::Unavailable);
+    let Decision::Deny(d) = d else { panic!() };
+    assert_eq!(d.status, 503);
+}

