@@ -10,7 +10,9 @@
 
 use crate::config::{key_ring, ConfigError, RawKey, MAX_KEYS};
 use serde::Deserialize;
-use shared::revocation::{parse_jti, Revocation, RevocationSet, Revoked};
+use shared::revocation::{
+    parse_hex, parse_jti, Revocation, RevocationSet, Revoked, FAMILY_TAG_LEN,
+};
 use shared::KeyRing;
 use std::fmt;
 use zeroize::Zeroizing;
@@ -297,17 +299,25 @@ struct RawEntry {
     name: Option<String>,
     #[serde(default)]
     id: Option<String>,
+    #[serde(default)]
+    tag: Option<String>,
 }
 
 impl RawEntry {
     fn what(self) -> Option<Revoked> {
         let name_ok = |n: &String| !n.is_empty() && n.len() <= MAX_NAME;
-        match (self.kind.as_str(), self.jti, self.name, self.id) {
-            ("token", Some(jti), None, None) if parse_jti(&jti).is_some() => {
+        let tag_ok = |t: &String| parse_hex::<FAMILY_TAG_LEN>(t).is_some();
+        match (self.kind.as_str(), self.jti, self.name, self.id, self.tag) {
+            ("token", Some(jti), None, None, None) if parse_jti(&jti).is_some() => {
                 Some(Revoked::Token { jti })
             }
-            ("user", None, Some(name), None) if name_ok(&name) => Some(Revoked::User { name }),
-            ("client", None, None, Some(id)) if name_ok(&id) => Some(Revoked::Client { id }),
+            ("user", None, Some(name), None, None) if name_ok(&name) => {
+                Some(Revoked::User { name })
+            }
+            ("client", None, None, Some(id), None) if name_ok(&id) => Some(Revoked::Client { id }),
+            ("family", None, None, None, Some(tag)) if tag_ok(&tag) => {
+                Some(Revoked::Family { tag })
+            }
             _ => None,
         }
     }

@@ -14,6 +14,7 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sha2::Sha256;
+use shared::revocation::FAMILY_TAG_LEN;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
@@ -134,6 +135,22 @@ impl HashKey {
         self.client_secret_hash(client_id, secret)
             .ct_eq(stored)
             .into()
+    }
+
+    /// The tag of a refresh token family that begins the ids of the access tokens minted with
+    /// it, so one revocation covers them all (`shared::revocation::Revoked::Family`). Keyed, so
+    /// an access token tells nothing about the family's id.
+    pub fn family_tag(&self, family: &[u8; 16]) -> [u8; FAMILY_TAG_LEN] {
+        let mac = self.mac(b"mms/family-tag/v1", &[family]);
+        let mut tag = [0u8; FAMILY_TAG_LEN];
+        tag.copy_from_slice(&mac[..FAMILY_TAG_LEN]);
+        tag
+    }
+
+    /// The family tag of a current-format refresh token this key made, if it is one.
+    pub fn family_tag_of(&self, refresh_token: &str) -> Option<[u8; FAMILY_TAG_LEN]> {
+        self.verify_refresh(refresh_token)
+            .map(|t| self.family_tag(&t.family))
     }
 
     /// The storage key of a first-format refresh token.

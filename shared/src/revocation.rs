@@ -34,7 +34,19 @@ pub enum Revoked {
         /// The client id.
         id: String,
     },
+    /// Every access token of a refresh token family (revoked for reuse or through the revoke
+    /// endpoint): tokens whose id begins with the family's tag ([`FAMILY_TAG_LEN`] bytes).
+    Family {
+        /// The family tag, 16 hex digits.
+        tag: String,
+    },
 }
+
+/// Length in bytes of a family tag: an access token minted for a refresh token family (password
+/// and refresh grants) has an id whose first bytes are its family's tag, derived by the issuer
+/// with a keyed hash of the family, and whose other bytes are random. The token format is
+/// unchanged (`mmat1`): to any other reader the id is still 16 opaque bytes.
+pub const FAMILY_TAG_LEN: usize = 8;
 
 /// How long after a client's revocation tokens it is issued still count as covered: an issuer
 /// may keep a deactivated client in its client cache for up to a second and mint for it
@@ -67,6 +79,7 @@ pub struct Revocation {
 #[derive(Debug, Default, Clone)]
 pub struct RevocationSet {
     tokens: HashMap<[u8; JTI_LEN], u64>,
+    families: HashMap<[u8; FAMILY_TAG_LEN], u64>,
     users: HashMap<String, (u64, u64)>,
     clients: HashMap<String, (u64, u64)>,
     cursor: u64,
@@ -105,6 +118,7 @@ impl RevocationSet {
     /// Forgets the revocations no longer in force at `now`.
     pub fn expire(&mut self, now: u64) {
         self.tokens.retain(|_, until| *until > now);
+        self.families.retain(|_, until| *until > now);
         self.users.retain(|_, (_, until)| *until > now);
         self.clients.retain(|_, (_, until)| *until > now);
     }
@@ -115,6 +129,12 @@ impl RevocationSet {
                 // An id that is not 32 hex digits names no token the issuer minted.
                 if let Some(jti) = parse_jti(jti) {
                     let until = self.tokens.entry(jti).or_insert(e.until);
+                    *until = (*until).max(e.until);
+                }
+            }
+            Revoked::Family { tag } => {
+                if let Some(tag) = parse_hex(tag) {
+                    let until = self.families.entry(tag).or_insert(e.until);
                     *until = (*until).max(e.until);
                 }
             }
@@ -136,6 +156,7 @@ impl RevocationSet {
             slot.is_some_and(|(at, _)| body.iat <= at.saturating_add(grace))
         };
         self.has_token(&body.jti)
+            || self.has_family(&body.jti)
             || before(self.clients.get(&body.client), CLIENT_GRACE)
             || (body.identity.kind == SubjectKind::User
                 && before(self.users.get(&body.identity.subject), 0))
@@ -146,9 +167,17 @@ impl RevocationSet {
         self.tokens.contains_key(jti)
     }
 
+    /// True if a family revocation covers the token with this id.
+    fn has_family(&self, jti: &[u8; JTI_LEN]) -> bool {
+        !self.families.is_empty()
+            && jti[..FAMILY_TAG_LEN]
+                .try_into()
+                .is_ok_and(|tag: [u8; FAMILY_TAG_LEN]| self.families.contains_key(&tag))
+    }
+
     /// How many revocations are in force.
     pub fn len(&self) -> usize {
-        self.tokens.len() + self.users.len() + self.clients.len()
+        self.tokens.len() + self.families.len() + self.users.len() + self.clients.len()
     }
 
     /// True if none is.
@@ -159,11 +188,16 @@ impl RevocationSet {
 
 /// A token id from its 32 lower- or upper-case hex digits.
 pub fn parse_jti(hex: &str) -> Option<[u8; JTI_LEN]> {
+    parse_hex(hex)
+}
+
+/// `N` bytes from exactly `2 * N` hex digits.
+pub fn parse_hex<const N: usize>(hex: &str) -> Option<[u8; N]> {
     let digits = hex.as_bytes();
-    if digits.len() != 2 * JTI_LEN {
+    if digits.len() != 2 * N {
         return None;
     }
-    let mut out = [0u8; JTI_LEN];
+    let mut out = [0u8; N];
     let nibble = |c: u8| {
         char::from(c)
             .to_digit(16)
@@ -287,6 +321,20 @@ mod tests {
         );
         assert_eq!((set.cursor(), set.len()), (2, 2), "alice stays revoked");
         assert!(set.covers(&body(SubjectKind::User, "alice", "web", 999)));
+    }
+
+    #[test]
+    fn a_family_revocation_covers_the_tokens_tagged_with_it() {
+        let mut set = RevocationSet::default();
+        let tag = Revoked::Family {
+            tag: "07".repeat(FAMILY_TAG_LEN),
+        };
+        set.apply(&[entry(1, tag, 1_000)], 1_001);
+        let mut tagged = body(SubjectKind::User, "alice", "app", 2_000);
+        tagged.jti = [7, 7, 7, 7, 7, 7, 7, 7, 1, 2, 3, 4, 5, 6, 7, 8];
+        assert!(set.covers(&tagged), "whenever it was issued");
+        tagged.jti[7] = 8;
+        assert!(!set.covers(&tagged));
     }
 
     #[test]

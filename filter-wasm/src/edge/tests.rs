@@ -143,9 +143,10 @@ fn revocations_and_keys_from_the_feed_decide_requests() {
         {"kind": "token", "jti": "02".repeat(16), "seq": 3, "at": 1_000, "until": 2_000},
         {"kind": "user", "name": "bob", "seq": 4, "at": 1_000, "until": 2_000},
         {"kind": "client", "id": "old-app", "seq": 5, "at": 1_000, "until": 2_000},
+        {"kind": "family", "tag": "03".repeat(8), "seq": 6, "at": 1_000, "until": 2_000},
     ]);
     state.apply(
-        parse_answer(200, &snapshot(1, 5, revoked), &state).unwrap(),
+        parse_answer(200, &snapshot(1, 6, revoked), &state).unwrap(),
         1_001,
     );
     assert_eq!(outcome(&c, &state, &alice, 1_001).1, Outcome::Allowed);
@@ -153,6 +154,7 @@ fn revocations_and_keys_from_the_feed_decide_requests() {
         token_for(1, "alice", "app", 2, 1_000),
         token_for(1, "bob", "app", 1, 1_000),
         token_for(1, "alice", "old-app", 1, 1_000),
+        token_for(1, "alice", "app", 3, 1_000),
     ] {
         let (d, o) = outcome(&c, &state, &refused, 1_001);
         assert_eq!(o, Outcome::Revoked);
@@ -167,14 +169,14 @@ fn revocations_and_keys_from_the_feed_decide_requests() {
     );
     // A rotation: key 2 replaces key 1, whose tokens stop verifying.
     let rotated = answer(json!({
-        "cursor": 5, "keys_version": "v2", "revoked": [],
+        "cursor": 6, "keys_version": "v2", "revoked": [],
         "keys": [{"kid": 2, "secret": secret(2)}], "max_token_lifetime_seconds": 3600,
     }));
     state.apply(parse_answer(200, &rotated, &state).unwrap(), 1_002);
     assert_eq!(outcome(&c, &state, &alice, 1_002).1, Outcome::Invalid);
     let fresh = token_for(2, "alice", "app", 1, 1_002);
     assert_eq!(outcome(&c, &state, &fresh, 1_002).1, Outcome::Allowed);
-    assert_eq!(state.revoked.len(), 3, "revocations outlive a key change");
+    assert_eq!(state.revoked.len(), 4, "revocations outlive a key change");
 }
 
 #[test]
@@ -218,6 +220,22 @@ fn hostile_answers_change_nothing() {
             same(
                 10,
                 json!([{"kind": "user", "name": "", "seq": 10, "at": 1, "until": 2}]),
+            ),
+            "names no token",
+        ),
+        (
+            200,
+            same(
+                10,
+                json!([{"kind": "family", "tag": "0a", "seq": 10, "at": 1, "until": 2}]),
+            ),
+            "names no token",
+        ),
+        (
+            200,
+            same(
+                10,
+                json!([{"kind": "user", "name": "e", "jti": "0a", "seq": 10, "at": 1, "until": 2}]),
             ),
             "names no token",
         ),

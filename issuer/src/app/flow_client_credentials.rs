@@ -56,7 +56,7 @@ impl App {
                 identity
             }
         };
-        let access = self.mint(&client_id, identity, issued_at)?;
+        let access = self.mint(&client_id, identity, issued_at, None)?;
         Ok(self.token_response(access, None))
     }
 }

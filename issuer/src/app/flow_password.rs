@@ -75,19 +75,22 @@ impl App {
             roles: user.roles.clone(),
             claims: user.token_claims(),
         };
-        let access = self.mint(&client_id, identity, issued_at)?;
+        // The family first: the access token carries its tag.
         let op = RefreshOp::Issue {
-            client: client_id,
+            client: client_id.clone(),
             user: username,
         };
-        match self
+        let refresh = match self
             .store
             .refresh(op, now())
             .await
             .map_err(|e| ApiError::store(&e))?
         {
-            RefreshOutcome::Issued(refresh) => Ok(self.token_response(access, Some(refresh))),
-            _ => Err(ApiError::internal(&"unexpected refresh outcome")),
-        }
+            RefreshOutcome::Issued(refresh) => refresh,
+            _ => return Err(ApiError::internal(&"unexpected refresh outcome")),
+        };
+        let family = self.store.hash_key().family_tag_of(&refresh);
+        let access = self.mint(&client_id, identity, issued_at, family)?;
+        Ok(self.token_response(access, Some(refresh)))
     }
 }

@@ -22,6 +22,7 @@ impl App {
                 "the password grant is not enabled for this client",
             ));
         }
+        let family = self.store.hash_key().family_tag_of(&refresh_token);
         let op = RefreshOp::Rotate {
             presented: refresh_token,
             client: client_id.clone(),
@@ -41,6 +42,7 @@ impl App {
                 self.metrics.refresh(rejection.reason());
                 if rejection == RefreshRejection::ReuseDetected {
                     tracing::warn!(target: "audit", client = client_id.as_str(), "refresh token reuse: family revoked");
+                    self.revoke_family_access_tokens(family).await?;
                 }
                 return Err(ApiError::invalid_grant("invalid refresh token"));
             }
@@ -56,7 +58,7 @@ impl App {
             roles: rotation.user.roles.clone(),
             claims: rotation.user.token_claims(),
         };
-        let access = self.mint(&client_id, identity, issued_at)?;
+        let access = self.mint(&client_id, identity, issued_at, family)?;
         Ok(self.token_response(access, Some(rotation.successor)))
     }
 }

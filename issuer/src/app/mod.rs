@@ -12,7 +12,7 @@ mod revocation;
 use crate::http::{client_credentials, json_response, ApiError, Call, Timer};
 use crate::metrics::Metrics;
 use crate::passwords::PasswordChecker;
-use crate::store::revocation::RevocationSet;
+use crate::store::revocation::{RevocationSet, FAMILY_TAG_LEN};
 use crate::store::{ClientRecord, RefreshPolicy, Store, StoreError};
 use crate::throttle::Throttle;
 use serde_json::json;
@@ -159,15 +159,26 @@ impl App {
 
     /// Mints an access token issued at `iat`: the moment the request arrived, before its client
     /// and user were checked, so that a revocation recorded while the request was under way covers
-    /// the token (`iat` at or before the revocation).
-    fn mint(&self, client: &str, identity: Identity, iat: u64) -> Result<String, ApiError> {
+    /// the token (`iat` at or before the revocation). A token minted with a refresh token family
+    /// has an id that begins with the family's tag (`family`), so revoking the family revokes it.
+    fn mint(
+        &self,
+        client: &str,
+        identity: Identity,
+        iat: u64,
+        family: Option<[u8; FAMILY_TAG_LEN]>,
+    ) -> Result<String, ApiError> {
         let ring = self.ring();
         let key = ring
             .signing_key()
             .ok_or_else(|| ApiError::internal(&"no signing key"))?;
+        let mut jti = crate::secrets::random16();
+        if let Some(tag) = family {
+            jti[..FAMILY_TAG_LEN].copy_from_slice(&tag);
+        }
         let body = TokenBody {
             kid: key.id(),
-            jti: crate::secrets::random16(),
+            jti,
             iat,
             exp: iat + self.settings.access_ttl,
             client: client.to_owned(),

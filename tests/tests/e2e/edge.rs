@@ -206,8 +206,58 @@ async fn revocations_reach_both_workers_within_two_seconds() {
     took.push(refused_everywhere(&s, &other, start, "deactivated client").await);
     assert_eq!(call(&s, &demo_token).await.0, 200, "other tokens pass");
 
+    // Reuse of a rotated refresh token after its successor was used revokes the family: every
+    // access token minted with it.
+    let first = password(&s, demo::USER, demo::PASSWORD).await;
+    let refresh = |t: &Value| {
+        let rt = t["refresh_token"].as_str().unwrap().to_owned();
+        let s = &s;
+        async move {
+            let form = [
+                ("grant_type", "refresh_token"),
+                ("refresh_token", rt.as_str()),
+            ];
+            token_as(s, (demo::CLIENT, &s.secret), &form).await
+        }
+    };
+    let second = refresh(&first).await;
+    let third = refresh(&second).await;
+    assert_eq!(call(&s, &access(&third)).await.0, 200);
+    let reuse = s
+        .client()
+        .post(format!("{}/apiv2/oauth/token", s.url()))
+        .basic_auth(demo::CLIENT, Some(&s.secret))
+        .form(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", first["refresh_token"].as_str().unwrap()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reuse.status(), 400);
+    let start = Instant::now();
+    for (i, t) in [&first, &second, &third].into_iter().enumerate() {
+        let what = format!("access token {i} of a family revoked for reuse");
+        took.push(refused_everywhere(&s, &access(t), start, &what).await);
+    }
+
+    // The revoke endpoint on a refresh token: the same for its family.
+    let family = password(&s, demo::USER, demo::PASSWORD).await;
+    let r = s
+        .client()
+        .post(format!("{}/apiv2/oauth/revoke", s.url()))
+        .basic_auth(demo::CLIENT, Some(&s.secret))
+        .form(&[("token", family["refresh_token"].as_str().unwrap())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let start = Instant::now();
+    took.push(refused_everywhere(&s, &access(&family), start, "revoked family").await);
+    assert_eq!(call(&s, &demo_token).await.0, 200, "other tokens pass");
+
     let c = s.counters().await.unwrap();
-    assert!(c.get("revoked").copied().unwrap_or(0) >= 3 * 24, "{c:?}");
+    assert!(c.get("revoked").copied().unwrap_or(0) >= 7 * 24, "{c:?}");
     assert!(took.iter().all(|t| *t < PROPAGATION), "{took:?}");
     assert!(s.stop());
 }
