@@ -7,7 +7,8 @@
 //! Secrets never cross the socket: the command line hashes passwords and client secrets itself.
 
 use crate::store::{
-    ClientChange, ClientRecord, GrantKind, KeyInfo, Store, StoreError, UserChange, UserRecord,
+    ClientChange, ClientRecord, GrantKind, KeyInfo, RetireOutcome, Store, StoreError, UserChange,
+    UserRecord,
 };
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -101,6 +102,11 @@ pub enum Command {
         #[serde(default)]
         delay: u64,
     },
+    /// Retire a superseded key now.
+    KeysRetire {
+        /// Key id.
+        kid: u32,
+    },
     /// Print the Envoy filter's plugin configuration.
     KeysFilterConfig,
 }
@@ -135,6 +141,7 @@ impl Command {
             Self::UserPasswd { name, .. } => format!("user passwd {name}"),
             Self::UserRemove { name } => format!("user remove {name}"),
             Self::KeysRotate { delay } => format!("keys rotate delay={delay}"),
+            Self::KeysRetire { kid } => format!("keys retire {kid}"),
             Self::ClientList | Self::UserList | Self::KeysList | Self::KeysFilterConfig => {
                 "read".into()
             }
@@ -349,9 +356,21 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
                 format!("key {kid} now signs; older keys verify until they retire (see `issuer keys list`)\n")
             }
             Some(kid) => format!(
-                "key {kid} is published now and signs from {} ({delay} s from now): update the filter configuration before then\n",
+                "key {kid} is published now and signs from {} ({delay} s from now): edges with edge sync learn it before; update static filter configurations before then\n",
                 now + delay
             ),
+        },
+        Command::KeysRetire { kid } => match store.retire_key(*kid, now).await? {
+            RetireOutcome::Retired => format!(
+                "key {kid} is retired: it verifies nothing from now on (edges with edge sync drop it within a poll; remove it from static filter configurations)\n"
+            ),
+            RetireOutcome::AlreadyRetired => format!("key {kid} was retired already\n"),
+            RetireOutcome::Unknown => return refused(format!("no key {kid}")),
+            RetireOutcome::InUse(state) => {
+                return refused(format!(
+                    "key {kid} is {state}: rotate first, then retire it (see `issuer keys list`)"
+                ))
+            }
         },
         Command::KeysFilterConfig => {
             let cfg = filter_config(&store.key_ring(now).await?, store.access_ttl().await?);

@@ -216,16 +216,28 @@ enum UserCmd {
     Remove { name: String },
 }
 
+/// Seconds `keys rotate` publishes a key before it signs by default: five polls of an edge
+/// with edge sync.
+const ROTATE_DELAY: u64 = 5;
+
 #[derive(Subcommand)]
 enum KeysCmd {
     /// List signing keys and their state.
     List,
     /// Add a new signing key; older keys verify until they retire.
     Rotate {
-        /// Publish the new key now (in `filter-config`) and start signing with it only after this
-        /// many seconds, so verifiers can be updated first.
-        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+        /// Publish the new key now (in `filter-config` and the edge feed) and start signing with
+        /// it only after this many seconds, so verifiers learn it first. The default is enough for
+        /// edges with edge sync (they poll each second); an Envoy with a static key ring needs
+        /// time for a new configuration (for example 300). 0 switches at once.
+        #[arg(long, default_value_t = ROTATE_DELAY, value_parser = clap::value_parser!(u64).range(0..=86_400))]
         delay: u64,
+    },
+    /// Retire a superseded key now, ahead of its time (a key thought compromised): it verifies
+    /// nothing more, at the issuers at once and at edges with edge sync within a poll.
+    Retire {
+        /// The key id (see `keys list`).
+        kid: u32,
     },
     /// Print the Envoy filter's plugin configuration (JSON) with the current key ring.
     FilterConfig,
@@ -243,6 +255,7 @@ fn main() -> std::process::ExitCode {
         Top::Keys { cmd, dir } => match cmd {
             KeysCmd::List => run_admin(&dir, Command::KeysList),
             KeysCmd::Rotate { delay } => run_admin(&dir, Command::KeysRotate { delay }),
+            KeysCmd::Retire { kid } => run_admin(&dir, Command::KeysRetire { kid }),
             KeysCmd::FilterConfig => run_admin(&dir, Command::KeysFilterConfig),
             KeysCmd::RotateKek => rotate_kek(&dir),
         },

@@ -169,7 +169,7 @@ async fn run_admin(app: &Arc<App>, cmd: Command) -> Reply {
         Ok(text) => {
             app.clients_changed();
             app.reload_revocations().await;
-            if matches!(cmd, Command::KeysRotate { .. }) {
+            if matches!(cmd, Command::KeysRotate { .. } | Command::KeysRetire { .. }) {
                 if let Err(e) = app.reload_keys().await {
                     return Reply::Err(format!("the key was rotated, but reloading failed: {e}"));
                 }

@@ -18,6 +18,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use shared::revocation::{Revocation, RevocationPage, Revoked};
 use shared::KeyRing;
 use warp::http::StatusCode;
 use warp::reply::Response;
@@ -61,6 +62,21 @@ impl EdgeQuery {
         }
         Ok(q)
     }
+}
+
+/// The revocations of one answer, at most `limit` of `page` (read after `since`), the cursor
+/// to send next and whether more are waiting.
+fn cut(page: RevocationPage, since: u64, full: bool, limit: usize) -> (Vec<Revocation>, u64, bool) {
+    let mut revoked = page.entries;
+    let more = revoked.len() > limit;
+    revoked.truncate(limit);
+    let cursor = match revoked.last() {
+        Some(last) if more => last.seq,
+        // Everything up to the latest number is in this answer (or swept).
+        _ if full => page.latest,
+        last => last.map_or(since, |e| e.seq),
+    };
+    (revoked, cursor, more)
 }
 
 /// A version of the key ring: it changes whenever a key is added, retired or starts signing,
@@ -119,15 +135,7 @@ impl App {
             full = true;
             page = read(0).await.map_err(|e| ApiError::store(&e))?;
         }
-        let mut revoked = page.entries;
-        let more = revoked.len() > PAGE;
-        revoked.truncate(PAGE);
-        let cursor = match revoked.last() {
-            Some(last) if more => last.seq,
-            // Everything up to the latest number is in this answer (or swept).
-            _ if full => page.latest,
-            last => last.map_or(since, |e| e.seq),
-        };
+        let (revoked, cursor, more) = cut(page, since, full, PAGE);
         let ring = self.ring();
         let version = keys_version(&ring);
         let mut out = json!({
@@ -180,5 +188,32 @@ mod tests {
             assert!(EdgeQuery::parse(bad).is_err(), "{bad}");
         }
         assert!(EdgeQuery::parse(&format!("keys={}", "a".repeat(65))).is_err());
+    }
+
+    #[test]
+    fn answers_are_cut_into_pages_whose_cursors_chain() {
+        let entry = |seq| Revocation {
+            seq,
+            what: Revoked::User { name: "u".into() },
+            at: 1,
+            until: 2,
+        };
+        let page = |from: u64, to: u64, latest| RevocationPage {
+            entries: (from..=to).map(entry).collect(),
+            latest,
+        };
+        // A full snapshot of 5 entries (numbers 3 to 7, the latest given out 9) in pages of 2.
+        let (first, cursor, more) = cut(page(3, 7, 9), 0, true, 2);
+        assert_eq!((first.len(), cursor, more), (2, 4, true));
+        let (second, cursor, more) = cut(page(5, 7, 9), 4, false, 2);
+        assert_eq!((second.len(), cursor, more), (2, 6, true));
+        let (last, cursor, more) = cut(page(7, 7, 9), 6, false, 2);
+        assert_eq!((last.len(), cursor, more), (1, 7, false));
+        // Nothing new: the cursor stays; a whole snapshot ends at the latest number.
+        assert_eq!(cut(page(1, 0, 9), 7, false, 2).1, 7);
+        assert_eq!(
+            cut(page(3, 4, 9), 0, true, 2),
+            (vec![entry(3), entry(4)], 9, false)
+        );
     }
 }

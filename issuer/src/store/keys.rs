@@ -49,18 +49,28 @@ pub struct KeyRecord {
     pub signs_from: u64,
     /// When it stopped signing.
     pub superseded_at: Option<u64>,
+    /// When an administrator retired it ahead of time (`keys retire`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired_at: Option<u64>,
 }
 
 impl KeyRecord {
-    /// When the key stops verifying, if it was superseded.
+    /// When the key stops verifying: retired by hand, or once every token it signed expired
+    /// after it was superseded.
     pub fn retires_at(&self, access_ttl: u64) -> Option<u64> {
-        self.superseded_at
-            .map(|t| t + access_ttl + KEY_RETIRE_MARGIN)
+        let natural = self
+            .superseded_at
+            .map(|t| t + access_ttl + KEY_RETIRE_MARGIN);
+        match (natural, self.retired_at) {
+            (Some(n), Some(r)) => Some(n.min(r)),
+            (n, r) => n.or(r),
+        }
     }
 
     /// Its state at `now`.
     pub fn state(&self, now: u64, access_ttl: u64) -> KeyState {
         match (self.superseded_at, self.retires_at(access_ttl)) {
+            _ if self.retired_at.is_some_and(|r| r <= now) => KeyState::Retired,
             _ if self.signs_from > now => KeyState::Pending,
             (Some(_), Some(r)) if r <= now => KeyState::Retired,
             (Some(s), _) if s <= now => KeyState::Verifying,
@@ -84,6 +94,30 @@ impl KeyRecord {
 impl Drop for KeyRecord {
     fn drop(&mut self) {
         zeroize::Zeroize::zeroize(&mut self.secret);
+    }
+}
+
+/// What `keys retire` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetireOutcome {
+    /// The key verifies nothing from now on.
+    Retired,
+    /// No such key.
+    Unknown,
+    /// The key signs, or is about to: rotate first.
+    InUse(KeyState),
+    /// It was retired already.
+    AlreadyRetired,
+}
+
+impl RetireOutcome {
+    /// What retiring a key in this record means at `now`.
+    pub fn of(rec: &KeyRecord, now: u64, access_ttl: u64) -> Self {
+        match rec.state(now, access_ttl) {
+            KeyState::Verifying => Self::Retired,
+            KeyState::Retired => Self::AlreadyRetired,
+            state => Self::InUse(state),
+        }
     }
 }
 

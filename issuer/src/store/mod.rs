@@ -18,7 +18,7 @@ pub mod revocation {
     pub use shared::revocation::*;
 }
 
-pub use keys::{KeyInfo, KeyState, KEY_RETIRE_MARGIN};
+pub use keys::{KeyInfo, KeyState, RetireOutcome, KEY_RETIRE_MARGIN};
 pub use location::{Location, PgFiles};
 
 use crate::secrets::HashKey;
@@ -182,6 +182,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Adds a key that signs `delay` seconds from `now` (published at once); the signing key
     /// keeps verifying until it retires. `None` while another rotation is pending.
     async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<u32>, StoreError>;
+    /// Retires a superseded key at `now`, ahead of its time (a key thought compromised): it
+    /// leaves the ring and verifies nothing more. The signing or a pending key cannot be retired.
+    async fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError>;
 
     /// Applies one refresh token operation durably, under the refresh policy the store was opened
     /// with, and returns its outcome.

@@ -101,7 +101,7 @@ async fn admin_commands_take_effect_on_a_running_server() {
         .as_str()
         .unwrap()
         .to_owned();
-    assert!(admin(&f.dir, &["keys", "rotate"], None).contains("key 2"));
+    assert!(admin(&f.dir, &["keys", "rotate", "--delay", "0"], None).contains("key 2"));
     let new = post(&s.token_url(), f.app(), &form).await.json["access_token"]
         .as_str()
         .unwrap()
@@ -121,13 +121,35 @@ async fn admin_commands_take_effect_on_a_running_server() {
     )
     .await;
     assert_eq!(i.json["active"], true);
+    // Retiring key 1 ahead of time: its tokens stop verifying at once; the signing key and
+    // unknown keys cannot be retired.
+    for (kid, why) in [("2", "is signing"), ("9", "no key 9")] {
+        let out = admin_output(&f.dir, &["keys", "retire", kid], None);
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains(why));
+    }
+    assert!(admin(&f.dir, &["keys", "retire", "1"], None).contains("key 1 is retired"));
+    assert!(admin(&f.dir, &["keys", "retire", "1"], None).contains("retired already"));
+    let i = post(
+        &format!("{}/apiv2/oauth/introspect", s.url),
+        f.app(),
+        &[("token", &old)],
+    )
+    .await;
+    assert_eq!(i.json["active"], false, "a retired key verifies nothing");
+    assert!(super::ring(&f.dir).get(1).is_none());
+    assert!(admin(&f.dir, &["keys", "list"], None).contains("retired"));
     // Refusals come back as errors from the server.
     let out = admin_output(&f.dir, &["client", "activate", "ghost"], None);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("ghost"));
     // The log carries an audit line per change and never a secret.
     let log = std::fs::read_to_string(f.dir.with_extension("log")).unwrap();
-    assert!(log.contains("client activate late") && log.contains("keys rotate"));
+    assert!(
+        log.contains("client activate late")
+            && log.contains("keys rotate")
+            && log.contains("keys retire 1")
+    );
     assert!(!log.contains(&secret) && !log.contains(&f.secret) && !log.contains("erin-new"));
     assert!(!log.contains(&new) && !log.contains(&old));
 }

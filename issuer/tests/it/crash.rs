@@ -147,7 +147,7 @@ async fn rotations_revocations_and_admin_changes_race_without_forks() {
             add_client(&dir, &format!("racer{i}"), &[]);
             admin(&dir, &["client", "list"], None);
         }
-        admin(&dir, &["keys", "rotate"], None);
+        admin(&dir, &["keys", "rotate", "--delay", "0"], None);
     });
     let http = reqwest::Client::new();
     let mut revoked = [false; FAMILIES];

@@ -118,6 +118,16 @@ async fn access_tokens_are_revoked_by_request_and_by_admin_changes() {
         "another token of the same user is not"
     );
 
+    // Revoking a refresh token revokes the access tokens of its family, and only those.
+    let grant = password_grant(&s, &f).await;
+    let family_token = access(&grant);
+    let refresh = grant.json["refresh_token"].as_str().unwrap().to_owned();
+    assert!(active(family_token.clone()).await);
+    let r = post(&revoke, f.app(), &[("token", &refresh)]).await;
+    assert_eq!(r.status, 200);
+    assert!(!active(family_token).await, "its family was revoked");
+    assert!(active(kept.clone()).await, "another family's token is not");
+
     // Disabling the user revokes every token issued before; enabling does not bring them back,
     // and new ones work.
     admin(&f.dir, &["user", "disable", "alice"], None);
@@ -191,6 +201,7 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
     assert_eq!(full.json["keys"][0]["kid"], ring.keys()[0].id());
     assert_eq!(full.json["max_token_lifetime_seconds"], 3600);
     assert_eq!(full.json["cursor"], 0);
+    assert_eq!(full.json["full"], true);
     assert_eq!(full.json["revoked"], serde_json::json!([]));
     let version = full.json["keys_version"].as_str().unwrap().to_owned();
 
@@ -212,6 +223,10 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
     let jti = token::inspect(&access).unwrap().jti_hex();
     let (next, _) = edge_feed(&s, as_edge, &format!("?since=0&keys={version}")).await;
     assert_eq!(next.json["cursor"], 1);
+    assert!(
+        next.json.get("full").is_none(),
+        "an answer after a cursor is not a snapshot"
+    );
     assert_eq!(next.json["revoked"][0]["kind"], "token");
     assert_eq!(next.json["revoked"][0]["jti"], jti.as_str());
     assert_eq!(next.json["revoked"][0]["seq"], 1);

@@ -134,7 +134,7 @@ async fn two_issuers_on_one_postgres_answer_alike() {
     assert_eq!(successors.len(), 1, "one successor across both issuers");
 
     // A key rotation by the admin command reaches both issuers within 2 s.
-    admin_on(&dir_a, &["keys", "rotate"], &store, None);
+    admin_on(&dir_a, &["keys", "rotate", "--delay", "0"], &store, None);
     for server in [&a, &b] {
         let took = within(Duration::from_secs(2), || async {
             let t = post(

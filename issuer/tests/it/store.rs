@@ -8,7 +8,7 @@ use issuer::store::redb::RedbStore;
 use issuer::store::revocation::{RevocationPage, Revoked};
 use issuer::store::{
     ClientChange, ClientRecord, GrantKind, KeyState, RefreshOp, RefreshOutcome, RefreshPolicy,
-    RefreshRejection, Rotation, Store, UserChange, UserRecord, KEY_RETIRE_MARGIN,
+    RefreshRejection, RetireOutcome, Rotation, Store, UserChange, UserRecord, KEY_RETIRE_MARGIN,
 };
 use std::sync::Arc;
 use zeroize::Zeroizing;
@@ -164,6 +164,26 @@ async fn keys_rotate_publish_and_retire(b: Backend) {
         first.get(1).map(|k| *k.secret()),
         "the old key still verifies, unchanged"
     );
+    // Retired by hand, key 1 leaves the ring at once; the signing key cannot be retired.
+    assert_eq!(
+        s.retire_key(2, 2_400).await.unwrap(),
+        RetireOutcome::InUse(KeyState::Signing)
+    );
+    assert_eq!(
+        s.retire_key(7, 2_400).await.unwrap(),
+        RetireOutcome::Unknown
+    );
+    assert!(s.key_ring(2_399).await.unwrap().get(1).is_some());
+    assert_eq!(
+        s.retire_key(1, 2_400).await.unwrap(),
+        RetireOutcome::Retired
+    );
+    assert_eq!(
+        s.retire_key(1, 2_401).await.unwrap(),
+        RetireOutcome::AlreadyRetired
+    );
+    assert!(s.key_ring(2_400).await.unwrap().get(1).is_none());
+    assert_eq!(s.key_infos(2_400).await.unwrap()[0].retires_at, Some(2_400));
     let retire = 2_300 + 600 + KEY_RETIRE_MARGIN;
     assert!(s.key_ring(retire).await.unwrap().get(1).is_none());
     let states: Vec<KeyState> = s

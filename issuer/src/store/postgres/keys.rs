@@ -53,8 +53,8 @@ impl PgStore {
         let conn = self.connection().await?;
         let rows = conn
             .query(
-                "SELECT kid, sealed, created_at, signs_from, superseded_at FROM signing_keys \
-                 ORDER BY kid",
+                "SELECT kid, sealed, created_at, signs_from, superseded_at, retired_at \
+                 FROM signing_keys ORDER BY kid",
                 &[],
             )
             .await?;
@@ -74,6 +74,7 @@ impl PgStore {
                         created_at: uint(r.get(2)),
                         signs_from: uint(r.get(3)),
                         superseded_at: r.get::<_, Option<i64>>(4).map(uint),
+                        retired_at: r.get::<_, Option<i64>>(5).map(uint),
                     },
                 ))
             })

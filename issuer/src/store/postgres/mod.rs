@@ -19,7 +19,7 @@ mod throttle;
 mod tls;
 
 use super::kek::{Kek, KekError};
-use super::keys::KeyRecord;
+use super::keys::{KeyRecord, RetireOutcome};
 use super::revocation::{RevocationPage, Revoked};
 use super::{
     ClientChange, ClientRecord, KeyInfo, KeyState, RefreshInfo, RefreshOp, RefreshOutcome,
@@ -425,6 +425,41 @@ impl Store for PgStore {
         KeyRing::new(keys, signing).ok_or(StoreError::Corrupt("keys"))
     }
 
+    async fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError> {
+        let ttl = self.access_ttl().await?;
+        let kid = i32::try_from(kid).map_err(|_| StoreError::Corrupt("keys"))?;
+        serializable!(self, |tx| {
+            let row = tx
+                .query_opt(
+                    "SELECT created_at, signs_from, superseded_at, retired_at FROM signing_keys \
+                     WHERE kid = $1 FOR UPDATE",
+                    &[&kid],
+                )
+                .await?;
+            match row {
+                None => RetireOutcome::Unknown,
+                Some(r) => {
+                    let rec = KeyRecord {
+                        secret: String::new(),
+                        created_at: uint(r.get(0)),
+                        signs_from: uint(r.get(1)),
+                        superseded_at: r.get::<_, Option<i64>>(2).map(uint),
+                        retired_at: r.get::<_, Option<i64>>(3).map(uint),
+                    };
+                    let outcome = RetireOutcome::of(&rec, now, ttl);
+                    if outcome == RetireOutcome::Retired {
+                        tx.execute(
+                            "UPDATE signing_keys SET retired_at = $2 WHERE kid = $1",
+                            &[&kid, &int(now)],
+                        )
+                        .await?;
+                    }
+                    outcome
+                }
+            }
+        })
+    }
+
     async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<u32>, StoreError> {
         let ttl = self.access_ttl().await?;
         let switch_at = now + delay;
@@ -432,8 +467,8 @@ impl Store for PgStore {
         serializable!(self, |tx| {
             let rows = tx
                 .query(
-                    "SELECT kid, created_at, signs_from, superseded_at FROM signing_keys \
-                     ORDER BY kid FOR UPDATE",
+                    "SELECT kid, created_at, signs_from, superseded_at, retired_at \
+                     FROM signing_keys ORDER BY kid FOR UPDATE",
                     &[],
                 )
                 .await?;
@@ -448,6 +483,7 @@ impl Store for PgStore {
                     created_at: uint(r.get(1)),
                     signs_from: uint(r.get(2)),
                     superseded_at: r.get::<_, Option<i64>>(3).map(uint),
+                    retired_at: r.get::<_, Option<i64>>(4).map(uint),
                 };
                 match rec.state(now, ttl) {
                     KeyState::Pending => pending = true,
@@ -504,9 +540,9 @@ impl Store for PgStore {
             let t = int(now);
             let keys = tx
                 .execute(
-                    "DELETE FROM signing_keys WHERE superseded_at IS NOT NULL \
-                     AND superseded_at <= $1",
-                    &[&retired_before],
+                    "DELETE FROM signing_keys WHERE (superseded_at IS NOT NULL \
+                     AND superseded_at <= $1) OR retired_at <= $2",
+                    &[&retired_before, &t],
                 )
                 .await?;
             let throttle = tx

@@ -51,6 +51,8 @@ const MIGRATIONS: &[&str] = &[
     // settings.
     "CREATE TABLE IF NOT EXISTS revocations (
          seq BIGINT PRIMARY KEY, entry TEXT NOT NULL, until BIGINT NOT NULL)",
+    // `issuer keys retire`: a key retired ahead of its time.
+    "ALTER TABLE signing_keys ADD COLUMN IF NOT EXISTS retired_at BIGINT",
 ];
 
 /// Versions of [`MIGRATIONS`] that tune PostgreSQL's storage: on another engine (CockroachDB) they

@@ -17,7 +17,7 @@ mod revocations;
 pub mod sweep;
 pub mod writer;
 
-use super::keys::KeyRecord;
+use super::keys::{KeyRecord, RetireOutcome};
 use super::revocation::{RevocationPage, Revoked};
 use super::{
     ClientChange, ClientRecord, KeyInfo, KeyState, RefreshInfo, RefreshOp, RefreshOutcome,
@@ -267,6 +267,7 @@ impl RedbFile {
                     created_at: now,
                     signs_from: now,
                     superseded_at: None,
+                    retired_at: None,
                 };
                 keys.insert(1, enc(&rec).as_slice())?;
             }
@@ -377,12 +378,37 @@ impl RedbFile {
                 created_at: now,
                 signs_from: switch_at,
                 superseded_at: None,
+                retired_at: None,
             };
             t.insert(kid, enc(&rec).as_slice())?;
             kid
         };
         tx.commit()?;
         Ok(Some(kid))
+    }
+
+    /// See [`Store::retire_key`].
+    pub fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError> {
+        let ttl = self.access_ttl()?;
+        let tx = self.begin_write()?;
+        let outcome = {
+            let mut t = tx.open_table(KEYS)?;
+            let found = t.get(kid)?.map(|v| dec::<KeyRecord>(v.value(), "keys"));
+            match found {
+                None => RetireOutcome::Unknown,
+                Some(rec) => {
+                    let mut rec = rec?;
+                    let outcome = RetireOutcome::of(&rec, now, ttl);
+                    if outcome == RetireOutcome::Retired {
+                        rec.retired_at = Some(now);
+                        t.insert(kid, enc(&rec).as_slice())?;
+                    }
+                    outcome
+                }
+            }
+        };
+        tx.commit()?;
+        Ok(outcome)
     }
 }
 
@@ -475,6 +501,9 @@ impl Store for RedbStore {
     }
     async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<u32>, StoreError> {
         self.watch(self.file.rotate_key(now, delay))
+    }
+    async fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError> {
+        self.watch(self.file.retire_key(kid, now))
     }
     async fn refresh(&self, op: RefreshOp, now: u64) -> Result<RefreshOutcome, StoreError> {
         self.watch(self.writer.submit(op, now).await)
