@@ -18,7 +18,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use shared::revocation::{Revocation, RevocationPage, Revoked};
+use shared::revocation::{Revocation, RevocationPage};
 use shared::KeyRing;
 use warp::http::StatusCode;
 use warp::reply::Response;
@@ -173,6 +173,7 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shared::revocation::Revoked;
 
     #[test]
     fn queries() {
