@@ -189,8 +189,9 @@ impl Root {
                 let _ = hostcalls::increment_metric(self.sync.ok, 1);
                 let _ = hostcalls::record_metric(self.sync.age, 0);
                 if let Some((since, _)) = self.sync.failing.take() {
+                    // At the level of the failure it ends, so whoever saw one sees the other.
                     let _ = hostcalls::log(
-                        LogLevel::Info,
+                        LogLevel::Warn,
                         &format!("mms_auth: edge sync resumed after {} s", now - since),
                     );
                 }

@@ -8,9 +8,9 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 
 /// The bound the product promises from a revocation to its refusal at every edge.
-const PROPAGATION: Duration = Duration::from_secs(2);
+pub(crate) const PROPAGATION: Duration = Duration::from_secs(2);
 
-async fn edge_stack() -> Option<(tempfile::TempDir, Stack)> {
+pub(crate) async fn edge_stack() -> Option<(tempfile::TempDir, Stack)> {
     let tools = Tools::for_test()?;
     let tmp = tempfile::tempdir().unwrap();
     let opts = Options {
@@ -23,7 +23,7 @@ async fn edge_stack() -> Option<(tempfile::TempDir, Stack)> {
 }
 
 /// The filter's counters right now (no settling: they move once a second).
-async fn counters(s: &Stack) -> std::collections::HashMap<String, u64> {
+pub(crate) async fn counters(s: &Stack) -> std::collections::HashMap<String, u64> {
     let (_, text) = s.envoy_admin("/stats?filter=mms_auth").unwrap();
     text.lines()
         .filter_map(|l| {
@@ -35,7 +35,7 @@ async fn counters(s: &Stack) -> std::collections::HashMap<String, u64> {
 }
 
 /// Until every VM (two workers and the main thread) has had good answers from the feed.
-async fn wait_for_sync(s: &Stack) {
+pub(crate) async fn wait_for_sync(s: &Stack) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while counters(s).await.get("edge_sync_ok").copied().unwrap_or(0) < 6 {
         assert!(Instant::now() < deadline, "no edge sync:\n{}", s.logs());
@@ -44,7 +44,7 @@ async fn wait_for_sync(s: &Stack) {
 }
 
 /// Connections each Envoy worker has accepted on the listener.
-fn worker_connections(s: &Stack) -> Vec<u64> {
+pub(crate) fn worker_connections(s: &Stack) -> Vec<u64> {
     let (_, text) = s.envoy_admin("/stats?filter=worker_").unwrap();
     let mut per_worker: Vec<(String, u64)> = text
         .lines()
@@ -60,7 +60,7 @@ fn worker_connections(s: &Stack) -> Vec<u64> {
 }
 
 /// A protected call on a connection of its own (so calls spread over the workers).
-async fn call(s: &Stack, token: &str) -> (StatusCode, String) {
+pub(crate) async fn call(s: &Stack, token: &str) -> (StatusCode, String) {
     let http = s
         .client_builder()
         .pool_max_idle_per_host(0)
@@ -83,7 +83,12 @@ async fn call(s: &Stack, token: &str) -> (StatusCode, String) {
 
 /// Calls on fresh connections until a round of 8 is refused with `invalid_token` everywhere;
 /// fails after [`PROPAGATION`] from `start`. Then checks that both workers took part in refusing.
-async fn refused_everywhere(s: &Stack, token: &str, start: Instant, what: &str) -> Duration {
+pub(crate) async fn refused_everywhere(
+    s: &Stack,
+    token: &str,
+    start: Instant,
+    what: &str,
+) -> Duration {
     loop {
         let mut refused = 0;
         for _ in 0..8 {
@@ -118,7 +123,7 @@ async fn refused_everywhere(s: &Stack, token: &str, start: Instant, what: &str) 
     took
 }
 
-async fn token_as(s: &Stack, client: (&str, &str), form: &[(&str, &str)]) -> Value {
+pub(crate) async fn token_as(s: &Stack, client: (&str, &str), form: &[(&str, &str)]) -> Value {
     let r = s
         .client()
         .post(format!("{}/apiv2/oauth/token", s.url()))
@@ -132,7 +137,7 @@ async fn token_as(s: &Stack, client: (&str, &str), form: &[(&str, &str)]) -> Val
     v
 }
 
-async fn password(s: &Stack, user: &str, pw: &str) -> Value {
+pub(crate) async fn password(s: &Stack, user: &str, pw: &str) -> Value {
     let form = [
         ("grant_type", "password"),
         ("username", user),
@@ -141,12 +146,12 @@ async fn password(s: &Stack, user: &str, pw: &str) -> Value {
     token_as(s, (demo::CLIENT, &s.secret), &form).await
 }
 
-fn access(v: &Value) -> String {
+pub(crate) fn access(v: &Value) -> String {
     v["access_token"].as_str().unwrap().to_owned()
 }
 
 /// Adds and activates a client allowed `client_credentials`; returns its secret.
-fn add_client(s: &Stack, id: &str) -> String {
+pub(crate) fn add_client(s: &Stack, id: &str) -> String {
     let out = s
         .admin(
             &["client", "add", id, "--grants", "client_credentials"],

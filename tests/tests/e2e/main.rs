@@ -3,6 +3,7 @@
 //! loopback ports in a temp dir, through the harness in `tests/src/`.
 
 mod edge;
+mod edge_outage;
 mod envoy;
 mod hostile;
 mod js;

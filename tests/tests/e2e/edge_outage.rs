@@ -1,0 +1,210 @@
+//! Edge sync when things change or go wrong: a key rotated and retired without touching Envoy, the
+//! issuer stopped and started, and a feed answering garbage.
+
+use crate::edge::{
+    access, call, counters, edge_stack, password, refused_everywhere, token_as, PROPAGATION,
+};
+use e2e::{demo, Stack};
+use serde_json::{json, Value};
+use shared::token;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+async fn client_token(s: &Stack) -> String {
+    let cc = [("grant_type", "client_credentials")];
+    access(&token_as(s, (demo::CLIENT, &s.secret), &cc).await)
+}
+
+/// Until the counter `name` has grown by at least `by`.
+async fn counter_grows(s: &Stack, name: &str, by: u64) {
+    let start = counters(s).await.get(name).copied().unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while counters(s).await.get(name).copied().unwrap_or(0) < start + by {
+        assert!(
+            Instant::now() < deadline,
+            "{name} stayed at {start}\n{}",
+            s.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn revoke(s: &Stack, token: &str) {
+    let r = s
+        .client()
+        .post(format!("{}/apiv2/oauth/revoke", s.url()))
+        .basic_auth(demo::CLIENT, Some(&s.secret))
+        .form(&[("token", token)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+#[tokio::test]
+async fn keys_rotate_and_retire_without_touching_envoy() {
+    let Some((_tmp, s)) = edge_stack().await else {
+        return;
+    };
+    let envoy_pid = s.pids().1;
+    let old = client_token(&s).await;
+    // Published first (5 s by default), then signing: no token is refused meanwhile.
+    let out = s.admin(&["keys", "rotate"], None).unwrap();
+    assert!(out.contains("key 2 is published now"), "{out}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let new = loop {
+        let t = client_token(&s).await;
+        assert_eq!(call(&s, &t).await.0, 200, "no valid token is refused");
+        assert_eq!(call(&s, &old).await.0, 200, "the old key still verifies");
+        if token::inspect(&t).unwrap().kid == 2 {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "key 2 never signed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Retired by hand: the old key stops verifying at every worker, the new one goes on.
+    let out = s.admin(&["keys", "retire", "1"], None).unwrap();
+    assert!(out.contains("key 1 is retired"), "{out}");
+    refused_everywhere(&s, &old, Instant::now(), "a token of a retired key").await;
+    assert_eq!(call(&s, &new).await.0, 200);
+    assert_eq!(s.pids().1, envoy_pid, "Envoy was never restarted");
+    assert!(s.stop());
+}
+
+#[tokio::test]
+async fn an_unreachable_issuer_leaves_the_last_state_in_force() {
+    let Some((_tmp, mut s)) = edge_stack().await else {
+        return;
+    };
+    let good = access(&password(&s, demo::USER, demo::PASSWORD).await);
+    let revoked = access(&password(&s, demo::USER, demo::PASSWORD).await);
+    revoke(&s, &revoked).await;
+    refused_everywhere(&s, &revoked, Instant::now(), "revoked token").await;
+
+    s.stop_issuer(0).unwrap();
+    counter_grows(&s, "edge_sync_failed", 6).await;
+    for _ in 0..8 {
+        assert_eq!(call(&s, &good).await.0, 200, "valid tokens still pass");
+        assert_eq!(call(&s, &revoked).await.0, 401, "revoked ones stay refused");
+    }
+    assert!(counters(&s).await["edge_sync_age_seconds"] >= 2);
+    let log = std::fs::read_to_string(s.dir.join("envoy.log")).unwrap();
+    assert!(log.contains("mms_auth: edge sync failed"), "{log}");
+
+    s.start_issuer_again(0).unwrap();
+    counter_grows(&s, "edge_sync_ok", 6).await;
+    let later = access(&password(&s, demo::USER, demo::PASSWORD).await);
+    revoke(&s, &later).await;
+    let took = refused_everywhere(&s, &later, Instant::now(), "revoked after the restart").await;
+    assert!(took < PROPAGATION);
+    assert_eq!(call(&s, &good).await.0, 200);
+    let log = std::fs::read_to_string(s.dir.join("envoy.log")).unwrap();
+    assert!(log.contains("mms_auth: edge sync resumed"), "{log}");
+    assert!(s.stop());
+}
+
+/// What the impostor feed answers.
+#[derive(Clone)]
+enum Hostile {
+    Status(u16),
+    Garbage,
+    Huge,
+    /// A valid-looking answer older than what the filter holds.
+    Stale(String),
+    /// A full snapshot without the revocations: accepted, and still takes nothing back.
+    Empty(String),
+}
+
+fn answer(mode: &Hostile) -> warp::http::Response<Vec<u8>> {
+    let (status, body) = match mode {
+        Hostile::Status(code) => (*code, b"{}".to_vec()),
+        Hostile::Garbage => (200, b"<html>\x00\xffnot a feed</html>".to_vec()),
+        Hostile::Huge => (200, vec![b' '; 10 << 20]),
+        Hostile::Stale(v) => (
+            200,
+            json!({"cursor": 0, "keys_version": v, "revoked": []})
+                .to_string()
+                .into_bytes(),
+        ),
+        Hostile::Empty(v) => (
+            200,
+            json!({"cursor": 0, "keys_version": v, "full": true, "revoked": []})
+                .to_string()
+                .into_bytes(),
+        ),
+    };
+    warp::http::Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn hostile_feed_answers_change_nothing() {
+    use warp::Filter as _;
+    let Some((_tmp, mut s)) = edge_stack().await else {
+        return;
+    };
+    let good = access(&password(&s, demo::USER, demo::PASSWORD).await);
+    let revoked = access(&password(&s, demo::USER, demo::PASSWORD).await);
+    revoke(&s, &revoked).await;
+    refused_everywhere(&s, &revoked, Instant::now(), "revoked token").await;
+    let edge_secret = s.edge_secret.clone().unwrap();
+    let feed: Value = reqwest::Client::new()
+        .get(format!("{}/apiv2/oauth/edge", s.issuer_url()))
+        .basic_auth(demo::EDGE_CLIENT, Some(edge_secret))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let version = feed["keys_version"].as_str().unwrap().to_owned();
+
+    // An impostor takes the issuer's port.
+    s.stop_issuer(0).unwrap();
+    let mode = Arc::new(Mutex::new(Hostile::Status(500)));
+    let served = mode.clone();
+    let route = warp::any().map(move || answer(&served.lock().unwrap()));
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", s.ports.issuer))
+        .await
+        .unwrap();
+    let impostor = tokio::spawn(warp::serve(route).incoming(listener).run());
+
+    let check = |what: &'static str| {
+        let (s, good, revoked) = (&s, good.clone(), revoked.clone());
+        async move {
+            for _ in 0..6 {
+                assert_eq!(call(s, &good).await.0, 200, "{what}: valid tokens pass");
+                assert_eq!(
+                    call(s, &revoked).await.0,
+                    401,
+                    "{what}: revoked stays refused"
+                );
+            }
+        }
+    };
+    for (m, what) in [
+        (Hostile::Status(500), "500"),
+        (Hostile::Status(401), "401"),
+        (Hostile::Garbage, "garbage"),
+        (Hostile::Huge, "10 MiB"),
+        (Hostile::Stale(version.clone()), "a stale cursor"),
+    ] {
+        *mode.lock().unwrap() = m;
+        let ok = counters(&s).await.get("edge_sync_ok").copied();
+        counter_grows(&s, "edge_sync_failed", 3).await;
+        assert_eq!(
+            counters(&s).await.get("edge_sync_ok").copied(),
+            ok,
+            "{what}"
+        );
+        check(what).await;
+    }
+    *mode.lock().unwrap() = Hostile::Empty(version);
+    counter_grows(&s, "edge_sync_ok", 3).await;
+    check("a snapshot without the revocation").await;
+    impostor.abort();
+    assert!(s.stop());
+}
