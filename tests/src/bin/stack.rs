@@ -33,6 +33,7 @@ async fn main() -> Result<()> {
         Some("smoke") => {
             let opts = Options {
                 postgres,
+                edge_sync: true,
                 ..Options::default()
             };
             let stack = Stack::start(&dir, &tools, &opts).await?;
@@ -44,7 +45,7 @@ async fn main() -> Result<()> {
             if !stack.stop() {
                 bail!("a process did not stop cleanly");
             }
-            println!("demo walk-through: token through Envoy, protected call allowed and refused, refresh, impersonation: all as expected");
+            println!("demo walk-through: token through Envoy, protected call allowed and refused, refresh, impersonation, revocation at the edge: all as expected");
             Ok(())
         }
         Some("soak") => {
@@ -81,6 +82,7 @@ async fn main() -> Result<()> {
                 &Options {
                     shipped_ports: true,
                     postgres,
+                    edge_sync: true,
                     ..Options::default()
                 },
             )
@@ -130,6 +132,11 @@ State and logs: {dir}. Demo client {client} / {secret}; demo user {user} / {pass
 
 5. A client token impersonating a user by claims:
    curl -s -u '{client}:{secret}' -d grant_type=client_credentials --data-urlencode 'impersonate_claims=upn=someone@example.com' {url}/apiv2/oauth/token
+
+6. Revoke the access token; Envoy pulls revocations from the issuer each second (edge sync), so
+   within 2 s step 2 answers 401 with error="invalid_token" at every Envoy worker:
+   curl -s -u '{client}:{secret}' -d token=ACCESS_TOKEN {url}/apiv2/oauth/revoke
+   (disabling the user works the same: target/debug/issuer user disable {user} {store})
 
 Server metadata: curl -s {url}/.well-known/oauth-authorization-server
 Filter counters (Envoy's admin interface is a Unix socket only its owner can use):
@@ -224,6 +231,41 @@ async fn walk_through(s: &Stack) -> Result<()> {
         .await?;
     if seen["identity"]["x-auth-claims"] != "upn=someone@example.com" {
         bail!("the media service did not see the impersonated claims: {seen}");
+    }
+    // A revocation takes effect at the edge within 2 s.
+    let r = http
+        .post(format!("{}/apiv2/oauth/revoke", s.url()))
+        .basic_auth(demo::CLIENT, Some(&s.secret))
+        .form(&[("token", access)])
+        .send()
+        .await?;
+    if r.status() != 200 {
+        bail!("revocation answered {}", r.status());
+    }
+    let revoked_at = std::time::Instant::now();
+    loop {
+        let r = http
+            .post(&find)
+            .bearer_auth(access)
+            .body("{}")
+            .send()
+            .await?;
+        let www = r
+            .headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if r.status() == 401 && www.contains("invalid_token") {
+            println!(
+                "revoked token refused by Envoy {:?} after the revocation",
+                revoked_at.elapsed()
+            );
+            break;
+        }
+        if revoked_at.elapsed() > std::time::Duration::from_secs(2) {
+            bail!("the revoked token still passed Envoy 2 s after its revocation");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     Ok(())
 }
