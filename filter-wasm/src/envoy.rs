@@ -77,6 +77,17 @@ struct Root {
     counters: Vec<u32>,
     shared: Rc<Shared>,
     sync: Sync,
+    /// Gauge of this VM's linear memory: what its keys, revocations and buffers take.
+    memory: u32,
+}
+
+/// Bytes of this VM's linear memory (it grows and never shrinks).
+fn vm_memory_bytes() -> u64 {
+    #[cfg(target_arch = "wasm32")]
+    let pages = core::arch::wasm32::memory_size(0) as u64;
+    #[cfg(not(target_arch = "wasm32"))]
+    let pages = 0;
+    pages * 65_536
 }
 
 fn metric(kind: MetricType, name: &str) -> u32 {
@@ -94,6 +105,7 @@ impl Root {
                 let _ = hostcalls::increment_metric(*id, i64::try_from(n).unwrap_or(i64::MAX));
             }
         }
+        let _ = hostcalls::record_metric(self.memory, vm_memory_bytes());
         let Some(cfg) = self.config.clone() else {
             return;
         };
@@ -233,6 +245,12 @@ impl RootContext for Root {
             self.sync.ok = metric(MetricType::Counter, "mms_auth.edge_sync_ok");
             self.sync.failed = metric(MetricType::Counter, "mms_auth.edge_sync_failed");
             self.sync.age = metric(MetricType::Gauge, "mms_auth.edge_sync_age_seconds");
+            // Per plugin (root id), so plugins in one Envoy with VMs of their own tell apart.
+            let root_id = self
+                .get_property(vec!["plugin_root_id"])
+                .and_then(|id| String::from_utf8(id).ok())
+                .unwrap_or_else(|| "mms_auth".into());
+            self.memory = metric(MetricType::Gauge, &format!("{root_id}.vm_memory_bytes"));
         }
         let _ = hostcalls::set_tick_period(TICK);
         let Some(bytes) = self.get_plugin_configuration() else {

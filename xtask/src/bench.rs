@@ -7,6 +7,7 @@
 //! wrk on core 1. Issuer: the release build on core 0, wrk with Lua scripts on core 1. The variants
 //! run interleaved, round after round, so drift hits all alike; each figure is the median of rounds.
 
+mod edge;
 mod envoy;
 mod issuer;
 mod store;
@@ -114,7 +115,7 @@ const FAMILIES: u64 = 5_000_000;
 /// The same with `--quick`.
 const FAMILIES_QUICK: u64 = 200_000;
 
-pub fn bench(quick: bool, stores_only: bool) -> Result<()> {
+pub fn bench(quick: bool, stores_only: bool, edge_only: bool) -> Result<()> {
     let s = if quick {
         Settings {
             rounds: 1,
@@ -138,6 +139,21 @@ pub fn bench(quick: bool, stores_only: bool) -> Result<()> {
     let envoy = std::thread::spawn(tools::ensure_envoy);
     let ours = tools::build_envoy_module()?;
     tools::check_envoy_module(&ours)?;
+    run(cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "issuer",
+        "--example",
+        "fill_revocations",
+    ]))?;
+    if edge_only {
+        run(cargo().args(["build", "--release", "-p", "issuer"]))?;
+        let envoy = envoy
+            .join()
+            .map_err(|_| anyhow::anyhow!("installing Envoy failed"))??;
+        return bench_edge(&s, quick, &envoy, &ours, started);
+    }
     let wasm_size = std::fs::metadata(&ours)?.len();
     let pass = tools::build_variant_module("passthrough")?;
     let diagnostics = [
@@ -193,7 +209,47 @@ pub fn bench(quick: bool, stores_only: bool) -> Result<()> {
         "\n{report}\nwritten to BENCHMARKS.md in {:.0} s",
         started.elapsed().as_secs_f64()
     );
+    bench_edge(&s, quick, &envoy, &ours, started)?;
     bench_stores(&s, quick, started)
+}
+
+/// The edge sync runs, written to their own section of BENCHMARKS.md.
+fn bench_edge(
+    s: &Settings,
+    quick: bool,
+    envoy: &std::path::Path,
+    ours: &std::path::Path,
+    started: Instant,
+) -> Result<()> {
+    let dir = root().join("target/bench-edge");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let results = edge::bench_edge(&dir, envoy, ours, s)?;
+    for (name, x) in ["no revocations", "100,000 revocations"]
+        .iter()
+        .zip(&results.runs.samples)
+    {
+        if x.bad > 0 {
+            bail!("edge run {name}: {} responses were not 2xx", x.bad);
+        }
+    }
+    let mut section = format!(
+        "### Edge sync\n\nMeasured by `cargo xtask bench{}` on {} ({}; {} round(s) of {} s per listener, interleaved; medians over rounds, the ratio taken within each round).\n\n",
+        if quick { " --quick" } else { "" },
+        crate::utc_now(),
+        machine(),
+        s.rounds,
+        s.seconds
+    );
+    section.push_str(&edge::report(&results));
+    crate::write_section_by("BENCHMARKS.md", "bench-edge", "cargo xtask bench", &section)?;
+    eprintln!(
+        "\n{section}\nwritten to BENCHMARKS.md in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// The store runs, written to their own section of BENCHMARKS.md.

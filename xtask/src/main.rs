@@ -27,6 +27,7 @@ fn main() -> Result<()> {
         Some("bench") => bench::bench(
             args.iter().any(|a| a == "--quick"),
             args.iter().any(|a| a == "--stores"),
+            args.iter().any(|a| a == "--edge"),
         ),
         Some("soak") => soak(
             args.iter()
@@ -36,7 +37,7 @@ fn main() -> Result<()> {
         ),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test | demo [--postgres] | dist | bench [--quick] [--stores] | soak [--minutes N]>"
+                "usage: cargo xtask <test | demo [--postgres] | dist | bench [--quick] [--stores | --edge] | soak [--minutes N]>"
             );
             std::process::exit(2);
         }

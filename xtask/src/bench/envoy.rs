@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn http_status(url: &str, headers: &[&str]) -> Result<u16> {
+pub(super) fn http_status(url: &str, headers: &[&str]) -> Result<u16> {
     let mut c = Command::new("curl");
     c.args(["-s", "-m", "10", "-o", "/dev/null", "-w", "%{http_code}"]);
     for h in headers {
@@ -23,7 +23,7 @@ fn http_status(url: &str, headers: &[&str]) -> Result<u16> {
         .unwrap_or(0))
 }
 
-fn wait_for(url: &str) -> Result<()> {
+pub(super) fn wait_for(url: &str) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while http_status(url, &[])? == 0 {
         if Instant::now() > deadline {
@@ -56,7 +56,7 @@ fn hs256_jwt(secret: &[u8]) -> String {
 }
 
 /// Our token for the same identity.
-fn our_token(key: &shared::Key) -> String {
+pub(super) fn our_token(key: &shared::Key) -> String {
     use shared::token::{Claim, Identity, SubjectKind, TokenBody};
     let body = TokenBody {
         kid: key.id(),

@@ -40,6 +40,22 @@ impl RedbFile {
         Ok(seq)
     }
 
+    /// Records many revocations in one transaction (benchmark fixtures); returns the last number.
+    pub fn revoke_many(
+        &self,
+        what: impl IntoIterator<Item = Revoked>,
+        now: u64,
+        until: Option<u64>,
+    ) -> Result<u64, StoreError> {
+        let tx = self.begin_write()?;
+        let mut last = 0;
+        for w in what {
+            last = Self::record_revocation_in(&tx, w, now, until)?;
+        }
+        tx.commit()?;
+        Ok(last)
+    }
+
     /// Revocations numbered after `since` and in force at `now`, in order, with the highest
     /// number given out (one read transaction).
     pub fn revocations(&self, since: u64, now: u64) -> Result<RevocationPage, StoreError> {
