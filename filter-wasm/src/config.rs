@@ -42,7 +42,7 @@ pub const MAX_KEYS: usize = 64;
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawKey {
     kid: u32,
-    secret: String,
+    secret: zeroize::Zeroizing<String>,
 }
 
 /// A key ring from its keys as written; the message names the field `what` and never a secret.

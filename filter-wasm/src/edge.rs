@@ -390,10 +390,12 @@ pub fn parse_answer(status: u32, body: &[u8], state: &EdgeState) -> Result<FeedU
         _ => return malformed("keys and max_token_lifetime_seconds come together"),
     };
     Ok(FeedUpdate {
+        // Asking again at once only after progress: a feed that says "more" and sends nothing
+        // waits for the next poll.
+        more: raw.more && !entries.is_empty(),
         entries,
         cursor: raw.cursor,
         full: raw.full,
-        more: raw.more,
         keys,
         keys_version: raw.keys_version,
     })

@@ -184,9 +184,11 @@ impl Root {
         let checked = if body_size > MAX_ANSWER_BYTES {
             Err(FeedError::TooLarge(body_size))
         } else {
-            let body = self
-                .get_http_call_response_body(0, body_size)
-                .unwrap_or_default();
+            // The answer holds the keys: wiped once read.
+            let body = zeroize::Zeroizing::new(
+                self.get_http_call_response_body(0, body_size)
+                    .unwrap_or_default(),
+            );
             match self.shared.state.borrow().as_ref() {
                 Some(state) => parse_answer(status, &body, state),
                 None => return,
@@ -204,7 +206,10 @@ impl Root {
                     // At the level of the failure it ends, so whoever saw one sees the other.
                     let _ = hostcalls::log(
                         LogLevel::Warn,
-                        &format!("mms_auth: edge sync resumed after {} s", now - since),
+                        &format!(
+                            "mms_auth: edge sync resumed after {} s",
+                            now.saturating_sub(since)
+                        ),
                     );
                 }
                 self.sync.next_at = now + sync.poll_interval;

@@ -19,7 +19,10 @@ fuzz_target!(|body: &[u8]| {
     if let Ok(update) = parse_answer(200, body, &state) {
         let full = update.is_full();
         state.apply(update, 1_001);
-        assert!(full || state.revoked.cursor() >= cursor, "cursor moved back");
+        assert!(
+            full || state.revoked.cursor() >= cursor,
+            "cursor moved back"
+        );
         assert!(state.revoked.len() >= held, "a revocation was dropped");
     }
 });

@@ -100,11 +100,14 @@ pub fn parse_basic(value: &[u8]) -> Result<ClientCredentials, BasicError> {
 /// The `Authorization` value a client sends: `Basic`, then base64 of
 /// `urlencode(id):urlencode(secret)`. Zeroized on drop: it holds the secret.
 pub fn encode_basic(id: &str, secret: &str) -> Zeroizing<String> {
-    let mut joined = Zeroizing::new(String::new());
+    // Sized once for the longest outcome (every byte escaped as `%XX`), so no reallocation
+    // leaves a copy of the secret behind.
+    let mut joined = Zeroizing::new(String::with_capacity(3 * (id.len() + secret.len()) + 1));
     joined.extend(form_urlencoded::byte_serialize(id.as_bytes()));
     joined.push(':');
     joined.extend(form_urlencoded::byte_serialize(secret.as_bytes()));
-    let mut out = Zeroizing::new(String::from("Basic "));
+    let mut out = Zeroizing::new(String::with_capacity(6 + 4 * joined.len().div_ceil(3)));
+    out.push_str("Basic ");
     STANDARD.encode_string(joined.as_bytes(), &mut out);
     out
 }

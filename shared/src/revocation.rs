@@ -172,7 +172,12 @@ impl RevocationSet {
         !self.families.is_empty()
             && jti[..FAMILY_TAG_LEN]
                 .try_into()
-                .is_ok_and(|tag: [u8; FAMILY_TAG_LEN]| self.families.contains_key(&tag))
+                .is_ok_and(|tag| self.has_family_tag(&tag))
+    }
+
+    /// True if the family with this tag is revoked.
+    pub fn has_family_tag(&self, tag: &[u8; FAMILY_TAG_LEN]) -> bool {
+        self.families.contains_key(tag)
     }
 
     /// How many revocations are in force.

@@ -423,7 +423,8 @@ impl Stack {
         bail!("the filter's counters did not settle: {last:?}")
     }
 
-    async fn read_counters(&self) -> Result<std::collections::HashMap<String, u64>> {
+    /// The filter's counters as they are right now (they move once a second).
+    pub async fn read_counters(&self) -> Result<std::collections::HashMap<String, u64>> {
         let (status, text) = self.envoy_admin("/stats?filter=mms_auth")?;
         if status != 200 {
             bail!("envoy admin /stats answered {status}");

@@ -16,16 +16,20 @@ use super::{now, App};
 use crate::http::{json_response, ApiError, Call, Timer};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use serde_json::json;
+use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use shared::revocation::{Revocation, RevocationPage};
 use shared::KeyRing;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-/// Most revocations in one answer (about 900 KiB of JSON), so an edge's answers stay bounded
-/// however many revocations are in force.
+/// Most revocations in one answer, so an edge's answers stay bounded however many revocations
+/// are in force.
 pub const PAGE: usize = 10_000;
+
+/// Most bytes of revocations in one answer (long user names make entries bigger); the filter
+/// reads answers of up to 2 MiB.
+pub const PAGE_BYTES: usize = 1 << 20;
 
 /// What an edge asks for.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -64,31 +68,59 @@ impl EdgeQuery {
     }
 }
 
-/// The revocations of one answer, at most `limit` of `page` (read after `since`), the cursor
-/// to send next and whether more are waiting.
-fn cut(page: RevocationPage, since: u64, full: bool, limit: usize) -> (Vec<Revocation>, u64, bool) {
-    let mut revoked = page.entries;
-    let more = revoked.len() > limit;
-    revoked.truncate(limit);
-    let cursor = match revoked.last() {
-        Some(last) if more => last.seq,
+/// A revocation as the feed writes it: `kind` and its field beside the numbers.
+fn entry_json(e: &Revocation) -> Value {
+    let mut v = serde_json::to_value(&e.what).unwrap_or_default();
+    v["seq"] = json!(e.seq);
+    v["at"] = json!(e.at);
+    v["until"] = json!(e.until);
+    v
+}
+
+/// The revocations of one answer, as `render` writes them: of `page` (read after `since`), at
+/// most `limit` and `max_bytes` (but at least one); the cursor to send next and whether more are
+/// waiting.
+fn cut(
+    page: RevocationPage,
+    since: u64,
+    full: bool,
+    limit: usize,
+    max_bytes: usize,
+    render: impl Fn(&Revocation) -> Value,
+) -> (Vec<Value>, u64, bool) {
+    let mut revoked = Vec::new();
+    let (mut bytes, mut last, mut more) = (0, None, false);
+    for e in &page.entries {
+        let v = render(e);
+        let size = v.to_string().len() + 1;
+        if revoked.len() == limit || (!revoked.is_empty() && bytes + size > max_bytes) {
+            more = true;
+            break;
+        }
+        bytes += size;
+        last = Some(e.seq);
+        revoked.push(v);
+    }
+    let cursor = match last {
+        Some(last) if more => last,
         // Everything up to the latest number is in this answer (or swept).
         _ if full => page.latest,
-        last => last.map_or(since, |e| e.seq),
+        last => last.unwrap_or(since),
     };
     (revoked, cursor, more)
 }
 
-/// A version of the key ring: it changes whenever a key is added, retired or starts signing,
-/// and tells nothing about the keys (a digest).
-fn keys_version(ring: &KeyRing) -> String {
+/// A version of what comes with the keys: it changes whenever a key is added, retired or starts
+/// signing, or the access token lifetime changes, and tells nothing about the keys (a digest).
+fn keys_version(ring: &KeyRing, access_ttl: u64) -> String {
     let mut h = Sha256::new();
-    h.update(b"mms/edge-keys/v1");
+    h.update(b"mms/edge-keys/v2");
     for k in ring.keys() {
         h.update(k.id().to_be_bytes());
         h.update(k.secret());
     }
     h.update(ring.signing_key().map_or(0, |k| k.id()).to_be_bytes());
+    h.update(access_ttl.to_be_bytes());
     hex::encode(&h.finalize()[..8])
 }
 
@@ -126,7 +158,8 @@ impl App {
         let q = EdgeQuery::parse(query)?;
         let mut since = q.since.unwrap_or(0);
         let mut full = q.since.is_none();
-        let read = |since| self.store.revocations(since, now());
+        // One more than a page, to know whether more are waiting.
+        let read = |since| self.store.revocations(since, now(), PAGE + 1);
         let mut page = read(since).await.map_err(|e| ApiError::store(&e))?;
         if page.latest < since {
             // The edge holds numbers this store never gave out (it was restored from a backup):
@@ -135,22 +168,13 @@ impl App {
             full = true;
             page = read(0).await.map_err(|e| ApiError::store(&e))?;
         }
-        let (revoked, cursor, more) = cut(page, since, full, PAGE);
+        let (revoked, cursor, more) = cut(page, since, full, PAGE, PAGE_BYTES, entry_json);
         let ring = self.ring();
-        let version = keys_version(&ring);
+        let version = keys_version(&ring, self.settings.access_ttl);
         let mut out = json!({
             "cursor": cursor,
             "keys_version": version,
-            "revoked": revoked
-                .iter()
-                .map(|e| {
-                    let mut v = serde_json::to_value(&e.what).unwrap_or_default();
-                    v["seq"] = json!(e.seq);
-                    v["at"] = json!(e.at);
-                    v["until"] = json!(e.until);
-                    v
-                })
-                .collect::<Vec<_>>(),
+            "revoked": revoked,
         });
         if full {
             out["full"] = json!(true);
@@ -203,18 +227,26 @@ mod tests {
             entries: (from..=to).map(entry).collect(),
             latest,
         };
+        let big = usize::MAX;
         // A full snapshot of 5 entries (numbers 3 to 7, the latest given out 9) in pages of 2.
-        let (first, cursor, more) = cut(page(3, 7, 9), 0, true, 2);
+        let (first, cursor, more) = cut(page(3, 7, 9), 0, true, 2, big, entry_json);
         assert_eq!((first.len(), cursor, more), (2, 4, true));
-        let (second, cursor, more) = cut(page(5, 7, 9), 4, false, 2);
+        let (second, cursor, more) = cut(page(5, 7, 9), 4, false, 2, big, entry_json);
         assert_eq!((second.len(), cursor, more), (2, 6, true));
-        let (last, cursor, more) = cut(page(7, 7, 9), 6, false, 2);
+        let (last, cursor, more) = cut(page(7, 7, 9), 6, false, 2, big, entry_json);
         assert_eq!((last.len(), cursor, more), (1, 7, false));
         // Nothing new: the cursor stays; a whole snapshot ends at the latest number.
-        assert_eq!(cut(page(1, 0, 9), 7, false, 2).1, 7);
+        assert_eq!(cut(page(1, 0, 9), 7, false, 2, big, entry_json).1, 7);
+        let whole = cut(page(3, 4, 9), 0, true, 2, big, entry_json);
         assert_eq!(
-            cut(page(3, 4, 9), 0, true, 2),
-            (vec![entry(3), entry(4)], 9, false)
+            whole,
+            (vec![entry_json(&entry(3)), entry_json(&entry(4))], 9, false)
         );
+        // By size: two entries to a page; one always goes, however big.
+        let size = entry_json(&entry(1)).to_string().len() + 1;
+        let (sized, cursor, more) = cut(page(3, 7, 9), 0, true, 100, 2 * size, entry_json);
+        assert_eq!((sized.len(), cursor, more), (2, 4, true));
+        let (one, _, more) = cut(page(3, 7, 9), 0, true, 100, 1, entry_json);
+        assert_eq!((one.len(), more), (1, true));
     }
 }

@@ -42,7 +42,14 @@ impl App {
                 self.metrics.refresh(rejection.reason());
                 if rejection == RefreshRejection::ReuseDetected {
                     tracing::warn!(target: "audit", client = client_id.as_str(), "refresh token reuse: family revoked");
-                    self.revoke_family_access_tokens(family).await?;
+                    // The answer stays invalid_grant; a failure to record is the server's to log
+                    // (the family itself is revoked, its access tokens expire on their own).
+                    if let Err(e) = self.revoke_family_access_tokens(family).await {
+                        tracing::error!(
+                            error = e.code(),
+                            "recording the revocation of a reused family's access tokens failed"
+                        );
+                    }
                 }
                 return Err(ApiError::invalid_grant("invalid refresh token"));
             }

@@ -79,7 +79,10 @@ impl App {
     ) -> Result<Self, StoreError> {
         let ring = store.key_ring(now()).await?;
         let mut revoked = RevocationSet::default();
-        revoked.apply(&store.revocations(0, now()).await?.entries, now());
+        revoked.apply(
+            &store.revocations(0, now(), usize::MAX).await?.entries,
+            now(),
+        );
         Ok(Self {
             store,
             keys: RwLock::new(Arc::new(ring)),

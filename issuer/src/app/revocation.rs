@@ -24,11 +24,13 @@ impl App {
     /// catches up.
     pub async fn reload_revocations(&self) {
         let since = self.revoked().cursor();
-        let read = match self.store.revocations(since, now()).await {
+        let read = match self.store.revocations(since, now(), usize::MAX).await {
             // Numbers below what was read before: a store restored from a backup. Read it whole.
-            Ok(page) if page.latest < since => {
-                self.store.revocations(0, now()).await.map(|p| (p, true))
-            }
+            Ok(page) if page.latest < since => self
+                .store
+                .revocations(0, now(), usize::MAX)
+                .await
+                .map(|p| (p, true)),
             other => other.map(|p| (p, false)),
         };
         match read {
@@ -45,9 +47,10 @@ impl App {
     }
 
     /// Records the revocation of the access tokens of a revoked refresh token family (by its
-    /// tag), until the last of them has expired. After the family's own revocation, in a second
-    /// write: a crash between the two leaves the family revoked and its access tokens good until
-    /// they expire, as before families had tags.
+    /// tag), until the last of them has expired, unless it is recorded already (revoking a
+    /// revoked family again adds nothing). After the family's own revocation, in a second write:
+    /// a crash between the two leaves the family revoked and its access tokens good until they
+    /// expire, as before families had tags.
     pub(super) async fn revoke_family_access_tokens(
         &self,
         family: Option<[u8; FAMILY_TAG_LEN]>,
@@ -55,6 +58,9 @@ impl App {
         let Some(tag) = family else {
             return Ok(());
         };
+        if self.revoked().has_family_tag(&tag) {
+            return Ok(());
+        }
         let what = Revoked::Family {
             tag: hex::encode(tag),
         };

@@ -199,12 +199,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         now: u64,
         until: Option<u64>,
     ) -> Result<u64, StoreError>;
-    /// Revocations numbered after `since` and still in force at `now`, in order, with the highest
-    /// number given out. A record that does not decode is logged and left out.
+    /// Revocations numbered after `since` and still in force at `now`, in order, at most `limit`
+    /// of them (the edge feed's pages; `usize::MAX` for all), with the highest number given out.
+    /// A record that does not decode is logged and left out.
     async fn revocations(
         &self,
         since: u64,
         now: u64,
+        limit: usize,
     ) -> Result<revocation::RevocationPage, StoreError>;
 
     /// Deletes refresh state past its lifetime, revocations no longer in force and retired keys;

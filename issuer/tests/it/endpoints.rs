@@ -252,6 +252,31 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
     let (after, _) = edge_feed(&s, as_edge, "?since=0").await;
     assert_eq!(after.json["revoked"][0]["jti"], jti.as_str());
     assert_eq!(after.json["keys_version"], rotated.json["keys_version"]);
+
+    // A revoked refresh token family appears once, however often it is revoked.
+    let grant = password_grant(&s, &f).await;
+    let refresh = grant.json["refresh_token"].as_str().unwrap().to_owned();
+    let revoke = format!("{}/apiv2/oauth/revoke", s.url);
+    for _ in 0..3 {
+        assert_eq!(
+            post(&revoke, f.app(), &[("token", &refresh)]).await.status,
+            200
+        );
+    }
+    let (snapshot, _) = edge_feed(&s, as_edge, "").await;
+    let families: Vec<_> = snapshot.json["revoked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "family")
+        .collect();
+    assert_eq!(families.len(), 1, "{}", snapshot.json);
+    let access = grant.json["access_token"].as_str().unwrap();
+    let tag = &token::inspect(access).unwrap().jti_hex()[..16];
+    assert_eq!(
+        families[0]["tag"], tag,
+        "the access token's id begins with the tag"
+    );
 }
 
 #[tokio::test]

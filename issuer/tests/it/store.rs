@@ -378,16 +378,24 @@ async fn revocations_are_numbered_kept_and_swept(b: Backend) {
     assert!(second > first);
     let seqs = |p: RevocationPage| p.entries.iter().map(|e| e.seq).collect::<Vec<_>>();
     assert_eq!(
-        seqs(s.revocations(0, 1_001).await.unwrap()),
+        seqs(s.revocations(0, 1_001, usize::MAX).await.unwrap()),
         [first, second]
     );
-    assert_eq!(seqs(s.revocations(first, 1_001).await.unwrap()), [second]);
     assert_eq!(
-        seqs(s.revocations(0, 1_500).await.unwrap()),
+        seqs(s.revocations(first, 1_001, usize::MAX).await.unwrap()),
+        [second]
+    );
+    assert_eq!(
+        seqs(s.revocations(0, 1_001, 1).await.unwrap()),
+        [first],
+        "a page of one"
+    );
+    assert_eq!(
+        seqs(s.revocations(0, 1_500, usize::MAX).await.unwrap()),
         [first],
         "out of force once what it covers has expired"
     );
-    let page = s.revocations(0, 1_001).await.unwrap();
+    let page = s.revocations(0, 1_001, usize::MAX).await.unwrap();
     assert_eq!(page.latest, second);
     let entry = &page.entries[0];
     assert_eq!((&entry.what, entry.at, entry.until), (&token, 1_000, 2_000));
@@ -418,7 +426,7 @@ async fn revocations_are_numbered_kept_and_swept(b: Backend) {
     assert!(s.remove_client("app").await.unwrap());
     assert!(s.remove_user("alice").await.unwrap());
     assert!(!s.remove_user("alice").await.unwrap());
-    let recorded = s.revocations(second, t).await.unwrap().entries;
+    let recorded = s.revocations(second, t, usize::MAX).await.unwrap().entries;
     let alice = Revoked::User {
         name: "alice".into(),
     };
@@ -438,7 +446,7 @@ async fn revocations_are_numbered_kept_and_swept(b: Backend) {
     let last = recorded.last().unwrap().seq;
     let later = t + ttl + KEY_RETIRE_MARGIN + 10;
     assert!(s.sweep(later).await.unwrap() >= 7);
-    let swept = s.revocations(0, 0).await.unwrap();
+    let swept = s.revocations(0, 0, usize::MAX).await.unwrap();
     assert!(swept.entries.is_empty());
     assert_eq!(swept.latest, last, "the highest number given out stays");
     let next = s.revoke(token, later, None).await.unwrap();

@@ -87,7 +87,7 @@ pub(super) const VARIANTS: [(&str, u16); 7] = [
     ("ablation: read and decide, no writes", 10007),
 ];
 
-fn listener(name: &str, port: u16, filters: &str) -> String {
+pub(super) fn listener(name: &str, port: u16, filters: &str) -> String {
     format!(
         r#"  - name: {name}
     address: {{ socket_address: {{ address: 127.0.0.1, port_value: {port} }} }}
@@ -112,7 +112,8 @@ fn listener(name: &str, port: u16, filters: &str) -> String {
     )
 }
 
-fn wasm_filter(name: &str, module: &Path, config: &str) -> String {
+/// Our Wasm filter block, in a VM of its own (`vm_id`), so no two listeners share state.
+pub(super) fn wasm_filter(name: &str, module: &Path, config: &str) -> String {
     format!(
         r#"          - name: envoy.filters.http.wasm
             typed_config:
@@ -122,6 +123,7 @@ fn wasm_filter(name: &str, module: &Path, config: &str) -> String {
                 root_id: {name}
                 failure_policy: FAIL_CLOSED
                 vm_config:
+                  vm_id: {name}
                   runtime: envoy.wasm.runtime.v8
                   code: {{ local: {{ filename: {module} }} }}
                 configuration:

@@ -528,8 +528,13 @@ impl Store for PgStore {
         revocations::revoke(self, what, now, until).await
     }
 
-    async fn revocations(&self, since: u64, now: u64) -> Result<RevocationPage, StoreError> {
-        revocations::revocations(self, since, now).await
+    async fn revocations(
+        &self,
+        since: u64,
+        now: u64,
+        limit: usize,
+    ) -> Result<RevocationPage, StoreError> {
+        revocations::revocations(self, since, now, limit).await
     }
 
     async fn sweep(&self, now: u64) -> Result<u64, StoreError> {

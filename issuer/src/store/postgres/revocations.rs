@@ -58,7 +58,9 @@ pub(super) async fn revocations(
     store: &PgStore,
     since: u64,
     now: u64,
+    limit: usize,
 ) -> Result<RevocationPage, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let (rows, latest) = serializable!(store, |tx| {
         let latest = tx
             .query_opt(
@@ -69,8 +71,9 @@ pub(super) async fn revocations(
             .map_or(0, |r| uint(r.get(0)));
         let rows = tx
             .query(
-                "SELECT seq, entry FROM revocations WHERE seq > $1 AND until > $2 ORDER BY seq",
-                &[&int(since), &int(now)],
+                "SELECT seq, entry FROM revocations WHERE seq > $1 AND until > $2 \
+                 ORDER BY seq LIMIT $3",
+                &[&int(since), &int(now), &limit],
             )
             .await?;
         (rows, latest)

@@ -520,8 +520,13 @@ impl Store for RedbStore {
             .map_err(|_| StoreError::Stopped("revocation task"))?;
         self.watch(recorded)
     }
-    async fn revocations(&self, since: u64, now: u64) -> Result<RevocationPage, StoreError> {
-        self.watch(self.file.revocations(since, now))
+    async fn revocations(
+        &self,
+        since: u64,
+        now: u64,
+        limit: usize,
+    ) -> Result<RevocationPage, StoreError> {
+        self.watch(self.file.revocations(since, now, limit))
     }
     async fn sweep(&self, now: u64) -> Result<u64, StoreError> {
         self.watch(self.writer.sweep(now).await)

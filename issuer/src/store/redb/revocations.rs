@@ -58,7 +58,12 @@ impl RedbFile {
 
     /// Revocations numbered after `since` and in force at `now`, in order, with the highest
     /// number given out (one read transaction).
-    pub fn revocations(&self, since: u64, now: u64) -> Result<RevocationPage, StoreError> {
+    pub fn revocations(
+        &self,
+        since: u64,
+        now: u64,
+        limit: usize,
+    ) -> Result<RevocationPage, StoreError> {
         let tx = self.begin_read()?;
         let latest = tx
             .open_table(SETTINGS)?
@@ -67,6 +72,9 @@ impl RedbFile {
         let t = tx.open_table(REVOCATIONS)?;
         let mut entries = Vec::new();
         for r in t.range(since.saturating_add(1)..)? {
+            if entries.len() >= limit {
+                break;
+            }
             let (seq, v) = r?;
             match serde_json::from_slice::<Revocation>(v.value()) {
                 Ok(e) if e.until > now => entries.push(e),
