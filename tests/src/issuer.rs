@@ -76,32 +76,36 @@ pub mod demo {
     pub const EDGE_CLIENT: &str = "envoy-edge";
 }
 
-/// Creates the edge client on `data` unless done before; returns its secret, kept in
-/// `dir/edge-secret` (0600).
-pub fn provision_edge_on(tools: &Tools, dir: &Path, data: &StoreArgs) -> Result<String> {
-    let secret_file = dir.join("edge-secret");
-    if let Ok(s) = std::fs::read_to_string(&secret_file) {
-        return Ok(s.trim().to_owned());
-    }
-    let out = issuer_admin_on(
-        tools,
-        data,
-        &["client", "add", demo::EDGE_CLIENT, "--edge"],
-        None,
-    )?;
+/// Adds client `id` with these `client add` options and activates it; returns its secret.
+pub fn add_client(tools: &Tools, store: &StoreArgs, id: &str, options: &[&str]) -> Result<String> {
+    let mut args = vec!["client", "add", id];
+    args.extend(options);
+    let out = issuer_admin_on(tools, store, &args, None)?;
     let secret = out
         .lines()
         .find_map(|l| l.strip_prefix("secret: "))
         .context("no secret printed")?
         .to_owned();
-    issuer_admin_on(
-        tools,
-        data,
-        &["client", "activate", demo::EDGE_CLIENT],
-        None,
-    )?;
-    write_private(&secret_file, format!("{secret}\n").as_bytes())?;
+    issuer_admin_on(tools, store, &["client", "activate", id], None)?;
     Ok(secret)
+}
+
+/// The secret kept in `file` (0600) by an earlier run, or the one `make` provisions now, kept.
+fn provision_once(file: &Path, make: impl FnOnce() -> Result<String>) -> Result<String> {
+    if let Ok(s) = std::fs::read_to_string(file) {
+        return Ok(s.trim().to_owned());
+    }
+    let secret = make()?;
+    write_private(file, format!("{secret}\n").as_bytes())?;
+    Ok(secret)
+}
+
+/// Creates the edge client on `data` unless done before; returns its secret, kept in
+/// `dir/edge-secret` (0600).
+pub fn provision_edge_on(tools: &Tools, dir: &Path, data: &StoreArgs) -> Result<String> {
+    provision_once(&dir.join("edge-secret"), || {
+        add_client(tools, data, demo::EDGE_CLIENT, &["--edge"])
+    })
 }
 
 /// Creates the demo client and user in `data` unless done before; returns the client secret,
@@ -112,33 +116,10 @@ pub fn provision(tools: &Tools, dir: &Path, data: &Path) -> Result<String> {
 
 /// [`provision`] on any store.
 pub fn provision_on(tools: &Tools, dir: &Path, data: &StoreArgs) -> Result<String> {
-    let secret_file = dir.join("client-secret");
-    if let Ok(s) = std::fs::read_to_string(&secret_file) {
-        return Ok(s.trim().to_owned());
-    }
-    let out = issuer_admin_on(
-        tools,
-        data,
-        &[
-            "client",
-            "add",
-            demo::CLIENT,
-            "--grants",
-            "password,client_credentials",
-            "--impersonate",
-        ],
-        None,
-    )?;
-    let secret = out
-        .lines()
-        .find_map(|l| l.strip_prefix("secret: "))
-        .context("no secret printed")?
-        .to_owned();
-    issuer_admin_on(tools, data, &["client", "activate", demo::CLIENT], None)?;
-    issuer_admin_on(
-        tools,
-        data,
-        &[
+    provision_once(&dir.join("client-secret"), || {
+        let grants = ["--grants", "password,client_credentials", "--impersonate"];
+        let secret = add_client(tools, data, demo::CLIENT, &grants)?;
+        let user = [
             "user",
             "add",
             demo::USER,
@@ -148,11 +129,10 @@ pub fn provision_on(tools: &Tools, dir: &Path, data: &StoreArgs) -> Result<Strin
             "editor",
             "--claim",
             "email=demo@example.com",
-        ],
-        Some(demo::PASSWORD),
-    )?;
-    write_private(&secret_file, format!("{secret}\n").as_bytes())?;
-    Ok(secret)
+        ];
+        issuer_admin_on(tools, data, &user, Some(demo::PASSWORD))?;
+        Ok(secret)
+    })
 }
 
 /// Starts `issuer serve` on `data` and waits for its `listening on` line.

@@ -160,19 +160,8 @@ pub(crate) fn access(v: &Value) -> String {
 
 /// Adds and activates a client allowed `client_credentials`; returns its secret.
 pub(crate) fn add_client(s: &Stack, id: &str) -> String {
-    let out = s
-        .admin(
-            &["client", "add", id, "--grants", "client_credentials"],
-            None,
-        )
-        .unwrap();
-    let secret = out
-        .lines()
-        .find_map(|l| l.strip_prefix("secret: "))
-        .unwrap()
-        .to_owned();
-    s.admin(&["client", "activate", id], None).unwrap();
-    secret
+    let grants = ["--grants", "client_credentials"];
+    e2e::issuer::add_client(&s.tools, &s.store, id, &grants).unwrap()
 }
 
 #[tokio::test]

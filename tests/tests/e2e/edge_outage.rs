@@ -29,6 +29,15 @@ async fn counter_grows(s: &Stack, name: &str, by: u64) {
     }
 }
 
+/// A token of the demo user, and another one revoked and refused at both workers.
+async fn good_and_revoked(s: &Stack) -> (String, String) {
+    let good = access(&password(s, demo::USER, demo::PASSWORD).await);
+    let revoked = access(&password(s, demo::USER, demo::PASSWORD).await);
+    revoke(s, &revoked).await;
+    refused_everywhere(s, &revoked, Instant::now(), "revoked token").await;
+    (good, revoked)
+}
+
 #[tokio::test]
 async fn keys_rotate_and_retire_without_touching_envoy() {
     let Some((_tmp, s)) = edge_stack().await else {
@@ -64,10 +73,7 @@ async fn an_unreachable_issuer_leaves_the_last_state_in_force() {
     let Some((_tmp, mut s)) = edge_stack().await else {
         return;
     };
-    let good = access(&password(&s, demo::USER, demo::PASSWORD).await);
-    let revoked = access(&password(&s, demo::USER, demo::PASSWORD).await);
-    revoke(&s, &revoked).await;
-    refused_everywhere(&s, &revoked, Instant::now(), "revoked token").await;
+    let (good, revoked) = good_and_revoked(&s).await;
 
     s.stop_issuer(0).unwrap();
     counter_grows(&s, "edge_sync_failed", 6).await;
@@ -145,10 +151,7 @@ async fn hostile_feed_answers_change_nothing() {
     let Some((_tmp, mut s)) = edge_stack().await else {
         return;
     };
-    let good = access(&password(&s, demo::USER, demo::PASSWORD).await);
-    let revoked = access(&password(&s, demo::USER, demo::PASSWORD).await);
-    revoke(&s, &revoked).await;
-    refused_everywhere(&s, &revoked, Instant::now(), "revoked token").await;
+    let (good, revoked) = good_and_revoked(&s).await;
     let edge_secret = s.edge_secret.clone().unwrap();
     let feed: Value = reqwest::Client::new()
         .get(format!("{}/apiv2/oauth/edge", s.issuer_url()))

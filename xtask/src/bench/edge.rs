@@ -9,7 +9,7 @@ use super::{wrk, Proc, Results, Sample, Settings};
 use crate::root;
 use anyhow::{bail, Context, Result};
 use base64::Engine as _;
-use e2e::issuer::{issuer_admin_on, start_issuer_on, StoreArgs};
+use e2e::issuer::{add_client, issuer_admin_on, start_issuer_on, StoreArgs};
 use e2e::Tools;
 use serde_json::Value;
 use std::path::Path;
@@ -49,18 +49,7 @@ struct EdgeIssuer {
 fn edge_issuer(tools: &Tools, dir: &Path, name: &str, revocations: u64) -> Result<EdgeIssuer> {
     let data = dir.join(name);
     let store = StoreArgs::redb(&data);
-    let out = issuer_admin_on(
-        tools,
-        &store,
-        &["client", "add", "envoy-edge", "--edge"],
-        None,
-    )?;
-    let edge_secret = out
-        .lines()
-        .find_map(|l| l.strip_prefix("secret: "))
-        .context("no edge secret printed")?
-        .to_owned();
-    issuer_admin_on(tools, &store, &["client", "activate", "envoy-edge"], None)?;
+    let edge_secret = add_client(tools, &store, "envoy-edge", &["--edge"])?;
     if revocations > 0 {
         crate::run(
             Command::new(root().join("target/release/examples/fill_revocations"))

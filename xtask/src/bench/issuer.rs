@@ -200,24 +200,8 @@ pub(super) fn bench_issuer(dir: &Path, s: &Settings) -> Result<(Results, String)
 
 /// The bench client and users on `store`; returns `id:secret`.
 pub(super) fn provision(tools: &Tools, store: &StoreArgs) -> Result<String> {
-    let out = issuer_admin_on(
-        tools,
-        store,
-        &[
-            "client",
-            "add",
-            "bench",
-            "--grants",
-            "password,client_credentials",
-        ],
-        None,
-    )?;
-    let secret = out
-        .lines()
-        .find_map(|l| l.strip_prefix("secret: "))
-        .context("no client secret printed")?
-        .to_owned();
-    issuer_admin_on(tools, store, &["client", "activate", "bench"], None)?;
+    let grants = ["--grants", "password,client_credentials"];
+    let secret = e2e::issuer::add_client(tools, store, "bench", &grants)?;
     for i in 0..PASSWORD_USERS {
         issuer_admin_on(
             tools,
