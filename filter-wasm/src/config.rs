@@ -102,6 +102,12 @@ struct Raw {
     realm: String,
     #[serde(default)]
     edge_sync: Option<RawEdgeSync>,
+    #[serde(default = "default_cache")]
+    token_cache_entries: usize,
+}
+
+fn default_cache() -> usize {
+    crate::cache::DEFAULT_CAPACITY
 }
 
 /// A validated configuration.
@@ -125,6 +131,8 @@ pub struct Config {
     pub realm: String,
     /// Where and how to pull keys and revocations from the issuer, if at all.
     pub edge_sync: Option<EdgeSync>,
+    /// Most verified tokens each VM remembers ([`crate::cache`]); 0 turns the cache off.
+    pub token_cache_entries: usize,
 }
 
 /// Why a configuration was refused. The message names the field and never includes a secret.
@@ -187,6 +195,9 @@ impl Config {
                 return err("exempt_prefixes: \"/\" would exempt everything");
             }
         }
+        if raw.token_cache_entries > 1_000_000 {
+            return err("token_cache_entries: at most 1000000");
+        }
         if raw.realm.is_empty()
             || raw.realm.len() > 64
             || !raw
@@ -204,6 +215,7 @@ impl Config {
             exempt_prefixes: raw.exempt_prefixes,
             realm: raw.realm,
             edge_sync,
+            token_cache_entries: raw.token_cache_entries,
         })
     }
 }

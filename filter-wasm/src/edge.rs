@@ -8,12 +8,14 @@
 //! changes nothing. No answer takes a revocation back: revocations leave the state only when
 //! every token they cover has expired.
 
+use crate::cache::TokenCache;
 use crate::config::{key_ring, ConfigError, RawKey, MAX_KEYS};
 use serde::Deserialize;
 use shared::revocation::{
     parse_hex, parse_jti, Revocation, RevocationSet, Revoked, FAMILY_TAG_LEN,
 };
 use shared::KeyRing;
+use std::cell::RefCell;
 use std::fmt;
 use zeroize::Zeroizing;
 
@@ -163,6 +165,8 @@ pub struct EdgeState {
     pub max_lifetime: u64,
     /// Revocations in force.
     pub revoked: RevocationSet,
+    /// Tokens verified under this state; emptied whenever it changes.
+    pub cache: RefCell<TokenCache>,
     keys_version: Option<String>,
     synced_at: Option<u64>,
     started_at: u64,
@@ -175,6 +179,7 @@ impl EdgeState {
             ring: cfg.ring.clone(),
             max_lifetime: cfg.max_lifetime,
             revoked: RevocationSet::default(),
+            cache: RefCell::new(TokenCache::new(cfg.token_cache_entries)),
             keys_version: None,
             synced_at: None,
             started_at: now,
@@ -200,8 +205,12 @@ impl EdgeState {
                 .is_some_and(|limit| self.age(now) > limit)
     }
 
-    /// Applies a validated answer received at `now`.
+    /// Applies a validated answer received at `now`. Anything new (a revocation, a key ring, a
+    /// snapshot) empties the token cache: what was verified before may be refused now.
     pub fn apply(&mut self, update: FeedUpdate, now: u64) {
+        if update.full || update.keys.is_some() || !update.entries.is_empty() {
+            self.cache.get_mut().clear();
+        }
         if update.full {
             self.revoked
                 .apply_snapshot(&update.entries, update.cursor, now);

@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 mod bearer;
+pub mod cache;
 pub mod config;
 pub mod decision;
 pub mod edge;

@@ -1,5 +1,6 @@
 //! The filter's decision over arbitrary paths and header sets: never a panic (which would trap the
-//! VM in Envoy), and never an allow unless one of the token headers carries a token that verifies.
+//! VM in Envoy), and never an allow unless one of the token headers carries a token that verifies,
+//! from the token cache or not.
 #![no_main]
 use arbitrary::Arbitrary;
 use filter_wasm::config::Config;
@@ -33,6 +34,10 @@ fn config() -> &'static Config {
     })
 }
 
+thread_local! {
+    static STATE: EdgeState = EdgeState::new(config(), 0);
+}
+
 fuzz_target!(|i: Input| {
     let cfg = config();
     let headers: Vec<(&str, &[u8])> = i
@@ -40,8 +45,10 @@ fuzz_target!(|i: Input| {
         .iter()
         .map(|(n, v)| (NAMES[usize::from(*n) % NAMES.len()], v.as_slice()))
         .collect();
-    let state = EdgeState::new(cfg, 0);
-    let (decision, _, _) = decide(cfg, &state, &i.path, headers.iter().copied(), i.now);
+    // One state for the whole run: its token cache fills with the tokens that verified, and an
+    // allow served from it must still be one that verification gives at this input's time.
+    let (decision, _, _) =
+        STATE.with(|state| decide(cfg, state, &i.path, headers.iter().copied(), i.now));
     if let Decision::Exempt = decision {
         let end = i.path.iter().position(|&c| c == b'?' || c == b'#');
         let path = &i.path[..end.unwrap_or(i.path.len())];

@@ -10,6 +10,7 @@
 mod edge;
 mod envoy;
 mod issuer;
+mod pool;
 mod store;
 mod wrk;
 
@@ -115,7 +116,7 @@ const FAMILIES: u64 = 5_000_000;
 /// The same with `--quick`.
 const FAMILIES_QUICK: u64 = 200_000;
 
-pub fn bench(quick: bool, stores_only: bool, edge_only: bool) -> Result<()> {
+pub fn bench(quick: bool, stores_only: bool, edge_only: bool, pool_only: bool) -> Result<()> {
     let s = if quick {
         Settings {
             rounds: 1,
@@ -161,6 +162,19 @@ pub fn bench(quick: bool, stores_only: bool, edge_only: bool) -> Result<()> {
         tools::build_variant_module("ablate-read")?,
         tools::build_variant_module("ablate-decide")?,
     ];
+    let per_header = tools::build_variant_module("write-per-header")?;
+    let modules = pool::Modules {
+        ours: &ours,
+        empty: &pass,
+        reference: &diagnostics[0],
+        per_header_writes: &per_header,
+    };
+    if pool_only {
+        let envoy = envoy
+            .join()
+            .map_err(|_| anyhow::anyhow!("installing Envoy failed"))??;
+        return bench_pool(&s, quick, &envoy, &modules, started);
+    }
     run(cargo().args(["build", "--release", "-p", "issuer"]))?;
     run(cargo().args(CRITERION))?;
     let envoy = envoy
@@ -209,8 +223,41 @@ pub fn bench(quick: bool, stores_only: bool, edge_only: bool) -> Result<()> {
         "\n{report}\nwritten to BENCHMARKS.md in {:.0} s",
         started.elapsed().as_secs_f64()
     );
+    bench_pool(&s, quick, &envoy, &modules, started)?;
     bench_edge(&s, quick, &envoy, &ours, started)?;
     bench_stores(&s, quick, started)
+}
+
+/// The production-like workloads, written to their own section of BENCHMARKS.md.
+fn bench_pool(
+    s: &Settings,
+    quick: bool,
+    envoy: &std::path::Path,
+    modules: &pool::Modules,
+    started: Instant,
+) -> Result<()> {
+    let dir = root().join("target/bench-pool");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let results = pool::bench_pool(&dir, envoy, modules, s)?;
+    let mut section = format!(
+        "### Production-like traffic: a pool of {} tokens\n\nMeasured by `cargo xtask bench{}` on {} ({}; {} round(s) of {} s per variant and workload, interleaved; medians over rounds, ratios taken within each round).\n\n",
+        pool::POOL,
+        if quick { " --quick" } else { "" },
+        crate::utc_now(),
+        machine(),
+        s.rounds,
+        s.seconds
+    );
+    section.push_str(&pool::report(&results));
+    crate::write_section_by("BENCHMARKS.md", "bench-pool", "cargo xtask bench", &section)?;
+    eprintln!(
+        "\n{section}\nwritten to BENCHMARKS.md in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// The edge sync runs, written to their own section of BENCHMARKS.md.

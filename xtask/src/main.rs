@@ -28,6 +28,7 @@ fn main() -> Result<()> {
             args.iter().any(|a| a == "--quick"),
             args.iter().any(|a| a == "--stores"),
             args.iter().any(|a| a == "--edge"),
+            args.iter().any(|a| a == "--pool"),
         ),
         Some("soak") => soak(
             args.iter()
@@ -37,7 +38,7 @@ fn main() -> Result<()> {
         ),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test | demo [--postgres] | dist | bench [--quick] [--stores | --edge] | soak [--minutes N]>"
+                "usage: cargo xtask <test | demo [--postgres] | dist | bench [--quick] [--stores | --edge | --pool] | soak [--minutes N]>"
             );
             std::process::exit(2);
         }

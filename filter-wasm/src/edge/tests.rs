@@ -341,3 +341,63 @@ fn old_state_refuses_everything_only_when_the_operator_chose_so() {
     let Decision::Deny(d) = d else { panic!() };
     assert_eq!(d.status, 503);
 }
+
+#[test]
+fn the_cache_serves_only_verified_tokens_and_never_a_revoked_expired_or_retired_one() {
+    let c = cfg("");
+    let mut state = EdgeState::new(&c, 1_000);
+    state.apply(
+        parse_answer(200, &snapshot(1, 0, json!([])), &state).unwrap(),
+        1_000,
+    );
+    let cached = |state: &EdgeState| state.cache.borrow().len();
+    let alice = token_for(1, "alice", "app", 1, 1_000);
+    assert_eq!(outcome(&c, &state, &alice, 1_000).1, Outcome::Allowed);
+    assert_eq!(cached(&state), 1);
+    assert_eq!(outcome(&c, &state, &alice, 1_001).1, Outcome::Allowed);
+    // A forged token (one character of its tag changed) never enters.
+    let mut forged = alice.clone().into_bytes();
+    let at = forged.len() - 10;
+    forged[at] = if forged[at] == b'A' { b'B' } else { b'A' };
+    let forged = String::from_utf8(forged).unwrap();
+    assert_ne!(outcome(&c, &state, &forged, 1_001).1, Outcome::Allowed);
+    assert_eq!(cached(&state), 1, "a forged token never enters");
+    // Expired (600 s of life, 30 s of skew): refused although it was cached.
+    assert_eq!(outcome(&c, &state, &alice, 1_630).1, Outcome::Expired);
+    // Revoked after it was cached.
+    let bob = token_for(1, "bob", "app", 2, 1_000);
+    assert_eq!(outcome(&c, &state, &bob, 1_001).1, Outcome::Allowed);
+    let revoke = answer(json!({"cursor": 1, "keys_version": "v1", "revoked": [
+        {"kind": "token", "jti": "02".repeat(16), "seq": 1, "at": 1_001, "until": 2_000}]}));
+    state.apply(parse_answer(200, &revoke, &state).unwrap(), 1_002);
+    assert_eq!(outcome(&c, &state, &bob, 1_002).1, Outcome::Revoked);
+    // An idle poll keeps the cache; a new key ring empties it, and the old key's tokens fail.
+    let carol = token_for(1, "carol", "app", 3, 1_000);
+    assert_eq!(outcome(&c, &state, &carol, 1_002).1, Outcome::Allowed);
+    let idle = answer(json!({"cursor": 1, "keys_version": "v1", "revoked": []}));
+    state.apply(parse_answer(200, &idle, &state).unwrap(), 1_003);
+    assert_eq!(cached(&state), 1);
+    let rotated = answer(json!({
+        "cursor": 1, "keys_version": "v2", "revoked": [],
+        "keys": [{"kid": 2, "secret": secret(2)}], "max_token_lifetime_seconds": 3600,
+    }));
+    state.apply(parse_answer(200, &rotated, &state).unwrap(), 1_004);
+    assert_eq!(cached(&state), 0);
+    assert_eq!(outcome(&c, &state, &carol, 1_004).1, Outcome::Invalid);
+}
+
+#[test]
+fn the_cache_can_be_turned_off() {
+    let c = cfg(r#","token_cache_entries":0"#);
+    let mut state = EdgeState::new(&c, 1_000);
+    state.apply(
+        parse_answer(200, &snapshot(1, 0, json!([])), &state).unwrap(),
+        1_000,
+    );
+    let alice = token_for(1, "alice", "app", 1, 1_000);
+    assert_eq!(outcome(&c, &state, &alice, 1_000).1, Outcome::Allowed);
+    assert_eq!(state.cache.borrow().len(), 0);
+    assert!(
+        Config::parse(format!("{{{SYNC},\"token_cache_entries\":1000001}}").as_bytes()).is_err()
+    );
+}

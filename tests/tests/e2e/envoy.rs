@@ -430,6 +430,42 @@ async fn key_rotation_keeps_old_tokens_until_their_key_retires() {
 }
 
 #[tokio::test]
+async fn a_cached_token_is_refused_once_it_expires() {
+    // Tokens of 3 s, and no clock skew in this Envoy.
+    let Some((_tmp, mut s)) = stack(&["--access-ttl", "3"]).await else {
+        return;
+    };
+    let cfg = s.admin(&["keys", "filter-config"], None).unwrap();
+    let mut cfg: Value = serde_json::from_str(&cfg).unwrap();
+    cfg["clock_skew_seconds"] = json!(0);
+    s.restart_envoy_with(&cfg.to_string()).unwrap();
+    let t = password(&s).await["access_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let exp = token::inspect(&t).unwrap().exp;
+    for _ in 0..5 {
+        assert_eq!(find(&s, &[("authorization", &bearer(&t))]).await.0, 200);
+    }
+    // The filter reads the clock once a second: refused within a second after expiry.
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    while now() < exp + 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let (status, www, _) = find(&s, &[("authorization", &bearer(&t))]).await;
+    assert_eq!(status, 401);
+    assert!(www.unwrap().contains("the access token expired"));
+    let c = s.counters().await.unwrap();
+    assert_eq!((c["allowed"], c["expired"]), (5, 1), "{c:?}");
+    assert!(s.stop());
+}
+
+#[tokio::test]
 async fn a_bad_configuration_never_yields_an_open_filter() {
     let Some((_tmp, mut s)) = stack(&[]).await else {
         return;

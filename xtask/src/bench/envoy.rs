@@ -36,15 +36,19 @@ pub(super) fn wait_for(url: &str) -> Result<()> {
 
 /// Lifetime of the bench's tokens: the issuer's default, within what the filter accepts
 /// (`max_token_lifetime_seconds`, 3600 by default).
-const TOKEN_LIFETIME: u64 = 3600;
+pub(super) const TOKEN_LIFETIME: u64 = 3600;
 
 /// An HS256 JWT with claims like our token's, for `jwt_authn`.
 fn hs256_jwt(secret: &[u8]) -> String {
+    hs256_jwt_for(secret, "alice@example.com", now() + TOKEN_LIFETIME)
+}
+
+/// An HS256 JWT for `sub` expiring at `exp`.
+pub(super) fn hs256_jwt_for(secret: &[u8], sub: &str, exp: u64) -> String {
     let header = URL_SAFE_NO_PAD.encode(r#"{"alg":"HS256","typ":"JWT","kid":"bench"}"#);
     let claims = format!(
-        r#"{{"iss":"bench","sub":"alice@example.com","azp":"media-app","roles":["editor","viewer"],"email":"alice@example.com","iat":{},"exp":{}}}"#,
+        r#"{{"iss":"bench","sub":"{sub}","azp":"media-app","roles":["editor","viewer"],"email":"{sub}","iat":{},"exp":{exp}}}"#,
         now(),
-        now() + TOKEN_LIFETIME
     );
     let signed = format!("{header}.{}", URL_SAFE_NO_PAD.encode(claims));
     let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(secret).expect("any key");
@@ -146,24 +150,7 @@ fn envoy_config(
         key.id(),
         URL_SAFE_NO_PAD.encode(key.secret())
     );
-    let jwks = format!(
-        r#"{{"keys":[{{"kty":"oct","alg":"HS256","kid":"bench","k":"{}"}}]}}"#,
-        URL_SAFE_NO_PAD.encode(jwt_secret)
-    );
-    let jwt = format!(
-        r#"          - name: envoy.filters.http.jwt_authn
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication
-              providers:
-                bench:
-                  issuer: bench
-                  local_jwks: {{ inline_string: '{jwks}' }}
-                  forward: true
-              rules:
-              - match: {{ prefix: "/" }}
-                requires: {{ provider_name: bench }}
-"#
-    );
+    let jwt = jwt_filter(jwt_secret, None);
     let mut out = String::from("admin:\n  address: { socket_address: { address: 127.0.0.1, port_value: 10000 } }\nstatic_resources:\n  listeners:\n");
     out += &listener("none", VARIANTS[0].1, "");
     out += &listener(
@@ -193,6 +180,31 @@ fn envoy_config(
         &wasm_filter("ablate_decide", &diagnostics[2], &filter_cfg),
     );
     out
+}
+
+/// Envoy's `jwt_authn` with the HS256 key, and its JWT cache of `cache` entries if given.
+pub(super) fn jwt_filter(jwt_secret: &[u8], cache: Option<u32>) -> String {
+    let jwks = format!(
+        r#"{{"keys":[{{"kty":"oct","alg":"HS256","kid":"bench","k":"{}"}}]}}"#,
+        URL_SAFE_NO_PAD.encode(jwt_secret)
+    );
+    let cache = cache.map_or(String::new(), |n| {
+        format!("                  jwt_cache_config: {{ jwt_cache_size: {n} }}\n")
+    });
+    format!(
+        r#"          - name: envoy.filters.http.jwt_authn
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication
+              providers:
+                bench:
+                  issuer: bench
+                  local_jwks: {{ inline_string: '{jwks}' }}
+                  forward: true
+{cache}              rules:
+              - match: {{ prefix: "/" }}
+                requires: {{ provider_name: bench }}
+"#
+    )
 }
 
 pub(super) fn bench_envoy(

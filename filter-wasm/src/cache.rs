@@ -1,0 +1,128 @@
+//! Tokens this VM verified recently, with the identity headers they give: a repeat of a token
+//! (clients present the same one for minutes) skips verification and the building of its headers.
+//!
+//! What may enter and how long it stays is what keeps it safe:
+//! - only a token that verified, under the key ring and revocations of the moment, and was not
+//!   revoked ([`crate::decision::decide`] inserts nothing else), so a stream of forged or
+//!   distinct invalid tokens never grows it;
+//! - only inside its lifetime (checked at every hit, with the same skew as verification, so a
+//!   clock stepping back cannot serve a token not yet valid);
+//! - emptied whenever the key ring or the revocations change ([`crate::edge::EdgeState::apply`]),
+//!   so a revoked token or one of a retired key is never served from it;
+//! - bounded: at `capacity` entries it is emptied before the next insertion (constant memory; a
+//!   working set larger than the capacity just verifies more often).
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// The identity headers of an allowed request, shared between the cache and the decision, so a
+/// hit allocates nothing.
+pub type IdentityHeaders = Rc<[(&'static str, String)]>;
+
+/// Entries held by default: a pool of 10,000 active tokens per VM fits, at about 600 bytes each
+/// (the token and its headers).
+pub const DEFAULT_CAPACITY: usize = 16_384;
+
+#[derive(Debug, Clone)]
+struct Entry {
+    iat: u64,
+    exp: u64,
+    headers: IdentityHeaders,
+}
+
+/// Verified tokens by their whole text.
+#[derive(Debug, Clone, Default)]
+pub struct TokenCache {
+    entries: HashMap<Box<str>, Entry>,
+    capacity: usize,
+}
+
+impl TokenCache {
+    /// An empty cache of at most `capacity` tokens (0: nothing is cached).
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            entries: HashMap::new(),
+            capacity,
+        }
+    }
+
+    /// The headers of `token` if it verified earlier and its lifetime covers `now` (with
+    /// `skew`, as verification allows).
+    pub fn get(&self, token: &str, now: u64, skew: u64) -> Option<IdentityHeaders> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        let e = self.entries.get(token)?;
+        let live = e.exp.saturating_add(skew) > now && e.iat <= now.saturating_add(skew);
+        live.then(|| e.headers.clone())
+    }
+
+    /// Remembers a token that verified and was not revoked, issued at `iat`, expiring at `exp`.
+    pub fn insert(&mut self, token: &str, iat: u64, exp: u64, headers: IdentityHeaders) {
+        if self.capacity == 0 {
+            return;
+        }
+        if self.entries.len() >= self.capacity {
+            self.entries.clear();
+        }
+        self.entries
+            .insert(token.into(), Entry { iat, exp, headers });
+    }
+
+    /// Forgets every token: the keys or the revocations changed.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    /// How many tokens are held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True if none is.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(subject: &str) -> IdentityHeaders {
+        vec![("x-auth-subject", subject.to_owned())].into()
+    }
+
+    #[test]
+    fn hits_until_expiry_then_misses() {
+        let mut c = TokenCache::new(4);
+        c.insert("t1", 900, 1_000, headers("alice"));
+        assert_eq!(c.get("t1", 1_029, 30).unwrap()[0].1, "alice");
+        assert!(c.get("t1", 1_030, 30).is_none(), "expired beyond the skew");
+        assert!(
+            c.get("t1", 869, 30).is_none(),
+            "not yet valid: the clock stepped back"
+        );
+        assert!(c.get("t1", 870, 30).is_some());
+        assert!(c.get("t2", 900, 30).is_none());
+        assert!(
+            c.get("t1x", 900, 30).is_none(),
+            "the whole token is the key"
+        );
+    }
+
+    #[test]
+    fn memory_stays_bounded_and_zero_capacity_caches_nothing() {
+        let mut c = TokenCache::new(3);
+        for i in 0..10 {
+            c.insert(&format!("t{i}"), 0, 5_000, headers("u"));
+            assert!(c.len() <= 3);
+        }
+        assert!(c.get("t9", 0, 0).is_some(), "the latest is kept");
+        c.clear();
+        assert!(c.is_empty());
+        let mut off = TokenCache::new(0);
+        off.insert("t", 0, 5_000, headers("u"));
+        assert!(off.get("t", 0, 0).is_none());
+    }
+}
