@@ -168,6 +168,7 @@ pub fn bench(quick: bool, stores_only: bool, edge_only: bool, pool_only: bool) -
         empty: &pass,
         reference: &diagnostics[0],
         per_header_writes: &per_header,
+        no_writes: &diagnostics[2],
     };
     if pool_only {
         let envoy = envoy

@@ -31,6 +31,9 @@ enum Filter {
     Reference,
     Ours,
     OursPerHeaderWrites,
+    /// Ablation: ours stopping after the decision (no header written), to show what the writes
+    /// cost.
+    OursNoWrites,
     JwtAuthn,
     JwtAuthnCached,
 }
@@ -41,7 +44,7 @@ struct Variant {
     tokens: Tokens,
 }
 
-const VARIANTS: [Variant; 7] = [
+const VARIANTS: [Variant; 8] = [
     Variant {
         name: "no auth filter",
         filter: Filter::None,
@@ -65,6 +68,11 @@ const VARIANTS: [Variant; 7] = [
     Variant {
         name: "our filter, a host call per header written",
         filter: Filter::OursPerHeaderWrites,
+        tokens: Tokens::Ours,
+    },
+    Variant {
+        name: "ablation: ours, read and decide, no writes",
+        filter: Filter::OursNoWrites,
         tokens: Tokens::Ours,
     },
     Variant {
@@ -101,6 +109,7 @@ pub(super) struct Modules<'a> {
     pub(super) empty: &'a Path,
     pub(super) reference: &'a Path,
     pub(super) per_header_writes: &'a Path,
+    pub(super) no_writes: &'a Path,
 }
 
 /// Per workload, the results of every variant (in [`VARIANTS`] order).
@@ -125,17 +134,26 @@ fn our_token(key: &shared::Key, i: usize, exp: u64) -> String {
     let body = TokenBody {
         kid: key.id(),
         jti,
-        iat: now(),
+        iat: exp.saturating_sub(TOKEN_LIFETIME),
         exp,
         client: format!("media-app-{}", i % 50),
-        identity: Identity {
-            kind,
-            subject,
-            roles: vec!["editor".into(), "viewer".into()],
-            claims: vec![Claim {
-                typ: "email".into(),
-                value: format!("user{i}@example.com"),
-            }],
+        identity: if kind == SubjectKind::Client {
+            Identity {
+                kind,
+                subject,
+                roles: vec![],
+                claims: vec![],
+            }
+        } else {
+            Identity {
+                kind,
+                subject,
+                roles: vec!["editor".into(), "viewer".into()],
+                claims: vec![Claim {
+                    typ: "email".into(),
+                    value: format!("user{i}@example.com"),
+                }],
+            }
         },
     };
     shared::token::mint(key, &body).expect("valid body")
@@ -214,6 +232,7 @@ fn filters(v: &Variant, m: &Modules, key: &shared::Key, jwt: &[u8], listener_nam
         Filter::Reference => wasm_filter(listener_name, m.reference, ""),
         Filter::Ours => wasm_filter(listener_name, m.ours, &ours_cfg),
         Filter::OursPerHeaderWrites => wasm_filter(listener_name, m.per_header_writes, &ours_cfg),
+        Filter::OursNoWrites => wasm_filter(listener_name, m.no_writes, &ours_cfg),
         Filter::JwtAuthn => jwt_filter(jwt, None),
         Filter::JwtAuthnCached => jwt_filter(jwt, Some(2 * POOL as u32)),
     }
