@@ -9,8 +9,9 @@
 //!   clock stepping back cannot serve a token not yet valid);
 //! - emptied whenever the key ring or the revocations change ([`crate::edge::EdgeState::apply`]),
 //!   so a revoked token or one of a retired key is never served from it;
-//! - bounded: at `capacity` entries it is emptied before the next insertion (constant memory; a
-//!   working set larger than the capacity just verifies more often).
+//! - bounded: at `capacity` entries, or [`MAX_BYTES`] of tokens and headers, it is emptied before
+//!   the next insertion (constant memory; a working set larger than that just verifies more
+//!   often); a token longer than [`MAX_TOKEN_BYTES`] is neither looked up nor kept.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -22,6 +23,18 @@ pub type IdentityHeaders = Rc<[(&'static str, String)]>;
 /// Entries held by default: a pool of 10,000 active tokens per VM fits, at about 600 bytes each
 /// (the token and its headers).
 pub const DEFAULT_CAPACITY: usize = 16_384;
+
+/// Most bytes of tokens and headers held, whatever the number of entries.
+pub const MAX_BYTES: usize = 16 << 20;
+
+/// Longest token cached: longer ones (the issuer mints a few hundred bytes) are verified each
+/// time, and never hashed for a lookup.
+pub const MAX_TOKEN_BYTES: usize = 1024;
+
+/// What an entry is counted as: its token, its header values, and a fixed overhead.
+fn weight(token: &str, headers: &IdentityHeaders) -> usize {
+    token.len() + headers.iter().map(|(_, v)| v.len() + 32).sum::<usize>() + 64
+}
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -35,6 +48,7 @@ struct Entry {
 pub struct TokenCache {
     entries: HashMap<Box<str>, Entry>,
     capacity: usize,
+    bytes: usize,
 }
 
 impl TokenCache {
@@ -43,13 +57,14 @@ impl TokenCache {
         Self {
             entries: HashMap::new(),
             capacity,
+            bytes: 0,
         }
     }
 
     /// The headers of `token` if it verified earlier and its lifetime covers `now` (with
     /// `skew`, as verification allows).
     pub fn get(&self, token: &str, now: u64, skew: u64) -> Option<IdentityHeaders> {
-        if self.entries.is_empty() {
+        if self.entries.is_empty() || token.len() > MAX_TOKEN_BYTES {
             return None;
         }
         let e = self.entries.get(token)?;
@@ -59,19 +74,26 @@ impl TokenCache {
 
     /// Remembers a token that verified and was not revoked, issued at `iat`, expiring at `exp`.
     pub fn insert(&mut self, token: &str, iat: u64, exp: u64, headers: IdentityHeaders) {
-        if self.capacity == 0 {
+        if self.capacity == 0 || token.len() > MAX_TOKEN_BYTES {
             return;
         }
-        if self.entries.len() >= self.capacity {
-            self.entries.clear();
+        let weight = weight(token, &headers);
+        if self.entries.len() >= self.capacity || self.bytes + weight > MAX_BYTES {
+            self.clear();
         }
-        self.entries
-            .insert(token.into(), Entry { iat, exp, headers });
+        if self
+            .entries
+            .insert(token.into(), Entry { iat, exp, headers })
+            .is_none()
+        {
+            self.bytes += weight;
+        }
     }
 
     /// Forgets every token: the keys or the revocations changed.
     pub fn clear(&mut self) {
         self.entries.clear();
+        self.bytes = 0;
     }
 
     /// How many tokens are held.
@@ -121,6 +143,15 @@ mod tests {
         assert!(c.get("t9", 0, 0).is_some(), "the latest is kept");
         c.clear();
         assert!(c.is_empty());
+        let long = "t".repeat(MAX_TOKEN_BYTES + 1);
+        c.insert(&long, 0, 5_000, headers("u"));
+        assert!(c.get(&long, 0, 0).is_none(), "long tokens are not kept");
+        let mut big = TokenCache::new(1_000_000);
+        let heavy: IdentityHeaders = vec![("x-auth-claims", "c".repeat(1 << 20))].into();
+        for i in 0..40 {
+            big.insert(&format!("t{i}"), 0, 5_000, heavy.clone());
+            assert!(big.bytes <= MAX_BYTES);
+        }
         let mut off = TokenCache::new(0);
         off.insert("t", 0, 5_000, headers("u"));
         assert!(off.get("t", 0, 0).is_none());

@@ -195,8 +195,8 @@ impl Config {
                 return err("exempt_prefixes: \"/\" would exempt everything");
             }
         }
-        if raw.token_cache_entries > 1_000_000 {
-            return err("token_cache_entries: at most 1000000");
+        if raw.token_cache_entries > 100_000 {
+            return err("token_cache_entries: at most 100000");
         }
         if raw.realm.is_empty()
             || raw.realm.len() > 64

@@ -159,14 +159,12 @@ impl EdgeSync {
 /// and the revocations in force. Without edge sync it is the configuration's, forever.
 #[derive(Debug, Clone)]
 pub struct EdgeState {
-    /// Keys that verify tokens.
-    pub ring: KeyRing,
-    /// Longest lifetime (`exp - iat`) a token may claim.
-    pub max_lifetime: u64,
-    /// Revocations in force.
-    pub revoked: RevocationSet,
+    // Changed only by `apply`, which empties the cache whenever it changes any of them.
+    pub(crate) ring: KeyRing,
+    pub(crate) max_lifetime: u64,
+    pub(crate) revoked: RevocationSet,
     /// Tokens verified under this state; emptied whenever it changes.
-    pub cache: RefCell<TokenCache>,
+    pub(crate) cache: RefCell<TokenCache>,
     keys_version: Option<String>,
     synced_at: Option<u64>,
     started_at: u64,
@@ -184,6 +182,21 @@ impl EdgeState {
             synced_at: None,
             started_at: now,
         }
+    }
+
+    /// Keys that verify tokens.
+    pub fn ring(&self) -> &KeyRing {
+        &self.ring
+    }
+
+    /// Revocations in force.
+    pub fn revoked(&self) -> &RevocationSet {
+        &self.revoked
+    }
+
+    /// How many verified tokens the cache holds.
+    pub fn cached(&self) -> usize {
+        self.cache.borrow().len()
     }
 
     /// When the last good sync was (seconds since the epoch), if ever.

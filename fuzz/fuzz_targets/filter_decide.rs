@@ -49,6 +49,10 @@ fuzz_target!(|i: Input| {
     // allow served from it must still be one that verification gives at this input's time.
     let (decision, _, _) =
         STATE.with(|state| decide(cfg, state, &i.path, headers.iter().copied(), i.now));
+    // The cache never changes a decision: the same as with a state that has seen nothing.
+    let fresh = EdgeState::new(cfg, 0);
+    let (uncached, _, _) = decide(cfg, &fresh, &i.path, headers.iter().copied(), i.now);
+    assert_eq!(decision, uncached, "the token cache changed a decision");
     if let Decision::Exempt = decision {
         let end = i.path.iter().position(|&c| c == b'?' || c == b'#');
         let path = &i.path[..end.unwrap_or(i.path.len())];

@@ -354,7 +354,12 @@ fn the_cache_serves_only_verified_tokens_and_never_a_revoked_expired_or_retired_
     let alice = token_for(1, "alice", "app", 1, 1_000);
     assert_eq!(outcome(&c, &state, &alice, 1_000).1, Outcome::Allowed);
     assert_eq!(cached(&state), 1);
+    // Served from the cache: allowed without its key in the ring (a state `apply` never makes
+    // without emptying the cache; set by hand here to show the hit).
+    let other = shared::KeyRing::new(vec![Key::new(9, [9; 32])], None).unwrap();
+    let ring = std::mem::replace(&mut state.ring, other);
     assert_eq!(outcome(&c, &state, &alice, 1_001).1, Outcome::Allowed);
+    state.ring = ring;
     // A forged token (one character of its tag changed) never enters.
     let mut forged = alice.clone().into_bytes();
     let at = forged.len() - 10;
@@ -371,14 +376,21 @@ fn the_cache_serves_only_verified_tokens_and_never_a_revoked_expired_or_retired_
         {"kind": "token", "jti": "02".repeat(16), "seq": 1, "at": 1_001, "until": 2_000}]}));
     state.apply(parse_answer(200, &revoke, &state).unwrap(), 1_002);
     assert_eq!(outcome(&c, &state, &bob, 1_002).1, Outcome::Revoked);
+    // A user revocation covers a cached token issued before it.
+    let dave = token_for(1, "dave", "app", 4, 1_000);
+    assert_eq!(outcome(&c, &state, &dave, 1_002).1, Outcome::Allowed);
+    let user = answer(json!({"cursor": 2, "keys_version": "v1", "revoked": [
+        {"kind": "user", "name": "dave", "seq": 2, "at": 1_002, "until": 2_000}]}));
+    state.apply(parse_answer(200, &user, &state).unwrap(), 1_002);
+    assert_eq!(outcome(&c, &state, &dave, 1_002).1, Outcome::Revoked);
     // An idle poll keeps the cache; a new key ring empties it, and the old key's tokens fail.
     let carol = token_for(1, "carol", "app", 3, 1_000);
     assert_eq!(outcome(&c, &state, &carol, 1_002).1, Outcome::Allowed);
-    let idle = answer(json!({"cursor": 1, "keys_version": "v1", "revoked": []}));
+    let idle = answer(json!({"cursor": 2, "keys_version": "v1", "revoked": []}));
     state.apply(parse_answer(200, &idle, &state).unwrap(), 1_003);
     assert_eq!(cached(&state), 1);
     let rotated = answer(json!({
-        "cursor": 1, "keys_version": "v2", "revoked": [],
+        "cursor": 2, "keys_version": "v2", "revoked": [],
         "keys": [{"kid": 2, "secret": secret(2)}], "max_token_lifetime_seconds": 3600,
     }));
     state.apply(parse_answer(200, &rotated, &state).unwrap(), 1_004);
@@ -398,6 +410,6 @@ fn the_cache_can_be_turned_off() {
     assert_eq!(outcome(&c, &state, &alice, 1_000).1, Outcome::Allowed);
     assert_eq!(state.cache.borrow().len(), 0);
     assert!(
-        Config::parse(format!("{{{SYNC},\"token_cache_entries\":1000001}}").as_bytes()).is_err()
+        Config::parse(format!("{{{SYNC},\"token_cache_entries\":100001}}").as_bytes()).is_err()
     );
 }
