@@ -4,8 +4,8 @@
 //! size of a steady-state poll answer; and the time from a revocation's answer to its refusal at
 //! both workers of a second Envoy.
 
-use super::envoy::{http_status, our_token, wait_for, wasm_filter};
-use super::{wrk, Proc, Results, Sample, Settings};
+use super::envoy::{http_status, our_token, start_envoy, wait_for, wasm_filter};
+use super::{wrk, Results, Sample, Settings};
 use crate::root;
 use anyhow::{bail, Context, Result};
 use base64::Engine as _;
@@ -13,7 +13,7 @@ use e2e::issuer::{add_client, issuer_admin_on, start_issuer_on, StoreArgs};
 use e2e::Tools;
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Revocations in force at the full issuer.
@@ -98,37 +98,6 @@ fn cluster(name: &str, url: &str) -> Result<String> {
             address: {{ socket_address: {{ address: 127.0.0.1, port_value: {port} }} }}
 "#
     ))
-}
-
-fn start_envoy(
-    envoy: &Path,
-    config: &Path,
-    log: &Path,
-    workers: u32,
-    pin: Option<&str>,
-) -> Result<Proc> {
-    let mut c = match pin {
-        Some(cpus) => {
-            let mut c = Command::new("taskset");
-            c.args(["-c", cpus]).arg(envoy);
-            c
-        }
-        None => Command::new(envoy),
-    };
-    let child = c
-        .args([
-            "--disable-hot-restart",
-            "--log-level",
-            "warn",
-            "--concurrency",
-        ])
-        .arg(workers.to_string())
-        .arg("-c")
-        .arg(config)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log)?)
-        .spawn()?;
-    Ok(Proc(child))
 }
 
 /// Until a request with `header` is answered 200 (the filter synced); how long that took.

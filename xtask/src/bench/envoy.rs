@@ -10,6 +10,39 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Starts Envoy with `workers` workers on `config`, pinned to the CPUs `pin` (a `taskset` list)
+/// if given, its log in `log`.
+pub(super) fn start_envoy(
+    envoy: &Path,
+    config: &Path,
+    log: &Path,
+    workers: u32,
+    pin: Option<&str>,
+) -> Result<Proc> {
+    let mut c = match pin {
+        Some(cpus) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", cpus]).arg(envoy);
+            c
+        }
+        None => Command::new(envoy),
+    };
+    let child = c
+        .args([
+            "--disable-hot-restart",
+            "--log-level",
+            "warn",
+            "--concurrency",
+        ])
+        .arg(workers.to_string())
+        .arg("-c")
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log)?)
+        .spawn()?;
+    Ok(Proc(child))
+}
+
 pub(super) fn http_status(url: &str, headers: &[&str]) -> Result<u16> {
     let mut c = Command::new("curl");
     c.args(["-s", "-m", "10", "-o", "/dev/null", "-w", "%{http_code}"]);
@@ -224,23 +257,7 @@ pub(super) fn bench_envoy(
         &cfg,
         envoy_config(ours, pass, diagnostics, &key, &jwt_secret),
     )?;
-    let log = std::fs::File::create(dir.join("envoy-bench.log"))?;
-    let child = Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(envoy)
-        .args([
-            "--concurrency",
-            "1",
-            "--disable-hot-restart",
-            "--log-level",
-            "warn",
-            "-c",
-        ])
-        .arg(&cfg)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()?;
-    let proc = Proc(child);
+    let proc = start_envoy(envoy, &cfg, &dir.join("envoy-bench.log"), 1, Some("0"))?;
     for (_, port) in VARIANTS {
         wait_for(&format!("http://127.0.0.1:{port}/"))?;
     }

@@ -4,14 +4,13 @@
 //! missing). Each variant is a named listener of one Envoy (one worker on core 0, wrk with a Lua
 //! script on core 1); workloads and variants run interleaved, round after round.
 
-use super::envoy::{hs256_jwt_for, jwt_filter, listener, wasm_filter, TOKEN_LIFETIME};
-use super::{now, rss_kib, wrk, Proc, Results, Sample, Settings};
+use super::envoy::{hs256_jwt_for, jwt_filter, listener, start_envoy, wasm_filter, TOKEN_LIFETIME};
+use super::{now, rss_kib, wrk, Results, Sample, Settings};
 use anyhow::{bail, Result};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 /// Distinct tokens in the pool.
 pub(super) const POOL: usize = 10_000;
@@ -278,22 +277,7 @@ pub(super) fn bench_pool(
     }
     let cfg = dir.join("envoy-pool.yaml");
     std::fs::write(&cfg, yaml)?;
-    let child = Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(envoy)
-        .args([
-            "--concurrency",
-            "1",
-            "--disable-hot-restart",
-            "--log-level",
-            "warn",
-            "-c",
-        ])
-        .arg(&cfg)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("envoy-pool.log"))?)
-        .spawn()?;
-    let proc = Proc(child);
+    let proc = start_envoy(envoy, &cfg, &dir.join("envoy-pool.log"), 1, Some("0"))?;
     for port in &ports {
         super::envoy::wait_for(&format!("http://127.0.0.1:{port}/"))?;
     }
