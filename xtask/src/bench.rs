@@ -185,11 +185,7 @@ pub fn bench(quick: bool, stores_only: bool, edge_only: bool, pool_only: bool) -
         .iter()
         .map(|n| Ok((*n, criterion_ns(n)?)))
         .collect::<Result<_>>()?;
-    let dir = root().join("target/bench");
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir)?;
-    }
-    std::fs::create_dir_all(&dir)?;
+    let dir = fresh_dir("bench")?;
     let (env_res, env_cmd) = bench_envoy(&dir, &envoy, &ours, &pass, &diagnostics, &s)?;
     let (iss_res, iss_cmd) = bench_issuer(&dir, &s)?;
     for (name, sample) in ISSUER_LOADS.iter().zip(&iss_res.samples) {
@@ -237,28 +233,23 @@ fn bench_pool(
     modules: &pool::Modules,
     started: Instant,
 ) -> Result<()> {
-    let dir = root().join("target/bench-pool");
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir)?;
-    }
-    std::fs::create_dir_all(&dir)?;
+    let dir = fresh_dir("bench-pool")?;
     let results = pool::bench_pool(&dir, envoy, modules, s)?;
-    let mut section = format!(
-        "### Production-like traffic: a pool of {} tokens\n\nMeasured by `cargo xtask bench{}` on {} ({}; {} round(s) of {} s per variant and workload, interleaved; medians over rounds, ratios taken within each round).\n\n",
-        pool::POOL,
-        if quick { " --quick" } else { "" },
-        crate::utc_now(),
-        machine(),
-        s.rounds,
-        s.seconds
+    let title = format!(
+        "### Production-like traffic: a pool of {} tokens\n\n",
+        pool::POOL
     );
-    section.push_str(&pool::report(&results));
-    crate::write_section_by("BENCHMARKS.md", "bench-pool", "cargo xtask bench", &section)?;
-    eprintln!(
-        "\n{section}\nwritten to BENCHMARKS.md in {:.0} s",
-        started.elapsed().as_secs_f64()
+    let how = measured_by(
+        s,
+        quick,
+        "variant and workload",
+        "ratios taken within each round",
     );
-    Ok(())
+    publish(
+        "bench-pool",
+        &(title + &how + &pool::report(&results)),
+        started,
+    )
 }
 
 /// The edge sync runs, written to their own section of BENCHMARKS.md.
@@ -269,11 +260,7 @@ fn bench_edge(
     ours: &std::path::Path,
     started: Instant,
 ) -> Result<()> {
-    let dir = root().join("target/bench-edge");
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir)?;
-    }
-    std::fs::create_dir_all(&dir)?;
+    let dir = fresh_dir("bench-edge")?;
     let results = edge::bench_edge(&dir, envoy, ours, s)?;
     for (name, x) in ["no revocations", "100,000 revocations"]
         .iter()
@@ -283,30 +270,17 @@ fn bench_edge(
             bail!("edge run {name}: {} responses were not 2xx", x.bad);
         }
     }
-    let mut section = format!(
-        "### Edge sync\n\nMeasured by `cargo xtask bench{}` on {} ({}; {} round(s) of {} s per listener, interleaved; medians over rounds, the ratio taken within each round).\n\n",
-        if quick { " --quick" } else { "" },
-        crate::utc_now(),
-        machine(),
-        s.rounds,
-        s.seconds
-    );
-    section.push_str(&edge::report(&results));
-    crate::write_section_by("BENCHMARKS.md", "bench-edge", "cargo xtask bench", &section)?;
-    eprintln!(
-        "\n{section}\nwritten to BENCHMARKS.md in {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
+    let how = measured_by(s, quick, "listener", "the ratio taken within each round");
+    publish(
+        "bench-edge",
+        &(format!("### Edge sync\n\n{how}") + &edge::report(&results)),
+        started,
+    )
 }
 
 /// The store runs, written to their own section of BENCHMARKS.md.
 fn bench_stores(s: &Settings, quick: bool, started: Instant) -> Result<()> {
-    let dir = root().join("target/bench-stores");
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir)?;
-    }
-    std::fs::create_dir_all(&dir)?;
+    let dir = fresh_dir("bench-stores")?;
     let families = if quick { FAMILIES_QUICK } else { FAMILIES };
     let results = store::bench_stores(&dir, s, families)?;
     // 2.7 GB for 5 million families: not worth keeping.
@@ -314,21 +288,35 @@ fn bench_stores(s: &Settings, quick: bool, started: Instant) -> Result<()> {
     if let Some((name, bad)) = results.failures().first() {
         bail!("store load {name}: {bad} responses were not 2xx (or socket errors)");
     }
-    let mut section = format!(
-        "Measured by `cargo xtask bench{}` on {} ({}; {} round(s) of {} s per load, interleaved; medians over rounds, ratios taken within each round).\n\n",
+    let how = measured_by(s, quick, "load", "ratios taken within each round");
+    publish("bench-stores", &(how + &store::report(&results)), started)
+}
+
+/// An empty `target/NAME` for a run's files.
+fn fresh_dir(name: &str) -> Result<std::path::PathBuf> {
+    let dir = root().join("target").join(name);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// How a section was measured: the command, when, where, and the rounds of `per`.
+fn measured_by(s: &Settings, quick: bool, per: &str, ratios: &str) -> String {
+    format!(
+        "Measured by `cargo xtask bench{}` on {} ({}; {} round(s) of {} s per {per}, interleaved; medians over rounds, {ratios}).\n\n",
         if quick { " --quick" } else { "" },
         crate::utc_now(),
         machine(),
         s.rounds,
         s.seconds
-    );
-    section.push_str(&store::report(&results));
-    crate::write_section_by(
-        "BENCHMARKS.md",
-        "bench-stores",
-        "cargo xtask bench",
-        &section,
-    )?;
+    )
+}
+
+/// Writes `section` between the `marker` comments of BENCHMARKS.md, and shows it.
+fn publish(marker: &str, section: &str, started: Instant) -> Result<()> {
+    crate::write_section_by("BENCHMARKS.md", marker, "cargo xtask bench", section)?;
     eprintln!(
         "\n{section}\nwritten to BENCHMARKS.md in {:.0} s",
         started.elapsed().as_secs_f64()
