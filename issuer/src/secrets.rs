@@ -11,7 +11,7 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use rand::RngCore;
 use sha2::Sha256;
 use shared::revocation::FAMILY_TAG_LEN;
@@ -113,7 +113,8 @@ impl HashKey {
     }
 
     fn mac(&self, domain: &[u8], parts: &[&[u8]]) -> [u8; 32] {
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&*self.0).expect("HMAC takes any key");
+        let mut mac =
+            <Hmac<Sha256> as KeyInit>::new_from_slice(&*self.0).expect("HMAC takes any key");
         mac.update(domain);
         for p in parts {
             mac.update(&(p.len() as u64).to_be_bytes());

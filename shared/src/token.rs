@@ -5,17 +5,14 @@
 //! The prefix is inside the MAC, so a body can never be replayed under another version or purpose.
 
 use crate::error::VerifyError;
-use crate::key::{Key, KeyRing};
+use crate::key::{HmacSha256, Key, KeyRing};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use hmac::Mac;
 
 mod body;
 
 use body::{decode_body, encode_body, field_ok, identity_ok, Field};
-
-type HmacSha256 = Hmac<Sha256>;
 
 /// The token family: every access token starts with this.
 pub const FAMILY: &str = "mmat";
@@ -33,6 +30,8 @@ pub const MAX_ITEMS: usize = 64;
 pub const JTI_LEN: usize = 16;
 const TAG_LEN: usize = 32;
 const TAG_B64_LEN: usize = 43;
+/// Bodies up to this many bytes are decoded without an allocation (most are under 200).
+const SMALL_BODY_LEN: usize = 384;
 
 /// Whom a token speaks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -170,8 +169,7 @@ impl core::fmt::Display for MintError {
 impl std::error::Error for MintError {}
 
 fn tag(key: &Key, signed: &[u8]) -> HmacSha256 {
-    // HMAC accepts keys of any length; a 32-byte key cannot fail.
-    let mut mac = <HmacSha256 as Mac>::new_from_slice(key.secret()).expect("HMAC takes any key");
+    let mut mac = key.mac();
     mac.update(signed);
     mac
 }
@@ -201,10 +199,11 @@ pub fn mint(key: &Key, body: &TokenBody) -> Result<String, MintError> {
     Ok(token)
 }
 
-/// A token split into its parts, nothing checked but the shape and encoding.
+/// A token split into its parts, nothing checked but the shape and the tag's encoding.
 struct Parts<'a> {
+    /// Everything the tag covers: the prefix and the body as sent.
     signed: &'a str,
-    body: TokenBody,
+    body_b64: &'a str,
     tag: [u8; TAG_LEN],
 }
 
@@ -226,10 +225,6 @@ fn split(token: &str) -> Result<Parts<'_>, VerifyError> {
     if tag_b64.len() != TAG_B64_LEN {
         return Err(VerifyError::Malformed);
     }
-    // The default engine config rejects padding and non-zero trailing bits: one encoding per value.
-    let raw = URL_SAFE_NO_PAD
-        .decode(body_b64)
-        .map_err(|_| VerifyError::Malformed)?;
     let mut tag = [0u8; TAG_LEN];
     let n = URL_SAFE_NO_PAD
         .decode_slice(tag_b64, &mut tag)
@@ -237,15 +232,39 @@ fn split(token: &str) -> Result<Parts<'_>, VerifyError> {
     if n != TAG_LEN {
         return Err(VerifyError::Malformed);
     }
-    let body = decode_body(&raw).ok_or(VerifyError::Malformed)?;
     let signed = &token[..PREFIX.len() + body_b64.len()];
-    Ok(Parts { signed, body, tag })
+    Ok(Parts {
+        signed,
+        body_b64,
+        tag,
+    })
+}
+
+/// The body's bytes: on the stack when they fit `small` (most bodies are under 200 bytes),
+/// otherwise in `large`.
+fn decode_raw<'b>(
+    body_b64: &str,
+    small: &'b mut [u8; SMALL_BODY_LEN],
+    large: &'b mut Vec<u8>,
+) -> Result<&'b [u8], VerifyError> {
+    // The default engine config rejects padding and non-zero trailing bits: one encoding per value.
+    if body_b64.len() <= SMALL_BODY_LEN / 3 * 4 {
+        let n = URL_SAFE_NO_PAD.decode_slice(body_b64, small);
+        Ok(&small[..n.map_err(|_| VerifyError::Malformed)?])
+    } else {
+        *large = URL_SAFE_NO_PAD
+            .decode(body_b64)
+            .map_err(|_| VerifyError::Malformed)?;
+        Ok(large)
+    }
 }
 
 /// Verifies `token` with the key its id names and checks its lifetime against `now` (seconds
 /// since the Unix epoch), allowing `skew` seconds either way.
 ///
-/// Every failure displays the same; [`VerifyError`]'s variant says why, for logs and counters.
+/// The tag is checked before the body is read beyond its key id, so a forged token costs no
+/// allocation. Every failure displays the same; [`VerifyError`]'s variant says why, for logs and
+/// counters.
 pub fn verify(
     ring: &KeyRing,
     token: &str,
@@ -253,23 +272,31 @@ pub fn verify(
     skew: u64,
 ) -> Result<VerifiedToken, VerifyError> {
     let parts = split(token)?;
-    let key = ring.get(parts.body.kid).ok_or(VerifyError::UnknownKey)?;
+    let (mut small, mut large) = ([0u8; SMALL_BODY_LEN], Vec::new());
+    let raw = decode_raw(parts.body_b64, &mut small, &mut large)?;
+    let kid = raw.first_chunk().map(|b| u32::from_be_bytes(*b));
+    let key = ring
+        .get(kid.ok_or(VerifyError::Malformed)?)
+        .ok_or(VerifyError::UnknownKey)?;
     tag(key, parts.signed.as_bytes())
         .verify_slice(&parts.tag)
         .map_err(|_| VerifyError::BadSignature)?;
-    if parts.body.exp.saturating_add(skew) <= now {
+    let body = decode_body(raw).ok_or(VerifyError::Malformed)?;
+    if body.exp.saturating_add(skew) <= now {
         return Err(VerifyError::Expired);
     }
-    if parts.body.iat > now.saturating_add(skew) {
+    if body.iat > now.saturating_add(skew) {
         return Err(VerifyError::NotYetValid);
     }
-    Ok(VerifiedToken(parts.body))
+    Ok(VerifiedToken(body))
 }
 
 /// Decodes a token without any key. The result is **not** authentic: anyone can make a token
 /// that inspects well. Use it only to show a holder its own token (expiry, identity).
 pub fn inspect(token: &str) -> Result<TokenBody, VerifyError> {
-    split(token).map(|p| p.body)
+    let parts = split(token)?;
+    let (mut small, mut large) = ([0u8; SMALL_BODY_LEN], Vec::new());
+    decode_body(decode_raw(parts.body_b64, &mut small, &mut large)?).ok_or(VerifyError::Malformed)
 }
 
 #[cfg(test)]
@@ -318,6 +345,23 @@ mod tests {
         assert_eq!(verify(&ring, &t, 1_930, 30), Err(VerifyError::Expired));
         assert_eq!(verify(&ring, &t, 999, 0), Err(VerifyError::NotYetValid));
         assert!(verify(&ring, &t, 990, 10).is_ok());
+    }
+
+    #[test]
+    fn the_tag_is_checked_before_the_body_is_read() {
+        // A body whose subject kind byte is 9: broken, but with a readable key id.
+        let broken = |kid: u32, signer: &Key| {
+            let mut raw = encode_body(&body(kid));
+            raw[4 + JTI_LEN + 16] = 9;
+            let signed = format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(&raw));
+            let tag = tag(signer, signed.as_bytes()).finalize().into_bytes();
+            format!("{signed}.{}", URL_SAFE_NO_PAD.encode(tag))
+        };
+        let ring = KeyRing::new(vec![key(1)], Some(1)).unwrap();
+        let check = |t: &str| verify(&ring, t, 1_500, 0);
+        assert_eq!(check(&broken(1, &key(1))), Err(VerifyError::Malformed));
+        assert_eq!(check(&broken(7, &key(1))), Err(VerifyError::UnknownKey));
+        assert_eq!(check(&broken(1, &key(2))), Err(VerifyError::BadSignature));
     }
 
     #[test]

@@ -42,6 +42,8 @@ valid_specs = [
      [], [("upn", "carol@corp"), ("group", "ops")]),
     ("legacy impersonation with unicode", 2, bytes([2] * 16), 1, 2, "impersonation", "svc", "Zoë",
      ["admin"], []),
+    ("body longer than 384 bytes", 1, bytes([3] * 16), 1700000000, 1700003600, "user", "media-app", "dave",
+     ["role-%02d" % i for i in range(48)], [("email", "dave@example.com")]),
 ]
 
 valid = []
@@ -72,6 +74,7 @@ invalid = [
     ("body altered", prefix_body[:30] + flip(prefix_body[30]) + prefix_body[31:] + "." + tag, "bad_signature"),
     ("signed with another key under kid 1", sign(good_raw, 2), "bad_signature"),
     ("unknown kid", sign(body(9, bytes(16), 1700000000, 1700003600, "client", "c", "", [], []), 1), "unknown_key"),
+    ("body shorter than a key id", sign(b"\x00\x00\x01", 1), "malformed"),
     ("tag too short", prefix_body + "." + tag[:-1], "malformed"),
     ("tag too long", prefix_body + "." + tag + "A", "malformed"),
     ("padded body", sign(base64.urlsafe_b64encode(good_raw + b"\x00").decode(), 1), "malformed"),

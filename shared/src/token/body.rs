@@ -45,17 +45,21 @@ pub(super) fn identity_ok(id: &Identity) -> Result<(), MintError> {
             return Err(MintError::InvalidField("claim"));
         }
     }
-    let consistent = match id.kind {
+    if consistent(id) {
+        Ok(())
+    } else {
+        Err(MintError::InconsistentIdentity)
+    }
+}
+
+/// Whether the identity's parts fit its kind (a user has a subject, a client has nothing else).
+fn consistent(id: &Identity) -> bool {
+    match id.kind {
         SubjectKind::User => !id.subject.is_empty(),
         SubjectKind::Client => id.subject.is_empty() && id.roles.is_empty() && id.claims.is_empty(),
         SubjectKind::Impersonation => {
             !id.subject.is_empty() || !id.roles.is_empty() || !id.claims.is_empty()
         }
-    };
-    if consistent {
-        Ok(())
-    } else {
-        Err(MintError::InconsistentIdentity)
     }
 }
 
@@ -151,7 +155,10 @@ pub(super) fn decode_body(raw: &[u8]) -> Option<TokenBody> {
         roles,
         claims,
     };
-    identity_ok(&identity).ok()?;
+    // Each field met its rule as it was read; what is left is how they fit together.
+    if !consistent(&identity) {
+        return None;
+    }
     Some(TokenBody {
         kid,
         jti,

@@ -5,7 +5,7 @@ use super::{now, rss_kib, wrk, Proc, Results, Sample, Settings};
 use anyhow::{bail, Result};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -84,7 +84,7 @@ pub(super) fn hs256_jwt_for(secret: &[u8], sub: &str, exp: u64) -> String {
         now(),
     );
     let signed = format!("{header}.{}", URL_SAFE_NO_PAD.encode(claims));
-    let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(secret).expect("any key");
+    let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(secret).expect("any key");
     mac.update(signed.as_bytes());
     format!(
         "{signed}.{}",
