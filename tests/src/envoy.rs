@@ -139,10 +139,32 @@ pub fn start_envoy(
     workers: u32,
     log: &Path,
 ) -> Result<Proc> {
+    start_envoy_on(tools, dir, config, listener, workers, None, log)
+}
+
+/// [`start_envoy`], pinned to the CPUs `pin` (a `taskset` list) when given: the benchmarks keep
+/// Envoy and the load generator on cores of their own.
+pub fn start_envoy_on(
+    tools: &Tools,
+    dir: &Path,
+    config: &Path,
+    listener: u16,
+    workers: u32,
+    pin: Option<&str>,
+    log: &Path,
+) -> Result<Proc> {
     let admin = dir.join(ADMIN_SOCKET);
     let _ = std::fs::remove_file(&admin);
     let has_admin = std::fs::read_to_string(config)?.contains(ADMIN_SOCKET);
-    let child = Command::new(&tools.envoy)
+    let mut command = match pin {
+        Some(cpus) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", cpus]).arg(&tools.envoy);
+            c
+        }
+        None => Command::new(&tools.envoy),
+    };
+    let child = command
         .current_dir(dir)
         .arg("-c")
         .arg(config)

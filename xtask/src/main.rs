@@ -24,12 +24,19 @@ fn main() -> Result<()> {
         Some("test") => test(),
         Some("demo") => demo(args.iter().any(|a| a == "--postgres")),
         Some("dist") => dist(),
-        Some("bench") => bench::bench(
-            args.iter().any(|a| a == "--quick"),
-            args.iter().any(|a| a == "--stores"),
-            args.iter().any(|a| a == "--edge"),
-            args.iter().any(|a| a == "--pool"),
-        ),
+        Some("bench") => {
+            let has = |flag: &str| args.iter().any(|a| a == flag);
+            let sections = if has("--traffic") {
+                bench::Sections::Traffic
+            } else if has("--edge") {
+                bench::Sections::Edge
+            } else if has("--stores") {
+                bench::Sections::Stores
+            } else {
+                bench::Sections::All
+            };
+            bench::bench(has("--quick"), sections)
+        }
         Some("soak") => soak(
             args.iter()
                 .position(|a| a == "--minutes")
@@ -38,7 +45,7 @@ fn main() -> Result<()> {
         ),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test | demo [--postgres] | dist | bench [--quick] [--stores | --edge | --pool] | soak [--minutes N]>"
+                "usage: cargo xtask <test | demo [--postgres] | dist | bench [--quick] [--traffic | --edge | --stores] | soak [--minutes N]>"
             );
             std::process::exit(2);
         }

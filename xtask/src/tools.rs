@@ -98,13 +98,7 @@ pub fn clippy_envoy_module() -> Result<()> {
 }
 
 /// Features of the benchmark-only Envoy modules (see `filter-wasm/Cargo.toml`).
-const BENCH_VARIANTS: [&str; 5] = [
-    "passthrough",
-    "reference",
-    "ablate-read",
-    "ablate-decide",
-    "write-per-header",
-];
+const BENCH_VARIANTS: [&str; 4] = ["passthrough", "reference", "ablate-read", "ablate-decide"];
 const BENCH_TARGET_DIR: &str = "target/bench-wasm";
 
 /// Builds the Envoy module (profile `wasm`), optimizes it with `wasm-opt` and returns the path

@@ -1,46 +1,27 @@
-//! The Envoy variants: one Envoy (one worker, on core 0) with a listener per variant on a
-//! direct-response route, and the tokens they verify; wrk on core 1.
+//! What the Envoy runs share: the listener and filter blocks of their configurations, the
+//! tokens they send, and waiting for a listener to answer.
 
-use super::{now, rss_kib, wrk, Proc, Results, Sample, Settings};
-use anyhow::{bail, Result};
+use super::now;
+use anyhow::{bail, Context, Result};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use hmac::{Hmac, KeyInit, Mac};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Starts Envoy with `workers` workers on `config`, pinned to the CPUs `pin` (a `taskset` list)
-/// if given, its log in `log`.
+/// if given, and waits until `listener` accepts connections: the test harness's start.
 pub(super) fn start_envoy(
-    envoy: &Path,
+    tools: &e2e::Tools,
     config: &Path,
-    log: &Path,
+    listener: u16,
     workers: u32,
     pin: Option<&str>,
-) -> Result<Proc> {
-    let mut c = match pin {
-        Some(cpus) => {
-            let mut c = Command::new("taskset");
-            c.args(["-c", cpus]).arg(envoy);
-            c
-        }
-        None => Command::new(envoy),
-    };
-    let child = c
-        .args([
-            "--disable-hot-restart",
-            "--log-level",
-            "warn",
-            "--concurrency",
-        ])
-        .arg(workers.to_string())
-        .arg("-c")
-        .arg(config)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log)?)
-        .spawn()?;
-    Ok(Proc(child))
+    log: &Path,
+) -> Result<e2e::Proc> {
+    let dir = config.parent().context("a config file in a directory")?;
+    e2e::envoy::start_envoy_on(tools, dir, config, listener, workers, pin, log)
 }
 
 pub(super) fn http_status(url: &str, headers: &[&str]) -> Result<u16> {
@@ -71,11 +52,6 @@ pub(super) fn wait_for(url: &str) -> Result<()> {
 /// (`max_token_lifetime_seconds`, 3600 by default).
 pub(super) const TOKEN_LIFETIME: u64 = 3600;
 
-/// An HS256 JWT with claims like our token's, for `jwt_authn`.
-fn hs256_jwt(secret: &[u8]) -> String {
-    hs256_jwt_for(secret, "alice@example.com", now() + TOKEN_LIFETIME)
-}
-
 /// An HS256 JWT for `sub` expiring at `exp`.
 pub(super) fn hs256_jwt_for(secret: &[u8], sub: &str, exp: u64) -> String {
     let header = URL_SAFE_NO_PAD.encode(r#"{"alg":"HS256","typ":"JWT","kid":"bench"}"#);
@@ -92,37 +68,73 @@ pub(super) fn hs256_jwt_for(secret: &[u8], sub: &str, exp: u64) -> String {
     )
 }
 
-/// Our token for the same identity.
-pub(super) fn our_token(key: &shared::Key) -> String {
+/// Our token number `i`: a user, a client or an impersonation in turn, with the claims of
+/// [`hs256_jwt_for`]'s JWT for the same number.
+pub(super) fn our_token(key: &shared::Key, i: usize, exp: u64) -> String {
     use shared::token::{Claim, Identity, SubjectKind, TokenBody};
+    let (kind, subject) = match i % 3 {
+        0 => (SubjectKind::User, format!("user{i}@example.com")),
+        1 => (SubjectKind::Client, String::new()),
+        _ => (
+            SubjectKind::Impersonation,
+            format!("upn=someone{i}@example.com"),
+        ),
+    };
+    let mut jti = [0u8; 16];
+    jti[..8].copy_from_slice(&(i as u64).to_be_bytes());
+    let (roles, claims) = if kind == SubjectKind::Client {
+        (vec![], vec![])
+    } else {
+        let email = Claim {
+            typ: "email".into(),
+            value: format!("user{i}@example.com"),
+        };
+        (vec!["editor".into(), "viewer".into()], vec![email])
+    };
     let body = TokenBody {
         kid: key.id(),
-        jti: [9; 16],
-        iat: now(),
-        exp: now() + TOKEN_LIFETIME,
-        client: "media-app".into(),
+        jti,
+        iat: exp.saturating_sub(TOKEN_LIFETIME),
+        exp,
+        client: format!("media-app-{}", i % 50),
         identity: Identity {
-            kind: SubjectKind::User,
-            subject: "alice@example.com".into(),
-            roles: vec!["editor".into(), "viewer".into()],
-            claims: vec![Claim {
-                typ: "email".into(),
-                value: "alice@example.com".into(),
-            }],
+            kind,
+            subject,
+            roles,
+            claims,
         },
     };
     shared::token::mint(key, &body).expect("valid body")
 }
 
-pub(super) const VARIANTS: [(&str, u16); 7] = [
-    ("no auth filter", 10001),
-    ("empty Wasm filter", 10002),
-    ("our filter", 10003),
-    ("jwt_authn HS256", 10004),
-    ("reference: reads one header, adds one", 10005),
-    ("ablation: read headers only", 10006),
-    ("ablation: read and decide, no writes", 10007),
-];
+/// Until a request with `header` is answered 200 (the filter synced); how long that took.
+pub(super) fn until_accepted(url: &str, header: &str) -> Result<Duration> {
+    let start = Instant::now();
+    while http_status(url, &[header])? != 200 {
+        if start.elapsed() > Duration::from_secs(60) {
+            bail!("{url} never accepted the token: the filter did not sync");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(start.elapsed())
+}
+
+/// A static cluster `name` for the issuer listening at `url`.
+pub(super) fn issuer_cluster(name: &str, url: &str) -> Result<String> {
+    let port = url.rsplit(':').next().context("issuer URL")?;
+    Ok(format!(
+        r#"  - name: {name}
+    type: STATIC
+    connect_timeout: 1s
+    load_assignment:
+      cluster_name: {name}
+      endpoints:
+      - lb_endpoints:
+        - endpoint:
+            address: {{ socket_address: {{ address: 127.0.0.1, port_value: {port} }} }}
+"#
+    ))
+}
 
 pub(super) fn listener(name: &str, port: u16, filters: &str) -> String {
     format!(
@@ -171,50 +183,6 @@ pub(super) fn wasm_filter(name: &str, module: &Path, config: &str) -> String {
     )
 }
 
-fn envoy_config(
-    ours: &Path,
-    pass: &Path,
-    diagnostics: &[PathBuf; 3],
-    key: &shared::Key,
-    jwt_secret: &[u8],
-) -> String {
-    let filter_cfg = format!(
-        r#"{{"keys":[{{"kid":{},"secret":"{}"}}]}}"#,
-        key.id(),
-        URL_SAFE_NO_PAD.encode(key.secret())
-    );
-    let jwt = jwt_filter(jwt_secret, None);
-    let mut out = String::from("admin:\n  address: { socket_address: { address: 127.0.0.1, port_value: 10000 } }\nstatic_resources:\n  listeners:\n");
-    out += &listener("none", VARIANTS[0].1, "");
-    out += &listener(
-        "passthrough",
-        VARIANTS[1].1,
-        &wasm_filter("passthrough", pass, ""),
-    );
-    out += &listener(
-        "ours",
-        VARIANTS[2].1,
-        &wasm_filter("mms_auth", ours, &filter_cfg),
-    );
-    out += &listener("jwt", VARIANTS[3].1, &jwt);
-    out += &listener(
-        "reference",
-        VARIANTS[4].1,
-        &wasm_filter("reference", &diagnostics[0], ""),
-    );
-    out += &listener(
-        "read",
-        VARIANTS[5].1,
-        &wasm_filter("ablate_read", &diagnostics[1], &filter_cfg),
-    );
-    out += &listener(
-        "decide",
-        VARIANTS[6].1,
-        &wasm_filter("ablate_decide", &diagnostics[2], &filter_cfg),
-    );
-    out
-}
-
 /// Envoy's `jwt_authn` with the HS256 key, and its JWT cache of `cache` entries if given.
 pub(super) fn jwt_filter(jwt_secret: &[u8], cache: Option<u32>) -> String {
     let jwks = format!(
@@ -238,75 +206,4 @@ pub(super) fn jwt_filter(jwt_secret: &[u8], cache: Option<u32>) -> String {
                 requires: {{ provider_name: bench }}
 "#
     )
-}
-
-pub(super) fn bench_envoy(
-    dir: &Path,
-    envoy: &Path,
-    ours: &Path,
-    pass: &Path,
-    diagnostics: &[PathBuf; 3],
-    s: &Settings,
-) -> Result<(Results, String)> {
-    let key = shared::Key::new(1, [0x5a; 32]);
-    let jwt_secret = [0xa5u8; 32];
-    let token = our_token(&key);
-    let jwt = hs256_jwt(&jwt_secret);
-    let cfg = dir.join("envoy-bench.yaml");
-    std::fs::write(
-        &cfg,
-        envoy_config(ours, pass, diagnostics, &key, &jwt_secret),
-    )?;
-    let proc = start_envoy(envoy, &cfg, &dir.join("envoy-bench.log"), 1, Some("0"))?;
-    for (_, port) in VARIANTS {
-        wait_for(&format!("http://127.0.0.1:{port}/"))?;
-    }
-    // The filters must really be checking: no token is refused, the right one is accepted.
-    let url = |port: u16| format!("http://127.0.0.1:{port}/apiv2/MediaService/Find");
-    for (port, header) in [
-        (VARIANTS[2].1, format!("Authorization: Bearer {token}")),
-        (VARIANTS[3].1, format!("Authorization: Bearer {jwt}")),
-    ] {
-        if http_status(&url(port), &[])? != 401 || http_status(&url(port), &[&header])? != 200 {
-            bail!("the filter on port {port} does not check tokens as expected");
-        }
-    }
-    let ours_header = Some(format!("Authorization: Bearer {token}"));
-    let headers = [
-        None,
-        None,
-        ours_header.clone(),
-        Some(format!("Authorization: Bearer {jwt}")),
-        ours_header.clone(),
-        ours_header.clone(),
-        ours_header,
-    ];
-    let mut per_variant: Vec<Vec<Sample>> = vec![Vec::new(); VARIANTS.len()];
-    for round in 0..s.rounds {
-        for (i, (name, port)) in VARIANTS.iter().enumerate() {
-            let mut args = vec![
-                "-t1".to_string(),
-                "-c32".to_string(),
-                format!("-d{}s", s.seconds),
-            ];
-            if let Some(h) = &headers[i] {
-                args.extend(["-H".to_string(), h.clone()]);
-            }
-            let sample = wrk(&args, &url(*port))?;
-            eprintln!(
-                "envoy round {} {name}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms",
-                round + 1,
-                sample.rps,
-                sample.p50_ms,
-                sample.p99_ms
-            );
-            per_variant[i].push(sample);
-        }
-    }
-    let rss = rss_kib(proc.0.id());
-    let command = format!(
-        "taskset -c 0 envoy --concurrency 1 -c target/bench/envoy-bench.yaml; per variant: taskset -c 1 wrk --latency -t1 -c32 -d{}s [-H 'Authorization: Bearer TOKEN'] http://127.0.0.1:PORT/apiv2/MediaService/Find",
-        s.seconds
-    );
-    Ok((Results::new(&per_variant, rss), command))
 }

@@ -2,7 +2,7 @@
 //! the release build on core 0 and wrk with Lua scripts on core 1; and the bench client and
 //! users every issuer run is provisioned with.
 
-use super::{rss_kib, wrk, Proc, Results, Sample, Settings};
+use super::{rss_kib, wrk, Results, Sample, Settings};
 use crate::root;
 use anyhow::{Context, Result};
 use base64::Engine as _;
@@ -12,12 +12,38 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-pub(super) const ISSUER_LOADS: [&str; 4] = [
-    "/healthz",
-    "client_credentials",
-    "password",
-    "refresh (64 clients)",
+/// A load on the issuer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Load {
+    Healthz,
+    ClientCredentials,
+    Password,
+    Refresh,
+}
+
+/// The loads, in the order they run and are reported.
+pub(super) const ISSUER_LOADS: [Load; 4] = [
+    Load::Healthz,
+    Load::ClientCredentials,
+    Load::Password,
+    Load::Refresh,
 ];
+
+impl Load {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Self::Healthz => "/healthz",
+            Self::ClientCredentials => "client_credentials",
+            Self::Password => "password",
+            Self::Refresh => "refresh (64 clients)",
+        }
+    }
+
+    /// Its place in [`ISSUER_LOADS`] and in the results.
+    pub(super) fn index(self) -> usize {
+        ISSUER_LOADS.iter().position(|l| *l == self).unwrap_or(0)
+    }
+}
 
 pub(super) fn lua_post(path: &Path, basic: &str, body: &str) -> Result<()> {
     std::fs::write(
@@ -120,7 +146,7 @@ pub(super) fn bench_issuer(dir: &Path, s: &Settings) -> Result<(Results, String)
         .spawn()?;
     let mut line = String::new();
     BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
-    let proc = Proc(child);
+    let proc = e2e::Proc::new(child, "issuer");
     let url = line
         .trim()
         .strip_prefix("listening on ")
@@ -136,13 +162,13 @@ pub(super) fn bench_issuer(dir: &Path, s: &Settings) -> Result<(Results, String)
     let d = format!("-d{}s", s.seconds);
     let mut per_load: Vec<Vec<Sample>> = vec![Vec::new(); ISSUER_LOADS.len()];
     for round in 0..s.rounds {
-        for (i, name) in ISSUER_LOADS.iter().enumerate() {
-            let sample = match i {
-                0 => wrk(
+        for (i, load) in ISSUER_LOADS.iter().enumerate() {
+            let sample = match load {
+                Load::Healthz => wrk(
                     &["-t1".into(), "-c64".into(), d.clone()],
                     &format!("{url}/healthz"),
                 )?,
-                1 => wrk(
+                Load::ClientCredentials => wrk(
                     &[
                         "-t1".into(),
                         "-c64".into(),
@@ -152,7 +178,7 @@ pub(super) fn bench_issuer(dir: &Path, s: &Settings) -> Result<(Results, String)
                     ],
                     &format!("{url}/apiv2/oauth/token"),
                 )?,
-                2 => wrk(
+                Load::Password => wrk(
                     &[
                         format!("-t{PASSWORD_USERS}"),
                         format!("-c{PASSWORD_USERS}"),
@@ -162,7 +188,7 @@ pub(super) fn bench_issuer(dir: &Path, s: &Settings) -> Result<(Results, String)
                     ],
                     &format!("{url}/apiv2/oauth/token"),
                 )?,
-                _ => {
+                Load::Refresh => {
                     // 64 fresh families, one per connection, signed in 8 at a time (sign-ins in
                     // flight count against the address's budget until they finish).
                     let list = sign_in(&url, &basic_user, 64)?;
@@ -180,8 +206,9 @@ pub(super) fn bench_issuer(dir: &Path, s: &Settings) -> Result<(Results, String)
                 }
             };
             eprintln!(
-                "issuer round {} {name}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, not 2xx: {}",
+                "issuer round {} {}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, not 2xx: {}",
                 round + 1,
+                load.name(),
                 sample.rps,
                 sample.p50_ms,
                 sample.p99_ms,
@@ -190,7 +217,7 @@ pub(super) fn bench_issuer(dir: &Path, s: &Settings) -> Result<(Results, String)
             per_load[i].push(sample);
         }
     }
-    let rss = rss_kib(proc.0.id());
+    let rss = rss_kib(proc.pid());
     let command = format!(
         "taskset -c 0 issuer serve (release); taskset -c 1 wrk --latency -d{0}s: /healthz -t1 -c64; client_credentials -t1 -c64 -s cc.lua; password -t8 -c8 -s password.lua (one user per connection); refresh -t64 -c64 -s refresh.lua (64 families, each thread presents its latest refresh token)",
         s.seconds

@@ -8,7 +8,7 @@
 //! running all of it would.
 
 use super::{lua_post, lua_refresh, median, provision, rss_kib, sign_in, wrk_on, Sample, Settings};
-use crate::{cargo, root, run, tools};
+use crate::{root, run, tools};
 use anyhow::{bail, Result};
 use base64::Engine as _;
 use e2e::issuer::{start_issuer_on, StoreArgs};
@@ -178,14 +178,6 @@ impl StoreResults {
 
 /// Runs the store loads, interleaved round after round.
 pub(super) fn bench_stores(dir: &Path, s: &Settings, families: u64) -> Result<StoreResults> {
-    run(cargo().args([
-        "build",
-        "--release",
-        "-p",
-        "issuer",
-        "--example",
-        "fill_families",
-    ]))?;
     let tools = Tools {
         envoy: Default::default(),
         wasm: Default::default(),
