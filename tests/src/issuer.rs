@@ -154,7 +154,28 @@ pub fn start_issuer_on(
     extra: &[&str],
     log: &Path,
 ) -> Result<(Proc, String)> {
-    let mut child = Command::new(&tools.issuer)
+    start_issuer_pinned(tools, store, port, extra, None, log)
+}
+
+/// [`start_issuer_on`], pinned to the CPUs `pin` (a `taskset` list) when given: the benchmarks
+/// keep the issuer and the load generator on cores of their own.
+pub fn start_issuer_pinned(
+    tools: &Tools,
+    store: &StoreArgs,
+    port: u16,
+    extra: &[&str],
+    pin: Option<&str>,
+    log: &Path,
+) -> Result<(Proc, String)> {
+    let mut command = match pin {
+        Some(cpus) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", cpus]).arg(&tools.issuer);
+            c
+        }
+        None => Command::new(&tools.issuer),
+    };
+    let mut child = command
         .args([
             "serve",
             "--trust-x-forwarded-for",

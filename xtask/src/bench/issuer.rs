@@ -6,11 +6,10 @@ use super::{rss_kib, wrk, Results, Sample, Settings};
 use crate::root;
 use anyhow::{Context, Result};
 use base64::Engine as _;
-use e2e::issuer::{issuer_admin_on, StoreArgs};
+use e2e::issuer::{issuer_admin_on, start_issuer_pinned, StoreArgs};
 use e2e::Tools;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// A load on the issuer.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -126,32 +125,16 @@ pub(super) fn password_grant(url: &str, basic_user: &str, user: &str) -> Result<
 }
 
 pub(super) fn bench_issuer(dir: &Path, s: &Settings) -> Result<(Results, String)> {
-    let bin = root().join("target/release/issuer");
-    let data = dir.join("issuer-data");
     let tools = Tools {
         envoy: Default::default(),
         wasm: Default::default(),
-        issuer: bin.clone(),
+        issuer: root().join("target/release/issuer"),
     };
-    let basic_user = provision(&tools, &StoreArgs::redb(&data))?;
+    let store = StoreArgs::redb(&dir.join("issuer-data"));
+    let basic_user = provision(&tools, &store)?;
     let basic = base64::engine::general_purpose::STANDARD.encode(&basic_user);
-    let mut child = Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(&bin)
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("issuer-bench.log"))?)
-        .spawn()?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
-    let proc = e2e::Proc::new(child, "issuer");
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .context("issuer did not start")?
-        .to_owned();
+    let log = dir.join("issuer-bench.log");
+    let (proc, url) = start_issuer_pinned(&tools, &store, e2e::free_port(), &[], Some("0"), &log)?;
     let cc = dir.join("cc.lua");
     lua_post(&cc, &basic, "grant_type=client_credentials")?;
     let pw = dir.join("password.lua");
