@@ -12,16 +12,9 @@
 //! - bounded: at `capacity` entries, or [`MAX_BYTES`] of tokens and headers, it is emptied before
 //!   the next insertion (constant memory; a working set larger than that just verifies more
 //!   often); a token longer than [`MAX_TOKEN_BYTES`] is neither looked up nor kept.
-//!
-//! A token's place in the table comes from the last eight characters of its MAC tag, not from a
-//! keyed hash of the whole token: only tokens that verified enter, so those characters are
-//! unpredictable MAC output and nobody can crowd a slot, and a request does not pay for a pass over
-//! the whole token. The whole token is then compared, in constant time.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
-use subtle::ConstantTimeEq;
 
 /// The identity headers of an allowed request, shared between the cache and the decision, so a
 /// hit allocates nothing.
@@ -45,51 +38,15 @@ fn weight(token: &str, headers: &IdentityHeaders) -> usize {
 
 #[derive(Debug, Clone)]
 struct Entry {
-    token: Box<str>,
     iat: u64,
     exp: u64,
     headers: IdentityHeaders,
 }
 
-/// Where a token goes: its last eight bytes (the end of its MAC tag), mixed (MurmurHash3's
-/// finalizer) so that every bit of them reaches the bits the table uses.
-fn slot(token: &str) -> u64 {
-    let tail = &token.as_bytes()[token.len().saturating_sub(8)..];
-    let mut bytes = [0u8; 8];
-    bytes[..tail.len()].copy_from_slice(tail);
-    let mut z = u64::from_le_bytes(bytes);
-    z ^= z >> 33;
-    z = z.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    z ^= z >> 33;
-    z = z.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    z ^ (z >> 33)
-}
-
-/// The table's hasher: the slot is already a hash.
-#[derive(Default)]
-struct SlotHasher(u64);
-
-impl Hasher for SlotHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u64` is used (the keys are `u64`); this keeps any other use well defined.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-/// Verified tokens by their slot, each with its whole text.
+/// Verified tokens by their whole text.
 #[derive(Debug, Clone, Default)]
 pub struct TokenCache {
-    entries: HashMap<u64, Entry, BuildHasherDefault<SlotHasher>>,
+    entries: HashMap<Box<str>, Entry>,
     capacity: usize,
     bytes: usize,
 }
@@ -98,7 +55,7 @@ impl TokenCache {
     /// An empty cache of at most `capacity` tokens (0: nothing is cached).
     pub fn new(capacity: usize) -> Self {
         Self {
-            entries: HashMap::default(),
+            entries: HashMap::new(),
             capacity,
             bytes: 0,
         }
@@ -110,11 +67,9 @@ impl TokenCache {
         if self.entries.is_empty() || token.len() > MAX_TOKEN_BYTES {
             return None;
         }
-        let e = self.entries.get(&slot(token))?;
-        let same =
-            e.token.len() == token.len() && bool::from(e.token.as_bytes().ct_eq(token.as_bytes()));
+        let e = self.entries.get(token)?;
         let live = e.exp.saturating_add(skew) > now && e.iat <= now.saturating_add(skew);
-        (same && live).then(|| e.headers.clone())
+        live.then(|| e.headers.clone())
     }
 
     /// Remembers a token that verified and was not revoked, issued at `iat`, expiring at `exp`.
@@ -126,16 +81,13 @@ impl TokenCache {
         if self.entries.len() >= self.capacity || self.bytes + weight > MAX_BYTES {
             self.clear();
         }
-        let entry = Entry {
-            token: token.into(),
-            iat,
-            exp,
-            headers,
-        };
-        // A token in the slot of another (they end alike) replaces it; its bytes stay counted
-        // until the next clear, which errs towards clearing early.
-        self.entries.insert(slot(token), entry);
-        self.bytes += weight;
+        if self
+            .entries
+            .insert(token.into(), Entry { iat, exp, headers })
+            .is_none()
+        {
+            self.bytes += weight;
+        }
     }
 
     /// Forgets every token: the keys or the revocations changed.
@@ -179,57 +131,6 @@ mod tests {
             c.get("t1x", 900, 30).is_none(),
             "the whole token is the key"
         );
-    }
-
-    #[test]
-    fn only_the_whole_token_hits() {
-        let mut c = TokenCache::new(4);
-        c.insert("mmat1.AAAA.tag-ends-alike", 900, 1_000, headers("alice"));
-        assert_eq!(
-            slot("mmat1.BBBB.tag-ends-alike"),
-            slot("mmat1.AAAA.tag-ends-alike")
-        );
-        assert!(
-            c.get("mmat1.BBBB.tag-ends-alike", 950, 0).is_none(),
-            "same slot, other token"
-        );
-        assert!(c.get("mmat1.AAAA.tag-ends-alike-", 950, 0).is_none());
-        assert!(
-            c.get("ends-alike", 950, 0).is_none(),
-            "a suffix of the token"
-        );
-        assert!(c.get("", 950, 0).is_none());
-        c.insert("mmat1.BBBB.tag-ends-alike", 900, 1_000, headers("bob"));
-        assert_eq!(
-            c.get("mmat1.BBBB.tag-ends-alike", 950, 0).unwrap()[0].1,
-            "bob"
-        );
-        assert!(
-            c.get("mmat1.AAAA.tag-ends-alike", 950, 0).is_none(),
-            "the later token took the slot"
-        );
-    }
-
-    #[test]
-    fn slots_spread_over_the_table() {
-        // Tags are base64url: eight characters from a 64-letter alphabet. The bits a table of
-        // 16,384 buckets uses (the low 14) and the 7 of the control bytes (the top) must all vary.
-        let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-        let mut low = std::collections::HashSet::new();
-        let mut top = std::collections::HashSet::new();
-        for i in 0..20_000u32 {
-            let tail: String = (0..8)
-                .map(|k| {
-                    char::from(alphabet[((i.wrapping_mul(2_654_435_761) >> (k * 3)) % 64) as usize])
-                })
-                .collect();
-            let h = slot(&format!("mmat1.body.{tail}"));
-            low.insert(h & 0x3fff);
-            top.insert(h >> 57);
-        }
-        // 20,000 uniform draws into 16,384 buckets fill about 11,550 of them.
-        assert!(low.len() > 11_000, "{} of 16,384 low patterns", low.len());
-        assert_eq!(top.len(), 128);
     }
 
     #[test]

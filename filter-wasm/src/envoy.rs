@@ -380,11 +380,13 @@ impl HttpContext for Filter {
                 // One host call writes the whole map: the request's headers without any header of
                 // the identity namespace it came with, plus the verified ones. A host call per
                 // header measured no better (docs/filter.md).
-                let mut map: Vec<(&str, &[u8])> = headers
-                    .iter()
-                    .filter(|(n, _)| !is_identity_header(n))
-                    .map(|(n, v)| (n.as_str(), v.as_slice()))
-                    .collect();
+                let mut map: Vec<(&str, &[u8])> = Vec::with_capacity(headers.len() + set.len());
+                map.extend(
+                    headers
+                        .iter()
+                        .filter(|(n, _)| !is_identity_header(n))
+                        .map(|(n, v)| (n.as_str(), v.as_slice())),
+                );
                 map.extend(set.iter().map(|(n, v)| (*n, v.as_bytes())));
                 self.set_http_request_headers_bytes(map);
                 Action::Continue
