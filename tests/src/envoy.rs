@@ -156,14 +156,7 @@ pub fn start_envoy_on(
     let admin = dir.join(ADMIN_SOCKET);
     let _ = std::fs::remove_file(&admin);
     let has_admin = std::fs::read_to_string(config)?.contains(ADMIN_SOCKET);
-    let mut command = match pin {
-        Some(cpus) => {
-            let mut c = Command::new("taskset");
-            c.args(["-c", cpus]).arg(&tools.envoy);
-            c
-        }
-        None => Command::new(&tools.envoy),
-    };
+    let mut command = crate::command_on(&tools.envoy, pin);
     let child = command
         .current_dir(dir)
         .arg("-c")

@@ -167,14 +167,7 @@ pub fn start_issuer_pinned(
     pin: Option<&str>,
     log: &Path,
 ) -> Result<(Proc, String)> {
-    let mut command = match pin {
-        Some(cpus) => {
-            let mut c = Command::new("taskset");
-            c.args(["-c", cpus]).arg(&tools.issuer);
-            c
-        }
-        None => Command::new(&tools.issuer),
-    };
+    let mut command = crate::command_on(&tools.issuer, pin);
     let mut child = command
         .args([
             "serve",

@@ -97,6 +97,19 @@ pub fn needed_for_test<T>(part: Result<T>) -> Option<T> {
     }
 }
 
+/// A command running `program` on the CPUs `pin` (a `taskset` list) if given, else wherever the
+/// kernel puts it: the benchmarks keep the measured process and the load generator apart.
+pub fn command_on(program: impl AsRef<std::ffi::OsStr>, pin: Option<&str>) -> Command {
+    match pin {
+        Some(cpus) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", cpus]).arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -2,7 +2,6 @@
 //! ratios taken within each round ([`Results`]); the resident memory of a process.
 
 use anyhow::{bail, Context, Result};
-use std::process::Command;
 
 /// One wrk run.
 #[derive(Debug, Clone, Copy, Default)]
@@ -80,15 +79,7 @@ pub(super) fn wrk(args: &[String], url: &str) -> Result<Sample> {
 
 /// Runs wrk on `cpus` (a `taskset` list), or wherever the kernel puts it.
 pub(super) fn wrk_on(cpus: Option<&str>, args: &[String], url: &str) -> Result<Sample> {
-    let mut c = match cpus {
-        Some(cpus) => {
-            let mut c = Command::new("taskset");
-            c.args(["-c", cpus, "wrk"]);
-            c
-        }
-        None => Command::new("wrk"),
-    };
-    let out = c
+    let out = e2e::command_on("wrk", cpus)
         .arg("--latency")
         .args(args)
         .arg(url)
