@@ -184,19 +184,9 @@ impl EdgeState {
         }
     }
 
-    /// Keys that verify tokens.
-    pub fn ring(&self) -> &KeyRing {
-        &self.ring
-    }
-
     /// Revocations in force.
     pub fn revoked(&self) -> &RevocationSet {
         &self.revoked
-    }
-
-    /// How many verified tokens the cache holds.
-    pub fn cached(&self) -> usize {
-        self.cache.borrow().len()
     }
 
     /// When the last good sync was (seconds since the epoch), if ever.

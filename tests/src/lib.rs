@@ -110,6 +110,13 @@ pub fn command_on(program: impl AsRef<std::ffi::OsStr>, pin: Option<&str>) -> Co
     }
 }
 
+/// Seconds since the Unix epoch, by this machine's clock (what the issuer and the filter read).
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -362,6 +369,16 @@ impl Stack {
             "client_secret": secret,
         });
         Ok(serde_json::to_string_pretty(&cfg)?)
+    }
+
+    /// (Re)starts Envoy with [`Stack::filter_config`] changed by `edit`.
+    pub fn restart_envoy_edited(
+        &mut self,
+        edit: impl FnOnce(&mut serde_json::Value),
+    ) -> Result<()> {
+        let mut cfg: serde_json::Value = serde_json::from_str(&self.filter_config()?)?;
+        edit(&mut cfg);
+        self.restart_envoy_with(&cfg.to_string())
     }
 
     /// (Re)starts Envoy with the shipped configuration and this plugin configuration JSON.

@@ -38,12 +38,6 @@ pub enum Sections {
     Stores,
 }
 
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// The issuer and the examples that fill its stores, in one build: built apart, the examples'
 /// dev-dependencies change the features of shared dependencies, and the binary's build compiles
 /// them again.

@@ -205,10 +205,8 @@ async fn refusals_follow_rfc_6750() {
         return;
     };
     // No clock skew in this Envoy, so the 1-second token expires at once.
-    let cfg = s.admin(&["keys", "filter-config"], None).unwrap();
-    let mut cfg: Value = serde_json::from_str(&cfg).unwrap();
-    cfg["clock_skew_seconds"] = json!(0);
-    s.restart_envoy_with(&cfg.to_string()).unwrap();
+    s.restart_envoy_edited(|cfg| cfg["clock_skew_seconds"] = json!(0))
+        .unwrap();
 
     let missing = find(&s, &[]).await;
     assert_eq!(
@@ -315,10 +313,8 @@ async fn spoofed_identity_headers_never_reach_the_upstream() {
         return;
     };
     // A public path under /apiv2/ that the media service answers, to see the exempt case.
-    let cfg = s.admin(&["keys", "filter-config"], None).unwrap();
-    let mut cfg: Value = serde_json::from_str(&cfg).unwrap();
-    cfg["exempt_prefixes"] = json!(["/apiv2/public/"]);
-    s.restart_envoy_with(&cfg.to_string()).unwrap();
+    s.restart_envoy_edited(|cfg| cfg["exempt_prefixes"] = json!(["/apiv2/public/"]))
+        .unwrap();
     let t = bearer(
         token(&s, &[("grant_type", "client_credentials")]).await["access_token"]
             .as_str()
@@ -413,17 +409,17 @@ async fn key_rotation_keeps_old_tokens_until_their_key_retires() {
         "{list}"
     );
     // Once key 1 retires it leaves the configuration, and its tokens fail.
-    let cfg = s.admin(&["keys", "filter-config"], None).unwrap();
-    let mut cfg: Value = serde_json::from_str(&cfg).unwrap();
-    let keys: Vec<Value> = cfg["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|k| k["kid"] != 1)
-        .cloned()
-        .collect();
-    cfg["keys"] = Value::Array(keys);
-    s.restart_envoy_with(&cfg.to_string()).unwrap();
+    s.restart_envoy_edited(|cfg| {
+        let keys: Vec<Value> = cfg["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|k| k["kid"] != 1)
+            .cloned()
+            .collect();
+        cfg["keys"] = Value::Array(keys);
+    })
+    .unwrap();
     assert_eq!(find(&s, &[("authorization", &bearer(&old))]).await.0, 401);
     assert_eq!(find(&s, &[("authorization", &bearer(&new))]).await.0, 200);
     assert!(s.stop());
@@ -436,10 +432,8 @@ async fn a_cached_token_is_refused_once_it_expires() {
     let Some((_tmp, mut s)) = stack(&["--access-ttl", "3"]).await else {
         return;
     };
-    let cfg = s.admin(&["keys", "filter-config"], None).unwrap();
-    let mut cfg: Value = serde_json::from_str(&cfg).unwrap();
-    cfg["clock_skew_seconds"] = json!(1);
-    s.restart_envoy_with(&cfg.to_string()).unwrap();
+    s.restart_envoy_edited(|cfg| cfg["clock_skew_seconds"] = json!(1))
+        .unwrap();
     let t = password(&s).await["access_token"]
         .as_str()
         .unwrap()
@@ -449,13 +443,7 @@ async fn a_cached_token_is_refused_once_it_expires() {
         assert_eq!(find(&s, &[("authorization", &bearer(&t))]).await.0, 200);
     }
     // Expired beyond the skew by the filter's clock, which may lag a second.
-    let now = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-    };
-    while now() < exp + 3 {
+    while e2e::unix_now() < exp + 3 {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     let (status, www, _) = find(&s, &[("authorization", &bearer(&t))]).await;

@@ -134,12 +134,7 @@ async fn fixture(tools: &Tools, dir: &Path) -> Value {
     .await;
     assert!(issuer.stop());
     let exp = token::inspect(&expired).unwrap().exp;
-    while std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        <= exp
-    {
+    while e2e::unix_now() <= exp {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let tokens: Vec<Value> = [

@@ -150,10 +150,7 @@ async fn the_key_stays_private_and_long_lived_forgeries_are_refused() {
             .unwrap();
         shared::Key::from_slice(k["kid"].as_u64().unwrap() as u32, &secret).unwrap()
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let now = e2e::unix_now();
     let forge = |lifetime: u64| {
         let body = TokenBody {
             kid: key.id(),

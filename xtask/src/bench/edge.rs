@@ -8,11 +8,12 @@ use super::envoy::{
     http_status, issuer_cluster, our_token, start_envoy, until_accepted, wait_for, wasm_filter,
     TOKEN_LIFETIME,
 };
-use super::{now, wrk, Sample, Settings};
+use super::{wrk, Sample, Settings};
 use crate::root;
 use anyhow::{bail, Context, Result};
 use base64::Engine as _;
 use e2e::issuer::{add_client, issuer_admin_on, start_issuer_on, StoreArgs};
+use e2e::unix_now as now;
 use e2e::Tools;
 use serde_json::Value;
 use std::path::Path;

@@ -1,10 +1,10 @@
 //! What the Envoy runs share: the listener and filter blocks of their configurations, the
 //! tokens they send, and waiting for a listener to answer.
 
-use super::now;
 use anyhow::{bail, Context, Result};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
+use e2e::unix_now as now;
 use hmac::{Hmac, KeyInit, Mac};
 use std::path::Path;
 use std::process::Command;

@@ -10,10 +10,11 @@ use super::envoy::{
     hs256_jwt_for, issuer_cluster, jwt_filter, listener, our_token, start_envoy, until_accepted,
     wasm_filter, TOKEN_LIFETIME,
 };
-use super::{now, rss_kib, wrk, Results, Sample, Settings};
+use super::{rss_kib, wrk, Results, Sample, Settings};
 use anyhow::{bail, Context, Result};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
+use e2e::unix_now as now;
 use std::fmt::Write as _;
 use std::path::Path;
 
