@@ -117,12 +117,40 @@ pub fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// A port that was free a moment ago.
+/// A port that was free a moment ago, and that no other call in this process has handed out.
+///
+/// Ports come from below the kernel's ephemeral range (`ip_local_port_range`), so an outgoing
+/// connection of a test, Envoy or the issuer can never be given one between this call and the
+/// bind of the process the port is meant for. Asking the kernel for port 0 instead gave such a
+/// port, and once in CI an Envoy listener lost it to a connection made meanwhile. The walk starts
+/// at an offset drawn from the pid and the clock, so concurrent test processes rarely meet, and a
+/// port some process already listens on is skipped.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::OnceLock;
+    const LOW: u32 = 10_000;
+    static SPAN: OnceLock<u32> = OnceLock::new();
+    static NEXT: OnceLock<AtomicU32> = OnceLock::new();
+    let span = *SPAN.get_or_init(|| {
+        let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+            .unwrap_or(32_768);
+        ephemeral_low.saturating_sub(LOW).max(1_000)
+    });
+    let next = NEXT.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        AtomicU32::new(std::process::id().wrapping_mul(7_919) ^ nanos)
+    });
+    for _ in 0..span {
+        let port = (LOW + next.fetch_add(1, Ordering::Relaxed) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port between {LOW} and {}", LOW + span)
 }
 
 /// A child process, stopped (SIGTERM, then SIGKILL after 10 s) and reaped on drop.
