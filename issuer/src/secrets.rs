@@ -148,6 +148,14 @@ impl HashKey {
         tag
     }
 
+    /// The revocation of every access token minted with the family `family`: what a store
+    /// records in the transaction that revokes the family itself, so the two never part.
+    pub fn family_revocation(&self, family: &[u8; 16]) -> shared::revocation::Revoked {
+        shared::revocation::Revoked::Family {
+            tag: hex::encode(self.family_tag(family)),
+        }
+    }
+
     /// The family tag of a current-format refresh token this key made, if it is one.
     pub fn family_tag_of(&self, refresh_token: &str) -> Option<[u8; FAMILY_TAG_LEN]> {
         self.verify_refresh(refresh_token)

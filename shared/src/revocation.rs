@@ -76,13 +76,29 @@ pub struct Revocation {
 }
 
 /// The revocations in force, as a reader of the store holds them.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct RevocationSet {
     tokens: HashMap<[u8; JTI_LEN], u64>,
     families: HashMap<[u8; FAMILY_TAG_LEN], u64>,
     users: HashMap<String, (u64, u64)>,
     clients: HashMap<String, (u64, u64)>,
     cursor: u64,
+    /// The earliest `until` of those held (`u64::MAX` when none is), so a sweep with nothing due
+    /// costs nothing: the issuer and every edge VM apply the feed every second.
+    next_due: u64,
+}
+
+impl Default for RevocationSet {
+    fn default() -> Self {
+        Self {
+            tokens: HashMap::new(),
+            families: HashMap::new(),
+            users: HashMap::new(),
+            clients: HashMap::new(),
+            cursor: 0,
+            next_due: u64::MAX,
+        }
+    }
 }
 
 impl RevocationSet {
@@ -115,15 +131,28 @@ impl RevocationSet {
         self.expire(now);
     }
 
-    /// Forgets the revocations no longer in force at `now`.
+    /// Forgets the revocations no longer in force at `now`. Walks the set only when one is due.
     pub fn expire(&mut self, now: u64) {
-        self.tokens.retain(|_, until| *until > now);
-        self.families.retain(|_, until| *until > now);
-        self.users.retain(|_, (_, until)| *until > now);
-        self.clients.retain(|_, (_, until)| *until > now);
+        if self.next_due > now {
+            return;
+        }
+        let mut next = u64::MAX;
+        let mut keep = |until: u64| {
+            let kept = until > now;
+            if kept {
+                next = next.min(until);
+            }
+            kept
+        };
+        self.tokens.retain(|_, until| keep(*until));
+        self.families.retain(|_, until| keep(*until));
+        self.users.retain(|_, (_, until)| keep(*until));
+        self.clients.retain(|_, (_, until)| keep(*until));
+        self.next_due = next;
     }
 
     fn insert(&mut self, e: &Revocation) {
+        self.next_due = self.next_due.min(e.until);
         match &e.what {
             Revoked::Token { jti } => {
                 // An id that is not 32 hex digits names no token the issuer minted.
@@ -310,6 +339,37 @@ mod tests {
             "gone once every token it covered has expired"
         );
         assert_eq!(set.cursor(), 5);
+    }
+
+    #[test]
+    fn each_entry_goes_at_its_own_until_and_not_before() {
+        let mut set = RevocationSet::default();
+        let until = |seq, until| Revocation {
+            seq,
+            what: Revoked::Token {
+                jti: format!("{seq:032x}"),
+            },
+            at: 1_000,
+            until,
+        };
+        set.apply(&[until(1, 1_300), until(2, 1_100), until(3, 1_200)], 1_000);
+        let held = |set: &RevocationSet| {
+            (1..=4)
+                .filter(|&n| set.has_token(&parse_jti(&format!("{n:032x}")).unwrap()))
+                .collect::<Vec<_>>()
+        };
+        set.apply(&[], 1_099);
+        assert_eq!(held(&set), [1, 2, 3]);
+        set.apply(&[], 1_100);
+        assert_eq!(held(&set), [1, 3]);
+        set.apply(&[until(4, 1_150)], 1_101);
+        assert_eq!(held(&set), [1, 3, 4]);
+        set.apply(&[], 1_150);
+        assert_eq!(held(&set), [1, 3], "one added later is due in its turn");
+        set.apply(&[], 1_299);
+        assert_eq!(held(&set), [1]);
+        set.apply(&[], 1_300);
+        assert!(set.is_empty());
     }
 
     #[test]

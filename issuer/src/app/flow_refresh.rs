@@ -42,14 +42,8 @@ impl App {
                 self.metrics.refresh(rejection.reason());
                 if rejection == RefreshRejection::ReuseDetected {
                     tracing::warn!(target: "audit", client = client_id.as_str(), "refresh token reuse: family revoked");
-                    // The answer stays invalid_grant; a failure to record is the server's to log
-                    // (the family itself is revoked, its access tokens expire on their own).
-                    if let Err(e) = self.revoke_family_access_tokens(family).await {
-                        tracing::error!(
-                            error = e.code(),
-                            "recording the revocation of a reused family's access tokens failed"
-                        );
-                    }
+                    // The store revoked the family's access tokens in the same transaction.
+                    self.reload_revocations().await;
                 }
                 return Err(ApiError::invalid_grant("invalid refresh token"));
             }

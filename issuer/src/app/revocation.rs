@@ -5,7 +5,7 @@
 
 use super::{now, App};
 use crate::http::{json_response, ApiError, Call, Timer};
-use crate::store::revocation::{RevocationSet, Revoked, FAMILY_TAG_LEN};
+use crate::store::revocation::{RevocationSet, Revoked};
 use crate::store::{RefreshOp, RefreshOutcome, KEY_RETIRE_MARGIN};
 use serde_json::json;
 use shared::grant::parse_token_param;
@@ -44,32 +44,6 @@ impl App {
             }
             Err(e) => tracing::error!(error = e.to_string(), "reading revocations failed"),
         }
-    }
-
-    /// Records the revocation of the access tokens of a revoked refresh token family (by its
-    /// tag), until the last of them has expired, unless it is recorded already (revoking a
-    /// revoked family again adds nothing). After the family's own revocation, in a second write:
-    /// a crash between the two leaves the family revoked and its access tokens good until they
-    /// expire, as before families had tags.
-    pub(super) async fn revoke_family_access_tokens(
-        &self,
-        family: Option<[u8; FAMILY_TAG_LEN]>,
-    ) -> Result<(), ApiError> {
-        let Some(tag) = family else {
-            return Ok(());
-        };
-        if self.revoked().has_family_tag(&tag) {
-            return Ok(());
-        }
-        let what = Revoked::Family {
-            tag: hex::encode(tag),
-        };
-        self.store
-            .revoke(what, now(), None)
-            .await
-            .map_err(|e| ApiError::store(&e))?;
-        self.reload_revocations().await;
-        Ok(())
     }
 
     /// `token` as an access token of this issuer, verified now. The issuer never mints a longer
@@ -116,7 +90,6 @@ impl App {
             tracing::info!(target: "audit", client = client_id.as_str(), jti = b.jti_hex().as_str(), "access token revoked");
             return Ok(json_response(StatusCode::OK, &json!({})));
         }
-        let family = self.store.hash_key().family_tag_of(&token);
         let op = RefreshOp::Revoke {
             token,
             client: client_id.clone(),
@@ -136,7 +109,8 @@ impl App {
             )),
             Some(true) => {
                 tracing::info!(target: "audit", client = client_id.as_str(), "refresh token family revoked");
-                self.revoke_family_access_tokens(family).await?;
+                // The store revoked the family's access tokens in the same transaction.
+                self.reload_revocations().await;
                 Ok(json_response(StatusCode::OK, &json!({})))
             }
             None => Ok(json_response(StatusCode::OK, &json!({}))),

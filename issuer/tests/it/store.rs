@@ -208,6 +208,21 @@ async fn keys_rotate_publish_and_retire(b: Backend) {
     );
 }
 
+/// The family revocations in force at `now`, as (tag, time recorded).
+async fn family_revocations(s: &dyn Store, now: u64) -> Vec<(String, u64)> {
+    let page = s.revocations(0, now, usize::MAX).await.unwrap();
+    let family = |e: issuer::store::revocation::Revocation| match e.what {
+        Revoked::Family { tag } => Some((tag, e.at)),
+        _ => None,
+    };
+    page.entries.into_iter().filter_map(family).collect()
+}
+
+/// The tag a family revocation of `refresh_token`'s family names.
+fn tag_of(s: &dyn Store, refresh_token: &str) -> String {
+    hex::encode(s.hash_key().family_tag_of(refresh_token).unwrap())
+}
+
 async fn refresh_rotation_retry_and_reuse(b: Backend) {
     let s = with_user(&b).await;
     let rt = issue(s.as_ref(), 1_000).await;
@@ -244,6 +259,9 @@ async fn refresh_rotation_retry_and_reuse(b: Backend) {
             .err(),
         Some(RefreshRejection::Revoked)
     );
+    // The family's access tokens were revoked in the same transaction, once.
+    let revoked = vec![(tag_of(s.as_ref(), &rt), 1_030)];
+    assert_eq!(family_revocations(s.as_ref(), 1_031).await, revoked);
     assert!(rotate(s.as_ref(), &other, "app", 1_031).await.is_ok());
     // Unknown, malformed and altered tokens.
     let mut altered = other.clone().into_bytes();
@@ -309,10 +327,16 @@ async fn refresh_lifetimes_revocation_and_inactive(b: Backend) {
         s.refresh(revoke("other"), 2_001).await.unwrap(),
         RefreshOutcome::Revoked(Some(false))
     ));
-    assert!(matches!(
-        s.refresh(revoke("app"), 2_001).await.unwrap(),
-        RefreshOutcome::Revoked(Some(true))
-    ));
+    assert!(family_revocations(s.as_ref(), 2_001).await.is_empty());
+    for again in [2_001, 2_005] {
+        assert!(matches!(
+            s.refresh(revoke("app"), again).await.unwrap(),
+            RefreshOutcome::Revoked(Some(true))
+        ));
+    }
+    // Its access tokens with it, in the same transaction; revoking it again adds nothing.
+    let revoked = vec![(tag_of(s.as_ref(), &rt), 2_001)];
+    assert_eq!(family_revocations(s.as_ref(), 2_005).await, revoked);
     assert_eq!(
         rotate(s.as_ref(), &rt, "app", 2_002).await.err(),
         Some(RefreshRejection::Revoked)

@@ -5,7 +5,7 @@
 //! (`traffic.rs`), beside the same filter with static keys.
 
 use super::envoy::{
-    http_status, issuer_cluster, our_token, start_envoy, until_accepted, wait_for, wasm_filter,
+    http_status, issuer_cluster, our_token, start_envoy, until_accepted, wasm_filter,
     TOKEN_LIFETIME,
 };
 use super::{wrk, Sample, Settings};
@@ -13,7 +13,7 @@ use crate::root;
 use anyhow::{bail, Context, Result};
 use base64::Engine as _;
 use e2e::issuer::{add_client, issuer_admin_on, start_issuer_on, StoreArgs};
-use e2e::unix_now as now;
+use e2e::unix_now;
 use e2e::Tools;
 use serde_json::Value;
 use std::path::Path;
@@ -183,9 +183,6 @@ pub(super) fn bench_edge(dir: &Path, tools: &Tools, s: &Settings) -> Result<Edge
     let empty = edge_issuer(tools, dir, "issuer-empty", 0)?;
     let full = edge_issuer(tools, dir, "issuer-full", REVOCATIONS)?;
     let basic = super::provision(tools, &StoreArgs::redb(&dir.join("issuer-full")))?;
-    for i in [&empty, &full] {
-        wait_for(&format!("{}/healthz", i.url))?;
-    }
     let (p_empty, p_full, admin) = (e2e::free_port(), e2e::free_port(), e2e::free_port());
     let mut yaml = format!("admin:\n  address: {{ socket_address: {{ address: 127.0.0.1, port_value: {admin} }} }}\nstatic_resources:\n  listeners:\n");
     yaml += &listener(
@@ -202,7 +199,7 @@ pub(super) fn bench_edge(dir: &Path, tools: &Tools, s: &Settings) -> Result<Edge
     let cfg = dir.join("envoy-edge.yaml");
     std::fs::write(&cfg, &yaml)?;
     let url = |port: u16| format!("http://127.0.0.1:{port}/apiv2/MediaService/Find");
-    let exp = now() + TOKEN_LIFETIME;
+    let exp = unix_now() + TOKEN_LIFETIME;
     let headers = [
         format!("Authorization: Bearer {}", our_token(&empty.key, 0, exp)),
         format!("Authorization: Bearer {}", our_token(&full.key, 0, exp)),

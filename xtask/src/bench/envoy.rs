@@ -4,7 +4,7 @@
 use anyhow::{bail, Context, Result};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use e2e::unix_now as now;
+use e2e::unix_now;
 use hmac::{Hmac, KeyInit, Mac};
 use std::path::Path;
 use std::process::Command;
@@ -37,17 +37,6 @@ pub(super) fn http_status(url: &str, headers: &[&str]) -> Result<u16> {
         .unwrap_or(0))
 }
 
-pub(super) fn wait_for(url: &str) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while http_status(url, &[])? == 0 {
-        if Instant::now() > deadline {
-            bail!("{url} did not come up");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Ok(())
-}
-
 /// Lifetime of the bench's tokens: the issuer's default, within what the filter accepts
 /// (`max_token_lifetime_seconds`, 3600 by default).
 pub(super) const TOKEN_LIFETIME: u64 = 3600;
@@ -57,7 +46,7 @@ pub(super) fn hs256_jwt_for(secret: &[u8], sub: &str, exp: u64) -> String {
     let header = URL_SAFE_NO_PAD.encode(r#"{"alg":"HS256","typ":"JWT","kid":"bench"}"#);
     let claims = format!(
         r#"{{"iss":"bench","sub":"{sub}","azp":"media-app","roles":["editor","viewer"],"email":"{sub}","iat":{},"exp":{exp}}}"#,
-        now(),
+        unix_now(),
     );
     let signed = format!("{header}.{}", URL_SAFE_NO_PAD.encode(claims));
     let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(secret).expect("any key");

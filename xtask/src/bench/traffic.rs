@@ -14,7 +14,7 @@ use super::{rss_kib, wrk, Results, Sample, Settings};
 use anyhow::{bail, Context, Result};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use e2e::unix_now as now;
+use e2e::unix_now;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -190,7 +190,7 @@ fn request(
     jwt: &[u8],
     i: usize,
 ) -> (String, String) {
-    let valid_exp = now() + TOKEN_LIFETIME;
+    let valid_exp = unix_now() + TOKEN_LIFETIME;
     let header = if tokens == Tokens::Ours && i % 2 == 1 {
         "ServiceAuthorization"
     } else {
@@ -202,7 +202,7 @@ fn request(
     };
     if w == Workload::Mixed && i % 10 == 9 {
         let bad = match (i / 10) % 4 {
-            0 => token(now() - 600),
+            0 => token(unix_now() - 600),
             1 => {
                 let mut t = token(valid_exp).into_bytes();
                 let at = t.len() - 5;

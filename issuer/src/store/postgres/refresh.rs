@@ -14,6 +14,7 @@
 //! PostgreSQL can keep it on its page, a heap-only update). The sweep therefore scans; it runs once
 //! a minute, in batches.
 
+use super::revocations::revoke_in;
 use super::{int, retrying, serializable, uint, PgStore};
 use crate::secrets::RefreshToken;
 use crate::store::family::{admit, Family, Step};
@@ -178,6 +179,7 @@ async fn rotate(
     // Every other case, read and decided in full: a retry, reuse, or a refusal.
     let policy = store.policy;
     let id = token.family.to_vec();
+    let tokens = store.hash_key.family_revocation(&token.family);
     let outcome = serializable!(store, |tx| {
         'outcome: {
             let select = tx.prepare_cached(SELECT_FOR_ROTATION).await?;
@@ -190,6 +192,7 @@ async fn rotate(
                 Step::RevokeForReuse => {
                     let revoke = tx.prepare_cached(REVOKE).await?;
                     tx.execute(&revoke, &[&id, &int(now)]).await?;
+                    revoke_in(&tx, tokens.clone(), now, None).await?;
                     break 'outcome Err(RefreshRejection::ReuseDetected);
                 }
                 Step::Retry => None,
@@ -244,6 +247,7 @@ async fn revoke(
         return Ok(None);
     };
     let id = token.family.to_vec();
+    let tokens = store.hash_key.family_revocation(&token.family);
     serializable!(store, |tx| {
         match tx
             .query_opt(
@@ -255,12 +259,16 @@ async fn revoke(
             None => None,
             Some(row) if row.get::<_, &str>(0) != client => Some(false),
             Some(_) => {
-                tx.execute(
-                    "UPDATE refresh_family_records SET revoked_at = $2 \
-                     WHERE id = $1 AND revoked_at IS NULL",
-                    &[&id, &int(now)],
-                )
-                .await?;
+                let newly = tx
+                    .execute(
+                        "UPDATE refresh_family_records SET revoked_at = $2 \
+                         WHERE id = $1 AND revoked_at IS NULL",
+                        &[&id, &int(now)],
+                    )
+                    .await?;
+                if newly == 1 {
+                    revoke_in(&tx, tokens.clone(), now, None).await?;
+                }
                 Some(true)
             }
         }

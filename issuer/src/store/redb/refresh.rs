@@ -69,6 +69,8 @@ impl RedbFile {
         let next = match fam.step(token, client, now, policy) {
             Step::Refuse(why) => return refuse(why),
             Step::RevokeForReuse => {
+                let tokens = self.hash_key.family_revocation(&token.family);
+                Self::record_revocation_in(b.tx, tokens, now, None)?;
                 let revoked = Family {
                     revoked_at: Some(now),
                     ..fam
@@ -129,6 +131,8 @@ impl RedbFile {
             return Ok(Some(false));
         }
         if fam.revoked_at.is_none() {
+            let tokens = self.hash_key.family_revocation(&token.family);
+            Self::record_revocation_in(b.tx, tokens, now, None)?;
             let revoked = Family {
                 revoked_at: Some(now),
                 ..fam
