@@ -187,7 +187,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError>;
 
     /// Applies one refresh token operation durably, under the refresh policy the store was opened
-    /// with, and returns its outcome.
+    /// with, and returns its outcome. An operation that revokes a family (reuse, or
+    /// [`RefreshOp::Revoke`] of a live one) records the revocation of its access tokens
+    /// ([`crate::secrets::HashKey::family_revocation`]) in the same transaction.
     async fn refresh(&self, op: RefreshOp, now: u64) -> Result<RefreshOutcome, StoreError>;
     /// What introspection may reveal about a refresh token that is usable at `now`.
     async fn refresh_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError>;
