@@ -205,7 +205,7 @@ impl RevocationSet {
     }
 
     /// True if the family with this tag is revoked.
-    pub fn has_family_tag(&self, tag: &[u8; FAMILY_TAG_LEN]) -> bool {
+    fn has_family_tag(&self, tag: &[u8; FAMILY_TAG_LEN]) -> bool {
         self.families.contains_key(tag)
     }
 

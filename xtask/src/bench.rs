@@ -140,7 +140,7 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
             .join()
             .map_err(|_| anyhow::anyhow!("installing Envoy failed"))??,
         wasm: ours.clone(),
-        issuer: root().join("target/release/issuer"),
+        ..release_issuer()
     };
     if sections == Sections::Edge {
         return bench_edge(&s, quick, &tools, None, started);
@@ -253,6 +253,24 @@ fn bench_stores(s: &Settings, quick: bool, started: Instant) -> Result<()> {
     publish("bench-stores", &(how + &store::report(&results)), started)
 }
 
+/// The tools of a run that starts only the issuer: its release build.
+fn release_issuer() -> e2e::Tools {
+    e2e::Tools {
+        envoy: Default::default(),
+        wasm: Default::default(),
+        issuer: root().join("target/release/issuer"),
+    }
+}
+
+/// How a report marks a target.
+fn mark(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "**not met**"
+    }
+}
+
 /// An empty `target/NAME` for a run's files.
 fn fresh_dir(name: &str) -> Result<std::path::PathBuf> {
     let dir = root().join("target").join(name);
@@ -312,7 +330,6 @@ fn report(
         .iter()
         .find(|(n, _)| *n == "verify")
         .map_or(f64::NAN, |m| m.1);
-    let mark = |ok: bool| if ok { "met" } else { "**not met**" };
     let mut r = String::new();
     let _ = writeln!(r, "### Against the targets of PRODUCT.md section 7\n");
     let _ = writeln!(

@@ -5,7 +5,7 @@
 //! (`traffic.rs`), beside the same filter with static keys.
 
 use super::envoy::{
-    http_status, issuer_cluster, our_token, start_envoy, until_accepted, wasm_filter,
+    config, http_status, issuer_cluster, our_token, start_envoy, until_accepted, wasm_filter,
     TOKEN_LIFETIME,
 };
 use super::{wrk, Sample, Settings};
@@ -184,20 +184,17 @@ pub(super) fn bench_edge(dir: &Path, tools: &Tools, s: &Settings) -> Result<Edge
     let full = edge_issuer(tools, dir, "issuer-full", REVOCATIONS)?;
     let basic = super::provision(tools, &StoreArgs::redb(&dir.join("issuer-full")))?;
     let (p_empty, p_full, admin) = (e2e::free_port(), e2e::free_port(), e2e::free_port());
-    let mut yaml = format!("admin:\n  address: {{ socket_address: {{ address: 127.0.0.1, port_value: {admin} }} }}\nstatic_resources:\n  listeners:\n");
-    yaml += &listener(
+    let listeners = listener(
         "edge_empty",
         p_empty,
         ours,
         "issuer_empty",
         &empty.edge_secret,
-    );
-    yaml += &listener("edge_full", p_full, ours, "issuer_full", &full.edge_secret);
-    yaml += "  clusters:\n";
-    yaml += &issuer_cluster("issuer_empty", &empty.url)?;
-    yaml += &issuer_cluster("issuer_full", &full.url)?;
+    ) + &listener("edge_full", p_full, ours, "issuer_full", &full.edge_secret);
+    let full_cluster = issuer_cluster("issuer_full", &full.url)?;
+    let clusters = issuer_cluster("issuer_empty", &empty.url)? + &full_cluster;
     let cfg = dir.join("envoy-edge.yaml");
-    std::fs::write(&cfg, &yaml)?;
+    std::fs::write(&cfg, config(Some(admin), &listeners, &clusters))?;
     let url = |port: u16| format!("http://127.0.0.1:{port}/apiv2/MediaService/Find");
     let exp = unix_now() + TOKEN_LIFETIME;
     let headers = [
@@ -235,12 +232,9 @@ pub(super) fn bench_edge(dir: &Path, tools: &Tools, s: &Settings) -> Result<Edge
 
     // Propagation through an Envoy with two workers, each polling on its own.
     let p_two = e2e::free_port();
-    let mut yaml = String::from("static_resources:\n  listeners:\n");
-    yaml += &listener("edge_full", p_two, ours, "issuer_full", &full.edge_secret);
-    yaml += "  clusters:\n";
-    yaml += &issuer_cluster("issuer_full", &full.url)?;
+    let listeners = listener("edge_full", p_two, ours, "issuer_full", &full.edge_secret);
     let cfg2 = dir.join("envoy-edge-2.yaml");
-    std::fs::write(&cfg2, &yaml)?;
+    std::fs::write(&cfg2, config(None, &listeners, &full_cluster))?;
     let log2 = dir.join("envoy-edge-2.log");
     let two = start_envoy(tools, &cfg2, p_two, 2, None, &log2)?;
     until_accepted(&url(p_two), &headers[1])?;

@@ -125,6 +125,15 @@ pub(super) fn issuer_cluster(name: &str, url: &str) -> Result<String> {
     ))
 }
 
+/// An Envoy configuration of `listeners` and `clusters` (blocks of [`listener`] and
+/// [`issuer_cluster`]), with an admin interface on `admin` if given.
+pub(super) fn config(admin: Option<u16>, listeners: &str, clusters: &str) -> String {
+    let admin = admin.map_or(String::new(), |port| {
+        format!("admin:\n  address: {{ socket_address: {{ address: 127.0.0.1, port_value: {port} }} }}\n")
+    });
+    format!("{admin}static_resources:\n  listeners:\n{listeners}  clusters:\n{clusters}")
+}
+
 pub(super) fn listener(name: &str, port: u16, filters: &str) -> String {
     format!(
         r#"  - name: {name}

@@ -3,7 +3,6 @@
 //! users every issuer run is provisioned with.
 
 use super::{rss_kib, wrk, Results, Sample, Settings};
-use crate::root;
 use anyhow::{Context, Result};
 use base64::Engine as _;
 use e2e::issuer::{issuer_admin_on, start_issuer_pinned, StoreArgs};
@@ -125,11 +124,7 @@ pub(super) fn password_grant(url: &str, basic_user: &str, user: &str) -> Result<
 }
 
 pub(super) fn bench_issuer(dir: &Path, s: &Settings) -> Result<(Results, String)> {
-    let tools = Tools {
-        envoy: Default::default(),
-        wasm: Default::default(),
-        issuer: root().join("target/release/issuer"),
-    };
+    let tools = super::release_issuer();
     let store = StoreArgs::redb(&dir.join("issuer-data"));
     let basic_user = provision(&tools, &store)?;
     let basic = base64::engine::general_purpose::STANDARD.encode(&basic_user);

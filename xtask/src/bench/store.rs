@@ -7,7 +7,9 @@
 //! PostgreSQL runs share both cores between the database, two issuers and wrk, as one machine
 //! running all of it would.
 
-use super::{lua_post, lua_refresh, median, provision, rss_kib, sign_in, wrk_on, Sample, Settings};
+use super::{
+    lua_post, lua_refresh, mark, median, provision, rss_kib, sign_in, wrk_on, Sample, Settings,
+};
 use crate::{root, run, tools};
 use anyhow::{bail, Result};
 use base64::Engine as _;
@@ -178,11 +180,7 @@ impl StoreResults {
 
 /// Runs the store loads, interleaved round after round.
 pub(super) fn bench_stores(dir: &Path, s: &Settings, families: u64) -> Result<StoreResults> {
-    let tools = Tools {
-        envoy: Default::default(),
-        wasm: Default::default(),
-        issuer: root().join("target/release/issuer"),
-    };
+    let tools = super::release_issuer();
     // The embedded store, empty and full.
     let (empty_dir, full_dir) = (dir.join("redb-empty"), dir.join("redb-full"));
     let fill_started = std::time::Instant::now();
@@ -312,7 +310,6 @@ fn pg_version(pg: &PgCluster) -> String {
 
 /// The Markdown section of the store runs.
 pub(super) fn report(r: &StoreResults) -> String {
-    let mark = |ok: bool| if ok { "met" } else { "**not met**" };
     let (empty, full) = (r.median(Load::RedbEmpty), r.median(Load::RedbFull));
     let (pg_rf, cc) = (
         r.median(Load::PgRefresh),

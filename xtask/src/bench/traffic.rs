@@ -7,10 +7,10 @@
 
 use super::edge::{edge_issuer, sync_config, REVOCATIONS};
 use super::envoy::{
-    hs256_jwt_for, issuer_cluster, jwt_filter, listener, our_token, start_envoy, until_accepted,
-    wasm_filter, TOKEN_LIFETIME,
+    config, hs256_jwt_for, issuer_cluster, jwt_filter, listener, our_token, start_envoy,
+    until_accepted, wasm_filter, TOKEN_LIFETIME,
 };
-use super::{rss_kib, wrk, Results, Sample, Settings};
+use super::{mark, rss_kib, wrk, Results, Sample, Settings};
 use anyhow::{bail, Context, Result};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -189,8 +189,9 @@ fn request(
     key: &shared::Key,
     jwt: &[u8],
     i: usize,
+    now: u64,
 ) -> (String, String) {
-    let valid_exp = unix_now() + TOKEN_LIFETIME;
+    let valid_exp = now + TOKEN_LIFETIME;
     let header = if tokens == Tokens::Ours && i % 2 == 1 {
         "ServiceAuthorization"
     } else {
@@ -202,7 +203,7 @@ fn request(
     };
     if w == Workload::Mixed && i % 10 == 9 {
         let bad = match (i / 10) % 4 {
-            0 => token(unix_now() - 600),
+            0 => token(now - 600),
             1 => {
                 let mut t = token(valid_exp).into_bytes();
                 let at = t.len() - 5;
@@ -252,11 +253,14 @@ fn wrk_load(
     key: &shared::Key,
     jwt: &[u8],
 ) -> Result<Vec<String>> {
+    let now = unix_now();
     if w == Workload::OneToken {
-        let (name, value) = request(tokens, w, key, jwt, 0);
+        let (name, value) = request(tokens, w, key, jwt, 0, now);
         return Ok(vec!["-H".into(), format!("{name}: {value}")]);
     }
-    let requests: Vec<_> = (0..POOL).map(|i| request(tokens, w, key, jwt, i)).collect();
+    let requests: Vec<_> = (0..POOL)
+        .map(|i| request(tokens, w, key, jwt, i, now))
+        .collect();
     let tag = if tokens == Tokens::Ours {
         "ours"
     } else {
@@ -310,23 +314,16 @@ pub(super) fn bench_traffic(
         loads.push((w, [ours, wrk_load(dir, w, Tokens::Jwt, &key, &jwt)?]));
     }
     let ports: Vec<u16> = VARIANTS.iter().map(|_| e2e::free_port()).collect();
-    let mut yaml = format!(
-        "admin:\n  address: {{ socket_address: {{ address: 127.0.0.1, port_value: {} }} }}\nstatic_resources:\n  listeners:\n",
-        e2e::free_port()
-    );
     let sync = sync_config("issuer", &issuer.edge_secret);
+    let mut listeners = String::new();
     for (v, port) in VARIANTS.iter().zip(&ports) {
         let name = format!("{:?}", v.filter).to_lowercase();
-        yaml += &listener(
-            &name,
-            *port,
-            &filters(v.filter, m, &key, &jwt, &name, &sync),
-        );
+        let filters = filters(v.filter, m, &key, &jwt, &name, &sync);
+        listeners += &listener(&name, *port, &filters);
     }
-    yaml += "  clusters:\n";
-    yaml += &issuer_cluster("issuer", &issuer.url)?;
+    let clusters = issuer_cluster("issuer", &issuer.url)?;
     let cfg = dir.join("envoy-traffic.yaml");
-    std::fs::write(&cfg, yaml)?;
+    std::fs::write(&cfg, config(Some(e2e::free_port()), &listeners, &clusters))?;
     let log = dir.join("envoy-traffic.log");
     let proc = start_envoy(tools, &cfg, ports[0], 1, Some("0"), &log)?;
     let url = |port: u16| format!("http://127.0.0.1:{port}/apiv2/MediaService/Find");
@@ -438,7 +435,6 @@ const TARGETS: [(&str, f64, Filter, Filter); 4] = [
 /// and mixed workloads.
 pub(super) fn report(r: &Traffic) -> String {
     use Filter::{EmptyWasm, JwtAuthn, JwtAuthnCached, Ours, Reference};
-    let mark = |ok: bool| if ok { "met" } else { "**not met**" };
     let mut out = format!("Command: `{}`.\n\n", r.command);
     for (w, res) in &r.runs {
         let _ = writeln!(out, "#### {}\n", w.title());
