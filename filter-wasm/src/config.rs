@@ -176,7 +176,7 @@ impl Config {
         if alt == "authorization" || is_identity_header(&alt) {
             return err("alternative_header: must not be authorization or an identity header");
         }
-        if raw.clock_skew_seconds > 600 {
+        if raw.clock_skew_seconds > shared::token::MAX_CLOCK_SKEW {
             return err("clock_skew_seconds: at most 600");
         }
         if !(1..=86_400).contains(&raw.max_token_lifetime_seconds) {

@@ -301,6 +301,7 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
                 claims: claims.clone(),
                 created_at: now,
         password_changed_at: None,
+        disabled_at: None,
             };
             if !store.add_user(name, &rec).await? {
                 return refused(format!("a user named {name:?} exists"));
@@ -309,7 +310,7 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
         }
         Command::UserDisable { name } => {
             found(
-                store.update_user(name, &UserChange::SetDisabled(true)).await?,
+                store.update_user(name, &UserChange::Disable { at: now }).await?,
                 "user",
                 name,
             )?;
@@ -317,7 +318,7 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
         }
         Command::UserEnable { name } => {
             found(
-                store.update_user(name, &UserChange::SetDisabled(false)).await?,
+                store.update_user(name, &UserChange::Enable).await?,
                 "user",
                 name,
             )?;
@@ -351,14 +352,22 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
         }
         Command::KeysList => key_table(&store.key_infos(now).await?),
         Command::KeysRotate { delay } => match store.rotate_key(now, *delay).await? {
-            None => return refused("a rotation is pending already (see `issuer keys list`)".into()),
-            Some(kid) if *delay == 0 => {
-                format!("key {kid} now signs; older keys verify until they retire (see `issuer keys list`)\n")
+            None => return refused("a rotation is pending already (see `issuer keys list`); `keys rotate --delay 0` replaces it at once".into()),
+            Some(r) => {
+                let mut out = if *delay == 0 {
+                    format!("key {} now signs; older keys verify until they retire (see `issuer keys list`)\n", r.kid)
+                } else {
+                    format!(
+                        "key {} is published now and signs from {} ({delay} s from now): edges with edge sync learn it before; update static filter configurations before then\n",
+                        r.kid,
+                        now + delay
+                    )
+                };
+                for kid in &r.dropped {
+                    out += &format!("pending key {kid} is retired: it never signed and verifies nothing\n");
+                }
+                out
             }
-            Some(kid) => format!(
-                "key {kid} is published now and signs from {} ({delay} s from now): edges with edge sync learn it before; update static filter configurations before then\n",
-                now + delay
-            ),
         },
         Command::KeysRetire { kid } => match store.retire_key(*kid, now).await? {
             RetireOutcome::Retired => format!(
@@ -368,7 +377,7 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
             RetireOutcome::Unknown => return refused(format!("no key {kid}")),
             RetireOutcome::InUse(state) => {
                 return refused(format!(
-                    "key {kid} is {state}: rotate first, then retire it (see `issuer keys list`)"
+                    "key {kid} is {state}: `issuer keys rotate --delay 0` first (a new key signs at once), then retire it (see `issuer keys list`)"
                 ))
             }
         },

@@ -105,7 +105,12 @@ impl ApiError {
 
     /// 429 `slow_down` with `Retry-After`.
     pub fn throttled(wait: u64) -> Self {
-        let mut e = Self::oauth(ErrorCode::SlowDown, "too many failed attempts; retry later");
+        Self::slow_down(wait, "too many failed attempts; retry later")
+    }
+
+    /// 429 `slow_down` with `Retry-After: wait` and this description.
+    pub fn slow_down(wait: u64, description: &'static str) -> Self {
+        let mut e = Self::oauth(ErrorCode::SlowDown, description);
         e.retry_after = Some(wait.max(1));
         e
     }

@@ -156,6 +156,11 @@ struct Serve {
     /// Password hashes verified at once (each takes 19 MiB) [default: CPU count].
     #[arg(long)]
     password_concurrency: Option<usize>,
+    /// Revocations (RFC 7009) one client may record a minute, and at once; beyond, the revoke
+    /// endpoint answers 429 with Retry-After and records nothing. Each recorded revocation is
+    /// kept by every edge until the tokens it covers expire.
+    #[arg(long, default_value_t = issuer::app::REVOCATIONS_PER_MINUTE, value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    revocations_per_minute: u32,
 }
 
 #[derive(Subcommand)]
@@ -346,6 +351,7 @@ fn serve(s: Serve) -> anyhow::Result<()> {
                 .clone()
                 .unwrap_or_else(|| format!("{scheme}://{addr}")),
             tls: tls.is_some(),
+            revocations_per_minute: s.revocations_per_minute,
         };
         let app = Arc::new(
             App::new(

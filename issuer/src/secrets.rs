@@ -123,6 +123,11 @@ impl HashKey {
         mac.finalize().into_bytes().into()
     }
 
+    /// A key for another purpose, derived from this one and `domain` (HMAC as a PRF).
+    pub fn derive(&self, domain: &[u8]) -> [u8; 32] {
+        self.mac(domain, &[])
+    }
+
     /// The stored form of a client secret, bound to the client id.
     pub fn client_secret_hash(&self, client_id: &str, secret: &str) -> [u8; 32] {
         self.mac(

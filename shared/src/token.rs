@@ -28,6 +28,10 @@ pub const MAX_FIELD_LEN: usize = 255;
 pub const MAX_ITEMS: usize = 64;
 /// Length of the token id in bytes (128 bits).
 pub const JTI_LEN: usize = 16;
+/// The most clock skew any verifier may allow (the filter's `clock_skew_seconds` is at most this):
+/// a token can be accepted somewhere until `exp + MAX_CLOCK_SKEW`, and from `iat - MAX_CLOCK_SKEW`,
+/// so whatever revokes it must cover that much.
+pub const MAX_CLOCK_SKEW: u64 = 600;
 const TAG_LEN: usize = 32;
 const TAG_B64_LEN: usize = 43;
 /// Bodies up to this many bytes are decoded without an allocation (most are under 200).

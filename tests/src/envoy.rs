@@ -169,7 +169,7 @@ pub fn start_envoy_on(
         ])
         .arg(workers.to_string())
         .stdout(Stdio::null())
-        .stderr(Stdio::from(std::fs::File::create(log)?))
+        .stderr(Stdio::from(crate::private_log(log)?))
         .spawn()
         .context("starting envoy")?;
     let mut proc = Proc::new(child, "envoy");

@@ -7,24 +7,38 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// Where an issuer's state lives, as its command-line arguments.
+/// Where an issuer's state lives, as its command-line arguments and environment. A PostgreSQL
+/// URL holds the database's password, so it goes in the environment (`ISSUER_STORE`), which other
+/// users cannot read, never on the command line, which `ps` shows them.
 #[derive(Debug, Clone)]
-pub struct StoreArgs(pub Vec<String>);
+pub struct StoreArgs {
+    /// Arguments.
+    pub args: Vec<String>,
+    /// Environment variables.
+    pub env: Vec<(String, String)>,
+}
 
 impl StoreArgs {
     /// The embedded store in `data`.
     pub fn redb(data: &Path) -> Self {
-        Self(vec!["--data-dir".into(), data.display().to_string()])
+        Self {
+            args: vec!["--data-dir".into(), data.display().to_string()],
+            env: Vec::new(),
+        }
     }
 
     /// A PostgreSQL database, its secrets sealed under the KEK in `kek_file`.
     pub fn postgres(url: &str, kek_file: &Path) -> Self {
-        Self(vec![
-            "--store".into(),
-            url.into(),
-            "--kek-file".into(),
-            kek_file.display().to_string(),
-        ])
+        Self {
+            args: vec!["--kek-file".into(), kek_file.display().to_string()],
+            env: vec![("ISSUER_STORE".into(), url.into())],
+        }
+    }
+
+    /// Adds these arguments and this environment to `cmd`.
+    pub fn apply<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        cmd.args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
     }
 }
 
@@ -45,9 +59,10 @@ pub fn issuer_admin_on(
     args: &[&str],
     stdin: Option<&str>,
 ) -> Result<String> {
-    let mut child = Command::new(&tools.issuer)
-        .args(args)
-        .args(&store.0)
+    let mut command = Command::new(&tools.issuer);
+    command.args(args);
+    let mut child = store
+        .apply(&mut command)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -168,17 +183,17 @@ pub fn start_issuer_pinned(
     log: &Path,
 ) -> Result<(Proc, String)> {
     let mut command = crate::command_on(&tools.issuer, pin);
-    let mut child = command
-        .args([
-            "serve",
-            "--trust-x-forwarded-for",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .args(&store.0)
+    command.args([
+        "serve",
+        "--trust-x-forwarded-for",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+    ]);
+    let mut child = store
+        .apply(&mut command)
         .args(extra)
         .stdout(Stdio::piped())
-        .stderr(Stdio::from(std::fs::File::create(log)?))
+        .stderr(Stdio::from(crate::private_log(log)?))
         .spawn()
         .context("starting the issuer")?;
     let stdout = child.stdout.take().context("stdout")?;

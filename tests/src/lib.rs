@@ -214,7 +214,23 @@ impl Drop for Proc {
 }
 
 /// 32 random bytes, hex (the harness's key-encryption keys).
-fn random_hex() -> Result<String> {
+/// A log file for a process of the stack, created (or emptied) with mode 0600: logs name users
+/// and clients, so only the stack's owner reads them.
+pub fn private_log(path: &Path) -> Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    Ok(file)
+}
+
+/// 32 random bytes, hex.
+pub(crate) fn random_hex() -> Result<String> {
     use std::io::Read;
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
@@ -297,6 +313,7 @@ impl Stack {
     /// Starts everything in `dir`, provisioning the demo client and user on first use.
     pub async fn start(dir: &Path, tools: &Tools, opts: &Options) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
         let dir = dir.canonicalize()?;
         let data = dir.join("data");
         let ports = if opts.shipped_ports {
@@ -312,6 +329,8 @@ impl Stack {
             // secret in `dir` stays for the next run without --postgres.
             let _ = std::fs::remove_dir_all(dir.join("postgres"));
             std::fs::create_dir_all(dir.join("postgres"))?;
+            // For the admin commands the demo prints: the URL holds the database's password.
+            write_private(&dir.join("postgres/store-url"), pg.url().as_bytes())?;
             let second = if opts.shipped_ports {
                 8082
             } else {

@@ -1,6 +1,7 @@
-//! A throwaway PostgreSQL cluster for tests: `initdb` into a fresh temp dir, one server on a free
-//! loopback port with trust authentication for the role `app`, serializable isolation by default
-//! and fsync on (the product promises durable commits). [`PgCluster::pause`] and
+//! A throwaway PostgreSQL cluster for tests: `initdb` into a fresh temp dir (0700), one server on
+//! a free loopback port where the role `app` signs in with a random password (SCRAM-SHA-256, even
+//! on loopback and the Unix socket: no other local user gets in), serializable isolation by
+//! default and fsync on (the product promises durable commits). [`PgCluster::pause`] and
 //! [`PgCluster::resume`] stop and restart it in place, on the same port and data, to test riding
 //! out a database outage. Dropping it stops the server (`pg_ctl stop -m fast`) and removes the dir.
 //!
@@ -13,7 +14,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The role tests connect as (trust authentication, no password).
+/// The role tests connect as (SCRAM-SHA-256, with the cluster's random password).
 pub const USER: &str = "app";
 /// Tries at starting the server, each on another free port, when the port got taken meanwhile.
 const START_ATTEMPTS: usize = 5;
@@ -49,6 +50,8 @@ pub struct PgCluster {
     tmp: Option<tempfile::TempDir>,
     port: u16,
     as_postgres: bool,
+    /// `app`'s password (random hex).
+    password: String,
 }
 
 impl PgCluster {
@@ -91,15 +94,29 @@ impl PgCluster {
             tmp: Some(tmp),
             port: 0,
             as_postgres,
+            password: crate::random_hex()?,
         };
+        // initdb reads the password from a file the server's user can read; it is removed after.
+        let pwfile = tempfile::Builder::new()
+            .prefix("mms-pgpw-")
+            .tempfile_in("/tmp")
+            .context("creating the password file")?;
+        std::fs::write(pwfile.path(), &pg.password)?;
+        if as_postgres {
+            let (uid, gid) = (postgres_id("-u")?, postgres_id("-g")?);
+            std::os::unix::fs::chown(pwfile.path(), Some(uid), Some(gid))
+                .context("chown postgres the password file")?;
+        }
         let mut initdb = pg.command("initdb");
         initdb
             .arg("-D")
             .arg(&pg.dir)
-            .args(["-A", "trust", "-U", USER]);
+            .args(["-A", "scram-sha-256", "-U", USER])
+            .arg(format!("--pwfile={}", pwfile.path().display()));
         // The C locale also keeps the log in English, for the port check below.
         initdb.args(["--no-sync", "-E", "UTF8", "--locale=C"]);
         pg.run(initdb, "initdb")?;
+        drop(pwfile);
         let mut attempt = 1;
         loop {
             pg.port = crate::free_port();
@@ -115,9 +132,13 @@ impl PgCluster {
         }
     }
 
-    /// The connection URL, libpq style: `postgres://app@127.0.0.1:PORT/postgres`.
+    /// The connection URL, libpq style, with the password: `postgres://app:PW@127.0.0.1:PORT/postgres`.
+    /// Keep it out of command lines other users can read (`ps`): pass it in the environment.
     pub fn url(&self) -> String {
-        format!("postgres://{USER}@127.0.0.1:{}/postgres", self.port)
+        format!(
+            "postgres://{USER}:{}@127.0.0.1:{}/postgres",
+            self.password, self.port
+        )
     }
 
     /// The server's port on 127.0.0.1.
@@ -184,8 +205,12 @@ impl PgCluster {
     /// Runs `psql URL -Atc SQL` and returns its output, trimmed; fails if psql fails.
     pub fn psql(&self, sql: &str) -> Result<String> {
         let out = Command::new(self.bin.join("psql"))
-            .arg(self.url())
-            .args(["-Atc", sql])
+            .arg(format!(
+                "postgres://{USER}@127.0.0.1:{}/postgres",
+                self.port
+            ))
+            .env("PGPASSWORD", &self.password)
+            .args(["-w", "-Atc", sql])
             .stdin(Stdio::null())
             .output()
             .context("running psql")?;

@@ -7,7 +7,10 @@
 //! - `keys=V` names the key ring version the edge holds: the keys are sent only if the ring
 //!   changed. A poll with nothing new is a few dozen bytes.
 //! - Served only over TLS (the issuer's own) or to a loopback peer (an Envoy on the same host):
-//!   the answer holds verification keys.
+//!   the answer holds verification keys. Never to a request relayed by a proxy (one that carries
+//!   `Forwarded`, `X-Forwarded-*`, `Via` or `X-Real-IP`): a proxy on the same host would make
+//!   anyone beyond it a loopback peer. Edges poll the issuer directly, through a cluster of
+//!   their own, and the shipped Envoy configurations answer 404 for the feed's path.
 //!
 //! The state is the store's, so it survives restarts and is the same from every issuer on one
 //! PostgreSQL database.
@@ -110,6 +113,20 @@ fn cut(
     (revoked, cursor, more)
 }
 
+/// Headers a proxy adds to what it relays (RFC 7239, the de facto `X-Forwarded-*`, RFC 9110's
+/// `Via`): the first one `headers` carries, if any.
+fn relayed_by(headers: &warp::http::HeaderMap) -> Option<&'static str> {
+    const PROXY_HEADERS: [&str; 6] = [
+        "forwarded",
+        "x-forwarded-for",
+        "x-forwarded-proto",
+        "x-forwarded-host",
+        "via",
+        "x-real-ip",
+    ];
+    PROXY_HEADERS.into_iter().find(|h| headers.contains_key(*h))
+}
+
 /// A version of what comes with the keys: it changes whenever a key is added, retired or starts
 /// signing, or the access token lifetime changes, and tells nothing about the keys (a digest).
 fn keys_version(ring: &KeyRing, access_ttl: u64) -> String {
@@ -143,6 +160,16 @@ impl App {
         if !self.settings.tls && !loopback {
             return Err(ApiError::forbidden(
                 "the edge feed is served only over TLS or to a loopback address",
+            ));
+        }
+        if let Some(name) = relayed_by(&call.headers) {
+            tracing::warn!(
+                header = name,
+                peer = ?call.peer,
+                "edge feed refused: the request came through a proxy"
+            );
+            return Err(ApiError::forbidden(
+                "the edge feed is not served through a proxy; poll the issuer directly",
             ));
         }
         let (client_id, client) = self.authenticate(call).await?;
@@ -213,6 +240,28 @@ mod tests {
             assert!(EdgeQuery::parse(bad).is_err(), "{bad}");
         }
         assert!(EdgeQuery::parse(&format!("keys={}", "a".repeat(65))).is_err());
+    }
+
+    #[test]
+    fn relayed_requests_are_recognised() {
+        let mut h = warp::http::HeaderMap::new();
+        h.insert("authorization", "Basic eA==".parse().unwrap());
+        h.insert("x-envoy-expected-rq-timeout-ms", "5000".parse().unwrap());
+        assert_eq!(relayed_by(&h), None);
+        for name in [
+            "Forwarded",
+            "X-Forwarded-For",
+            "x-forwarded-proto",
+            "VIA",
+            "x-real-ip",
+        ] {
+            let mut h = h.clone();
+            h.insert(
+                warp::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                "x".parse().unwrap(),
+            );
+            assert!(relayed_by(&h).is_some(), "{name}");
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod flow_client_credentials;
 mod flow_password;
 mod flow_refresh;
 mod revocation;
+mod revoke_budget;
 
 use crate::http::{client_credentials, json_response, ApiError, Call, Timer};
 use crate::metrics::Metrics;
@@ -44,7 +45,12 @@ pub struct Settings {
     pub public_url: String,
     /// The issuer itself serves HTTPS (the edge feed is then served to any address).
     pub tls: bool,
+    /// Revocations one client may record a minute, and as a burst (`--revocations-per-minute`).
+    pub revocations_per_minute: u32,
 }
+
+/// The default of [`Settings::revocations_per_minute`].
+pub const REVOCATIONS_PER_MINUTE: u32 = 60;
 
 /// Everything the handlers share.
 pub struct App {
@@ -59,6 +65,8 @@ pub struct App {
     clients: client_cache::ClientCache,
     /// Revocations of access tokens in force, read from the store every second.
     revoked: RwLock<RevocationSet>,
+    /// What each client may still record in revocations.
+    revoke_budget: revoke_budget::RevokeBudget,
     /// When the store last answered the periodic key ring read (seconds since the epoch).
     store_answered_at: std::sync::atomic::AtomicU64,
     /// Metrics.
@@ -83,6 +91,7 @@ impl App {
             &store.revocations(0, now(), usize::MAX).await?.entries,
             now(),
         );
+        let revoke_budget = revoke_budget::RevokeBudget::new(settings.revocations_per_minute);
         Ok(Self {
             store,
             keys: RwLock::new(Arc::new(ring)),
@@ -92,6 +101,7 @@ impl App {
             login_turns: Default::default(),
             clients: Default::default(),
             revoked: RwLock::new(revoked),
+            revoke_budget,
             store_answered_at: now().into(),
             metrics: Metrics::default(),
         })

@@ -5,8 +5,8 @@
 
 use super::{now, App};
 use crate::http::{json_response, ApiError, Call, Timer};
-use crate::store::revocation::{RevocationSet, Revoked};
-use crate::store::{RefreshOp, RefreshOutcome, KEY_RETIRE_MARGIN};
+use crate::store::revocation::{RevocationSet, Revoked, REVOCATION_MARGIN};
+use crate::store::{RefreshOp, RefreshOutcome};
 use serde_json::json;
 use shared::grant::parse_token_param;
 use shared::token::{self, Claim, SubjectKind, VerifiedToken};
@@ -50,7 +50,12 @@ impl App {
     /// lifetime than its own: a token claiming more was made with a stolen key (the filter
     /// refuses it too, `max_token_lifetime_seconds`).
     fn verified_access_token(&self, token: &str) -> Option<VerifiedToken> {
-        token::verify(&self.ring(), token, now(), 0)
+        self.access_token_within(token, 0)
+    }
+
+    /// [`App::verified_access_token`] with `skew` seconds of tolerance on its lifetime.
+    fn access_token_within(&self, token: &str, skew: u64) -> Option<VerifiedToken> {
+        token::verify(&self.ring(), token, now(), skew)
             .ok()
             .filter(|v| v.body().exp.saturating_sub(v.body().iat) <= self.settings.access_ttl)
     }
@@ -70,7 +75,8 @@ impl App {
         let (client_id, _) = self.authenticate(call).await?;
         call.require_form()?;
         let token = parse_token_param(&call.body)?;
-        if let Some(access) = self.verified_access_token(&token) {
+        // Any token an edge may still accept: up to the most skew an edge may allow either way.
+        if let Some(access) = self.access_token_within(&token, REVOCATION_MARGIN) {
             let b = access.body();
             if b.client != client_id {
                 return Err(ApiError::unauthorized_client(
@@ -81,14 +87,18 @@ impl App {
             if self.revoked().has_token(&b.jti) {
                 return Ok(json_response(StatusCode::OK, &json!({})));
             }
+            self.spend_revocation(&client_id)?;
             let what = Revoked::Token { jti: b.jti_hex() };
             self.store
-                .revoke(what, now(), Some(b.exp + KEY_RETIRE_MARGIN))
+                .revoke(what, now(), Some(b.exp + REVOCATION_MARGIN))
                 .await
                 .map_err(|e| ApiError::store(&e))?;
             self.reload_revocations().await;
             tracing::info!(target: "audit", client = client_id.as_str(), jti = b.jti_hex().as_str(), "access token revoked");
             return Ok(json_response(StatusCode::OK, &json!({})));
+        }
+        if self.store.hash_key().verify_refresh(&token).is_some() {
+            self.spend_revocation(&client_id)?;
         }
         let op = RefreshOp::Revoke {
             token,
@@ -115,6 +125,22 @@ impl App {
             }
             None => Ok(json_response(StatusCode::OK, &json!({}))),
         }
+    }
+
+    /// Takes one of the revocations `client` may record, or answers 429 (finding 7 of issue 20:
+    /// the set every edge holds is bounded by what each client may add to it).
+    fn spend_revocation(&self, client: &str) -> Result<(), ApiError> {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.revoke_budget.take(client, now_ms).map_err(|wait| {
+            tracing::info!(
+                client,
+                wait,
+                "revocation refused: the client's rate is spent"
+            );
+            ApiError::slow_down(wait, "too many revocations from this client; retry later")
+        })
     }
 
     /// `POST /apiv2/oauth/introspect` (RFC 7662), for any active, authenticated client. Refresh

@@ -127,8 +127,8 @@ impl Family {
     }
 }
 
-/// The user to mint for, if the client is active and the user exists, is enabled, and has not
-/// changed the password since the family (started at `created_at`) began.
+/// The user to mint for, if the client is active and the user exists, is enabled, and has been
+/// neither given a new password nor disabled since the family (started at `created_at`) began.
 pub fn admit(
     client_active: bool,
     user: Option<UserRecord>,
@@ -138,7 +138,7 @@ pub fn admit(
         Some(u)
             if client_active
                 && !u.disabled
-                && u.password_changed_at.is_none_or(|at| at < created_at) =>
+                && u.sessions_end_at().is_none_or(|at| at < created_at) =>
         {
             Ok(u)
         }
@@ -242,6 +242,7 @@ mod tests {
             claims: vec![],
             created_at: 0,
             password_changed_at: None,
+            disabled_at: None,
         };
         assert!(admit(true, Some(user.clone()), 10).is_ok());
         assert_eq!(
@@ -260,6 +261,16 @@ mod tests {
         assert!(admit(true, Some(changed(9)), 10).is_ok());
         assert_eq!(
             admit(true, Some(changed(10)), 10).err(),
+            Some(RefreshRejection::Inactive)
+        );
+        // A disable ends them too, for good: enabled again, only later families work.
+        let re_enabled = |at| UserRecord {
+            disabled_at: Some(at),
+            ..user.clone()
+        };
+        assert!(admit(true, Some(re_enabled(9)), 10).is_ok());
+        assert_eq!(
+            admit(true, Some(re_enabled(10)), 10).err(),
             Some(RefreshRejection::Inactive)
         );
         let disabled = UserRecord {

@@ -97,6 +97,54 @@ impl Drop for KeyRecord {
     }
 }
 
+/// What `keys rotate` changes in the keys there are, the same on every backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RotationPlan {
+    /// When the new key starts signing.
+    pub signs_from: u64,
+    /// Keys signing now: they stop at `signs_from` and verify until they retire.
+    pub supersede: Vec<u32>,
+    /// Pending keys an emergency rotation (no delay) replaces: they never signed, so they are
+    /// retired at once, whatever made them pending.
+    pub drop_pending: Vec<u32>,
+}
+
+impl RotationPlan {
+    /// The plan for a rotation at `now` whose key signs `delay` seconds later, given every key's
+    /// id and record. `None` while a rotation is pending and `delay` is not 0: one scheduled
+    /// rotation at a time, but a rotation without delay (a compromised key) is never refused.
+    pub fn of<'a>(
+        keys: impl IntoIterator<Item = (u32, &'a KeyRecord)>,
+        now: u64,
+        delay: u64,
+        access_ttl: u64,
+    ) -> Option<Self> {
+        let mut plan = Self {
+            signs_from: now.saturating_add(delay),
+            supersede: Vec::new(),
+            drop_pending: Vec::new(),
+        };
+        for (kid, rec) in keys {
+            match rec.state(now, access_ttl) {
+                KeyState::Pending if delay > 0 => return None,
+                KeyState::Pending => plan.drop_pending.push(kid),
+                KeyState::Signing => plan.supersede.push(kid),
+                KeyState::Verifying | KeyState::Retired => {}
+            }
+        }
+        Some(plan)
+    }
+}
+
+/// What `keys rotate` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rotated {
+    /// The new key.
+    pub kid: u32,
+    /// Pending keys it replaced (retired at once).
+    pub dropped: Vec<u32>,
+}
+
 /// What `keys retire` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RetireOutcome {
@@ -136,4 +184,48 @@ pub struct KeyInfo {
     pub superseded_at: Option<u64>,
     /// When it stops verifying.
     pub retires_at: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(signs_from: u64, superseded_at: Option<u64>) -> KeyRecord {
+        KeyRecord {
+            secret: String::new(),
+            created_at: 0,
+            signs_from,
+            superseded_at,
+            retired_at: None,
+        }
+    }
+
+    #[test]
+    fn a_rotation_without_delay_replaces_a_pending_one() {
+        // Key 1 signs until 1_000, when pending key 2 would take over; key 0 verifies.
+        let keys = [
+            (0, rec(0, Some(50))),
+            (1, rec(50, Some(1_000))),
+            (2, rec(1_000, None)),
+        ];
+        let at = |now, delay| RotationPlan::of(keys.iter().map(|(k, r)| (*k, r)), now, delay, 60);
+        assert_eq!(at(100, 300), None, "one scheduled rotation at a time");
+        assert_eq!(
+            at(100, 0),
+            Some(RotationPlan {
+                signs_from: 100,
+                supersede: vec![1],
+                drop_pending: vec![2],
+            })
+        );
+        // Once key 2 signs, a rotation supersedes it, delayed or not.
+        assert_eq!(
+            at(1_000, 300),
+            Some(RotationPlan {
+                signs_from: 1_300,
+                supersede: vec![2],
+                drop_pending: vec![],
+            })
+        );
+    }
 }

@@ -16,9 +16,13 @@ pub mod redb;
 /// Revocations: the types and the in-memory set are shared with the Envoy filter.
 pub mod revocation {
     pub use shared::revocation::*;
+
+    /// Seconds a revocation stays in force past the last expiry of the tokens it covers: any edge
+    /// may accept a token until its `exp` plus its clock skew, which is at most this.
+    pub const REVOCATION_MARGIN: u64 = shared::token::MAX_CLOCK_SKEW;
 }
 
-pub use keys::{KeyInfo, KeyState, RetireOutcome, KEY_RETIRE_MARGIN};
+pub use keys::{KeyInfo, KeyState, RetireOutcome, Rotated, RotationPlan, KEY_RETIRE_MARGIN};
 pub use location::{Location, PgFiles};
 
 use crate::secrets::HashKey;
@@ -48,6 +52,10 @@ pub enum StoreError {
     /// A stored record does not decode.
     #[error("corrupt record in {0}")]
     Corrupt(&'static str),
+    /// A stored record fails its integrity check (written without the key-encryption key); it
+    /// is never used, nor changed into a genuine one.
+    #[error("a record in {0} fails its integrity check (tampered); remove it and add it again")]
+    Tampered(&'static str),
     /// Another process (normally `issuer serve`) has the database open.
     #[error("the database is open in another process")]
     Locked,
@@ -102,8 +110,15 @@ impl ClientChange {
 /// A change to a user, applied by [`Store::update_user`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UserChange {
-    /// Disable (`true`) or enable (`false`) the user.
-    SetDisabled(bool),
+    /// Disable the user at `at`: sign-ins and refreshes stop, and so do for good the refresh
+    /// token families started before (enabling the user again does not revive them), as do access
+    /// tokens issued before (a revocation).
+    Disable {
+        /// When (seconds since the epoch).
+        at: u64,
+    },
+    /// Enable the user again.
+    Enable,
     /// A new Argon2id hash (PHC string), set at `at`: refresh token families started before
     /// stop working, as do access tokens issued before (a revocation).
     SetPassword {
@@ -118,17 +133,21 @@ impl UserChange {
     /// What the change revokes: the tokens of a user disabled or given a new password.
     pub fn revokes(&self, name: &str) -> Option<revocation::Revoked> {
         match self {
-            Self::SetDisabled(true) | Self::SetPassword { .. } => {
+            Self::Disable { .. } | Self::SetPassword { .. } => {
                 Some(revocation::Revoked::User { name: name.into() })
             }
-            Self::SetDisabled(false) => None,
+            Self::Enable => None,
         }
     }
 
     /// Applies the change to a record.
     pub fn apply(&self, rec: &mut UserRecord) {
         match self {
-            Self::SetDisabled(disabled) => rec.disabled = *disabled,
+            Self::Disable { at } => {
+                rec.disabled = true;
+                rec.disabled_at = Some(*at);
+            }
+            Self::Enable => rec.disabled = false,
             Self::SetPassword { hash, at } => {
                 rec.password_hash.clone_from(hash);
                 rec.password_changed_at = Some(*at);
@@ -180,8 +199,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// signs) and every superseded key not yet retired.
     async fn key_ring(&self, now: u64) -> Result<KeyRing, StoreError>;
     /// Adds a key that signs `delay` seconds from `now` (published at once); the signing key
-    /// keeps verifying until it retires. `None` while another rotation is pending.
-    async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<u32>, StoreError>;
+    /// keeps verifying until it retires ([`RotationPlan`]). `None` while another rotation is
+    /// pending and `delay` is not 0; with no delay a pending key is retired and replaced.
+    async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<Rotated>, StoreError>;
     /// Retires a superseded key at `now`, ahead of its time (a key thought compromised): it
     /// leaves the ring and verifies nothing more. The signing or a pending key cannot be retired.
     async fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError>;
@@ -281,9 +301,19 @@ pub struct UserRecord {
     /// at or before stop working.
     #[serde(default)]
     pub password_changed_at: Option<u64>,
+    /// When the user was last disabled: refresh token families started at or before stop
+    /// working for good, even once the user is enabled again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_at: Option<u64>,
 }
 
 impl UserRecord {
+    /// Refresh token families started at or before this time no longer work: the last password
+    /// change or disable.
+    pub fn sessions_end_at(&self) -> Option<u64> {
+        self.password_changed_at.max(self.disabled_at)
+    }
+
     /// The user's claims as token claims.
     pub fn token_claims(&self) -> Vec<Claim> {
         self.claims

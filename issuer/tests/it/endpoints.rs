@@ -387,6 +387,7 @@ async fn routes_without_sockets() {
         trusted_proxies: Vec::new(),
         public_url: "https://issuer.example".into(),
         tls: false,
+        revocations_per_minute: issuer::app::REVOCATIONS_PER_MINUTE,
     };
     let app = Arc::new(
         App::new(

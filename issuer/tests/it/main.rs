@@ -1,7 +1,8 @@
 //! Integration tests of the issuer: the real binary, serving real HTTP on 127.0.0.1, with a real
 //! redb data dir in a per-test temp dir. Routes are also exercised without sockets (`warp::test`).
 //! This file is the shared harness; the tests are in one module per topic. `store` runs the
-//! store conformance suite against redb and a real PostgreSQL, `multi` several issuers on one
+//! store conformance suite against redb and a real PostgreSQL, `store_postgres` what only the
+//! PostgreSQL store does (sealed secrets, MACed records, TLS), `multi` several issuers on one
 //! PostgreSQL, `disk` the embedded store on a full disk.
 
 mod admin;
@@ -15,6 +16,7 @@ mod multi;
 mod oauth2_crate;
 mod refresh;
 mod store;
+mod store_postgres;
 
 use reqwest::header::{HeaderMap, CACHE_CONTROL, CONTENT_TYPE, PRAGMA};
 use reqwest::StatusCode;

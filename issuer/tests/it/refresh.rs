@@ -103,7 +103,15 @@ async fn refresh_rechecks_client_and_user_and_takes_current_roles() {
     admin(&f.dir, &["user", "disable", "alice"], None);
     assert_error(&refresh(&s, &f, &rt).await, 400, "invalid_grant");
     admin(&f.dir, &["user", "enable", "alice"], None);
-    let a = refresh(&s, &f, &rt).await;
+    // Enabled again, the user signs in afresh: the disable ended the older family for good.
+    assert_error(&refresh(&s, &f, &rt).await, 400, "invalid_grant");
+    // (Families started in the second of the disable end with it: tokens carry whole seconds.)
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let fresh = password_grant(&s, &f).await.json["refresh_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let a = refresh(&s, &f, &fresh).await;
     assert_eq!(a.status, 200, "{}", a.json);
     let rt2 = a.json["refresh_token"].as_str().unwrap().to_owned();
     admin(&f.dir, &["client", "deactivate", "app"], None);

@@ -5,7 +5,7 @@
 use issuer::store::kek::Kek;
 use issuer::store::postgres::PgStore;
 use issuer::store::redb::RedbStore;
-use issuer::store::revocation::{RevocationPage, Revoked};
+use issuer::store::revocation::{RevocationPage, Revoked, REVOCATION_MARGIN};
 use issuer::store::{
     ClientChange, ClientRecord, GrantKind, KeyState, RefreshOp, RefreshOutcome, RefreshPolicy,
     RefreshRejection, RetireOutcome, Rotation, Store, UserChange, UserRecord, KEY_RETIRE_MARGIN,
@@ -13,13 +13,13 @@ use issuer::store::{
 use std::sync::Arc;
 use zeroize::Zeroizing;
 
-const POLICY: RefreshPolicy = RefreshPolicy {
+pub(crate) const POLICY: RefreshPolicy = RefreshPolicy {
     idle_ttl: 100,
     absolute_ttl: 250,
     retry_window: 10,
 };
 
-const KEK: [u8; 32] = [7; 32];
+pub(crate) const KEK: [u8; 32] = [7; 32];
 
 /// A backend under test and how to (re)open it.
 enum Backend {
@@ -43,7 +43,7 @@ impl Backend {
     }
 }
 
-fn client(active: bool) -> ClientRecord {
+pub(crate) fn client(active: bool) -> ClientRecord {
     ClientRecord {
         secret_hash: hex::encode([0u8; 32]),
         active,
@@ -55,7 +55,7 @@ fn client(active: bool) -> ClientRecord {
     }
 }
 
-fn user() -> UserRecord {
+pub(crate) fn user() -> UserRecord {
     UserRecord {
         password_hash: "h".into(),
         disabled: false,
@@ -63,6 +63,7 @@ fn user() -> UserRecord {
         claims: vec![],
         created_at: 0,
         password_changed_at: None,
+        disabled_at: None,
     }
 }
 
@@ -129,7 +130,7 @@ async fn clients_and_users(b: Backend) {
     };
     assert!(s.update_user("zoë", &change).await.unwrap());
     assert!(s
-        .update_user("zoë", &UserChange::SetDisabled(true))
+        .update_user("zoë", &UserChange::Disable { at: 1_000 })
         .await
         .unwrap());
     let u = s.user("zoë").await.unwrap().unwrap();
@@ -148,11 +149,14 @@ async fn keys_rotate_publish_and_retire(b: Backend) {
     s.set_access_ttl(600).await.unwrap();
     let first = s.key_ring(1_000).await.unwrap();
     assert_eq!(first.signing_key().map(|k| k.id()), Some(1));
-    assert_eq!(s.rotate_key(2_000, 300).await.unwrap(), Some(2));
     assert_eq!(
-        s.rotate_key(2_100, 0).await.unwrap(),
+        s.rotate_key(2_000, 300).await.unwrap().map(|r| r.kid),
+        Some(2)
+    );
+    assert_eq!(
+        s.rotate_key(2_100, 60).await.unwrap(),
         None,
-        "one pending rotation at a time"
+        "one scheduled rotation at a time"
     );
     let before = s.key_ring(2_299).await.unwrap();
     assert_eq!(before.signing_key().map(|k| k.id()), Some(1));
@@ -205,6 +209,55 @@ async fn keys_rotate_publish_and_retire(b: Backend) {
             .get(2)
             .map(|k| *k.secret()),
         after.get(2).map(|k| *k.secret())
+    );
+}
+
+/// A compromised key is cut at once whatever is pending (issue 20, finding 8): a rotation without
+/// delay retires the pending key and signs with a new one; the old signing key then retires.
+async fn an_emergency_rotation_replaces_a_pending_one(b: Backend) {
+    let s = b.open(1_000).await;
+    s.set_access_ttl(600).await.unwrap();
+    assert_eq!(
+        s.rotate_key(2_000, 86_400).await.unwrap().map(|r| r.kid),
+        Some(2)
+    );
+    assert_eq!(
+        s.retire_key(1, 2_050).await.unwrap(),
+        RetireOutcome::InUse(KeyState::Signing)
+    );
+    let rotated = s
+        .rotate_key(2_100, 0)
+        .await
+        .unwrap()
+        .expect("never refused");
+    assert_eq!((rotated.kid, rotated.dropped.as_slice()), (3, &[2][..]));
+    let ring = s.key_ring(2_100).await.unwrap();
+    assert_eq!(ring.signing_key().map(|k| k.id()), Some(3));
+    assert!(
+        ring.get(2).is_none(),
+        "the dropped pending key verifies nothing"
+    );
+    assert!(ring.get(1).is_some(), "the old key verifies until retired");
+    assert_eq!(
+        s.retire_key(1, 2_101).await.unwrap(),
+        RetireOutcome::Retired
+    );
+    let ring = s.key_ring(2_101).await.unwrap();
+    let kids: Vec<u32> = ring.keys().iter().map(|k| k.id()).collect();
+    assert_eq!(kids, [3]);
+    // Key 2 never takes over at the time it was scheduled for.
+    let later = s.key_ring(2_000 + 86_400).await.unwrap();
+    assert_eq!(later.signing_key().map(|k| k.id()), Some(3));
+    let states: Vec<KeyState> = s
+        .key_infos(2_101)
+        .await
+        .unwrap()
+        .iter()
+        .map(|k| k.state)
+        .collect();
+    assert_eq!(
+        states,
+        [KeyState::Retired, KeyState::Retired, KeyState::Signing]
     );
 }
 
@@ -343,16 +396,21 @@ async fn refresh_lifetimes_revocation_and_inactive(b: Backend) {
     );
     // A disabled user or a deactivated client stops refreshing.
     let rt = issue(s.as_ref(), 2_000).await;
-    s.update_user("alice", &UserChange::SetDisabled(true))
+    s.update_user("alice", &UserChange::Disable { at: 2_002 })
         .await
         .unwrap();
     assert_eq!(
         rotate(s.as_ref(), &rt, "app", 2_003).await.err(),
         Some(RefreshRejection::Inactive)
     );
-    s.update_user("alice", &UserChange::SetDisabled(false))
-        .await
-        .unwrap();
+    s.update_user("alice", &UserChange::Enable).await.unwrap();
+    // Enabled again, the user signs in afresh; a family from before the disable stays dead.
+    assert_eq!(
+        rotate(s.as_ref(), &rt, "app", 2_003).await.err(),
+        Some(RefreshRejection::Inactive)
+    );
+    let after = issue(s.as_ref(), 2_003).await;
+    assert!(rotate(s.as_ref(), &after, "app", 2_003).await.is_ok());
     s.update_client("app", ClientChange::SetActive(false))
         .await
         .unwrap();
@@ -427,13 +485,10 @@ async fn revocations_are_numbered_kept_and_swept(b: Backend) {
     // Changes that take tokens away record their revocation; the others do not.
     let t = issuer::app::now();
     assert!(s
-        .update_user("alice", &UserChange::SetDisabled(true))
+        .update_user("alice", &UserChange::Disable { at: t })
         .await
         .unwrap());
-    assert!(s
-        .update_user("alice", &UserChange::SetDisabled(false))
-        .await
-        .unwrap());
+    assert!(s.update_user("alice", &UserChange::Enable).await.unwrap());
     let new_password = UserChange::SetPassword {
         hash: "x".into(),
         at: t,
@@ -463,12 +518,12 @@ async fn revocations_are_numbered_kept_and_swept(b: Backend) {
     let ttl = s.access_ttl().await.unwrap();
     for e in &recorded {
         assert!(e.at >= t && e.at <= issuer::app::now());
-        assert_eq!(e.until, e.at + ttl + KEY_RETIRE_MARGIN);
+        assert_eq!(e.until, e.at + ttl + REVOCATION_MARGIN);
     }
 
     // The sweep deletes what is out of force; numbers are never given out again.
     let last = recorded.last().unwrap().seq;
-    let later = t + ttl + KEY_RETIRE_MARGIN + 10;
+    let later = t + ttl + REVOCATION_MARGIN + 10;
     assert!(s.sweep(later).await.unwrap() >= 7);
     let swept = s.revocations(0, 0, usize::MAX).await.unwrap();
     assert!(swept.entries.is_empty());
@@ -517,79 +572,10 @@ macro_rules! conformance {
 conformance!(
     clients_and_users,
     keys_rotate_publish_and_retire,
+    an_emergency_rotation_replaces_a_pending_one,
     refresh_rotation_retry_and_reuse,
     refresh_lifetimes_revocation_and_inactive,
     concurrent_rotations_never_fork,
     revocations_are_numbered_kept_and_swept,
     a_new_password_ends_older_families,
 );
-
-/// PostgreSQL only: the secrets are sealed, so the database alone mints nothing, and the wrong
-/// key-encryption key is a clear error, never a new key.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_secrets_need_the_right_kek() {
-    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
-        return;
-    };
-    let s = PgStore::connect(&pg.url(), Kek::derive(&KEK), 1_000, POLICY)
-        .await
-        .unwrap();
-    let ring = s.key_ring(1_000).await.unwrap();
-    let secret = hex::encode(ring.get(1).unwrap().secret());
-    let dump = pg.psql("SELECT encode(sealed, 'hex') FROM signing_keys UNION ALL SELECT encode(sealed, 'hex') FROM sealed_secrets").unwrap();
-    assert!(
-        !dump.contains(&secret),
-        "the signing key is sealed in the database"
-    );
-    let e = PgStore::connect(&pg.url(), Kek::derive(&[8; 32]), 1_000, POLICY)
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("kek-file") || e.contains("key-encryption"),
-        "{e}"
-    );
-    // Two issuers starting at once on a new database migrate the schema once and share one key
-    // ring.
-    pg.psql("CREATE DATABASE fresh").unwrap();
-    let url = pg.url().replace("/postgres", "/fresh");
-    let (a, b) = tokio::join!(
-        PgStore::connect(&url, Kek::derive(&KEK), 1_000, POLICY),
-        PgStore::connect(&url, Kek::derive(&KEK), 1_000, POLICY)
-    );
-    let (a, b) = (a.unwrap(), b.unwrap());
-    assert_eq!(
-        a.key_ring(1_000).await.unwrap().get(1).map(|k| *k.secret()),
-        b.key_ring(1_000).await.unwrap().get(1).map(|k| *k.secret())
-    );
-}
-
-/// PostgreSQL over TLS: the server's certificate verified against the CA file; another CA is
-/// refused.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_over_tls_verifies_the_server() {
-    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
-        return;
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let ca = tmp.path().join("ca.pem");
-    std::fs::write(&ca, pg.enable_tls().unwrap()).unwrap();
-    let url = format!("{}?sslmode=require", pg.url());
-    let s = PgStore::connect_with(&url, Some(&ca), Kek::derive(&KEK), 1_000, POLICY)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", pg.log()));
-    assert!(s.key_ring(1_000).await.is_ok());
-    let tls = pg
-        .psql("SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a ON a.pid = s.pid WHERE s.ssl AND a.application_name = ''")
-        .unwrap();
-    assert_ne!(tls, "0", "the issuer's connections use TLS");
-    let other = tmp.path().join("other.pem");
-    let stranger = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
-    std::fs::write(&other, stranger.cert.pem()).unwrap();
-    assert!(
-        PgStore::connect_with(&url, Some(&other), Kek::derive(&KEK), 1_000, POLICY)
-            .await
-            .is_err(),
-        "a certificate from another CA is refused"
-    );
-}

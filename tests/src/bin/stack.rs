@@ -136,12 +136,12 @@ State and logs: {dir}. Demo client {client} / {secret}; demo user {user} / {pass
 6. Revoke the access token; Envoy pulls revocations from the issuer each second (edge sync), so
    within 2 s step 2 answers 401 with error="invalid_token" at every Envoy worker:
    curl -s -u '{client}:{secret}' -d token=ACCESS_TOKEN {url}/apiv2/oauth/revoke
-   (disabling the user works the same: target/debug/issuer user disable {user} {store})
+   (disabling the user works the same: {env}target/debug/issuer user disable {user} {store})
 
 Server metadata: curl -s {url}/.well-known/oauth-authorization-server
 Filter counters (Envoy's admin interface is a Unix socket only its owner can use):
    curl -s --unix-socket {admin} http://localhost/stats?filter=mms_auth
-Admin commands work while it runs: target/debug/issuer client list {store}
+Admin commands work while it runs: {env}target/debug/issuer client list {store}
 Press Ctrl-C to stop."#,
         wasm = s.tools.wasm.display(),
         issuers = if s.more_issuers.is_empty() {
@@ -151,7 +151,16 @@ Press Ctrl-C to stop."#,
         },
         dir = s.dir.display(),
         admin = s.dir.join(e2e::ADMIN_SOCKET).display(),
-        store = s.store.0.join(" "),
+        store = s.store.args.join(" "),
+        // The PostgreSQL URL holds the database's password: read from a 0600 file, never shown.
+        env = if s.store.env.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "ISSUER_STORE=\"$(cat {})\" ",
+                s.dir.join("postgres/store-url").display()
+            )
+        },
     );
 }
 

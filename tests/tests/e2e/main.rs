@@ -10,6 +10,7 @@ mod js;
 mod multi_issuer;
 mod pg;
 mod probe;
+mod probe2;
 
 use e2e::{Options, Stack, Tools};
 

@@ -7,11 +7,14 @@
 //!   or polled (the key ring once a second);
 //! - the schema is created and migrated by the issuer itself, one versioned migration at a time in
 //!   a serializable transaction, so two issuers starting at once cannot both apply one;
-//! - signing keys and the hash key are sealed under the key-encryption key ([`Kek`]).
+//! - signing keys and the hash key are sealed under the key-encryption key ([`Kek`]);
+//! - client and user records carry a MAC under a key derived from the hash key ([`records`]), so
+//!   write access to the database alone grants no power.
 //!
 //! Refresh token operations are in [`refresh`].
 
 mod keys;
+mod records;
 mod refresh;
 mod revocations;
 mod schema;
@@ -19,7 +22,7 @@ mod throttle;
 mod tls;
 
 use super::kek::{Kek, KekError};
-use super::keys::{KeyRecord, RetireOutcome};
+use super::keys::{KeyRecord, RetireOutcome, Rotated, RotationPlan};
 use super::revocation::{RevocationPage, Revoked};
 use super::{
     ClientChange, ClientRecord, KeyInfo, KeyState, RefreshInfo, RefreshOp, RefreshOutcome,
@@ -27,6 +30,7 @@ use super::{
 };
 use crate::secrets::{self, HashKey};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use records::{RecordKey, Table};
 use shared::{Key, KeyRing};
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
@@ -132,6 +136,7 @@ pub struct PgStore {
     pool: Pool,
     kek: Kek,
     hash_key: HashKey,
+    records: RecordKey,
     policy: RefreshPolicy,
 }
 
@@ -139,10 +144,6 @@ impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgStore").finish_non_exhaustive()
     }
-}
-
-fn from_json<T: serde::de::DeserializeOwned>(s: &str, what: &'static str) -> Result<T, StoreError> {
-    serde_json::from_str(s).map_err(|_| StoreError::Corrupt(what))
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> String {
@@ -213,14 +214,17 @@ impl PgStore {
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|e| StoreError::Config(e.to_string()))?;
+        let placeholder = HashKey::new(Zeroizing::new([0; 32]));
         let mut store = Self {
             pool,
             kek,
-            hash_key: HashKey::new(Zeroizing::new([0; 32])),
+            records: RecordKey::derive(&placeholder),
+            hash_key: placeholder,
             policy,
         };
         store.migrate().await?;
         store.hash_key = store.init_secrets(now).await?;
+        store.records = RecordKey::derive(&store.hash_key);
         Ok(store)
     }
 
@@ -229,22 +233,6 @@ impl PgStore {
             deadpool_postgres::PoolError::Backend(e) => classify(e),
             other => StoreError::Unavailable(other.to_string()),
         })
-    }
-
-    async fn insert_record(
-        &self,
-        table: &'static str,
-        key_col: &'static str,
-        name: &str,
-        json: String,
-    ) -> Result<bool, StoreError> {
-        let sql = format!(
-            "INSERT INTO {table} ({key_col}, record) VALUES ($1, $2) ON CONFLICT DO NOTHING"
-        );
-        let inserted = serializable!(self, |tx| {
-            tx.execute(sql.as_str(), &[&name, &json]).await?
-        })?;
-        Ok(inserted == 1)
     }
 }
 
@@ -274,52 +262,26 @@ impl Store for PgStore {
     }
 
     async fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError> {
-        let conn = self.connection().await?;
-        let row = conn
-            .query_opt("SELECT record FROM clients WHERE id = $1", &[&id])
-            .await?;
-        row.map(|r| from_json(r.get(0), "clients")).transpose()
+        self.read_record(Table::Clients, id).await
     }
 
     async fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError> {
-        let conn = self.connection().await?;
-        let rows = conn
-            .query("SELECT id, record FROM clients ORDER BY id", &[])
-            .await?;
-        rows.iter()
-            .map(|r| Ok((r.get(0), from_json(r.get(1), "clients")?)))
-            .collect()
+        self.read_records(Table::Clients).await
     }
 
     async fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
-        self.insert_record("clients", "id", id, to_json(rec)).await
+        self.insert_record(Table::Clients, id, to_json(rec)).await
     }
 
     async fn update_client(&self, id: &str, change: ClientChange) -> Result<bool, StoreError> {
-        serializable!(self, |tx| {
-            match tx
-                .query_opt(
-                    "SELECT record FROM clients WHERE id = $1 FOR UPDATE",
-                    &[&id],
-                )
-                .await?
-            {
-                None => false,
-                Some(row) => {
-                    let mut rec: ClientRecord = from_json(row.get(0), "clients")?;
-                    change.apply(&mut rec);
-                    tx.execute(
-                        "UPDATE clients SET record = $2 WHERE id = $1",
-                        &[&id, &to_json(&rec)],
-                    )
-                    .await?;
-                    if let Some(what) = change.revokes(id) {
-                        revocations::revoke_in(&tx, what, crate::app::now(), None).await?;
-                    }
-                    true
-                }
-            }
-        })
+        let revokes = change.revokes(id);
+        self.update_record(
+            Table::Clients,
+            id,
+            |rec: &mut ClientRecord| change.apply(rec),
+            revokes,
+        )
+        .await
     }
 
     async fn remove_client(&self, id: &str) -> Result<bool, StoreError> {
@@ -336,53 +298,26 @@ impl Store for PgStore {
     }
 
     async fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError> {
-        let conn = self.connection().await?;
-        let row = conn
-            .query_opt("SELECT record FROM users WHERE name = $1", &[&name])
-            .await?;
-        row.map(|r| from_json(r.get(0), "users")).transpose()
+        self.read_record(Table::Users, name).await
     }
 
     async fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError> {
-        let conn = self.connection().await?;
-        let rows = conn
-            .query("SELECT name, record FROM users ORDER BY name", &[])
-            .await?;
-        rows.iter()
-            .map(|r| Ok((r.get(0), from_json(r.get(1), "users")?)))
-            .collect()
+        self.read_records(Table::Users).await
     }
 
     async fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError> {
-        self.insert_record("users", "name", name, to_json(rec))
-            .await
+        self.insert_record(Table::Users, name, to_json(rec)).await
     }
 
     async fn update_user(&self, name: &str, change: &UserChange) -> Result<bool, StoreError> {
-        serializable!(self, |tx| {
-            match tx
-                .query_opt(
-                    "SELECT record FROM users WHERE name = $1 FOR UPDATE",
-                    &[&name],
-                )
-                .await?
-            {
-                None => false,
-                Some(row) => {
-                    let mut rec: UserRecord = from_json(row.get(0), "users")?;
-                    change.apply(&mut rec);
-                    tx.execute(
-                        "UPDATE users SET record = $2 WHERE name = $1",
-                        &[&name, &to_json(&rec)],
-                    )
-                    .await?;
-                    if let Some(what) = change.revokes(name) {
-                        revocations::revoke_in(&tx, what, crate::app::now(), None).await?;
-                    }
-                    true
-                }
-            }
-        })
+        let revokes = change.revokes(name);
+        self.update_record(
+            Table::Users,
+            name,
+            |rec: &mut UserRecord| change.apply(rec),
+            revokes,
+        )
+        .await
     }
 
     async fn remove_user(&self, name: &str) -> Result<bool, StoreError> {
@@ -460,9 +395,8 @@ impl Store for PgStore {
         })
     }
 
-    async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<u32>, StoreError> {
+    async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<Rotated>, StoreError> {
         let ttl = self.access_ttl().await?;
-        let switch_at = now + delay;
         let secret = secrets::random32();
         serializable!(self, |tx| {
             let rows = tx
@@ -472,46 +406,60 @@ impl Store for PgStore {
                     &[],
                 )
                 .await?;
-            let mut pending = false;
-            let mut signing = Vec::new();
-            let mut last = 0i32;
-            for r in &rows {
-                let kid: i32 = r.get(0);
-                last = last.max(kid);
-                let rec = KeyRecord {
-                    secret: String::new(),
-                    created_at: uint(r.get(1)),
-                    signs_from: uint(r.get(2)),
-                    superseded_at: r.get::<_, Option<i64>>(3).map(uint),
-                    retired_at: r.get::<_, Option<i64>>(4).map(uint),
-                };
-                match rec.state(now, ttl) {
-                    KeyState::Pending => pending = true,
-                    KeyState::Signing => signing.push(kid),
-                    KeyState::Verifying | KeyState::Retired => {}
-                }
-            }
-            if pending {
-                None
-            } else {
-                for kid in signing {
+            let records: Vec<(i32, KeyRecord)> = rows
+                .iter()
+                .map(|r| {
+                    let rec = KeyRecord {
+                        secret: String::new(),
+                        created_at: uint(r.get(1)),
+                        signs_from: uint(r.get(2)),
+                        superseded_at: r.get::<_, Option<i64>>(3).map(uint),
+                        retired_at: r.get::<_, Option<i64>>(4).map(uint),
+                    };
+                    (r.get(0), rec)
+                })
+                .collect();
+            let plan = RotationPlan::of(
+                records
+                    .iter()
+                    .filter_map(|(k, r)| Some((u32::try_from(*k).ok()?, r))),
+                now,
+                delay,
+                ttl,
+            );
+            match plan {
+                None => None,
+                Some(plan) => {
+                    let switch_at = int(plan.signs_from);
+                    for kid in &plan.supersede {
+                        tx.execute(
+                            "UPDATE signing_keys SET superseded_at = $2 WHERE kid = $1",
+                            &[&i32::try_from(*kid).unwrap_or(i32::MAX), &switch_at],
+                        )
+                        .await?;
+                    }
+                    for kid in &plan.drop_pending {
+                        tx.execute(
+                            "UPDATE signing_keys SET retired_at = $2 WHERE kid = $1",
+                            &[&i32::try_from(*kid).unwrap_or(i32::MAX), &int(now)],
+                        )
+                        .await?;
+                    }
+                    let kid = records.last().map_or(0, |(k, _)| *k) + 1;
+                    let sealed = self
+                        .kek
+                        .seal(&format!("signing-key/{kid}"), secret.as_slice());
                     tx.execute(
-                        "UPDATE signing_keys SET superseded_at = $2 WHERE kid = $1",
-                        &[&kid, &int(switch_at)],
+                        "INSERT INTO signing_keys (kid, sealed, created_at, signs_from) \
+                         VALUES ($1, $2, $3, $4)",
+                        &[&kid, &sealed, &int(now), &switch_at],
                     )
                     .await?;
+                    u32::try_from(kid).ok().map(|kid| Rotated {
+                        kid,
+                        dropped: plan.drop_pending.clone(),
+                    })
                 }
-                let kid = last + 1;
-                let sealed = self
-                    .kek
-                    .seal(&format!("signing-key/{kid}"), secret.as_slice());
-                tx.execute(
-                    "INSERT INTO signing_keys (kid, sealed, created_at, signs_from) \
-                     VALUES ($1, $2, $3, $4)",
-                    &[&kid, &sealed, &int(now), &int(switch_at)],
-                )
-                .await?;
-                u32::try_from(kid).ok()
             }
         })
     }

@@ -14,6 +14,7 @@
 //! PostgreSQL can keep it on its page, a heap-only update). The sweep therefore scans; it runs once
 //! a minute, in batches.
 
+use super::records::Table;
 use super::revocations::revoke_in;
 use super::{int, retrying, serializable, uint, PgStore};
 use crate::secrets::RefreshToken;
@@ -39,8 +40,9 @@ macro_rules! family_columns {
 const SELECT_FOR_ROTATION: &str = concat!(
     "SELECT ",
     family_columns!(),
-    ", (SELECT record FROM clients WHERE id = $2), \
-     (SELECT record FROM users WHERE name = f.username) \
+    ", (SELECT record FROM clients WHERE id = $2), (SELECT mac FROM clients WHERE id = $2), \
+     (SELECT record FROM users WHERE name = f.username), \
+     (SELECT mac FROM users WHERE name = f.username) \
      FROM refresh_family_records f WHERE id = $1 FOR UPDATE OF f"
 );
 /// The common case of a rotation in one statement: the presented generation is the current one,
@@ -50,7 +52,9 @@ const SELECT_FOR_ROTATION: &str = concat!(
 /// compared as JSON values, as serde reads them), and the update is [`Family::rotated`]; anything
 /// else updates nothing and goes the long way. Records the issuer wrote always decode; one
 /// damaged by hand fails the statement (not JSON) or, after the commit, the request (JSON of
-/// another shape), which a retry inside the window then meets again on the long way.
+/// another shape), which a retry inside the window then meets again on the long way. The user's
+/// record comes back with its MAC and is checked before anything is answered: the family may
+/// have advanced over a tampered record, but nothing is minted from it.
 const ROTATE_CURRENT: &str = "UPDATE refresh_family_records f \
      SET generation = generation + 1, rotated_at = $3, expires_at = LEAST($4, absolute_expires_at) \
      WHERE id = $1 AND generation = $2 AND client = $5 AND revoked_at IS NULL \
@@ -60,8 +64,11 @@ const ROTATE_CURRENT: &str = "UPDATE refresh_family_records f \
        AND EXISTS (SELECT 1 FROM users u WHERE u.name = f.username \
                    AND u.record::jsonb -> 'disabled' = 'false'::jsonb \
                    AND COALESCE((u.record::jsonb ->> 'password_changed_at')::bigint, -1) \
+                       < f.created_at \
+                   AND COALESCE((u.record::jsonb ->> 'disabled_at')::bigint, -1) \
                        < f.created_at) \
-     RETURNING f.username, (SELECT record FROM users u WHERE u.name = f.username)";
+     RETURNING f.username, (SELECT record FROM users u WHERE u.name = f.username), \
+       (SELECT mac FROM users u WHERE u.name = f.username)";
 const ADVANCE: &str = "UPDATE refresh_family_records \
                        SET generation = $2, rotated_at = $3, expires_at = $4 WHERE id = $1";
 const REVOKE: &str = "UPDATE refresh_family_records SET revoked_at = $2 WHERE id = $1";
@@ -149,13 +156,17 @@ async fn rotate_current(
         let statement = conn.prepare_cached(ROTATE_CURRENT).await?;
         conn.query_opt(&statement, &params).await?
     })?;
-    row.map(|r| {
-        let user = r
-            .get::<_, Option<&str>>(1)
-            .ok_or(StoreError::Corrupt("users"))?;
-        Ok((r.get(0), super::from_json::<UserRecord>(user, "users")?))
-    })
-    .transpose()
+    let Some(r) = row else {
+        return Ok(None);
+    };
+    let name: String = r.get(0);
+    let user = r
+        .get::<_, Option<&str>>(1)
+        .ok_or(StoreError::Corrupt("users"))?;
+    match store.records.open(Table::Users, &name, user, r.get(2))? {
+        Some(user) => Ok(Some((name, user))),
+        None => Err(StoreError::Tampered("users")),
+    }
 }
 
 async fn rotate(
@@ -167,7 +178,14 @@ async fn rotate(
     let Some(token) = store.hash_key.verify_refresh(presented) else {
         return Ok(RefreshOutcome::Rotated(Err(RefreshRejection::Unknown)));
     };
-    if let Some((user_name, user)) = rotate_current(store, token, client, now).await? {
+    let fast = match rotate_current(store, token, client, now).await {
+        // Logged as tampered; refused like a disabled user.
+        Err(StoreError::Tampered(_)) => {
+            return Ok(RefreshOutcome::Rotated(Err(RefreshRejection::Inactive)))
+        }
+        other => other?,
+    };
+    if let Some((user_name, user)) = fast {
         let next = token.successor().ok_or(StoreError::Corrupt("generation"))?;
         return Ok(RefreshOutcome::Rotated(Ok(Rotation {
             successor: store.hash_key.encode_refresh(next),
@@ -198,14 +216,22 @@ async fn rotate(
                 Step::Retry => None,
                 Step::Rotate => Some(fam.rotated(now, &policy)),
             };
+            // A tampered record counts as none.
             let client_active = match row.get::<_, Option<&str>>(8) {
-                Some(r) => super::from_json::<ClientRecord>(r, "clients")?.active,
+                Some(r) => store
+                    .records
+                    .open::<ClientRecord>(Table::Clients, client, r, row.get(9))?
+                    .is_some_and(|c| c.active),
                 None => false,
             };
-            let user = row
-                .get::<_, Option<&str>>(9)
-                .map(|r| super::from_json::<UserRecord>(r, "users"))
-                .transpose()?;
+            let user = match row.get::<_, Option<&str>>(10) {
+                Some(r) => {
+                    store
+                        .records
+                        .open::<UserRecord>(Table::Users, &fam.user, r, row.get(11))?
+                }
+                None => None,
+            };
             let user = match admit(client_active, user, fam.created_at) {
                 Ok(user) => user,
                 Err(why) => break 'outcome Err(why),

@@ -4,8 +4,9 @@
 //! not a hot spot.
 
 use super::{int, serializable, uint, PgStore};
+use crate::store::revocation::REVOCATION_MARGIN;
 use crate::store::revocation::{Revocation, RevocationPage, Revoked};
-use crate::store::{StoreError, DEFAULT_ACCESS_TTL, KEY_RETIRE_MARGIN};
+use crate::store::{StoreError, DEFAULT_ACCESS_TTL};
 
 /// Records `what` as revoked at `now` inside `tx` (see [`crate::store::Store::revoke`]).
 pub(super) async fn revoke_in(
@@ -30,7 +31,7 @@ pub(super) async fn revoke_in(
         seq: uint(seq),
         what,
         at: now,
-        until: until.unwrap_or(now + ttl + KEY_RETIRE_MARGIN),
+        until: until.unwrap_or(now + ttl + REVOCATION_MARGIN),
     };
     tx.execute(
         "INSERT INTO revocations (seq, entry, until) VALUES ($1, $2, $3)",

@@ -1,6 +1,7 @@
 //! The schema, created and migrated by the issuer itself, and the secrets a new database starts
 //! with (the hash key and the first signing key, sealed under the KEK).
 
+use super::records::{RecordKey, Table};
 use super::{back_off, int, serializable, PgStore};
 use crate::secrets::{self, HashKey};
 use crate::store::StoreError;
@@ -53,7 +54,18 @@ const MIGRATIONS: &[&str] = &[
          seq BIGINT PRIMARY KEY, entry TEXT NOT NULL, until BIGINT NOT NULL)",
     // `issuer keys retire`: a key retired ahead of its time.
     "ALTER TABLE signing_keys ADD COLUMN IF NOT EXISTS retired_at BIGINT",
+    // The MACs of the records that grant power ([`super::records`]); filled in for the records
+    // of an older database by [`PgStore::init_secrets`].
+    "ALTER TABLE clients ADD COLUMN IF NOT EXISTS mac BYTEA",
+    "ALTER TABLE users ADD COLUMN IF NOT EXISTS mac BYTEA",
 ];
+
+/// The row of `sealed_secrets` holding the hash key. Its name says that every client and user
+/// record carries a MAC under it: a database of an older version holds it as [`LEGACY_HASH_KEY`]
+/// instead, and its records get their MACs when an issuer of this version first opens it.
+const HASH_KEY: &str = "hash-key+records";
+/// The hash key's row before records carried MACs.
+const LEGACY_HASH_KEY: &str = "hash-key";
 
 /// Versions of [`MIGRATIONS`] that tune PostgreSQL's storage: on another engine (CockroachDB) they
 /// are recorded as applied without running.
@@ -130,25 +142,64 @@ impl PgStore {
     }
 
     /// The hash key, created with the first signing key on a new database; on an existing one,
-    /// opened with the KEK (a wrong KEK fails here).
+    /// opened with the KEK (a wrong KEK fails here). A database of an older version gets the MACs
+    /// of its client and user records here, in the transaction that renames the hash key's row
+    /// ([`HASH_KEY`]), so that a record without one is never taken for an old one afterwards.
     pub(super) async fn init_secrets(&self, now: u64) -> Result<HashKey, StoreError> {
         let fresh_hash = secrets::random32();
-        let sealed_hash = self.kek.seal("hash-key", fresh_hash.as_slice());
+        let sealed_hash = self.kek.seal(HASH_KEY, fresh_hash.as_slice());
         let fresh_signing = secrets::random32();
         let sealed_signing = self.kek.seal("signing-key/1", fresh_signing.as_slice());
         let sealed: Vec<u8> = serializable!(self, |tx| {
-            let row = tx
-                .query_opt(
-                    "SELECT sealed FROM sealed_secrets WHERE name = 'hash-key'",
-                    &[],
+            let rows = tx
+                .query(
+                    "SELECT name, sealed FROM sealed_secrets WHERE name = $1 OR name = $2",
+                    &[&HASH_KEY, &LEGACY_HASH_KEY],
                 )
                 .await?;
-            match row {
-                Some(r) => r.get::<_, Vec<u8>>(0),
-                None => {
+            let row = |name: &str| {
+                rows.iter()
+                    .find(|r| r.get::<_, &str>(0) == name)
+                    .map(|r| r.get::<_, Vec<u8>>(1))
+            };
+            match (row(HASH_KEY), row(LEGACY_HASH_KEY)) {
+                (Some(sealed), _) => sealed,
+                (None, Some(legacy)) => {
+                    let plain = self.kek.open(LEGACY_HASH_KEY, &legacy, "hash key")?;
+                    let macs = RecordKey::derive(&hash_key_of(&plain)?);
+                    let mut n = 0u64;
+                    for table in [Table::Clients, Table::Users] {
+                        let (t, id) = match table {
+                            Table::Clients => ("clients", "id"),
+                            Table::Users => ("users", "name"),
+                        };
+                        let select = format!("SELECT {id}, record FROM {t} FOR UPDATE");
+                        let update = format!("UPDATE {t} SET mac = $2 WHERE {id} = $1");
+                        for r in tx.query(select.as_str(), &[]).await? {
+                            let (name, record): (&str, &str) = (r.get(0), r.get(1));
+                            let tag = macs.tag(table, name, record);
+                            tx.execute(update.as_str(), &[&name, &tag]).await?;
+                            n += 1;
+                        }
+                    }
+                    let resealed = self.kek.seal(HASH_KEY, &plain);
                     tx.execute(
-                        "INSERT INTO sealed_secrets (name, sealed) VALUES ('hash-key', $1)",
-                        &[&sealed_hash],
+                        "INSERT INTO sealed_secrets (name, sealed) VALUES ($1, $2)",
+                        &[&HASH_KEY, &resealed],
+                    )
+                    .await?;
+                    tx.execute(
+                        "DELETE FROM sealed_secrets WHERE name = $1",
+                        &[&LEGACY_HASH_KEY],
+                    )
+                    .await?;
+                    tracing::info!(records = n, "client and user records now carry MACs");
+                    resealed
+                }
+                (None, None) => {
+                    tx.execute(
+                        "INSERT INTO sealed_secrets (name, sealed) VALUES ($1, $2)",
+                        &[&HASH_KEY, &sealed_hash],
                     )
                     .await?;
                     let keys: i64 = tx
@@ -167,13 +218,19 @@ impl PgStore {
                 }
             }
         })?;
-        let bytes = self.kek.open("hash-key", &sealed, "hash key")?;
-        let arr: [u8; 32] = bytes
-            .as_slice()
-            .try_into()
-            .map_err(|_| StoreError::Corrupt("sealed hash key"))?;
-        Ok(HashKey::new(Zeroizing::new(arr)))
+        self.open_hash_key(HASH_KEY, &sealed)
     }
+
+    fn open_hash_key(&self, row: &str, sealed: &[u8]) -> Result<HashKey, StoreError> {
+        hash_key_of(&self.kek.open(row, sealed, "hash key")?)
+    }
+}
+
+fn hash_key_of(plain: &[u8]) -> Result<HashKey, StoreError> {
+    let arr: [u8; 32] = plain
+        .try_into()
+        .map_err(|_| StoreError::Corrupt("sealed hash key"))?;
+    Ok(HashKey::new(Zeroizing::new(arr)))
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ mod revocations;
 pub mod sweep;
 pub mod writer;
 
-use super::keys::{KeyRecord, RetireOutcome};
+use super::keys::{KeyRecord, RetireOutcome, Rotated, RotationPlan};
 use super::revocation::{RevocationPage, Revoked};
 use super::{
     ClientChange, ClientRecord, KeyInfo, KeyState, RefreshInfo, RefreshOp, RefreshOutcome,
@@ -348,43 +348,48 @@ impl RedbFile {
     /// published (in the ring and the filter configuration) but does not sign. The current signing
     /// key keeps verifying until it retires. Returns the new key id, or `None` while another
     /// rotation is still pending.
-    pub fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<u32>, StoreError> {
+    pub fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<Rotated>, StoreError> {
         let ttl = self.access_ttl()?;
-        let switch_at = now + delay;
         let tx = self.begin_write()?;
-        let kid = {
+        let rotated = {
             let mut t = tx.open_table(KEYS)?;
-            let mut superseded = Vec::new();
-            let mut last = 0;
+            let mut records = Vec::new();
             for r in t.iter()? {
                 let (k, v) = r?;
-                last = k.value();
-                let mut rec: KeyRecord = dec(v.value(), "keys")?;
-                match rec.state(now, ttl) {
-                    KeyState::Pending => return Ok(None),
-                    KeyState::Signing => {
-                        rec.superseded_at = Some(switch_at);
-                        superseded.push((k.value(), enc(&rec)));
-                    }
-                    _ => {}
-                }
+                records.push((k.value(), dec::<KeyRecord>(v.value(), "keys")?));
             }
-            for (k, v) in superseded {
-                t.insert(k, v.as_slice())?;
+            let Some(plan) =
+                RotationPlan::of(records.iter().map(|(k, r)| (*k, r)), now, delay, ttl)
+            else {
+                return Ok(None);
+            };
+            let last = records.last().map_or(0, |(k, _)| *k);
+            for (kid, mut rec) in records {
+                if plan.supersede.contains(&kid) {
+                    rec.superseded_at = Some(plan.signs_from);
+                } else if plan.drop_pending.contains(&kid) {
+                    rec.retired_at = Some(now);
+                } else {
+                    continue;
+                }
+                t.insert(kid, enc(&rec).as_slice())?;
             }
             let kid = last + 1;
             let rec = KeyRecord {
                 secret: hex::encode(*secrets::random32()),
                 created_at: now,
-                signs_from: switch_at,
+                signs_from: plan.signs_from,
                 superseded_at: None,
                 retired_at: None,
             };
             t.insert(kid, enc(&rec).as_slice())?;
-            kid
+            Rotated {
+                kid,
+                dropped: plan.drop_pending,
+            }
         };
         tx.commit()?;
-        Ok(Some(kid))
+        Ok(Some(rotated))
     }
 
     /// See [`Store::retire_key`].
@@ -499,7 +504,7 @@ impl Store for RedbStore {
     async fn key_ring(&self, now: u64) -> Result<KeyRing, StoreError> {
         self.watch(self.file.key_ring(now))
     }
-    async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<u32>, StoreError> {
+    async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<Rotated>, StoreError> {
         self.watch(self.file.rotate_key(now, delay))
     }
     async fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError> {

@@ -2,8 +2,9 @@
 //! the settings (`revocation_seq`, never lowered, so a number is never reused after a sweep).
 
 use super::{enc, RedbFile, REVOCATIONS, SETTINGS};
+use crate::store::revocation::REVOCATION_MARGIN;
 use crate::store::revocation::{Revocation, RevocationPage, Revoked};
-use crate::store::{StoreError, DEFAULT_ACCESS_TTL, KEY_RETIRE_MARGIN};
+use crate::store::{StoreError, DEFAULT_ACCESS_TTL};
 use redb::{ReadableTable, WriteTransaction};
 
 impl RedbFile {
@@ -25,7 +26,7 @@ impl RedbFile {
             seq,
             what,
             at: now,
-            until: until.unwrap_or(now + ttl + KEY_RETIRE_MARGIN),
+            until: until.unwrap_or(now + ttl + REVOCATION_MARGIN),
         };
         tx.open_table(REVOCATIONS)?
             .insert(seq, enc(&entry).as_slice())?;

@@ -55,6 +55,7 @@ fn store_with_user(dir: &Path) -> RedbFile {
         claims: vec![],
         created_at: 0,
         password_changed_at: None,
+        disabled_at: None,
     };
     assert!(s.add_user("alice", &user).unwrap());
     s
@@ -115,7 +116,7 @@ fn superseded_keys_verify_until_they_retire() {
     let tmp = tempfile::tempdir().unwrap();
     let s = RedbFile::open(tmp.path(), 1_000).unwrap();
     s.set_access_ttl(600).unwrap();
-    assert_eq!(s.rotate_key(2_000, 0).unwrap(), Some(2));
+    assert_eq!(s.rotate_key(2_000, 0).unwrap().map(|r| r.kid), Some(2));
     let ring = s.key_ring(2_000).unwrap();
     assert_eq!(ring.signing_key().map(Key::id), Some(2));
     assert!(ring.get(1).is_some());
@@ -137,9 +138,9 @@ fn superseded_keys_verify_until_they_retire() {
 fn a_delayed_rotation_publishes_the_key_before_it_signs() {
     let tmp = tempfile::tempdir().unwrap();
     let s = RedbFile::open(tmp.path(), 1_000).unwrap();
-    assert_eq!(s.rotate_key(1_000, 300).unwrap(), Some(2));
+    assert_eq!(s.rotate_key(1_000, 300).unwrap().map(|r| r.kid), Some(2));
     assert_eq!(
-        s.rotate_key(1_100, 0).unwrap(),
+        s.rotate_key(1_100, 60).unwrap(),
         None,
         "one pending rotation at a time"
     );

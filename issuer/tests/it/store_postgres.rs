@@ -1,0 +1,161 @@
+//! The PostgreSQL store alone: what only a shared database needs (sealed secrets, MACed records,
+//! TLS to the server); the behaviour both stores share is the conformance suite in `store.rs`.
+
+use crate::store::{client, user, KEK, POLICY};
+use issuer::store::kek::Kek;
+use issuer::store::postgres::PgStore;
+use issuer::store::{ClientChange, Store};
+
+/// PostgreSQL only (issue 20, finding 2): client and user records carry a MAC, so a write to the
+/// database alone changes no power; a database of an older version, whose records have none,
+/// gets them once when opened by this version, and never again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_records_carry_macs_from_the_first_open_on() {
+    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
+        return;
+    };
+    let kek = || Kek::derive(&KEK);
+    let s = PgStore::connect(&pg.url(), kek(), 1_000, POLICY)
+        .await
+        .unwrap();
+    assert!(s.add_client("app", &client(true)).await.unwrap());
+    assert!(s.add_user("alice", &user()).await.unwrap());
+    assert!(s.add_user("bob", &user()).await.unwrap());
+    // Written without the key: refused as if absent, and left out of the lists.
+    pg.psql("UPDATE clients SET record = replace(record, '\"edge\":false', '\"edge\":true')")
+        .unwrap();
+    pg.psql(
+        "UPDATE users SET mac = (SELECT mac FROM users WHERE name = 'alice') WHERE name = 'bob'",
+    )
+    .unwrap();
+    assert!(s.client("app").await.unwrap().is_none());
+    assert!(s.clients().await.unwrap().is_empty());
+    assert!(s.user("bob").await.unwrap().is_none());
+    let names: Vec<String> = s
+        .users()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names, ["alice"]);
+    // A change through the store never makes a tampered record genuine.
+    let e = s
+        .update_client("app", ClientChange::SetActive(false))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("tampered"), "{e}");
+    assert!(s.client("app").await.unwrap().is_none());
+    assert!(s.remove_client("app").await.unwrap());
+    assert!(s.add_client("app", &client(true)).await.unwrap());
+    assert!(s.client("app").await.unwrap().is_some());
+
+    // The layout of the previous version: no MACs, the hash key in the row `hash-key`.
+    let sealed = pg
+        .psql("SELECT encode(sealed, 'hex') FROM sealed_secrets WHERE name = 'hash-key+records'")
+        .unwrap();
+    let plain = kek()
+        .open(
+            "hash-key+records",
+            &hex::decode(sealed).unwrap(),
+            "hash key",
+        )
+        .unwrap();
+    let legacy = hex::encode(kek().seal("hash-key", &plain));
+    pg.psql(&format!(
+        "UPDATE sealed_secrets SET name = 'hash-key', sealed = decode('{legacy}', 'hex') \
+         WHERE name = 'hash-key+records'"
+    ))
+    .unwrap();
+    pg.psql("UPDATE clients SET mac = NULL").unwrap();
+    pg.psql("UPDATE users SET mac = NULL WHERE name = 'alice'")
+        .unwrap();
+    drop(s);
+    let s = PgStore::connect(&pg.url(), kek(), 1_000, POLICY)
+        .await
+        .unwrap();
+    assert!(s.client("app").await.unwrap().is_some(), "MACed on upgrade");
+    assert!(s.user("alice").await.unwrap().is_some());
+    assert_eq!(
+        pg.psql("SELECT string_agg(name, ',') FROM sealed_secrets")
+            .unwrap(),
+        "hash-key+records"
+    );
+    // From then on a record without its MAC stays refused, however often the store reopens.
+    pg.psql("UPDATE clients SET mac = NULL").unwrap();
+    drop(s);
+    let s = PgStore::connect(&pg.url(), kek(), 1_000, POLICY)
+        .await
+        .unwrap();
+    assert!(s.client("app").await.unwrap().is_none());
+}
+
+/// PostgreSQL only: the secrets are sealed, so the database alone mints nothing, and the wrong
+/// key-encryption key is a clear error, never a new key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_secrets_need_the_right_kek() {
+    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
+        return;
+    };
+    let s = PgStore::connect(&pg.url(), Kek::derive(&KEK), 1_000, POLICY)
+        .await
+        .unwrap();
+    let ring = s.key_ring(1_000).await.unwrap();
+    let secret = hex::encode(ring.get(1).unwrap().secret());
+    let dump = pg.psql("SELECT encode(sealed, 'hex') FROM signing_keys UNION ALL SELECT encode(sealed, 'hex') FROM sealed_secrets").unwrap();
+    assert!(
+        !dump.contains(&secret),
+        "the signing key is sealed in the database"
+    );
+    let e = PgStore::connect(&pg.url(), Kek::derive(&[8; 32]), 1_000, POLICY)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("kek-file") || e.contains("key-encryption"),
+        "{e}"
+    );
+    // Two issuers starting at once on a new database migrate the schema once and share one key
+    // ring.
+    pg.psql("CREATE DATABASE fresh").unwrap();
+    let url = pg.url().replace("/postgres", "/fresh");
+    let (a, b) = tokio::join!(
+        PgStore::connect(&url, Kek::derive(&KEK), 1_000, POLICY),
+        PgStore::connect(&url, Kek::derive(&KEK), 1_000, POLICY)
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(
+        a.key_ring(1_000).await.unwrap().get(1).map(|k| *k.secret()),
+        b.key_ring(1_000).await.unwrap().get(1).map(|k| *k.secret())
+    );
+}
+
+/// PostgreSQL over TLS: the server's certificate verified against the CA file; another CA is
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_over_tls_verifies_the_server() {
+    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = tmp.path().join("ca.pem");
+    std::fs::write(&ca, pg.enable_tls().unwrap()).unwrap();
+    let url = format!("{}?sslmode=require", pg.url());
+    let s = PgStore::connect_with(&url, Some(&ca), Kek::derive(&KEK), 1_000, POLICY)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", pg.log()));
+    assert!(s.key_ring(1_000).await.is_ok());
+    let tls = pg
+        .psql("SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a ON a.pid = s.pid WHERE s.ssl AND a.application_name = ''")
+        .unwrap();
+    assert_ne!(tls, "0", "the issuer's connections use TLS");
+    let other = tmp.path().join("other.pem");
+    let stranger = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    std::fs::write(&other, stranger.cert.pem()).unwrap();
+    assert!(
+        PgStore::connect_with(&url, Some(&other), Kek::derive(&KEK), 1_000, POLICY)
+            .await
+            .is_err(),
+        "a certificate from another CA is refused"
+    );
+}
