@@ -2,29 +2,31 @@
 //! periodic sweep, and graceful shutdown.
 //!
 //! warp 0.4 has no TLS of its own, so one accept loop serves both plain and TLS connections with
-//! hyper-util, the same way: TLS is a handshake in front, nothing else differs.
+//! hyper-util, the same way: TLS is a handshake in front, nothing else differs. How long and how
+//! large each connection may be is in [`conn`]; how the loop weathers failing accepts (out of file
+//! descriptors) in `accept`.
 
 use crate::admin::{self, Command, Reply};
 use crate::app::{now, App};
-use crate::http::{routes, PeerAddr};
+use crate::http::routes;
+use accept::AcceptErrors;
 use anyhow::Context as _;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tower_service::Service;
 
-/// How long a client may take for the TLS handshake or to send its request headers.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+mod accept;
+pub mod conn;
+
 /// How long shutdown waits for requests in flight.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often expired refresh state and retired keys are swept.
@@ -51,7 +53,8 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-/// Serves HTTP on `listener` until `shutdown` completes, then drains requests in flight.
+/// Serves HTTP on `listener` until `shutdown` completes, then drains requests in flight. Each
+/// connection is served by [`conn::serve`], which bounds every state it can be left in.
 pub async fn serve_http(
     app: Arc<App>,
     listener: TcpListener,
@@ -59,65 +62,43 @@ pub async fn serve_http(
     shutdown: impl Future<Output = ()>,
 ) {
     let routes = routes(app);
-    let graceful = GracefulShutdown::new();
+    let handler: conn::Handler = Arc::new(move |req| {
+        let mut service = warp::service(routes.clone());
+        Box::pin(service.call(req))
+    });
+    let shared = Arc::new(conn::Shared::new(handler, tls));
+    let (stop, stopped) = watch::channel(false);
+    let mut errors = AcceptErrors::default();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(e) => {
-                    tracing::warn!(error = e.to_string(), "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
-        let _ = stream.set_nodelay(true);
-        let svc = warp::service(routes.clone());
-        let svc =
-            hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-                req.extensions_mut().insert(PeerAddr(peer));
-                let mut svc = svc.clone();
-                svc.call(req)
-            });
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder
-            .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(HANDSHAKE_TIMEOUT);
-        let watcher = graceful.watcher();
-        let tls = tls.clone();
-        tokio::spawn(async move {
-            let result = match tls {
-                None => {
-                    let conn = builder.serve_connection(TokioIo::new(stream), svc);
-                    watcher.watch(conn.into_owned()).await
-                }
-                Some(acceptor) => {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(tls_stream)) => {
-                            let conn = builder.serve_connection(TokioIo::new(tls_stream), svc);
-                            watcher.watch(conn.into_owned()).await
-                        }
-                        Ok(Err(e)) => {
-                            tracing::debug!(error = e.to_string(), %peer, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::debug!(%peer, "TLS handshake timed out");
-                            return;
-                        }
+        match accepted {
+            Ok((stream, peer)) => {
+                let now = Instant::now();
+                errors.succeeded(now);
+                let _ = stream.set_nodelay(true);
+                let serve = conn::serve(shared.clone(), stream, peer, now, stopped.clone());
+                tokio::spawn(serve);
+            }
+            Err(e) => {
+                let pause = errors.failed(&e, Instant::now());
+                if !pause.is_zero() {
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => {}
+                        () = &mut shutdown => break,
                     }
                 }
-            };
-            if let Err(e) = result {
-                tracing::debug!(error = e.to_string(), %peer, "connection ended with an error");
             }
-        });
+        }
     }
     drop(listener);
-    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+    drop(stopped);
+    // Every connection closes gracefully; they are done when the last receiver is gone.
+    let _ = stop.send(true);
+    if tokio::time::timeout(DRAIN_TIMEOUT, stop.closed())
         .await
         .is_err()
     {

@@ -182,7 +182,24 @@ pub fn start_issuer_pinned(
     pin: Option<&str>,
     log: &Path,
 ) -> Result<(Proc, String)> {
-    let mut command = crate::command_on(&tools.issuer, pin);
+    start_issuer_with(
+        crate::command_on(&tools.issuer, pin),
+        store,
+        port,
+        extra,
+        log,
+    )
+}
+
+/// `issuer serve` run by `command` (the issuer binary, or a wrapper such as `taskset` or
+/// `prlimit` that execs it, so the pid stays the issuer's), on `store`, listening on `port`.
+pub fn start_issuer_with(
+    mut command: Command,
+    store: &StoreArgs,
+    port: u16,
+    extra: &[&str],
+    log: &Path,
+) -> Result<(Proc, String)> {
     command.args([
         "serve",
         "--trust-x-forwarded-for",

@@ -61,23 +61,29 @@ fn get_request(path: &str, headers: &[&str]) -> String {
     r + "\r\n"
 }
 
+/// A TLS connection (no ALPN: HTTP/1.1) to 127.0.0.1:port as `localhost`, trusting only
+/// `cert_pem`.
+pub async fn tls_connect_to(port: u16, cert_pem: &str) -> Result<TlsStream<tokio::net::TcpStream>> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_slice(cert_pem.as_bytes())?)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let name = rustls_pki_types::ServerName::try_from("localhost")?;
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await?)
+}
+
 impl Stack {
     /// A TLS connection to Envoy's listener that trusts the stack's certificate.
     pub async fn tls_connect(&self) -> Result<TlsStream<tokio::net::TcpStream>> {
-        use rustls_pki_types::pem::PemObject;
-        use rustls_pki_types::CertificateDer;
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(CertificateDer::from_pem_slice(self.cert_pem.as_bytes())?)?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.ports.listener)).await?;
-        let name = rustls_pki_types::ServerName::try_from("localhost")?;
-        Ok(tokio_rustls::TlsConnector::from(Arc::new(config))
-            .connect(name, tcp)
-            .await?)
+        tls_connect_to(self.ports.listener, &self.cert_pem).await
     }
 
     /// `GET path` through Envoy over TLS and HTTP/1.1, the path sent exactly as given.

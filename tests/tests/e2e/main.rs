@@ -2,6 +2,7 @@
 //! own stack (real issuer, real Envoy loading the real `filter.wasm`, the media upstream) on free
 //! loopback ports in a temp dir, through the harness in `tests/src/`.
 
+mod connections;
 mod edge;
 mod edge_outage;
 mod envoy;

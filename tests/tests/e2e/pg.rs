@@ -42,10 +42,20 @@ fn a_throwaway_cluster_starts_serves_and_is_removed() {
     };
     let dir = pg.data_dir().to_owned();
     let port = pg.port();
-    assert_eq!(
-        pg.url(),
-        format!("postgres://app@127.0.0.1:{port}/postgres")
-    );
+    // The URL carries the role's random password; without it the cluster lets nobody in.
+    let url = pg.url();
+    let password = url
+        .strip_prefix("postgres://app:")
+        .and_then(|rest| rest.strip_suffix(&format!("@127.0.0.1:{port}/postgres")))
+        .unwrap_or_else(|| panic!("{url}"));
+    assert!(password.len() >= 32, "{url}");
+    let anonymous = Command::new(pg.bin_dir().join("psql"))
+        .arg(format!("postgres://app@127.0.0.1:{port}/postgres"))
+        .args(["-w", "-Atc", "select 1"])
+        .env_remove("PGPASSWORD")
+        .output()
+        .expect("psql runs");
+    assert!(!anonymous.status.success(), "in without a password");
     let log = |pg: &PgCluster| format!("--- {}:\n{}", pg.log_path().display(), pg.log());
 
     let isolation = psql(&pg, "show transaction_isolation");
