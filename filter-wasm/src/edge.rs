@@ -46,6 +46,8 @@ pub(crate) struct RawEdgeSync {
     timeout_ms: u64,
     #[serde(default)]
     max_staleness_seconds: Option<u64>,
+    #[serde(default)]
+    startup_grace_seconds: u64,
 }
 
 fn default_path() -> String {
@@ -76,6 +78,10 @@ pub struct EdgeSync {
     /// refused (503) rather than verified with old state. Unset: keep verifying with the last
     /// state, and say so in the counters and the log.
     pub max_staleness: Option<u64>,
+    /// Seconds after the VM starts during which a request arriving before the first good answer
+    /// is still decided with the configuration's static keys and no revocation. 0 (the default):
+    /// none; until the first good answer every request with a token gets 503.
+    pub startup_grace: u64,
 }
 
 impl fmt::Debug for EdgeSync {
@@ -86,6 +92,7 @@ impl fmt::Debug for EdgeSync {
             .field("authorization", &"[redacted]")
             .field("poll_interval", &self.poll_interval)
             .field("max_staleness", &self.max_staleness)
+            .field("startup_grace", &self.startup_grace)
             .finish()
     }
 }
@@ -125,6 +132,9 @@ impl EdgeSync {
         {
             return bad("max_staleness_seconds: two poll intervals to 86400");
         }
+        if raw.startup_grace_seconds > 86_400 {
+            return bad("startup_grace_seconds: 0 to 86400");
+        }
         Ok(Self {
             authorization: shared::basic::encode_basic(&raw.client_id, &raw.client_secret),
             cluster: raw.cluster,
@@ -133,6 +143,7 @@ impl EdgeSync {
             poll_interval: raw.poll_interval_seconds,
             timeout_ms: raw.timeout_ms,
             max_staleness: raw.max_staleness_seconds,
+            startup_grace: raw.startup_grace_seconds,
         })
     }
 
@@ -167,6 +178,9 @@ pub struct EdgeState {
     pub(crate) cache: RefCell<TokenCache>,
     keys_version: Option<String>,
     synced_at: Option<u64>,
+    /// True once the first full snapshot has arrived to its last page: from then on the state
+    /// holds every revocation in force as of some moment.
+    caught_up: bool,
     started_at: u64,
 }
 
@@ -180,6 +194,7 @@ impl EdgeState {
             cache: RefCell::new(TokenCache::new(cfg.token_cache_entries)),
             keys_version: None,
             synced_at: None,
+            caught_up: false,
             started_at: now,
         }
     }
@@ -208,6 +223,24 @@ impl EdgeState {
                 .is_some_and(|limit| self.age(now) > limit)
     }
 
+    /// Seconds since the VM started (its configuration was applied).
+    pub fn running_for(&self, now: u64) -> u64 {
+        now.saturating_sub(self.started_at)
+    }
+
+    /// True once the first good answer, a full snapshot, has arrived whole (all its pages).
+    pub fn caught_up(&self) -> bool {
+        self.caught_up
+    }
+
+    /// True if a request with a token must get 503 because edge sync has not had its first good
+    /// answer whole since the VM started and the start-up grace (`startup_grace_seconds`, by
+    /// default none) is over: until then the filter does not know every revocation in force,
+    /// and a token it would accept may have been revoked. Always false without edge sync.
+    pub fn awaiting_first_answer(&self, sync: Option<&EdgeSync>, now: u64) -> bool {
+        sync.is_some_and(|s| !self.caught_up && self.running_for(now) >= s.startup_grace)
+    }
+
     /// Applies a validated answer received at `now`. Anything new (a revocation, a key ring, a
     /// snapshot) empties the token cache: what was verified before may be refused now.
     pub fn apply(&mut self, update: FeedUpdate, now: u64) {
@@ -226,6 +259,7 @@ impl EdgeState {
         }
         self.keys_version = Some(update.keys_version);
         self.synced_at = Some(now);
+        self.caught_up |= !update.more;
     }
 }
 

@@ -210,3 +210,82 @@ async fn hostile_feed_answers_change_nothing() {
     impostor.abort();
     assert!(s.stop());
 }
+
+/// A protected call on a connection of its own: the status, `WWW-Authenticate` and `Retry-After`.
+async fn call_with_retry_after(s: &Stack, token: Option<&str>) -> (u16, String, Option<String>) {
+    let http = s
+        .client_builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let mut req = http.get(format!("{}/apiv2/MediaService/Find", s.url()));
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let r = req.send().await.unwrap();
+    let header = |name: &str| {
+        r.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap_or("").to_owned())
+    };
+    let (www, retry) = (
+        header("www-authenticate").unwrap_or_default(),
+        header("retry-after"),
+    );
+    (r.status().as_u16(), www, retry)
+}
+
+/// Finding 3 of the outside probe: an Envoy (re)started while the feed is unreachable has no
+/// revocation at all; it must not accept what it cannot know to be unrevoked.
+#[tokio::test]
+async fn an_envoy_started_while_the_issuer_is_down_refuses_until_its_first_answer() {
+    let Some((_tmp, mut s)) = edge_stack().await else {
+        return;
+    };
+    let (good, revoked) = good_and_revoked(&s).await;
+    s.stop_issuer(0).unwrap();
+    assert_eq!(
+        call(&s, &revoked).await.0,
+        401,
+        "the running Envoy keeps it"
+    );
+
+    s.restart_envoy_without_waiting().unwrap();
+    for _ in 0..8 {
+        let (status, www, retry) = call_with_retry_after(&s, Some(&revoked)).await;
+        assert_ne!(
+            status, 200,
+            "a revoked token passed an Envoy started while the issuer was down"
+        );
+        assert_eq!(status, 503, "{www}");
+        assert!(www.contains("temporarily_unavailable"), "{www}");
+        assert_eq!(retry.as_deref(), Some("1"));
+        assert_eq!(call_with_retry_after(&s, Some(&good)).await.0, 503);
+        let (missing, _, _) = call_with_retry_after(&s, None).await;
+        assert_eq!(missing, 401, "no token is still 401");
+    }
+    counter_grows(&s, "unsynced", 16).await;
+    let log = std::fs::read_to_string(s.dir.join("envoy.log")).unwrap();
+    assert!(
+        log.contains("mms_auth: no good answer from edge sync yet"),
+        "{log}"
+    );
+
+    s.start_issuer_again(0).unwrap();
+    let back = Instant::now();
+    s.wait_for_edge_sync().unwrap();
+    eprintln!(
+        "every filter VM had its first answer {:?} after the issuer came back",
+        back.elapsed()
+    );
+    refused_everywhere(&s, &revoked, Instant::now(), "revoked before the restart").await;
+    for _ in 0..8 {
+        assert_eq!(call(&s, &good).await.0, 200);
+    }
+    let c = s.counters().await.unwrap();
+    assert_eq!(
+        c["edge_sync_first_ok"], 3,
+        "one per VM: two workers, the main thread"
+    );
+    assert!(s.stop());
+}
