@@ -47,7 +47,7 @@ impl EdgeQuery {
         for (name, value) in form_urlencoded::parse(raw.as_bytes()) {
             match name.as_ref() {
                 "since" if q.since.is_none() => {
-                    q.since = Some(value.parse().map_err(|_| {
+                    q.since = Some(revocation_number(&value).ok_or_else(|| {
                         ApiError::invalid_request("since must be a revocation number")
                     })?);
                 }
@@ -66,6 +66,14 @@ impl EdgeQuery {
         }
         Ok(q)
     }
+}
+
+/// A revocation number: ASCII digits only (`u64::from_str` would also take a leading `+`).
+fn revocation_number(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 || !s.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
 }
 
 /// A revocation as the feed writes it: `kind` and its field beside the numbers.
@@ -209,7 +217,27 @@ mod tests {
                 keys: Some("ab".into())
             }
         );
-        for bad in ["since=x", "since=1&since=2", "other=1", "since=-1"] {
+        assert_eq!(
+            EdgeQuery::parse("since=18446744073709551615")
+                .unwrap()
+                .since,
+            Some(u64::MAX)
+        );
+        for bad in [
+            "since=x",
+            "since=1&since=2",
+            "other=1",
+            "since=-1",
+            "since=%2B5",
+            "since=+5",
+            "since=",
+            "since=%205",
+            "since=5%20",
+            "since=0x5",
+            "since=%EF%BC%95",
+            "since=18446744073709551616",
+            "since=000000000000000000005",
+        ] {
             assert!(EdgeQuery::parse(bad).is_err(), "{bad}");
         }
         assert!(EdgeQuery::parse(&format!("keys={}", "a".repeat(65))).is_err());

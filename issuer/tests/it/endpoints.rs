@@ -235,11 +235,10 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
     let (idle, len) = edge_feed(&s, as_edge, &format!("?since=1&keys={version}")).await;
     assert_eq!(idle.json["revoked"], serde_json::json!([]));
     assert!(len < 200, "a poll with nothing new is {len} bytes");
-    assert_error(
-        &edge_feed(&s, as_edge, "?since=one").await.0,
-        400,
-        "invalid_request",
-    );
+    // A revocation number is ASCII digits: not `+5`, which Rust's integer parser would take.
+    for bad in ["?since=one", "?since=%2B5", "?since=+5", "?since=%205"] {
+        assert_error(&edge_feed(&s, as_edge, bad).await.0, 400, "invalid_request");
+    }
 
     // A rotated key changes the version; the edge holding the old one gets the new ring.
     admin(&f.dir, &["keys", "rotate"], None);
