@@ -7,12 +7,17 @@
 //! status, an oversized or malformed body, or a cursor older than the one held is refused and
 //! changes nothing. No answer takes a revocation back: revocations leave the state only when
 //! every token they cover has expired.
+//!
+//! The cursor sent back is the answer's `cursor` with its `cursor_stamp` (`since=N.STAMP`), the
+//! proof of the store's history it belongs to: a store restored from a backup, which numbers
+//! again from the backup's last revocation, answers a cursor of another history with a full
+//! snapshot. An issuer that sends no stamp gets the number alone.
 
 use crate::cache::TokenCache;
 use crate::config::{key_ring, ConfigError, RawKey, MAX_KEYS};
 use serde::Deserialize;
 use shared::revocation::{
-    parse_hex, parse_jti, Revocation, RevocationSet, Revoked, FAMILY_TAG_LEN,
+    parse_hex, parse_jti, parse_stamp, Revocation, RevocationSet, Revoked, FAMILY_TAG_LEN,
 };
 use shared::KeyRing;
 use std::cell::RefCell;
@@ -153,11 +158,12 @@ impl EdgeSync {
     }
 
     /// The `:path` of the next poll: a full snapshot before the first good sync, afterwards what
-    /// changed since the state's cursor and key ring version.
+    /// changed since the state's cursor (with its stamp, if the feed gave one) and key ring
+    /// version.
     pub fn request_path(&self, state: &EdgeState) -> String {
         let mut path = self.path.clone();
         if state.synced_at.is_some() {
-            path.push_str(&format!("?since={}", state.revoked.cursor()));
+            path.push_str(&format!("?since={}", state.revoked.position()));
             if let Some(v) = &state.keys_version {
                 path.push_str(&format!("&keys={v}"));
             }
@@ -253,6 +259,7 @@ impl EdgeState {
         } else {
             self.revoked.apply(&update.entries, now);
         }
+        self.revoked.stamp_cursor(update.cursor, update.stamp);
         if let Some((ring, max_lifetime)) = update.keys {
             self.ring = ring;
             self.max_lifetime = max_lifetime;
@@ -268,6 +275,7 @@ impl EdgeState {
 pub struct FeedUpdate {
     entries: Vec<Revocation>,
     cursor: u64,
+    stamp: Option<u64>,
     full: bool,
     /// True if the issuer has more revocations to send at once.
     pub more: bool,
@@ -319,6 +327,8 @@ impl fmt::Display for FeedError {
 #[derive(Deserialize)]
 struct RawAnswer {
     cursor: u64,
+    #[serde(default)]
+    cursor_stamp: Option<String>,
     keys_version: String,
     revoked: Vec<RawEntry>,
     #[serde(default)]
@@ -392,6 +402,11 @@ pub fn parse_answer(status: u32, body: &[u8], state: &EdgeState) -> Result<FeedU
     if raw.revoked.len() > MAX_ENTRIES {
         return malformed("too many revocations in one answer");
     }
+    let stamp = match raw.cursor_stamp.as_deref().map(parse_stamp) {
+        None => None,
+        Some(Some(stamp)) => Some(stamp),
+        Some(None) => return malformed("cursor_stamp: 16 hex digits"),
+    };
     let held = state.revoked.cursor();
     if !raw.full && raw.cursor < held {
         return Err(FeedError::Stale {
@@ -418,6 +433,7 @@ pub fn parse_answer(status: u32, body: &[u8], state: &EdgeState) -> Result<FeedU
             what,
             at,
             until,
+            stamp: None,
         });
     }
     let keys = match (raw.keys, raw.max_token_lifetime_seconds) {
@@ -441,6 +457,7 @@ pub fn parse_answer(status: u32, body: &[u8], state: &EdgeState) -> Result<FeedU
         more: raw.more && !entries.is_empty(),
         entries,
         cursor: raw.cursor,
+        stamp,
         full: raw.full,
         keys,
         keys_version: raw.keys_version,

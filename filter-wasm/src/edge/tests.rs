@@ -133,6 +133,48 @@ fn polls_ask_for_a_snapshot_first_then_for_what_changed() {
 }
 
 #[test]
+fn the_cursor_carries_the_stamp_the_feed_gave_for_it() {
+    let c = cfg("");
+    let sync = c.edge_sync.as_ref().unwrap();
+    let mut state = EdgeState::new(&c, 1_000);
+    let mut first: Value = serde_json::from_slice(&snapshot(1, 7, json!([]))).unwrap();
+    first["cursor_stamp"] = json!("00000000000000ab");
+    state.apply(parse_answer(200, &answer(first), &state).unwrap(), 1_001);
+    assert_eq!(
+        sync.request_path(&state),
+        "/apiv2/oauth/edge?since=7.00000000000000ab&keys=v1"
+    );
+    let entry = json!({"kind": "user", "name": "eve", "seq": 8, "at": 1, "until": 2_000});
+    let next = answer(json!({"cursor": 8, "cursor_stamp": "ffffffffffffffff",
+        "keys_version": "v1", "revoked": [entry]}));
+    state.apply(parse_answer(200, &next, &state).unwrap(), 1_002);
+    assert_eq!(
+        sync.request_path(&state),
+        "/apiv2/oauth/edge?since=8.ffffffffffffffff&keys=v1"
+    );
+    // An issuer without stamps: the number alone, as before.
+    let idle = answer(json!({"cursor": 8, "keys_version": "v1", "revoked": []}));
+    state.apply(parse_answer(200, &idle, &state).unwrap(), 1_003);
+    assert_eq!(
+        sync.request_path(&state),
+        "/apiv2/oauth/edge?since=8&keys=v1"
+    );
+    for bad in [
+        "ab",
+        "00000000000000AB",
+        "+00000000000000a",
+        "000000000000000ab",
+    ] {
+        let body = answer(
+            json!({"cursor": 8, "cursor_stamp": bad, "keys_version": "v1",
+            "revoked": []}),
+        );
+        let e = parse_answer(200, &body, &state).unwrap_err();
+        assert!(e.to_string().contains("cursor_stamp"), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn revocations_and_keys_from_the_feed_decide_requests() {
     let c = cfg("");
     let mut state = EdgeState::new(&c, 1_000);

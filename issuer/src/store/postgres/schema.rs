@@ -53,6 +53,9 @@ const MIGRATIONS: &[&str] = &[
          seq BIGINT PRIMARY KEY, entry TEXT NOT NULL, until BIGINT NOT NULL)",
     // `issuer keys retire`: a key retired ahead of its time.
     "ALTER TABLE signing_keys ADD COLUMN IF NOT EXISTS retired_at BIGINT",
+    // Each revocation's random stamp, the proof of the history of a reader's cursor
+    // (`shared::revocation`); NULL for the rows recorded before it.
+    "ALTER TABLE revocations ADD COLUMN IF NOT EXISTS stamp BIGINT",
 ];
 
 /// Versions of [`MIGRATIONS`] that tune PostgreSQL's storage: on another engine (CockroachDB) they
