@@ -30,11 +30,14 @@ pub enum Outcome {
     Revoked,
     /// Edge sync has no keys yet, or its state is older than `max_staleness_seconds`: 503.
     Unavailable,
+    /// A token, while edge sync has had no good answer since the VM started (and the start-up
+    /// grace is over): no revocation is known yet, so nothing is accepted. 503, `Retry-After: 1`.
+    Unsynced,
 }
 
 impl Outcome {
     /// All outcomes, in counter order.
-    pub const ALL: [Outcome; 8] = [
+    pub const ALL: [Outcome; 9] = [
         Self::Allowed,
         Self::Missing,
         Self::Malformed,
@@ -43,6 +46,7 @@ impl Outcome {
         Self::Exempt,
         Self::Revoked,
         Self::Unavailable,
+        Self::Unsynced,
     ];
 
     /// Counter name suffix.
@@ -56,6 +60,7 @@ impl Outcome {
             Self::Exempt => "exempt",
             Self::Revoked => "revoked",
             Self::Unavailable => "unavailable",
+            Self::Unsynced => "unsynced",
         }
     }
 }
@@ -69,6 +74,8 @@ pub struct Denial {
     pub www_authenticate: String,
     /// A small JSON body: `{"error": ..., "error_description": ...}`.
     pub body: String,
+    /// Seconds for `Retry-After`, on a 503 that the next poll of edge sync may end.
+    pub retry_after: Option<u32>,
 }
 
 /// The filter's verdict.
@@ -124,7 +131,7 @@ pub fn is_exempt(cfg: &Config, path: &[u8]) -> bool {
             .any(|p| path.starts_with(p.as_bytes()))
 }
 
-fn deny(cfg: &Config, status: u32, error: Option<&str>, description: &str) -> Decision {
+fn denial(cfg: &Config, status: u32, error: Option<&str>, description: &str) -> Denial {
     let www_authenticate = match error {
         None => format!("Bearer realm=\"{}\"", cfg.realm),
         Some(e) => format!(
@@ -136,11 +143,16 @@ fn deny(cfg: &Config, status: u32, error: Option<&str>, description: &str) -> De
         "{{\"error\":\"{}\",\"error_description\":\"{description}\"}}",
         error.unwrap_or("unauthorized")
     );
-    Decision::Deny(Denial {
+    Denial {
         status,
         www_authenticate,
         body,
-    })
+        retry_after: None,
+    }
+}
+
+fn deny(cfg: &Config, status: u32, error: Option<&str>, description: &str) -> Decision {
+    Decision::Deny(denial(cfg, status, error, description))
 }
 
 /// 400 `invalid_request`: the credentials are not one well-formed bearer token.
@@ -252,6 +264,20 @@ pub fn decide<'a>(
             )
         }
     };
+    // Before edge sync's first good answer the filter knows no revocation: a token is neither
+    // accepted nor refused on what it cannot know (a missing or malformed one is refused above).
+    if state.awaiting_first_answer(cfg.edge_sync.as_ref(), now) {
+        let d = Denial {
+            retry_after: Some(1),
+            ..denial(
+                cfg,
+                503,
+                Some("temporarily_unavailable"),
+                "the revocations are not known yet",
+            )
+        };
+        return (Decision::Deny(d), Outcome::Unsynced, None);
+    }
     if let Some(headers) = state.cache.borrow().get(token, now, cfg.clock_skew) {
         return (Decision::Allow(headers), Outcome::Allowed, None);
     }

@@ -7,12 +7,17 @@
 //! status, an oversized or malformed body, or a cursor older than the one held is refused and
 //! changes nothing. No answer takes a revocation back: revocations leave the state only when
 //! every token they cover has expired.
+//!
+//! The cursor sent back is the answer's `cursor` with its `cursor_stamp` (`since=N.STAMP`), the
+//! proof of the store's history it belongs to: a store restored from a backup, which numbers
+//! again from the backup's last revocation, answers a cursor of another history with a full
+//! snapshot. An issuer that sends no stamp gets the number alone.
 
 use crate::cache::TokenCache;
 use crate::config::{key_ring, ConfigError, RawKey, MAX_KEYS};
 use serde::Deserialize;
 use shared::revocation::{
-    parse_hex, parse_jti, Revocation, RevocationSet, Revoked, FAMILY_TAG_LEN,
+    parse_hex, parse_jti, parse_stamp, Revocation, RevocationSet, Revoked, FAMILY_TAG_LEN,
 };
 use shared::KeyRing;
 use std::cell::RefCell;
@@ -46,6 +51,8 @@ pub(crate) struct RawEdgeSync {
     timeout_ms: u64,
     #[serde(default)]
     max_staleness_seconds: Option<u64>,
+    #[serde(default)]
+    startup_grace_seconds: u64,
 }
 
 fn default_path() -> String {
@@ -76,6 +83,10 @@ pub struct EdgeSync {
     /// refused (503) rather than verified with old state. Unset: keep verifying with the last
     /// state, and say so in the counters and the log.
     pub max_staleness: Option<u64>,
+    /// Seconds after the VM starts during which a request arriving before the first good answer
+    /// is still decided with the configuration's static keys and no revocation. 0 (the default):
+    /// none; until the first good answer every request with a token gets 503.
+    pub startup_grace: u64,
 }
 
 impl fmt::Debug for EdgeSync {
@@ -86,6 +97,7 @@ impl fmt::Debug for EdgeSync {
             .field("authorization", &"[redacted]")
             .field("poll_interval", &self.poll_interval)
             .field("max_staleness", &self.max_staleness)
+            .field("startup_grace", &self.startup_grace)
             .finish()
     }
 }
@@ -125,6 +137,9 @@ impl EdgeSync {
         {
             return bad("max_staleness_seconds: two poll intervals to 86400");
         }
+        if raw.startup_grace_seconds > 86_400 {
+            return bad("startup_grace_seconds: 0 to 86400");
+        }
         Ok(Self {
             authorization: shared::basic::encode_basic(&raw.client_id, &raw.client_secret),
             cluster: raw.cluster,
@@ -133,6 +148,7 @@ impl EdgeSync {
             poll_interval: raw.poll_interval_seconds,
             timeout_ms: raw.timeout_ms,
             max_staleness: raw.max_staleness_seconds,
+            startup_grace: raw.startup_grace_seconds,
         })
     }
 
@@ -142,11 +158,12 @@ impl EdgeSync {
     }
 
     /// The `:path` of the next poll: a full snapshot before the first good sync, afterwards what
-    /// changed since the state's cursor and key ring version.
+    /// changed since the state's cursor (with its stamp, if the feed gave one) and key ring
+    /// version.
     pub fn request_path(&self, state: &EdgeState) -> String {
         let mut path = self.path.clone();
         if state.synced_at.is_some() {
-            path.push_str(&format!("?since={}", state.revoked.cursor()));
+            path.push_str(&format!("?since={}", state.revoked.position()));
             if let Some(v) = &state.keys_version {
                 path.push_str(&format!("&keys={v}"));
             }
@@ -167,6 +184,9 @@ pub struct EdgeState {
     pub(crate) cache: RefCell<TokenCache>,
     keys_version: Option<String>,
     synced_at: Option<u64>,
+    /// True once the first full snapshot has arrived to its last page: from then on the state
+    /// holds every revocation in force as of some moment.
+    caught_up: bool,
     started_at: u64,
 }
 
@@ -180,6 +200,7 @@ impl EdgeState {
             cache: RefCell::new(TokenCache::new(cfg.token_cache_entries)),
             keys_version: None,
             synced_at: None,
+            caught_up: false,
             started_at: now,
         }
     }
@@ -208,6 +229,24 @@ impl EdgeState {
                 .is_some_and(|limit| self.age(now) > limit)
     }
 
+    /// Seconds since the VM started (its configuration was applied).
+    pub fn running_for(&self, now: u64) -> u64 {
+        now.saturating_sub(self.started_at)
+    }
+
+    /// True once the first good answer, a full snapshot, has arrived whole (all its pages).
+    pub fn caught_up(&self) -> bool {
+        self.caught_up
+    }
+
+    /// True if a request with a token must get 503 because edge sync has not had its first good
+    /// answer whole since the VM started and the start-up grace (`startup_grace_seconds`, by
+    /// default none) is over: until then the filter does not know every revocation in force,
+    /// and a token it would accept may have been revoked. Always false without edge sync.
+    pub fn awaiting_first_answer(&self, sync: Option<&EdgeSync>, now: u64) -> bool {
+        sync.is_some_and(|s| !self.caught_up && self.running_for(now) >= s.startup_grace)
+    }
+
     /// Applies a validated answer received at `now`. Anything new (a revocation, a key ring, a
     /// snapshot) empties the token cache: what was verified before may be refused now.
     pub fn apply(&mut self, update: FeedUpdate, now: u64) {
@@ -220,12 +259,14 @@ impl EdgeState {
         } else {
             self.revoked.apply(&update.entries, now);
         }
+        self.revoked.stamp_cursor(update.cursor, update.stamp);
         if let Some((ring, max_lifetime)) = update.keys {
             self.ring = ring;
             self.max_lifetime = max_lifetime;
         }
         self.keys_version = Some(update.keys_version);
         self.synced_at = Some(now);
+        self.caught_up |= !update.more;
     }
 }
 
@@ -234,6 +275,7 @@ impl EdgeState {
 pub struct FeedUpdate {
     entries: Vec<Revocation>,
     cursor: u64,
+    stamp: Option<u64>,
     full: bool,
     /// True if the issuer has more revocations to send at once.
     pub more: bool,
@@ -285,6 +327,8 @@ impl fmt::Display for FeedError {
 #[derive(Deserialize)]
 struct RawAnswer {
     cursor: u64,
+    #[serde(default)]
+    cursor_stamp: Option<String>,
     keys_version: String,
     revoked: Vec<RawEntry>,
     #[serde(default)]
@@ -358,6 +402,11 @@ pub fn parse_answer(status: u32, body: &[u8], state: &EdgeState) -> Result<FeedU
     if raw.revoked.len() > MAX_ENTRIES {
         return malformed("too many revocations in one answer");
     }
+    let stamp = match raw.cursor_stamp.as_deref().map(parse_stamp) {
+        None => None,
+        Some(Some(stamp)) => Some(stamp),
+        Some(None) => return malformed("cursor_stamp: 16 hex digits"),
+    };
     let held = state.revoked.cursor();
     if !raw.full && raw.cursor < held {
         return Err(FeedError::Stale {
@@ -384,6 +433,7 @@ pub fn parse_answer(status: u32, body: &[u8], state: &EdgeState) -> Result<FeedU
             what,
             at,
             until,
+            stamp: None,
         });
     }
     let keys = match (raw.keys, raw.max_token_lifetime_seconds) {
@@ -407,6 +457,7 @@ pub fn parse_answer(status: u32, body: &[u8], state: &EdgeState) -> Result<FeedU
         more: raw.more && !entries.is_empty(),
         entries,
         cursor: raw.cursor,
+        stamp,
         full: raw.full,
         keys,
         keys_version: raw.keys_version,

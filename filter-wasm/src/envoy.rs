@@ -60,6 +60,9 @@ const WARN_EVERY: u64 = 60;
 #[derive(Default)]
 struct Sync {
     ok: u32,
+    /// Counts each VM's first good answer once: while it is below the number of VMs (Envoy's
+    /// workers and its main thread), some VM still refuses requests with a token.
+    first_ok: u32,
     failed: u32,
     age: u32,
     /// The poll under way, if any.
@@ -68,6 +71,9 @@ struct Sync {
     next_at: u64,
     /// Since when polls have failed, and when that was last logged.
     failing: Option<(u64, u64)>,
+    /// Requests refused for want of a first good answer ([`Outcome::Unsynced`]) since that was
+    /// last logged, and when it was.
+    unsynced: (u64, Option<u64>),
 }
 
 #[derive(Default)]
@@ -99,6 +105,7 @@ impl Root {
         // Without a clock `now` stays 0 and every token is refused as not yet valid.
         let now = hostcalls::get_current_time().map_or(0, unix_seconds);
         self.shared.now.set(now);
+        self.log_unsynced(now);
         for (pending, id) in self.shared.pending.iter().zip(&self.counters) {
             let n = pending.take();
             if n > 0 {
@@ -117,6 +124,36 @@ impl Root {
                 self.poll(&cfg, now);
             }
         }
+    }
+
+    /// Says, at most once a minute, that requests are refused because edge sync has had no good
+    /// answer since the VM started (counted as `unsynced`).
+    fn log_unsynced(&mut self, now: u64) {
+        let index = Outcome::ALL
+            .iter()
+            .position(|o| *o == Outcome::Unsynced)
+            .unwrap_or(0);
+        let (count, logged) = &mut self.sync.unsynced;
+        *count = count.saturating_add(self.shared.pending[index].get());
+        if *count == 0 || logged.is_some_and(|at| now < at.saturating_add(WARN_EVERY)) {
+            return;
+        }
+        let age = self
+            .shared
+            .state
+            .borrow()
+            .as_ref()
+            .map_or(0, |s| s.running_for(now));
+        let _ = hostcalls::log(
+            LogLevel::Warn,
+            &format!(
+                "mms_auth: no good answer from edge sync yet, {age} s after the start: {count} \
+                 requests with a token refused with 503 (no revocation is known until the issuer \
+                 answers)"
+            ),
+        );
+        *count = 0;
+        *logged = Some(now);
     }
 
     /// Asks the issuer's edge feed for what changed.
@@ -149,19 +186,23 @@ impl Root {
     fn failed(&mut self, now: u64, interval: u64, why: &str) {
         let _ = hostcalls::increment_metric(self.sync.failed, 1);
         self.sync.next_at = now + interval;
-        let age = self
-            .shared
-            .state
-            .borrow()
-            .as_ref()
-            .map_or(0, |s| s.age(now));
+        let (age, synced) = self.shared.state.borrow().as_ref().map_or((0, false), |s| {
+            if s.caught_up() {
+                (s.age(now), true)
+            } else {
+                (s.running_for(now), false)
+            }
+        });
         let (since, logged) = self.sync.failing.unwrap_or((now, 0));
         if self.sync.failing.is_none() || now >= logged + WARN_EVERY {
+            let state = if synced {
+                format!("verifying with the state of {age} s ago")
+            } else {
+                format!("no good answer since the start {age} s ago")
+            };
             let _ = hostcalls::log(
                 LogLevel::Warn,
-                &format!(
-                    "mms_auth: edge sync failed: {why}; verifying with the state of {age} s ago"
-                ),
+                &format!("mms_auth: edge sync failed: {why}; {state}"),
             );
             self.sync.failing = Some((since, now));
         }
@@ -198,7 +239,11 @@ impl Root {
             Ok(update) => {
                 let more = update.more;
                 if let Some(state) = self.shared.state.borrow_mut().as_mut() {
+                    let before = state.caught_up();
                     state.apply(update, now);
+                    if !before && state.caught_up() {
+                        let _ = hostcalls::increment_metric(self.sync.first_ok, 1);
+                    }
                 }
                 let _ = hostcalls::increment_metric(self.sync.ok, 1);
                 let _ = hostcalls::record_metric(self.sync.age, 0);
@@ -248,6 +293,7 @@ impl RootContext for Root {
                 })
                 .collect();
             self.sync.ok = metric(MetricType::Counter, "mms_auth.edge_sync_ok");
+            self.sync.first_ok = metric(MetricType::Counter, "mms_auth.edge_sync_first_ok");
             self.sync.failed = metric(MetricType::Counter, "mms_auth.edge_sync_failed");
             self.sync.age = metric(MetricType::Gauge, "mms_auth.edge_sync_age_seconds");
             // Per plugin (root id), so plugins in one Envoy with VMs of their own tell apart.
@@ -358,15 +404,16 @@ impl HttpContext for Filter {
         }
         match decision {
             Decision::Deny(d) => {
-                self.send_http_response(
-                    d.status,
-                    vec![
-                        ("www-authenticate", d.www_authenticate.as_str()),
-                        ("content-type", "application/json"),
-                        ("cache-control", "no-store"),
-                    ],
-                    Some(d.body.as_bytes()),
-                );
+                let retry_after = d.retry_after.map(|s| s.to_string());
+                let mut headers = vec![
+                    ("www-authenticate", d.www_authenticate.as_str()),
+                    ("content-type", "application/json"),
+                    ("cache-control", "no-store"),
+                ];
+                if let Some(s) = &retry_after {
+                    headers.push(("retry-after", s.as_str()));
+                }
+                self.send_http_response(d.status, headers, Some(d.body.as_bytes()));
                 Action::Pause
             }
             Decision::Exempt => {

@@ -9,6 +9,16 @@
 //! 300 s margin for clocks (`KEY_RETIRE_MARGIN`). Entries are numbered in
 //! the order they were recorded, never reusing a number, so a reader that has seen entries up to
 //! N asks for those after N.
+//!
+//! A store restored from a backup numbers again from the backup's last entry, so a number alone
+//! does not say which history it belongs to: a reader at N may have seen another entry N than
+//! the store holds now, and asking for those after N would skip the new ones up to N. Each entry
+//! therefore gets a random 64-bit stamp when it is recorded, and a reader's cursor is the number
+//! with the stamp of its entry ([`Cursor`]). The store answers whether it still holds that entry
+//! with that stamp ([`RevocationPage::continues`]); if not, the reader reads everything in force
+//! again (a full snapshot), which it adds to what it holds. The store never sweeps its newest
+//! entry, so a reader that is up to date keeps a cursor the store can check however long
+//! nothing new is recorded.
 
 use crate::token::{SubjectKind, TokenBody, JTI_LEN};
 use serde::{Deserialize, Serialize};
@@ -60,6 +70,85 @@ pub struct RevocationPage {
     pub entries: Vec<Revocation>,
     /// The highest revocation number given out (in force or not).
     pub latest: u64,
+    /// The stamp of the entry numbered `latest`, if the store holds it with one.
+    pub latest_stamp: Option<u64>,
+    /// The stamp of the entry numbered as the cursor the page was read after, if the store
+    /// holds it with one.
+    pub since_stamp: Option<u64>,
+}
+
+impl RevocationPage {
+    /// True if a reader at `since` (with the stamp of its entry, if it has one) may go on with
+    /// the entries of this page, read after `since`: the store has given out that number, and
+    /// its entry is the one the reader saw. False for a cursor of another history (the store was
+    /// restored from a backup), or one whose entry was swept (a reader behind by longer than the
+    /// entries live): that reader must read everything in force again. A cursor without a stamp
+    /// (recorded before stamps, or from a reader that sends none) is checked by its number only.
+    pub fn continues(&self, since: u64, stamp: Option<u64>) -> bool {
+        since <= self.latest && stamp.is_none_or(|s| self.since_stamp == Some(s))
+    }
+
+    /// The stamp of the entry numbered `seq` as far as this page knows it: one of its entries,
+    /// the latest, or the one it was read after (`since`).
+    pub fn stamp_of(&self, seq: u64, since: u64) -> Option<u64> {
+        match self.entries.iter().find(|e| e.seq == seq) {
+            Some(e) => e.stamp,
+            None if seq == self.latest => self.latest_stamp,
+            None if seq == since => self.since_stamp,
+            None => None,
+        }
+    }
+}
+
+/// Where a reader of the revocations stands: the number of the last entry it has, and that
+/// entry's stamp if it had one. Written `N` or `N.STAMP` (the stamp in 16 lower-case hex digits)
+/// in the edge feed's `since`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Cursor {
+    /// The number of the last entry read (0: none).
+    pub seq: u64,
+    /// Its stamp.
+    pub stamp: Option<u64>,
+}
+
+impl Cursor {
+    /// Parses `N` or `N.STAMP`: N in 1 to 20 ASCII digits, STAMP in exactly 16 lower-case hex
+    /// digits; anything else (a sign, a space, upper case) is `None`.
+    pub fn parse(s: &str) -> Option<Self> {
+        let (seq, stamp) = match s.split_once('.') {
+            Some((seq, stamp)) => (seq, Some(parse_stamp(stamp)?)),
+            None => (s, None),
+        };
+        if seq.is_empty() || seq.len() > 20 || !seq.bytes().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        Some(Self {
+            seq: seq.parse().ok()?,
+            stamp,
+        })
+    }
+}
+
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.stamp {
+            Some(stamp) => write!(f, "{}.{}", self.seq, stamp_hex(stamp)),
+            None => write!(f, "{}", self.seq),
+        }
+    }
+}
+
+/// A stamp as the edge feed writes it: 16 lower-case hex digits.
+pub fn stamp_hex(stamp: u64) -> String {
+    format!("{stamp:016x}")
+}
+
+/// A stamp from exactly 16 lower-case hex digits.
+pub fn parse_stamp(hex: &str) -> Option<u64> {
+    if hex.len() != 16 || !hex.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
 }
 
 /// A recorded revocation.
@@ -71,8 +160,14 @@ pub struct Revocation {
     pub what: Revoked,
     /// When it was recorded (seconds since the epoch): tokens issued at or before are covered.
     pub at: u64,
-    /// When every token it covers has expired; the sweep deletes it then.
+    /// When every token it covers has expired; the sweep deletes it then (unless it is the
+    /// newest).
     pub until: u64,
+    /// A random number drawn when it was recorded, which a cursor at this entry carries as the
+    /// proof of the history it belongs to (see the module's documentation). `None` for an entry
+    /// recorded before stamps, and for entries as the edge feed sends them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamp: Option<u64>,
 }
 
 /// The revocations in force, as a reader of the store holds them.
@@ -83,6 +178,8 @@ pub struct RevocationSet {
     users: HashMap<String, (u64, u64)>,
     clients: HashMap<String, (u64, u64)>,
     cursor: u64,
+    /// The stamp of the cursor's entry, if known.
+    stamp: Option<u64>,
     /// The earliest `until` of those held (`u64::MAX` when none is), so a sweep with nothing due
     /// costs nothing: the issuer and every edge VM apply the feed every second.
     next_due: u64,
@@ -96,6 +193,7 @@ impl Default for RevocationSet {
             users: HashMap::new(),
             clients: HashMap::new(),
             cursor: 0,
+            stamp: None,
             next_due: u64::MAX,
         }
     }
@@ -107,13 +205,23 @@ impl RevocationSet {
         self.cursor
     }
 
+    /// The cursor with the stamp of its entry, if known: what to ask the store with.
+    pub fn position(&self) -> Cursor {
+        Cursor {
+            seq: self.cursor,
+            stamp: self.stamp,
+        }
+    }
+
     /// Applies revocations recorded after [`RevocationSet::cursor`], in order, and forgets those
     /// no longer in force at `now`. An entry at or before the cursor is old news and skipped.
+    /// The cursor takes the number and the stamp of the last entry applied.
     pub fn apply(&mut self, entries: &[Revocation], now: u64) {
         for e in entries {
             if e.seq > self.cursor {
                 self.insert(e);
                 self.cursor = e.seq;
+                self.stamp = e.stamp;
             }
         }
         self.expire(now);
@@ -122,13 +230,21 @@ impl RevocationSet {
     /// Adds every revocation of a full snapshot (all in force, as of revocation number
     /// `cursor`) to those held, and continues from `cursor`, even one below the held cursor: the
     /// store was restored from a backup and numbers again from there. Nothing held is dropped
-    /// before its time, so no answer can take a revocation back.
+    /// before its time, so no answer can take a revocation back. The cursor's stamp is unknown
+    /// until [`RevocationSet::stamp_cursor`] gives it.
     pub fn apply_snapshot(&mut self, entries: &[Revocation], cursor: u64, now: u64) {
         for e in entries {
             self.insert(e);
         }
         self.cursor = cursor;
+        self.stamp = None;
         self.expire(now);
+    }
+
+    /// Records `stamp` as the stamp of the entry numbered `cursor`, the cursor held (the store or
+    /// the edge feed says so); for any other number the cursor's stamp becomes unknown.
+    pub fn stamp_cursor(&mut self, cursor: u64, stamp: Option<u64>) {
+        self.stamp = stamp.filter(|_| cursor == self.cursor);
     }
 
     /// Forgets the revocations no longer in force at `now`. Walks the set only when one is due.
@@ -244,176 +360,4 @@ pub fn parse_hex<const N: usize>(hex: &str) -> Option<[u8; N]> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::token::Identity;
-
-    fn body(kind: SubjectKind, subject: &str, client: &str, iat: u64) -> TokenBody {
-        TokenBody {
-            kid: 1,
-            jti: [7; 16],
-            iat,
-            exp: iat + 600,
-            client: client.into(),
-            identity: Identity {
-                kind,
-                subject: subject.into(),
-                roles: vec![],
-                claims: vec![],
-            },
-        }
-    }
-
-    fn entry(seq: u64, what: Revoked, at: u64) -> Revocation {
-        Revocation {
-            seq,
-            what,
-            at,
-            until: at + 600,
-        }
-    }
-
-    #[test]
-    fn tokens_issued_before_a_revocation_are_covered_and_later_ones_not() {
-        let mut set = RevocationSet::default();
-        let alice = body(SubjectKind::User, "alice", "app", 1_000);
-        assert!(!set.covers(&alice));
-        set.apply(
-            &[entry(
-                1,
-                Revoked::User {
-                    name: "alice".into(),
-                },
-                1_000,
-            )],
-            1_001,
-        );
-        assert!(set.covers(&alice), "issued in the second of the revocation");
-        assert!(!set.covers(&body(SubjectKind::User, "alice", "app", 1_001)));
-        assert!(!set.covers(&body(SubjectKind::User, "bob", "app", 900)));
-        // An impersonated subject of the same name is not the user.
-        assert!(!set.covers(&body(SubjectKind::Impersonation, "alice", "app", 900)));
-        set.apply(
-            &[entry(2, Revoked::Client { id: "app".into() }, 1_010)],
-            1_011,
-        );
-        assert!(set.covers(&body(SubjectKind::Client, "", "app", 1_005)));
-        assert!(
-            set.covers(&body(SubjectKind::Client, "", "app", 1_011)),
-            "minted through a client cache a second old"
-        );
-        assert!(!set.covers(&body(SubjectKind::Client, "", "app", 1_012)));
-        set.apply(
-            &[entry(
-                3,
-                Revoked::Token {
-                    jti: "07".repeat(16),
-                },
-                1_020,
-            )],
-            1_021,
-        );
-        assert!(set.covers(&body(SubjectKind::User, "carol", "other", 1_019)));
-        assert_eq!((set.cursor(), set.len()), (3, 3));
-    }
-
-    #[test]
-    fn entries_apply_once_in_order_and_expire() {
-        let mut set = RevocationSet::default();
-        let e = entry(
-            5,
-            Revoked::User {
-                name: "alice".into(),
-            },
-            1_000,
-        );
-        set.apply(std::slice::from_ref(&e), 1_001);
-        set.apply(
-            &[entry(4, Revoked::Client { id: "app".into() }, 1_000)],
-            1_001,
-        );
-        assert_eq!(set.len(), 1, "an entry at or before the cursor is old news");
-        set.apply(&[], 1_600);
-        assert!(
-            set.is_empty(),
-            "gone once every token it covered has expired"
-        );
-        assert_eq!(set.cursor(), 5);
-    }
-
-    #[test]
-    fn each_entry_goes_at_its_own_until_and_not_before() {
-        let mut set = RevocationSet::default();
-        let until = |seq, until| Revocation {
-            seq,
-            what: Revoked::Token {
-                jti: format!("{seq:032x}"),
-            },
-            at: 1_000,
-            until,
-        };
-        set.apply(&[until(1, 1_300), until(2, 1_100), until(3, 1_200)], 1_000);
-        let held = |set: &RevocationSet| {
-            (1..=4)
-                .filter(|&n| set.has_token(&parse_jti(&format!("{n:032x}")).unwrap()))
-                .collect::<Vec<_>>()
-        };
-        set.apply(&[], 1_099);
-        assert_eq!(held(&set), [1, 2, 3]);
-        set.apply(&[], 1_100);
-        assert_eq!(held(&set), [1, 3]);
-        set.apply(&[until(4, 1_150)], 1_101);
-        assert_eq!(held(&set), [1, 3, 4]);
-        set.apply(&[], 1_150);
-        assert_eq!(held(&set), [1, 3], "one added later is due in its turn");
-        set.apply(&[], 1_299);
-        assert_eq!(held(&set), [1]);
-        set.apply(&[], 1_300);
-        assert!(set.is_empty());
-    }
-
-    #[test]
-    fn a_snapshot_adds_to_what_is_held_and_resets_the_cursor() {
-        let mut set = RevocationSet::default();
-        let alice = Revoked::User {
-            name: "alice".into(),
-        };
-        set.apply(&[entry(9, alice, 1_000)], 1_001);
-        set.apply_snapshot(
-            &[entry(2, Revoked::Client { id: "app".into() }, 1_000)],
-            2,
-            1_001,
-        );
-        assert_eq!((set.cursor(), set.len()), (2, 2), "alice stays revoked");
-        assert!(set.covers(&body(SubjectKind::User, "alice", "web", 999)));
-    }
-
-    #[test]
-    fn a_family_revocation_covers_the_tokens_tagged_with_it() {
-        let mut set = RevocationSet::default();
-        let tag = Revoked::Family {
-            tag: "07".repeat(FAMILY_TAG_LEN),
-        };
-        set.apply(&[entry(1, tag, 1_000)], 1_001);
-        let mut tagged = body(SubjectKind::User, "alice", "app", 2_000);
-        tagged.jti = [7, 7, 7, 7, 7, 7, 7, 7, 1, 2, 3, 4, 5, 6, 7, 8];
-        assert!(set.covers(&tagged), "whenever it was issued");
-        tagged.jti[7] = 8;
-        assert!(!set.covers(&tagged));
-    }
-
-    #[test]
-    fn token_ids_parse_from_hex_only() {
-        assert_eq!(parse_jti(&"0a".repeat(16)), Some([10; 16]));
-        assert_eq!(parse_jti(&"0A".repeat(16)), Some([10; 16]));
-        for bad in [
-            "",
-            "0a",
-            &"0g".repeat(16),
-            &"+a".repeat(16),
-            &"0a".repeat(17),
-        ] {
-            assert_eq!(parse_jti(bad), None, "{bad}");
-        }
-    }
-}
+mod tests;

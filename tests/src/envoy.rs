@@ -197,6 +197,28 @@ pub fn start_envoy_on(
     }
 }
 
+/// Waits until `vms` filter VMs of the Envoy with the admin socket `sock` have had their first good
+/// answer from the edge feed (the counter `edge_sync_first_ok` counts one per VM), at most 30 s.
+pub fn wait_for_first_answers(sock: &Path, vms: u64) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, text) = admin_get(sock, "/stats?filter=mms_auth.edge_sync_first_ok")?;
+        let synced = text
+            .lines()
+            .filter_map(|l| l.split_once(": "))
+            .find(|(name, _)| name.ends_with("mms_auth.edge_sync_first_ok"))
+            .and_then(|(_, v)| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        if synced >= vms {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{synced} of {vms} filter VMs had a first answer from edge sync after 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// A GET to Envoy's admin interface on the Unix socket `sock`: the status and the body.
 pub fn admin_get(sock: &Path, path: &str) -> Result<(u16, String)> {
     let mut s = UnixStream::connect(sock).with_context(|| format!("{}", sock.display()))?;

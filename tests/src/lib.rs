@@ -418,6 +418,13 @@ impl Stack {
         Ok(serde_json::to_string_pretty(&cfg)?)
     }
 
+    /// (Re)starts Envoy with [`Stack::filter_config`] and returns as soon as Envoy is ready,
+    /// without waiting for edge sync's first answer: an Envoy started while the issuer is down.
+    pub fn restart_envoy_without_waiting(&mut self) -> Result<()> {
+        let cfg = self.filter_config()?;
+        self.launch_envoy(&cfg)
+    }
+
     /// (Re)starts Envoy with [`Stack::filter_config`] changed by `edit`.
     pub fn restart_envoy_edited(
         &mut self,
@@ -428,8 +435,35 @@ impl Stack {
         self.restart_envoy_with(&cfg.to_string())
     }
 
-    /// (Re)starts Envoy with the shipped configuration and this plugin configuration JSON.
+    /// (Re)starts Envoy with the shipped configuration and this plugin configuration JSON; with
+    /// edge sync, waits until every filter VM has had its first good answer from the feed (until
+    /// then the filter answers 503 to every request with a token, `docs/filter.md`).
     pub fn restart_envoy_with(&mut self, filter_config: &str) -> Result<()> {
+        self.launch_envoy(filter_config)?;
+        let syncs = serde_json::from_str::<serde_json::Value>(filter_config)
+            .is_ok_and(|v| v.get("edge_sync").is_some());
+        if syncs {
+            self.wait_for_edge_sync()?;
+        }
+        Ok(())
+    }
+
+    /// Envoy's worker threads: two with edge sync (to show every worker syncs), else one.
+    fn envoy_workers(&self) -> u32 {
+        1 + u32::from(self.edge_secret.is_some())
+    }
+
+    /// Waits until each filter VM (one per Envoy worker, one on its main thread) has had its
+    /// first good answer from the edge feed.
+    pub fn wait_for_edge_sync(&self) -> Result<()> {
+        let vms = u64::from(self.envoy_workers()) + 1;
+        envoy::wait_for_first_answers(&self.dir.join(ADMIN_SOCKET), vms)
+            .with_context(|| self.logs())
+    }
+
+    /// (Re)starts Envoy with the shipped configuration and this plugin configuration JSON, and
+    /// waits until it is ready (but not for edge sync).
+    fn launch_envoy(&mut self, filter_config: &str) -> Result<()> {
         if let Some(mut e) = self.envoy.take() {
             e.stop();
         }
@@ -443,7 +477,7 @@ impl Stack {
             &self.dir,
             &path,
             self.ports.listener,
-            if self.edge_secret.is_some() { 2 } else { 1 },
+            self.envoy_workers(),
             &self.dir.join("envoy.log"),
         )?);
         Ok(())

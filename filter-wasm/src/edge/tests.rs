@@ -133,6 +133,48 @@ fn polls_ask_for_a_snapshot_first_then_for_what_changed() {
 }
 
 #[test]
+fn the_cursor_carries_the_stamp_the_feed_gave_for_it() {
+    let c = cfg("");
+    let sync = c.edge_sync.as_ref().unwrap();
+    let mut state = EdgeState::new(&c, 1_000);
+    let mut first: Value = serde_json::from_slice(&snapshot(1, 7, json!([]))).unwrap();
+    first["cursor_stamp"] = json!("00000000000000ab");
+    state.apply(parse_answer(200, &answer(first), &state).unwrap(), 1_001);
+    assert_eq!(
+        sync.request_path(&state),
+        "/apiv2/oauth/edge?since=7.00000000000000ab&keys=v1"
+    );
+    let entry = json!({"kind": "user", "name": "eve", "seq": 8, "at": 1, "until": 2_000});
+    let next = answer(json!({"cursor": 8, "cursor_stamp": "ffffffffffffffff",
+        "keys_version": "v1", "revoked": [entry]}));
+    state.apply(parse_answer(200, &next, &state).unwrap(), 1_002);
+    assert_eq!(
+        sync.request_path(&state),
+        "/apiv2/oauth/edge?since=8.ffffffffffffffff&keys=v1"
+    );
+    // An issuer without stamps: the number alone, as before.
+    let idle = answer(json!({"cursor": 8, "keys_version": "v1", "revoked": []}));
+    state.apply(parse_answer(200, &idle, &state).unwrap(), 1_003);
+    assert_eq!(
+        sync.request_path(&state),
+        "/apiv2/oauth/edge?since=8&keys=v1"
+    );
+    for bad in [
+        "ab",
+        "00000000000000AB",
+        "+00000000000000a",
+        "000000000000000ab",
+    ] {
+        let body = answer(
+            json!({"cursor": 8, "cursor_stamp": bad, "keys_version": "v1",
+            "revoked": []}),
+        );
+        let e = parse_answer(200, &body, &state).unwrap_err();
+        assert!(e.to_string().contains("cursor_stamp"), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn revocations_and_keys_from_the_feed_decide_requests() {
     let c = cfg("");
     let mut state = EdgeState::new(&c, 1_000);
@@ -295,21 +337,118 @@ fn errors_never_quote_the_answer() {
     assert!(!e.contains(&leaked), "{e}");
 }
 
+/// A configuration with the static key 1, these fields (`,"name":value` each) and these of the
+/// `edge_sync` block beyond the credentials; without edge sync if `sync` is `None`.
+fn static_key(top: &str, sync: Option<&str>) -> Config {
+    let sync = sync.map_or(String::new(), |s| {
+        format!(r#","edge_sync":{{"cluster":"i","client_id":"e","client_secret":"s"{s}}}"#)
+    });
+    let key = secret(1);
+    Config::parse(format!(r#"{{"keys":[{{"kid":1,"secret":"{key}"}}]{top}{sync}}}"#).as_bytes())
+        .unwrap()
+}
+
+fn with_static_key(sync: &str) -> Config {
+    static_key("", Some(sync))
+}
+
+#[test]
+fn before_its_first_answer_the_filter_accepts_no_token_unless_within_the_grace() {
+    let alice = token_for(1, "alice", "app", 1, 1_000);
+    let expired = token_for(1, "alice", "app", 2, 100);
+    // By default no grace: with static keys that verify alice, she still gets 503 until the
+    // first good answer, and so does any token; no token is 401, a malformed header 400.
+    let strict = with_static_key("");
+    assert_eq!(strict.edge_sync.as_ref().unwrap().startup_grace, 0);
+    let mut state = EdgeState::new(&strict, 1_000);
+    for (token, now) in [(&alice, 1_000), (&alice, 1_500), (&expired, 1_000)] {
+        let (d, o) = outcome(&strict, &state, token, now);
+        assert_eq!(o, Outcome::Unsynced);
+        let Decision::Deny(d) = d else { panic!() };
+        assert_eq!((d.status, d.retry_after), (503, Some(1)));
+        assert!(d
+            .www_authenticate
+            .contains("error=\"temporarily_unavailable\""));
+        assert!(d.body.starts_with(r#"{"error":"temporarily_unavailable","#));
+    }
+    // A clock read before the start is no grace either.
+    assert_eq!(outcome(&strict, &state, &alice, 999).1, Outcome::Unsynced);
+    let no_token = decide(&strict, &state, b"/apiv2/x", [], 1_000);
+    assert_eq!(no_token.1, Outcome::Missing);
+    let bad = decide(
+        &strict,
+        &state,
+        b"/apiv2/x",
+        [("authorization", &b"Bearer a b"[..])],
+        1_000,
+    );
+    assert_eq!(bad.1, Outcome::Malformed);
+    // The first good answer ends it once it has arrived whole, and its revocations count: a
+    // snapshot's first page (more to come) is not yet all that is revoked.
+    let bob_revoked = json!({"kind": "user", "name": "bob", "seq": 2, "at": 1_000, "until": 2_000});
+    let first_page = answer(json!({
+        "cursor": 1, "keys_version": "v1", "full": true, "more": true,
+        "revoked": [{"kind": "user", "name": "eve", "seq": 1, "at": 1_000, "until": 2_000}],
+        "keys": [{"kid": 1, "secret": secret(1)}], "max_token_lifetime_seconds": 3600,
+    }));
+    state.apply(parse_answer(200, &first_page, &state).unwrap(), 1_001);
+    assert!(!state.caught_up());
+    assert_eq!(outcome(&strict, &state, &alice, 1_001).1, Outcome::Unsynced);
+    let last_page = answer(json!({"cursor": 2, "keys_version": "v1", "revoked": [bob_revoked]}));
+    state.apply(parse_answer(200, &last_page, &state).unwrap(), 1_002);
+    assert!(state.caught_up());
+    assert_eq!(outcome(&strict, &state, &alice, 1_002).1, Outcome::Allowed);
+    let bob = token_for(1, "bob", "app", 3, 1_000);
+    assert_eq!(outcome(&strict, &state, &bob, 1_002).1, Outcome::Revoked);
+    // Later failures keep the last state (unless `max_staleness_seconds` says otherwise).
+    assert_eq!(outcome(&strict, &state, &alice, 1_400).1, Outcome::Allowed);
+
+    // With a grace: decided with the static configuration until it ends, 503 afterwards.
+    let lenient = with_static_key(r#","startup_grace_seconds":30"#);
+    let state = EdgeState::new(&lenient, 1_000);
+    assert_eq!(outcome(&lenient, &state, &alice, 1_000).1, Outcome::Allowed);
+    assert_eq!(outcome(&lenient, &state, &alice, 1_029).1, Outcome::Allowed);
+    assert_eq!(
+        outcome(&lenient, &state, &expired, 1_029).1,
+        Outcome::Expired
+    );
+    assert_eq!(
+        outcome(&lenient, &state, &alice, 1_030).1,
+        Outcome::Unsynced
+    );
+    assert_eq!(
+        outcome(&lenient, &state, &alice, 9_000).1,
+        Outcome::Unsynced
+    );
+    // An exempt path stays exempt.
+    let exempt = static_key(r#","exempt_prefixes":["/public/"]"#, Some(""));
+    let state = EdgeState::new(&exempt, 1_000);
+    let header = format!("Bearer {alice}");
+    let headers = [("authorization", header.as_bytes())];
+    let (_, o, _) = decide(&exempt, &state, b"/public/x", headers, 1_000);
+    assert_eq!(o, Outcome::Exempt);
+    // Without edge sync there is nothing to wait for.
+    let plain = static_key("", None);
+    let state = EdgeState::new(&plain, 1_000);
+    assert_eq!(outcome(&plain, &state, &alice, 1_000).1, Outcome::Allowed);
+    for bad in [
+        r#","startup_grace_seconds":86401"#,
+        r#","startup_grace_seconds":-1"#,
+    ] {
+        let raw = format!(
+            r#"{{"edge_sync":{{"cluster":"i","client_id":"e","client_secret":"s"{bad}}}}}"#
+        );
+        assert!(Config::parse(raw.as_bytes()).is_err(), "{bad}");
+    }
+}
+
 #[test]
 fn old_state_refuses_everything_only_when_the_operator_chose_so() {
     let lenient = cfg("");
-    let strict =
-        cfg(r#","keys":[{"kid":1,"secret":"AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE"}]"#);
-    let strict_sync = Config::parse(
-        format!(
-            r#"{{"keys":[{{"kid":1,"secret":"{}"}}],"edge_sync":{{"cluster":"i","client_id":"e","client_secret":"s","max_staleness_seconds":30}}}}"#,
-            secret(1)
-        )
-        .as_bytes(),
-    )
-    .unwrap();
+    // Static keys serve before the first sync only within the start-up grace.
+    let strict = with_static_key(r#","startup_grace_seconds":60"#);
+    let strict_sync = with_static_key(r#","max_staleness_seconds":30,"startup_grace_seconds":60"#);
     let alice = token_for(1, "alice", "app", 1, 1_000);
-    // Static keys serve before the first sync.
     let state = EdgeState::new(&strict, 1_000);
     assert_eq!(outcome(&strict, &state, &alice, 1_010).1, Outcome::Allowed);
     let mut state = EdgeState::new(&lenient, 1_000);

@@ -2,8 +2,11 @@
 //! and refuse revoked ones, for a client allowed to read it (`issuer client add NAME --edge`).
 //!
 //! - `since=N` asks for the revocations numbered after N (none: all in force, a full snapshot,
-//!   marked `"full": true`); the answer's `cursor` is the number to send next time. An answer holds
-//!   at most [`PAGE`] revocations; `"more": true` says to ask again at once.
+//!   marked `"full": true`); the answer's `cursor` is the number to send next time, and its
+//!   `cursor_stamp` the stamp of that entry, sent back as `since=N.STAMP`. A cursor whose entry
+//!   the store does not hold with that stamp belongs to another history (a store restored from
+//!   a backup) and gets a full snapshot ([`RevocationPage::continues`]). An answer holds at most
+//!   [`PAGE`] revocations; `"more": true` says to ask again at once.
 //! - `keys=V` names the key ring version the edge holds: the keys are sent only if the ring
 //!   changed. A poll with nothing new is a few dozen bytes.
 //! - Served only over TLS (the issuer's own) or to a loopback peer (an Envoy on the same host):
@@ -21,7 +24,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use shared::revocation::{Revocation, RevocationPage};
+use shared::revocation::{stamp_hex, Cursor, Revocation, RevocationPage};
 use shared::KeyRing;
 use warp::http::StatusCode;
 use warp::reply::Response;
@@ -37,21 +40,22 @@ pub const PAGE_BYTES: usize = 1 << 20;
 /// What an edge asks for.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct EdgeQuery {
-    /// The last revocation number it has.
-    pub since: Option<u64>,
+    /// The last revocation number it has, with the stamp of its entry if it was given one.
+    pub since: Option<Cursor>,
     /// The key ring version it has.
     pub keys: Option<String>,
 }
 
 impl EdgeQuery {
-    /// Parses `since=N&keys=V`; anything else, or a malformed or repeated value, is refused.
+    /// Parses `since=N&keys=V` (N: ASCII digits, optionally `.` and the 16 hex digits of a
+    /// stamp); anything else, or a malformed or repeated value, is refused.
     pub fn parse(raw: &str) -> Result<Self, ApiError> {
         let mut q = Self::default();
         for (name, value) in form_urlencoded::parse(raw.as_bytes()) {
             match name.as_ref() {
                 "since" if q.since.is_none() => {
-                    q.since = Some(value.parse().map_err(|_| {
-                        ApiError::invalid_request("since must be a revocation number")
+                    q.since = Some(Cursor::parse(&value).ok_or_else(|| {
+                        ApiError::invalid_request("since must be a revocation cursor")
                     })?);
                 }
                 "keys" if q.keys.is_none() => {
@@ -84,7 +88,7 @@ fn entry_json(e: &Revocation) -> Value {
 /// most `limit` and `max_bytes` (but at least one); the cursor to send next and whether more are
 /// waiting.
 fn cut(
-    page: RevocationPage,
+    page: &RevocationPage,
     since: u64,
     full: bool,
     limit: usize,
@@ -183,19 +187,20 @@ impl App {
             ));
         }
         let q = EdgeQuery::parse(query)?;
-        let mut since = q.since.unwrap_or(0);
+        let asked = q.since.unwrap_or_default();
+        let mut since = asked.seq;
         let mut full = q.since.is_none();
         // One more than a page, to know whether more are waiting.
         let read = |since| self.store.revocations(since, now(), PAGE + 1);
         let mut page = read(since).await.map_err(|e| ApiError::store(&e))?;
-        if page.latest < since {
-            // The edge holds numbers this store never gave out (it was restored from a backup):
-            // a full snapshot, and a cursor the store's numbers will pass.
+        if !full && !page.continues(asked.seq, asked.stamp) {
+            // The edge's cursor is not of this store's history (it was restored from a backup),
+            // or its entry was swept: a full snapshot, which the edge adds to what it holds.
             since = 0;
             full = true;
             page = read(0).await.map_err(|e| ApiError::store(&e))?;
         }
-        let (revoked, cursor, more) = cut(page, since, full, PAGE, PAGE_BYTES, entry_json);
+        let (revoked, cursor, more) = cut(&page, since, full, PAGE, PAGE_BYTES, entry_json);
         let ring = self.ring();
         let version = keys_version(&ring, self.settings.access_ttl);
         let mut out = json!({
@@ -203,6 +208,9 @@ impl App {
             "keys_version": version,
             "revoked": revoked,
         });
+        if let Some(stamp) = page.stamp_of(cursor, since) {
+            out["cursor_stamp"] = json!(stamp_hex(stamp));
+        }
         if full {
             out["full"] = json!(true);
         }
@@ -232,11 +240,40 @@ mod tests {
         assert_eq!(
             EdgeQuery::parse("since=12&keys=ab").unwrap(),
             EdgeQuery {
-                since: Some(12),
+                since: Some(Cursor {
+                    seq: 12,
+                    stamp: None
+                }),
                 keys: Some("ab".into())
             }
         );
-        for bad in ["since=x", "since=1&since=2", "other=1", "since=-1"] {
+        let since = |q: &str| EdgeQuery::parse(q).unwrap().since.unwrap();
+        assert_eq!(since("since=18446744073709551615").seq, u64::MAX);
+        assert_eq!(
+            since("since=7.00000000000000ff"),
+            Cursor {
+                seq: 7,
+                stamp: Some(255)
+            }
+        );
+        for bad in [
+            "since=x",
+            "since=1&since=2",
+            "other=1",
+            "since=-1",
+            "since=%2B5",
+            "since=+5",
+            "since=",
+            "since=%205",
+            "since=5%20",
+            "since=0x5",
+            "since=%EF%BC%95",
+            "since=18446744073709551616",
+            "since=000000000000000000005",
+            "since=7.ff",
+            "since=7.00000000000000FF",
+            "since=7.00000000000000ff&since=7",
+        ] {
             assert!(EdgeQuery::parse(bad).is_err(), "{bad}");
         }
         assert!(EdgeQuery::parse(&format!("keys={}", "a".repeat(65))).is_err());
@@ -271,31 +308,33 @@ mod tests {
             what: Revoked::User { name: "u".into() },
             at: 1,
             until: 2,
+            stamp: None,
         };
         let page = |from: u64, to: u64, latest| RevocationPage {
             entries: (from..=to).map(entry).collect(),
             latest,
+            ..RevocationPage::default()
         };
         let big = usize::MAX;
         // A full snapshot of 5 entries (numbers 3 to 7, the latest given out 9) in pages of 2.
-        let (first, cursor, more) = cut(page(3, 7, 9), 0, true, 2, big, entry_json);
+        let (first, cursor, more) = cut(&page(3, 7, 9), 0, true, 2, big, entry_json);
         assert_eq!((first.len(), cursor, more), (2, 4, true));
-        let (second, cursor, more) = cut(page(5, 7, 9), 4, false, 2, big, entry_json);
+        let (second, cursor, more) = cut(&page(5, 7, 9), 4, false, 2, big, entry_json);
         assert_eq!((second.len(), cursor, more), (2, 6, true));
-        let (last, cursor, more) = cut(page(7, 7, 9), 6, false, 2, big, entry_json);
+        let (last, cursor, more) = cut(&page(7, 7, 9), 6, false, 2, big, entry_json);
         assert_eq!((last.len(), cursor, more), (1, 7, false));
         // Nothing new: the cursor stays; a whole snapshot ends at the latest number.
-        assert_eq!(cut(page(1, 0, 9), 7, false, 2, big, entry_json).1, 7);
-        let whole = cut(page(3, 4, 9), 0, true, 2, big, entry_json);
+        assert_eq!(cut(&page(1, 0, 9), 7, false, 2, big, entry_json).1, 7);
+        let whole = cut(&page(3, 4, 9), 0, true, 2, big, entry_json);
         assert_eq!(
             whole,
             (vec![entry_json(&entry(3)), entry_json(&entry(4))], 9, false)
         );
         // By size: two entries to a page; one always goes, however big.
         let size = entry_json(&entry(1)).to_string().len() + 1;
-        let (sized, cursor, more) = cut(page(3, 7, 9), 0, true, 100, 2 * size, entry_json);
+        let (sized, cursor, more) = cut(&page(3, 7, 9), 0, true, 100, 2 * size, entry_json);
         assert_eq!((sized.len(), cursor, more), (2, 4, true));
-        let (one, _, more) = cut(page(3, 7, 9), 0, true, 100, 1, entry_json);
+        let (one, _, more) = cut(&page(3, 7, 9), 0, true, 100, 1, entry_json);
         assert_eq!((one.len(), more), (1, true));
     }
 }

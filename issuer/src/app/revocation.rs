@@ -23,10 +23,11 @@ impl App {
     /// Reads the revocations recorded since the last read. A failure is logged; the next read
     /// catches up.
     pub async fn reload_revocations(&self) {
-        let since = self.revoked().cursor();
-        let read = match self.store.revocations(since, now(), usize::MAX).await {
-            // Numbers below what was read before: a store restored from a backup. Read it whole.
-            Ok(page) if page.latest < since => self
+        let since = self.revoked().position();
+        let read = match self.store.revocations(since.seq, now(), usize::MAX).await {
+            // The entry read last is not in the store as it was (a store restored from a backup
+            // numbers again from the backup's last entry), or was swept: read it whole.
+            Ok(page) if !page.continues(since.seq, since.stamp) => self
                 .store
                 .revocations(0, now(), usize::MAX)
                 .await
@@ -38,6 +39,7 @@ impl App {
                 let mut set = self.revoked.write().unwrap_or_else(PoisonError::into_inner);
                 if whole {
                     set.apply_snapshot(&page.entries, page.latest, now());
+                    set.stamp_cursor(page.latest, page.latest_stamp);
                 } else {
                     set.apply(&page.entries, now());
                 }

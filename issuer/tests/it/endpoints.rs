@@ -235,11 +235,36 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
     let (idle, len) = edge_feed(&s, as_edge, &format!("?since=1&keys={version}")).await;
     assert_eq!(idle.json["revoked"], serde_json::json!([]));
     assert!(len < 200, "a poll with nothing new is {len} bytes");
-    assert_error(
-        &edge_feed(&s, as_edge, "?since=one").await.0,
-        400,
-        "invalid_request",
+    // The cursor's stamp proves its history: sent back, the answer goes on from it; another
+    // stamp for the same number is another history (a restored store) and gets a snapshot.
+    let stamp = next.json["cursor_stamp"].as_str().unwrap().to_owned();
+    assert_eq!(idle.json["cursor_stamp"], stamp.as_str());
+    assert!(stamp.len() == 16 && stamp.bytes().all(|c| c.is_ascii_hexdigit()));
+    let (same, _) = edge_feed(&s, as_edge, &format!("?since=1.{stamp}&keys={version}")).await;
+    assert_eq!(
+        (same.json["cursor"].as_u64(), same.json.get("full")),
+        (Some(1), None)
     );
+    let other = if stamp == "0000000000000000" {
+        "0000000000000001"
+    } else {
+        "0000000000000000"
+    };
+    let (snapshot, _) = edge_feed(&s, as_edge, &format!("?since=1.{other}&keys={version}")).await;
+    assert_eq!(snapshot.json["full"], true);
+    assert_eq!(snapshot.json["revoked"][0]["jti"], jti.as_str());
+    assert_eq!(snapshot.json["cursor_stamp"], stamp.as_str());
+    // A revocation number is ASCII digits: not `+5`, which Rust's integer parser would take.
+    for bad in [
+        "?since=one",
+        "?since=%2B5",
+        "?since=+5",
+        "?since=%205",
+        "?since=1.zz",
+        "?since=1.",
+    ] {
+        assert_error(&edge_feed(&s, as_edge, bad).await.0, 400, "invalid_request");
+    }
 
     // A rotated key changes the version; the edge holding the old one gets the new ring.
     admin(&f.dir, &["keys", "rotate"], None);

@@ -13,6 +13,9 @@ use issuer::store::{
 use std::sync::Arc;
 use zeroize::Zeroizing;
 
+mod restore;
+use restore::revocation_cursors_prove_the_history_they_belong_to;
+
 pub(crate) const POLICY: RefreshPolicy = RefreshPolicy {
     idle_ttl: 100,
     absolute_ttl: 250,
@@ -521,12 +524,19 @@ async fn revocations_are_numbered_kept_and_swept(b: Backend) {
         assert_eq!(e.until, e.at + ttl + REVOCATION_MARGIN);
     }
 
-    // The sweep deletes what is out of force; numbers are never given out again.
+    // The sweep deletes what is out of force but the newest (the proof of an up-to-date
+    // reader's cursor); numbers are never given out again.
     let last = recorded.last().unwrap().seq;
     let later = t + ttl + REVOCATION_MARGIN + 10;
-    assert!(s.sweep(later).await.unwrap() >= 7);
+    assert!(s.sweep(later).await.unwrap() >= 6);
     let swept = s.revocations(0, 0, usize::MAX).await.unwrap();
-    assert!(swept.entries.is_empty());
+    assert_eq!(seqs(swept.clone()), [last], "only the newest stays");
+    assert!(s
+        .revocations(0, later, usize::MAX)
+        .await
+        .unwrap()
+        .entries
+        .is_empty());
     assert_eq!(swept.latest, last, "the highest number given out stays");
     let next = s.revoke(token, later, None).await.unwrap();
     assert!(next > last, "{next} after {last}");
@@ -577,5 +587,6 @@ conformance!(
     refresh_lifetimes_revocation_and_inactive,
     concurrent_rotations_never_fork,
     revocations_are_numbered_kept_and_swept,
+    revocation_cursors_prove_the_history_they_belong_to,
     a_new_password_ends_older_families,
 );

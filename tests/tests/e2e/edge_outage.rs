@@ -210,3 +210,175 @@ async fn hostile_feed_answers_change_nothing() {
     impostor.abort();
     assert!(s.stop());
 }
+
+/// A protected call on a connection of its own: the status, `WWW-Authenticate` and `Retry-After`.
+async fn call_with_retry_after(s: &Stack, token: Option<&str>) -> (u16, String, Option<String>) {
+    let http = s
+        .client_builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let mut req = http.get(format!("{}/apiv2/MediaService/Find", s.url()));
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let r = req.send().await.unwrap();
+    let header = |name: &str| {
+        r.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap_or("").to_owned())
+    };
+    let (www, retry) = (
+        header("www-authenticate").unwrap_or_default(),
+        header("retry-after"),
+    );
+    (r.status().as_u16(), www, retry)
+}
+
+/// Finding 3 of the outside probe: an Envoy (re)started while the feed is unreachable has no
+/// revocation at all; it must not accept what it cannot know to be unrevoked.
+#[tokio::test]
+async fn an_envoy_started_while_the_issuer_is_down_refuses_until_its_first_answer() {
+    let Some((_tmp, mut s)) = edge_stack().await else {
+        return;
+    };
+    let (good, revoked) = good_and_revoked(&s).await;
+    s.stop_issuer(0).unwrap();
+    assert_eq!(
+        call(&s, &revoked).await.0,
+        401,
+        "the running Envoy keeps it"
+    );
+
+    s.restart_envoy_without_waiting().unwrap();
+    for _ in 0..8 {
+        let (status, www, retry) = call_with_retry_after(&s, Some(&revoked)).await;
+        assert_ne!(
+            status, 200,
+            "a revoked token passed an Envoy started while the issuer was down"
+        );
+        assert_eq!(status, 503, "{www}");
+        assert!(www.contains("temporarily_unavailable"), "{www}");
+        assert_eq!(retry.as_deref(), Some("1"));
+        assert_eq!(call_with_retry_after(&s, Some(&good)).await.0, 503);
+        let (missing, _, _) = call_with_retry_after(&s, None).await;
+        assert_eq!(missing, 401, "no token is still 401");
+    }
+    counter_grows(&s, "unsynced", 16).await;
+    let log = std::fs::read_to_string(s.dir.join("envoy.log")).unwrap();
+    assert!(
+        log.contains("mms_auth: no good answer from edge sync yet"),
+        "{log}"
+    );
+
+    s.start_issuer_again(0).unwrap();
+    let back = Instant::now();
+    s.wait_for_edge_sync().unwrap();
+    eprintln!(
+        "every filter VM had its first answer {:?} after the issuer came back",
+        back.elapsed()
+    );
+    refused_everywhere(&s, &revoked, Instant::now(), "revoked before the restart").await;
+    for _ in 0..8 {
+        assert_eq!(call(&s, &good).await.0, 200);
+    }
+    let c = s.counters().await.unwrap();
+    assert_eq!(
+        c["edge_sync_first_ok"], 3,
+        "one per VM: two workers, the main thread"
+    );
+    assert!(s.stop());
+}
+
+/// Copies the files of `from` into `to` (created), as a backup or a restore of a stopped
+/// issuer's data dir; the admin socket is no file to keep.
+fn copy_files(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let (path, kind) = (entry.path(), entry.file_type().unwrap());
+        if kind.is_dir() {
+            copy_files(&path, &to.join(entry.file_name()));
+        } else if kind.is_file() {
+            std::fs::copy(&path, to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+/// Finding 6 of the outside probe: after a restore from a backup, the store numbers revocations
+/// again from the backup's last one, so an edge whose cursor is ahead must not skip those it
+/// never saw.
+#[tokio::test]
+async fn a_revocation_recorded_after_a_restore_reaches_an_edge_whose_cursor_is_ahead() {
+    let Some((_tmp, mut s)) = edge_stack().await else {
+        return;
+    };
+    s.admin(&["user", "add", "bob"], Some("bob-password"))
+        .unwrap();
+    s.admin(&["user", "add", "carol"], Some("carol-password"))
+        .unwrap();
+    let bob = access(&password(&s, "bob", "bob-password").await);
+    assert_eq!(call(&s, &bob).await.0, 200);
+    // The backup: the data dir's files, copied while the issuer is stopped.
+    s.stop_issuer(0).unwrap();
+    let backup = s.dir.join("backup");
+    copy_files(&s.data, &backup);
+    s.start_issuer_again(0).unwrap();
+    // Five revocations the edge takes in: its cursor is five ahead of the backup's.
+    let mut last = String::new();
+    for _ in 0..5 {
+        last = access(&password(&s, demo::USER, demo::PASSWORD).await);
+        revoke(&s, &last).await;
+    }
+    refused_everywhere(&s, &last, Instant::now(), "the fifth revocation").await;
+
+    // The restore, and six revocations recorded before the issuer serves again: bob's first,
+    // numbered where the edge has already been.
+    s.stop_issuer(0).unwrap();
+    for entry in std::fs::read_dir(&s.data).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    copy_files(&backup, &s.data);
+    s.admin(&["user", "disable", "bob"], None).unwrap();
+    for _ in 0..5 {
+        s.admin(&["user", "disable", "carol"], None).unwrap();
+        s.admin(&["user", "enable", "carol"], None).unwrap();
+    }
+    s.start_issuer_again(0).unwrap();
+
+    let introspected: Value = s
+        .client()
+        .post(format!("{}/apiv2/oauth/introspect", s.url()))
+        .basic_auth(demo::CLIENT, Some(&s.secret))
+        .form(&[("token", bob.as_str())])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(introspected["active"], false, "the issuer knows bob is out");
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(5);
+    loop {
+        let (status, _) = call(&s, &bob).await;
+        if status == 401 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the disabled user's token still gets {status} at the edge {:?} after the issuer \
+             came back from the restore\n{}",
+            start.elapsed(),
+            s.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    refused_everywhere(&s, &bob, Instant::now(), "bob, disabled after the restore").await;
+    assert!(s.stop());
+}

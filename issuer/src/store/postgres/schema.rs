@@ -54,6 +54,9 @@ const MIGRATIONS: &[&str] = &[
          seq BIGINT PRIMARY KEY, entry TEXT NOT NULL, until BIGINT NOT NULL)",
     // `issuer keys retire`: a key retired ahead of its time.
     "ALTER TABLE signing_keys ADD COLUMN IF NOT EXISTS retired_at BIGINT",
+    // Each revocation's random stamp, the proof of the history of a reader's cursor
+    // (`shared::revocation`); NULL for the rows recorded before it.
+    "ALTER TABLE revocations ADD COLUMN IF NOT EXISTS stamp BIGINT",
     // The MACs of the records that grant power ([`super::records`]); filled in for the records
     // of an older database by [`PgStore::init_secrets`].
     "ALTER TABLE clients ADD COLUMN IF NOT EXISTS mac BYTEA",

@@ -1,5 +1,8 @@
 //! Revocations in the redb file: numbered entries (`revocations`), the last number given out in
 //! the settings (`revocation_seq`, never lowered, so a number is never reused after a sweep).
+//! Each entry carries a random stamp, the proof of the history a reader's cursor belongs to
+//! (`shared::revocation`); the sweep never deletes the newest entry, so the cursor of a reader
+//! that is up to date can always be checked.
 
 use super::{enc, RedbFile, REVOCATIONS, SETTINGS};
 use crate::store::revocation::REVOCATION_MARGIN;
@@ -27,6 +30,7 @@ impl RedbFile {
             what,
             at: now,
             until: until.unwrap_or(now + ttl + REVOCATION_MARGIN),
+            stamp: Some(rand::random()),
         };
         tx.open_table(REVOCATIONS)?
             .insert(seq, enc(&entry).as_slice())?;
@@ -58,7 +62,8 @@ impl RedbFile {
     }
 
     /// Revocations numbered after `since` and in force at `now`, in order, with the highest
-    /// number given out (one read transaction).
+    /// number given out and the stamps of that entry and of entry `since` (one read
+    /// transaction).
     pub fn revocations(
         &self,
         since: u64,
@@ -71,6 +76,12 @@ impl RedbFile {
             .get("revocation_seq")?
             .map_or(0, |v| v.value());
         let t = tx.open_table(REVOCATIONS)?;
+        let stamp = |seq: u64| -> Result<Option<u64>, StoreError> {
+            Ok(t.get(seq)?
+                .and_then(|v| serde_json::from_slice::<Revocation>(v.value()).ok())
+                .and_then(|e| e.stamp))
+        };
+        let (latest_stamp, since_stamp) = (stamp(latest)?, stamp(since)?);
         let mut entries = Vec::new();
         for r in t.range(since.saturating_add(1)..)? {
             if entries.len() >= limit {
@@ -83,14 +94,25 @@ impl RedbFile {
                 Err(_) => tracing::error!(seq = seq.value(), "a revocation does not decode"),
             }
         }
-        Ok(RevocationPage { entries, latest })
+        Ok(RevocationPage {
+            entries,
+            latest,
+            latest_stamp,
+            since_stamp,
+        })
     }
 
-    /// Deletes revocations no longer in force, inside the sweep's transaction.
+    /// Deletes revocations no longer in force, inside the sweep's transaction, except the newest:
+    /// it stays as the proof of the cursor of every reader that is up to date.
     pub(super) fn sweep_revocations_in(tx: &WriteTransaction, now: u64) -> Result<u64, StoreError> {
+        let latest = tx
+            .open_table(SETTINGS)?
+            .get("revocation_seq")?
+            .map_or(0, |v| v.value());
         let mut removed = 0;
-        tx.open_table(REVOCATIONS)?.retain(|_, v| {
-            let keep = serde_json::from_slice::<Revocation>(v).map_or(true, |e| e.until > now);
+        tx.open_table(REVOCATIONS)?.retain(|seq, v| {
+            let keep = seq == latest
+                || serde_json::from_slice::<Revocation>(v).map_or(true, |e| e.until > now);
             removed += u64::from(!keep);
             keep
         })?;
