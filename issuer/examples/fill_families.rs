@@ -4,8 +4,8 @@
 //!
 //! `cargo run --release -p issuer --example fill_families -- DATA_DIR COUNT`
 
-use issuer::store::redb::RedbFile;
-use issuer::store::{RefreshOp, RefreshOutcome, RefreshPolicy};
+use issuer::store::redb::{FamilyDone, FamilyOp, RedbFile};
+use issuer::store::RefreshPolicy;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Families written per transaction.
@@ -26,7 +26,7 @@ fn main() -> anyhow::Result<()> {
         let n = BATCH.min(count - done);
         let ops: Vec<_> = (done..done + n)
             .map(|i| {
-                let op = RefreshOp::Issue {
+                let op = FamilyOp::Start {
                     client: "fill".into(),
                     user: format!("user{}", i % 100_000),
                 };
@@ -34,7 +34,7 @@ fn main() -> anyhow::Result<()> {
             })
             .collect();
         for outcome in store.apply_refresh_ops(&ops, &policy)? {
-            if !matches!(outcome?, RefreshOutcome::Issued(_)) {
+            if !matches!(outcome?, FamilyDone::Started(_)) {
                 anyhow::bail!("a family was not issued");
             }
         }

@@ -247,15 +247,15 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
             format!("client {id} added (inactive until `issuer client activate {id}`)\n")
         }
         Command::ClientActivate { id } => {
-            found(store.update_client(id, ClientChange::SetActive(true)).await?, "client", id)?;
+            found(store.update_client(id, ClientChange::SetActive(true), now).await?, "client", id)?;
             format!("client {id} activated\n")
         }
         Command::ClientDeactivate { id } => {
-            found(store.update_client(id, ClientChange::SetActive(false)).await?, "client", id)?;
+            found(store.update_client(id, ClientChange::SetActive(false), now).await?, "client", id)?;
             format!("client {id} deactivated\n")
         }
         Command::ClientRemove { id } => {
-            found(store.remove_client(id).await?, "client", id)?;
+            found(store.remove_client(id, now).await?, "client", id)?;
             format!("client {id} removed\n")
         }
         Command::ClientList => {
@@ -310,7 +310,7 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
         }
         Command::UserDisable { name } => {
             found(
-                store.update_user(name, &UserChange::Disable { at: now }).await?,
+                store.update_user(name, &UserChange::Disable { at: now }, now).await?,
                 "user",
                 name,
             )?;
@@ -318,7 +318,7 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
         }
         Command::UserEnable { name } => {
             found(
-                store.update_user(name, &UserChange::Enable).await?,
+                store.update_user(name, &UserChange::Enable, now).await?,
                 "user",
                 name,
             )?;
@@ -329,14 +329,14 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
             password_hash,
         } => {
             found(
-                store.update_user(name, &UserChange::SetPassword { hash: password_hash.clone(), at: now }).await?,
+                store.update_user(name, &UserChange::SetPassword { hash: password_hash.clone(), at: now }, now).await?,
                 "user",
                 name,
             )?;
             format!("password of user {name} changed\n")
         }
         Command::UserRemove { name } => {
-            found(store.remove_user(name).await?, "user", name)?;
+            found(store.remove_user(name, now).await?, "user", name)?;
             format!("user {name} removed\n")
         }
         Command::UserList => {

@@ -8,7 +8,7 @@ use issuer::logging::LogFormat;
 use issuer::passwords::hash_password;
 use issuer::secrets::new_client_secret;
 use issuer::store::redb::{RedbFile, RedbStore, HASH_KEY_FILE};
-use issuer::store::{GrantKind, Location, PgFiles, RefreshPolicy, Store, StoreError};
+use issuer::store::{GrantKind, HashKeyed, Location, OpenError, PgFiles, RefreshPolicy, Store};
 use issuer::throttle::{MemoryBook, Throttle, ThrottleBook, ThrottlePolicy};
 use std::io::{BufRead, IsTerminal, Write};
 use std::net::SocketAddr;
@@ -306,12 +306,12 @@ fn serve(s: Serve) -> anyhow::Result<()> {
             s.store_cache_mib
                 .and_then(|m| usize::try_from(m << 20).ok()),
         ) {
-            Err(StoreError::Locked) => bail!("{} is in use by another issuer", dir.display()),
+            Err(OpenError::Locked) => bail!("{} is in use by another issuer", dir.display()),
             other => {
                 let store = other.with_context(|| format!("opening {}", dir.display()))?;
                 (
                     Arc::new(store),
-                    Arc::new(MemoryBook::for_policy(&throttle_policy)),
+                    Arc::new(MemoryBook::new(throttle_policy.max_delay * 2)),
                     Some(dir.clone()),
                 )
             }
@@ -395,7 +395,7 @@ fn run_admin(args: &DataDir, cmd: Command) -> anyhow::Result<()> {
             Some(Reply::Err(msg)) => bail!("{msg}"),
             None => {
                 let store = match RedbStore::open(&dir, now(), RefreshPolicy::default()) {
-                    Err(StoreError::Locked) => bail!(
+                    Err(OpenError::Locked) => bail!(
                         "{} is in use by a process that does not answer on its admin socket",
                         dir.display()
                     ),

@@ -6,8 +6,7 @@
 //!
 //! Refresh tokens (`mmrt2.`, see [`RefreshToken`]) name their family and generation and carry a
 //! tag under the hash key over both, so the store keeps one small record per family and
-//! verifies any generation without storing a hash per token. Tokens of the first format
-//! (`mmrt1.`, 256 random bits, looked up by hash) are still honoured until their families expire.
+//! verifies any generation without storing a hash per token.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -18,8 +17,6 @@ use shared::revocation::FAMILY_TAG_LEN;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-/// Prefix of refresh tokens of the first format (random, one stored hash per token).
-pub const REFRESH_V1_PREFIX: &str = "mmrt1.";
 /// Prefix of refresh tokens of the current format ([`RefreshToken`]).
 pub const REFRESH_PREFIX: &str = "mmrt2.";
 /// Length of a current refresh token: the prefix and 52 bytes in base64url.
@@ -47,24 +44,6 @@ pub fn new_client_secret() -> Zeroizing<String> {
         "{CLIENT_SECRET_PREFIX}{}",
         URL_SAFE_NO_PAD.encode(*random32())
     ))
-}
-
-/// A refresh token of the first format: the prefix and 256 random bits in base64url. Only the
-/// stores' tests of that format still make them.
-pub fn new_refresh_token_v1() -> Zeroizing<String> {
-    Zeroizing::new(format!(
-        "{REFRESH_V1_PREFIX}{}",
-        URL_SAFE_NO_PAD.encode(*random32())
-    ))
-}
-
-/// True if `s` has the shape of a first-format refresh token (checked before any lookup).
-pub fn looks_like_refresh_token_v1(s: &str) -> bool {
-    s.len() == REFRESH_V1_PREFIX.len() + 43
-        && s.starts_with(REFRESH_V1_PREFIX)
-        && URL_SAFE_NO_PAD
-            .decode(&s[REFRESH_V1_PREFIX.len()..])
-            .is_ok_and(|b| b.len() == 32)
 }
 
 /// A verified refresh token: generation `generation` of family `family`. Only
@@ -167,21 +146,6 @@ impl HashKey {
             .map(|t| self.family_tag(&t.family))
     }
 
-    /// The storage key of a first-format refresh token.
-    pub fn refresh_hash(&self, token: &str) -> [u8; 32] {
-        self.mac(b"mms/refresh-hash/v1", &[token.as_bytes()])
-    }
-
-    /// The successor of a first-format refresh token. Deterministic, so a retried refresh inside
-    /// the retry window receives the identical successor without the server storing any plaintext.
-    pub fn refresh_successor(&self, token: &str) -> Zeroizing<String> {
-        let next = Zeroizing::new(self.mac(b"mms/refresh-successor/v1", &[token.as_bytes()]));
-        Zeroizing::new(format!(
-            "{REFRESH_V1_PREFIX}{}",
-            URL_SAFE_NO_PAD.encode(*next)
-        ))
-    }
-
     fn refresh_tag(&self, token: RefreshToken) -> Zeroizing<[u8; 32]> {
         Zeroizing::new(self.mac(
             b"mms/refresh-token/v2",
@@ -263,15 +227,8 @@ mod tests {
     }
 
     #[test]
-    fn shapes_and_hashes() {
+    fn client_secrets_are_bound_to_their_client() {
         let key = HashKey::new(random32());
-        let rt = new_refresh_token_v1();
-        assert!(looks_like_refresh_token_v1(&rt));
-        assert!(!looks_like_refresh_token_v1("mmrt1.short"));
-        let next = key.refresh_successor(&rt);
-        assert!(looks_like_refresh_token_v1(&next));
-        assert_eq!(next, key.refresh_successor(&rt));
-        assert_ne!(key.refresh_hash(&rt), key.refresh_hash(&next));
         let s = new_client_secret();
         let h = key.client_secret_hash("app", &s);
         assert!(key.client_secret_matches("app", &s, &h));

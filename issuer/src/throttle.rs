@@ -17,11 +17,12 @@
 //! embedded store), or the PostgreSQL database that several issuers share, so that guesses spread
 //! over N issuers meet the same back-off as guesses at one.
 
+pub use crate::store::throttle::{Entry, MemoryBook, ThrottleBook, FORGET_AFTER};
 use crate::store::StoreError;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Back-off settings.
 #[derive(Debug, Clone, Copy)]
@@ -50,17 +51,6 @@ impl Default for ThrottlePolicy {
     }
 }
 
-/// The count of one key.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Entry {
-    /// Failures counted (forgiven after a quiet spell).
-    pub failures: u32,
-    /// No attempt before this time (seconds since the epoch).
-    pub blocked_until: u64,
-    /// The last failure.
-    pub last_failure: u64,
-}
-
 #[derive(Debug, Hash, PartialEq, Eq, Clone, Serialize)]
 enum Subject {
     /// One user name from one address (or from wherever, when the address is unknown).
@@ -75,77 +65,6 @@ impl Subject {
     /// The key in a book: the subject as JSON (user names hold any printable character).
     fn key(&self) -> String {
         serde_json::to_string(self).expect("subjects serialize")
-    }
-}
-
-/// Where the counts live. `update` runs `f` over the entries of `keys` (absent keys are absent
-/// from the map) as one atomic step and keeps what `f` left: changed and new entries stored,
-/// removed ones deleted. `f` may run more than once (a shared book retries on contention).
-#[async_trait::async_trait]
-pub trait ThrottleBook: Send + Sync + std::fmt::Debug {
-    /// See the trait.
-    async fn update(
-        &self,
-        keys: &[String],
-        now: u64,
-        f: &mut (dyn for<'m> FnMut(&'m mut HashMap<String, Entry>) + Send),
-    ) -> Result<(), StoreError>;
-}
-
-/// Most keys a memory book tracks; beyond this, entries that no longer block anything go first.
-const MAX_ENTRIES: usize = 100_000;
-/// An entry this long without a failure is forgiven and may be forgotten (twice the longest
-/// wait a policy may set).
-pub const FORGET_AFTER: u64 = 2 * 86_400;
-
-/// The counts in this process's memory.
-#[derive(Debug)]
-pub struct MemoryBook {
-    entries: Mutex<HashMap<String, Entry>>,
-    /// When the book is full, entries that block nothing and saw no failure for this long go.
-    prune_after: u64,
-}
-
-impl MemoryBook {
-    /// A book for `policy`: a full book forgets entries quiet for twice its longest wait.
-    pub fn for_policy(policy: &ThrottlePolicy) -> Self {
-        Self {
-            entries: Mutex::default(),
-            prune_after: policy.max_delay * 2,
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl ThrottleBook for MemoryBook {
-    async fn update(
-        &self,
-        keys: &[String],
-        now: u64,
-        f: &mut (dyn for<'m> FnMut(&'m mut HashMap<String, Entry>) + Send),
-    ) -> Result<(), StoreError> {
-        let mut all = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if all.len() >= MAX_ENTRIES {
-            all.retain(|_, e| {
-                e.blocked_until > now || now.saturating_sub(e.last_failure) < self.prune_after
-            });
-        }
-        let mut some: HashMap<String, Entry> = keys
-            .iter()
-            .filter_map(|k| all.get(k).map(|e| (k.clone(), *e)))
-            .collect();
-        f(&mut some);
-        for k in keys {
-            match some.get(k) {
-                Some(e) => {
-                    all.insert(k.clone(), *e);
-                }
-                None => {
-                    all.remove(k);
-                }
-            }
-        }
-        Ok(())
     }
 }
 
@@ -172,7 +91,7 @@ impl Throttle {
 
     /// A throttle with this policy in this process's memory.
     pub fn in_memory(policy: ThrottlePolicy) -> Self {
-        Self::new(policy, Arc::new(MemoryBook::for_policy(&policy)))
+        Self::new(policy, Arc::new(MemoryBook::new(policy.max_delay * 2)))
     }
 
     fn free(&self, key: &Subject) -> u32 {

@@ -3,7 +3,7 @@
 
 use super::{now, App};
 use crate::http::{ApiError, Call};
-use crate::store::{ClientRecord, GrantKind, RefreshOp, RefreshOutcome};
+use crate::store::{ClientRecord, GrantKind};
 use crate::throttle::Turn;
 use shared::token::{Identity, SubjectKind};
 use warp::reply::Response;
@@ -76,19 +76,11 @@ impl App {
             claims: user.token_claims(),
         };
         // The family first: the access token carries its tag.
-        let op = RefreshOp::Issue {
-            client: client_id.clone(),
-            user: username,
-        };
-        let refresh = match self
+        let refresh = self
             .store
-            .refresh(op, now())
+            .start_family(&client_id, &username, now())
             .await
-            .map_err(|e| ApiError::store(&e))?
-        {
-            RefreshOutcome::Issued(refresh) => refresh,
-            _ => return Err(ApiError::internal(&"unexpected refresh outcome")),
-        };
+            .map_err(|e| ApiError::store(&e))?;
         let family = self.store.hash_key().family_tag_of(&refresh);
         let access = self.mint(&client_id, identity, issued_at, family)?;
         Ok(self.token_response(access, Some(refresh)))

@@ -4,7 +4,7 @@
 
 use super::{now, App};
 use crate::http::ApiError;
-use crate::store::{ClientRecord, GrantKind, RefreshOp, RefreshOutcome, RefreshRejection};
+use crate::store::{ClientRecord, GrantKind, RefreshRejection, RotateOutcome};
 use shared::token::{Identity, SubjectKind};
 use warp::reply::Response;
 use zeroize::Zeroizing;
@@ -23,22 +23,14 @@ impl App {
             ));
         }
         let family = self.store.hash_key().family_tag_of(&refresh_token);
-        let op = RefreshOp::Rotate {
-            presented: refresh_token,
-            client: client_id.clone(),
-        };
-        let rotation = match self
+        let outcome = self
             .store
-            .refresh(op, now())
+            .rotate_family(&refresh_token, &client_id, now())
             .await
-            .map_err(|e| ApiError::store(&e))?
-        {
-            RefreshOutcome::Rotated(r) => r,
-            _ => return Err(ApiError::internal(&"unexpected refresh outcome")),
-        };
-        let rotation = match rotation {
-            Ok(r) => r,
-            Err(rejection) => {
+            .map_err(|e| ApiError::store(&e))?;
+        let rotation = match outcome {
+            RotateOutcome::Rotated(r) => r,
+            RotateOutcome::Refused(rejection) => {
                 self.metrics.refresh(rejection.reason());
                 if rejection == RefreshRejection::ReuseDetected {
                     tracing::warn!(target: "audit", client = client_id.as_str(), "refresh token reuse: family revoked");

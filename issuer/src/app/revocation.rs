@@ -6,7 +6,7 @@
 use super::{now, App};
 use crate::http::{json_response, ApiError, Call, Timer};
 use crate::store::revocation::{RevocationSet, Revoked, REVOCATION_MARGIN};
-use crate::store::{RefreshOp, RefreshOutcome};
+use crate::store::FamilyRevocation;
 use serde_json::json;
 use shared::grant::parse_token_param;
 use shared::token::{self, Claim, SubjectKind, VerifiedToken};
@@ -102,30 +102,22 @@ impl App {
         if self.store.hash_key().verify_refresh(&token).is_some() {
             self.spend_revocation(&client_id)?;
         }
-        let op = RefreshOp::Revoke {
-            token,
-            client: client_id.clone(),
-        };
-        let revoked = match self
+        let revoked = self
             .store
-            .refresh(op, now())
+            .revoke_family(&token, &client_id, now())
             .await
-            .map_err(|e| ApiError::store(&e))?
-        {
-            RefreshOutcome::Revoked(r) => r,
-            _ => return Err(ApiError::internal(&"unexpected refresh outcome")),
-        };
+            .map_err(|e| ApiError::store(&e))?;
         match revoked {
-            Some(false) => Err(ApiError::unauthorized_client(
+            FamilyRevocation::OtherClient => Err(ApiError::unauthorized_client(
                 "the token was not issued to this client",
             )),
-            Some(true) => {
+            FamilyRevocation::Revoked => {
                 tracing::info!(target: "audit", client = client_id.as_str(), "refresh token family revoked");
                 // The store revoked the family's access tokens in the same transaction.
                 self.reload_revocations().await;
                 Ok(json_response(StatusCode::OK, &json!({})))
             }
-            None => Ok(json_response(StatusCode::OK, &json!({}))),
+            FamilyRevocation::Unknown => Ok(json_response(StatusCode::OK, &json!({}))),
         }
     }
 
@@ -197,7 +189,7 @@ impl App {
         }
         let info = self
             .store
-            .refresh_info(&token, t)
+            .family_info(&token, t)
             .await
             .map_err(|e| ApiError::store(&e))?;
         let out = match info {

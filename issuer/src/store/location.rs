@@ -3,7 +3,7 @@
 
 use super::kek::Kek;
 use super::postgres::PgStore;
-use super::{RefreshPolicy, StoreError};
+use super::{OpenError, RefreshPolicy};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -29,7 +29,7 @@ pub enum Location {
 
 impl Location {
     /// `--store` if given, else the data dir.
-    pub fn parse(store: Option<&str>, data_dir: &Path) -> Result<Self, StoreError> {
+    pub fn parse(store: Option<&str>, data_dir: &Path) -> Result<Self, OpenError> {
         match store {
             None => Ok(Self::Redb(data_dir.to_owned())),
             Some(s) if s.starts_with("postgres://") || s.starts_with("postgresql://") => {
@@ -37,7 +37,7 @@ impl Location {
             }
             Some(s) => match s.strip_prefix("redb:") {
                 Some(dir) if !dir.is_empty() => Ok(Self::Redb(PathBuf::from(dir))),
-                _ => Err(StoreError::Config(
+                _ => Err(OpenError::Config(
                     "--store is redb:DIR or postgres://USER@HOST:PORT/DATABASE".into(),
                 )),
             },
@@ -46,9 +46,9 @@ impl Location {
 
     /// The KEK from `kek_file` (required for PostgreSQL), with the previous one from
     /// `previous_file` during a KEK rotation.
-    fn kek(kek_file: Option<&Path>, previous_file: Option<&Path>) -> Result<Kek, StoreError> {
+    fn kek(kek_file: Option<&Path>, previous_file: Option<&Path>) -> Result<Kek, OpenError> {
         let Some(kek_file) = kek_file else {
-            return Err(StoreError::Kek(
+            return Err(OpenError::Kek(
                 "the PostgreSQL store needs --kek-file (env ISSUER_KEK_FILE): the key that seals \
                  signing keys and the hash key in the database"
                     .into(),
@@ -67,7 +67,7 @@ impl Location {
         files: &PgFiles<'_>,
         now: u64,
         policy: RefreshPolicy,
-    ) -> Result<Arc<PgStore>, StoreError> {
+    ) -> Result<Arc<PgStore>, OpenError> {
         let kek = Self::kek(files.kek, files.previous_kek)?;
         Ok(Arc::new(
             PgStore::connect_with(url, files.ca, kek, now, policy).await?,

@@ -7,11 +7,11 @@ use issuer::store::postgres::PgStore;
 use issuer::store::redb::RedbStore;
 use issuer::store::revocation::{RevocationPage, Revoked, REVOCATION_MARGIN};
 use issuer::store::{
-    ClientChange, ClientRecord, GrantKind, KeyState, RefreshOp, RefreshOutcome, RefreshPolicy,
-    RefreshRejection, RetireOutcome, Rotation, Store, UserChange, UserRecord, KEY_RETIRE_MARGIN,
+    ClientChange, ClientRecord, FamilyRevocation, GrantKind, KeyState, RefreshPolicy,
+    RefreshRejection, RetireOutcome, RotateOutcome, Rotation, Store, UserChange, UserRecord,
+    KEY_RETIRE_MARGIN,
 };
 use std::sync::Arc;
-use zeroize::Zeroizing;
 
 mod restore;
 use restore::revocation_cursors_prove_the_history_they_belong_to;
@@ -78,22 +78,11 @@ async fn with_user(b: &Backend) -> Arc<dyn Store> {
     s
 }
 
-fn rotate_op(t: &str, client: &str) -> RefreshOp {
-    RefreshOp::Rotate {
-        presented: Zeroizing::new(t.into()),
-        client: client.into(),
-    }
-}
-
 async fn issue(s: &dyn Store, now: u64) -> String {
-    let op = RefreshOp::Issue {
-        client: "app".into(),
-        user: "alice".into(),
-    };
-    match s.refresh(op, now).await.unwrap() {
-        RefreshOutcome::Issued(t) => t.to_string(),
-        _ => panic!("not issued"),
-    }
+    s.start_family("app", "alice", now)
+        .await
+        .unwrap()
+        .to_string()
 }
 
 async fn rotate(
@@ -102,9 +91,9 @@ async fn rotate(
     client: &str,
     now: u64,
 ) -> Result<Rotation, RefreshRejection> {
-    match s.refresh(rotate_op(t, client), now).await.unwrap() {
-        RefreshOutcome::Rotated(r) => r,
-        _ => panic!("not a rotation"),
+    match s.rotate_family(t, client, now).await.unwrap() {
+        RotateOutcome::Rotated(r) => Ok(r),
+        RotateOutcome::Refused(why) => Err(why),
     }
 }
 
@@ -116,11 +105,11 @@ async fn clients_and_users(b: Backend) {
         "ids are unique"
     );
     assert!(s
-        .update_client("app", ClientChange::SetActive(true))
+        .update_client("app", ClientChange::SetActive(true), 1_000)
         .await
         .unwrap());
     assert!(!s
-        .update_client("nobody", ClientChange::SetActive(true))
+        .update_client("nobody", ClientChange::SetActive(true), 1_000)
         .await
         .unwrap());
     assert!(s.client("app").await.unwrap().unwrap().active);
@@ -131,16 +120,16 @@ async fn clients_and_users(b: Backend) {
         hash: "new".into(),
         at: 1_000,
     };
-    assert!(s.update_user("zoë", &change).await.unwrap());
+    assert!(s.update_user("zoë", &change, 1_000).await.unwrap());
     assert!(s
-        .update_user("zoë", &UserChange::Disable { at: 1_000 })
+        .update_user("zoë", &UserChange::Disable { at: 1_000 }, 1_000)
         .await
         .unwrap());
     let u = s.user("zoë").await.unwrap().unwrap();
     assert_eq!((u.password_hash.as_str(), u.disabled), ("new", true));
-    assert!(s.remove_user("zoë").await.unwrap());
-    assert!(!s.remove_user("zoë").await.unwrap());
-    assert!(s.remove_client("app").await.unwrap());
+    assert!(s.remove_user("zoë", 1_000).await.unwrap());
+    assert!(!s.remove_user("zoë", 1_000).await.unwrap());
+    assert!(s.remove_client("app", 1_000).await.unwrap());
     assert!(s.client("app").await.unwrap().is_none());
     assert!(s.users().await.unwrap().is_empty());
     s.set_access_ttl(600).await.unwrap();
@@ -294,13 +283,13 @@ async fn refresh_rotation_retry_and_reuse(b: Backend) {
     assert!(again.retried);
     assert_eq!(again.successor, first.successor);
     let info = s
-        .refresh_info(&first.successor, 1_006)
+        .family_info(&first.successor, 1_006)
         .await
         .unwrap()
         .unwrap();
     assert_eq!((info.client.as_str(), info.user.as_str()), ("app", "alice"));
     assert!(
-        s.refresh_info(&rt, 1_006).await.unwrap().is_none(),
+        s.family_info(&rt, 1_006).await.unwrap().is_none(),
         "rotated"
     );
     // Reuse outside the window revokes the family, successor included; other families stay.
@@ -375,20 +364,16 @@ async fn refresh_lifetimes_revocation_and_inactive(b: Backend) {
     );
     // Revocation by the owning client only.
     let rt = issue(s.as_ref(), 2_000).await;
-    let revoke = |client: &str| RefreshOp::Revoke {
-        token: Zeroizing::new(rt.clone()),
-        client: client.into(),
-    };
-    assert!(matches!(
-        s.refresh(revoke("other"), 2_001).await.unwrap(),
-        RefreshOutcome::Revoked(Some(false))
-    ));
+    assert_eq!(
+        s.revoke_family(&rt, "other", 2_001).await.unwrap(),
+        FamilyRevocation::OtherClient
+    );
     assert!(family_revocations(s.as_ref(), 2_001).await.is_empty());
     for again in [2_001, 2_005] {
-        assert!(matches!(
-            s.refresh(revoke("app"), again).await.unwrap(),
-            RefreshOutcome::Revoked(Some(true))
-        ));
+        assert_eq!(
+            s.revoke_family(&rt, "app", again).await.unwrap(),
+            FamilyRevocation::Revoked
+        );
     }
     // Its access tokens with it, in the same transaction; revoking it again adds nothing.
     let revoked = vec![(tag_of(s.as_ref(), &rt), 2_001)];
@@ -399,14 +384,16 @@ async fn refresh_lifetimes_revocation_and_inactive(b: Backend) {
     );
     // A disabled user or a deactivated client stops refreshing.
     let rt = issue(s.as_ref(), 2_000).await;
-    s.update_user("alice", &UserChange::Disable { at: 2_002 })
+    s.update_user("alice", &UserChange::Disable { at: 2_002 }, 2_002)
         .await
         .unwrap();
     assert_eq!(
         rotate(s.as_ref(), &rt, "app", 2_003).await.err(),
         Some(RefreshRejection::Inactive)
     );
-    s.update_user("alice", &UserChange::Enable).await.unwrap();
+    s.update_user("alice", &UserChange::Enable, 2_003)
+        .await
+        .unwrap();
     // Enabled again, the user signs in afresh; a family from before the disable stays dead.
     assert_eq!(
         rotate(s.as_ref(), &rt, "app", 2_003).await.err(),
@@ -414,7 +401,7 @@ async fn refresh_lifetimes_revocation_and_inactive(b: Backend) {
     );
     let after = issue(s.as_ref(), 2_003).await;
     assert!(rotate(s.as_ref(), &after, "app", 2_003).await.is_ok());
-    s.update_client("app", ClientChange::SetActive(false))
+    s.update_client("app", ClientChange::SetActive(false), 2_004)
         .await
         .unwrap();
     assert_eq!(
@@ -488,26 +475,29 @@ async fn revocations_are_numbered_kept_and_swept(b: Backend) {
     // Changes that take tokens away record their revocation; the others do not.
     let t = issuer::app::now();
     assert!(s
-        .update_user("alice", &UserChange::Disable { at: t })
+        .update_user("alice", &UserChange::Disable { at: t }, t)
         .await
         .unwrap());
-    assert!(s.update_user("alice", &UserChange::Enable).await.unwrap());
+    assert!(s
+        .update_user("alice", &UserChange::Enable, t)
+        .await
+        .unwrap());
     let new_password = UserChange::SetPassword {
         hash: "x".into(),
         at: t,
     };
-    assert!(s.update_user("alice", &new_password).await.unwrap());
+    assert!(s.update_user("alice", &new_password, t).await.unwrap());
     assert!(s
-        .update_client("app", ClientChange::SetActive(true))
+        .update_client("app", ClientChange::SetActive(true), t)
         .await
         .unwrap());
     assert!(s
-        .update_client("app", ClientChange::SetActive(false))
+        .update_client("app", ClientChange::SetActive(false), t)
         .await
         .unwrap());
-    assert!(s.remove_client("app").await.unwrap());
-    assert!(s.remove_user("alice").await.unwrap());
-    assert!(!s.remove_user("alice").await.unwrap());
+    assert!(s.remove_client("app", t).await.unwrap());
+    assert!(s.remove_user("alice", t).await.unwrap());
+    assert!(!s.remove_user("alice", t).await.unwrap());
     let recorded = s.revocations(second, t, usize::MAX).await.unwrap().entries;
     let alice = Revoked::User {
         name: "alice".into(),
@@ -549,7 +539,7 @@ async fn a_new_password_ends_older_families(b: Backend) {
         hash: "new".into(),
         at: 1_000,
     };
-    assert!(s.update_user("alice", &change).await.unwrap());
+    assert!(s.update_user("alice", &change, 1_000).await.unwrap());
     // Started in the second of the change: ended too (both stores, both rotation paths).
     assert_eq!(
         rotate(s.as_ref(), &before, "app", 1_010).await.err(),

@@ -4,7 +4,8 @@
 use crate::store::{client, user, KEK, POLICY};
 use issuer::store::kek::Kek;
 use issuer::store::postgres::PgStore;
-use issuer::store::{ClientChange, Store};
+use issuer::store::prelude::*;
+use issuer::store::ClientChange;
 
 /// PostgreSQL only (issue 20, finding 2): client and user records carry a MAC, so a write to the
 /// database alone changes no power; a database of an older version, whose records have none,
@@ -41,12 +42,12 @@ async fn postgres_records_carry_macs_from_the_first_open_on() {
     assert_eq!(names, ["alice"]);
     // A change through the store never makes a tampered record genuine.
     let e = s
-        .update_client("app", ClientChange::SetActive(false))
+        .update_client("app", ClientChange::SetActive(false), 1_000)
         .await
         .unwrap_err();
     assert!(e.to_string().contains("tampered"), "{e}");
     assert!(s.client("app").await.unwrap().is_none());
-    assert!(s.remove_client("app").await.unwrap());
+    assert!(s.remove_client("app", 1_000).await.unwrap());
     assert!(s.add_client("app", &client(true)).await.unwrap());
     assert!(s.client("app").await.unwrap().is_some());
 

@@ -25,8 +25,9 @@ use super::kek::{Kek, KekError};
 use super::keys::{KeyRecord, RetireOutcome, Rotated, RotationPlan};
 use super::revocation::{RevocationPage, Revoked};
 use super::{
-    ClientChange, ClientRecord, KeyInfo, KeyState, RefreshInfo, RefreshOp, RefreshOutcome,
-    RefreshPolicy, Store, StoreError, UserChange, UserRecord, DEFAULT_ACCESS_TTL,
+    AccessLifetime, ClientChange, ClientRecord, Clients, Families, FamilyRevocation, HashKeyed,
+    KeyInfo, KeyState, OpenError, RefreshInfo, RefreshPolicy, Revocations, RotateOutcome,
+    SigningKeys, StoreError, Sweep, UserChange, UserRecord, Users, DEFAULT_ACCESS_TTL,
 };
 use crate::secrets::{self, HashKey};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -73,9 +74,10 @@ impl From<tokio_postgres::Error> for StoreError {
     }
 }
 
+/// A sealed value that does not open once the store is open: the database changed under it.
 impl From<KekError> for StoreError {
-    fn from(e: KekError) -> Self {
-        StoreError::Kek(e.to_string())
+    fn from(_: KekError) -> Self {
+        StoreError::Corrupt("a sealed secret")
     }
 }
 
@@ -168,7 +170,7 @@ impl PgStore {
         kek: Kek,
         now: u64,
         policy: RefreshPolicy,
-    ) -> Result<Self, StoreError> {
+    ) -> Result<Self, OpenError> {
         Self::connect_with(url, None, kek, now, policy).await
     }
 
@@ -182,10 +184,10 @@ impl PgStore {
         kek: Kek,
         now: u64,
         policy: RefreshPolicy,
-    ) -> Result<Self, StoreError> {
+    ) -> Result<Self, OpenError> {
         let mut config: tokio_postgres::Config = url
             .parse()
-            .map_err(|_| StoreError::Config("the PostgreSQL URL does not parse".into()))?;
+            .map_err(|_| OpenError::Config("the PostgreSQL URL does not parse".into()))?;
         // Statements outside an explicit transaction are SERIALIZABLE too (CockroachDB's only
         // level; PostgreSQL's default is READ COMMITTED).
         let options = format!(
@@ -213,7 +215,7 @@ impl PgStore {
             .recycle_timeout(Some(WAIT))
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
-            .map_err(|e| StoreError::Config(e.to_string()))?;
+            .map_err(|e| OpenError::Config(e.to_string()))?;
         let placeholder = HashKey::new(Zeroizing::new([0; 32]));
         let mut store = Self {
             pool,
@@ -222,7 +224,7 @@ impl PgStore {
             hash_key: placeholder,
             policy,
         };
-        store.migrate().await?;
+        store.migrate(now).await?;
         store.hash_key = store.init_secrets(now).await?;
         store.records = RecordKey::derive(&store.hash_key);
         Ok(store)
@@ -236,12 +238,14 @@ impl PgStore {
     }
 }
 
-#[async_trait::async_trait]
-impl Store for PgStore {
+impl HashKeyed for PgStore {
     fn hash_key(&self) -> &HashKey {
         &self.hash_key
     }
+}
 
+#[async_trait::async_trait]
+impl AccessLifetime for PgStore {
     async fn access_ttl(&self) -> Result<u64, StoreError> {
         let conn = self.connection().await?;
         let row = conn
@@ -260,7 +264,10 @@ impl Store for PgStore {
             .await?;
         })
     }
+}
 
+#[async_trait::async_trait]
+impl Clients for PgStore {
     async fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError> {
         self.read_record(Table::Clients, id).await
     }
@@ -273,30 +280,34 @@ impl Store for PgStore {
         self.insert_record(Table::Clients, id, to_json(rec)).await
     }
 
-    async fn update_client(&self, id: &str, change: ClientChange) -> Result<bool, StoreError> {
+    async fn update_client(
+        &self,
+        id: &str,
+        change: ClientChange,
+        now: u64,
+    ) -> Result<bool, StoreError> {
         let revokes = change.revokes(id);
-        self.update_record(
-            Table::Clients,
-            id,
-            |rec: &mut ClientRecord| change.apply(rec),
-            revokes,
-        )
-        .await
+        let apply = |rec: &mut ClientRecord| change.apply(rec);
+        self.update_record(Table::Clients, id, apply, revokes, now)
+            .await
     }
 
-    async fn remove_client(&self, id: &str) -> Result<bool, StoreError> {
+    async fn remove_client(&self, id: &str, now: u64) -> Result<bool, StoreError> {
         serializable!(self, |tx| {
             let n = tx
                 .execute("DELETE FROM clients WHERE id = $1", &[&id])
                 .await?;
             if n == 1 {
                 let what = Revoked::Client { id: id.into() };
-                revocations::revoke_in(&tx, what, crate::app::now(), None).await?;
+                revocations::revoke_in(&tx, what, now, None).await?;
             }
             n == 1
         })
     }
+}
 
+#[async_trait::async_trait]
+impl Users for PgStore {
     async fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError> {
         self.read_record(Table::Users, name).await
     }
@@ -309,30 +320,34 @@ impl Store for PgStore {
         self.insert_record(Table::Users, name, to_json(rec)).await
     }
 
-    async fn update_user(&self, name: &str, change: &UserChange) -> Result<bool, StoreError> {
+    async fn update_user(
+        &self,
+        name: &str,
+        change: &UserChange,
+        now: u64,
+    ) -> Result<bool, StoreError> {
         let revokes = change.revokes(name);
-        self.update_record(
-            Table::Users,
-            name,
-            |rec: &mut UserRecord| change.apply(rec),
-            revokes,
-        )
-        .await
+        let apply = |rec: &mut UserRecord| change.apply(rec);
+        self.update_record(Table::Users, name, apply, revokes, now)
+            .await
     }
 
-    async fn remove_user(&self, name: &str) -> Result<bool, StoreError> {
+    async fn remove_user(&self, name: &str, now: u64) -> Result<bool, StoreError> {
         serializable!(self, |tx| {
             let n = tx
                 .execute("DELETE FROM users WHERE name = $1", &[&name])
                 .await?;
             if n == 1 {
                 let what = Revoked::User { name: name.into() };
-                revocations::revoke_in(&tx, what, crate::app::now(), None).await?;
+                revocations::revoke_in(&tx, what, now, None).await?;
             }
             n == 1
         })
     }
+}
 
+#[async_trait::async_trait]
+impl SigningKeys for PgStore {
     async fn key_infos(&self, now: u64) -> Result<Vec<KeyInfo>, StoreError> {
         let ttl = self.access_ttl().await?;
         Ok(self
@@ -358,41 +373,6 @@ impl Store for PgStore {
             keys.push(Key::from_slice(kid, &secret).ok_or(StoreError::Corrupt("keys"))?);
         }
         KeyRing::new(keys, signing).ok_or(StoreError::Corrupt("keys"))
-    }
-
-    async fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError> {
-        let ttl = self.access_ttl().await?;
-        let kid = i32::try_from(kid).map_err(|_| StoreError::Corrupt("keys"))?;
-        serializable!(self, |tx| {
-            let row = tx
-                .query_opt(
-                    "SELECT created_at, signs_from, superseded_at, retired_at FROM signing_keys \
-                     WHERE kid = $1 FOR UPDATE",
-                    &[&kid],
-                )
-                .await?;
-            match row {
-                None => RetireOutcome::Unknown,
-                Some(r) => {
-                    let rec = KeyRecord {
-                        secret: String::new(),
-                        created_at: uint(r.get(0)),
-                        signs_from: uint(r.get(1)),
-                        superseded_at: r.get::<_, Option<i64>>(2).map(uint),
-                        retired_at: r.get::<_, Option<i64>>(3).map(uint),
-                    };
-                    let outcome = RetireOutcome::of(&rec, now, ttl);
-                    if outcome == RetireOutcome::Retired {
-                        tx.execute(
-                            "UPDATE signing_keys SET retired_at = $2 WHERE kid = $1",
-                            &[&kid, &int(now)],
-                        )
-                        .await?;
-                    }
-                    outcome
-                }
-            }
-        })
     }
 
     async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<Rotated>, StoreError> {
@@ -464,14 +444,78 @@ impl Store for PgStore {
         })
     }
 
-    async fn refresh(&self, op: RefreshOp, now: u64) -> Result<RefreshOutcome, StoreError> {
-        refresh::apply(self, op, now).await
+    async fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError> {
+        let ttl = self.access_ttl().await?;
+        let kid = i32::try_from(kid).map_err(|_| StoreError::Corrupt("keys"))?;
+        serializable!(self, |tx| {
+            let row = tx
+                .query_opt(
+                    "SELECT created_at, signs_from, superseded_at, retired_at FROM signing_keys \
+                     WHERE kid = $1 FOR UPDATE",
+                    &[&kid],
+                )
+                .await?;
+            match row {
+                None => RetireOutcome::Unknown,
+                Some(r) => {
+                    let rec = KeyRecord {
+                        secret: String::new(),
+                        created_at: uint(r.get(0)),
+                        signs_from: uint(r.get(1)),
+                        superseded_at: r.get::<_, Option<i64>>(2).map(uint),
+                        retired_at: r.get::<_, Option<i64>>(3).map(uint),
+                    };
+                    let outcome = RetireOutcome::of(&rec, now, ttl);
+                    if outcome == RetireOutcome::Retired {
+                        tx.execute(
+                            "UPDATE signing_keys SET retired_at = $2 WHERE kid = $1",
+                            &[&kid, &int(now)],
+                        )
+                        .await?;
+                    }
+                    outcome
+                }
+            }
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Families for PgStore {
+    async fn start_family(
+        &self,
+        client: &str,
+        user: &str,
+        now: u64,
+    ) -> Result<Zeroizing<String>, StoreError> {
+        refresh::start(self, client, user, now).await
     }
 
-    async fn refresh_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError> {
+    async fn rotate_family(
+        &self,
+        presented: &str,
+        client: &str,
+        now: u64,
+    ) -> Result<RotateOutcome, StoreError> {
+        refresh::rotate(self, presented, client, now).await
+    }
+
+    async fn revoke_family(
+        &self,
+        token: &str,
+        client: &str,
+        now: u64,
+    ) -> Result<FamilyRevocation, StoreError> {
+        refresh::revoke(self, token, client, now).await
+    }
+
+    async fn family_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError> {
         refresh::info(self, token, now).await
     }
+}
 
+#[async_trait::async_trait]
+impl Revocations for PgStore {
     async fn revoke(&self, what: Revoked, now: u64, until: Option<u64>) -> Result<u64, StoreError> {
         revocations::revoke(self, what, now, until).await
     }
@@ -484,7 +528,10 @@ impl Store for PgStore {
     ) -> Result<RevocationPage, StoreError> {
         revocations::revocations(self, since, now, limit).await
     }
+}
 
+#[async_trait::async_trait]
+impl Sweep for PgStore {
     async fn sweep(&self, now: u64) -> Result<u64, StoreError> {
         let families = refresh::sweep(self, now).await? + revocations::sweep(self, now).await?;
         let ttl = self.access_ttl().await?;
@@ -501,7 +548,7 @@ impl Store for PgStore {
             let throttle = tx
                 .execute(
                     "DELETE FROM login_throttle WHERE blocked_until <= $1 AND last_failure <= $2",
-                    &[&t, &int(now.saturating_sub(crate::throttle::FORGET_AFTER))],
+                    &[&t, &int(now.saturating_sub(super::throttle::FORGET_AFTER))],
                 )
                 .await?;
             keys + throttle

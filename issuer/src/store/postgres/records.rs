@@ -159,6 +159,7 @@ impl PgStore {
         id: &str,
         change: impl Fn(&mut T),
         revokes: Option<Revoked>,
+        now: u64,
     ) -> Result<bool, StoreError>
     where
         T: serde::de::DeserializeOwned + serde::Serialize,
@@ -186,7 +187,7 @@ impl PgStore {
                     let tag = self.records.tag(table, id, &json);
                     tx.execute(update, &[&id, &json, &tag]).await?;
                     if let Some(what) = revokes.clone() {
-                        revocations::revoke_in(&tx, what, crate::app::now(), None).await?;
+                        revocations::revoke_in(&tx, what, now, None).await?;
                     }
                     true
                 }

@@ -20,8 +20,8 @@ use super::{int, retrying, serializable, uint, PgStore};
 use crate::secrets::RefreshToken;
 use crate::store::family::{admit, Family, Step};
 use crate::store::{
-    ClientRecord, RefreshInfo, RefreshOp, RefreshOutcome, RefreshRejection, Rotation, StoreError,
-    UserRecord,
+    ClientRecord, FamilyRevocation, RefreshInfo, RefreshRejection, RotateOutcome, Rotation,
+    StoreError, UserRecord,
 };
 use tokio_postgres::Row;
 
@@ -78,23 +78,6 @@ const SELECT_FAMILY: &str = concat!(
     " FROM refresh_family_records WHERE id = $1"
 );
 
-/// Applies one operation durably.
-pub(super) async fn apply(
-    store: &PgStore,
-    op: RefreshOp,
-    now: u64,
-) -> Result<RefreshOutcome, StoreError> {
-    match op {
-        RefreshOp::Issue { client, user } => issue(store, &client, &user, now)
-            .await
-            .map(RefreshOutcome::Issued),
-        RefreshOp::Rotate { presented, client } => rotate(store, &presented, &client, now).await,
-        RefreshOp::Revoke { token, client } => revoke(store, &token, &client, now)
-            .await
-            .map(RefreshOutcome::Revoked),
-    }
-}
-
 fn family_from(row: &Row) -> Result<Family, StoreError> {
     Ok(Family {
         client: row.get(0),
@@ -109,7 +92,8 @@ fn family_from(row: &Row) -> Result<Family, StoreError> {
     })
 }
 
-async fn issue(
+/// Starts a family (see [`crate::store::Families::start_family`]).
+pub(super) async fn start(
     store: &PgStore,
     client: &str,
     user: &str,
@@ -169,30 +153,31 @@ async fn rotate_current(
     }
 }
 
-async fn rotate(
+/// Rotates a token (see [`crate::store::Families::rotate_family`]).
+pub(super) async fn rotate(
     store: &PgStore,
     presented: &str,
     client: &str,
     now: u64,
-) -> Result<RefreshOutcome, StoreError> {
+) -> Result<RotateOutcome, StoreError> {
     let Some(token) = store.hash_key.verify_refresh(presented) else {
-        return Ok(RefreshOutcome::Rotated(Err(RefreshRejection::Unknown)));
+        return Ok(RotateOutcome::Refused(RefreshRejection::Unknown));
     };
     let fast = match rotate_current(store, token, client, now).await {
         // Logged as tampered; refused like a disabled user.
         Err(StoreError::Tampered(_)) => {
-            return Ok(RefreshOutcome::Rotated(Err(RefreshRejection::Inactive)))
+            return Ok(RotateOutcome::Refused(RefreshRejection::Inactive))
         }
         other => other?,
     };
     if let Some((user_name, user)) = fast {
         let next = token.successor().ok_or(StoreError::Corrupt("generation"))?;
-        return Ok(RefreshOutcome::Rotated(Ok(Rotation {
+        return Ok(RotateOutcome::Rotated(Rotation {
             successor: store.hash_key.encode_refresh(next),
             user_name,
             user,
             retried: false,
-        })));
+        }));
     }
     // Every other case, read and decided in full: a retry, reuse, or a refusal.
     let policy = store.policy;
@@ -253,24 +238,26 @@ async fn rotate(
             Ok((current, fam.user.clone(), user, next.is_none()))
         }
     })?;
-    Ok(RefreshOutcome::Rotated(outcome.map(
-        |(current, user_name, user, retried)| Rotation {
+    Ok(match outcome {
+        Ok((current, user_name, user, retried)) => RotateOutcome::Rotated(Rotation {
             successor: store.hash_key.encode_refresh(current),
             user_name,
             user,
             retried,
-        },
-    )))
+        }),
+        Err(why) => RotateOutcome::Refused(why),
+    })
 }
 
-async fn revoke(
+/// Revokes a family (see [`crate::store::Families::revoke_family`]).
+pub(super) async fn revoke(
     store: &PgStore,
     presented: &str,
     client: &str,
     now: u64,
-) -> Result<Option<bool>, StoreError> {
+) -> Result<FamilyRevocation, StoreError> {
     let Some(token) = store.hash_key.verify_refresh(presented) else {
-        return Ok(None);
+        return Ok(FamilyRevocation::Unknown);
     };
     let id = token.family.to_vec();
     let tokens = store.hash_key.family_revocation(&token.family);
@@ -282,8 +269,8 @@ async fn revoke(
             )
             .await?
         {
-            None => None,
-            Some(row) if row.get::<_, &str>(0) != client => Some(false),
+            None => FamilyRevocation::Unknown,
+            Some(row) if row.get::<_, &str>(0) != client => FamilyRevocation::OtherClient,
             Some(_) => {
                 let newly = tx
                     .execute(
@@ -295,7 +282,7 @@ async fn revoke(
                 if newly == 1 {
                     revoke_in(&tx, tokens.clone(), now, None).await?;
                 }
-                Some(true)
+                FamilyRevocation::Revoked
             }
         }
     })

@@ -4,7 +4,7 @@
 use super::records::{RecordKey, Table};
 use super::{back_off, int, serializable, PgStore};
 use crate::secrets::{self, HashKey};
-use crate::store::StoreError;
+use crate::store::{OpenError, StoreError};
 use zeroize::Zeroizing;
 
 /// The migrations, in order; the version of each is its index plus one. Each is one idempotent
@@ -104,7 +104,7 @@ impl PgStore {
     }
 
     /// Applies the migrations this database lacks, in order (see [`MIGRATIONS`]).
-    pub(super) async fn migrate(&self) -> Result<(), StoreError> {
+    pub(super) async fn migrate(&self, now: u64) -> Result<(), StoreError> {
         self.schema_change(
             "CREATE TABLE IF NOT EXISTS schema_migrations \
              (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
@@ -135,7 +135,7 @@ impl PgStore {
                 tx.execute(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2) \
                      ON CONFLICT (version) DO NOTHING",
-                    &[&version, &int(crate::app::now())],
+                    &[&version, &int(now)],
                 )
                 .await?;
             })?;
@@ -145,61 +145,37 @@ impl PgStore {
     }
 
     /// The hash key, created with the first signing key on a new database; on an existing one,
-    /// opened with the KEK (a wrong KEK fails here). A database of an older version gets the MACs
-    /// of its client and user records here, in the transaction that renames the hash key's row
-    /// ([`HASH_KEY`]), so that a record without one is never taken for an old one afterwards.
-    pub(super) async fn init_secrets(&self, now: u64) -> Result<HashKey, StoreError> {
+    /// opened with the KEK (a wrong KEK fails here). A database of an older version first gets
+    /// the MACs of its client and user records ([`PgStore::add_record_macs`]).
+    pub(super) async fn init_secrets(&self, now: u64) -> Result<HashKey, OpenError> {
+        let legacy: Option<Vec<u8>> = {
+            let conn = self.connection().await?;
+            conn.query_opt(
+                "SELECT sealed FROM sealed_secrets WHERE name = $1",
+                &[&LEGACY_HASH_KEY],
+            )
+            .await
+            .map_err(StoreError::from)?
+            .map(|r| r.get(0))
+        };
+        if let Some(sealed) = legacy {
+            let plain = self.kek.open(LEGACY_HASH_KEY, &sealed, "hash key")?;
+            self.add_record_macs(&plain).await?;
+        }
         let fresh_hash = secrets::random32();
         let sealed_hash = self.kek.seal(HASH_KEY, fresh_hash.as_slice());
         let fresh_signing = secrets::random32();
         let sealed_signing = self.kek.seal("signing-key/1", fresh_signing.as_slice());
         let sealed: Vec<u8> = serializable!(self, |tx| {
-            let rows = tx
-                .query(
-                    "SELECT name, sealed FROM sealed_secrets WHERE name = $1 OR name = $2",
-                    &[&HASH_KEY, &LEGACY_HASH_KEY],
+            let row = tx
+                .query_opt(
+                    "SELECT sealed FROM sealed_secrets WHERE name = $1",
+                    &[&HASH_KEY],
                 )
                 .await?;
-            let row = |name: &str| {
-                rows.iter()
-                    .find(|r| r.get::<_, &str>(0) == name)
-                    .map(|r| r.get::<_, Vec<u8>>(1))
-            };
-            match (row(HASH_KEY), row(LEGACY_HASH_KEY)) {
-                (Some(sealed), _) => sealed,
-                (None, Some(legacy)) => {
-                    let plain = self.kek.open(LEGACY_HASH_KEY, &legacy, "hash key")?;
-                    let macs = RecordKey::derive(&hash_key_of(&plain)?);
-                    let mut n = 0u64;
-                    for table in [Table::Clients, Table::Users] {
-                        let (t, id) = match table {
-                            Table::Clients => ("clients", "id"),
-                            Table::Users => ("users", "name"),
-                        };
-                        let select = format!("SELECT {id}, record FROM {t} FOR UPDATE");
-                        let update = format!("UPDATE {t} SET mac = $2 WHERE {id} = $1");
-                        for r in tx.query(select.as_str(), &[]).await? {
-                            let (name, record): (&str, &str) = (r.get(0), r.get(1));
-                            let tag = macs.tag(table, name, record);
-                            tx.execute(update.as_str(), &[&name, &tag]).await?;
-                            n += 1;
-                        }
-                    }
-                    let resealed = self.kek.seal(HASH_KEY, &plain);
-                    tx.execute(
-                        "INSERT INTO sealed_secrets (name, sealed) VALUES ($1, $2)",
-                        &[&HASH_KEY, &resealed],
-                    )
-                    .await?;
-                    tx.execute(
-                        "DELETE FROM sealed_secrets WHERE name = $1",
-                        &[&LEGACY_HASH_KEY],
-                    )
-                    .await?;
-                    tracing::info!(records = n, "client and user records now carry MACs");
-                    resealed
-                }
-                (None, None) => {
+            match row {
+                Some(r) => r.get::<_, Vec<u8>>(0),
+                None => {
                     tx.execute(
                         "INSERT INTO sealed_secrets (name, sealed) VALUES ($1, $2)",
                         &[&HASH_KEY, &sealed_hash],
@@ -221,11 +197,57 @@ impl PgStore {
                 }
             }
         })?;
-        self.open_hash_key(HASH_KEY, &sealed)
+        Ok(hash_key_of(&self.kek.open(HASH_KEY, &sealed, "hash key")?)?)
     }
 
-    fn open_hash_key(&self, row: &str, sealed: &[u8]) -> Result<HashKey, StoreError> {
-        hash_key_of(&self.kek.open(row, sealed, "hash key")?)
+    /// Gives every client and user record its MAC under the hash key `plain` (an older
+    /// database's, still in the row [`LEGACY_HASH_KEY`]), in the transaction that moves the hash
+    /// key to [`HASH_KEY`], so that a record without a MAC is never taken for an old one
+    /// afterwards. Another issuer that did it first leaves nothing to do.
+    async fn add_record_macs(&self, plain: &[u8]) -> Result<(), StoreError> {
+        let macs = RecordKey::derive(&hash_key_of(plain)?);
+        let resealed = self.kek.seal(HASH_KEY, plain);
+        let n = serializable!(self, |tx| {
+            let mut n = 0u64;
+            let legacy = tx
+                .query_opt(
+                    "SELECT 1 FROM sealed_secrets WHERE name = $1 FOR UPDATE",
+                    &[&LEGACY_HASH_KEY],
+                )
+                .await?;
+            if legacy.is_some() {
+                for table in [Table::Clients, Table::Users] {
+                    let (t, id) = match table {
+                        Table::Clients => ("clients", "id"),
+                        Table::Users => ("users", "name"),
+                    };
+                    let select = format!("SELECT {id}, record FROM {t} FOR UPDATE");
+                    let update = format!("UPDATE {t} SET mac = $2 WHERE {id} = $1");
+                    for r in tx.query(select.as_str(), &[]).await? {
+                        let (name, record): (&str, &str) = (r.get(0), r.get(1));
+                        let tag = macs.tag(table, name, record);
+                        tx.execute(update.as_str(), &[&name, &tag]).await?;
+                        n += 1;
+                    }
+                }
+                tx.execute(
+                    "INSERT INTO sealed_secrets (name, sealed) VALUES ($1, $2) \
+                     ON CONFLICT (name) DO NOTHING",
+                    &[&HASH_KEY, &resealed],
+                )
+                .await?;
+                tx.execute(
+                    "DELETE FROM sealed_secrets WHERE name = $1",
+                    &[&LEGACY_HASH_KEY],
+                )
+                .await?;
+            }
+            n
+        })?;
+        if n > 0 {
+            tracing::info!(records = n, "client and user records now carry MACs");
+        }
+        Ok(())
     }
 }
 

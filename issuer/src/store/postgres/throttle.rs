@@ -3,8 +3,8 @@
 //! the few keys of one sign-in attempt, their rows locked.
 
 use super::{int, serializable, uint, PgStore};
+use crate::store::throttle::{Entry, ThrottleBook};
 use crate::store::StoreError;
-use crate::throttle::{Entry, ThrottleBook};
 use std::collections::HashMap;
 
 #[async_trait::async_trait]

@@ -1,7 +1,7 @@
 //! TLS to the database: rustls (ring), the server's certificate verified against a CA file or the
 //! system's roots.
 
-use crate::store::StoreError;
+use crate::store::OpenError;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 use std::path::Path;
@@ -11,20 +11,20 @@ use tokio_rustls::rustls;
 /// The connector for tokio-postgres.
 pub(super) fn connector(
     ca_file: Option<&Path>,
-) -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {
+) -> Result<tokio_postgres_rustls::MakeRustlsConnect, OpenError> {
     let mut roots = rustls::RootCertStore::empty();
     match ca_file {
         Some(path) => {
             let certs = CertificateDer::pem_file_iter(path).map_err(|e| {
-                StoreError::Config(format!("reading the CA file {}: {e}", path.display()))
+                OpenError::Config(format!("reading the CA file {}: {e}", path.display()))
             })?;
             for cert in certs {
                 let cert = cert.map_err(|e| {
-                    StoreError::Config(format!("the CA file {}: {e}", path.display()))
+                    OpenError::Config(format!("the CA file {}: {e}", path.display()))
                 })?;
                 roots
                     .add(cert)
-                    .map_err(|e| StoreError::Config(format!("a CA certificate: {e}")))?;
+                    .map_err(|e| OpenError::Config(format!("a CA certificate: {e}")))?;
             }
         }
         None => {
@@ -35,7 +35,7 @@ pub(super) fn connector(
         }
     }
     if roots.is_empty() {
-        return Err(StoreError::Config(
+        return Err(OpenError::Config(
             "no CA certificate to verify the database with (--store-ca-file)".into(),
         ));
     }
@@ -43,7 +43,7 @@ pub(super) fn connector(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
-    .map_err(|e| StoreError::Config(e.to_string()))?
+    .map_err(|e| OpenError::Config(e.to_string()))?
     .with_root_certificates(roots)
     .with_no_client_auth();
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))

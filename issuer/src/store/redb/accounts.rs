@@ -57,6 +57,7 @@ impl RedbFile {
         name: &str,
         f: impl FnOnce(&mut T),
         revokes: Option<Revoked>,
+        now: u64,
     ) -> Result<bool, StoreError> {
         let tx = self.begin_write()?;
         {
@@ -72,7 +73,7 @@ impl RedbFile {
             t.insert(name, enc(&rec).as_slice())?;
         }
         if let Some(what) = revokes {
-            Self::record_revocation_in(&tx, what, crate::app::now(), None)?;
+            Self::record_revocation_in(&tx, what, now, None)?;
         }
         tx.commit()?;
         Ok(true)
@@ -83,11 +84,12 @@ impl RedbFile {
         table: Records,
         name: &str,
         revokes: Revoked,
+        now: u64,
     ) -> Result<bool, StoreError> {
         let tx = self.begin_write()?;
         let removed = tx.open_table(table.0)?.remove(name)?.is_some();
         if removed {
-            Self::record_revocation_in(&tx, revokes, crate::app::now(), None)?;
+            Self::record_revocation_in(&tx, revokes, now, None)?;
         }
         tx.commit()?;
         Ok(removed)
@@ -108,14 +110,21 @@ impl RedbFile {
         self.add_record(CLIENT_RECORDS, id, rec)
     }
 
-    /// Changes the client (see [`crate::store::Store::update_client`]); false if there is none.
-    pub fn update_client(&self, id: &str, change: ClientChange) -> Result<bool, StoreError> {
-        self.update_record(CLIENT_RECORDS, id, |c| change.apply(c), change.revokes(id))
+    /// Changes the client at `now` (see [`crate::store::Clients::update_client`]); false if
+    /// there is none.
+    pub fn update_client(
+        &self,
+        id: &str,
+        change: ClientChange,
+        now: u64,
+    ) -> Result<bool, StoreError> {
+        let revokes = change.revokes(id);
+        self.update_record(CLIENT_RECORDS, id, |c| change.apply(c), revokes, now)
     }
 
-    /// Removes a client and revokes its tokens; false if there was none.
-    pub fn remove_client(&self, id: &str) -> Result<bool, StoreError> {
-        self.remove_record(CLIENT_RECORDS, id, Revoked::Client { id: id.into() })
+    /// Removes a client at `now` and revokes its tokens; false if there was none.
+    pub fn remove_client(&self, id: &str, now: u64) -> Result<bool, StoreError> {
+        self.remove_record(CLIENT_RECORDS, id, Revoked::Client { id: id.into() }, now)
     }
 
     /// The user with this name.
@@ -133,18 +142,20 @@ impl RedbFile {
         self.add_record(USER_RECORDS, name, rec)
     }
 
-    /// Changes the user (see [`crate::store::Store::update_user`]); false if there is none.
-    pub fn update_user(&self, name: &str, change: &UserChange) -> Result<bool, StoreError> {
-        self.update_record(
-            USER_RECORDS,
-            name,
-            |u| change.apply(u),
-            change.revokes(name),
-        )
+    /// Changes the user at `now` (see [`crate::store::Users::update_user`]); false if there is
+    /// none.
+    pub fn update_user(
+        &self,
+        name: &str,
+        change: &UserChange,
+        now: u64,
+    ) -> Result<bool, StoreError> {
+        let revokes = change.revokes(name);
+        self.update_record(USER_RECORDS, name, |u| change.apply(u), revokes, now)
     }
 
-    /// Removes a user and revokes the user's tokens; false if there was none.
-    pub fn remove_user(&self, name: &str) -> Result<bool, StoreError> {
-        self.remove_record(USER_RECORDS, name, Revoked::User { name: name.into() })
+    /// Removes a user at `now` and revokes the user's tokens; false if there was none.
+    pub fn remove_user(&self, name: &str, now: u64) -> Result<bool, StoreError> {
+        self.remove_record(USER_RECORDS, name, Revoked::User { name: name.into() }, now)
     }
 }

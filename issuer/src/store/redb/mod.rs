@@ -12,7 +12,6 @@
 mod accounts;
 pub mod journal;
 mod refresh;
-mod refresh_v1;
 mod revocations;
 pub mod sweep;
 pub mod writer;
@@ -20,11 +19,13 @@ pub mod writer;
 use super::keys::{KeyRecord, RetireOutcome, Rotated, RotationPlan};
 use super::revocation::{RevocationPage, Revoked};
 use super::{
-    ClientChange, ClientRecord, KeyInfo, KeyState, RefreshInfo, RefreshOp, RefreshOutcome,
-    RefreshPolicy, Store, StoreError, UserChange, UserRecord, DEFAULT_ACCESS_TTL,
+    AccessLifetime, ClientChange, ClientRecord, Clients, Families, FamilyRevocation, HashKeyed,
+    KeyInfo, KeyState, OpenError, RefreshInfo, RefreshPolicy, Revocations, RotateOutcome,
+    SigningKeys, StoreError, Sweep, UserChange, UserRecord, Users, DEFAULT_ACCESS_TTL,
 };
 use crate::secrets::{self, HashKey};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+pub use refresh::{FamilyDone, FamilyOp};
 use serde::{Deserialize, Serialize};
 use shared::{Key, KeyRing};
 use std::fs::{self, OpenOptions};
@@ -38,8 +39,6 @@ use zeroize::Zeroizing;
 const CLIENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("clients");
 const USERS: TableDefinition<&str, &[u8]> = TableDefinition::new("users");
 const KEYS: TableDefinition<u32, &[u8]> = TableDefinition::new("keys");
-const REFRESH: TableDefinition<&[u8], &[u8]> = TableDefinition::new("refresh_tokens");
-const FAMILIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("refresh_families");
 /// One [`super::family::Family`] per refresh token family, by its 16-byte id.
 const FAMILY_RECORDS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("refresh_family_records");
@@ -154,23 +153,23 @@ fn load_hash_key(dir: &Path) -> Result<HashKey, StoreError> {
 }
 
 /// Opens the database file of `dir`, bounding redb's page cache to `cache_bytes` if given.
-fn open_database(dir: &Path, cache_bytes: Option<usize>) -> Result<Database, StoreError> {
+fn open_database(dir: &Path, cache_bytes: Option<usize>) -> Result<Database, OpenError> {
     let mut builder = redb::Builder::new();
     if let Some(bytes) = cache_bytes {
         builder.set_cache_size(bytes);
     }
     match builder.create(dir.join(DB_FILE)) {
         Ok(db) => Ok(db),
-        Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(StoreError::Locked),
-        Err(e) => Err(from_redb(e.into())),
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(OpenError::Locked),
+        Err(e) => Err(from_redb(e.into()).into()),
     }
 }
 
 impl RedbFile {
     /// Opens (creating if needed) the data dir: the directory 0700, database and hash key 0600.
-    /// A new data dir gets its first signing key. Fails with [`StoreError::Locked`] while another
+    /// A new data dir gets its first signing key. Fails with [`OpenError::Locked`] while another
     /// process has the database open.
-    pub fn open(dir: &Path, now: u64) -> Result<Self, StoreError> {
+    pub fn open(dir: &Path, now: u64) -> Result<Self, OpenError> {
         Self::open_with_cache(dir, now, None)
     }
 
@@ -179,7 +178,7 @@ impl RedbFile {
         dir: &Path,
         now: u64,
         cache_bytes: Option<usize>,
-    ) -> Result<Self, StoreError> {
+    ) -> Result<Self, OpenError> {
         fs::create_dir_all(dir)?;
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
         let hash_key = load_hash_key(dir)?;
@@ -234,10 +233,11 @@ impl RedbFile {
                 tracing::warn!("the database was reopened after a failed write");
                 Ok(())
             }
-            Err(StoreError::Locked) => Err(StoreError::Disk(
+            Err(OpenError::Locked) => Err(StoreError::Disk(
                 "the database is still closing after a failed write".into(),
             )),
-            Err(e) => Err(e),
+            Err(OpenError::Store(e)) => Err(e),
+            Err(e) => Err(StoreError::Disk(e.to_string())),
         }
     }
 
@@ -254,8 +254,6 @@ impl RedbFile {
         {
             tx.open_table(CLIENTS)?;
             tx.open_table(USERS)?;
-            tx.open_table(REFRESH)?;
-            tx.open_table(FAMILIES)?;
             tx.open_table(FAMILY_RECORDS)?;
             tx.open_table(FAMILY_JOURNAL)?;
             tx.open_table(SETTINGS)?;
@@ -427,7 +425,7 @@ pub struct RedbStore {
 
 impl RedbStore {
     /// Opens the data dir (see [`RedbFile::open`]) and starts its refresh writer with `policy`.
-    pub fn open(dir: &Path, now: u64, policy: RefreshPolicy) -> Result<Self, StoreError> {
+    pub fn open(dir: &Path, now: u64, policy: RefreshPolicy) -> Result<Self, OpenError> {
         Self::open_with_cache(dir, now, policy, None)
     }
 
@@ -437,9 +435,9 @@ impl RedbStore {
         now: u64,
         policy: RefreshPolicy,
         cache_bytes: Option<usize>,
-    ) -> Result<Self, StoreError> {
+    ) -> Result<Self, OpenError> {
         let file = std::sync::Arc::new(RedbFile::open_with_cache(dir, now, cache_bytes)?);
-        let writer = writer::RefreshWriter::start(file.clone(), policy)?;
+        let writer = writer::RefreshWriter::spawn(file.clone(), policy)?;
         Ok(Self { file, writer })
     }
 
@@ -457,65 +455,134 @@ impl RedbStore {
     }
 }
 
-#[async_trait::async_trait]
-impl Store for RedbStore {
+impl HashKeyed for RedbStore {
     fn hash_key(&self) -> &HashKey {
         self.file.hash_key()
     }
+}
+
+#[async_trait::async_trait]
+impl AccessLifetime for RedbStore {
     async fn access_ttl(&self) -> Result<u64, StoreError> {
         self.watch(self.file.access_ttl())
     }
+
     async fn set_access_ttl(&self, ttl: u64) -> Result<(), StoreError> {
         self.watch(self.file.set_access_ttl(ttl))
     }
+}
+
+#[async_trait::async_trait]
+impl Clients for RedbStore {
     async fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError> {
         self.watch(self.file.client(id))
     }
+
     async fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError> {
         self.watch(self.file.clients())
     }
+
     async fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
         self.watch(self.file.add_client(id, rec))
     }
-    async fn update_client(&self, id: &str, change: ClientChange) -> Result<bool, StoreError> {
-        self.watch(self.file.update_client(id, change))
+
+    async fn update_client(
+        &self,
+        id: &str,
+        change: ClientChange,
+        now: u64,
+    ) -> Result<bool, StoreError> {
+        self.watch(self.file.update_client(id, change, now))
     }
-    async fn remove_client(&self, id: &str) -> Result<bool, StoreError> {
-        self.watch(self.file.remove_client(id))
+
+    async fn remove_client(&self, id: &str, now: u64) -> Result<bool, StoreError> {
+        self.watch(self.file.remove_client(id, now))
     }
+}
+
+#[async_trait::async_trait]
+impl Users for RedbStore {
     async fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError> {
         self.watch(self.file.user(name))
     }
+
     async fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError> {
         self.watch(self.file.users())
     }
+
     async fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError> {
         self.watch(self.file.add_user(name, rec))
     }
-    async fn update_user(&self, name: &str, change: &UserChange) -> Result<bool, StoreError> {
-        self.watch(self.file.update_user(name, change))
+
+    async fn update_user(
+        &self,
+        name: &str,
+        change: &UserChange,
+        now: u64,
+    ) -> Result<bool, StoreError> {
+        self.watch(self.file.update_user(name, change, now))
     }
-    async fn remove_user(&self, name: &str) -> Result<bool, StoreError> {
-        self.watch(self.file.remove_user(name))
+
+    async fn remove_user(&self, name: &str, now: u64) -> Result<bool, StoreError> {
+        self.watch(self.file.remove_user(name, now))
     }
+}
+
+#[async_trait::async_trait]
+impl SigningKeys for RedbStore {
     async fn key_infos(&self, now: u64) -> Result<Vec<KeyInfo>, StoreError> {
         self.watch(self.file.key_infos(now))
     }
+
     async fn key_ring(&self, now: u64) -> Result<KeyRing, StoreError> {
         self.watch(self.file.key_ring(now))
     }
+
     async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<Rotated>, StoreError> {
         self.watch(self.file.rotate_key(now, delay))
     }
+
     async fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError> {
         self.watch(self.file.retire_key(kid, now))
     }
-    async fn refresh(&self, op: RefreshOp, now: u64) -> Result<RefreshOutcome, StoreError> {
-        self.watch(self.writer.submit(op, now).await)
+}
+
+#[async_trait::async_trait]
+impl Families for RedbStore {
+    async fn start_family(
+        &self,
+        client: &str,
+        user: &str,
+        now: u64,
+    ) -> Result<Zeroizing<String>, StoreError> {
+        self.watch(self.writer.start(client, user, now).await)
     }
-    async fn refresh_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError> {
+
+    async fn rotate_family(
+        &self,
+        presented: &str,
+        client: &str,
+        now: u64,
+    ) -> Result<RotateOutcome, StoreError> {
+        self.watch(self.writer.rotate(presented, client, now).await)
+    }
+
+    async fn revoke_family(
+        &self,
+        token: &str,
+        client: &str,
+        now: u64,
+    ) -> Result<FamilyRevocation, StoreError> {
+        self.watch(self.writer.revoke(token, client, now).await)
+    }
+
+    async fn family_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError> {
         self.watch(self.file.refresh_info(token, now))
     }
+}
+
+#[async_trait::async_trait]
+impl Revocations for RedbStore {
     async fn revoke(&self, what: Revoked, now: u64, until: Option<u64>) -> Result<u64, StoreError> {
         // A synchronous write with fsync, which also waits for the refresh writer's transaction:
         // off the runtime's threads.
@@ -525,6 +592,7 @@ impl Store for RedbStore {
             .map_err(|_| StoreError::Stopped("revocation task"))?;
         self.watch(recorded)
     }
+
     async fn revocations(
         &self,
         since: u64,
@@ -533,6 +601,10 @@ impl Store for RedbStore {
     ) -> Result<RevocationPage, StoreError> {
         self.watch(self.file.revocations(since, now, limit))
     }
+}
+
+#[async_trait::async_trait]
+impl Sweep for RedbStore {
     async fn sweep(&self, now: u64) -> Result<u64, StoreError> {
         self.watch(self.writer.sweep(now).await)
     }

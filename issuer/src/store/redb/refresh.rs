@@ -2,18 +2,66 @@
 //! ([`Family`]). Operations apply in one write transaction per batch
 //! ([`RedbFile::apply_refresh_ops`], the group commit behind [`super::writer`]), which appends the
 //! families it changed to the journal ([`super::journal`]); the sweep deletes what has expired,
-//! retired keys included. First-format tokens go to [`super::refresh_v1`].
+//! retired keys included.
 
 use super::{dec, RedbFile, CLIENTS, USERS};
-use crate::secrets::{RefreshToken, REFRESH_V1_PREFIX};
+use crate::secrets::RefreshToken;
 use crate::store::family::{admit, Family, Step};
 use crate::store::{
-    ClientRecord, RefreshInfo, RefreshOp, RefreshOutcome, RefreshPolicy, RefreshRejection,
+    ClientRecord, FamilyRevocation, RefreshInfo, RefreshPolicy, RefreshRejection, RotateOutcome,
     Rotation, StoreError, UserRecord,
 };
 use redb::{ReadableTable, WriteTransaction};
 use std::collections::HashMap;
 use zeroize::Zeroizing;
+
+/// One refresh token operation of a batch ([`super::writer`] builds them from the
+/// [`crate::store::Families`] calls; the benchmark fixtures batch them directly).
+pub enum FamilyOp {
+    /// Start a family for `user` at `client` (password grant).
+    Start {
+        /// Client id.
+        client: String,
+        /// User name.
+        user: String,
+    },
+    /// Rotate a presented token.
+    Rotate {
+        /// The token presented.
+        presented: Zeroizing<String>,
+        /// The authenticated client.
+        client: String,
+    },
+    /// Revoke the family of a token if `client` owns it.
+    Revoke {
+        /// The token presented.
+        token: Zeroizing<String>,
+        /// The authenticated client.
+        client: String,
+    },
+}
+
+/// What one [`FamilyOp`] did, its variant matching the operation's.
+pub enum FamilyDone {
+    /// The first token of the new family.
+    Started(Zeroizing<String>),
+    /// The rotation, or why not.
+    Rotated(RotateOutcome),
+    /// Whether a family was revoked.
+    Revoked(FamilyRevocation),
+}
+
+impl FamilyDone {
+    /// True if the operation wrote something to commit.
+    fn wrote(&self) -> bool {
+        match self {
+            Self::Started(_) => true,
+            Self::Rotated(RotateOutcome::Rotated(rotation)) => !rotation.retried,
+            Self::Rotated(RotateOutcome::Refused(why)) => *why == RefreshRejection::ReuseDetected,
+            Self::Revoked(r) => *r == FamilyRevocation::Revoked,
+        }
+    }
+}
 
 /// One batch in progress: its write transaction and the families it changed so far.
 struct Batch<'a> {
@@ -55,11 +103,8 @@ impl RedbFile {
         client: &str,
         now: u64,
         policy: &RefreshPolicy,
-    ) -> Result<RefreshOutcome, StoreError> {
-        if presented.starts_with(REFRESH_V1_PREFIX) {
-            return self.rotate_v1_in(b.tx, presented, client, now, policy);
-        }
-        let refuse = |why| Ok(RefreshOutcome::Rotated(Err(why)));
+    ) -> Result<RotateOutcome, StoreError> {
+        let refuse = |why| Ok(RotateOutcome::Refused(why));
         let Some(token) = self.hash_key.verify_refresh(presented) else {
             return refuse(RefreshRejection::Unknown);
         };
@@ -101,34 +146,30 @@ impl RedbFile {
         if let Some(next) = next {
             Self::put_family(b, token.family, next);
         }
-        Ok(RefreshOutcome::Rotated(Ok(Rotation {
+        Ok(RotateOutcome::Rotated(Rotation {
             successor: self.hash_key.encode_refresh(current),
             user_name: fam.user,
             user,
             retried,
-        })))
+        }))
     }
 
-    /// Revokes the family of `token` if `client` owns it. `None`: no such token; `Some(false)`: it
-    /// belongs to another client (nothing changed).
+    /// Revokes the family of `token` if `client` owns it.
     fn revoke_in(
         &self,
         b: &mut Batch,
         presented: &str,
         client: &str,
         now: u64,
-    ) -> Result<Option<bool>, StoreError> {
-        if presented.starts_with(REFRESH_V1_PREFIX) {
-            return self.revoke_v1_in(b.tx, presented, client, now);
-        }
+    ) -> Result<FamilyRevocation, StoreError> {
         let Some(token) = self.hash_key.verify_refresh(presented) else {
-            return Ok(None);
+            return Ok(FamilyRevocation::Unknown);
         };
         let Some(fam) = self.family_in(b, &token.family)? else {
-            return Ok(None);
+            return Ok(FamilyRevocation::Unknown);
         };
         if fam.client != client {
-            return Ok(Some(false));
+            return Ok(FamilyRevocation::OtherClient);
         }
         if fam.revoked_at.is_none() {
             let tokens = self.hash_key.family_revocation(&token.family);
@@ -139,25 +180,25 @@ impl RedbFile {
             };
             Self::put_family(b, token.family, revoked);
         }
-        Ok(Some(true))
+        Ok(FamilyRevocation::Revoked)
     }
 
     fn apply_in(
         &self,
         b: &mut Batch,
-        op: &RefreshOp,
+        op: &FamilyOp,
         now: u64,
         policy: &RefreshPolicy,
-    ) -> Result<RefreshOutcome, StoreError> {
+    ) -> Result<FamilyDone, StoreError> {
         Ok(match op {
-            RefreshOp::Issue { client, user } => {
-                RefreshOutcome::Issued(self.issue_in(b, client, user, now, policy))
+            FamilyOp::Start { client, user } => {
+                FamilyDone::Started(self.issue_in(b, client, user, now, policy))
             }
-            RefreshOp::Rotate { presented, client } => {
-                self.rotate_in(b, presented, client, now, policy)?
+            FamilyOp::Rotate { presented, client } => {
+                FamilyDone::Rotated(self.rotate_in(b, presented, client, now, policy)?)
             }
-            RefreshOp::Revoke { token, client } => {
-                RefreshOutcome::Revoked(self.revoke_in(b, token, client, now)?)
+            FamilyOp::Revoke { token, client } => {
+                FamilyDone::Revoked(self.revoke_in(b, token, client, now)?)
             }
         })
     }
@@ -169,9 +210,9 @@ impl RedbFile {
     /// This is the group commit behind [`super::writer::RefreshWriter`].
     pub fn apply_refresh_ops(
         &self,
-        ops: &[(RefreshOp, u64)],
+        ops: &[(FamilyOp, u64)],
         policy: &RefreshPolicy,
-    ) -> Result<Vec<Result<RefreshOutcome, StoreError>>, StoreError> {
+    ) -> Result<Vec<Result<FamilyDone, StoreError>>, StoreError> {
         let tx = self.begin_write()?;
         let mut b = Batch {
             tx: &tx,
@@ -184,14 +225,7 @@ impl RedbFile {
                 Err(StoreError::Corrupt(table)) => Err(StoreError::Corrupt(table)),
                 Err(other) => return Err(other),
                 Ok(outcome) => {
-                    wrote |= match &outcome {
-                        RefreshOutcome::Issued(_) => true,
-                        RefreshOutcome::Rotated(Ok(rotation)) => !rotation.retried,
-                        RefreshOutcome::Rotated(Err(why)) => {
-                            *why == RefreshRejection::ReuseDetected
-                        }
-                        RefreshOutcome::Revoked(r) => *r == Some(true),
-                    };
+                    wrote |= outcome.wrote();
                     Ok(outcome)
                 }
             };
@@ -212,10 +246,10 @@ impl RedbFile {
     #[cfg(test)]
     pub(super) fn apply_refresh_op(
         &self,
-        op: RefreshOp,
+        op: FamilyOp,
         now: u64,
         policy: &RefreshPolicy,
-    ) -> Result<RefreshOutcome, StoreError> {
+    ) -> Result<FamilyDone, StoreError> {
         self.apply_refresh_ops(&[(op, now)], policy)?
             .pop()
             .ok_or(StoreError::Corrupt("empty batch"))?
@@ -227,9 +261,6 @@ impl RedbFile {
         presented: &str,
         now: u64,
     ) -> Result<Option<RefreshInfo>, StoreError> {
-        if presented.starts_with(REFRESH_V1_PREFIX) {
-            return self.refresh_info_v1(presented, now);
-        }
         let Some(token) = self.hash_key.verify_refresh(presented) else {
             return Ok(None);
         };

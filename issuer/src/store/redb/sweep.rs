@@ -2,27 +2,25 @@
 //!
 //! It runs on the writer thread (so it never races the journal, see [`super::journal`]) and must
 //! not hold that thread for long whatever the size of the store, so each pass looks at a bounded
-//! slice of each refresh table ([`SWEEP_SLICE`] records), resuming where the previous pass
+//! slice of the family table ([`SWEEP_SLICE`] records), resuming where the previous pass
 //! stopped and wrapping at the end. A store of N families is swept through every
 //! N / [`SWEEP_SLICE`] passes; what has expired but is not yet swept is refused all the same,
 //! as expiry is checked on every use.
 
-use super::{refresh_v1, RedbFile, FAMILIES, FAMILY_RECORDS, KEYS, REFRESH};
+use super::{RedbFile, FAMILY_RECORDS, KEYS};
 use crate::store::family::Family;
 use crate::store::keys::KeyRecord;
 use crate::store::{KeyState, StoreError};
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use std::sync::PoisonError;
 
-/// Records of each refresh table looked at per pass.
+/// Records of the family table looked at per pass.
 pub const SWEEP_SLICE: usize = 25_000;
 
-/// Where the next pass resumes in each refresh table (`None`: at the start).
+/// Where the next pass resumes in the family table (`None`: at the start).
 #[derive(Debug, Default)]
 pub struct Cursors {
     families: Option<Vec<u8>>,
-    v1_tokens: Option<Vec<u8>>,
-    v1_families: Option<Vec<u8>>,
 }
 
 type Bytes = TableDefinition<'static, &'static [u8], &'static [u8]>;
@@ -78,7 +76,7 @@ fn sweep_slice(
 
 impl RedbFile {
     /// One sweep pass at `now`: the overlay merged first (so the sweep sees every family), then
-    /// a slice of each refresh table and every retired key. Returns how many records went. Only
+    /// a slice of the family table and every retired key. Returns how many records went. Only
     /// the writer thread may call this while the store serves.
     pub fn sweep(&self, now: u64) -> Result<u64, StoreError> {
         self.sweep_with(now, SWEEP_SLICE)
@@ -100,22 +98,6 @@ impl RedbFile {
                     .ok()
                     .map(|f| f.expires_at)
             },
-        )?;
-        removed += sweep_slice(
-            &tx,
-            REFRESH,
-            &mut cursors.v1_tokens,
-            limit,
-            now,
-            refresh_v1::token_expiry,
-        )?;
-        removed += sweep_slice(
-            &tx,
-            FAMILIES,
-            &mut cursors.v1_families,
-            limit,
-            now,
-            refresh_v1::family_expiry,
         )?;
         removed += Self::sweep_revocations_in(&tx, now)?;
         tx.open_table(KEYS)?.retain(|_, v| {

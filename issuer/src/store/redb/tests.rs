@@ -1,8 +1,9 @@
 //! The embedded store on its own: lifetimes, the sweep, reopening, key rotation, group commit,
-//! first-format refresh tokens, damaged records.
+//! damaged records.
 
+use super::refresh::{FamilyDone, FamilyOp};
 use super::*;
-use crate::store::{GrantKind, RefreshRejection, Rotation, KEY_RETIRE_MARGIN};
+use crate::store::{GrantKind, RefreshRejection, RotateOutcome, Rotation, KEY_RETIRE_MARGIN};
 use shared::Key;
 
 const POLICY: RefreshPolicy = RefreshPolicy {
@@ -12,18 +13,18 @@ const POLICY: RefreshPolicy = RefreshPolicy {
 };
 
 fn issue(s: &RedbFile, now: u64) -> Zeroizing<String> {
-    let op = RefreshOp::Issue {
+    let op = FamilyOp::Start {
         client: "app".into(),
         user: "alice".into(),
     };
     match s.apply_refresh_op(op, now, &POLICY).unwrap() {
-        RefreshOutcome::Issued(t) => t,
+        FamilyDone::Started(t) => t,
         _ => panic!("not issued"),
     }
 }
 
-fn rotate_op(token: &str) -> RefreshOp {
-    RefreshOp::Rotate {
+fn rotate_op(token: &str) -> FamilyOp {
+    FamilyOp::Rotate {
         presented: Zeroizing::new(token.into()),
         client: "app".into(),
     }
@@ -31,7 +32,8 @@ fn rotate_op(token: &str) -> RefreshOp {
 
 fn rotate(s: &RedbFile, token: &str, now: u64) -> Result<Rotation, RefreshRejection> {
     match s.apply_refresh_op(rotate_op(token), now, &POLICY).unwrap() {
-        RefreshOutcome::Rotated(r) => r,
+        FamilyDone::Rotated(RotateOutcome::Rotated(r)) => Ok(r),
+        FamilyDone::Rotated(RotateOutcome::Refused(why)) => Err(why),
         _ => panic!("not a rotation"),
     }
 }
@@ -107,7 +109,7 @@ fn state_survives_reopening() {
     assert_eq!(next.user_name, "alice");
     assert!(matches!(
         RedbFile::open(tmp.path(), 1_002),
-        Err(StoreError::Locked)
+        Err(OpenError::Locked)
     ));
 }
 
@@ -165,13 +167,13 @@ fn one_batch_applies_in_order_and_never_forks() {
     let s = store_with_user(tmp.path());
     let rt = issue(&s, 1_000);
     let rotate = rotate_op;
-    let out: Vec<RefreshOutcome> = s
+    let out: Vec<FamilyDone> = s
         .apply_refresh_ops(
             &[
                 (rotate(&rt), 1_001),
                 (rotate(&rt), 1_001),
                 (
-                    RefreshOp::Issue {
+                    FamilyOp::Start {
                         client: "app".into(),
                         user: "alice".into(),
                     },
@@ -187,13 +189,13 @@ fn one_batch_applies_in_order_and_never_forks() {
     let successors: Vec<(String, bool)> = out[..2]
         .iter()
         .map(|o| match o {
-            RefreshOutcome::Rotated(Ok(r)) => (r.successor.to_string(), r.retried),
+            FamilyDone::Rotated(RotateOutcome::Rotated(r)) => (r.successor.to_string(), r.retried),
             _ => panic!("rotation failed"),
         })
         .collect();
     assert_eq!(successors[0].0, successors[1].0, "one successor");
     assert_eq!((successors[0].1, successors[1].1), (false, true));
-    assert!(matches!(out[2], RefreshOutcome::Issued(_)));
+    assert!(matches!(out[2], FamilyDone::Started(_)));
     // The batch was committed: the successor rotates on after reopening.
     drop(s);
     let s = RedbFile::open(tmp.path(), 1_002).unwrap();
@@ -205,13 +207,15 @@ fn one_batch_applies_in_order_and_never_forks() {
         .unwrap();
     assert!(matches!(
         out[0],
-        Ok(RefreshOutcome::Rotated(Err(
+        Ok(FamilyDone::Rotated(RotateOutcome::Refused(
             RefreshRejection::ReuseDetected
         )))
     ));
     assert!(matches!(
         out[1],
-        Ok(RefreshOutcome::Rotated(Err(RefreshRejection::Revoked)))
+        Ok(FamilyDone::Rotated(RotateOutcome::Refused(
+            RefreshRejection::Revoked
+        )))
     ));
     for junk in [
         "mmrt1.nonsense",
@@ -256,57 +260,11 @@ fn a_damaged_family_record_fails_its_own_request_only() {
         )
         .unwrap();
     assert!(matches!(out[0], Err(StoreError::Corrupt(_))));
-    let RefreshOutcome::Rotated(Ok(next)) = out[1].as_ref().unwrap() else {
+    let FamilyDone::Rotated(RotateOutcome::Rotated(next)) = out[1].as_ref().unwrap() else {
         panic!("the sound family did not rotate");
     };
     // The batch was committed for the sound family.
     assert!(rotate(&s, &next.successor, 1_002).is_ok());
-}
-
-#[test]
-fn first_format_families_keep_rotating_until_they_expire() {
-    let tmp = tempfile::tempdir().unwrap();
-    let s = store_with_user(tmp.path());
-    let tx = s.begin_write().unwrap();
-    let old = s.issue_v1_in(&tx, "app", "alice", 1_000, &POLICY).unwrap();
-    tx.commit().unwrap();
-    assert!(old.starts_with("mmrt1."));
-    let info = s.refresh_info(&old, 1_001).unwrap().unwrap();
-    assert_eq!((info.client.as_str(), info.user.as_str()), ("app", "alice"));
-    let next = rotate(&s, &old, 1_001).unwrap();
-    assert!(next.successor.starts_with("mmrt1."));
-    assert!(s.refresh_info(&old, 1_001).unwrap().is_none());
-    let retry = rotate(&s, &old, 1_005).unwrap();
-    assert_eq!(
-        (retry.successor.as_str(), retry.retried),
-        (next.successor.as_str(), true)
-    );
-    assert_eq!(
-        rotate(&s, &old, 1_050).err(),
-        Some(RefreshRejection::ReuseDetected)
-    );
-    assert_eq!(
-        rotate(&s, &next.successor, 1_051).err(),
-        Some(RefreshRejection::Revoked)
-    );
-    // Revocation of a first-format token through the batch path.
-    let tx = s.begin_write().unwrap();
-    let other = s.issue_v1_in(&tx, "app", "alice", 1_000, &POLICY).unwrap();
-    tx.commit().unwrap();
-    let revoke = RefreshOp::Revoke {
-        token: other.clone(),
-        client: "app".into(),
-    };
-    assert!(matches!(
-        s.apply_refresh_op(revoke, 1_002, &POLICY).unwrap(),
-        RefreshOutcome::Revoked(Some(true))
-    ));
-    assert_eq!(
-        rotate(&s, &other, 1_003).err(),
-        Some(RefreshRejection::Revoked)
-    );
-    // The sweep empties the first-format tables (2 families, 3 tokens) once they expire.
-    assert_eq!(s.sweep(1_250).unwrap(), 5);
 }
 
 #[test]

@@ -10,21 +10,47 @@
 //! waited [`MERGE_EVERY`], runs the sweep, and merges once more when it stops.
 
 use super::journal::MERGE_EVERY;
+use super::refresh::{FamilyDone, FamilyOp};
 use super::RedbFile;
-use crate::store::{RefreshOp, RefreshOutcome, RefreshPolicy, StoreError};
+use crate::store::{FamilyRevocation, RefreshPolicy, RotateOutcome, StoreError};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::oneshot;
+use zeroize::Zeroizing;
 
 /// Most operations committed together.
 pub const MAX_BATCH: usize = 1024;
 
+/// Where the answer to a [`FamilyOp`] goes, typed as the operation it was built with.
+enum Reply {
+    Start(oneshot::Sender<Result<Zeroizing<String>, StoreError>>),
+    Rotate(oneshot::Sender<Result<RotateOutcome, StoreError>>),
+    Revoke(oneshot::Sender<Result<FamilyRevocation, StoreError>>),
+}
+
+impl Reply {
+    fn send(self, done: Result<FamilyDone, StoreError>) {
+        // Each operation is applied into the variant of its own kind; a mismatch cannot happen,
+        // and would be answered as an internal failure rather than a wrong answer.
+        let mismatch = || StoreError::Stopped("refresh writer (mismatched answer)");
+        // A receiver that gave up waiting (its request was dropped) is no error.
+        match (self, done) {
+            (Self::Start(r), Ok(FamilyDone::Started(t))) => drop(r.send(Ok(t))),
+            (Self::Rotate(r), Ok(FamilyDone::Rotated(o))) => drop(r.send(Ok(o))),
+            (Self::Revoke(r), Ok(FamilyDone::Revoked(o))) => drop(r.send(Ok(o))),
+            (Self::Start(r), other) => drop(r.send(Err(other.err().unwrap_or_else(mismatch)))),
+            (Self::Rotate(r), other) => drop(r.send(Err(other.err().unwrap_or_else(mismatch)))),
+            (Self::Revoke(r), other) => drop(r.send(Err(other.err().unwrap_or_else(mismatch)))),
+        }
+    }
+}
+
 enum Job {
-    Refresh {
-        op: RefreshOp,
+    Family {
+        op: FamilyOp,
         now: u64,
-        reply: oneshot::Sender<Result<RefreshOutcome, StoreError>>,
+        reply: Reply,
     },
     Sweep {
         now: u64,
@@ -51,7 +77,7 @@ impl Drop for RefreshWriter {
 
 impl RefreshWriter {
     /// Starts the writer thread for `store`.
-    pub fn start(store: Arc<RedbFile>, policy: RefreshPolicy) -> std::io::Result<Self> {
+    pub fn spawn(store: Arc<RedbFile>, policy: RefreshPolicy) -> std::io::Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let thread = std::thread::Builder::new()
             .name("refresh-writer".into())
@@ -70,15 +96,65 @@ impl RefreshWriter {
             .map_err(|_| StoreError::Stopped("refresh writer"))
     }
 
-    /// Applies `op` durably and returns its outcome. A failed batch is logged by the writer once
-    /// and is [`StoreError::Batch`] (or [`StoreError::Disk`]) to each of its callers; a damaged
-    /// record fails only the operation that read it.
-    pub async fn submit(&self, op: RefreshOp, now: u64) -> Result<RefreshOutcome, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        self.send(Job::Refresh { op, now, reply })?;
+    /// Queues `op` with its `reply` and waits for the answer. A failed batch is logged by the
+    /// writer once and is [`StoreError::Batch`] (or [`StoreError::Disk`]) to each of its callers;
+    /// a damaged record fails only the operation that read it.
+    async fn submit<T>(
+        &self,
+        op: FamilyOp,
+        now: u64,
+        reply: Reply,
+        answer: oneshot::Receiver<Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.send(Job::Family { op, now, reply })?;
         answer
             .await
             .map_err(|_| StoreError::Stopped("refresh writer"))?
+    }
+
+    /// Starts a family (see [`crate::store::Families::start_family`]).
+    pub async fn start(
+        &self,
+        client: &str,
+        user: &str,
+        now: u64,
+    ) -> Result<Zeroizing<String>, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let op = FamilyOp::Start {
+            client: client.into(),
+            user: user.into(),
+        };
+        self.submit(op, now, Reply::Start(reply), answer).await
+    }
+
+    /// Rotates a token (see [`crate::store::Families::rotate_family`]).
+    pub async fn rotate(
+        &self,
+        presented: &str,
+        client: &str,
+        now: u64,
+    ) -> Result<RotateOutcome, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let op = FamilyOp::Rotate {
+            presented: Zeroizing::new(presented.into()),
+            client: client.into(),
+        };
+        self.submit(op, now, Reply::Rotate(reply), answer).await
+    }
+
+    /// Revokes a family (see [`crate::store::Families::revoke_family`]).
+    pub async fn revoke(
+        &self,
+        token: &str,
+        client: &str,
+        now: u64,
+    ) -> Result<FamilyRevocation, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let op = FamilyOp::Revoke {
+            token: Zeroizing::new(token.into()),
+            client: client.into(),
+        };
+        self.submit(op, now, Reply::Revoke(reply), answer).await
     }
 
     /// Runs one sweep pass on the writer thread (see [`RedbFile::sweep`]).
@@ -120,7 +196,7 @@ fn run(store: &RedbFile, policy: &RefreshPolicy, queue: &mpsc::Receiver<Job>) {
         let mut next = Some(first);
         while let Some(job) = next.take() {
             match job {
-                Job::Refresh { op, now, reply } => batch.push(((op, now), reply)),
+                Job::Family { op, now, reply } => batch.push(((op, now), reply)),
                 Job::Sweep { now, reply } => sweeps.push((now, reply)),
             }
             if batch.len() < MAX_BATCH {
@@ -155,17 +231,14 @@ fn run(store: &RedbFile, policy: &RefreshPolicy, queue: &mpsc::Receiver<Job>) {
     merge(store);
 }
 
-type Pending = (
-    (RefreshOp, u64),
-    oneshot::Sender<Result<RefreshOutcome, StoreError>>,
-);
+type Pending = ((FamilyOp, u64), Reply);
 
 fn commit(store: &RedbFile, policy: &RefreshPolicy, batch: Vec<Pending>) {
     let (ops, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
     match store.apply_refresh_ops(&ops, policy) {
         Ok(outcomes) => {
             for (reply, outcome) in replies.into_iter().zip(outcomes) {
-                let _ = reply.send(outcome);
+                reply.send(outcome);
             }
         }
         Err(e) => {
@@ -180,7 +253,7 @@ fn commit(store: &RedbFile, policy: &RefreshPolicy, batch: Vec<Pending>) {
                 store.mark_failed();
             }
             for reply in replies {
-                let _ = reply.send(Err(if disk {
+                reply.send(Err(if disk {
                     StoreError::Disk(message.clone())
                 } else {
                     StoreError::Batch(message.clone())

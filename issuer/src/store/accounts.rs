@@ -1,0 +1,168 @@
+//! Clients and users as the store keeps them, and the changes an administrator makes to them.
+
+use super::revocation;
+use serde::{Deserialize, Serialize};
+use shared::token::Claim;
+
+/// The grants a client may be allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantKind {
+    /// Resource owner password credentials (and refreshing what it issued).
+    Password,
+    /// Client credentials.
+    ClientCredentials,
+}
+
+impl GrantKind {
+    /// Parses `password` or `client_credentials`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "password" => Some(Self::Password),
+            "client_credentials" => Some(Self::ClientCredentials),
+            _ => None,
+        }
+    }
+}
+
+/// A registered client.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClientRecord {
+    /// Keyed hash of the secret (hex).
+    pub secret_hash: String,
+    /// Only active clients get tokens.
+    pub active: bool,
+    /// Grants the client may use.
+    pub grants: Vec<GrantKind>,
+    /// May impersonate with the client credentials grant.
+    pub impersonate: bool,
+    /// If not empty, the only claim types it may impersonate with.
+    pub impersonate_claim_types: Vec<String>,
+    /// May read the edge feed (verification keys and revocations), as an Envoy filter does.
+    #[serde(default)]
+    pub edge: bool,
+    /// Seconds since the epoch.
+    pub created_at: u64,
+}
+
+impl ClientRecord {
+    /// The secret hash as bytes (`None` if the record is damaged).
+    pub fn secret_hash_bytes(&self) -> Option<[u8; 32]> {
+        hex::decode(&self.secret_hash).ok()?.try_into().ok()
+    }
+}
+
+/// A user of the password grant.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UserRecord {
+    /// Argon2id hash in PHC string form.
+    pub password_hash: String,
+    /// Disabled users cannot sign in or refresh.
+    pub disabled: bool,
+    /// Roles put into the user's tokens.
+    pub roles: Vec<String>,
+    /// Claims put into the user's tokens, as (type, value).
+    pub claims: Vec<(String, String)>,
+    /// Seconds since the epoch.
+    pub created_at: u64,
+    /// When the password was last changed (`issuer user passwd`): refresh token families started
+    /// at or before stop working.
+    #[serde(default)]
+    pub password_changed_at: Option<u64>,
+    /// When the user was last disabled: refresh token families started at or before stop
+    /// working for good, even once the user is enabled again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_at: Option<u64>,
+}
+
+impl UserRecord {
+    /// Refresh token families started at or before this time no longer work: the last password
+    /// change or disable.
+    pub fn sessions_end_at(&self) -> Option<u64> {
+        self.password_changed_at.max(self.disabled_at)
+    }
+
+    /// The user's claims as token claims.
+    pub fn token_claims(&self) -> Vec<Claim> {
+        self.claims
+            .iter()
+            .map(|(t, v)| Claim {
+                typ: t.clone(),
+                value: v.clone(),
+            })
+            .collect()
+    }
+}
+
+/// A change to a client, applied by [`super::Clients::update_client`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientChange {
+    /// Allow (`true`) or stop (`false`) it getting tokens.
+    SetActive(bool),
+}
+
+impl ClientChange {
+    /// What the change revokes: a deactivated client's tokens.
+    pub fn revokes(self, id: &str) -> Option<revocation::Revoked> {
+        match self {
+            Self::SetActive(false) => Some(revocation::Revoked::Client { id: id.into() }),
+            Self::SetActive(true) => None,
+        }
+    }
+
+    /// Applies the change to a record.
+    pub fn apply(self, rec: &mut ClientRecord) {
+        match self {
+            Self::SetActive(active) => rec.active = active,
+        }
+    }
+}
+
+/// A change to a user, applied by [`super::Users::update_user`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserChange {
+    /// Disable the user at `at`: sign-ins and refreshes stop, and so do for good the refresh
+    /// token families started before (enabling the user again does not revive them), as do access
+    /// tokens issued before (a revocation).
+    Disable {
+        /// When (seconds since the epoch).
+        at: u64,
+    },
+    /// Enable the user again.
+    Enable,
+    /// A new Argon2id hash (PHC string), set at `at`: refresh token families started before
+    /// stop working, as do access tokens issued before (a revocation).
+    SetPassword {
+        /// The PHC string.
+        hash: String,
+        /// When (seconds since the epoch).
+        at: u64,
+    },
+}
+
+impl UserChange {
+    /// What the change revokes: the tokens of a user disabled or given a new password.
+    pub fn revokes(&self, name: &str) -> Option<revocation::Revoked> {
+        match self {
+            Self::Disable { .. } | Self::SetPassword { .. } => {
+                Some(revocation::Revoked::User { name: name.into() })
+            }
+            Self::Enable => None,
+        }
+    }
+
+    /// Applies the change to a record.
+    pub fn apply(&self, rec: &mut UserRecord) {
+        match self {
+            Self::Disable { at } => {
+                rec.disabled = true;
+                rec.disabled_at = Some(*at);
+            }
+            Self::Enable => rec.disabled = false,
+            Self::SetPassword { hash, at } => {
+                rec.password_hash.clone_from(hash);
+                rec.password_changed_at = Some(*at);
+            }
+        }
+    }
+}

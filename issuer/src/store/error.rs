@@ -1,0 +1,73 @@
+//! Why a store operation failed. Opening a store can fail in ways no later operation can
+//! ([`OpenError`]: the database is locked by another process, the configuration or the
+//! key-encryption key is wrong); once open, an operation fails with a [`StoreError`]. Their
+//! details go to logs and to the operator, never to a client.
+
+/// Why a store could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// Another process (normally `issuer serve`) has the embedded database open.
+    #[error("the database is open in another process")]
+    Locked,
+    /// The store's settings are unusable (the location, the URL, a CA file).
+    #[error("store configuration: {0}")]
+    Config(String),
+    /// The key-encryption key is missing, unreadable or does not open the stored secrets.
+    #[error("{0}")]
+    Kek(String),
+    /// What opening read or wrote failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<std::io::Error> for OpenError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Store(StoreError::Io(e))
+    }
+}
+
+impl From<super::kek::KekError> for OpenError {
+    fn from(e: super::kek::KekError) -> Self {
+        Self::Kek(e.to_string())
+    }
+}
+
+/// Why an operation on an open store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The embedded database reported an error.
+    #[error("database: {0}")]
+    Redb(::redb::Error),
+    /// The embedded database could not write to its disk (full, or failing). Nothing of the
+    /// failed transaction was acknowledged (a commit that reported failure may still have reached
+    /// the disk; the store then reads its state back); the store reopens the database before its
+    /// next operation, and a client gets 503 until that works.
+    #[error("the data dir's disk refused a write: {0}")]
+    Disk(String),
+    /// A file of the data dir could not be read or written.
+    #[error("data dir: {0}")]
+    Io(#[from] std::io::Error),
+    /// A stored record does not decode, or a sealed one does not open.
+    #[error("corrupt record in {0}")]
+    Corrupt(&'static str),
+    /// A stored record fails its integrity check (written without the key-encryption key); it
+    /// is never used, nor changed into a genuine one.
+    #[error("a record in {0} fails its integrity check (tampered); remove it and add it again")]
+    Tampered(&'static str),
+    /// The database asked for the transaction to be retried (serialization failure or deadlock)
+    /// more often than the store retries; a client gets 503 and may retry.
+    #[error("the database reported contention on every attempt")]
+    Contention,
+    /// The database cannot be reached or is shutting down; a client gets 503.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
+    /// PostgreSQL reported an error.
+    #[error("postgres: {0}")]
+    Postgres(String),
+    /// The group commit this operation was part of failed (logged once by the writer).
+    #[error("refresh batch failed: {0}")]
+    Batch(String),
+    /// A background task of the store has stopped.
+    #[error("the store's {0} has stopped")]
+    Stopped(&'static str),
+}

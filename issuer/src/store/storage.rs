@@ -1,0 +1,268 @@
+//! The store's interface, split by concern as each caller needs it (the shape of fosite's
+//! `storage.go`): a grant holds only the traits it uses. Both backends implement every trait;
+//! [`Store`] is all of them at once, for the server, the admin commands and the tests.
+//!
+//! Every write is durable before its call returns, and every method takes the time as an
+//! argument: the store has no clock of its own.
+
+use super::accounts::{ClientChange, ClientRecord, UserChange, UserRecord};
+use super::keys::{KeyInfo, RetireOutcome, Rotated};
+use super::revocation::{RevocationPage, Revoked};
+use super::StoreError;
+use crate::secrets::HashKey;
+use shared::KeyRing;
+use zeroize::Zeroizing;
+
+/// Registered clients.
+#[async_trait::async_trait]
+pub trait Clients: Send + Sync {
+    /// The client with this id.
+    async fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError>;
+    /// Every client, by id.
+    async fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError>;
+    /// Inserts a client; false if the id is taken.
+    async fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError>;
+    /// Changes a client at `now`; false if there is no such client. A deactivation revokes the
+    /// client's tokens in the same transaction ([`ClientChange::revokes`]).
+    async fn update_client(
+        &self,
+        id: &str,
+        change: ClientChange,
+        now: u64,
+    ) -> Result<bool, StoreError>;
+    /// Removes a client at `now` and revokes its tokens; false if there was none.
+    async fn remove_client(&self, id: &str, now: u64) -> Result<bool, StoreError>;
+}
+
+/// Users of the password grant.
+#[async_trait::async_trait]
+pub trait Users: Send + Sync {
+    /// The user with this name.
+    async fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError>;
+    /// Every user, by name.
+    async fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError>;
+    /// Inserts a user; false if the name is taken.
+    async fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError>;
+    /// Changes a user at `now`; false if there is no such user. Disabling a user or setting a new
+    /// password revokes the user's tokens in the same transaction ([`UserChange::revokes`]).
+    async fn update_user(
+        &self,
+        name: &str,
+        change: &UserChange,
+        now: u64,
+    ) -> Result<bool, StoreError>;
+    /// Removes a user at `now` and revokes the user's tokens; false if there was none.
+    async fn remove_user(&self, name: &str, now: u64) -> Result<bool, StoreError>;
+}
+
+/// The signing keys and their lives ([`super::keys`]).
+#[async_trait::async_trait]
+pub trait SigningKeys: Send + Sync {
+    /// Every key still on record, with its state at `now`.
+    async fn key_infos(&self, now: u64) -> Result<Vec<KeyInfo>, StoreError>;
+    /// The key ring at `now`: the signing key, a pending key (so verifiers learn it before it
+    /// signs) and every superseded key not yet retired.
+    async fn key_ring(&self, now: u64) -> Result<KeyRing, StoreError>;
+    /// Adds a key that signs `delay` seconds from `now` (published at once); the signing key
+    /// keeps verifying until it retires ([`super::RotationPlan`]). `None` while another rotation
+    /// is pending and `delay` is not 0; with no delay a pending key is retired and replaced.
+    async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<Rotated>, StoreError>;
+    /// Retires a superseded key at `now`, ahead of its time (a key thought compromised): it
+    /// leaves the ring and verifies nothing more. The signing or a pending key cannot be retired.
+    async fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError>;
+}
+
+/// The access token lifetime `issuer serve` runs with, recorded for the admin commands and the
+/// other issuers: it decides when superseded keys retire and what `keys filter-config` says.
+#[async_trait::async_trait]
+pub trait AccessLifetime: Send + Sync {
+    /// The lifetime last recorded (seconds), [`super::DEFAULT_ACCESS_TTL`] before any.
+    async fn access_ttl(&self) -> Result<u64, StoreError>;
+    /// Records the lifetime.
+    async fn set_access_ttl(&self, ttl: u64) -> Result<(), StoreError>;
+}
+
+/// The key under which client secrets and refresh tokens are hashed (sealed under the KEK in a
+/// shared database, a 0600 file in a data dir).
+pub trait HashKeyed: Send + Sync {
+    /// The key.
+    fn hash_key(&self) -> &HashKey;
+}
+
+/// Refresh token families, each operation applied durably under the refresh policy the store
+/// was opened with. An operation that revokes a family (reuse, or [`Families::revoke_family`] of
+/// a live one) records the revocation of its access tokens
+/// ([`crate::secrets::HashKey::family_revocation`]) in the same transaction.
+#[async_trait::async_trait]
+pub trait Families: Send + Sync {
+    /// Starts a family for `user` at `client` (the password grant) and returns its first token.
+    async fn start_family(
+        &self,
+        client: &str,
+        user: &str,
+        now: u64,
+    ) -> Result<Zeroizing<String>, StoreError>;
+    /// Rotates the token `presented` by `client`: the successor, or why not. Reuse of a rotated
+    /// token outside the retry window revokes its family.
+    async fn rotate_family(
+        &self,
+        presented: &str,
+        client: &str,
+        now: u64,
+    ) -> Result<RotateOutcome, StoreError>;
+    /// Revokes the family of `token` if `client` owns it.
+    async fn revoke_family(
+        &self,
+        token: &str,
+        client: &str,
+        now: u64,
+    ) -> Result<FamilyRevocation, StoreError>;
+    /// What introspection may reveal about a refresh token that is usable at `now`.
+    async fn family_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError>;
+}
+
+/// Revocations of access tokens ([`super::revocation`]).
+#[async_trait::async_trait]
+pub trait Revocations: Send + Sync {
+    /// Records that `what` is revoked as of `now`, in force until `until` (by default, until every
+    /// access token issued by then has expired); returns the revocation's number.
+    async fn revoke(&self, what: Revoked, now: u64, until: Option<u64>) -> Result<u64, StoreError>;
+    /// Revocations numbered after `since` and still in force at `now`, in order, at most `limit`
+    /// of them (the edge feed's pages; `usize::MAX` for all), with the highest number given out.
+    /// A record that does not decode is logged and left out.
+    async fn revocations(
+        &self,
+        since: u64,
+        now: u64,
+        limit: usize,
+    ) -> Result<RevocationPage, StoreError>;
+}
+
+/// Removal of what has run out.
+#[async_trait::async_trait]
+pub trait Sweep: Send + Sync {
+    /// Deletes refresh state past its lifetime, revocations no longer in force and retired keys;
+    /// returns how many records went.
+    async fn sweep(&self, now: u64) -> Result<u64, StoreError>;
+}
+
+/// Every trait of the store at once: what a backend is.
+pub trait Store:
+    Clients
+    + Users
+    + SigningKeys
+    + AccessLifetime
+    + HashKeyed
+    + Families
+    + Revocations
+    + Sweep
+    + std::fmt::Debug
+{
+}
+
+impl<T> Store for T where
+    T: Clients
+        + Users
+        + SigningKeys
+        + AccessLifetime
+        + HashKeyed
+        + Families
+        + Revocations
+        + Sweep
+        + std::fmt::Debug
+{
+}
+
+/// Lifetimes that govern refresh tokens. The default is `issuer serve`'s: 14 days idle, 90 days
+/// absolute, a 30-second retry window.
+#[derive(Debug, Clone, Copy)]
+pub struct RefreshPolicy {
+    /// A refresh token unused this long expires.
+    pub idle_ttl: u64,
+    /// A family expires this long after the password grant that started it.
+    pub absolute_ttl: u64,
+    /// A rotated token presented again within this many seconds gets the same successor.
+    pub retry_window: u64,
+}
+
+impl Default for RefreshPolicy {
+    fn default() -> Self {
+        Self {
+            idle_ttl: 14 * 86_400,
+            absolute_ttl: 90 * 86_400,
+            retry_window: 30,
+        }
+    }
+}
+
+/// A successful rotation: the successor to hand out and the user it belongs to.
+pub struct Rotation {
+    /// The new refresh token.
+    pub successor: Zeroizing<String>,
+    /// The user name of the family.
+    pub user_name: String,
+    /// The user's current record.
+    pub user: UserRecord,
+    /// True if this was a retry inside the window (the same successor as before).
+    pub retried: bool,
+}
+
+/// Why a refresh token was not honoured. Every variant is `invalid_grant` to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefreshRejection {
+    /// Not a refresh token, never issued, or swept.
+    Unknown,
+    /// Issued to another client.
+    OtherClient,
+    /// Idle or absolute lifetime passed.
+    Expired,
+    /// Its family was revoked.
+    Revoked,
+    /// Reuse of a rotated token outside the retry window: the family is now revoked.
+    ReuseDetected,
+    /// The client or user is no longer active.
+    Inactive,
+}
+
+impl RefreshRejection {
+    /// Label for logs and metrics.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Unknown => "unknown",
+            Self::OtherClient => "other_client",
+            Self::Expired => "expired",
+            Self::Revoked => "revoked",
+            Self::ReuseDetected => "reuse_detected",
+            Self::Inactive => "inactive",
+        }
+    }
+}
+
+/// What [`Families::rotate_family`] did.
+pub enum RotateOutcome {
+    /// The successor, and the user to mint for.
+    Rotated(Rotation),
+    /// Nothing to mint: why (every reason is `invalid_grant` to the client).
+    Refused(RefreshRejection),
+}
+
+/// What [`Families::revoke_family`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FamilyRevocation {
+    /// No such token (unknown, malformed, or swept): nothing to do.
+    Unknown,
+    /// The token belongs to another client: nothing changed.
+    OtherClient,
+    /// The family is revoked (now, or it was already).
+    Revoked,
+}
+
+/// What introspection may say about a refresh token.
+pub struct RefreshInfo {
+    /// Client it was issued to.
+    pub client: String,
+    /// User of its family.
+    pub user: String,
+    /// When it expires if unused.
+    pub expires_at: u64,
+}
