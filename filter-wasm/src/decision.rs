@@ -7,7 +7,7 @@ use crate::cache::IdentityHeaders;
 use crate::config::{Config, IDENTITY_HEADERS};
 use crate::edge::EdgeState;
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
-use shared::token::{self, SubjectKind};
+use shared::token::{self, Limits, SubjectKind};
 use shared::VerifyError;
 
 /// How a request ended, one Envoy counter each.
@@ -281,15 +281,11 @@ pub fn decide<'a>(
     if let Some(headers) = state.cache.borrow().get(token, now, cfg.clock_skew) {
         return (Decision::Allow(headers), Outcome::Allowed, None);
     }
-    let verified = token::verify(&state.ring, token, now, cfg.clock_skew).and_then(|v| {
-        let body = v.body();
-        if body.exp.saturating_sub(body.iat) > state.max_lifetime {
-            Err(VerifyError::LifetimeTooLong)
-        } else {
-            Ok(v)
-        }
-    });
-    match verified {
+    let limits = Limits {
+        skew: cfg.clock_skew,
+        max_lifetime: state.max_lifetime,
+    };
+    match token::verify_with(&state.ring, token, now, limits) {
         Ok(v) if state.revoked.covers(v.body()) => (
             deny(
                 cfg,
