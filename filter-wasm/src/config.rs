@@ -2,10 +2,9 @@
 //! request. `issuer keys filter-config` prints a valid one. Reference: `docs/filter.md`.
 
 use crate::edge::{EdgeSync, RawEdgeSync};
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
 use serde::Deserialize;
-use shared::{Key, KeyRing};
+use shared::edge_feed::{BadSecret, FeedKey};
+use shared::KeyRing;
 
 /// The identity headers the filter sets from a verified token. Every header of the identity
 /// namespace ([`is_identity_header`]) is removed from each request first.
@@ -36,38 +35,29 @@ pub fn is_identity_header(name: &str) -> bool {
 /// Most keys a configuration may hold.
 pub const MAX_KEYS: usize = 64;
 
-/// A key as the configuration and the edge feed write it: its id and its 32 secret bytes in
-/// unpadded base64url.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawKey {
-    kid: u32,
-    secret: zeroize::Zeroizing<String>,
-}
-
-/// A key ring from its keys as written; the message names the field `what` and never a secret.
-pub(crate) fn key_ring(raw: &[RawKey], what: &str) -> Result<KeyRing, ConfigError> {
+/// A key ring from its keys as the configuration and the edge feed write them ([`FeedKey`]);
+/// the message names the field `what` and never a secret.
+pub(crate) fn key_ring(raw: &[FeedKey], what: &str) -> Result<KeyRing, ConfigError> {
     if raw.len() > MAX_KEYS {
         return err(format!("{what}: at most {MAX_KEYS} keys"));
     }
     let mut keys = Vec::with_capacity(raw.len());
     for k in raw {
-        let Ok(secret) = URL_SAFE_NO_PAD
-            .decode(&k.secret)
-            .map(zeroize::Zeroizing::new)
-        else {
-            return err(format!(
-                "{what}: the secret of kid {} is not unpadded base64url",
-                k.kid
-            ));
-        };
-        let Some(key) = Key::from_slice(k.kid, &secret) else {
-            return err(format!(
-                "{what}: the secret of kid {} is not 32 bytes",
-                k.kid
-            ));
-        };
-        keys.push(key);
+        match k.key() {
+            Ok(key) => keys.push(key),
+            Err(BadSecret::Encoding) => {
+                return err(format!(
+                    "{what}: the secret of kid {} is not unpadded base64url",
+                    k.kid
+                ))
+            }
+            Err(BadSecret::Length) => {
+                return err(format!(
+                    "{what}: the secret of kid {} is not 32 bytes",
+                    k.kid
+                ))
+            }
+        }
     }
     KeyRing::new(keys, None).ok_or_else(|| ConfigError(format!("{what}: two keys share a kid")))
 }
@@ -89,7 +79,7 @@ fn default_realm() -> String {
 #[serde(deny_unknown_fields)]
 struct Raw {
     #[serde(default)]
-    keys: Vec<RawKey>,
+    keys: Vec<FeedKey>,
     #[serde(default = "default_alternative_header")]
     alternative_header: String,
     #[serde(default = "default_skew")]

@@ -14,11 +14,10 @@
 //! snapshot. An issuer that sends no stamp gets the number alone.
 
 use crate::cache::TokenCache;
-use crate::config::{key_ring, ConfigError, RawKey, MAX_KEYS};
+use crate::config::{key_ring, ConfigError, MAX_KEYS};
 use serde::Deserialize;
-use shared::revocation::{
-    parse_hex, parse_jti, parse_stamp, Revocation, RevocationSet, Revoked, FAMILY_TAG_LEN,
-};
+use shared::edge_feed::FeedAnswer;
+use shared::revocation::{parse_stamp, Revocation, RevocationSet};
 use shared::KeyRing;
 use std::cell::RefCell;
 use std::fmt;
@@ -30,9 +29,6 @@ pub const MAX_ANSWER_BYTES: usize = 2 << 20;
 
 /// Most revocations accepted in one answer.
 pub const MAX_ENTRIES: usize = 20_000;
-
-/// Longest user name or client id in a revocation.
-const MAX_NAME: usize = 256;
 
 /// The `edge_sync` block of the plugin configuration, as written.
 #[derive(Deserialize)]
@@ -324,61 +320,6 @@ impl fmt::Display for FeedError {
     }
 }
 
-#[derive(Deserialize)]
-struct RawAnswer {
-    cursor: u64,
-    #[serde(default)]
-    cursor_stamp: Option<String>,
-    keys_version: String,
-    revoked: Vec<RawEntry>,
-    #[serde(default)]
-    full: bool,
-    #[serde(default)]
-    more: bool,
-    #[serde(default)]
-    keys: Option<Vec<RawKey>>,
-    #[serde(default)]
-    max_token_lifetime_seconds: Option<u64>,
-}
-
-/// A revocation as the feed writes it: `kind` and its field beside the numbers. Read field by
-/// field rather than through serde's `flatten`, which costs the module 50 KB.
-#[derive(Deserialize)]
-struct RawEntry {
-    seq: u64,
-    at: u64,
-    until: u64,
-    kind: String,
-    #[serde(default)]
-    jti: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    tag: Option<String>,
-}
-
-impl RawEntry {
-    fn what(self) -> Option<Revoked> {
-        let name_ok = |n: &String| !n.is_empty() && n.len() <= MAX_NAME;
-        let tag_ok = |t: &String| parse_hex::<FAMILY_TAG_LEN>(t).is_some();
-        match (self.kind.as_str(), self.jti, self.name, self.id, self.tag) {
-            ("token", Some(jti), None, None, None) if parse_jti(&jti).is_some() => {
-                Some(Revoked::Token { jti })
-            }
-            ("user", None, Some(name), None, None) if name_ok(&name) => {
-                Some(Revoked::User { name })
-            }
-            ("client", None, None, Some(id), None) if name_ok(&id) => Some(Revoked::Client { id }),
-            ("family", None, None, None, Some(tag)) if tag_ok(&tag) => {
-                Some(Revoked::Family { tag })
-            }
-            _ => None,
-        }
-    }
-}
-
 fn malformed<T>(msg: impl Into<String>) -> Result<T, FeedError> {
     Err(FeedError::Malformed(msg.into()))
 }
@@ -393,7 +334,7 @@ pub fn parse_answer(status: u32, body: &[u8], state: &EdgeState) -> Result<FeedU
         return Err(FeedError::TooLarge(body.len()));
     }
     // serde's message could quote a value (a key's secret): only the position is told.
-    let raw: RawAnswer = serde_json::from_slice(body)
+    let raw: FeedAnswer = serde_json::from_slice(body)
         .map_err(|e| FeedError::Malformed(format!("line {} column {}", e.line(), e.column())))?;
     let v = &raw.keys_version;
     if v.is_empty() || v.len() > 64 || !v.bytes().all(|c| c.is_ascii_alphanumeric()) {
@@ -424,7 +365,7 @@ pub fn parse_answer(status: u32, body: &[u8], state: &EdgeState) -> Result<FeedU
             return Err(FeedError::Stale { held, got: e.seq });
         }
         let (seq, at, until) = (e.seq, e.at, e.until);
-        let Some(what) = e.what() else {
+        let Some(what) = e.revoked() else {
             return malformed("a revocation names no token, user or client");
         };
         last = seq;
