@@ -162,7 +162,7 @@ impl Root {
             return;
         };
         let path = match self.shared.state.borrow().as_ref() {
-            Some(state) => sync.request_path(state),
+            Some(state) => state.request_path(sync),
             None => return,
         };
         let headers = vec![
