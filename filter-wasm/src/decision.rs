@@ -49,6 +49,11 @@ impl Outcome {
         Self::Unsynced,
     ];
 
+    /// The outcome's place in [`Outcome::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// Counter name suffix.
     pub fn name(self) -> &'static str {
         match self {

@@ -15,6 +15,10 @@
 //! again from the backup's last revocation, answers a cursor of another history with a full
 //! snapshot. An issuer that sends no stamp gets the number alone.
 
+mod poll;
+
+pub use poll::{PollEnd, Poller, Todo, WARN_EVERY};
+
 use crate::cache::TokenCache;
 use crate::config::{key_ring, Config, EdgeSync, MAX_KEYS};
 use shared::edge_feed::FeedAnswer;

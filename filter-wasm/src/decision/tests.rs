@@ -298,3 +298,10 @@ proptest! {
         prop_assert!(o != Outcome::Allowed);
     }
 }
+
+#[test]
+fn each_outcome_indexes_its_place_among_all() {
+    for (i, o) in Outcome::ALL.iter().enumerate() {
+        assert_eq!(o.index(), i, "{o:?}");
+    }
+}
