@@ -19,7 +19,7 @@ mod poll;
 
 pub use poll::{PollEnd, Poller, Todo, WARN_EVERY};
 
-use crate::cache::TokenCache;
+use crate::cache::{Remember, TokenCache};
 use crate::config::{key_ring, Config, EdgeSync, MAX_KEYS};
 use shared::edge_feed::FeedAnswer;
 use shared::revocation::{parse_stamp, Revocation, RevocationSet};
@@ -42,7 +42,8 @@ pub struct EdgeState {
     pub(crate) ring: KeyRing,
     pub(crate) max_lifetime: u64,
     pub(crate) revoked: RevocationSet,
-    /// Tokens verified under this state; emptied whenever it changes.
+    /// Tokens verified under this state; emptied whenever it changes. Behind a `RefCell`: the
+    /// requests that share the state read all of it and add to this ([`EdgeState::remember`]).
     pub(crate) cache: RefCell<TokenCache>,
     keys_version: Option<String>,
     synced_at: Option<u64>,
@@ -79,6 +80,18 @@ impl EdgeState {
             }
         }
         path
+    }
+
+    /// Remembers a token that [`crate::decision::decide`] verified under this state, so its
+    /// repeats skip verification until the state changes. The token cache is the one part of
+    /// the state a request changes; it is emptied by [`EdgeState::apply`].
+    pub fn remember(&self, verified: Remember<'_>) {
+        self.cache.borrow_mut().insert(
+            verified.token,
+            verified.iat,
+            verified.exp,
+            verified.headers,
+        );
     }
 
     /// Revocations in force.

@@ -315,13 +315,17 @@ impl HttpContext for Filter {
             .map_or(&[][..], |(_, v)| v.as_slice());
         let now = self.shared.now.get();
         let decided = self.shared.state.borrow().as_ref().map(|state| {
-            decide(
+            let verdict = decide(
                 &cfg,
                 state,
                 path,
                 headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
                 now,
-            )
+            );
+            if let Some(verified) = verdict.remember {
+                state.remember(verified);
+            }
+            (verdict.decision, verdict.outcome, verdict.reason)
         });
         let Some((decision, outcome, reason)) = decided else {
             self.unavailable();

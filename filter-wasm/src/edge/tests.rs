@@ -47,16 +47,21 @@ fn token_for(kid: u32, user: &str, client: &str, jti: u8, iat: u64) -> String {
     token::mint(&Key::new(kid, [kid as u8; 32]), &body).unwrap()
 }
 
+/// Decides a request with `token` as the Envoy adapter does: a token that verified is
+/// remembered in the state's token cache.
 fn outcome(cfg: &Config, state: &EdgeState, token: &str, now: u64) -> (Decision, Outcome) {
     let header = format!("Bearer {token}");
-    let (d, o, _) = decide(
+    let v = decide(
         cfg,
         state,
         b"/apiv2/x",
         [("authorization", header.as_bytes())],
         now,
     );
-    (d, o)
+    if let Some(verified) = v.remember {
+        state.remember(verified);
+    }
+    (v.decision, v.outcome)
 }
 
 #[test]
@@ -374,7 +379,7 @@ fn before_its_first_answer_the_filter_accepts_no_token_unless_within_the_grace()
     // A clock read before the start is no grace either.
     assert_eq!(outcome(&strict, &state, &alice, 999).1, Outcome::Unsynced);
     let no_token = decide(&strict, &state, b"/apiv2/x", [], 1_000);
-    assert_eq!(no_token.1, Outcome::Missing);
+    assert_eq!(no_token.outcome, Outcome::Missing);
     let bad = decide(
         &strict,
         &state,
@@ -382,7 +387,7 @@ fn before_its_first_answer_the_filter_accepts_no_token_unless_within_the_grace()
         [("authorization", &b"Bearer a b"[..])],
         1_000,
     );
-    assert_eq!(bad.1, Outcome::Malformed);
+    assert_eq!(bad.outcome, Outcome::Malformed);
     // The first good answer ends it once it has arrived whole, and its revocations count: a
     // snapshot's first page (more to come) is not yet all that is revoked.
     let bob_revoked = json!({"kind": "user", "name": "bob", "seq": 2, "at": 1_000, "until": 2_000});
@@ -425,7 +430,7 @@ fn before_its_first_answer_the_filter_accepts_no_token_unless_within_the_grace()
     let state = EdgeState::new(&exempt, 1_000);
     let header = format!("Bearer {alice}");
     let headers = [("authorization", header.as_bytes())];
-    let (_, o, _) = decide(&exempt, &state, b"/public/x", headers, 1_000);
+    let o = decide(&exempt, &state, b"/public/x", headers, 1_000).outcome;
     assert_eq!(o, Outcome::Exempt);
     // Without edge sync there is nothing to wait for.
     let plain = static_key("", None);
