@@ -16,10 +16,13 @@ use crate::edge::{parse_answer, EdgeState, FeedError, PollEnd, Poller, Todo, MAX
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType, LogLevel, MapType, MetricType};
+use shared::VerifyError;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+// The benchmark ablations (`crate::bench`) start the module with a root context of their own.
+#[cfg(not(any(feature = "ablate-read", feature = "ablate-decide")))]
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::default()) });
@@ -66,8 +69,9 @@ struct SyncMetrics {
     age: u32,
 }
 
+/// The root context of a VM: its configuration, clock, counters and edge sync.
 #[derive(Default)]
-struct Root {
+pub(crate) struct Root {
     config: Option<Rc<Config>>,
     /// Counter ids, indexed like [`Outcome::ALL`].
     counters: Vec<u32>,
@@ -93,6 +97,14 @@ fn metric(kind: MetricType, name: &str) -> u32 {
 }
 
 impl Root {
+    /// The HTTP context of a new request.
+    pub(crate) fn filter(&self) -> Filter {
+        Filter {
+            config: self.config.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+
     fn tick(&mut self) {
         // Without a clock `now` stays 0 and every token is refused as not yet valid.
         let now = hostcalls::get_current_time().map_or(0, unix_seconds);
@@ -270,10 +282,7 @@ impl RootContext for Root {
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
         // The SDK panics on `None`; without a configuration every request is refused instead.
-        Some(Box::new(Filter {
-            config: self.config.clone(),
-            shared: self.shared.clone(),
-        }))
+        Some(Box::new(self.filter()))
     }
 
     fn get_type(&self) -> Option<ContextType> {
@@ -281,61 +290,61 @@ impl RootContext for Root {
     }
 }
 
-struct Filter {
+/// The HTTP context of one request: decides it with the VM's configuration and state.
+pub(crate) struct Filter {
     config: Option<Rc<Config>>,
     shared: Rc<Shared>,
 }
 
 impl Context for Filter {}
 
+/// What [`Filter::decide`] concluded: the decision, its outcome, and the reason a token failed.
+pub(crate) type Decided = (Decision, Outcome, Option<VerifyError>);
+
 impl Filter {
+    /// True if the plugin has a configuration (it always has with `FAIL_CLOSED`).
+    pub(crate) fn configured(&self) -> bool {
+        self.config.is_some()
+    }
+
     /// The answer without a configuration: nothing can be verified.
-    fn unavailable(&self) {
+    pub(crate) fn unavailable(&self) -> Action {
         self.send_http_response(
             503,
             vec![("content-type", "application/json")],
             Some(b"{\"error\":\"unavailable\"}"),
         );
+        Action::Pause
     }
-}
 
-impl HttpContext for Filter {
-    fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
-        let Some(cfg) = self.config.clone() else {
-            self.unavailable();
-            return Action::Pause;
-        };
-        let headers = self.get_http_request_headers_bytes();
-        if cfg!(feature = "ablate-read") {
-            return Action::Continue;
-        }
+    /// Decides a request with these headers, and remembers its token if it verified. `None`
+    /// without a configuration or a state.
+    pub(crate) fn decide(&self, headers: &[(String, Vec<u8>)]) -> Option<Decided> {
+        let cfg = self.config.as_ref()?;
         let path = headers
             .iter()
             .find(|(n, _)| n == ":path")
             .map_or(&[][..], |(_, v)| v.as_slice());
         let now = self.shared.now.get();
-        let decided = self.shared.state.borrow().as_ref().map(|state| {
-            let verdict = decide(
-                &cfg,
-                state,
-                path,
-                headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
-                now,
-            );
-            if let Some(verified) = verdict.remember {
-                state.remember(verified);
-            }
-            (verdict.decision, verdict.outcome, verdict.reason)
-        });
-        let Some((decision, outcome, reason)) = decided else {
-            self.unavailable();
-            return Action::Pause;
-        };
-        // Refusals still get their answer: a paused request without one would hang until Envoy's
-        // stream timeout.
-        if cfg!(feature = "ablate-decide") && !matches!(decision, Decision::Deny(_)) {
-            return Action::Continue;
+        let state = self.shared.state.borrow();
+        let state = state.as_ref()?;
+        let verdict = decide(
+            cfg,
+            state,
+            path,
+            headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
+            now,
+        );
+        if let Some(verified) = verdict.remember {
+            state.remember(verified);
         }
+        Some((verdict.decision, verdict.outcome, verdict.reason))
+    }
+
+    /// Counts a decided request and carries its decision out: a local answer, or the request
+    /// forwarded with the identity headers set (`headers` are the request's).
+    pub(crate) fn apply(&self, headers: &[(String, Vec<u8>)], decided: Decided) -> Action {
+        let (decision, outcome, reason) = decided;
         self.shared.count(outcome);
         if let Some(r) = reason {
             let _ = hostcalls::log(
@@ -379,6 +388,21 @@ impl HttpContext for Filter {
                 self.set_http_request_headers_bytes(map);
                 Action::Continue
             }
+        }
+    }
+}
+
+impl HttpContext for Filter {
+    fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
+        if !self.configured() {
+            return self.unavailable();
+        }
+        let headers = self.get_http_request_headers_bytes();
+        // Refusals still get their answer: a paused request without one would hang until Envoy's
+        // stream timeout.
+        match self.decide(&headers) {
+            Some(decided) => self.apply(&headers, decided),
+            None => self.unavailable(),
         }
     }
 }
