@@ -46,6 +46,8 @@ pub struct EdgeState {
     /// requests that share the state read all of it and add to this ([`EdgeState::remember`]).
     pub(crate) cache: RefCell<TokenCache>,
     keys_version: Option<String>,
+    /// When the last good answer was applied (seconds since the epoch), if ever: what
+    /// [`EdgeState::age`] counts from, and whether polls ask for what changed.
     synced_at: Option<u64>,
     /// True once the first full snapshot has arrived to its last page: from then on the state
     /// holds every revocation in force as of some moment.
@@ -97,11 +99,6 @@ impl EdgeState {
     /// Revocations in force.
     pub fn revoked(&self) -> &RevocationSet {
         &self.revoked
-    }
-
-    /// When the last good sync was (seconds since the epoch), if ever.
-    pub fn synced_at(&self) -> Option<u64> {
-        self.synced_at
     }
 
     /// Seconds since the last good sync (or since the filter started, before the first).
