@@ -3,8 +3,8 @@
 //!
 //! What may enter and how long it stays is what keeps it safe:
 //! - only a token that verified, under the key ring and revocations of the moment, and was not
-//!   revoked ([`crate::decision::decide`] inserts nothing else), so a stream of forged or
-//!   distinct invalid tokens never grows it;
+//!   revoked ([`crate::decision::decide`] proposes nothing else to remember), so a stream of
+//!   forged or distinct invalid tokens never grows it;
 //! - only inside its lifetime (checked at every hit, with the same skew as verification, so a
 //!   clock stepping back cannot serve a token not yet valid);
 //! - emptied whenever the key ring or the revocations change ([`crate::edge::EdgeState::apply`]),
@@ -19,6 +19,20 @@ use std::rc::Rc;
 /// The identity headers of an allowed request, shared between the cache and the decision, so a
 /// hit allocates nothing.
 pub type IdentityHeaders = Rc<[(&'static str, String)]>;
+
+/// A token that verified and was not revoked, to remember, with the identity headers it gives
+/// ([`crate::decision::Verdict::remember`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remember<'t> {
+    /// The token as presented.
+    pub token: &'t str,
+    /// Its issue time.
+    pub iat: u64,
+    /// Its expiry.
+    pub exp: u64,
+    /// The identity headers it gives.
+    pub headers: IdentityHeaders,
+}
 
 /// Entries held by default: a pool of 10,000 active tokens per VM fits, at about 600 bytes each
 /// (the token and its headers).

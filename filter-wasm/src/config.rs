@@ -1,11 +1,15 @@
 //! The filter's plugin configuration: JSON, validated completely before the filter serves a
-//! request. `issuer keys filter-config` prints a valid one. Reference: `docs/filter.md`.
+//! request, its `edge_sync` block ([`EdgeSync`]) included. `issuer keys filter-config` prints a
+//! valid one. Reference: `docs/filter.md`.
+//!
+//! Every other module reads the configuration; this one uses none of them (but the token cache's
+//! default size), so the configuration is the root of the crate's module graph.
 
-use crate::edge::{EdgeSync, RawEdgeSync};
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
 use serde::Deserialize;
-use shared::{Key, KeyRing};
+use shared::edge_feed::{BadSecret, FeedKey};
+use shared::KeyRing;
+use std::fmt;
+use zeroize::Zeroizing;
 
 /// The identity headers the filter sets from a verified token. Every header of the identity
 /// namespace ([`is_identity_header`]) is removed from each request first.
@@ -36,38 +40,29 @@ pub fn is_identity_header(name: &str) -> bool {
 /// Most keys a configuration may hold.
 pub const MAX_KEYS: usize = 64;
 
-/// A key as the configuration and the edge feed write it: its id and its 32 secret bytes in
-/// unpadded base64url.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawKey {
-    kid: u32,
-    secret: zeroize::Zeroizing<String>,
-}
-
-/// A key ring from its keys as written; the message names the field `what` and never a secret.
-pub(crate) fn key_ring(raw: &[RawKey], what: &str) -> Result<KeyRing, ConfigError> {
+/// A key ring from its keys as the configuration and the edge feed write them ([`FeedKey`]);
+/// the message names the field `what` and never a secret.
+pub(crate) fn key_ring(raw: &[FeedKey], what: &str) -> Result<KeyRing, ConfigError> {
     if raw.len() > MAX_KEYS {
         return err(format!("{what}: at most {MAX_KEYS} keys"));
     }
     let mut keys = Vec::with_capacity(raw.len());
     for k in raw {
-        let Ok(secret) = URL_SAFE_NO_PAD
-            .decode(&k.secret)
-            .map(zeroize::Zeroizing::new)
-        else {
-            return err(format!(
-                "{what}: the secret of kid {} is not unpadded base64url",
-                k.kid
-            ));
-        };
-        let Some(key) = Key::from_slice(k.kid, &secret) else {
-            return err(format!(
-                "{what}: the secret of kid {} is not 32 bytes",
-                k.kid
-            ));
-        };
-        keys.push(key);
+        match k.key() {
+            Ok(key) => keys.push(key),
+            Err(BadSecret::Encoding) => {
+                return err(format!(
+                    "{what}: the secret of kid {} is not unpadded base64url",
+                    k.kid
+                ))
+            }
+            Err(BadSecret::Length) => {
+                return err(format!(
+                    "{what}: the secret of kid {} is not 32 bytes",
+                    k.kid
+                ))
+            }
+        }
     }
     KeyRing::new(keys, None).ok_or_else(|| ConfigError(format!("{what}: two keys share a kid")))
 }
@@ -89,7 +84,7 @@ fn default_realm() -> String {
 #[serde(deny_unknown_fields)]
 struct Raw {
     #[serde(default)]
-    keys: Vec<RawKey>,
+    keys: Vec<FeedKey>,
     #[serde(default = "default_alternative_header")]
     alternative_header: String,
     #[serde(default = "default_skew")]
@@ -139,8 +134,8 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError(pub String);
 
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "invalid filter configuration: {}", self.0)
     }
 }
@@ -217,6 +212,130 @@ impl Config {
             edge_sync,
             token_cache_entries: raw.token_cache_entries,
         })
+    }
+}
+
+/// The `edge_sync` block of the plugin configuration, as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEdgeSync {
+    cluster: String,
+    #[serde(default = "default_path")]
+    path: String,
+    #[serde(default)]
+    authority: Option<String>,
+    client_id: String,
+    client_secret: Zeroizing<String>,
+    #[serde(default = "default_poll")]
+    poll_interval_seconds: u64,
+    #[serde(default = "default_timeout")]
+    timeout_ms: u64,
+    #[serde(default)]
+    max_staleness_seconds: Option<u64>,
+    #[serde(default)]
+    startup_grace_seconds: u64,
+}
+
+fn default_path() -> String {
+    "/apiv2/oauth/edge".into()
+}
+fn default_poll() -> u64 {
+    1
+}
+fn default_timeout() -> u64 {
+    2_000
+}
+
+/// Where and how the filter pulls the edge feed (what it does with it: [`crate::edge`]).
+#[derive(Clone)]
+pub struct EdgeSync {
+    /// The Envoy cluster of the issuer.
+    pub cluster: String,
+    /// The feed's path, without a query.
+    pub path: String,
+    /// The `:authority` of the feed requests (the cluster's name by default).
+    pub authority: String,
+    authorization: Zeroizing<String>,
+    /// Seconds between polls (1 to 60).
+    pub poll_interval: u64,
+    /// Milliseconds a poll may take before it counts as failed.
+    pub timeout_ms: u64,
+    /// If set: once the last good sync is older than this many seconds, every request is
+    /// refused (503) rather than verified with old state. Unset: keep verifying with the last
+    /// state, and say so in the counters and the log.
+    pub max_staleness: Option<u64>,
+    /// Seconds after the VM starts during which a request arriving before the first good answer
+    /// is still decided with the configuration's static keys and no revocation. 0 (the default):
+    /// none; until the first good answer every request with a token gets 503.
+    pub startup_grace: u64,
+}
+
+impl fmt::Debug for EdgeSync {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EdgeSync")
+            .field("cluster", &self.cluster)
+            .field("path", &self.path)
+            .field("authorization", &"[redacted]")
+            .field("poll_interval", &self.poll_interval)
+            .field("max_staleness", &self.max_staleness)
+            .field("startup_grace", &self.startup_grace)
+            .finish()
+    }
+}
+
+fn bad<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError(format!("edge_sync: {}", msg.into())))
+}
+
+impl EdgeSync {
+    fn new(raw: RawEdgeSync) -> Result<Self, ConfigError> {
+        if raw.cluster.is_empty() || raw.cluster.len() > 255 {
+            return bad("cluster: the name of the issuer's Envoy cluster");
+        }
+        let plain = |s: &str| {
+            s.bytes()
+                .all(|c| c.is_ascii_graphic() && c != b'?' && c != b'#')
+        };
+        if !raw.path.starts_with('/') || !plain(&raw.path) || raw.path.len() > 255 {
+            return bad("path: an absolute path without a query");
+        }
+        let authority = raw.authority.unwrap_or_else(|| raw.cluster.clone());
+        if authority.is_empty() || !plain(&authority) || authority.len() > 255 {
+            return bad("authority: a host name");
+        }
+        if raw.client_id.is_empty() || raw.client_secret.is_empty() {
+            return bad("client_id and client_secret: the edge client's credentials");
+        }
+        if !(1..=60).contains(&raw.poll_interval_seconds) {
+            return bad("poll_interval_seconds: 1 to 60");
+        }
+        if !(100..=60_000).contains(&raw.timeout_ms) {
+            return bad("timeout_ms: 100 to 60000");
+        }
+        if raw
+            .max_staleness_seconds
+            .is_some_and(|s| s < 2 * raw.poll_interval_seconds || s > 86_400)
+        {
+            return bad("max_staleness_seconds: two poll intervals to 86400");
+        }
+        if raw.startup_grace_seconds > 86_400 {
+            return bad("startup_grace_seconds: 0 to 86400");
+        }
+        Ok(Self {
+            authorization: shared::basic::encode_basic(&raw.client_id, &raw.client_secret),
+            cluster: raw.cluster,
+            path: raw.path,
+            authority,
+            poll_interval: raw.poll_interval_seconds,
+            timeout_ms: raw.timeout_ms,
+            max_staleness: raw.max_staleness_seconds,
+            startup_grace: raw.startup_grace_seconds,
+        })
+    }
+
+    /// The `Authorization` header of a poll (HTTP Basic, the edge client's credentials).
+    pub fn authorization(&self) -> &str {
+        &self.authorization
     }
 }
 

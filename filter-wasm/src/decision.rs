@@ -1,13 +1,14 @@
-//! What to do with one request: a pure function of its path and headers, the time, the
-//! configuration and the state learnt from the edge feed. No host calls here; the Envoy adapter
-//! applies the result.
+//! What to do with one request: [`decide`], a pure function of its path and headers, the time,
+//! the configuration and the state learnt from the edge feed (the token cache included, which it
+//! reads and does not write). No host calls here; the Envoy adapter applies the result, and
+//! remembers in the token cache what the result says to ([`Verdict::remember`]).
 
 use crate::bearer::{parse_bearer, trim_ows, Bearer};
-use crate::cache::IdentityHeaders;
+use crate::cache::{IdentityHeaders, Remember};
 use crate::config::{Config, IDENTITY_HEADERS};
 use crate::edge::EdgeState;
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
-use shared::token::{self, SubjectKind};
+use shared::token::{self, Limits, SubjectKind};
 use shared::VerifyError;
 
 /// How a request ended, one Envoy counter each.
@@ -49,6 +50,11 @@ impl Outcome {
         Self::Unsynced,
     ];
 
+    /// The outcome's place in [`Outcome::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// Counter name suffix.
     pub fn name(self) -> &'static str {
         match self {
@@ -62,6 +68,30 @@ impl Outcome {
             Self::Unavailable => "unavailable",
             Self::Unsynced => "unsynced",
         }
+    }
+}
+
+/// What [`decide`] concluded about one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict<'t> {
+    /// What to do with the request.
+    pub decision: Decision,
+    /// The counter it goes to.
+    pub outcome: Outcome,
+    /// For a token that failed verification, the detailed reason (for logs).
+    pub reason: Option<VerifyError>,
+    /// A token that verified and is not revoked, not served from the token cache: for the
+    /// caller to remember there ([`EdgeState::remember`]), so its repeats skip verification.
+    pub remember: Option<Remember<'t>>,
+}
+
+/// A verdict with nothing to remember and no verification failure.
+fn verdict(decision: Decision, outcome: Outcome) -> Verdict<'static> {
+    Verdict {
+        decision,
+        outcome,
+        reason: None,
+        remember: None,
     }
 }
 
@@ -156,11 +186,10 @@ fn deny(cfg: &Config, status: u32, error: Option<&str>, description: &str) -> De
 }
 
 /// 400 `invalid_request`: the credentials are not one well-formed bearer token.
-fn bad_request(cfg: &Config, description: &str) -> (Decision, Outcome, Option<VerifyError>) {
-    (
+fn bad_request(cfg: &Config, description: &str) -> Verdict<'static> {
+    verdict(
         deny(cfg, 400, Some("invalid_request"), description),
         Outcome::Malformed,
-        None,
     )
 }
 
@@ -200,16 +229,18 @@ fn identity_headers(t: &token::TokenBody) -> Vec<(&'static str, String)> {
 /// Decides a request from its `:path`, its headers (names lower case, as Envoy gives them;
 /// values as raw bytes), the verification state and the time in seconds since the Unix epoch.
 ///
-/// Returns the decision, its outcome, and for failed verification the detailed reason (for logs).
+/// Pure: it changes nothing, the token cache included. A token found in the cache is allowed
+/// with the headers remembered for it; a token that verifies is allowed, and the verdict says to
+/// remember it ([`Verdict::remember`]), which the caller does with [`EdgeState::remember`].
 pub fn decide<'a>(
     cfg: &Config,
     state: &EdgeState,
     path: &[u8],
     headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
     now: u64,
-) -> (Decision, Outcome, Option<VerifyError>) {
+) -> Verdict<'a> {
     if is_exempt(cfg, path) {
-        return (Decision::Exempt, Outcome::Exempt, None);
+        return verdict(Decision::Exempt, Outcome::Exempt);
     }
     if state.unusable(cfg.edge_sync.as_ref(), now) {
         let d = deny(
@@ -218,7 +249,7 @@ pub fn decide<'a>(
             Some("temporarily_unavailable"),
             "tokens cannot be verified at the moment",
         );
-        return (d, Outcome::Unavailable, None);
+        return verdict(d, Outcome::Unavailable);
     }
     let mut primary: Option<&str> = None;
     let mut alternative: Option<&str> = None;
@@ -257,10 +288,9 @@ pub fn decide<'a>(
         }
         (Some(t), _) | (None, Some(t)) => t,
         (None, None) => {
-            return (
+            return verdict(
                 deny(cfg, 401, None, "a bearer token is required"),
                 Outcome::Missing,
-                None,
             )
         }
     };
@@ -276,21 +306,17 @@ pub fn decide<'a>(
                 "the revocations are not known yet",
             )
         };
-        return (Decision::Deny(d), Outcome::Unsynced, None);
+        return verdict(Decision::Deny(d), Outcome::Unsynced);
     }
     if let Some(headers) = state.cache.borrow().get(token, now, cfg.clock_skew) {
-        return (Decision::Allow(headers), Outcome::Allowed, None);
+        return verdict(Decision::Allow(headers), Outcome::Allowed);
     }
-    let verified = token::verify(&state.ring, token, now, cfg.clock_skew).and_then(|v| {
-        let body = v.body();
-        if body.exp.saturating_sub(body.iat) > state.max_lifetime {
-            Err(VerifyError::LifetimeTooLong)
-        } else {
-            Ok(v)
-        }
-    });
-    match verified {
-        Ok(v) if state.revoked.covers(v.body()) => (
+    let limits = Limits {
+        skew: cfg.clock_skew,
+        max_lifetime: state.max_lifetime,
+    };
+    match token::verify_with(&state.ring, token, now, limits) {
+        Ok(v) if state.revoked.covers(v.body()) => verdict(
             deny(
                 cfg,
                 401,
@@ -298,16 +324,18 @@ pub fn decide<'a>(
                 "the access token was revoked",
             ),
             Outcome::Revoked,
-            None,
         ),
         Ok(v) => {
             let headers: IdentityHeaders = identity_headers(v.body()).into();
-            let (iat, exp) = (v.body().iat, v.body().exp);
-            state
-                .cache
-                .borrow_mut()
-                .insert(token, iat, exp, headers.clone());
-            (Decision::Allow(headers), Outcome::Allowed, None)
+            Verdict {
+                remember: Some(Remember {
+                    token,
+                    iat: v.body().iat,
+                    exp: v.body().exp,
+                    headers: headers.clone(),
+                }),
+                ..verdict(Decision::Allow(headers), Outcome::Allowed)
+            }
         }
         Err(e) => {
             let (outcome, description) = match e {
@@ -317,11 +345,10 @@ pub fn decide<'a>(
                 }
                 _ => (Outcome::Invalid, "the access token is invalid"),
             };
-            (
-                deny(cfg, 401, Some("invalid_token"), description),
-                outcome,
-                Some(e),
-            )
+            Verdict {
+                reason: Some(e),
+                ..verdict(deny(cfg, 401, Some("invalid_token"), description), outcome)
+            }
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Edge sync: what the filter learns from the issuer's edge feed (`GET /apiv2/oauth/edge`, see
-//! `docs/issuer.md`) after Envoy loaded it, as pure logic. The Envoy adapter fetches; this module
-//! says what to ask for ([`EdgeSync::request_path`]), whether an answer is acceptable
+//! `docs/issuer.md`) after Envoy loaded it, as pure logic. Where the feed is and how often to
+//! poll it is the configuration's ([`crate::config::EdgeSync`]); the answer's JSON is the one
+//! type the issuer writes ([`shared::edge_feed::FeedAnswer`]). The Envoy adapter fetches; this
+//! module says what to ask for ([`EdgeState::request_path`]), whether an answer is acceptable
 //! ([`parse_answer`]) and what it changes ([`EdgeState::apply`]).
 //!
 //! An answer changes the state only as a whole and only if every part of it is valid: a wrong
@@ -13,16 +15,17 @@
 //! again from the backup's last revocation, answers a cursor of another history with a full
 //! snapshot. An issuer that sends no stamp gets the number alone.
 
-use crate::cache::TokenCache;
-use crate::config::{key_ring, ConfigError, RawKey, MAX_KEYS};
-use serde::Deserialize;
-use shared::revocation::{
-    parse_hex, parse_jti, parse_stamp, Revocation, RevocationSet, Revoked, FAMILY_TAG_LEN,
-};
+mod poll;
+
+pub use poll::{PollEnd, Poller, Todo, WARN_EVERY};
+
+use crate::cache::{Remember, TokenCache};
+use crate::config::{key_ring, Config, EdgeSync, MAX_KEYS};
+use shared::edge_feed::FeedAnswer;
+use shared::revocation::{parse_stamp, Revocation, RevocationSet};
 use shared::KeyRing;
 use std::cell::RefCell;
 use std::fmt;
-use zeroize::Zeroizing;
 
 /// Largest feed answer read, in bytes. The issuer pages its answers (10,000 revocations, about
 /// 900 KiB); anything bigger is refused unread.
@@ -30,147 +33,6 @@ pub const MAX_ANSWER_BYTES: usize = 2 << 20;
 
 /// Most revocations accepted in one answer.
 pub const MAX_ENTRIES: usize = 20_000;
-
-/// Longest user name or client id in a revocation.
-const MAX_NAME: usize = 256;
-
-/// The `edge_sync` block of the plugin configuration, as written.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawEdgeSync {
-    cluster: String,
-    #[serde(default = "default_path")]
-    path: String,
-    #[serde(default)]
-    authority: Option<String>,
-    client_id: String,
-    client_secret: Zeroizing<String>,
-    #[serde(default = "default_poll")]
-    poll_interval_seconds: u64,
-    #[serde(default = "default_timeout")]
-    timeout_ms: u64,
-    #[serde(default)]
-    max_staleness_seconds: Option<u64>,
-    #[serde(default)]
-    startup_grace_seconds: u64,
-}
-
-fn default_path() -> String {
-    "/apiv2/oauth/edge".into()
-}
-fn default_poll() -> u64 {
-    1
-}
-fn default_timeout() -> u64 {
-    2_000
-}
-
-/// Where and how the filter pulls the edge feed.
-#[derive(Clone)]
-pub struct EdgeSync {
-    /// The Envoy cluster of the issuer.
-    pub cluster: String,
-    /// The feed's path, without a query.
-    pub path: String,
-    /// The `:authority` of the feed requests (the cluster's name by default).
-    pub authority: String,
-    authorization: Zeroizing<String>,
-    /// Seconds between polls (1 to 60).
-    pub poll_interval: u64,
-    /// Milliseconds a poll may take before it counts as failed.
-    pub timeout_ms: u64,
-    /// If set: once the last good sync is older than this many seconds, every request is
-    /// refused (503) rather than verified with old state. Unset: keep verifying with the last
-    /// state, and say so in the counters and the log.
-    pub max_staleness: Option<u64>,
-    /// Seconds after the VM starts during which a request arriving before the first good answer
-    /// is still decided with the configuration's static keys and no revocation. 0 (the default):
-    /// none; until the first good answer every request with a token gets 503.
-    pub startup_grace: u64,
-}
-
-impl fmt::Debug for EdgeSync {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EdgeSync")
-            .field("cluster", &self.cluster)
-            .field("path", &self.path)
-            .field("authorization", &"[redacted]")
-            .field("poll_interval", &self.poll_interval)
-            .field("max_staleness", &self.max_staleness)
-            .field("startup_grace", &self.startup_grace)
-            .finish()
-    }
-}
-
-fn bad<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
-    Err(ConfigError(format!("edge_sync: {}", msg.into())))
-}
-
-impl EdgeSync {
-    pub(crate) fn new(raw: RawEdgeSync) -> Result<Self, ConfigError> {
-        if raw.cluster.is_empty() || raw.cluster.len() > 255 {
-            return bad("cluster: the name of the issuer's Envoy cluster");
-        }
-        let plain = |s: &str| {
-            s.bytes()
-                .all(|c| c.is_ascii_graphic() && c != b'?' && c != b'#')
-        };
-        if !raw.path.starts_with('/') || !plain(&raw.path) || raw.path.len() > 255 {
-            return bad("path: an absolute path without a query");
-        }
-        let authority = raw.authority.unwrap_or_else(|| raw.cluster.clone());
-        if authority.is_empty() || !plain(&authority) || authority.len() > 255 {
-            return bad("authority: a host name");
-        }
-        if raw.client_id.is_empty() || raw.client_secret.is_empty() {
-            return bad("client_id and client_secret: the edge client's credentials");
-        }
-        if !(1..=60).contains(&raw.poll_interval_seconds) {
-            return bad("poll_interval_seconds: 1 to 60");
-        }
-        if !(100..=60_000).contains(&raw.timeout_ms) {
-            return bad("timeout_ms: 100 to 60000");
-        }
-        if raw
-            .max_staleness_seconds
-            .is_some_and(|s| s < 2 * raw.poll_interval_seconds || s > 86_400)
-        {
-            return bad("max_staleness_seconds: two poll intervals to 86400");
-        }
-        if raw.startup_grace_seconds > 86_400 {
-            return bad("startup_grace_seconds: 0 to 86400");
-        }
-        Ok(Self {
-            authorization: shared::basic::encode_basic(&raw.client_id, &raw.client_secret),
-            cluster: raw.cluster,
-            path: raw.path,
-            authority,
-            poll_interval: raw.poll_interval_seconds,
-            timeout_ms: raw.timeout_ms,
-            max_staleness: raw.max_staleness_seconds,
-            startup_grace: raw.startup_grace_seconds,
-        })
-    }
-
-    /// The `Authorization` header of a poll (HTTP Basic, the edge client's credentials).
-    pub fn authorization(&self) -> &str {
-        &self.authorization
-    }
-
-    /// The `:path` of the next poll: a full snapshot before the first good sync, afterwards what
-    /// changed since the state's cursor (with its stamp, if the feed gave one) and key ring
-    /// version.
-    pub fn request_path(&self, state: &EdgeState) -> String {
-        let mut path = self.path.clone();
-        if state.synced_at.is_some() {
-            path.push_str(&format!("?since={}", state.revoked.position()));
-            if let Some(v) = &state.keys_version {
-                path.push_str(&format!("&keys={v}"));
-            }
-        }
-        path
-    }
-}
 
 /// What verification uses at this moment: the key ring, the longest lifetime a token may claim,
 /// and the revocations in force. Without edge sync it is the configuration's, forever.
@@ -180,9 +42,12 @@ pub struct EdgeState {
     pub(crate) ring: KeyRing,
     pub(crate) max_lifetime: u64,
     pub(crate) revoked: RevocationSet,
-    /// Tokens verified under this state; emptied whenever it changes.
+    /// Tokens verified under this state; emptied whenever it changes. Behind a `RefCell`: the
+    /// requests that share the state read all of it and add to this ([`EdgeState::remember`]).
     pub(crate) cache: RefCell<TokenCache>,
     keys_version: Option<String>,
+    /// When the last good answer was applied (seconds since the epoch), if ever: what
+    /// [`EdgeState::age`] counts from, and whether polls ask for what changed.
     synced_at: Option<u64>,
     /// True once the first full snapshot has arrived to its last page: from then on the state
     /// holds every revocation in force as of some moment.
@@ -192,7 +57,7 @@ pub struct EdgeState {
 
 impl EdgeState {
     /// The state a configuration starts with at `now`: its static key ring, no revocation.
-    pub fn new(cfg: &crate::config::Config, now: u64) -> Self {
+    pub fn new(cfg: &Config, now: u64) -> Self {
         Self {
             ring: cfg.ring.clone(),
             max_lifetime: cfg.max_lifetime,
@@ -205,14 +70,35 @@ impl EdgeState {
         }
     }
 
+    /// The `:path` of the next poll of `sync`'s feed: a full snapshot before the first good sync, afterwards what
+    /// changed since the state's cursor (with its stamp, if the feed gave one) and key ring
+    /// version.
+    pub fn request_path(&self, sync: &EdgeSync) -> String {
+        let mut path = sync.path.clone();
+        if self.synced_at.is_some() {
+            path.push_str(&format!("?since={}", self.revoked.position()));
+            if let Some(v) = &self.keys_version {
+                path.push_str(&format!("&keys={v}"));
+            }
+        }
+        path
+    }
+
+    /// Remembers a token that [`crate::decision::decide`] verified under this state, so its
+    /// repeats skip verification until the state changes. The token cache is the one part of
+    /// the state a request changes; it is emptied by [`EdgeState::apply`].
+    pub fn remember(&self, verified: Remember<'_>) {
+        self.cache.borrow_mut().insert(
+            verified.token,
+            verified.iat,
+            verified.exp,
+            verified.headers,
+        );
+    }
+
     /// Revocations in force.
     pub fn revoked(&self) -> &RevocationSet {
         &self.revoked
-    }
-
-    /// When the last good sync was (seconds since the epoch), if ever.
-    pub fn synced_at(&self) -> Option<u64> {
-        self.synced_at
     }
 
     /// Seconds since the last good sync (or since the filter started, before the first).
@@ -324,61 +210,6 @@ impl fmt::Display for FeedError {
     }
 }
 
-#[derive(Deserialize)]
-struct RawAnswer {
-    cursor: u64,
-    #[serde(default)]
-    cursor_stamp: Option<String>,
-    keys_version: String,
-    revoked: Vec<RawEntry>,
-    #[serde(default)]
-    full: bool,
-    #[serde(default)]
-    more: bool,
-    #[serde(default)]
-    keys: Option<Vec<RawKey>>,
-    #[serde(default)]
-    max_token_lifetime_seconds: Option<u64>,
-}
-
-/// A revocation as the feed writes it: `kind` and its field beside the numbers. Read field by
-/// field rather than through serde's `flatten`, which costs the module 50 KB.
-#[derive(Deserialize)]
-struct RawEntry {
-    seq: u64,
-    at: u64,
-    until: u64,
-    kind: String,
-    #[serde(default)]
-    jti: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    tag: Option<String>,
-}
-
-impl RawEntry {
-    fn what(self) -> Option<Revoked> {
-        let name_ok = |n: &String| !n.is_empty() && n.len() <= MAX_NAME;
-        let tag_ok = |t: &String| parse_hex::<FAMILY_TAG_LEN>(t).is_some();
-        match (self.kind.as_str(), self.jti, self.name, self.id, self.tag) {
-            ("token", Some(jti), None, None, None) if parse_jti(&jti).is_some() => {
-                Some(Revoked::Token { jti })
-            }
-            ("user", None, Some(name), None, None) if name_ok(&name) => {
-                Some(Revoked::User { name })
-            }
-            ("client", None, None, Some(id), None) if name_ok(&id) => Some(Revoked::Client { id }),
-            ("family", None, None, None, Some(tag)) if tag_ok(&tag) => {
-                Some(Revoked::Family { tag })
-            }
-            _ => None,
-        }
-    }
-}
-
 fn malformed<T>(msg: impl Into<String>) -> Result<T, FeedError> {
     Err(FeedError::Malformed(msg.into()))
 }
@@ -393,7 +224,7 @@ pub fn parse_answer(status: u32, body: &[u8], state: &EdgeState) -> Result<FeedU
         return Err(FeedError::TooLarge(body.len()));
     }
     // serde's message could quote a value (a key's secret): only the position is told.
-    let raw: RawAnswer = serde_json::from_slice(body)
+    let raw: FeedAnswer = serde_json::from_slice(body)
         .map_err(|e| FeedError::Malformed(format!("line {} column {}", e.line(), e.column())))?;
     let v = &raw.keys_version;
     if v.is_empty() || v.len() > 64 || !v.bytes().all(|c| c.is_ascii_alphanumeric()) {
@@ -424,7 +255,7 @@ pub fn parse_answer(status: u32, body: &[u8], state: &EdgeState) -> Result<FeedU
             return Err(FeedError::Stale { held, got: e.seq });
         }
         let (seq, at, until) = (e.seq, e.at, e.until);
-        let Some(what) = e.what() else {
+        let Some(what) = e.revoked() else {
             return malformed("a revocation names no token, user or client");
         };
         last = seq;

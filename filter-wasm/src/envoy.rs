@@ -1,23 +1,28 @@
 //! The proxy-wasm adapter: reads the request headers once, asks [`decide`], applies the answer
 //! (at most one more host call). The clock and the counters are the root context's, on a tick;
 //! so is edge sync: with an `edge_sync` block, each VM's root context polls the issuer's edge
-//! feed with `dispatch_http_call` and applies what [`parse_answer`] accepts to the state its
-//! requests are decided with (`docs/filter.md`, "Edge sync").
+//! feed with `dispatch_http_call` when its [`Poller`] says so, and has it apply what
+//! [`parse_answer`] accepts to the state its requests are decided with (`docs/filter.md`, "Edge
+//! sync"). What to poll, count and log is all the poller's; this module only makes the host
+//! calls.
 //!
 //! Nothing here may panic on request data. Headers are read as bytes
 //! (`get_http_request_headers_bytes`): the SDK's `String` variant unwraps UTF-8 conversion of
 //! values, which a client controls.
 
-use crate::config::{is_identity_header, Config};
+use crate::config::{is_identity_header, Config, EdgeSync};
 use crate::decision::{decide, Decision, Outcome};
-use crate::edge::{parse_answer, EdgeState, FeedError, MAX_ANSWER_BYTES};
+use crate::edge::{parse_answer, EdgeState, FeedError, PollEnd, Poller, Todo, MAX_ANSWER_BYTES};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType, LogLevel, MapType, MetricType};
+use shared::VerifyError;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+// The benchmark ablations (`crate::bench`) start the module with a root context of their own.
+#[cfg(not(any(feature = "ablate-read", feature = "ablate-decide")))]
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::default()) });
@@ -40,9 +45,9 @@ struct Shared {
 
 impl Shared {
     fn count(&self, outcome: Outcome) {
-        let index = Outcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0);
-        let cell = &self.pending[index];
-        cell.set(cell.get().saturating_add(1));
+        if let Some(cell) = self.pending.get(outcome.index()) {
+            cell.set(cell.get().saturating_add(1));
+        }
     }
 }
 
@@ -53,36 +58,27 @@ fn unix_seconds(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// How often a failing edge sync repeats its warning, in seconds.
-const WARN_EVERY: u64 = 60;
-
-/// Edge sync's metric ids and where the polling stands.
+/// Edge sync's metric ids.
 #[derive(Default)]
-struct Sync {
+struct SyncMetrics {
     ok: u32,
     /// Counts each VM's first good answer once: while it is below the number of VMs (Envoy's
     /// workers and its main thread), some VM still refuses requests with a token.
     first_ok: u32,
     failed: u32,
     age: u32,
-    /// The poll under way, if any.
-    in_flight: Option<u32>,
-    /// When to poll next (seconds since the epoch).
-    next_at: u64,
-    /// Since when polls have failed, and when that was last logged.
-    failing: Option<(u64, u64)>,
-    /// Requests refused for want of a first good answer ([`Outcome::Unsynced`]) since that was
-    /// last logged, and when it was.
-    unsynced: (u64, Option<u64>),
 }
 
+/// The root context of a VM: its configuration, clock, counters and edge sync.
 #[derive(Default)]
-struct Root {
+pub(crate) struct Root {
     config: Option<Rc<Config>>,
     /// Counter ids, indexed like [`Outcome::ALL`].
     counters: Vec<u32>,
     shared: Rc<Shared>,
-    sync: Sync,
+    sync: SyncMetrics,
+    /// When to poll the edge feed and what to log about it.
+    poller: Poller,
     /// Gauge of this VM's linear memory: what its keys, revocations and buffers take.
     memory: u32,
 }
@@ -101,11 +97,23 @@ fn metric(kind: MetricType, name: &str) -> u32 {
 }
 
 impl Root {
+    /// The HTTP context of a new request.
+    pub(crate) fn filter(&self) -> Filter {
+        Filter {
+            config: self.config.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+
     fn tick(&mut self) {
         // Without a clock `now` stays 0 and every token is refused as not yet valid.
         let now = hostcalls::get_current_time().map_or(0, unix_seconds);
         self.shared.now.set(now);
-        self.log_unsynced(now);
+        let refused = self
+            .shared
+            .pending
+            .get(Outcome::Unsynced.index())
+            .map_or(0, Cell::get);
         for (pending, id) in self.shared.pending.iter().zip(&self.counters) {
             let n = pending.take();
             if n > 0 {
@@ -113,101 +121,66 @@ impl Root {
             }
         }
         let _ = hostcalls::record_metric(self.memory, vm_memory_bytes());
-        let Some(cfg) = self.config.clone() else {
-            return;
-        };
-        if cfg.edge_sync.is_some() {
-            if let Some(state) = self.shared.state.borrow().as_ref() {
+        let cfg = self.config.clone();
+        let sync = cfg.as_ref().and_then(|c| c.edge_sync.as_ref());
+        let todo = {
+            let state = self.shared.state.borrow();
+            if let (Some(_), Some(state)) = (sync, state.as_ref()) {
                 let _ = hostcalls::record_metric(self.sync.age, state.age(now));
             }
-            if self.sync.in_flight.is_none() && now >= self.sync.next_at {
-                self.poll(&cfg, now);
-            }
-        }
+            self.poller.tick(now, refused, sync, state.as_ref())
+        };
+        self.run(todo, sync, now);
     }
 
-    /// Says, at most once a minute, that requests are refused because edge sync has had no good
-    /// answer since the VM started (counted as `unsynced`).
-    fn log_unsynced(&mut self, now: u64) {
-        let index = Outcome::ALL
-            .iter()
-            .position(|o| *o == Outcome::Unsynced)
-            .unwrap_or(0);
-        let (count, logged) = &mut self.sync.unsynced;
-        *count = count.saturating_add(self.shared.pending[index].get());
-        if *count == 0 || logged.is_some_and(|at| now < at.saturating_add(WARN_EVERY)) {
-            return;
+    /// Does what the poller said: count, log, poll.
+    fn run(&mut self, todo: Todo, sync: Option<&EdgeSync>, now: u64) {
+        match todo.count {
+            Some(PollEnd::Ok { first_whole }) => {
+                if first_whole {
+                    let _ = hostcalls::increment_metric(self.sync.first_ok, 1);
+                }
+                let _ = hostcalls::increment_metric(self.sync.ok, 1);
+                let _ = hostcalls::record_metric(self.sync.age, 0);
+            }
+            Some(PollEnd::Failed) => {
+                let _ = hostcalls::increment_metric(self.sync.failed, 1);
+            }
+            None => {}
         }
-        let age = self
-            .shared
-            .state
-            .borrow()
-            .as_ref()
-            .map_or(0, |s| s.running_for(now));
-        let _ = hostcalls::log(
-            LogLevel::Warn,
-            &format!(
-                "mms_auth: no good answer from edge sync yet, {age} s after the start: {count} \
-                 requests with a token refused with 503 (no revocation is known until the issuer \
-                 answers)"
-            ),
-        );
-        *count = 0;
-        *logged = Some(now);
+        if let Some(warning) = &todo.warn {
+            let _ = hostcalls::log(LogLevel::Warn, warning);
+        }
+        if let (Some(path), Some(sync)) = (&todo.poll, sync) {
+            self.poll(sync, path, now);
+        }
     }
 
     /// Asks the issuer's edge feed for what changed.
-    fn poll(&mut self, cfg: &Config, now: u64) {
-        let Some(sync) = &cfg.edge_sync else {
-            return;
-        };
-        let path = match self.shared.state.borrow().as_ref() {
-            Some(state) => sync.request_path(state),
-            None => return,
-        };
+    fn poll(&mut self, sync: &EdgeSync, path: &str, now: u64) {
         let headers = vec![
             (":method", "GET"),
-            (":path", path.as_str()),
+            (":path", path),
             (":authority", sync.authority.as_str()),
             ("authorization", sync.authorization()),
             ("accept", "application/json"),
         ];
         let timeout = Duration::from_millis(sync.timeout_ms);
         match hostcalls::dispatch_http_call(&sync.cluster, headers, None, vec![], timeout) {
-            Ok(token) => self.sync.in_flight = Some(token),
-            Err(status) => self.failed(
-                now,
-                sync.poll_interval,
-                &format!("cannot call cluster {:?}: {status:?}", sync.cluster),
-            ),
-        }
-    }
-
-    fn failed(&mut self, now: u64, interval: u64, why: &str) {
-        let _ = hostcalls::increment_metric(self.sync.failed, 1);
-        self.sync.next_at = now + interval;
-        let (age, synced) = self.shared.state.borrow().as_ref().map_or((0, false), |s| {
-            if s.caught_up() {
-                (s.age(now), true)
-            } else {
-                (s.running_for(now), false)
+            Ok(call) => self.poller.dispatched(call),
+            Err(status) => {
+                let why = format!("cannot call cluster {:?}: {status:?}", sync.cluster);
+                let todo = match self.shared.state.borrow().as_ref() {
+                    Some(state) => self.poller.failed(now, sync, state, &why),
+                    None => return,
+                };
+                // A failure asks for no poll: this ends here.
+                self.run(todo, Some(sync), now);
             }
-        });
-        let (since, logged) = self.sync.failing.unwrap_or((now, 0));
-        if self.sync.failing.is_none() || now >= logged + WARN_EVERY {
-            let state = if synced {
-                format!("verifying with the state of {age} s ago")
-            } else {
-                format!("no good answer since the start {age} s ago")
-            };
-            let _ = hostcalls::log(
-                LogLevel::Warn,
-                &format!("mms_auth: edge sync failed: {why}; {state}"),
-            );
-            self.sync.failing = Some((since, now));
         }
     }
 
+    /// The answer to the poll under way has arrived, `body_size` bytes.
     fn answered(&mut self, body_size: usize) {
         let Some(cfg) = self.config.clone() else {
             return;
@@ -222,48 +195,25 @@ impl Root {
             .and_then(|v| std::str::from_utf8(&v).ok()?.parse::<u32>().ok())
             // No status: the call failed or timed out in Envoy.
             .unwrap_or(0);
-        let checked = if body_size > MAX_ANSWER_BYTES {
-            Err(FeedError::TooLarge(body_size))
-        } else {
-            // The answer holds the keys: wiped once read.
-            let body = zeroize::Zeroizing::new(
+        // The answer holds the keys: wiped once read. One over the limit is not read.
+        let body = (body_size <= MAX_ANSWER_BYTES).then(|| {
+            zeroize::Zeroizing::new(
                 self.get_http_call_response_body(0, body_size)
                     .unwrap_or_default(),
-            );
-            match self.shared.state.borrow().as_ref() {
-                Some(state) => parse_answer(status, &body, state),
-                None => return,
-            }
+            )
+        });
+        let todo = {
+            let mut state = self.shared.state.borrow_mut();
+            let Some(state) = state.as_mut() else {
+                return;
+            };
+            let checked = match &body {
+                Some(body) => parse_answer(status, body, state),
+                None => Err(FeedError::TooLarge(body_size)),
+            };
+            self.poller.answered(now, sync, state, checked)
         };
-        match checked {
-            Ok(update) => {
-                let more = update.more;
-                if let Some(state) = self.shared.state.borrow_mut().as_mut() {
-                    let before = state.caught_up();
-                    state.apply(update, now);
-                    if !before && state.caught_up() {
-                        let _ = hostcalls::increment_metric(self.sync.first_ok, 1);
-                    }
-                }
-                let _ = hostcalls::increment_metric(self.sync.ok, 1);
-                let _ = hostcalls::record_metric(self.sync.age, 0);
-                if let Some((since, _)) = self.sync.failing.take() {
-                    // At the level of the failure it ends, so whoever saw one sees the other.
-                    let _ = hostcalls::log(
-                        LogLevel::Warn,
-                        &format!(
-                            "mms_auth: edge sync resumed after {} s",
-                            now.saturating_sub(since)
-                        ),
-                    );
-                }
-                self.sync.next_at = now + sync.poll_interval;
-                if more {
-                    self.poll(&cfg, now);
-                }
-            }
-            Err(e) => self.failed(now, sync.poll_interval, &e.to_string()),
-        }
+        self.run(todo, Some(sync), now);
     }
 }
 
@@ -275,8 +225,7 @@ impl Context for Root {
         body_size: usize,
         _num_trailers: usize,
     ) {
-        if self.sync.in_flight == Some(token_id) {
-            self.sync.in_flight = None;
+        if self.poller.answer_to(token_id) {
             self.answered(body_size);
         }
     }
@@ -314,7 +263,7 @@ impl RootContext for Root {
                 let now = hostcalls::get_current_time().map_or(0, unix_seconds);
                 *self.shared.state.borrow_mut() = Some(EdgeState::new(&cfg, now));
                 self.config = Some(Rc::new(cfg));
-                self.sync.next_at = 0;
+                self.poller.configured();
                 self.tick();
                 true
             }
@@ -333,10 +282,7 @@ impl RootContext for Root {
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
         // The SDK panics on `None`; without a configuration every request is refused instead.
-        Some(Box::new(Filter {
-            config: self.config.clone(),
-            shared: self.shared.clone(),
-        }))
+        Some(Box::new(self.filter()))
     }
 
     fn get_type(&self) -> Option<ContextType> {
@@ -344,57 +290,61 @@ impl RootContext for Root {
     }
 }
 
-struct Filter {
+/// The HTTP context of one request: decides it with the VM's configuration and state.
+pub(crate) struct Filter {
     config: Option<Rc<Config>>,
     shared: Rc<Shared>,
 }
 
 impl Context for Filter {}
 
+/// What [`Filter::decide`] concluded: the decision, its outcome, and the reason a token failed.
+pub(crate) type Decided = (Decision, Outcome, Option<VerifyError>);
+
 impl Filter {
+    /// True if the plugin has a configuration (it always has with `FAIL_CLOSED`).
+    pub(crate) fn configured(&self) -> bool {
+        self.config.is_some()
+    }
+
     /// The answer without a configuration: nothing can be verified.
-    fn unavailable(&self) {
+    pub(crate) fn unavailable(&self) -> Action {
         self.send_http_response(
             503,
             vec![("content-type", "application/json")],
             Some(b"{\"error\":\"unavailable\"}"),
         );
+        Action::Pause
     }
-}
 
-impl HttpContext for Filter {
-    fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
-        let Some(cfg) = self.config.clone() else {
-            self.unavailable();
-            return Action::Pause;
-        };
-        let headers = self.get_http_request_headers_bytes();
-        if cfg!(feature = "ablate-read") {
-            return Action::Continue;
-        }
+    /// Decides a request with these headers, and remembers its token if it verified. `None`
+    /// without a configuration or a state.
+    pub(crate) fn decide(&self, headers: &[(String, Vec<u8>)]) -> Option<Decided> {
+        let cfg = self.config.as_ref()?;
         let path = headers
             .iter()
             .find(|(n, _)| n == ":path")
             .map_or(&[][..], |(_, v)| v.as_slice());
         let now = self.shared.now.get();
-        let decided = self.shared.state.borrow().as_ref().map(|state| {
-            decide(
-                &cfg,
-                state,
-                path,
-                headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
-                now,
-            )
-        });
-        let Some((decision, outcome, reason)) = decided else {
-            self.unavailable();
-            return Action::Pause;
-        };
-        // Refusals still get their answer: a paused request without one would hang until Envoy's
-        // stream timeout.
-        if cfg!(feature = "ablate-decide") && !matches!(decision, Decision::Deny(_)) {
-            return Action::Continue;
+        let state = self.shared.state.borrow();
+        let state = state.as_ref()?;
+        let verdict = decide(
+            cfg,
+            state,
+            path,
+            headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
+            now,
+        );
+        if let Some(verified) = verdict.remember {
+            state.remember(verified);
         }
+        Some((verdict.decision, verdict.outcome, verdict.reason))
+    }
+
+    /// Counts a decided request and carries its decision out: a local answer, or the request
+    /// forwarded with the identity headers set (`headers` are the request's).
+    pub(crate) fn apply(&self, headers: &[(String, Vec<u8>)], decided: Decided) -> Action {
+        let (decision, outcome, reason) = decided;
         self.shared.count(outcome);
         if let Some(r) = reason {
             let _ = hostcalls::log(
@@ -438,6 +388,21 @@ impl HttpContext for Filter {
                 self.set_http_request_headers_bytes(map);
                 Action::Continue
             }
+        }
+    }
+}
+
+impl HttpContext for Filter {
+    fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
+        if !self.configured() {
+            return self.unavailable();
+        }
+        let headers = self.get_http_request_headers_bytes();
+        // Refusals still get their answer: a paused request without one would hang until Envoy's
+        // stream timeout.
+        match self.decide(&headers) {
+            Some(decided) => self.apply(&headers, decided),
+            None => self.unavailable(),
         }
     }
 }

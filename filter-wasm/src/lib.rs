@@ -7,6 +7,16 @@
 //! and headers, the time, the configuration and that state into a [`decision::Decision`].
 //! The configuration reference is `docs/filter.md`.
 //!
+//! Each module uses only the ones after its arrow, so the graph has no cycle:
+//!
+//! - [`envoy`] → `decision`, `edge`, `config` (the adapter: host calls only);
+//! - [`decision`] → `edge`, `config`, `cache`, `bearer` (what to do with one request);
+//! - [`edge`] → `config`, `cache` (the feed's answers, the state they make, the poll schedule);
+//! - [`config`] → `cache` (its default size only);
+//! - [`cache`] and `bearer`: leaves.
+//!
+//! `bench` (benchmark-only modules, never shipped) → `envoy`, `decision`.
+//!
 //! With feature `js` the crate is instead the browser/Node module ([`js`]): token inspection for
 //! JavaScript through wasm-bindgen, built by its own cargo invocation so it never reaches Envoy.
 #![warn(missing_docs)]
@@ -23,5 +33,9 @@ mod envoy;
 #[cfg(feature = "js")]
 pub mod js;
 
-#[cfg(feature = "passthrough")]
-mod passthrough;
+#[cfg(any(
+    feature = "passthrough",
+    feature = "ablate-read",
+    feature = "ablate-decide"
+))]
+mod bench;

@@ -45,13 +45,19 @@ fuzz_target!(|i: Input| {
         .iter()
         .map(|(n, v)| (NAMES[usize::from(*n) % NAMES.len()], v.as_slice()))
         .collect();
-    // One state for the whole run: its token cache fills with the tokens that verified, and an
-    // allow served from it must still be one that verification gives at this input's time.
-    let (decision, _, _) =
-        STATE.with(|state| decide(cfg, state, &i.path, headers.iter().copied(), i.now));
+    // One state for the whole run: its token cache fills with the tokens that verified (as the
+    // Envoy adapter remembers them), and an allow served from it must still be one that
+    // verification gives at this input's time.
+    let decision = STATE.with(|state| {
+        let verdict = decide(cfg, state, &i.path, headers.iter().copied(), i.now);
+        if let Some(verified) = verdict.remember {
+            state.remember(verified);
+        }
+        verdict.decision
+    });
     // The cache never changes a decision: the same as with a state that has seen nothing.
     let fresh = EdgeState::new(cfg, 0);
-    let (uncached, _, _) = decide(cfg, &fresh, &i.path, headers.iter().copied(), i.now);
+    let uncached = decide(cfg, &fresh, &i.path, headers.iter().copied(), i.now).decision;
     assert_eq!(decision, uncached, "the token cache changed a decision");
     if let Decision::Exempt = decision {
         let end = i.path.iter().position(|&c| c == b'?' || c == b'#');

@@ -124,7 +124,8 @@ impl TokenBody {
 }
 
 /// A token whose tag was checked under a key of the ring and whose lifetime covers the time of
-/// verification. Only [`verify`] makes one.
+/// verification (and, with [`verify_with`], whose claimed lifetime is within the limit). Only
+/// [`verify`] and [`verify_with`] make one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifiedToken(TokenBody);
 
@@ -263,8 +264,24 @@ fn decode_raw<'b>(
     }
 }
 
+/// What a verifier tolerates once a token's tag is good: the clock difference on its expiry and
+/// issue time, and the longest lifetime it may claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Seconds of clock difference allowed either way: expired when `now >= exp + skew`, not yet
+    /// valid when `iat > now + skew`.
+    pub skew: u64,
+    /// Longest lifetime (`exp - iat`) a token may claim, in seconds: the issuer's access token
+    /// lifetime. The issuer never mints a longer one, so a token claiming more was made with a
+    /// leaked key, and is refused ([`VerifyError::LifetimeTooLong`]) although its tag verifies:
+    /// it cannot outlive that key's rotation. `u64::MAX`: no limit.
+    pub max_lifetime: u64,
+}
+
 /// Verifies `token` with the key its id names and checks its lifetime against `now` (seconds
-/// since the Unix epoch), allowing `skew` seconds either way.
+/// since the Unix epoch), allowing `skew` seconds either way, with no limit on the lifetime it
+/// claims. Verifiers that know the issuer's access token lifetime (the filter, the issuer) use
+/// [`verify_with`].
 ///
 /// The tag is checked before the body is read beyond its key id, so a forged token costs no
 /// allocation. Every failure displays the same; [`VerifyError`]'s variant says why, for logs and
@@ -275,6 +292,28 @@ pub fn verify(
     now: u64,
     skew: u64,
 ) -> Result<VerifiedToken, VerifyError> {
+    verify_with(
+        ring,
+        token,
+        now,
+        Limits {
+            skew,
+            max_lifetime: u64::MAX,
+        },
+    )
+}
+
+/// Verifies `token` as [`verify`] does, with `limits.skew`, then refuses it if it claims a
+/// lifetime (`exp - iat`) longer than `limits.max_lifetime` ([`VerifyError::LifetimeTooLong`]).
+/// The lifetime is checked last: a token that is expired and claims too long a lifetime is
+/// [`VerifyError::Expired`].
+pub fn verify_with(
+    ring: &KeyRing,
+    token: &str,
+    now: u64,
+    limits: Limits,
+) -> Result<VerifiedToken, VerifyError> {
+    let skew = limits.skew;
     let parts = split(token)?;
     let (mut small, mut large) = ([0u8; SMALL_BODY_LEN], Vec::new());
     let raw = decode_raw(parts.body_b64, &mut small, &mut large)?;
@@ -291,6 +330,9 @@ pub fn verify(
     }
     if body.iat > now.saturating_add(skew) {
         return Err(VerifyError::NotYetValid);
+    }
+    if body.exp.saturating_sub(body.iat) > limits.max_lifetime {
+        return Err(VerifyError::LifetimeTooLong);
     }
     Ok(VerifiedToken(body))
 }
@@ -349,6 +391,56 @@ mod tests {
         assert_eq!(verify(&ring, &t, 1_930, 30), Err(VerifyError::Expired));
         assert_eq!(verify(&ring, &t, 999, 0), Err(VerifyError::NotYetValid));
         assert!(verify(&ring, &t, 990, 10).is_ok());
+    }
+
+    #[test]
+    fn a_lifetime_over_the_limit_is_refused_after_every_other_check() {
+        let ring = KeyRing::new(vec![key(1)], Some(1)).unwrap();
+        // iat 1,000, exp 1,900: a lifetime of 900 s.
+        let t = mint(&key(1), &body(1)).unwrap();
+        let within = |max_lifetime| {
+            verify_with(
+                &ring,
+                &t,
+                1_500,
+                Limits {
+                    skew: 0,
+                    max_lifetime,
+                },
+            )
+        };
+        assert_eq!(within(900).unwrap().body(), &body(1));
+        assert_eq!(within(899), Err(VerifyError::LifetimeTooLong));
+        assert_eq!(within(0), Err(VerifyError::LifetimeTooLong));
+        assert!(verify(&ring, &t, 1_500, 0).is_ok(), "no limit");
+        let limits = Limits {
+            skew: 30,
+            max_lifetime: 1,
+        };
+        assert_eq!(
+            verify_with(&ring, &t, 1_930, limits),
+            Err(VerifyError::Expired),
+            "expiry first"
+        );
+        assert_eq!(
+            verify_with(&ring, &t, 969, limits),
+            Err(VerifyError::NotYetValid)
+        );
+        assert!(verify_with(
+            &ring,
+            &t,
+            1_929,
+            Limits {
+                max_lifetime: 900,
+                ..limits
+            }
+        )
+        .is_ok());
+        let other = KeyRing::new(vec![key(2)], Some(2)).unwrap();
+        assert_eq!(
+            verify_with(&other, &t, 1_500, limits),
+            Err(VerifyError::UnknownKey)
+        );
     }
 
     #[test]

@@ -45,14 +45,14 @@ fn mint(kind: SubjectKind, subject: &str, exp: u64) -> String {
 
 fn run(path: &str, headers: &[(&str, &str)], now: u64) -> (Decision, Outcome) {
     let cfg = cfg();
-    let (d, o, _) = decide(
+    let v = decide(
         &cfg,
         &EdgeState::new(&cfg, now),
         path.as_bytes(),
         headers.iter().map(|(n, v)| (*n, v.as_bytes())),
         now,
     );
-    (d, o)
+    (v.decision, v.outcome)
 }
 
 fn denial(d: Decision) -> Denial {
@@ -258,7 +258,7 @@ fn exemptions_are_strict() {
 fn nothing_is_exempt_by_default() {
     let cfg = cfg_with("");
     for p in ["/apiv2/oauth/token", "/apiv2/oauth/anything", "/"] {
-        let (_, o, _) = decide(&cfg, &EdgeState::new(&cfg, 0), p.as_bytes(), [], 0);
+        let o = decide(&cfg, &EdgeState::new(&cfg, 0), p.as_bytes(), [], 0).outcome;
         assert_eq!(o, Outcome::Missing, "{p}");
     }
 }
@@ -268,13 +268,14 @@ fn tokens_claiming_more_than_the_maximum_lifetime_are_refused() {
     let cfg = cfg_with(r#","max_token_lifetime_seconds":600"#);
     let check = |exp: u64| {
         let t = format!("Bearer {}", mint(SubjectKind::User, "u", exp));
-        decide(
+        let v = decide(
             &cfg,
             &EdgeState::new(&cfg, 0),
             b"/apiv2/a",
             [("authorization", t.as_bytes())],
             1_200,
-        )
+        );
+        (v.decision, v.outcome, v.reason)
     };
     // iat is 1,000: a lifetime of exactly 600 s passes, one second more does not.
     assert_eq!(check(1_600).1, Outcome::Allowed);
@@ -293,8 +294,56 @@ proptest! {
         headers in proptest::collection::vec(("authorization|serviceauthorization|x-auth-subject|other", proptest::collection::vec(any::<u8>(), 0..80)), 0..6),
     ) {
         let cfg = cfg();
-        let (d, o, _) = decide(&cfg, &EdgeState::new(&cfg, 0), path.as_bytes(), headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())), 1_500);
+        let v = decide(&cfg, &EdgeState::new(&cfg, 0), path.as_bytes(), headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())), 1_500);
+        let (d, o) = (v.decision, v.outcome);
         prop_assert!(!matches!(d, Decision::Allow(_)));
         prop_assert!(o != Outcome::Allowed);
     }
+}
+
+#[test]
+fn each_outcome_indexes_its_place_among_all() {
+    for (i, o) in Outcome::ALL.iter().enumerate() {
+        assert_eq!(o.index(), i, "{o:?}");
+    }
+}
+
+#[test]
+fn deciding_changes_nothing_and_says_what_to_remember() {
+    let cfg = cfg();
+    let state = EdgeState::new(&cfg, 1_500);
+    let t = mint(SubjectKind::User, "u", 2_000);
+    let header = format!("Bearer {t}");
+    let ask = |now: u64| {
+        decide(
+            &cfg,
+            &state,
+            b"/apiv2/a",
+            [("authorization", header.as_bytes())],
+            now,
+        )
+    };
+    let first = ask(1_500);
+    assert_eq!(first.outcome, Outcome::Allowed);
+    assert!(state.cache.borrow().is_empty(), "decide writes nothing");
+    let remember = first.remember.clone().unwrap();
+    assert_eq!(
+        (remember.token, remember.iat, remember.exp),
+        (t.as_str(), 1_000, 2_000)
+    );
+    let Decision::Allow(headers) = &first.decision else {
+        panic!("{first:?}")
+    };
+    assert_eq!(&remember.headers, headers);
+    state.remember(remember);
+    let again = ask(1_501);
+    assert_eq!(again.decision, first.decision);
+    assert_eq!(again.remember, None, "served from the cache");
+    // A refused token has nothing to remember.
+    let expired = ask(2_030);
+    assert_eq!(
+        (expired.outcome, expired.remember),
+        (Outcome::Expired, None)
+    );
+    assert_eq!(expired.reason, Some(VerifyError::Expired));
 }

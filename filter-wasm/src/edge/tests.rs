@@ -47,16 +47,21 @@ fn token_for(kid: u32, user: &str, client: &str, jti: u8, iat: u64) -> String {
     token::mint(&Key::new(kid, [kid as u8; 32]), &body).unwrap()
 }
 
+/// Decides a request with `token` as the Envoy adapter does: a token that verified is
+/// remembered in the state's token cache.
 fn outcome(cfg: &Config, state: &EdgeState, token: &str, now: u64) -> (Decision, Outcome) {
     let header = format!("Bearer {token}");
-    let (d, o, _) = decide(
+    let v = decide(
         cfg,
         state,
         b"/apiv2/x",
         [("authorization", header.as_bytes())],
         now,
     );
-    (d, o)
+    if let Some(verified) = v.remember {
+        state.remember(verified);
+    }
+    (v.decision, v.outcome)
 }
 
 #[test]
@@ -112,11 +117,11 @@ fn polls_ask_for_a_snapshot_first_then_for_what_changed() {
     let c = cfg("");
     let sync = c.edge_sync.as_ref().unwrap();
     let mut state = EdgeState::new(&c, 1_000);
-    assert_eq!(sync.request_path(&state), "/apiv2/oauth/edge");
+    assert_eq!(state.request_path(sync), "/apiv2/oauth/edge");
     let update = parse_answer(200, &snapshot(1, 7, json!([])), &state).unwrap();
     state.apply(update, 1_001);
     assert_eq!(
-        sync.request_path(&state),
+        state.request_path(sync),
         "/apiv2/oauth/edge?since=7&keys=v1"
     );
     // A page with more to come asks again at once; one without progress waits for the next poll.
@@ -141,7 +146,7 @@ fn the_cursor_carries_the_stamp_the_feed_gave_for_it() {
     first["cursor_stamp"] = json!("00000000000000ab");
     state.apply(parse_answer(200, &answer(first), &state).unwrap(), 1_001);
     assert_eq!(
-        sync.request_path(&state),
+        state.request_path(sync),
         "/apiv2/oauth/edge?since=7.00000000000000ab&keys=v1"
     );
     let entry = json!({"kind": "user", "name": "eve", "seq": 8, "at": 1, "until": 2_000});
@@ -149,14 +154,14 @@ fn the_cursor_carries_the_stamp_the_feed_gave_for_it() {
         "keys_version": "v1", "revoked": [entry]}));
     state.apply(parse_answer(200, &next, &state).unwrap(), 1_002);
     assert_eq!(
-        sync.request_path(&state),
+        state.request_path(sync),
         "/apiv2/oauth/edge?since=8.ffffffffffffffff&keys=v1"
     );
     // An issuer without stamps: the number alone, as before.
     let idle = answer(json!({"cursor": 8, "keys_version": "v1", "revoked": []}));
     state.apply(parse_answer(200, &idle, &state).unwrap(), 1_003);
     assert_eq!(
-        sync.request_path(&state),
+        state.request_path(sync),
         "/apiv2/oauth/edge?since=8&keys=v1"
     );
     for bad in [
@@ -374,7 +379,7 @@ fn before_its_first_answer_the_filter_accepts_no_token_unless_within_the_grace()
     // A clock read before the start is no grace either.
     assert_eq!(outcome(&strict, &state, &alice, 999).1, Outcome::Unsynced);
     let no_token = decide(&strict, &state, b"/apiv2/x", [], 1_000);
-    assert_eq!(no_token.1, Outcome::Missing);
+    assert_eq!(no_token.outcome, Outcome::Missing);
     let bad = decide(
         &strict,
         &state,
@@ -382,7 +387,7 @@ fn before_its_first_answer_the_filter_accepts_no_token_unless_within_the_grace()
         [("authorization", &b"Bearer a b"[..])],
         1_000,
     );
-    assert_eq!(bad.1, Outcome::Malformed);
+    assert_eq!(bad.outcome, Outcome::Malformed);
     // The first good answer ends it once it has arrived whole, and its revocations count: a
     // snapshot's first page (more to come) is not yet all that is revoked.
     let bob_revoked = json!({"kind": "user", "name": "bob", "seq": 2, "at": 1_000, "until": 2_000});
@@ -425,7 +430,7 @@ fn before_its_first_answer_the_filter_accepts_no_token_unless_within_the_grace()
     let state = EdgeState::new(&exempt, 1_000);
     let header = format!("Bearer {alice}");
     let headers = [("authorization", header.as_bytes())];
-    let (_, o, _) = decide(&exempt, &state, b"/public/x", headers, 1_000);
+    let o = decide(&exempt, &state, b"/public/x", headers, 1_000).outcome;
     assert_eq!(o, Outcome::Exempt);
     // Without edge sync there is nothing to wait for.
     let plain = static_key("", None);

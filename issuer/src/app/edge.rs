@@ -20,10 +20,9 @@
 
 use super::{now, App};
 use crate::http::{json_response, ApiError, Call, Timer};
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
-use serde_json::{json, Value};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
+use shared::edge_feed::{FeedAnswer, FeedEntry, FeedKey};
 use shared::revocation::{stamp_hex, Cursor, Revocation, RevocationPage};
 use shared::KeyRing;
 use warp::http::StatusCode;
@@ -76,30 +75,31 @@ impl EdgeQuery {
 }
 
 /// A revocation as the feed writes it: `kind` and its field beside the numbers.
-fn entry_json(e: &Revocation) -> Value {
-    let mut v = serde_json::to_value(&e.what).unwrap_or_default();
-    v["seq"] = json!(e.seq);
-    v["at"] = json!(e.at);
-    v["until"] = json!(e.until);
-    v
+fn entry_json(e: &Revocation) -> FeedEntry {
+    FeedEntry::from(e)
+}
+
+/// Bytes of `v` in JSON.
+fn json_len(v: &impl Serialize) -> usize {
+    serde_json::to_vec(v).map_or(0, |b| b.len())
 }
 
 /// The revocations of one answer, as `render` writes them: of `page` (read after `since`), at
 /// most `limit` and `max_bytes` (but at least one); the cursor to send next and whether more are
 /// waiting.
-fn cut(
+fn cut<T: Serialize>(
     page: &RevocationPage,
     since: u64,
     full: bool,
     limit: usize,
     max_bytes: usize,
-    render: impl Fn(&Revocation) -> Value,
-) -> (Vec<Value>, u64, bool) {
+    render: impl Fn(&Revocation) -> T,
+) -> (Vec<T>, u64, bool) {
     let mut revoked = Vec::new();
     let (mut bytes, mut last, mut more) = (0, None, false);
     for e in &page.entries {
         let v = render(e);
-        let size = v.to_string().len() + 1;
+        let size = json_len(&v) + 1;
         if revoked.len() == limit || (!revoked.is_empty() && bytes + size > max_bytes) {
             more = true;
             break;
@@ -203,28 +203,17 @@ impl App {
         let (revoked, cursor, more) = cut(&page, since, full, PAGE, PAGE_BYTES, entry_json);
         let ring = self.ring();
         let version = keys_version(&ring, self.settings.access_ttl);
-        let mut out = json!({
-            "cursor": cursor,
-            "keys_version": version,
-            "revoked": revoked,
-        });
-        if let Some(stamp) = page.stamp_of(cursor, since) {
-            out["cursor_stamp"] = json!(stamp_hex(stamp));
-        }
-        if full {
-            out["full"] = json!(true);
-        }
-        if more {
-            out["more"] = json!(true);
-        }
-        if q.keys.as_deref() != Some(version.as_str()) {
-            out["keys"] = ring
-                .keys()
-                .iter()
-                .map(|k| json!({"kid": k.id(), "secret": URL_SAFE_NO_PAD.encode(k.secret())}))
-                .collect();
-            out["max_token_lifetime_seconds"] = json!(self.settings.access_ttl);
-        }
+        let send_keys = q.keys.as_deref() != Some(version.as_str());
+        let out = FeedAnswer {
+            cursor,
+            cursor_stamp: page.stamp_of(cursor, since).map(stamp_hex),
+            full,
+            keys: send_keys.then(|| ring.keys().iter().map(FeedKey::new).collect()),
+            keys_version: version,
+            max_token_lifetime_seconds: send_keys.then_some(self.settings.access_ttl),
+            more,
+            revoked,
+        };
         Ok(json_response(StatusCode::OK, &out))
     }
 }
@@ -331,7 +320,7 @@ mod tests {
             (vec![entry_json(&entry(3)), entry_json(&entry(4))], 9, false)
         );
         // By size: two entries to a page; one always goes, however big.
-        let size = entry_json(&entry(1)).to_string().len() + 1;
+        let size = json_len(&entry_json(&entry(1))) + 1;
         let (sized, cursor, more) = cut(&page(3, 7, 9), 0, true, 100, 2 * size, entry_json);
         assert_eq!((sized.len(), cursor, more), (2, 4, true));
         let (one, _, more) = cut(&page(3, 7, 9), 0, true, 100, 1, entry_json);

@@ -9,7 +9,7 @@ use crate::store::revocation::{RevocationSet, Revoked, REVOCATION_MARGIN};
 use crate::store::FamilyRevocation;
 use serde_json::json;
 use shared::grant::parse_token_param;
-use shared::token::{self, Claim, SubjectKind, VerifiedToken};
+use shared::token::{self, Claim, Limits, SubjectKind, VerifiedToken};
 use std::sync::PoisonError;
 use warp::http::StatusCode;
 use warp::reply::Response;
@@ -49,17 +49,19 @@ impl App {
     }
 
     /// `token` as an access token of this issuer, verified now. The issuer never mints a longer
-    /// lifetime than its own: a token claiming more was made with a stolen key (the filter
-    /// refuses it too, `max_token_lifetime_seconds`).
+    /// lifetime than its own: a token claiming more was made with a stolen key and is refused
+    /// ([`token::Limits::max_lifetime`]; the filter refuses it too, `max_token_lifetime_seconds`).
     fn verified_access_token(&self, token: &str) -> Option<VerifiedToken> {
         self.access_token_within(token, 0)
     }
 
     /// [`App::verified_access_token`] with `skew` seconds of tolerance on its lifetime.
     fn access_token_within(&self, token: &str, skew: u64) -> Option<VerifiedToken> {
-        token::verify(&self.ring(), token, now(), skew)
-            .ok()
-            .filter(|v| v.body().exp.saturating_sub(v.body().iat) <= self.settings.access_ttl)
+        let limits = Limits {
+            skew,
+            max_lifetime: self.settings.access_ttl,
+        };
+        token::verify_with(&self.ring(), token, now(), limits).ok()
     }
 
     /// `POST /apiv2/oauth/revoke` (RFC 7009). Revoking an access token records its revocation

@@ -1,0 +1,193 @@
+//! The poll schedule of edge sync, as pure logic: when each VM asks the issuer's feed, with which
+//! `:path`, and which warnings it logs while the feed fails or before its first good answer.
+//!
+//! The Envoy adapter tells a [`Poller`] what happened (a tick, a poll dispatched, a poll's answer,
+//! a call that failed) and does what the returned [`Todo`] says: count, log one warning, dispatch
+//! one poll. No host call here, so the schedule is tested natively (below), like
+//! [`crate::decision::decide`].
+//!
+//! The schedule: the first poll at the first tick after the configuration is applied; at most one
+//! poll under way; the next one a poll interval after the last one ended, or at once after an
+//! answer that says more revocations are waiting (`"more"`) and brought some. A poll that takes
+//! longer than `timeout_ms` is ended by Envoy, and counts as failed.
+
+use super::{EdgeState, FeedError, FeedUpdate};
+use crate::config::EdgeSync;
+
+/// How often a failing edge sync, and requests refused before the first good answer, repeat
+/// their warning, in seconds.
+pub const WARN_EVERY: u64 = 60;
+
+/// How a poll ended, for the counters `edge_sync_ok`, `edge_sync_first_ok` and
+/// `edge_sync_failed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollEnd {
+    /// An answer was accepted and applied. `first_whole`: it completed the VM's first full
+    /// snapshot (its last page), so the VM now accepts tokens (`edge_sync_first_ok`).
+    Ok {
+        /// True once per VM, at the answer that made it caught up.
+        first_whole: bool,
+    },
+    /// The call could not be made, Envoy ended it, or its answer was refused.
+    Failed,
+}
+
+/// What the adapter does after an event: count how the poll ended, log the warning, then
+/// dispatch the poll (and tell [`Poller::dispatched`] or [`Poller::failed`] how that went).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Todo {
+    /// A poll that ended, to count.
+    pub count: Option<PollEnd>,
+    /// A warning to log (at level warn, so whoever sees a failure sees its end).
+    pub warn: Option<String>,
+    /// The `:path` of a poll to dispatch now.
+    pub poll: Option<String>,
+}
+
+/// Where the polling of one VM stands.
+#[derive(Debug, Default)]
+pub struct Poller {
+    /// The call id of the poll under way, if any.
+    in_flight: Option<u32>,
+    /// When to poll next (seconds since the epoch).
+    next_at: u64,
+    /// Since when polls have failed, and when that was last logged.
+    failing: Option<(u64, u64)>,
+    /// Requests refused for want of a first good answer (`unsynced`) not logged yet, and when
+    /// that was last logged.
+    unsynced: (u64, Option<u64>),
+}
+
+impl Poller {
+    /// A new configuration was applied (with a new [`EdgeState`]): poll at the next tick.
+    pub fn configured(&mut self) {
+        self.next_at = 0;
+    }
+
+    /// The once-a-second tick at `now`. `refused` requests were refused since the last tick
+    /// because edge sync has had no good answer yet (outcome `unsynced`): they are logged at the
+    /// first such refusal and at most once every [`WARN_EVERY`] seconds after, with their
+    /// number. A poll is due if none is under way and the interval since the last has passed;
+    /// there is none without edge sync or without a state.
+    pub fn tick(
+        &mut self,
+        now: u64,
+        refused: u64,
+        sync: Option<&EdgeSync>,
+        state: Option<&EdgeState>,
+    ) -> Todo {
+        let warn = self.unsynced_warning(now, refused, state);
+        let poll = match (sync, state) {
+            (Some(sync), Some(state)) if self.in_flight.is_none() && now >= self.next_at => {
+                Some(state.request_path(sync))
+            }
+            _ => None,
+        };
+        Todo {
+            count: None,
+            warn,
+            poll,
+        }
+    }
+
+    fn unsynced_warning(
+        &mut self,
+        now: u64,
+        refused: u64,
+        state: Option<&EdgeState>,
+    ) -> Option<String> {
+        let (count, logged) = &mut self.unsynced;
+        *count = count.saturating_add(refused);
+        if *count == 0 || logged.is_some_and(|at| now < at.saturating_add(WARN_EVERY)) {
+            return None;
+        }
+        let age = state.map_or(0, |s| s.running_for(now));
+        let warning = format!(
+            "mms_auth: no good answer from edge sync yet, {age} s after the start: {count} \
+             requests with a token refused with 503 (no revocation is known until the issuer \
+             answers)"
+        );
+        *count = 0;
+        *logged = Some(now);
+        Some(warning)
+    }
+
+    /// The poll of [`Todo::poll`] was dispatched as call `call`.
+    pub fn dispatched(&mut self, call: u32) {
+        self.in_flight = Some(call);
+    }
+
+    /// True if `call` is the poll under way, which then is no longer: its answer is for
+    /// [`Poller::answered`]. False for any other call (its answer is ignored).
+    pub fn answer_to(&mut self, call: u32) -> bool {
+        let ours = self.in_flight == Some(call);
+        if ours {
+            self.in_flight = None;
+        }
+        ours
+    }
+
+    /// The poll under way ended at `now` with `answer` ([`super::parse_answer`]'s verdict on
+    /// it): an accepted answer is applied to `state`, and ends a failure (a warning says for how
+    /// long it lasted); a refused one is a failure. The next poll is due a poll interval later,
+    /// or at once if the answer says more are waiting.
+    pub fn answered(
+        &mut self,
+        now: u64,
+        sync: &EdgeSync,
+        state: &mut EdgeState,
+        answer: Result<FeedUpdate, FeedError>,
+    ) -> Todo {
+        let update = match answer {
+            Ok(update) => update,
+            Err(e) => return self.failed(now, sync, state, &e.to_string()),
+        };
+        let more = update.more;
+        let before = state.caught_up();
+        state.apply(update, now);
+        let warn = self.failing.take().map(|(since, _)| {
+            format!(
+                "mms_auth: edge sync resumed after {} s",
+                now.saturating_sub(since)
+            )
+        });
+        self.next_at = now.saturating_add(sync.poll_interval);
+        Todo {
+            count: Some(PollEnd::Ok {
+                first_whole: !before && state.caught_up(),
+            }),
+            warn,
+            poll: more.then(|| state.request_path(sync)),
+        }
+    }
+
+    /// A poll failed at `now` for the reason `why` (no answer, a refused answer, or a call that
+    /// could not be dispatched): the next one is due a poll interval later. The warning says
+    /// what the filter verifies with meanwhile; it is given at the first failure and at most
+    /// once every [`WARN_EVERY`] seconds while the failures last.
+    pub fn failed(&mut self, now: u64, sync: &EdgeSync, state: &EdgeState, why: &str) -> Todo {
+        self.next_at = now.saturating_add(sync.poll_interval);
+        let (since, logged) = self.failing.unwrap_or((now, 0));
+        let warn =
+            (self.failing.is_none() || now >= logged.saturating_add(WARN_EVERY)).then(|| {
+                self.failing = Some((since, now));
+                let held = if state.caught_up() {
+                    format!("verifying with the state of {} s ago", state.age(now))
+                } else {
+                    format!(
+                        "no good answer since the start {} s ago",
+                        state.running_for(now)
+                    )
+                };
+                format!("mms_auth: edge sync failed: {why}; {held}")
+            });
+        Todo {
+            count: Some(PollEnd::Failed),
+            warn,
+            poll: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

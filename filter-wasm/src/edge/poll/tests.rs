@@ -1,0 +1,239 @@
+use super::*;
+use crate::config::Config;
+use crate::edge::parse_answer;
+use serde_json::{json, Value};
+
+const SECRET: &str = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE";
+
+fn cfg() -> Config {
+    Config::parse(
+        br#"{"edge_sync":{"cluster":"issuer","client_id":"edge","client_secret":"s","poll_interval_seconds":2}}"#,
+    )
+    .unwrap()
+}
+
+fn body(v: Value) -> Vec<u8> {
+    serde_json::to_vec(&v).unwrap()
+}
+
+/// A snapshot page of revocation `seq` (cursor `seq`), with the keys.
+fn snapshot_page(seq: u64, more: bool) -> Vec<u8> {
+    body(json!({
+        "cursor": seq, "keys_version": "v1", "full": true, "more": more,
+        "revoked": [{"kind": "user", "name": format!("u{seq}"), "seq": seq, "at": 1, "until": 9_999}],
+        "keys": [{"kid": 1, "secret": SECRET}], "max_token_lifetime_seconds": 3600,
+    }))
+}
+
+fn idle(cursor: u64) -> Vec<u8> {
+    body(json!({"cursor": cursor, "keys_version": "v1", "revoked": []}))
+}
+
+/// A poller, the configuration and the state it polls for, started at 1,000.
+struct Vm {
+    poller: Poller,
+    cfg: Config,
+    state: EdgeState,
+    next_call: u32,
+}
+
+impl Vm {
+    fn new() -> Self {
+        let cfg = cfg();
+        let state = EdgeState::new(&cfg, 1_000);
+        Self {
+            poller: Poller::default(),
+            cfg,
+            state,
+            next_call: 1,
+        }
+    }
+
+    fn sync(&self) -> &EdgeSync {
+        self.cfg.edge_sync.as_ref().unwrap()
+    }
+
+    fn tick(&mut self, now: u64, refused: u64) -> Todo {
+        let sync = self.cfg.edge_sync.as_ref();
+        self.poller.tick(now, refused, sync, Some(&self.state))
+    }
+
+    /// Dispatches the poll a todo asks for, as the adapter does; returns its call id.
+    fn dispatch(&mut self, todo: &Todo) -> u32 {
+        assert!(todo.poll.is_some(), "no poll to dispatch: {todo:?}");
+        let call = self.next_call;
+        self.next_call += 1;
+        self.poller.dispatched(call);
+        call
+    }
+
+    /// The answer to call `call` arrives at `now`.
+    fn answer(&mut self, call: u32, now: u64, status: u32, answer: &[u8]) -> Todo {
+        assert!(self.poller.answer_to(call), "call {call} is not under way");
+        let checked = parse_answer(status, answer, &self.state);
+        let sync = self.cfg.edge_sync.clone().unwrap();
+        self.poller.answered(now, &sync, &mut self.state, checked)
+    }
+}
+
+#[test]
+fn polls_a_snapshot_at_once_then_every_interval_one_at_a_time() {
+    let mut vm = Vm::new();
+    let first = vm.tick(1_000, 0);
+    assert_eq!(first.poll.as_deref(), Some("/apiv2/oauth/edge"));
+    assert_eq!((first.count, first.warn.as_deref()), (None, None));
+    let call = vm.dispatch(&first);
+    // Under way: no other poll, however long it takes.
+    assert_eq!(vm.tick(1_001, 0), Todo::default());
+    assert_eq!(vm.tick(1_005, 0), Todo::default());
+    // The answer to another call is not ours.
+    assert!(!vm.poller.answer_to(call + 7));
+    let done = vm.answer(call, 1_005, 200, &snapshot_page(3, false));
+    assert_eq!(
+        done,
+        Todo {
+            count: Some(PollEnd::Ok { first_whole: true }),
+            warn: None,
+            poll: None,
+        }
+    );
+    // The next a poll interval (2 s) after the last ended, asking for what changed.
+    assert_eq!(vm.tick(1_006, 0), Todo::default());
+    let next = vm.tick(1_007, 0);
+    assert_eq!(
+        next.poll.as_deref(),
+        Some("/apiv2/oauth/edge?since=3&keys=v1")
+    );
+    let call = vm.dispatch(&next);
+    let done = vm.answer(call, 1_007, 200, &idle(3));
+    assert_eq!(done.count, Some(PollEnd::Ok { first_whole: false }));
+    assert_eq!(done.poll, None);
+    // A new configuration polls at the next tick, whenever the last poll was.
+    vm.poller.configured();
+    assert!(vm.tick(1_008, 0).poll.is_some());
+}
+
+#[test]
+fn more_asks_again_at_once_and_only_the_last_page_counts_as_the_first_whole_answer() {
+    let mut vm = Vm::new();
+    let first = vm.tick(1_000, 0);
+    let call = vm.dispatch(&first);
+    let page = vm.answer(call, 1_000, 200, &snapshot_page(1, true));
+    assert_eq!(page.count, Some(PollEnd::Ok { first_whole: false }));
+    assert_eq!(
+        page.poll.as_deref(),
+        Some("/apiv2/oauth/edge?since=1&keys=v1")
+    );
+    let call = vm.dispatch(&page);
+    let last = body(json!({"cursor": 2, "keys_version": "v1", "revoked": [
+        {"kind": "user", "name": "u2", "seq": 2, "at": 1, "until": 9_999}]}));
+    let done = vm.answer(call, 1_000, 200, &last);
+    assert_eq!(done.count, Some(PollEnd::Ok { first_whole: true }));
+    assert_eq!(done.poll, None);
+    // "more" without progress waits for the next poll.
+    let next = vm.tick(1_002, 0);
+    let call = vm.dispatch(&next);
+    let empty = body(json!({"cursor": 2, "keys_version": "v1", "more": true, "revoked": []}));
+    let done = vm.answer(call, 1_002, 200, &empty);
+    assert_eq!(done.count, Some(PollEnd::Ok { first_whole: false }));
+    assert_eq!(done.poll, None);
+}
+
+#[test]
+fn failures_warn_at_once_then_once_a_minute_and_say_what_is_verified_meanwhile() {
+    let mut vm = Vm::new();
+    let first = vm.tick(1_000, 0);
+    let call = vm.dispatch(&first);
+    // Before any good answer.
+    let failed = vm.answer(call, 1_003, 503, b"");
+    assert_eq!(failed.count, Some(PollEnd::Failed));
+    assert_eq!(
+        failed.warn.as_deref(),
+        Some(
+            "mms_auth: edge sync failed: the feed answered 503; no good answer since the start \
+             3 s ago"
+        )
+    );
+    assert_eq!(failed.poll, None);
+    // Retried a poll interval later; warned again only a minute after the last warning.
+    assert_eq!(vm.tick(1_004, 0).poll, None);
+    let mut now = 1_005;
+    let mut warnings = vec![];
+    while now < 1_070 {
+        let todo = vm.tick(now, 0);
+        let call = vm.dispatch(&todo);
+        let failed = vm.answer(call, now, 200, b"garbage");
+        assert_eq!(failed.count, Some(PollEnd::Failed));
+        warnings.extend(failed.warn.map(|w| (now, w)));
+        now += 2;
+    }
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].0, 1_063);
+    assert!(warnings[0].1.contains("not a feed answer"), "{warnings:?}");
+    // A call that cannot be dispatched is a failure too, and the end of the failures is told.
+    let todo = vm.tick(now, 0);
+    assert!(todo.poll.is_some());
+    let sync = vm.sync().clone();
+    let failed = vm
+        .poller
+        .failed(now, &sync, &vm.state, "cannot call cluster \"issuer\"");
+    assert_eq!((failed.count, failed.warn), (Some(PollEnd::Failed), None));
+    assert_eq!(vm.tick(now + 1, 0).poll, None, "next a poll interval later");
+    let todo = vm.tick(now + 2, 0);
+    let call = vm.dispatch(&todo);
+    let ok = vm.answer(call, now + 2, 200, &snapshot_page(1, false));
+    assert_eq!(ok.count, Some(PollEnd::Ok { first_whole: true }));
+    assert_eq!(
+        ok.warn.as_deref(),
+        Some("mms_auth: edge sync resumed after 70 s")
+    );
+    // After a good answer, a failure says how old the state verified with is.
+    let todo = vm.tick(now + 4, 0);
+    let call = vm.dispatch(&todo);
+    assert_eq!(vm.answer(call, now + 4, 200, &idle(1)).warn, None);
+    let todo = vm.tick(now + 6, 0);
+    let call = vm.dispatch(&todo);
+    let failed = vm.answer(call, now + 16, 0, b"");
+    assert_eq!(
+        failed.warn.as_deref(),
+        Some(
+            "mms_auth: edge sync failed: the feed answered 0; verifying with the state of 12 s \
+             ago"
+        )
+    );
+}
+
+#[test]
+fn requests_refused_before_the_first_answer_are_told_at_once_then_once_a_minute() {
+    let mut vm = Vm::new();
+    let first = vm.tick(1_000, 0);
+    assert_eq!(first.warn, None, "nothing refused, nothing to say");
+    vm.dispatch(&first);
+    let warned = vm.tick(1_001, 2).warn;
+    assert_eq!(
+        warned.as_deref(),
+        Some(
+            "mms_auth: no good answer from edge sync yet, 1 s after the start: 2 requests with \
+             a token refused with 503 (no revocation is known until the issuer answers)"
+        )
+    );
+    // The refusals of the next minute are summed into the next warning.
+    for now in 1_002..1_061 {
+        assert_eq!(vm.tick(now, 1).warn, None, "{now}");
+    }
+    let warned = vm.tick(1_061, 1).warn.unwrap();
+    assert!(
+        warned.contains("61 s after the start: 60 requests"),
+        "{warned}"
+    );
+    // None refused since: nothing to say, however long after.
+    assert_eq!(vm.tick(2_000, 0).warn, None);
+    // Without edge sync or a state there is no poll, but refusals counted are still told.
+    let mut alone = Poller::default();
+    let todo = alone.tick(1_000, 1, None, None);
+    assert_eq!(todo.poll, None);
+    assert!(todo
+        .warn
+        .unwrap()
+        .contains(", 0 s after the start: 1 requests"));
+}

@@ -1,0 +1,197 @@
+//! The edge feed's answer as it travels (`GET /apiv2/oauth/edge`, `docs/issuer.md`): the issuer
+//! serializes these types, the Envoy filter deserializes them. Defined once so both sides agree
+//! on the field names and on which fields are left out.
+//!
+//! The JSON is an object whose fields are written in alphabetical order (the order they are
+//! declared in here); optional fields are left out when absent (`cursor_stamp`, `keys`,
+//! `max_token_lifetime_seconds`) or false (`full`, `more`), and read as absent or false when
+//! missing. Unknown fields of the answer and of its revocations are ignored (an issuer may add
+//! some); a key with an unknown field is refused.
+//!
+//! These types check only the JSON's shape. What an edge accepts (the cursor's order, the ranges
+//! of the numbers, the keys' count) is the reader's to check: the filter's `edge::parse_answer`.
+
+use crate::key::{Key, KEY_LEN};
+use crate::revocation::{parse_hex, parse_jti, Revocation, Revoked, FAMILY_TAG_LEN};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use core::fmt;
+use serde::{Deserialize, Serialize};
+use zeroize::Zeroizing;
+
+/// Longest user name or client id a revocation of the feed may name, in bytes.
+pub const MAX_NAME: usize = 256;
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// One answer of the edge feed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeedAnswer {
+    /// The number of the last revocation this answer brings the edge to: what it sends back as
+    /// `since`.
+    pub cursor: u64,
+    /// The stamp of the entry numbered `cursor`, 16 lower-case hex digits
+    /// ([`crate::revocation::stamp_hex`]), if the issuer knows it: sent back as `since=N.STAMP`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor_stamp: Option<String>,
+    /// True for a full snapshot: every revocation in force, from the start of the store's
+    /// history (the edge asked without a cursor, or with one of another history).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub full: bool,
+    /// The key ring, sent only when the edge's `keys` version is not the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<Vec<FeedKey>>,
+    /// The version of the key ring and the access token lifetime: the edge sends it back as
+    /// `keys`.
+    pub keys_version: String,
+    /// The issuer's access token lifetime, in seconds; sent with the keys, and only with them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_token_lifetime_seconds: Option<u64>,
+    /// True if more revocations are waiting: the edge asks again at once.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub more: bool,
+    /// The revocations after the edge's cursor, in order of their numbers.
+    pub revoked: Vec<FeedEntry>,
+}
+
+/// A revocation as the feed writes it: its numbers and `kind`, with the one field its kind
+/// names (`jti` for `token`, `name` for `user`, `id` for `client`, `tag` for `family`). Written
+/// field by field rather than with serde's `flatten` over [`Revoked`], which costs the filter's
+/// module 50 KB.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeedEntry {
+    /// When it was recorded (seconds since the epoch).
+    pub at: u64,
+    /// The client id, for `client`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The token id in 32 hex digits, for `token`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jti: Option<String>,
+    /// `token`, `user`, `client` or `family`.
+    pub kind: String,
+    /// The user name, for `user`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its number.
+    pub seq: u64,
+    /// The family tag in 16 hex digits, for `family`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// When every token it covers has expired (seconds since the epoch).
+    pub until: u64,
+}
+
+impl From<&Revocation> for FeedEntry {
+    fn from(r: &Revocation) -> Self {
+        let mut e = Self {
+            at: r.at,
+            id: None,
+            jti: None,
+            kind: String::new(),
+            name: None,
+            seq: r.seq,
+            tag: None,
+            until: r.until,
+        };
+        let kind = match &r.what {
+            Revoked::Token { jti } => {
+                e.jti = Some(jti.clone());
+                "token"
+            }
+            Revoked::User { name } => {
+                e.name = Some(name.clone());
+                "user"
+            }
+            Revoked::Client { id } => {
+                e.id = Some(id.clone());
+                "client"
+            }
+            Revoked::Family { tag } => {
+                e.tag = Some(tag.clone());
+                "family"
+            }
+        };
+        e.kind = kind.into();
+        e
+    }
+}
+
+impl FeedEntry {
+    /// What the entry revokes, if it names exactly one thing of its kind, well formed: a token
+    /// id of 32 hex digits, a user name or client id of 1 to [`MAX_NAME`] bytes, a family tag of
+    /// 16 hex digits. `None` for anything else (another kind, a field of another kind beside).
+    pub fn revoked(self) -> Option<Revoked> {
+        let name_ok = |n: &String| !n.is_empty() && n.len() <= MAX_NAME;
+        let tag_ok = |t: &String| parse_hex::<FAMILY_TAG_LEN>(t).is_some();
+        match (self.kind.as_str(), self.jti, self.name, self.id, self.tag) {
+            ("token", Some(jti), None, None, None) if parse_jti(&jti).is_some() => {
+                Some(Revoked::Token { jti })
+            }
+            ("user", None, Some(name), None, None) if name_ok(&name) => {
+                Some(Revoked::User { name })
+            }
+            ("client", None, None, Some(id), None) if name_ok(&id) => Some(Revoked::Client { id }),
+            ("family", None, None, None, Some(tag)) if tag_ok(&tag) => {
+                Some(Revoked::Family { tag })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A key as the feed (and the filter's configuration) writes it: its id and its 32 secret bytes
+/// in unpadded base64url. The secret is wiped on drop and never printed.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeedKey {
+    /// The key id.
+    pub kid: u32,
+    /// The secret, unpadded base64url.
+    pub secret: Zeroizing<String>,
+}
+
+/// Why a [`FeedKey`] is no key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadSecret {
+    /// The secret is not unpadded base64url.
+    Encoding,
+    /// The secret is not [`KEY_LEN`] bytes.
+    Length,
+}
+
+impl FeedKey {
+    /// The key as the feed writes it.
+    pub fn new(key: &Key) -> Self {
+        Self {
+            kid: key.id(),
+            secret: Zeroizing::new(URL_SAFE_NO_PAD.encode(key.secret())),
+        }
+    }
+
+    /// The key it writes.
+    pub fn key(&self) -> Result<Key, BadSecret> {
+        let secret = URL_SAFE_NO_PAD
+            .decode(self.secret.as_bytes())
+            .map(Zeroizing::new)
+            .map_err(|_| BadSecret::Encoding)?;
+        if secret.len() != KEY_LEN {
+            return Err(BadSecret::Length);
+        }
+        Key::from_slice(self.kid, &secret).ok_or(BadSecret::Length)
+    }
+}
+
+impl fmt::Debug for FeedKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FeedKey")
+            .field("kid", &self.kid)
+            .field("secret", &"[redacted]")
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;
