@@ -1,22 +1,22 @@
-//! The issuer's HTTP interface: routes, handlers and the one place errors are rendered.
+//! The issuer's HTTP interface: the routes, which extract a [`Call`] from each request, hand it
+//! to the endpoint of [`App`], and render its result: [`answer`] is the one instrumented wrapper
+//! (metrics and timing) of every endpoint, and [`ApiError::into_response`] the one place errors
+//! are rendered.
 //!
 //! Every OAuth response, success or error, is JSON with `Content-Type: application/json;charset=UTF-8`,
 //! `Cache-Control: no-store` and `Pragma: no-cache`. Errors follow RFC 6749 section 5.2; client
 //! mistakes are logged at debug level, internal failures at error level, and the client then sees
 //! only `server_error`.
 
-use crate::app::App;
+use crate::app::{ApiError, App, Call};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde::Serialize;
-use shared::basic::parse_basic;
-use shared::error::{ErrorCode, RequestError};
-use std::borrow::Cow;
 use std::convert::Infallible;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use warp::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use warp::http::{header, HeaderValue, Method, StatusCode};
 use warp::reply::Response;
 use warp::{Filter, Rejection};
 
@@ -33,114 +33,9 @@ pub const JSON: &str = "application/json;charset=UTF-8";
 #[derive(Debug, Clone, Copy)]
 pub struct PeerAddr(pub SocketAddr);
 
-/// An error answer. Rendered only by [`ApiError::into_response`].
-#[derive(Debug)]
-pub struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    description: Cow<'static, str>,
-    retry_after: Option<u64>,
-    basic_challenge: bool,
-    allow: Option<&'static str>,
-    /// Close the connection after the answer (the request was not read to its end).
-    close: bool,
-}
-
 impl warp::reject::Reject for ApiError {}
 
 impl ApiError {
-    fn new(
-        status: StatusCode,
-        code: &'static str,
-        description: impl Into<Cow<'static, str>>,
-    ) -> Self {
-        Self {
-            status,
-            code,
-            description: description.into(),
-            retry_after: None,
-            basic_challenge: false,
-            allow: None,
-            close: false,
-        }
-    }
-
-    /// 400 with an RFC 6749 code.
-    pub fn oauth(code: ErrorCode, description: impl Into<Cow<'static, str>>) -> Self {
-        let status = match code {
-            ErrorCode::InvalidClient => StatusCode::UNAUTHORIZED,
-            ErrorCode::SlowDown => StatusCode::TOO_MANY_REQUESTS,
-            ErrorCode::ServerError => StatusCode::INTERNAL_SERVER_ERROR,
-            _ => StatusCode::BAD_REQUEST,
-        };
-        let mut e = Self::new(status, code.as_str(), description);
-        e.basic_challenge = code == ErrorCode::InvalidClient;
-        e
-    }
-
-    /// 400 `invalid_request`.
-    pub fn invalid_request(description: impl Into<Cow<'static, str>>) -> Self {
-        Self::oauth(ErrorCode::InvalidRequest, description)
-    }
-
-    /// 401 `invalid_client` with a Basic challenge.
-    pub fn invalid_client() -> Self {
-        Self::oauth(ErrorCode::InvalidClient, "client authentication failed")
-    }
-
-    /// 400 `invalid_grant`.
-    pub fn invalid_grant(description: &'static str) -> Self {
-        Self::oauth(ErrorCode::InvalidGrant, description)
-    }
-
-    /// 400 `unauthorized_client`.
-    pub fn unauthorized_client(description: &'static str) -> Self {
-        Self::oauth(ErrorCode::UnauthorizedClient, description)
-    }
-
-    /// 403 `access_denied`: the client is known but may not use this endpoint.
-    pub fn forbidden(description: &'static str) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "access_denied", description)
-    }
-
-    /// 429 `slow_down` with `Retry-After`.
-    pub fn throttled(wait: u64) -> Self {
-        Self::slow_down(wait, "too many failed attempts; retry later")
-    }
-
-    /// 429 `slow_down` with `Retry-After: wait` and this description.
-    pub fn slow_down(wait: u64, description: &'static str) -> Self {
-        let mut e = Self::oauth(ErrorCode::SlowDown, description);
-        e.retry_after = Some(wait.max(1));
-        e
-    }
-
-    /// A storage failure: 503 `temporarily_unavailable` with `Retry-After` when the database is
-    /// unreachable or kept refusing for contention (the client may retry; nothing was
-    /// acknowledged), else 500 `server_error`. The cause is logged here and never sent.
-    pub fn store(cause: &crate::store::StoreError) -> Self {
-        use crate::store::StoreError;
-        match cause {
-            StoreError::Unavailable(_) | StoreError::Contention | StoreError::Disk(_) => {
-                tracing::warn!(error = cause.to_string(), "store unavailable");
-                let mut e = Self::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "temporarily_unavailable",
-                    "the service is temporarily unavailable; retry later",
-                );
-                e.retry_after = Some(1);
-                e
-            }
-            _ => Self::internal(cause),
-        }
-    }
-
-    /// 500 `server_error`; the cause is logged here and never sent.
-    pub fn internal(cause: &dyn std::fmt::Display) -> Self {
-        tracing::error!(error = cause.to_string(), "internal error");
-        Self::oauth(ErrorCode::ServerError, "internal server error")
-    }
-
     fn method_not_allowed(allow: &'static str) -> Self {
         let mut e = Self::new(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -159,11 +54,6 @@ impl ApiError {
         );
         e.close = true;
         e
-    }
-
-    /// The RFC 6749 code (or the label used for non-OAuth answers), for metrics.
-    pub fn code(&self) -> &'static str {
-        self.code
     }
 
     /// Renders the answer.
@@ -195,12 +85,6 @@ impl ApiError {
     }
 }
 
-impl From<RequestError> for ApiError {
-    fn from(e: RequestError) -> Self {
-        Self::oauth(e.code, e.description)
-    }
-}
-
 /// A JSON response with the headers every OAuth answer carries.
 pub fn json_response(status: StatusCode, body: &impl Serialize) -> Response {
     let bytes = serde_json::to_vec(body).expect("JSON values serialize");
@@ -211,77 +95,6 @@ pub fn json_response(status: StatusCode, body: &impl Serialize) -> Response {
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
     resp
-}
-
-/// What a form endpoint receives: headers, peer and the whole (bounded) body.
-pub struct Call {
-    /// Request headers.
-    pub headers: HeaderMap,
-    /// Source address as seen by the server.
-    pub peer: Option<SocketAddr>,
-    /// The body.
-    pub body: Bytes,
-}
-
-impl Call {
-    /// The client address for throttling. The peer, unless the peer is one of the `trusted`
-    /// proxies: then `X-Forwarded-For` is read from the right (each proxy appends the address it
-    /// saw) and the first entry that is not a trusted proxy is the client. An entry that is not an
-    /// address ends the walk at the last address known good, so a client can never choose its
-    /// own address by sending the header itself.
-    pub fn client_ip(&self, trusted: &[ipnet::IpNet]) -> Option<IpAddr> {
-        let is_trusted = |ip: &IpAddr| trusted.iter().any(|n| n.contains(ip));
-        let mut addr = self.peer?.ip().to_canonical();
-        if !is_trusted(&addr) {
-            return Some(addr);
-        }
-        let entries: Vec<&[u8]> = self
-            .headers
-            .get_all("x-forwarded-for")
-            .iter()
-            .flat_map(|v| v.as_bytes().split(|&c| c == b','))
-            .collect();
-        for entry in entries.into_iter().rev() {
-            let Some(ip) = std::str::from_utf8(entry)
-                .ok()
-                .and_then(|s| s.trim().parse::<IpAddr>().ok())
-            else {
-                break;
-            };
-            addr = ip.to_canonical();
-            if !is_trusted(&addr) {
-                break;
-            }
-        }
-        Some(addr)
-    }
-
-    /// The one `Authorization` header, if exactly one was sent.
-    pub fn authorization(&self) -> Option<&HeaderValue> {
-        let mut all = self.headers.get_all(header::AUTHORIZATION).iter();
-        let first = all.next()?;
-        all.next().is_none().then_some(first)
-    }
-
-    /// Refuses bodies that are not `application/x-www-form-urlencoded`.
-    pub fn require_form(&self) -> Result<(), ApiError> {
-        let ok = self
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .is_some_and(|m| {
-                m.trim()
-                    .eq_ignore_ascii_case("application/x-www-form-urlencoded")
-            });
-        if ok && self.headers.get_all(header::CONTENT_TYPE).iter().count() == 1 {
-            Ok(())
-        } else {
-            Err(ApiError::invalid_request(
-                "content type must be application/x-www-form-urlencoded",
-            ))
-        }
-    }
 }
 
 fn only(
@@ -373,25 +186,36 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
             .and(warp::path::end())
             .and(only(Method::POST, "POST"))
     };
-    let token = post_form("token")
-        .and(app.clone())
-        .and(call())
-        .then(|app: Arc<App>, call: Call| async move { app.token_endpoint(call).await });
-    let revoke = post_form("revoke")
-        .and(app.clone())
-        .and(call())
-        .then(|app: Arc<App>, call: Call| async move { app.revoke_endpoint(call).await });
-    let introspect = post_form("introspect")
-        .and(app.clone())
-        .and(call())
-        .then(|app: Arc<App>, call: Call| async move { app.introspect_endpoint(call).await });
+    let token = post_form("token").and(app.clone()).and(call()).then(
+        |app: Arc<App>, call: Call| async move {
+            let timer = Timer::start();
+            let (grant, result) = app.token(&call).await;
+            answer(&app, ("token", grant), timer, result)
+        },
+    );
+    let revoke = post_form("revoke").and(app.clone()).and(call()).then(
+        |app: Arc<App>, call: Call| async move {
+            let timer = Timer::start();
+            let result = app.revoke(&call).await.map(|()| serde_json::json!({}));
+            answer(&app, ("revoke", "none"), timer, result)
+        },
+    );
+    let introspect = post_form("introspect").and(app.clone()).and(call()).then(
+        |app: Arc<App>, call: Call| async move {
+            let timer = Timer::start();
+            let result = app.introspect(&call).await;
+            answer(&app, ("introspect", "none"), timer, result)
+        },
+    );
     let edge = warp::path!("apiv2" / "oauth" / "edge")
         .and(only(Method::GET, "GET"))
         .and(app.clone())
         .and(call())
         .and(warp::query::raw().or(warp::any().map(String::new)).unify())
         .then(|app: Arc<App>, call: Call, query: String| async move {
-            app.edge_endpoint(call, &query).await
+            let timer = Timer::start();
+            let result = app.edge(&call, &query).await;
+            answer(&app, ("edge", "none"), timer, result)
         });
     let metadata = warp::path!(".well-known" / "oauth-authorization-server")
         .and(only(Method::GET, "GET"))
@@ -400,7 +224,16 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
     let health = warp::path!("healthz")
         .and(only(Method::GET, "GET"))
         .and(app.clone())
-        .map(|app: Arc<App>| app.health());
+        .map(|app: Arc<App>| {
+            if app.healthy() {
+                json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
+            } else {
+                json_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &serde_json::json!({"status": "unavailable"}),
+                )
+            }
+        });
     let metrics = warp::path!("metrics")
         .and(only(Method::GET, "GET"))
         .and(app)
@@ -431,6 +264,24 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .unify()
 }
 
+/// Renders an endpoint's `result` (200 with its JSON, or the refusal) and records it in the
+/// metrics under `(endpoint, grant)` with the time since `timer` started: every endpoint goes
+/// through here.
+fn answer<T: Serialize>(
+    app: &App,
+    (endpoint, grant): (&'static str, &'static str),
+    timer: Timer,
+    result: Result<T, ApiError>,
+) -> Response {
+    let outcome = result.as_ref().map_or_else(ApiError::code, |_| "ok");
+    app.metrics
+        .request(endpoint, grant, outcome, timer.seconds());
+    match result {
+        Ok(body) => json_response(StatusCode::OK, &body),
+        Err(e) => e.into_response(),
+    }
+}
+
 async fn recover(rejection: Rejection) -> Result<Response, Infallible> {
     let err = if let Some(e) = rejection.find::<ApiError>() {
         ApiError {
@@ -455,23 +306,17 @@ async fn recover(rejection: Rejection) -> Result<Response, Infallible> {
     Ok(err.into_response())
 }
 
-/// Parses the `Authorization` header of a call into client credentials.
-pub fn client_credentials(call: &Call) -> Result<shared::basic::ClientCredentials, ApiError> {
-    let value = call.authorization().ok_or_else(ApiError::invalid_client)?;
-    parse_basic(value.as_bytes()).map_err(|_| ApiError::invalid_client())
-}
-
-/// Measures a handler for the metrics.
-pub struct Timer(Instant);
+/// Measures an endpoint for the metrics.
+struct Timer(Instant);
 
 impl Timer {
     /// Starts timing.
-    pub fn start() -> Self {
+    fn start() -> Self {
         Self(Instant::now())
     }
 
     /// Seconds since start.
-    pub fn seconds(&self) -> f64 {
+    fn seconds(&self) -> f64 {
         self.0.elapsed().as_secs_f64()
     }
 }
@@ -479,63 +324,6 @@ impl Timer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn forwarded_addresses_are_believed_only_from_trusted_proxies() {
-        let trusted: Vec<ipnet::IpNet> = vec![
-            "127.0.0.1/32".parse().unwrap(),
-            "10.0.0.0/8".parse().unwrap(),
-        ];
-        let call = |peer: &str, xff: &[&[u8]]| {
-            let mut headers = HeaderMap::new();
-            for v in xff {
-                headers.append("x-forwarded-for", HeaderValue::from_bytes(v).unwrap());
-            }
-            Call {
-                headers,
-                peer: Some(peer.parse().unwrap()),
-                body: Bytes::new(),
-            }
-            .client_ip(&trusted)
-            .map(|ip| ip.to_string())
-        };
-        let ip = |s: &str| Some(s.to_owned());
-        // Through one trusted proxy: the address it appended.
-        assert_eq!(call("127.0.0.1:1", &[b"192.0.2.1"]), ip("192.0.2.1"));
-        // A client's own entries left of it are not believed.
-        assert_eq!(
-            call("127.0.0.1:1", &[b"198.51.100.1, 192.0.2.1"]),
-            ip("192.0.2.1")
-        );
-        // Through a chain of trusted proxies, from the right.
-        assert_eq!(
-            call("127.0.0.1:1", &[b"192.0.2.1", b"10.1.2.3"]),
-            ip("192.0.2.1")
-        );
-        // From a peer that is not a trusted proxy the header is ignored.
-        assert_eq!(call("192.0.2.9:1", &[b"198.51.100.1"]), ip("192.0.2.9"));
-        // Garbage ends the walk at the last address known good.
-        assert_eq!(
-            call("127.0.0.1:1", &[b"\xff\xfe, 10.1.2.3"]),
-            ip("10.1.2.3")
-        );
-        assert_eq!(call("127.0.0.1:1", &[b"unknown"]), ip("127.0.0.1"));
-        assert_eq!(call("127.0.0.1:1", &[]), ip("127.0.0.1"));
-        // IPv4-mapped peers count as their IPv4 address.
-        assert_eq!(
-            call("[::ffff:127.0.0.1]:1", &[b"192.0.2.1"]),
-            ip("192.0.2.1")
-        );
-        assert_eq!(
-            Call {
-                headers: HeaderMap::new(),
-                peer: None,
-                body: Bytes::new()
-            }
-            .client_ip(&trusted),
-            None
-        );
-    }
 
     #[tokio::test]
     async fn internal_errors_reveal_nothing() {

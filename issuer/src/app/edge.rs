@@ -19,14 +19,12 @@
 //! PostgreSQL database.
 
 use super::{now, App};
-use crate::http::{json_response, ApiError, Call, Timer};
+use super::{ApiError, Call};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use shared::edge_feed::{FeedAnswer, FeedEntry, FeedKey};
 use shared::revocation::{stamp_hex, Cursor, Revocation, RevocationPage};
 use shared::KeyRing;
-use warp::http::StatusCode;
-use warp::reply::Response;
 
 /// Most revocations in one answer, so an edge's answers stay bounded however many revocations
 /// are in force.
@@ -146,17 +144,8 @@ fn keys_version(ring: &KeyRing, access_ttl: u64) -> String {
 }
 
 impl App {
-    /// `GET /apiv2/oauth/edge`.
-    pub async fn edge_endpoint(&self, call: Call, query: &str) -> Response {
-        let timer = Timer::start();
-        let result = self.edge(&call, query).await;
-        let outcome = result.as_ref().map_or_else(|e| e.code(), |_| "ok");
-        self.metrics
-            .request("edge", "none", outcome, timer.seconds());
-        result.unwrap_or_else(ApiError::into_response)
-    }
-
-    async fn edge(&self, call: &Call, query: &str) -> Result<Response, ApiError> {
+    /// `GET /apiv2/oauth/edge` with the query `query`: the feed's answer.
+    pub async fn edge(&self, call: &Call, query: &str) -> Result<FeedAnswer, ApiError> {
         // The transport first: over plain HTTP from afar, not even whether a credential is good.
         let loopback = call
             .peer
@@ -214,7 +203,7 @@ impl App {
             more,
             revoked,
         };
-        Ok(json_response(StatusCode::OK, &out))
+        Ok(out)
     }
 }
 

@@ -2,12 +2,10 @@
 //! identity it impersonates (`impersonate_claims`, or the obsolete `impersonate_as` + `roles`),
 //! written to the audit log. No refresh token.
 
-use super::{check_impersonation, App};
-use crate::http::ApiError;
+use super::{check_impersonation, ApiError, App, TokenIssued};
 use crate::store::{ClientRecord, GrantKind};
 use shared::grant::Impersonation;
 use shared::token::{Identity, SubjectKind};
-use warp::reply::Response;
 
 impl App {
     pub(super) fn client_credentials_grant(
@@ -16,7 +14,7 @@ impl App {
         client: &ClientRecord,
         impersonation: Option<Impersonation>,
         issued_at: u64,
-    ) -> Result<Response, ApiError> {
+    ) -> Result<TokenIssued, ApiError> {
         if !client.grants.contains(&GrantKind::ClientCredentials) {
             return Err(ApiError::unauthorized_client(
                 "the client_credentials grant is not enabled for this client",

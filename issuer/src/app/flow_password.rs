@@ -1,12 +1,10 @@
 //! The resource owner password credentials grant: throttle, check the password (one check per user
 //! at a time), mint an access token and start a refresh token family.
 
-use super::{now, App};
-use crate::http::{ApiError, Call};
+use super::{now, ApiError, App, Call, TokenIssued};
 use crate::store::{ClientRecord, GrantKind};
 use crate::throttle::Turn;
 use shared::token::{Identity, SubjectKind};
-use warp::reply::Response;
 use zeroize::Zeroizing;
 
 impl App {
@@ -18,7 +16,7 @@ impl App {
         username: String,
         password: Zeroizing<String>,
         issued_at: u64,
-    ) -> Result<Response, ApiError> {
+    ) -> Result<TokenIssued, ApiError> {
         if !client.grants.contains(&GrantKind::Password) {
             return Err(ApiError::unauthorized_client(
                 "the password grant is not enabled for this client",

@@ -2,11 +2,9 @@
 //! retry inside the window; reuse outside it revokes the family), then mint an access token with
 //! the user's current roles.
 
-use super::{now, App};
-use crate::http::ApiError;
+use super::{now, ApiError, App, TokenIssued};
 use crate::store::{ClientRecord, GrantKind, RefreshRejection, RotateOutcome};
 use shared::token::{Identity, SubjectKind};
-use warp::reply::Response;
 use zeroize::Zeroizing;
 
 impl App {
@@ -16,7 +14,7 @@ impl App {
         client: &ClientRecord,
         refresh_token: Zeroizing<String>,
         issued_at: u64,
-    ) -> Result<Response, ApiError> {
+    ) -> Result<TokenIssued, ApiError> {
         if !client.grants.contains(&GrantKind::Password) {
             return Err(ApiError::unauthorized_client(
                 "the password grant is not enabled for this client",

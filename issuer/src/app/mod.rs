@@ -2,15 +2,16 @@
 //! token endpoint reads top to bottom in a module of its own: [`flow_password`], [`flow_refresh`],
 //! [`flow_client_credentials`]; revocation and introspection are in [`revocation`].
 
+mod call;
 mod client_cache;
 mod edge;
+mod error;
 mod flow_client_credentials;
 mod flow_password;
 mod flow_refresh;
 mod revocation;
 mod revoke_budget;
 
-use crate::http::{client_credentials, json_response, ApiError, Call, Timer};
 use crate::metrics::Metrics;
 use crate::passwords::PasswordChecker;
 use crate::store::revocation::{RevocationSet, FAMILY_TAG_LEN};
@@ -21,9 +22,10 @@ use shared::grant::{parse_token_request, Grant, Impersonation};
 use shared::token::{self, Identity, TokenBody};
 use shared::{ErrorCode, KeyRing};
 use std::sync::{Arc, RwLock};
-use warp::http::StatusCode;
-use warp::reply::Response;
 use zeroize::Zeroizing;
+
+pub use call::{client_credentials, Call};
+pub use error::ApiError;
 
 /// Seconds since the Unix epoch.
 pub fn now() -> u64 {
@@ -210,37 +212,28 @@ impl App {
         })
     }
 
-    fn token_response(&self, access: String, refresh: Option<Zeroizing<String>>) -> Response {
-        let mut body = json!({
-            "access_token": access,
-            "token_type": "Bearer",
-            "expires_in": self.settings.access_ttl,
-        });
-        if let Some(rt) = refresh {
-            body["refresh_token"] = json!(rt.as_str());
+    fn token_response(&self, access: String, refresh: Option<Zeroizing<String>>) -> TokenIssued {
+        TokenIssued {
+            access_token: access,
+            token_type: "Bearer",
+            expires_in: self.settings.access_ttl,
+            refresh_token: refresh,
         }
-        json_response(StatusCode::OK, &body)
     }
 
-    /// `POST /apiv2/oauth/token`.
-    pub async fn token_endpoint(&self, call: Call) -> Response {
-        let timer = Timer::start();
+    /// `POST /apiv2/oauth/token`: the grant's name (`unknown` until the request names one, for
+    /// the metrics) and the tokens, or the refusal.
+    pub async fn token(&self, call: &Call) -> (&'static str, Result<TokenIssued, ApiError>) {
         let mut grant_label = "unknown";
-        let result = self.token(&call, &mut grant_label).await;
-        let outcome = match &result {
-            Ok(_) => "ok",
-            Err(e) => e.code(),
-        };
-        self.metrics
-            .request("token", grant_label, outcome, timer.seconds());
-        result.unwrap_or_else(ApiError::into_response)
+        let result = self.token_of(call, &mut grant_label).await;
+        (grant_label, result)
     }
 
-    async fn token(
+    async fn token_of(
         &self,
         call: &Call,
         grant_label: &mut &'static str,
-    ) -> Result<Response, ApiError> {
+    ) -> Result<TokenIssued, ApiError> {
         let issued_at = now();
         let (client_id, client) = self.authenticate(call).await?;
         call.require_form()?;
@@ -283,20 +276,37 @@ impl App {
         })
     }
 
-    /// `GET /healthz`: 200 while the store answered within [`HEALTHY_WITHIN`] seconds, else 503.
-    /// The answer costs the store nothing: load balancers may probe as often as they like.
-    pub fn health(&self) -> Response {
+    /// `GET /healthz`: true while the store answered within [`HEALTHY_WITHIN`] seconds. It costs
+    /// the store nothing: load balancers may probe as often as they like.
+    pub fn healthy(&self) -> bool {
         let answered = self
             .store_answered_at
             .load(std::sync::atomic::Ordering::Relaxed);
-        if now().saturating_sub(answered) <= HEALTHY_WITHIN {
-            json_response(StatusCode::OK, &json!({"status": "ok"}))
-        } else {
-            json_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &json!({"status": "unavailable"}),
-            )
-        }
+        now().saturating_sub(answered) <= HEALTHY_WITHIN
+    }
+}
+
+/// The token endpoint's answer (RFC 6749 section 5.1).
+#[derive(serde::Serialize)]
+pub struct TokenIssued {
+    /// The access token.
+    pub access_token: String,
+    /// Always `Bearer`.
+    pub token_type: &'static str,
+    /// Seconds until the access token expires.
+    pub expires_in: u64,
+    /// The refresh token, with the password and refresh grants.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "expose")]
+    pub refresh_token: Option<Zeroizing<String>>,
+}
+
+fn expose<S: serde::Serializer>(
+    token: &Option<Zeroizing<String>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match token {
+        Some(t) => s.serialize_str(t),
+        None => s.serialize_none(),
     }
 }
 

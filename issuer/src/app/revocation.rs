@@ -4,15 +4,13 @@
 //! or before a change that took their tokens away. Each issuer reads them every second.
 
 use super::{now, App};
-use crate::http::{json_response, ApiError, Call, Timer};
+use super::{ApiError, Call};
 use crate::store::revocation::{RevocationSet, Revoked, REVOCATION_MARGIN};
 use crate::store::FamilyRevocation;
 use serde_json::json;
 use shared::grant::parse_token_param;
 use shared::token::{self, Claim, Limits, SubjectKind, VerifiedToken};
 use std::sync::PoisonError;
-use warp::http::StatusCode;
-use warp::reply::Response;
 
 impl App {
     /// The revocations in force, as last read.
@@ -65,17 +63,9 @@ impl App {
     }
 
     /// `POST /apiv2/oauth/revoke` (RFC 7009). Revoking an access token records its revocation
-    /// (until it expires); revoking a refresh token revokes its family. Unknown tokens are 200.
-    pub async fn revoke_endpoint(&self, call: Call) -> Response {
-        let timer = Timer::start();
-        let result = self.revoke(&call).await;
-        let outcome = result.as_ref().map_or_else(|e| e.code(), |_| "ok");
-        self.metrics
-            .request("revoke", "none", outcome, timer.seconds());
-        result.unwrap_or_else(ApiError::into_response)
-    }
-
-    async fn revoke(&self, call: &Call) -> Result<Response, ApiError> {
+    /// (until it expires); revoking a refresh token revokes its family. Unknown tokens are no
+    /// error.
+    pub async fn revoke(&self, call: &Call) -> Result<(), ApiError> {
         let (client_id, _) = self.authenticate(call).await?;
         call.require_form()?;
         let token = parse_token_param(&call.body)?;
@@ -89,7 +79,7 @@ impl App {
             }
             // Already revoked: nothing to record (a repeated request adds no entry).
             if self.revoked().has_token(&b.jti) {
-                return Ok(json_response(StatusCode::OK, &json!({})));
+                return Ok(());
             }
             self.spend_revocation(&client_id)?;
             let what = Revoked::Token { jti: b.jti_hex() };
@@ -99,7 +89,7 @@ impl App {
                 .map_err(|e| ApiError::store(&e))?;
             self.reload_revocations().await;
             tracing::info!(target: "audit", client = client_id.as_str(), jti = b.jti_hex().as_str(), "access token revoked");
-            return Ok(json_response(StatusCode::OK, &json!({})));
+            return Ok(());
         }
         if self.store.hash_key().verify_refresh(&token).is_some() {
             self.spend_revocation(&client_id)?;
@@ -117,9 +107,9 @@ impl App {
                 tracing::info!(target: "audit", client = client_id.as_str(), "refresh token family revoked");
                 // The store revoked the family's access tokens in the same transaction.
                 self.reload_revocations().await;
-                Ok(json_response(StatusCode::OK, &json!({})))
+                Ok(())
             }
-            FamilyRevocation::Unknown => Ok(json_response(StatusCode::OK, &json!({}))),
+            FamilyRevocation::Unknown => Ok(()),
         }
     }
 
@@ -139,25 +129,17 @@ impl App {
         })
     }
 
-    /// `POST /apiv2/oauth/introspect` (RFC 7662), for any active, authenticated client. Refresh
-    /// tokens are described only to the client they were issued to.
-    pub async fn introspect_endpoint(&self, call: Call) -> Response {
-        let timer = Timer::start();
-        let result = self.introspect(&call).await;
-        let outcome = result.as_ref().map_or_else(|e| e.code(), |_| "ok");
-        self.metrics
-            .request("introspect", "none", outcome, timer.seconds());
-        result.unwrap_or_else(ApiError::into_response)
-    }
-
-    async fn introspect(&self, call: &Call) -> Result<Response, ApiError> {
+    /// `POST /apiv2/oauth/introspect` (RFC 7662), for any active, authenticated client: the
+    /// introspection document. Refresh tokens are described only to the client they were issued
+    /// to.
+    pub async fn introspect(&self, call: &Call) -> Result<serde_json::Value, ApiError> {
         let (client_id, _) = self.authenticate(call).await?;
         call.require_form()?;
         let token = parse_token_param(&call.body)?;
         let t = now();
         if let Some(v) = self.verified_access_token(&token) {
             if self.revoked().covers(v.body()) {
-                return Ok(json_response(StatusCode::OK, &json!({"active": false})));
+                return Ok(json!({"active": false}));
             }
             let b = v.body();
             let claims: Vec<_> = b
@@ -187,7 +169,7 @@ impl App {
             if b.identity.kind != SubjectKind::Client && !b.identity.subject.is_empty() {
                 out["username"] = json!(b.identity.subject);
             }
-            return Ok(json_response(StatusCode::OK, &out));
+            return Ok(out);
         }
         let info = self
             .store
@@ -206,6 +188,6 @@ impl App {
             }),
             _ => json!({"active": false}),
         };
-        Ok(json_response(StatusCode::OK, &out))
+        Ok(out)
     }
 }
