@@ -2,19 +2,23 @@
 //! identity it impersonates (`impersonate_claims`, or the obsolete `impersonate_as` + `roles`),
 //! written to the audit log. No refresh token.
 
-use super::{check_impersonation, ApiError, App, TokenIssued};
+use super::{check_impersonation, ApiError, Issue};
 use crate::store::{ClientRecord, GrantKind};
 use shared::grant::Impersonation;
 use shared::token::{Identity, SubjectKind};
 
-impl App {
-    pub(super) fn client_credentials_grant(
+/// The grant. It holds nothing: the client's record is all it reads.
+#[derive(Debug, Default)]
+pub(super) struct ClientCredentialsGrant;
+
+impl ClientCredentialsGrant {
+    /// What to mint for `client_id` (its `client` record) asking to impersonate `impersonation`.
+    pub(super) fn grant(
         &self,
-        client_id: String,
+        client_id: &str,
         client: &ClientRecord,
         impersonation: Option<Impersonation>,
-        issued_at: u64,
-    ) -> Result<TokenIssued, ApiError> {
+    ) -> Result<Issue, ApiError> {
         if !client.grants.contains(&GrantKind::ClientCredentials) {
             return Err(ApiError::unauthorized_client(
                 "the client_credentials grant is not enabled for this client",
@@ -45,7 +49,7 @@ impl App {
                 };
                 tracing::info!(
                     target: "audit",
-                    client = client_id.as_str(),
+                    client = client_id,
                     subject = identity.subject.as_str(),
                     roles = ?identity.roles,
                     claims = ?identity.claims.iter().map(|c| format!("{}={}", c.typ, c.value)).collect::<Vec<_>>(),
@@ -54,7 +58,10 @@ impl App {
                 identity
             }
         };
-        let access = self.mint(&client_id, identity, issued_at, None)?;
-        Ok(self.token_response(access, None))
+        Ok(Issue {
+            identity,
+            family: None,
+            refresh: None,
+        })
     }
 }

@@ -1,31 +1,45 @@
 //! The resource owner password credentials grant: throttle, check the password (one check per user
 //! at a time), mint an access token and start a refresh token family.
 
-use super::{now, ApiError, App, Call, TokenIssued};
-use crate::store::{ClientRecord, GrantKind};
-use crate::throttle::Turn;
+use super::{now, ApiError, Issue};
+use crate::passwords::PasswordChecker;
+use crate::store::{ClientRecord, Families, GrantKind, HashKeyed, UserRecord, Users};
+use crate::throttle::{Throttle, Turn};
 use shared::token::{Identity, SubjectKind};
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use zeroize::Zeroizing;
 
-impl App {
-    pub(super) async fn password_grant(
+/// The grant: the users it checks, the families it starts, the hash key their tags are made
+/// with, the password checker and the back-off.
+pub(super) struct PasswordGrant {
+    pub(super) users: Arc<dyn Users>,
+    pub(super) families: Arc<dyn Families>,
+    pub(super) hash: Arc<dyn HashKeyed>,
+    pub(super) passwords: PasswordChecker,
+    pub(super) throttle: Throttle,
+    pub(super) turns: LoginTurns,
+}
+
+impl PasswordGrant {
+    /// Signs `username` in with `password` for `client_id` (its `client` record), from `ip`.
+    pub(super) async fn grant(
         &self,
-        call: &Call,
-        client_id: String,
+        ip: Option<IpAddr>,
+        client_id: &str,
         client: &ClientRecord,
         username: String,
         password: Zeroizing<String>,
-        issued_at: u64,
-    ) -> Result<TokenIssued, ApiError> {
+    ) -> Result<Issue, ApiError> {
         if !client.grants.contains(&GrantKind::Password) {
             return Err(ApiError::unauthorized_client(
                 "the password grant is not enabled for this client",
             ));
         }
-        let ip = call.client_ip(&self.settings.trusted_proxies);
         // One password check per user at a time: each attempt sees the outcome of the one
         // before, so a burst of concurrent guesses meets the back-off after the free ones.
-        let _turn = self.login_turn(&username).await;
+        let _turn = self.turns.take(&username).await;
         let attempt = match self
             .throttle
             .attempt(&username, ip, now())
@@ -36,7 +50,7 @@ impl App {
             Turn::Wait(wait) => return Err(ApiError::throttled(wait)),
         };
         let user = self
-            .store
+            .users
             .user(&username)
             .await
             .map_err(|e| ApiError::store(&e))?;
@@ -54,7 +68,7 @@ impl App {
                     .failed(now())
                     .await
                     .map_err(|e| ApiError::store(&e))?;
-                let (client, user) = (client_id.as_str(), username.as_str());
+                let (client, user) = (client_id, username.as_str());
                 if ok && disabled {
                     tracing::info!(client, user, "disabled user refused");
                 } else {
@@ -67,20 +81,74 @@ impl App {
             .succeeded(now())
             .await
             .map_err(|e| ApiError::store(&e))?;
+        self.start(client_id, username, &user).await
+    }
+
+    /// The identity to mint for the signed-in `user`, and a new refresh token family: the family
+    /// first, as the access token carries its tag.
+    async fn start(
+        &self,
+        client_id: &str,
+        username: String,
+        user: &UserRecord,
+    ) -> Result<Issue, ApiError> {
+        let refresh = self
+            .families
+            .start_family(client_id, &username, now())
+            .await
+            .map_err(|e| ApiError::store(&e))?;
         let identity = Identity {
             kind: SubjectKind::User,
-            subject: username.clone(),
+            subject: username,
             roles: user.roles.clone(),
             claims: user.token_claims(),
         };
-        // The family first: the access token carries its tag.
-        let refresh = self
-            .store
-            .start_family(&client_id, &username, now())
-            .await
-            .map_err(|e| ApiError::store(&e))?;
-        let family = self.store.hash_key().family_tag_of(&refresh);
-        let access = self.mint(&client_id, identity, issued_at, family)?;
-        Ok(self.token_response(access, Some(refresh)))
+        Ok(Issue {
+            identity,
+            family: self.hash.hash_key().family_tag_of(&refresh),
+            refresh: Some(refresh),
+        })
+    }
+}
+
+/// Whose password is being checked: one check per user at a time. The entry of a user goes when
+/// the last one waiting is done.
+#[derive(Debug, Default)]
+pub(super) struct LoginTurns {
+    turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl LoginTurns {
+    /// Waits for this user's turn.
+    async fn take(&self, user: &str) -> LoginTurn<'_> {
+        let lock = {
+            let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+            turns.entry(user.to_owned()).or_default().clone()
+        };
+        let guard = lock.clone().lock_owned().await;
+        LoginTurn {
+            turns: self,
+            user: user.to_owned(),
+            lock,
+            _guard: guard,
+        }
+    }
+}
+
+/// A user's turn at the password check; the last one out removes the user's entry.
+struct LoginTurn<'a> {
+    turns: &'a LoginTurns,
+    user: String,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Drop for LoginTurn<'_> {
+    fn drop(&mut self) {
+        let mut turns = self.turns.turns.lock().unwrap_or_else(|p| p.into_inner());
+        // Held by the map, this turn and its guard: nobody else is waiting.
+        if Arc::strong_count(&self.lock) <= 3 {
+            turns.remove(&self.user);
+        }
     }
 }

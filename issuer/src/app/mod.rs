@@ -1,6 +1,10 @@
-//! The issuer's state and the logic of each endpoint, independent of sockets. Each grant of the
-//! token endpoint reads top to bottom in a module of its own: [`flow_password`], [`flow_refresh`],
-//! [`flow_client_credentials`]; revocation and introspection are in [`revocation`].
+//! The issuer's state and the logic of each endpoint, independent of sockets and of HTTP: an
+//! endpoint takes a [`Call`] and returns a domain value or an [`ApiError`], which `crate::http`
+//! renders. Each grant of the token endpoint is a value of its own module holding only what it
+//! uses ([`flow_password::PasswordGrant`], [`flow_refresh::RefreshGrant`],
+//! [`flow_client_credentials::ClientCredentialsGrant`]) and says what to mint ([`Issue`]); the
+//! token endpoint mints it. Revocation and introspection are in [`revocation`], the edge feed in
+//! [`edge`]. This module imports only the store below it.
 
 mod call;
 mod client_cache;
@@ -15,8 +19,9 @@ mod revoke_budget;
 use crate::metrics::Metrics;
 use crate::passwords::PasswordChecker;
 use crate::store::revocation::{RevocationSet, FAMILY_TAG_LEN};
-use crate::store::{ClientRecord, RefreshPolicy, Store, StoreError};
+use crate::store::{ClientRecord, RefreshPolicy, RefreshRejection, Store, StoreError};
 use crate::throttle::Throttle;
+use flow_refresh::Refreshed;
 use serde_json::json;
 use shared::grant::{parse_token_request, Grant, Impersonation};
 use shared::token::{self, Identity, TokenBody};
@@ -61,9 +66,9 @@ pub struct App {
     keys: RwLock<Arc<KeyRing>>,
     /// Settings.
     pub settings: Settings,
-    passwords: PasswordChecker,
-    throttle: Throttle,
-    login_turns: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    password: flow_password::PasswordGrant,
+    refresh: flow_refresh::RefreshGrant,
+    client_credentials: flow_client_credentials::ClientCredentialsGrant,
     clients: client_cache::ClientCache,
     /// Revocations of access tokens in force, read from the store every second.
     revoked: RwLock<RevocationSet>,
@@ -94,13 +99,25 @@ impl App {
             now(),
         );
         let revoke_budget = revoke_budget::RevokeBudget::new(settings.revocations_per_minute);
+        let password = flow_password::PasswordGrant {
+            users: store.clone(),
+            families: store.clone(),
+            hash: store.clone(),
+            passwords: PasswordChecker::new(password_concurrency),
+            throttle,
+            turns: flow_password::LoginTurns::default(),
+        };
+        let refresh = flow_refresh::RefreshGrant {
+            families: store.clone(),
+            hash: store.clone(),
+        };
         Ok(Self {
             store,
             keys: RwLock::new(Arc::new(ring)),
             settings,
-            passwords: PasswordChecker::new(password_concurrency),
-            throttle,
-            login_turns: Default::default(),
+            password,
+            refresh,
+            client_credentials: flow_client_credentials::ClientCredentialsGrant,
             clients: Default::default(),
             revoked: RwLock::new(revoked),
             revoke_budget,
@@ -122,21 +139,6 @@ impl App {
     /// Forgets cached clients: an admin change through this issuer takes effect at once.
     pub fn clients_changed(&self) {
         self.clients.clear();
-    }
-
-    /// Waits for this user's turn to have a password checked.
-    async fn login_turn(&self, user: &str) -> LoginTurn<'_> {
-        let lock = {
-            let mut turns = self.login_turns.lock().unwrap_or_else(|p| p.into_inner());
-            turns.entry(user.to_owned()).or_default().clone()
-        };
-        let guard = lock.clone().lock_owned().await;
-        LoginTurn {
-            app: self,
-            user: user.to_owned(),
-            lock,
-            _guard: guard,
-        }
     }
 
     pub(crate) fn ring(&self) -> Arc<KeyRing> {
@@ -244,19 +246,47 @@ impl App {
                 "client_id does not match the authenticated client",
             ));
         }
-        match req.grant {
+        let issue = match req.grant {
             Grant::Password { username, password } => {
-                self.password_grant(call, client_id, &client, username, password, issued_at)
-                    .await
+                let ip = call.client_ip(&self.settings.trusted_proxies);
+                self.password
+                    .grant(ip, &client_id, &client, username, password)
+                    .await?
             }
             Grant::RefreshToken { refresh_token } => {
-                self.refresh_grant(client_id, &client, refresh_token, issued_at)
-                    .await
+                match self
+                    .refresh
+                    .grant(&client_id, &client, refresh_token)
+                    .await?
+                {
+                    Refreshed::Rotated { issue, retried } => {
+                        self.metrics
+                            .refresh(if retried { "retried" } else { "rotated" });
+                        issue
+                    }
+                    Refreshed::Refused(why) => {
+                        return Err(self.refresh_refused(&client_id, why).await)
+                    }
+                }
             }
             Grant::ClientCredentials { impersonation } => {
-                self.client_credentials_grant(client_id, &client, impersonation, issued_at)
+                self.client_credentials
+                    .grant(&client_id, &client, impersonation)?
             }
+        };
+        let access = self.mint(&client_id, issue.identity, issued_at, issue.family)?;
+        Ok(self.token_response(access, issue.refresh))
+    }
+
+    /// The refusal of a refresh, counted; reuse revoked the family and its access tokens (in the
+    /// store's transaction), which this issuer reads at once.
+    async fn refresh_refused(&self, client_id: &str, why: RefreshRejection) -> ApiError {
+        self.metrics.refresh(why.reason());
+        if why == RefreshRejection::ReuseDetected {
+            tracing::warn!(target: "audit", client = client_id, "refresh token reuse: family revoked");
+            self.reload_revocations().await;
         }
+        ApiError::invalid_grant("invalid refresh token")
     }
 
     /// The RFC 8414 metadata document.
@@ -286,6 +316,14 @@ impl App {
     }
 }
 
+/// What a grant asks the token endpoint to mint: the access token's identity and refresh token
+/// family (its tag), and the refresh token to hand out with it.
+pub(crate) struct Issue {
+    identity: Identity,
+    family: Option<[u8; FAMILY_TAG_LEN]>,
+    refresh: Option<Zeroizing<String>>,
+}
+
 /// The token endpoint's answer (RFC 6749 section 5.1).
 #[derive(serde::Serialize)]
 pub struct TokenIssued {
@@ -307,28 +345,6 @@ fn expose<S: serde::Serializer>(
     match token {
         Some(t) => s.serialize_str(t),
         None => s.serialize_none(),
-    }
-}
-
-/// A user's turn at the password check; the last one out removes the user's entry.
-struct LoginTurn<'a> {
-    app: &'a App,
-    user: String,
-    lock: Arc<tokio::sync::Mutex<()>>,
-    _guard: tokio::sync::OwnedMutexGuard<()>,
-}
-
-impl Drop for LoginTurn<'_> {
-    fn drop(&mut self) {
-        let mut turns = self
-            .app
-            .login_turns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        // Held by the map, this turn and its guard: nobody else is waiting.
-        if Arc::strong_count(&self.lock) <= 3 {
-            turns.remove(&self.user);
-        }
     }
 }
 
