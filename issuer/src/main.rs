@@ -2,11 +2,13 @@
 
 use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
-use issuer::admin::{self, Command, Reply};
+use issuer::admin::input::{check_client_id, check_roles, check_user_name, parse_claim};
+use issuer::admin::{self, Command, NewClient, NewUser};
 use issuer::app::{now, App, Settings};
 use issuer::logging::LogFormat;
 use issuer::passwords::hash_password;
 use issuer::secrets::new_client_secret;
+use issuer::store::postgres::PgStore;
 use issuer::store::redb::{RedbFile, RedbStore, HASH_KEY_FILE};
 use issuer::store::{GrantKind, Location, PgFiles, RefreshPolicy, Store, StoreError};
 use issuer::throttle::{MemoryBook, Throttle, ThrottleBook, ThrottlePolicy};
@@ -65,6 +67,12 @@ impl DataDir {
             previous_kek: self.previous_kek_file.as_deref(),
             ca: self.store_ca_file.as_deref(),
         }
+    }
+
+    /// The PostgreSQL store at `url`, for an admin command.
+    async fn connect(&self, url: &str) -> anyhow::Result<Arc<PgStore>> {
+        let policy = RefreshPolicy::default();
+        Ok(Location::connect_postgres(url, &self.pg_files(), now(), policy).await?)
     }
 }
 
@@ -389,29 +397,7 @@ fn serve(s: Serve) -> anyhow::Result<()> {
 /// Runs an admin command: on the embedded store through the running server's socket, or directly
 /// on the data dir; on PostgreSQL directly on the database.
 fn run_admin(args: &DataDir, cmd: Command) -> anyhow::Result<()> {
-    let text = match args.location()? {
-        Location::Redb(dir) => match admin::send(&dir, &cmd)? {
-            Some(Reply::Ok(text)) => text,
-            Some(Reply::Err(msg)) => bail!("{msg}"),
-            None => {
-                let store = match RedbStore::open(&dir, now(), RefreshPolicy::default()) {
-                    Err(StoreError::Locked) => bail!(
-                        "{} is in use by a process that does not answer on its admin socket",
-                        dir.display()
-                    ),
-                    other => other.with_context(|| format!("opening {}", dir.display()))?,
-                };
-                block_on(admin::execute(&store, &cmd, now()))??
-            }
-        },
-        Location::Postgres(url) => block_on(async {
-            let store =
-                Location::connect_postgres(&url, &args.pg_files(), now(), RefreshPolicy::default())
-                    .await?;
-            anyhow::Ok(admin::execute(store.as_ref(), &cmd, now()).await?)
-        })??,
-    };
-    print!("{text}");
+    print!("{}", admin::run(&args.location()?, &args.pg_files(), &cmd)?);
     Ok(())
 }
 
@@ -420,12 +406,7 @@ fn rotate_kek(args: &DataDir) -> anyhow::Result<()> {
     let Location::Postgres(url) = args.location()? else {
         bail!("rotate-kek is for the PostgreSQL store; the embedded store keeps its keys in 0600 files");
     };
-    let n = block_on(async {
-        let store =
-            Location::connect_postgres(&url, &args.pg_files(), now(), RefreshPolicy::default())
-                .await?;
-        anyhow::Ok(store.reseal().await?)
-    })??;
+    let n = block_on(async { anyhow::Ok(args.connect(&url).await?.reseal().await?) })??;
     println!("{n} secrets re-sealed under the new key-encryption key; --previous-kek-file is no longer needed");
     Ok(())
 }
@@ -459,16 +440,7 @@ fn hash_key(args: &DataDir) -> anyhow::Result<issuer::secrets::HashKey> {
     let dir = match args.location()? {
         Location::Redb(dir) => dir,
         Location::Postgres(url) => {
-            return block_on(async {
-                let store = Location::connect_postgres(
-                    &url,
-                    &args.pg_files(),
-                    now(),
-                    RefreshPolicy::default(),
-                )
-                .await?;
-                anyhow::Ok(store.hash_key().clone())
-            })?;
+            return block_on(async { anyhow::Ok(args.connect(&url).await?.hash_key().clone()) })?;
         }
     };
     match std::fs::read(dir.join(HASH_KEY_FILE)) {
@@ -498,13 +470,7 @@ fn client(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
             secret_stdin,
             edge,
         } => {
-            if id.is_empty()
-                || id.len() > 255
-                || id.chars().any(char::is_control)
-                || id.contains(':')
-            {
-                bail!("a client id is 1 to 255 characters, without control characters or ':'");
-            }
+            check_client_id(&id)?;
             let grants = grants.unwrap_or_else(|| {
                 if edge {
                     Vec::new()
@@ -529,14 +495,14 @@ fn client(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
             let secret_hash = hex::encode(hash_key(dir)?.client_secret_hash(&id, &secret));
             run_admin(
                 dir,
-                Command::ClientAdd {
+                Command::ClientAdd(NewClient {
                     id: id.clone(),
                     grants,
                     impersonate,
                     claim_types: impersonate_claim_types,
                     edge,
                     secret_hash,
-                },
+                }),
             )?;
             if !secret_stdin {
                 println!("secret: {}", secret.as_str());
@@ -552,10 +518,6 @@ fn client(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
     run_admin(dir, cmd)
 }
 
-fn valid_item(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 255 && !s.chars().any(char::is_control) && !s.contains(',')
-}
-
 fn user(cmd: UserCmd, dir: &DataDir) -> anyhow::Result<()> {
     let cmd = match cmd {
         UserCmd::Add {
@@ -563,30 +525,20 @@ fn user(cmd: UserCmd, dir: &DataDir) -> anyhow::Result<()> {
             roles,
             claims,
         } => {
-            if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
-                bail!("a user name is 1 to 255 characters, without control characters");
-            }
-            if let Some(bad) = roles.iter().find(|r| !valid_item(r)) {
-                bail!("invalid role {bad:?}: 1 to 255 characters, no ',' or control characters");
-            }
+            // The rules `execute` applies, checked before the password is asked for.
+            check_user_name(&name)?;
+            check_roles(&roles)?;
             let claims = claims
                 .iter()
-                .map(|c| match c.split_once('=') {
-                    Some((t, v)) if valid_item(t) && valid_item(v) && !v.contains('=') => {
-                        Ok((t.to_owned(), v.to_owned()))
-                    }
-                    _ => Err(anyhow::anyhow!(
-                        "invalid claim {c:?}: use TYPE=VALUE without ',' or a second '='"
-                    )),
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
+                .map(|c| parse_claim(c))
+                .collect::<Result<Vec<_>, _>>()?;
             let password = read_secret("password")?;
-            Command::UserAdd {
+            Command::UserAdd(NewUser {
                 name,
                 roles,
                 claims,
                 password_hash: hash_password(&password),
-            }
+            })
         }
         UserCmd::Disable { name } => Command::UserDisable { name },
         UserCmd::Enable { name } => Command::UserEnable { name },
