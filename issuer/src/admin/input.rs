@@ -68,7 +68,19 @@ impl Command {
                 check_roles(&u.roles)?;
                 check_claims(&u.claims)
             }
-            _ => Ok(()),
+            Self::ClientActivate { .. }
+            | Self::ClientDeactivate { .. }
+            | Self::ClientRemove { .. }
+            | Self::ClientList
+            | Self::UserDisable { .. }
+            | Self::UserEnable { .. }
+            | Self::UserPasswd { .. }
+            | Self::UserRemove { .. }
+            | Self::UserList
+            | Self::KeysList
+            | Self::KeysRotate { .. }
+            | Self::KeysRetire { .. }
+            | Self::KeysFilterConfig => Ok(()),
         }
     }
 }
