@@ -2,11 +2,13 @@
 
 use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
-use issuer::admin::{self, Command, Reply};
+use issuer::admin::input::{check_client_id, check_roles, check_user_name, parse_claim};
+use issuer::admin::{self, Command, NewClient, NewUser};
 use issuer::app::{now, App, Settings};
 use issuer::logging::LogFormat;
 use issuer::passwords::hash_password;
 use issuer::secrets::new_client_secret;
+use issuer::store::postgres::PgStore;
 use issuer::store::redb::{RedbFile, RedbStore, HASH_KEY_FILE};
 use issuer::store::{GrantKind, HashKeyed, Location, OpenError, PgFiles, RefreshPolicy, Store};
 use issuer::throttle::{MemoryBook, Throttle, ThrottleBook, ThrottlePolicy};
@@ -65,6 +67,12 @@ impl DataDir {
             previous_kek: self.previous_kek_file.as_deref(),
             ca: self.store_ca_file.as_deref(),
         }
+    }
+
+    /// The PostgreSQL store at `url`, for an admin command.
+    async fn connect(&self, url: &str) -> anyhow::Result<Arc<PgStore>> {
+        let policy = RefreshPolicy::default();
+        Ok(Location::connect_postgres(url, &self.pg_files(), now(), policy).await?)
     }
 }
 
@@ -280,138 +288,152 @@ fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
         .map_err(|_| format!("{s:?} is not an IP address or CIDR range"))
 }
 
+impl Serve {
+    fn refresh_policy(&self) -> RefreshPolicy {
+        RefreshPolicy {
+            idle_ttl: self.refresh_idle_ttl,
+            absolute_ttl: self.refresh_absolute_ttl,
+            retry_window: self.refresh_retry_window,
+        }
+    }
+
+    fn throttle_policy(&self) -> ThrottlePolicy {
+        ThrottlePolicy {
+            base_delay: self.login_backoff_base,
+            max_delay: self.login_backoff_max.max(self.login_backoff_base),
+            ..ThrottlePolicy::default()
+        }
+    }
+
+    /// The settings of an issuer listening on `addr`, with TLS or not.
+    fn settings(&self, addr: SocketAddr, tls: bool) -> Settings {
+        let scheme = if tls { "https" } else { "http" };
+        Settings {
+            access_ttl: self.access_ttl,
+            refresh: self.refresh_policy(),
+            trusted_proxies: if self.trust_x_forwarded_for {
+                self.trusted_proxies.clone()
+            } else {
+                Vec::new()
+            },
+            public_url: self
+                .public_url
+                .clone()
+                .unwrap_or_else(|| format!("{scheme}://{addr}")),
+            tls,
+            revocations_per_minute: self.revocations_per_minute,
+        }
+    }
+}
+
+/// The state `issuer serve` runs on.
+struct Opened {
+    store: Arc<dyn Store>,
+    /// The password back-off lives where the state does: with PostgreSQL every issuer shares it.
+    book: Arc<dyn ThrottleBook>,
+    /// The embedded store's data dir, where the admin socket is.
+    data_dir: Option<PathBuf>,
+    /// The store as the log names it.
+    name: String,
+}
+
+fn open_store(s: &Serve, runtime: &tokio::runtime::Runtime) -> anyhow::Result<Opened> {
+    let refresh = s.refresh_policy();
+    match s.dir.location()? {
+        Location::Redb(dir) => {
+            let cache = s
+                .store_cache_mib
+                .and_then(|m| usize::try_from(m << 20).ok());
+            let store = match RedbStore::open_with_cache(&dir, now(), refresh, cache) {
+                Err(OpenError::Locked) => bail!("{} is in use by another issuer", dir.display()),
+                other => other.with_context(|| format!("opening {}", dir.display()))?,
+            };
+            Ok(Opened {
+                store: Arc::new(store),
+                book: Arc::new(MemoryBook::new(s.throttle_policy().max_delay * 2)),
+                name: format!("redb:{}", dir.display()),
+                data_dir: Some(dir),
+            })
+        }
+        Location::Postgres(url) => {
+            let files = s.dir.pg_files();
+            let store =
+                runtime.block_on(Location::connect_postgres(&url, &files, now(), refresh))?;
+            Ok(Opened {
+                store: store.clone(),
+                book: store,
+                data_dir: None,
+                name: "postgres".to_owned(),
+            })
+        }
+    }
+}
+
 fn serve(s: Serve) -> anyhow::Result<()> {
     issuer::logging::init(s.log_format);
-    let refresh = RefreshPolicy {
-        idle_ttl: s.refresh_idle_ttl,
-        absolute_ttl: s.refresh_absolute_ttl,
-        retry_window: s.refresh_retry_window,
-    };
-    let location = s.dir.location()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let throttle_policy = ThrottlePolicy {
-        base_delay: s.login_backoff_base,
-        max_delay: s.login_backoff_max.max(s.login_backoff_base),
-        ..ThrottlePolicy::default()
-    };
-    // The password back-off lives where the state does: with PostgreSQL every issuer shares it.
-    type Opened = (Arc<dyn Store>, Arc<dyn ThrottleBook>, Option<PathBuf>);
-    let (store, book, data_dir): Opened = match &location {
-        Location::Redb(dir) => match RedbStore::open_with_cache(
-            dir,
-            now(),
-            refresh,
-            s.store_cache_mib
-                .and_then(|m| usize::try_from(m << 20).ok()),
-        ) {
-            Err(OpenError::Locked) => bail!("{} is in use by another issuer", dir.display()),
-            other => {
-                let store = other.with_context(|| format!("opening {}", dir.display()))?;
-                (
-                    Arc::new(store),
-                    Arc::new(MemoryBook::new(throttle_policy.max_delay * 2)),
-                    Some(dir.clone()),
-                )
-            }
-        },
-        Location::Postgres(url) => {
-            let store = runtime.block_on(Location::connect_postgres(
-                url,
-                &s.dir.pg_files(),
-                now(),
-                refresh,
-            ))?;
-            (store.clone(), store, None)
-        }
-    };
+    let opened = open_store(&s, &runtime)?;
     let tls = match (&s.tls_cert, &s.tls_key) {
         (Some(c), Some(k)) => Some(issuer::server::tls_acceptor(c, k)?),
         _ => None,
     };
+    runtime.block_on(serve_on(s, opened, tls))
+}
+
+/// Serves until SIGTERM or Ctrl-C: HTTP(S), the admin socket of the embedded store, and the
+/// periodic sweep and reloads.
+async fn serve_on(
+    s: Serve,
+    opened: Opened,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) -> anyhow::Result<()> {
+    let Opened {
+        store,
+        book,
+        data_dir,
+        name,
+    } = opened;
+    store.set_access_ttl(s.access_ttl).await?;
+    let listener = tokio::net::TcpListener::bind(s.listen)
+        .await
+        .with_context(|| format!("binding {}", s.listen))?;
+    let addr = listener.local_addr()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    runtime.block_on(async move {
-        store.set_access_ttl(s.access_ttl).await?;
-        let listener = tokio::net::TcpListener::bind(s.listen)
-            .await
-            .with_context(|| format!("binding {}", s.listen))?;
-        let addr = listener.local_addr()?;
-        let settings = Settings {
-            access_ttl: s.access_ttl,
-            refresh,
-            trusted_proxies: if s.trust_x_forwarded_for {
-                s.trusted_proxies.clone()
-            } else {
-                Vec::new()
-            },
-            public_url: s
-                .public_url
-                .clone()
-                .unwrap_or_else(|| format!("{scheme}://{addr}")),
-            tls: tls.is_some(),
-            revocations_per_minute: s.revocations_per_minute,
-        };
-        let app = Arc::new(
-            App::new(
-                store.clone(),
-                settings,
-                Throttle::new(throttle_policy, book),
-                s.password_concurrency.unwrap_or(cpus),
-            )
-            .await?,
-        );
-        // The embedded store takes admin commands over its socket; with PostgreSQL they write to
-        // the database, and every issuer reads the change from there.
-        if let Some(dir) = &data_dir {
-            let admin_listener = issuer::server::bind_admin_socket(dir)?;
-            tokio::spawn(issuer::server::serve_admin(app.clone(), admin_listener));
-        }
-        tokio::spawn(issuer::server::sweep_forever(app.clone()));
-        tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
-        let store_name = match &location {
-            Location::Redb(dir) => format!("redb:{}", dir.display()),
-            Location::Postgres(_) => "postgres".to_owned(),
-        };
-        tracing::info!(%addr, scheme, store = store_name, "issuer serving");
-        println!("listening on {scheme}://{addr}");
-        std::io::stdout().flush()?;
-        issuer::server::serve_http(app, listener, tls, issuer::server::shutdown_signal()).await;
-        if let Some(dir) = &data_dir {
-            let _ = std::fs::remove_file(dir.join(admin::SOCKET_FILE));
-        }
-        tracing::info!("stopped");
-        Ok(())
-    })
+    let app = Arc::new(
+        App::new(
+            store,
+            s.settings(addr, tls.is_some()),
+            Throttle::new(s.throttle_policy(), book),
+            s.password_concurrency.unwrap_or(cpus),
+        )
+        .await?,
+    );
+    // The embedded store takes admin commands over its socket; with PostgreSQL they write to
+    // the database, and every issuer reads the change from there.
+    if let Some(dir) = &data_dir {
+        let admin_listener = issuer::server::bind_admin_socket(dir)?;
+        tokio::spawn(issuer::server::serve_admin(app.clone(), admin_listener));
+    }
+    tokio::spawn(issuer::server::sweep_forever(app.clone()));
+    tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
+    tracing::info!(%addr, scheme, store = name, "issuer serving");
+    println!("listening on {scheme}://{addr}");
+    std::io::stdout().flush()?;
+    issuer::server::serve_http(app, listener, tls, issuer::server::shutdown_signal()).await;
+    if let Some(dir) = &data_dir {
+        let _ = std::fs::remove_file(dir.join(admin::SOCKET_FILE));
+    }
+    tracing::info!("stopped");
+    Ok(())
 }
 
 /// Runs an admin command: on the embedded store through the running server's socket, or directly
 /// on the data dir; on PostgreSQL directly on the database.
 fn run_admin(args: &DataDir, cmd: Command) -> anyhow::Result<()> {
-    let text = match args.location()? {
-        Location::Redb(dir) => match admin::send(&dir, &cmd)? {
-            Some(Reply::Ok(text)) => text,
-            Some(Reply::Err(msg)) => bail!("{msg}"),
-            None => {
-                let store = match RedbStore::open(&dir, now(), RefreshPolicy::default()) {
-                    Err(OpenError::Locked) => bail!(
-                        "{} is in use by a process that does not answer on its admin socket",
-                        dir.display()
-                    ),
-                    other => other.with_context(|| format!("opening {}", dir.display()))?,
-                };
-                block_on(admin::execute(&store, &cmd, now()))??
-            }
-        },
-        Location::Postgres(url) => block_on(async {
-            let store =
-                Location::connect_postgres(&url, &args.pg_files(), now(), RefreshPolicy::default())
-                    .await?;
-            anyhow::Ok(admin::execute(store.as_ref(), &cmd, now()).await?)
-        })??,
-    };
-    print!("{text}");
+    print!("{}", admin::run(&args.location()?, &args.pg_files(), &cmd)?);
     Ok(())
 }
 
@@ -420,12 +442,7 @@ fn rotate_kek(args: &DataDir) -> anyhow::Result<()> {
     let Location::Postgres(url) = args.location()? else {
         bail!("rotate-kek is for the PostgreSQL store; the embedded store keeps its keys in 0600 files");
     };
-    let n = block_on(async {
-        let store =
-            Location::connect_postgres(&url, &args.pg_files(), now(), RefreshPolicy::default())
-                .await?;
-        anyhow::Ok(store.reseal().await?)
-    })??;
+    let n = block_on(async { anyhow::Ok(args.connect(&url).await?.reseal().await?) })??;
     println!("{n} secrets re-sealed under the new key-encryption key; --previous-kek-file is no longer needed");
     Ok(())
 }
@@ -459,16 +476,7 @@ fn hash_key(args: &DataDir) -> anyhow::Result<issuer::secrets::HashKey> {
     let dir = match args.location()? {
         Location::Redb(dir) => dir,
         Location::Postgres(url) => {
-            return block_on(async {
-                let store = Location::connect_postgres(
-                    &url,
-                    &args.pg_files(),
-                    now(),
-                    RefreshPolicy::default(),
-                )
-                .await?;
-                anyhow::Ok(store.hash_key().clone())
-            })?;
+            return block_on(async { anyhow::Ok(args.connect(&url).await?.hash_key().clone()) })?;
         }
     };
     match std::fs::read(dir.join(HASH_KEY_FILE)) {
@@ -498,13 +506,7 @@ fn client(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
             secret_stdin,
             edge,
         } => {
-            if id.is_empty()
-                || id.len() > 255
-                || id.chars().any(char::is_control)
-                || id.contains(':')
-            {
-                bail!("a client id is 1 to 255 characters, without control characters or ':'");
-            }
+            check_client_id(&id)?;
             let grants = grants.unwrap_or_else(|| {
                 if edge {
                     Vec::new()
@@ -529,14 +531,14 @@ fn client(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
             let secret_hash = hex::encode(hash_key(dir)?.client_secret_hash(&id, &secret));
             run_admin(
                 dir,
-                Command::ClientAdd {
+                Command::ClientAdd(NewClient {
                     id: id.clone(),
                     grants,
                     impersonate,
                     claim_types: impersonate_claim_types,
                     edge,
                     secret_hash,
-                },
+                }),
             )?;
             if !secret_stdin {
                 println!("secret: {}", secret.as_str());
@@ -552,10 +554,6 @@ fn client(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
     run_admin(dir, cmd)
 }
 
-fn valid_item(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 255 && !s.chars().any(char::is_control) && !s.contains(',')
-}
-
 fn user(cmd: UserCmd, dir: &DataDir) -> anyhow::Result<()> {
     let cmd = match cmd {
         UserCmd::Add {
@@ -563,30 +561,20 @@ fn user(cmd: UserCmd, dir: &DataDir) -> anyhow::Result<()> {
             roles,
             claims,
         } => {
-            if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
-                bail!("a user name is 1 to 255 characters, without control characters");
-            }
-            if let Some(bad) = roles.iter().find(|r| !valid_item(r)) {
-                bail!("invalid role {bad:?}: 1 to 255 characters, no ',' or control characters");
-            }
+            // The rules `execute` applies, checked before the password is asked for.
+            check_user_name(&name)?;
+            check_roles(&roles)?;
             let claims = claims
                 .iter()
-                .map(|c| match c.split_once('=') {
-                    Some((t, v)) if valid_item(t) && valid_item(v) && !v.contains('=') => {
-                        Ok((t.to_owned(), v.to_owned()))
-                    }
-                    _ => Err(anyhow::anyhow!(
-                        "invalid claim {c:?}: use TYPE=VALUE without ',' or a second '='"
-                    )),
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
+                .map(|c| parse_claim(c))
+                .collect::<Result<Vec<_>, _>>()?;
             let password = read_secret("password")?;
-            Command::UserAdd {
+            Command::UserAdd(NewUser {
                 name,
                 roles,
                 claims,
                 password_hash: hash_password(&password),
-            }
+            })
         }
         UserCmd::Disable { name } => Command::UserDisable { name },
         UserCmd::Enable { name } => Command::UserEnable { name },

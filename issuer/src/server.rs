@@ -147,10 +147,12 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
 
 async fn run_admin(app: &Arc<App>, cmd: Command) -> Reply {
     match admin::execute(app.store.as_ref(), &cmd, now()).await {
+        // A listing changed nothing: nothing to reload.
+        Ok(text) if !cmd.is_change() => Reply::Ok(text),
         Ok(text) => {
             app.clients_changed();
             app.reload_revocations().await;
-            if matches!(cmd, Command::KeysRotate { .. } | Command::KeysRetire { .. }) {
+            if cmd.changes_keys() {
                 if let Err(e) = app.reload_keys().await {
                     return Reply::Err(format!("the key was rotated, but reloading failed: {e}"));
                 }

@@ -1,18 +1,19 @@
 //! Parsers for the comma-separated lists of the client credentials grant: `impersonate_claims`
-//! (`type=value` pairs) and the obsolete `roles`.
+//! (`type=value` pairs) and the obsolete `roles`. Each item meets the rule of [`crate::rules`]
+//! that a token's role or claim meets, and is trimmed.
 
 use crate::error::RequestError;
-use crate::token::{Claim, MAX_FIELD_LEN, MAX_ITEMS};
+use crate::rules::{claim_text_ok, role_ok};
+use crate::token::{Claim, MAX_ITEMS};
 
 fn blank(c: char) -> bool {
     c == ' ' || c == '\t'
 }
 
-/// An item is not empty, not too long, has no control character, and, once its blanks are
-/// trimmed, neither starts nor ends with other whitespace (U+2000 and the like would make a claim
-/// that looks like another).
-fn item_ok(s: &str) -> bool {
-    !s.is_empty() && s.len() <= MAX_FIELD_LEN && !s.chars().any(char::is_control) && s.trim() == s
+/// Once its blanks are trimmed, an item neither starts nor ends with other whitespace (U+2000 and
+/// the like would make a claim that looks like another).
+fn trimmed(s: &str) -> bool {
+    s.trim() == s
 }
 
 /// Parses `impersonate_claims`: `type=value` pairs separated by commas, blanks around each pair,
@@ -27,7 +28,7 @@ pub fn parse_impersonate_claims(list: &str) -> Result<Vec<Claim>, RequestError> 
     for pair in list.split(',') {
         let (typ, value) = pair.split_once('=').ok_or(MALFORMED)?;
         let (typ, value) = (typ.trim_matches(blank), value.trim_matches(blank));
-        if !item_ok(typ) || !item_ok(value) || value.contains('=') {
+        if !claim_text_ok(typ, value) || !trimmed(typ) || !trimmed(value) {
             return Err(MALFORMED);
         }
         if claims.len() == MAX_ITEMS {
@@ -50,7 +51,7 @@ pub fn parse_roles(list: &str) -> Result<Vec<String>, RequestError> {
     let mut roles = Vec::new();
     for item in list.split(',') {
         let role = item.trim_matches(blank);
-        if !item_ok(role) {
+        if !role_ok(role) || !trimmed(role) {
             return Err(MALFORMED);
         }
         if roles.len() == MAX_ITEMS {

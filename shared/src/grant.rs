@@ -7,7 +7,7 @@
 
 use crate::claims::{parse_impersonate_claims, parse_roles};
 use crate::error::{ErrorCode, RequestError};
-use crate::token::{Claim, MAX_FIELD_LEN};
+use crate::token::Claim;
 use core::fmt;
 use std::collections::HashSet;
 use zeroize::Zeroizing;
@@ -194,8 +194,9 @@ fn parse_params(body: &[u8]) -> Result<Params, RequestError> {
     Ok(params)
 }
 
+/// A user name parameter (`username`, `impersonate_as`): what a token can carry as its subject.
 fn user_name(value: Zeroizing<String>, what: &'static str) -> Result<String, RequestError> {
-    if value.len() > MAX_FIELD_LEN || value.chars().any(char::is_control) {
+    if !crate::rules::subject_ok(&value) {
         return Err(RequestError::invalid_request(what));
     }
     Ok(value.to_string())

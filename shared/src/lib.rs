@@ -17,6 +17,7 @@ pub mod error;
 pub mod grant;
 pub mod key;
 pub mod revocation;
+pub mod rules;
 pub mod token;
 
 pub use error::{ErrorCode, VerifyError};

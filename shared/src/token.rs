@@ -12,7 +12,7 @@ use hmac::Mac;
 
 mod body;
 
-use body::{decode_body, encode_body, field_ok, identity_ok, Field};
+use body::{decode_body, encode_body, identity_ok};
 
 /// The token family: every access token starts with this.
 pub const FAMILY: &str = "mmat";
@@ -187,7 +187,7 @@ pub fn mint(key: &Key, body: &TokenBody) -> Result<String, MintError> {
     if body.exp < body.iat {
         return Err(MintError::ExpiresBeforeIssued);
     }
-    if !field_ok(&body.client, Field::Name, false) {
+    if !crate::rules::name_ok(&body.client) {
         return Err(MintError::InvalidField("client"));
     }
     identity_ok(&body.identity)?;

@@ -1,5 +1,6 @@
 //! The issuer in the harness: where its state lives ([`StoreArgs`]), its admin command line, the
-//! demo client and user it is provisioned with, and `issuer serve` started and awaited.
+//! demo client and user it is provisioned with, and `issuer serve` started and awaited
+//! ([`launch`], the one starter of every test's issuers, `issuer/tests/it` included).
 
 use crate::{write_private, Proc, Tools};
 use anyhow::{bail, Context, Result};
@@ -206,9 +207,15 @@ pub fn start_issuer_with(
         "--listen",
         &format!("127.0.0.1:{port}"),
     ]);
-    let mut child = store
-        .apply(&mut command)
-        .args(extra)
+    store.apply(&mut command).args(extra);
+    launch(command, log)
+}
+
+/// Starts `command`, a whole `issuer serve` command line (the issuer binary, or a wrapper that
+/// execs it), with its stderr in `log` (0600), and waits until the issuer serves: it prints
+/// `listening on URL` on stdout then. Returns the process and that URL.
+pub fn launch(mut command: Command, log: &Path) -> Result<(Proc, String)> {
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::from(crate::private_log(log)?))
         .spawn()

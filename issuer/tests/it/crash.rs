@@ -79,9 +79,7 @@ async fn sigkill_during_refresh_load_loses_no_rotation() {
             })
             .collect();
         tokio::time::sleep(Duration::from_millis(30 + rng.below(300))).await;
-        let mut child = s.child.take().unwrap();
-        child.kill().unwrap();
-        child.wait().unwrap();
+        s.kill9();
         stop.store(true, Ordering::Relaxed);
         last.clear();
         for t in tasks {
@@ -90,10 +88,7 @@ async fn sigkill_during_refresh_load_loses_no_rotation() {
             last.push(token);
         }
         // The database opens cleanly after every kill.
-        let listen = s.url.trim_start_matches("http://").to_owned();
-        let (child, url) = spawn(&s.dir, &s.args, &listen);
-        s.child = Some(child);
-        s.url = url;
+        s.restart();
         // Every token a client received still works, and twice gives the same successor: a rotation
         // that committed before the kill is found again, never forked.
         for (i, token) in last.iter_mut().enumerate() {

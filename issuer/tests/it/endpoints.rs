@@ -483,7 +483,7 @@ async fn sigterm_shuts_down_gracefully() {
     let f = fixture();
     let mut s = Server::start(&f.dir, &[]);
     assert_eq!(password_grant(&s, &f).await.status, 200);
-    let mut child = s.child.take().unwrap();
+    let mut child = s.take_child();
     assert!(f.dir.join("admin.sock").exists());
     Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

@@ -1,6 +1,7 @@
 //! Integration tests of the issuer: the real binary, serving real HTTP on 127.0.0.1, with a real
 //! redb data dir in a per-test temp dir. Routes are also exercised without sockets (`warp::test`).
-//! This file is the shared harness; the tests are in one module per topic. `store` runs the
+//! This file is the shared harness (issuers start through the e2e harness's
+//! [`e2e::issuer::launch`], as every other test's do); the tests are in one module per topic. `store` runs the
 //! store conformance suite against redb and a real PostgreSQL, `store_postgres` what only the
 //! PostgreSQL store does (sealed secrets, MACed records, TLS), `multi` several issuers on one
 //! PostgreSQL, `disk` the embedded store on a full disk.
@@ -18,12 +19,13 @@ mod refresh;
 mod store;
 mod store_postgres;
 
+use e2e::Proc;
 use reqwest::header::{HeaderMap, CACHE_CONTROL, CONTENT_TYPE, PRAGMA};
 use reqwest::StatusCode;
 use serde_json::Value;
 use shared::token::{self, SubjectKind};
 use shared::{Key, KeyRing};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -33,9 +35,10 @@ const BIN: &str = env!("CARGO_BIN_EXE_issuer");
 // ---------------------------------------------------------------------------------------------
 // Harness
 
-/// A running `issuer serve`; SIGTERM and wait on drop.
+/// A running `issuer serve` on a data dir, its log next to it (`DIR.log`); stopped (SIGTERM) on
+/// drop.
 struct Server {
-    child: Option<Child>,
+    proc: Option<Proc>,
     url: String,
     dir: PathBuf,
     args: Vec<String>,
@@ -44,9 +47,9 @@ struct Server {
 impl Server {
     fn start(dir: &Path, args: &[&str]) -> Self {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let (child, url) = spawn(dir, &args, "127.0.0.1:0");
+        let (proc, url) = spawn(dir, &args, "127.0.0.1:0");
         Self {
-            child: Some(child),
+            proc: Some(proc),
             url,
             dir: dir.to_owned(),
             args,
@@ -57,52 +60,40 @@ impl Server {
         format!("{}/apiv2/oauth/token", self.url)
     }
 
-    /// SIGKILL, then start again on the same data dir and port.
-    fn kill9_and_restart(&mut self) {
-        let mut child = self.child.take().expect("running");
-        child.kill().expect("SIGKILL");
-        child.wait().expect("reaped");
+    /// SIGKILL, as a crash would.
+    fn kill9(&mut self) {
+        self.proc.take().expect("running").kill();
+    }
+
+    /// Starts again, after [`Server::kill9`], on the same data dir and port.
+    fn restart(&mut self) {
         let listen = self.url.trim_start_matches("http://").to_owned();
-        let (child, url) = spawn(&self.dir, &self.args, &listen);
-        self.child = Some(child);
+        let (proc, url) = spawn(&self.dir, &self.args, &listen);
+        self.proc = Some(proc);
         self.url = url;
     }
-}
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            let _ = child.wait();
-        }
+    /// SIGKILL, then start again on the same data dir and port.
+    fn kill9_and_restart(&mut self) {
+        self.kill9();
+        self.restart();
+    }
+
+    /// The issuer's process, for a test that stops it itself.
+    fn take_child(&mut self) -> Child {
+        self.proc.take().expect("running").into_child()
     }
 }
 
-fn spawn(dir: &Path, args: &[String], listen: &str) -> (Child, String) {
-    let mut child = Command::new(BIN)
+fn spawn(dir: &Path, args: &[String], listen: &str) -> (Proc, String) {
+    let mut command = Command::new(BIN);
+    command
         .args(["serve", "--data-dir"])
         .arg(dir)
         .args(["--listen", listen])
         .args(args)
-        .env("RUST_LOG", "debug")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(
-            std::fs::File::create(dir.with_extension("log")).unwrap(),
-        ))
-        .spawn()
-        .expect("issuer starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("no address: {line:?}"))
-        .to_owned();
-    (child, url)
+        .env("RUST_LOG", "debug");
+    e2e::issuer::launch(command, &dir.with_extension("log")).expect("issuer starts")
 }
 
 /// Runs an admin command; panics unless it succeeds. Returns stdout.

@@ -1,47 +1,22 @@
-//! The binary token body: the fields in a fixed order, strings length-prefixed, and the rules a
-//! field must meet, checked the same way when minting and when decoding. Layout:
+//! The binary token body: the fields in a fixed order, strings length-prefixed, each field checked
+//! by its rule in [`crate::rules`] the same way when minting and when decoding. Layout:
 //! `docs/token-format.md`.
 
-use super::{Claim, Identity, MintError, SubjectKind, TokenBody, MAX_FIELD_LEN, MAX_ITEMS};
-
-/// Which characters a string field may hold.
-#[derive(Clone, Copy)]
-pub(super) enum Field {
-    /// Client id and subject: printable, no control characters.
-    Name,
-    /// Role or claim value: printable, no `,`.
-    Item,
-    /// Claim type: printable, no `,` and no `=`.
-    ClaimType,
-}
-
-pub(super) fn field_ok(s: &str, field: Field, may_be_empty: bool) -> bool {
-    if s.len() > MAX_FIELD_LEN || (s.is_empty() && !may_be_empty) {
-        return false;
-    }
-    s.chars().all(|c| {
-        !c.is_control()
-            && match field {
-                Field::Name => true,
-                Field::Item => c != ',',
-                Field::ClaimType => c != ',' && c != '=',
-            }
-    })
-}
+use super::{Claim, Identity, MintError, SubjectKind, TokenBody, MAX_ITEMS};
+use crate::rules::{claim_type_ok, claim_value_ok, name_ok, role_ok, subject_ok};
 
 pub(super) fn identity_ok(id: &Identity) -> Result<(), MintError> {
-    let subject_ok = field_ok(&id.subject, Field::Name, true);
-    if !subject_ok {
+    if !subject_ok(&id.subject) {
         return Err(MintError::InvalidField("subject"));
     }
     if id.roles.len() > MAX_ITEMS || id.claims.len() > MAX_ITEMS {
         return Err(MintError::TooManyItems);
     }
-    if !id.roles.iter().all(|r| field_ok(r, Field::Item, false)) {
+    if !id.roles.iter().all(|r| role_ok(r)) {
         return Err(MintError::InvalidField("role"));
     }
     for c in &id.claims {
-        if !field_ok(&c.typ, Field::ClaimType, false) || !field_ok(&c.value, Field::Item, false) {
+        if !claim_type_ok(&c.typ) || !claim_value_ok(&c.value) {
             return Err(MintError::InvalidField("claim"));
         }
     }
@@ -111,10 +86,11 @@ impl<'a> Reader<'a> {
         self.take(N)?.try_into().ok()
     }
 
-    fn str(&mut self, field: Field, may_be_empty: bool) -> Option<String> {
+    /// A length-prefixed string that meets `rule`.
+    fn str(&mut self, rule: fn(&str) -> bool) -> Option<String> {
         let len = usize::from(self.u8()?);
         let s = core::str::from_utf8(self.take(len)?).ok()?;
-        field_ok(s, field, may_be_empty).then(|| s.to_owned())
+        rule(s).then(|| s.to_owned())
     }
 }
 
@@ -125,14 +101,14 @@ pub(super) fn decode_body(raw: &[u8]) -> Option<TokenBody> {
     let iat = u64::from_be_bytes(r.array()?);
     let exp = u64::from_be_bytes(r.array()?);
     let kind = SubjectKind::from_byte(r.u8()?)?;
-    let client = r.str(Field::Name, false)?;
-    let subject = r.str(Field::Name, true)?;
+    let client = r.str(name_ok)?;
+    let subject = r.str(subject_ok)?;
     let n_roles = usize::from(r.u8()?);
     if n_roles > MAX_ITEMS {
         return None;
     }
     let roles = (0..n_roles)
-        .map(|_| r.str(Field::Item, false))
+        .map(|_| r.str(role_ok))
         .collect::<Option<Vec<_>>>()?;
     let n_claims = usize::from(r.u8()?);
     if n_claims > MAX_ITEMS {
@@ -141,8 +117,8 @@ pub(super) fn decode_body(raw: &[u8]) -> Option<TokenBody> {
     let claims = (0..n_claims)
         .map(|_| {
             Some(Claim {
-                typ: r.str(Field::ClaimType, false)?,
-                value: r.str(Field::Item, false)?,
+                typ: r.str(claim_type_ok)?,
+                value: r.str(claim_value_ok)?,
             })
         })
         .collect::<Option<Vec<_>>>()?;

@@ -1,0 +1,76 @@
+//! The command line's side of an admin command: through the running server's socket, or straight
+//! on the store.
+
+use super::{execute, Command, Reply, SOCKET_FILE};
+use crate::app::now;
+use crate::store::redb::RedbStore;
+use crate::store::{Location, OpenError, PgFiles, RefreshPolicy};
+use anyhow::{bail, Context as _};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+/// Runs `cmd` on the store at `location` and returns the text to print: on the embedded store
+/// through the running server's socket, or directly on the data dir when no server answers
+/// there; on PostgreSQL directly on the database (`files` open it).
+pub fn run(location: &Location, files: &PgFiles<'_>, cmd: &Command) -> anyhow::Result<String> {
+    match location {
+        Location::Redb(dir) => match send(dir, cmd)? {
+            Some(Reply::Ok(text)) => Ok(text),
+            Some(Reply::Err(msg)) => bail!("{msg}"),
+            None => {
+                let store = match RedbStore::open(dir, now(), RefreshPolicy::default()) {
+                    Err(OpenError::Locked) => bail!(
+                        "{} is in use by a process that does not answer on its admin socket",
+                        dir.display()
+                    ),
+                    other => other.with_context(|| format!("opening {}", dir.display()))?,
+                };
+                Ok(block_on(execute(&store, cmd, now()))??)
+            }
+        },
+        Location::Postgres(url) => block_on(async {
+            let store =
+                Location::connect_postgres(url, files, now(), RefreshPolicy::default()).await?;
+            anyhow::Ok(execute(store.as_ref(), cmd, now()).await?)
+        })?,
+    }
+}
+
+/// Runs a future to completion on a runtime of its own (an admin command is one-shot).
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> anyhow::Result<T> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(f))
+}
+
+/// Sends `cmd` to the server listening on the data dir's socket. `Ok(None)` if no server answers
+/// there (no socket, or a stale one), so the caller opens the database itself.
+pub fn send(data_dir: &Path, cmd: &Command) -> anyhow::Result<Option<Reply>> {
+    let path = data_dir.join(SOCKET_FILE);
+    let mut stream = match UnixStream::connect(&path) {
+        Ok(s) => s,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => {
+            return Err(anyhow::anyhow!(
+                "cannot reach the server's admin socket {}: {e}",
+                path.display()
+            ))
+        }
+    };
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+    let mut line = serde_json::to_string(cmd)?;
+    line.push('\n');
+    stream.write_all(line.as_bytes())?;
+    let mut reply = String::new();
+    BufReader::new(stream).read_line(&mut reply)?;
+    Ok(Some(serde_json::from_str(&reply)?))
+}

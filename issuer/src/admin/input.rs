@@ -1,0 +1,86 @@
+//! The rules a command's input meets, whichever way it came (the command line, or a JSON line on
+//! the admin socket): the rules of [`shared::rules`], which every token's client, subject, roles
+//! and claims meet, so that nothing stored here can fail to fit a token. Each check refuses with
+//! the message the command line prints.
+
+use super::{refused, AdminError, Command};
+use shared::rules::{claim_text_ok, client_id_ok, role_ok, user_name_ok};
+
+/// A new client's id ([`client_id_ok`]).
+pub fn check_client_id(id: &str) -> Result<(), AdminError> {
+    if client_id_ok(id) {
+        Ok(())
+    } else {
+        refused("a client id is 1 to 255 characters, without control characters or ':'".into())
+    }
+}
+
+/// A new user's name ([`user_name_ok`]).
+pub fn check_user_name(name: &str) -> Result<(), AdminError> {
+    if user_name_ok(name) {
+        Ok(())
+    } else {
+        refused("a user name is 1 to 255 characters, without control characters".into())
+    }
+}
+
+/// A user's roles ([`role_ok`]); the first one that breaks the rule is named.
+pub fn check_roles(roles: &[String]) -> Result<(), AdminError> {
+    match roles.iter().find(|r| !role_ok(r)) {
+        None => Ok(()),
+        Some(bad) => refused(format!(
+            "invalid role {bad:?}: 1 to 255 characters, no ',' or control characters"
+        )),
+    }
+}
+
+/// A claim given as `TYPE=VALUE` (`user add --claim`): split at the first `=`, then checked
+/// ([`claim_text_ok`]).
+pub fn parse_claim(text: &str) -> Result<(String, String), AdminError> {
+    match text.split_once('=') {
+        Some((t, v)) if claim_text_ok(t, v) => Ok((t.to_owned(), v.to_owned())),
+        _ => refused(invalid_claim(text)),
+    }
+}
+
+/// A user's claims as (type, value) ([`claim_text_ok`]); the first one that breaks the rule is
+/// named as its `TYPE=VALUE` text.
+pub fn check_claims(claims: &[(String, String)]) -> Result<(), AdminError> {
+    match claims.iter().find(|(t, v)| !claim_text_ok(t, v)) {
+        None => Ok(()),
+        Some((t, v)) => refused(invalid_claim(&format!("{t}={v}"))),
+    }
+}
+
+fn invalid_claim(text: &str) -> String {
+    format!("invalid claim {text:?}: use TYPE=VALUE without ',' or a second '='")
+}
+
+impl Command {
+    /// Checks the names, roles and claims the command carries by the rules above: a new client's
+    /// id, a new user's name, roles and claims. Commands that name an existing client or user
+    /// need no check: a name that breaks the rules names nothing stored.
+    pub fn check(&self) -> Result<(), AdminError> {
+        match self {
+            Self::ClientAdd(c) => check_client_id(&c.id),
+            Self::UserAdd(u) => {
+                check_user_name(&u.name)?;
+                check_roles(&u.roles)?;
+                check_claims(&u.claims)
+            }
+            Self::ClientActivate { .. }
+            | Self::ClientDeactivate { .. }
+            | Self::ClientRemove { .. }
+            | Self::ClientList
+            | Self::UserDisable { .. }
+            | Self::UserEnable { .. }
+            | Self::UserPasswd { .. }
+            | Self::UserRemove { .. }
+            | Self::UserList
+            | Self::KeysList
+            | Self::KeysRotate { .. }
+            | Self::KeysRetire { .. }
+            | Self::KeysFilterConfig => Ok(()),
+        }
+    }
+}

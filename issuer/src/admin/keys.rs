@@ -1,0 +1,122 @@
+//! `issuer keys ...`: rotating and retiring signing keys, listing them, and printing the Envoy
+//! filter's configuration with the current key ring.
+
+use super::{refused, AdminError};
+use crate::store::{KeyInfo, RetireOutcome, Store};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+
+/// The Envoy filter's plugin configuration for `ring` and the access token lifetime, with the
+/// filter's defaults spelled out. `docs/filter.md` documents every field; `keys` is the ring of
+/// verifying keys. Nothing is exempt: the shipped Envoy configurations keep the filter off the
+/// issuer's route in the route table.
+pub fn filter_config(ring: &shared::KeyRing, access_ttl: u64) -> serde_json::Value {
+    let keys: Vec<_> = ring
+        .keys()
+        .iter()
+        .map(|k| serde_json::json!({"kid": k.id(), "secret": URL_SAFE_NO_PAD.encode(k.secret())}))
+        .collect();
+    serde_json::json!({
+        "keys": keys,
+        "alternative_header": "ServiceAuthorization",
+        "clock_skew_seconds": 30,
+        "max_token_lifetime_seconds": access_ttl,
+        "realm": "media",
+    })
+}
+
+/// `keys filter-config`: [`filter_config`] for the store's ring at `now`, pretty-printed.
+pub(super) async fn print_filter_config(store: &dyn Store, now: u64) -> Result<String, AdminError> {
+    let cfg = filter_config(&store.key_ring(now).await?, store.access_ttl().await?);
+    Ok(format!(
+        "{}\n",
+        serde_json::to_string_pretty(&cfg).expect("JSON value serializes")
+    ))
+}
+
+/// `keys list`: one line per key with its state and times.
+pub(super) async fn list(store: &dyn Store, now: u64) -> Result<String, AdminError> {
+    Ok(key_table(&store.key_infos(now).await?))
+}
+
+fn key_table(keys: &[KeyInfo]) -> String {
+    let mut out = String::from("KID  STATE      CREATED     SIGNS-FROM  SUPERSEDED  RETIRES\n");
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), |t| t.to_string());
+    for k in keys {
+        out += &format!(
+            "{:<4} {:<10} {:<11} {:<11} {:<11} {}\n",
+            k.kid,
+            k.state,
+            k.created_at,
+            k.signs_from,
+            opt(k.superseded_at),
+            opt(k.retires_at)
+        );
+    }
+    out
+}
+
+/// `keys rotate`: a new key, published now, that signs from `delay` seconds on.
+pub(super) async fn rotate(store: &dyn Store, delay: u64, now: u64) -> Result<String, AdminError> {
+    let Some(r) = store.rotate_key(now, delay).await? else {
+        return refused(
+            "a rotation is pending already (see `issuer keys list`); \
+             `keys rotate --delay 0` replaces it at once"
+                .into(),
+        );
+    };
+    let mut out = if delay == 0 {
+        format!(
+            "key {} now signs; older keys verify until they retire (see `issuer keys list`)\n",
+            r.kid
+        )
+    } else {
+        format!(
+            "key {} is published now and signs from {} ({delay} s from now): edges with edge \
+             sync learn it before; update static filter configurations before then\n",
+            r.kid,
+            now + delay
+        )
+    };
+    for kid in &r.dropped {
+        out += &format!("pending key {kid} is retired: it never signed and verifies nothing\n");
+    }
+    Ok(out)
+}
+
+/// `keys retire`: key `kid` verifies nothing from now on, unless it still signs or is pending.
+pub(super) async fn retire(store: &dyn Store, kid: u32, now: u64) -> Result<String, AdminError> {
+    match store.retire_key(kid, now).await? {
+        RetireOutcome::Retired => Ok(format!(
+            "key {kid} is retired: it verifies nothing from now on (edges with edge sync drop it \
+             within a poll; remove it from static filter configurations)\n"
+        )),
+        RetireOutcome::AlreadyRetired => Ok(format!("key {kid} was retired already\n")),
+        RetireOutcome::Unknown => refused(format!("no key {kid}")),
+        RetireOutcome::InUse(state) => refused(format!(
+            "key {kid} is {state}: `issuer keys rotate --delay 0` first (a new key signs at \
+             once), then retire it (see `issuer keys list`)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_config_is_accepted_by_the_filter() {
+        let ring = shared::KeyRing::new(
+            vec![shared::Key::new(1, [1; 32]), shared::Key::new(2, [2; 32])],
+            Some(2),
+        )
+        .unwrap();
+        let json = serde_json::to_vec(&filter_config(&ring, 900)).unwrap();
+        let cfg = filter_wasm::config::Config::parse(&json).unwrap();
+        assert_eq!(cfg.ring.get(1).unwrap().secret(), &[1; 32]);
+        assert_eq!(cfg.ring.get(2).unwrap().secret(), &[2; 32]);
+        assert_eq!(cfg.alternative_header, "serviceauthorization");
+        assert_eq!(cfg.max_lifetime, 900);
+        assert!(cfg.exempt_prefixes.is_empty());
+    }
+}

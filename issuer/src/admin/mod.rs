@@ -1,0 +1,204 @@
+//! Administrative changes: the command set behind `issuer client|user|keys ...`.
+//!
+//! A command is executed by [`execute`] against an open [`Store`]. When `issuer serve` holds the
+//! data dir (redb allows one process per file), the command line sends the command over the Unix
+//! socket `admin.sock` in the data dir (mode 0600, inside the 0700 dir) and the server executes it,
+//! so the change takes effect at once, without a restart and without any network listener.
+//! Secrets never cross the socket: the command line hashes passwords and client secrets itself.
+//!
+//! - this module: the wire types ([`Command`], [`Reply`]) and [`execute`];
+//! - `cli`: the command line's side: [`run`] sends a command to the running server ([`send`]) or
+//!   executes it on the store itself;
+//! - [`input`]: the rules a command's names, roles and claims meet, checked by [`execute`]
+//!   whichever way the command came, and by the command line before it asks for a password;
+//! - `clients`, `users`, `keys`: what each command group does, its listings apart from its
+//!   changes.
+
+use crate::store::{Store, StoreError};
+use serde::{Deserialize, Serialize};
+
+mod cli;
+mod clients;
+pub mod input;
+mod keys;
+mod users;
+
+pub use cli::{run, send};
+pub use clients::NewClient;
+pub use keys::filter_config;
+pub use users::NewUser;
+
+/// File name of the admin socket in the data dir.
+pub const SOCKET_FILE: &str = "admin.sock";
+/// Longest request line accepted on the socket.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// One administrative command, as it crosses the socket: a JSON object whose `op` names it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Command {
+    /// Register a client (inactive).
+    ClientAdd(NewClient),
+    /// Allow a client to get tokens.
+    ClientActivate {
+        /// Client id.
+        id: String,
+    },
+    /// Stop a client from getting tokens.
+    ClientDeactivate {
+        /// Client id.
+        id: String,
+    },
+    /// List clients.
+    ClientList,
+    /// Delete a client.
+    ClientRemove {
+        /// Client id.
+        id: String,
+    },
+    /// Create a user.
+    UserAdd(NewUser),
+    /// Disable a user.
+    UserDisable {
+        /// User name.
+        name: String,
+    },
+    /// Enable a user.
+    UserEnable {
+        /// User name.
+        name: String,
+    },
+    /// Set a user's password.
+    UserPasswd {
+        /// User name.
+        name: String,
+        /// Argon2id PHC string.
+        password_hash: String,
+    },
+    /// List users.
+    UserList,
+    /// Delete a user.
+    UserRemove {
+        /// User name.
+        name: String,
+    },
+    /// List signing keys.
+    KeysList,
+    /// Add a new key that starts signing after `delay` seconds.
+    KeysRotate {
+        /// Seconds the new key is published before it signs.
+        #[serde(default)]
+        delay: u64,
+    },
+    /// Retire a superseded key now.
+    KeysRetire {
+        /// Key id.
+        kid: u32,
+    },
+    /// Print the Envoy filter's plugin configuration.
+    KeysFilterConfig,
+}
+
+impl Command {
+    /// True for commands that change state (they are audited, and the server reloads what they
+    /// may have changed); false for the listings.
+    pub fn is_change(&self) -> bool {
+        !matches!(
+            self,
+            Self::ClientList | Self::UserList | Self::KeysList | Self::KeysFilterConfig
+        )
+    }
+
+    /// True for the commands that change the key ring.
+    pub fn changes_keys(&self) -> bool {
+        matches!(self, Self::KeysRotate { .. } | Self::KeysRetire { .. })
+    }
+
+    /// A description for the audit log, without any secret or hash.
+    pub fn audit_label(&self) -> String {
+        match self {
+            Self::ClientAdd(c) => format!(
+                "client add {} grants={:?} impersonate={} edge={}",
+                c.id, c.grants, c.impersonate, c.edge
+            ),
+            Self::ClientActivate { id } => format!("client activate {id}"),
+            Self::ClientDeactivate { id } => format!("client deactivate {id}"),
+            Self::ClientRemove { id } => format!("client remove {id}"),
+            Self::UserAdd(u) => format!("user add {} roles={:?}", u.name, u.roles),
+            Self::UserDisable { name } => format!("user disable {name}"),
+            Self::UserEnable { name } => format!("user enable {name}"),
+            Self::UserPasswd { name, .. } => format!("user passwd {name}"),
+            Self::UserRemove { name } => format!("user remove {name}"),
+            Self::KeysRotate { delay } => format!("keys rotate delay={delay}"),
+            Self::KeysRetire { kid } => format!("keys retire {kid}"),
+            Self::ClientList | Self::UserList | Self::KeysList | Self::KeysFilterConfig => {
+                "read".into()
+            }
+        }
+    }
+}
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The command cannot be done (no such client, name taken, malformed input, ...).
+    #[error("{0}")]
+    Refused(String),
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The socket's answer to one command.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    /// Done; the text to print.
+    Ok(String),
+    /// Refused or failed; the message to print.
+    Err(String),
+}
+
+fn refused<T>(msg: String) -> Result<T, AdminError> {
+    Err(AdminError::Refused(msg))
+}
+
+fn found(ok: bool, what: &str, name: &str) -> Result<(), AdminError> {
+    if ok {
+        Ok(())
+    } else {
+        refused(format!("no {what} named {name:?}"))
+    }
+}
+
+/// Executes `cmd` on `store` at time `now` and returns the text to print. The command's input is
+/// checked first ([`Command::check`]), whether it came from the command line or the socket. The
+/// listings only read; every other command is a change, written to the audit log once done.
+pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<String, AdminError> {
+    cmd.check()?;
+    let out = match cmd {
+        Command::ClientList => return clients::list(store).await,
+        Command::UserList => return users::list(store).await,
+        Command::KeysList => return keys::list(store, now).await,
+        Command::KeysFilterConfig => return keys::print_filter_config(store, now).await,
+        Command::ClientAdd(c) => clients::add(store, c, now).await?,
+        Command::ClientActivate { id } => clients::set_active(store, id, true, now).await?,
+        Command::ClientDeactivate { id } => clients::set_active(store, id, false, now).await?,
+        Command::ClientRemove { id } => clients::remove(store, id, now).await?,
+        Command::UserAdd(u) => users::add(store, u, now).await?,
+        Command::UserDisable { name } => users::disable(store, name, now).await?,
+        Command::UserEnable { name } => users::enable(store, name, now).await?,
+        Command::UserPasswd {
+            name,
+            password_hash,
+        } => users::set_password(store, name, password_hash, now).await?,
+        Command::UserRemove { name } => users::remove(store, name, now).await?,
+        Command::KeysRotate { delay } => keys::rotate(store, *delay, now).await?,
+        Command::KeysRetire { kid } => keys::retire(store, *kid, now).await?,
+    };
+    tracing::info!(target: "audit", action = cmd.audit_label().as_str(), "admin change");
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

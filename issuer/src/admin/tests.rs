@@ -1,0 +1,141 @@
+use super::*;
+use crate::store::prelude::*;
+use crate::store::redb::RedbStore;
+use crate::store::{GrantKind, RefreshPolicy};
+use std::path::Path;
+
+const NOW: u64 = 1_700_000_000;
+
+fn store(dir: &Path) -> RedbStore {
+    RedbStore::open(dir, NOW, RefreshPolicy::default()).unwrap()
+}
+
+/// A command as the socket receives it.
+fn from_json(json: serde_json::Value) -> Command {
+    serde_json::from_value(json).unwrap()
+}
+
+fn refusal(result: Result<String, AdminError>) -> String {
+    match result {
+        Err(AdminError::Refused(msg)) => msg,
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn commands_from_the_socket_meet_the_command_lines_rules() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = store(&tmp.path().join("data"));
+    let user = |name: &str, role: &str, claim: (&str, &str)| {
+        from_json(serde_json::json!({
+            "op": "user_add", "name": name, "roles": [role], "claims": [[claim.0, claim.1]],
+            "password_hash": "$argon2id$...",
+        }))
+    };
+    let cases = [
+        (user("a\u{1}b", "r", ("t", "v")), "a user name is 1 to 255"),
+        (user("", "r", ("t", "v")), "a user name is 1 to 255"),
+        (user("bob", "a,b", ("t", "v")), "invalid role \"a,b\""),
+        (user("bob", "", ("t", "v")), "invalid role \"\""),
+        (user("bob", "r", ("t", "v=w")), "invalid claim \"t=v=w\""),
+        (user("bob", "r", ("t=u", "v")), "invalid claim \"t=u=v\""),
+        (user("bob", "r", ("t", "a,b")), "invalid claim \"t=a,b\""),
+        (user("bob", "r", ("", "v")), "invalid claim \"=v\""),
+    ];
+    for (cmd, why) in cases {
+        let msg = refusal(execute(&store, &cmd, NOW).await);
+        assert!(msg.starts_with(why), "{cmd:?}: {msg}");
+    }
+    let client = from_json(serde_json::json!({
+        "op": "client_add", "id": "a:b", "grants": [], "impersonate": false, "claim_types": [],
+        "secret_hash": "00".repeat(32),
+    }));
+    let msg = refusal(execute(&store, &client, NOW).await);
+    assert!(msg.starts_with("a client id is 1 to 255"), "{msg}");
+    // Nothing was stored; what meets the rules is.
+    assert!(store.users().await.unwrap().is_empty());
+    assert!(store.clients().await.unwrap().is_empty());
+    let ok = user("bob", "r", ("t", "v"));
+    assert_eq!(execute(&store, &ok, NOW).await.unwrap(), "user bob added\n");
+}
+
+#[test]
+fn the_command_line_and_the_socket_check_alike() {
+    assert_eq!(
+        input::parse_claim("email=a@b.c").unwrap(),
+        ("email".to_owned(), "a@b.c".to_owned())
+    );
+    assert!(input::parse_claim("email").is_err());
+    for bad in ["=x", "email=", "a=b=c", "a,b=c", "a=b,c", "a=\u{1}"] {
+        let (t, v) = bad.split_once('=').unwrap();
+        let cli = input::parse_claim(bad).unwrap_err().to_string();
+        let socket = input::check_claims(&[(t.to_owned(), v.to_owned())]);
+        assert_eq!(socket.unwrap_err().to_string(), cli);
+    }
+}
+
+#[test]
+fn the_wire_format_is_unchanged() {
+    let add = Command::ClientAdd(NewClient {
+        id: "app".into(),
+        grants: vec![GrantKind::Password],
+        impersonate: true,
+        claim_types: vec!["email".into()],
+        edge: false,
+        secret_hash: "ab".into(),
+    });
+    assert_eq!(
+        serde_json::to_value(&add).unwrap(),
+        serde_json::json!({
+            "op": "client_add", "id": "app", "grants": ["password"], "impersonate": true,
+            "claim_types": ["email"], "edge": false, "secret_hash": "ab",
+        })
+    );
+    // `edge` may be left out, as before edge clients existed.
+    let old = r#"{"op":"client_add","id":"x","grants":[],"impersonate":false,"claim_types":[],"secret_hash":""}"#;
+    assert!(matches!(serde_json::from_str(old).unwrap(), Command::ClientAdd(c) if !c.edge));
+    let user = Command::UserAdd(NewUser {
+        name: "bob".into(),
+        roles: vec!["r".into()],
+        claims: vec![("t".into(), "v".into())],
+        password_hash: "h".into(),
+    });
+    assert_eq!(
+        serde_json::to_value(&user).unwrap(),
+        serde_json::json!({
+            "op": "user_add", "name": "bob", "roles": ["r"], "claims": [["t", "v"]],
+            "password_hash": "h",
+        })
+    );
+    assert_eq!(
+        serde_json::to_value(Command::KeysRotate { delay: 5 }).unwrap(),
+        serde_json::json!({"op": "keys_rotate", "delay": 5})
+    );
+}
+
+#[tokio::test]
+async fn listings_change_nothing_and_are_not_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = store(&tmp.path().join("data"));
+    for cmd in [
+        Command::ClientList,
+        Command::UserList,
+        Command::KeysList,
+        Command::KeysFilterConfig,
+    ] {
+        assert!(!cmd.is_change() && !cmd.changes_keys());
+        assert_eq!(cmd.audit_label(), "read");
+        let before = store.key_infos(NOW).await.unwrap().len();
+        execute(&store, &cmd, NOW).await.unwrap();
+        assert_eq!(store.key_infos(NOW).await.unwrap().len(), before);
+    }
+    for cmd in [
+        Command::KeysRotate { delay: 0 },
+        Command::KeysRetire { kid: 1 },
+        Command::UserEnable { name: "x".into() },
+    ] {
+        assert!(cmd.is_change() && cmd.audit_label() != "read");
+    }
+    assert!(Command::KeysRotate { delay: 0 }.changes_keys());
+    assert!(!Command::UserEnable { name: "x".into() }.changes_keys());
+}
