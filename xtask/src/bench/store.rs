@@ -10,7 +10,8 @@
 use super::{
     lua_post, lua_refresh, mark, median, provision, rss_kib, sign_in, wrk_on, Sample, Settings,
 };
-use crate::{root, run, tools};
+use crate::install;
+use crate::util::{root, run};
 use anyhow::{bail, Result};
 use base64::Engine as _;
 use e2e::issuer::{start_issuer_on, StoreArgs};
@@ -196,7 +197,7 @@ pub(super) fn bench_stores(dir: &Path, s: &Settings, families: u64) -> Result<St
     let empty = start(&tools, &empty_store, dir, "redb empty", Some("0"))?;
     let full = start(&tools, &full_store, dir, "redb full", Some("0"))?;
     // PostgreSQL: a throwaway cluster, two issuers on one database.
-    let pg = PgCluster::start_with(&tools::ensure_postgres()?)?;
+    let pg = PgCluster::start_with(&install::ensure_postgres()?)?;
     let kek = dir.join("kek");
     e2e::write_private(
         &kek,
