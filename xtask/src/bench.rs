@@ -31,7 +31,7 @@ struct Settings {
 }
 
 /// Which sections a run measures.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sections {
     All,
     Traffic,

@@ -10,13 +10,17 @@
 //! - `dist`: release artifacts in `dist/`: the issuer, the Envoy module and configurations, and the
 //!   npm packages of the browser/Node module.
 //!
-//! One module per command; `install`, `wasm` and `fuzz` are what they share, `util` the rest.
+//! `cargo xtask --help` lists the commands and their flags, declared in `flags.rs`; anything
+//! undeclared is an error. One module per command; `install`, `wasm` and `fuzz` are what they
+//! share, `util` the rest.
 
 use anyhow::Result;
+use flags::Task;
 
 mod bench;
 mod demo;
 mod dist;
+mod flags;
 mod fuzz;
 mod install;
 mod soak;
@@ -26,35 +30,23 @@ mod wasm;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    std::env::set_current_dir(util::root())?;
-    match args.first().map(String::as_str) {
-        Some("test") => test::test(),
-        Some("demo") => demo::demo(args.iter().any(|a| a == "--postgres")),
-        Some("dist") => dist::dist(),
-        Some("bench") => {
-            let has = |flag: &str| args.iter().any(|a| a == flag);
-            let sections = if has("--traffic") {
-                bench::Sections::Traffic
-            } else if has("--edge") {
-                bench::Sections::Edge
-            } else if has("--stores") {
-                bench::Sections::Stores
-            } else {
-                bench::Sections::All
-            };
-            bench::bench(has("--quick"), sections)
-        }
-        Some("soak") => soak::soak(
-            args.iter()
-                .position(|a| a == "--minutes")
-                .and_then(|i| args.get(i + 1))
-                .map_or("10", String::as_str),
-        ),
-        _ => {
-            eprintln!(
-                "usage: cargo xtask <test | demo [--postgres] | dist | bench [--quick] [--traffic | --edge | --stores] | soak [--minutes N]>"
-            );
+    let task = match flags::parse(&args) {
+        Ok(task) => task,
+        Err(e) => {
+            eprint!("{e}");
             std::process::exit(2);
         }
+    };
+    std::env::set_current_dir(util::root())?;
+    match task {
+        Task::Help(text) => {
+            print!("{text}");
+            Ok(())
+        }
+        Task::Test => test::test(),
+        Task::Demo { postgres } => demo::demo(postgres),
+        Task::Dist => dist::dist(),
+        Task::Bench { quick, sections } => bench::bench(quick, sections),
+        Task::Soak { minutes } => soak::soak(minutes),
     }
 }

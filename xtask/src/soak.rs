@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 use std::process::{Command, Stdio};
 
 /// A bounded soak of the full stack (not part of `test`); writes docs/soak.md.
-pub fn soak(minutes: &str) -> Result<()> {
+pub fn soak(minutes: u64) -> Result<()> {
     install::ensure_wasm_target()?;
     let wasm = wasm::build_envoy_module()?;
     let envoy = install::ensure_envoy()?;
@@ -18,7 +18,7 @@ pub fn soak(minutes: &str) -> Result<()> {
     }
     let command = format!("cargo xtask soak --minutes {minutes}");
     let out = Command::new(root().join("target/release/stack"))
-        .args(["soak", "--minutes", minutes, "--dir"])
+        .args(["soak", "--minutes", &minutes.to_string(), "--dir"])
         .arg(&dir)
         .env("MMS_ENVOY", &envoy)
         .env("MMS_FILTER_WASM", &wasm)
