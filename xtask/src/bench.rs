@@ -104,18 +104,25 @@ const FAMILIES: u64 = 5_000_000;
 /// The same with `--quick`.
 const FAMILIES_QUICK: u64 = 200_000;
 
+impl Settings {
+    /// A full run's, or `--quick`'s.
+    fn new(quick: bool) -> Settings {
+        if quick {
+            Settings {
+                rounds: 1,
+                seconds: 2,
+            }
+        } else {
+            Settings {
+                rounds: ROUNDS,
+                seconds: SECONDS,
+            }
+        }
+    }
+}
+
 pub fn bench(quick: bool, sections: Sections) -> Result<()> {
-    let s = if quick {
-        Settings {
-            rounds: 1,
-            seconds: 2,
-        }
-    } else {
-        Settings {
-            rounds: ROUNDS,
-            seconds: SECONDS,
-        }
-    };
+    let s = Settings::new(quick);
     let started = Instant::now();
     install::ensure_wrk()?;
     if sections == Sections::Stores {
@@ -313,6 +320,11 @@ fn report(
     micro: &[(&str, f64)],
     wasm_size: u64,
 ) -> String {
+    targets(traffic, iss, micro, wasm_size) + &issuer_and_micro(iss, iss_cmd, micro)
+}
+
+/// The table of the targets of PRODUCT.md section 7.
+fn targets(traffic: &Traffic, iss: &Results, micro: &[(&str, f64)], wasm_size: u64) -> String {
     let one = Workload::OneToken;
     let i = &iss.samples;
     let (none, ours) = (
@@ -380,6 +392,13 @@ fn report(
         r,
         "| our filter vs the reference filter (reads one header, adds one) | reported | {vs_reference:.2} | |\n"
     );
+    r
+}
+
+/// The issuer's loads and the micro-benchmarks.
+fn issuer_and_micro(iss: &Results, iss_cmd: &str, micro: &[(&str, f64)]) -> String {
+    let i = &iss.samples;
+    let mut r = String::new();
     let _ = writeln!(r, "### Issuer, release build on core 0, wrk on core 1\n");
     let _ = writeln!(r, "| load | requests/s | vs /healthz | p50 ms | p99 ms | requests |\n|---|---|---|---|---|---|");
     for (l, (load, x)) in ISSUER_LOADS.iter().zip(i).enumerate() {
