@@ -34,6 +34,12 @@ pub const COMMANDS: &[Cmd] = &[
         exclusive: &[],
     },
     Cmd {
+        name: "tidy",
+        about: "the repository's rules: the issuer's layers, no import cycle in the filter, files up to 600 lines, functions up to 80, doc links that resolve (exceptions in xtask/tidy-allow.txt)",
+        flags: &[],
+        exclusive: &[],
+    },
+    Cmd {
         name: "demo",
         about: "the full stack on this machine (issuer, Envoy with the filter and TLS, a media upstream) and a curl walk-through; Ctrl-C stops it",
         flags: &[flag("--postgres", None, "two issuers on a throwaway PostgreSQL")],
@@ -70,6 +76,7 @@ pub enum Task {
     /// Print this text (`--help`) and succeed.
     Help(String),
     Test,
+    Tidy,
     Demo {
         postgres: bool,
     },
@@ -229,6 +236,7 @@ fn given_flags<'a>(cmd: &'a Cmd, args: &[String]) -> Result<Given<'a>, String> {
 fn task(given: &Given) -> Result<Task, String> {
     Ok(match given.cmd.name {
         "test" => Task::Test,
+        "tidy" => Task::Tidy,
         "demo" => Task::Demo {
             postgres: given.has("--postgres"),
         },
@@ -344,6 +352,7 @@ mod tests {
     #[test]
     fn every_existing_command_line_parses_as_before() {
         assert_eq!(parse_str("test"), Ok(Task::Test));
+        assert_eq!(parse_str("tidy"), Ok(Task::Tidy));
         assert_eq!(parse_str("dist"), Ok(Task::Dist));
         assert_eq!(parse_str("demo"), Ok(Task::Demo { postgres: false }));
         assert_eq!(
@@ -407,7 +416,7 @@ mod tests {
         }
         let e = parse_str("bogus").unwrap_err();
         assert!(
-            e.contains("the commands: test, demo, dist, bench, soak"),
+            e.contains("the commands: test, tidy, demo, dist, bench, soak"),
             "{e}"
         );
     }

@@ -2,6 +2,7 @@
 //!
 //! - `test`: every check and test (what `.ci/run` runs), installing what it needs, ending with a
 //!   bounded run of every fuzz target (`FUZZ_SECONDS`, default 30 each).
+//! - `tidy`: the repository's rules (layers, sizes, doc links), checked; `test` runs it too.
 //! - `demo`: the full stack on this machine (issuer, Envoy with the filter and TLS, a media
 //!   upstream) with a demo client and user, and a curl walk-through; Ctrl-C stops it.
 //! - `soak [--minutes N]`: a bounded soak of the full stack, written to docs/soak.md.
@@ -25,6 +26,7 @@ mod fuzz;
 mod install;
 mod soak;
 mod test;
+mod tidy;
 mod util;
 mod wasm;
 
@@ -44,6 +46,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Task::Test => test::test(),
+        Task::Tidy => tidy::tidy(),
         Task::Demo { postgres } => demo::demo(postgres),
         Task::Dist => dist::dist(),
         Task::Bench { quick, sections } => bench::bench(quick, sections),

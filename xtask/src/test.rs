@@ -1,10 +1,10 @@
 //! `cargo xtask test`: every check and test (what `.ci/run` runs), installing what it needs:
-//! fmt, clippy (native, wasm32, and each wasm module as it is built), the Envoy module's
+//! fmt, tidy, clippy (native, wasm32, and each wasm module as it is built), the Envoy module's
 //! checks, every package's tests against real tools, the demo walked through (embedded store and
 //! PostgreSQL), and a bounded run of every fuzz target (`FUZZ_SECONDS`, default 30 each).
 
 use crate::util::{cargo, root, run};
-use crate::{fuzz, install, wasm};
+use crate::{fuzz, install, tidy, wasm};
 use anyhow::Result;
 use std::process::Command;
 
@@ -15,6 +15,7 @@ pub fn test() -> Result<()> {
     install::ensure_wasm_target()?;
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(cargo().args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--", "--check"]))?;
+    tidy::tidy()?;
     for p in PACKAGES {
         run(cargo().args(["clippy", "-p", p, "--all-targets", "--", "-D", "warnings"]))?;
     }
