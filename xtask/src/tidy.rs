@@ -200,8 +200,7 @@ fn walk(root: &Path, dir: &str, ext: &str) -> Result<Vec<String>> {
         if kind.is_dir() {
             let skipped = name.starts_with('.')
                 || ["target", "node_modules"].contains(&name.as_str())
-                || ["dist", "fuzz/corpus", "fuzz/artifacts", "fuzz/coverage"]
-                    .contains(&path.as_str());
+                || links::GENERATED.contains(&format!("{path}/").as_str());
             if !skipped {
                 out.extend(walk(root, &path, ext)?);
             }

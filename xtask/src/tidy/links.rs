@@ -16,7 +16,7 @@ const EXTENSIONS: [&str; 13] = [
     "rs", "md", "yaml", "yml", "toml", "json", "html", "mjs", "js", "py", "txt", "sh", "lock",
 ];
 /// Folders whose contents builds and runs write: never checked.
-const GENERATED: [&str; 8] = [
+pub const GENERATED: [&str; 9] = [
     "target/",
     "dist/",
     ".demo/",
@@ -24,6 +24,7 @@ const GENERATED: [&str; 8] = [
     "node_modules/",
     "fuzz/corpus/",
     "fuzz/artifacts/",
+    "fuzz/coverage/",
     "fuzz/target/",
 ];
 
