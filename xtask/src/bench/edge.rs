@@ -9,7 +9,7 @@ use super::envoy::{
     TOKEN_LIFETIME,
 };
 use super::{wrk, Sample, Settings};
-use crate::root;
+use crate::util::{root, run};
 use anyhow::{bail, Context, Result};
 use base64::Engine as _;
 use e2e::issuer::{add_client, issuer_admin_on, start_issuer_on, StoreArgs};
@@ -60,7 +60,7 @@ pub(super) fn edge_issuer(
     let store = StoreArgs::redb(&data);
     let edge_secret = add_client(tools, &store, "envoy-edge", &["--edge"])?;
     if revocations > 0 {
-        crate::run(
+        run(
             Command::new(root().join("target/release/examples/fill_revocations"))
                 .arg(&data)
                 .arg(revocations.to_string()),

@@ -10,14 +10,15 @@
 use super::{
     lua_post, lua_refresh, mark, median, provision, rss_kib, sign_in, wrk_on, Sample, Settings,
 };
-use crate::{root, run, tools};
+use crate::install;
+use crate::util::{root, run};
 use anyhow::{bail, Result};
 use base64::Engine as _;
 use e2e::issuer::{start_issuer_on, StoreArgs};
 use e2e::postgres::PgCluster;
 use e2e::{Proc, Tools};
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// One measured load.
@@ -178,6 +179,19 @@ impl StoreResults {
     }
 }
 
+/// The issuers of the store runs, and what their loads need.
+struct Stage {
+    empty: Issuer,
+    full: Issuer,
+    pg_a: Issuer,
+    pg_b: Issuer,
+    basic_empty: String,
+    basic_full: String,
+    basic_pg: String,
+    /// The wrk script of the client_credentials load.
+    cc: PathBuf,
+}
+
 /// Runs the store loads, interleaved round after round.
 pub(super) fn bench_stores(dir: &Path, s: &Settings, families: u64) -> Result<StoreResults> {
     let tools = super::release_issuer();
@@ -196,7 +210,7 @@ pub(super) fn bench_stores(dir: &Path, s: &Settings, families: u64) -> Result<St
     let empty = start(&tools, &empty_store, dir, "redb empty", Some("0"))?;
     let full = start(&tools, &full_store, dir, "redb full", Some("0"))?;
     // PostgreSQL: a throwaway cluster, two issuers on one database.
-    let pg = PgCluster::start_with(&tools::ensure_postgres()?)?;
+    let pg = PgCluster::start_with(&install::ensure_postgres()?)?;
     let kek = dir.join("kek");
     e2e::write_private(
         &kek,
@@ -212,55 +226,18 @@ pub(super) fn bench_stores(dir: &Path, s: &Settings, families: u64) -> Result<St
         &base64::engine::general_purpose::STANDARD.encode(&basic_pg),
         "grant_type=client_credentials",
     )?;
-    let mut samples: Vec<(Load, Vec<Sample>)> = Load::ALL.iter().map(|l| (*l, vec![])).collect();
-    let d = format!("-d{}s", s.seconds);
-    for round in 0..s.rounds {
-        for (load, per) in &mut samples {
-            let sample = match load {
-                Load::RedbEmpty | Load::RedbFull => {
-                    let (issuer, basic, name) = if *load == Load::RedbEmpty {
-                        (&empty, &basic_empty, "redb-empty")
-                    } else {
-                        (&full, &basic_full, "redb-full")
-                    };
-                    let args = refresh_run(dir, name, &issuer.url, basic, 64, s.seconds)?;
-                    wrk_on(
-                        Some("1"),
-                        &args,
-                        &format!("{}/apiv2/oauth/token", issuer.url),
-                    )?
-                }
-                Load::PgHealth => wrk_on(
-                    None,
-                    &["-t1".into(), "-c64".into(), d.clone()],
-                    &format!("{}/healthz", pg_a.url),
-                )?,
-                Load::PgClientCredentials => wrk_on(
-                    None,
-                    &[
-                        "-t1".into(),
-                        "-c64".into(),
-                        d.clone(),
-                        "-s".into(),
-                        cc.display().to_string(),
-                    ],
-                    &format!("{}/apiv2/oauth/token", pg_a.url),
-                )?,
-                Load::PgRefresh => pg_refresh(dir, &pg_a, &pg_b, &basic_pg, s.seconds)?,
-            };
-            eprintln!(
-                "store round {} {}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, not 2xx: {}",
-                round + 1,
-                load.name(families),
-                sample.rps,
-                sample.p50_ms,
-                sample.p99_ms,
-                sample.bad
-            );
-            per.push(sample);
-        }
-    }
-    let memory = [&empty, &full, &pg_a, &pg_b]
+    let stage = Stage {
+        empty,
+        full,
+        pg_a,
+        pg_b,
+        basic_empty,
+        basic_full,
+        basic_pg,
+        cc,
+    };
+    let samples = rounds(&stage, dir, s, families)?;
+    let memory = [&stage.empty, &stage.full, &stage.pg_a, &stage.pg_b]
         .iter()
         .map(|i| {
             let (rss, peak) = rss_kib(i.proc.pid());
@@ -275,7 +252,83 @@ pub(super) fn bench_stores(dir: &Path, s: &Settings, families: u64) -> Result<St
         "SELECT xact_commit || ' committed, ' || xact_rollback || ' rolled back' \
          FROM pg_stat_database WHERE datname = current_database()",
     )?;
-    let command = format!(
+    Ok(StoreResults {
+        samples,
+        memory,
+        families,
+        fill_seconds,
+        transactions: xacts.trim().to_owned(),
+        command: command(families, s, &pg),
+    })
+}
+
+/// Every load, round after round.
+fn rounds(
+    stage: &Stage,
+    dir: &Path,
+    s: &Settings,
+    families: u64,
+) -> Result<Vec<(Load, Vec<Sample>)>> {
+    let mut samples: Vec<(Load, Vec<Sample>)> = Load::ALL.iter().map(|l| (*l, vec![])).collect();
+    for round in 0..s.rounds {
+        for (load, per) in &mut samples {
+            let sample = measure(stage, *load, dir, s)?;
+            eprintln!(
+                "store round {} {}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, not 2xx: {}",
+                round + 1,
+                load.name(families),
+                sample.rps,
+                sample.p50_ms,
+                sample.p99_ms,
+                sample.bad
+            );
+            per.push(sample);
+        }
+    }
+    Ok(samples)
+}
+
+/// One run of one load.
+fn measure(stage: &Stage, load: Load, dir: &Path, s: &Settings) -> Result<Sample> {
+    let d = format!("-d{}s", s.seconds);
+    let Stage { pg_a, pg_b, .. } = stage;
+    Ok(match load {
+        Load::RedbEmpty | Load::RedbFull => {
+            let (issuer, basic, name) = if load == Load::RedbEmpty {
+                (&stage.empty, &stage.basic_empty, "redb-empty")
+            } else {
+                (&stage.full, &stage.basic_full, "redb-full")
+            };
+            let args = refresh_run(dir, name, &issuer.url, basic, 64, s.seconds)?;
+            wrk_on(
+                Some("1"),
+                &args,
+                &format!("{}/apiv2/oauth/token", issuer.url),
+            )?
+        }
+        Load::PgHealth => wrk_on(
+            None,
+            &["-t1".into(), "-c64".into(), d.clone()],
+            &format!("{}/healthz", pg_a.url),
+        )?,
+        Load::PgClientCredentials => wrk_on(
+            None,
+            &[
+                "-t1".into(),
+                "-c64".into(),
+                d.clone(),
+                "-s".into(),
+                stage.cc.display().to_string(),
+            ],
+            &format!("{}/apiv2/oauth/token", pg_a.url),
+        )?,
+        Load::PgRefresh => pg_refresh(dir, pg_a, pg_b, &stage.basic_pg, s.seconds)?,
+    })
+}
+
+/// How the store runs were made, for the report.
+fn command(families: u64, s: &Settings, pg: &PgCluster) -> String {
+    format!(
         "fill_families (release example) writes {families} families into the full store first; \
          redb: taskset -c 0 issuer serve (release, default options) per store; taskset -c 1 wrk \
          --latency -t64 -c64 -d{0}s -s refresh.lua (a fresh family per connection, each presents \
@@ -283,16 +336,8 @@ pub(super) fn bench_stores(dir: &Path, s: &Settings, families: u64) -> Result<St
          SERIALIZABLE), two issuers, wrk -t32 -c32 -d{0}s against each at once; /healthz and \
          client_credentials: wrk -t1 -c64 -d{0}s against one issuer; nothing pinned",
         s.seconds,
-        pg_version(&pg)
-    );
-    Ok(StoreResults {
-        samples,
-        memory,
-        families,
-        fill_seconds,
-        transactions: xacts.trim().to_owned(),
-        command,
-    })
+        pg_version(pg)
+    )
 }
 
 fn rand_u128() -> Result<u128> {
@@ -375,6 +420,12 @@ pub(super) fn report(r: &StoreResults) -> String {
          PostgreSQL counted {} transactions over the whole run.\n",
         r.fill_seconds, r.transactions
     );
+    out + &memory_and_command(r)
+}
+
+/// The issuers' memory, and how the runs were made.
+fn memory_and_command(r: &StoreResults) -> String {
+    let mut out = String::new();
     let _ = writeln!(
         out,
         "| issuer | resident at start, MiB | resident after the runs, MiB | peak, MiB |\n|---|---|---|---|"

@@ -5,7 +5,7 @@
 //! one request in ten carrying a token that must be refused (expired, forged, malformed, missing).
 //! Variants and workloads are named values; they run interleaved, round after round.
 
-use super::edge::{edge_issuer, sync_config, REVOCATIONS};
+use super::edge::{edge_issuer, sync_config, EdgeIssuer, REVOCATIONS};
 use super::envoy::{
     config, hs256_jwt_for, issuer_cluster, jwt_filter, listener, our_token, start_envoy,
     until_accepted, wasm_filter, TOKEN_LIFETIME,
@@ -16,7 +16,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use e2e::unix_now;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Distinct tokens in the pool.
 pub(super) const POOL: usize = 10_000;
@@ -297,6 +297,27 @@ fn filters(
     }
 }
 
+/// Writes the Envoy configuration of the traffic runs: a listener per variant on `ports`.
+fn write_config(
+    dir: &Path,
+    issuer: &EdgeIssuer,
+    m: &Modules,
+    jwt: &[u8],
+    ports: &[u16],
+) -> Result<PathBuf> {
+    let sync = sync_config("issuer", &issuer.edge_secret);
+    let mut listeners = String::new();
+    for (v, port) in VARIANTS.iter().zip(ports) {
+        let name = format!("{:?}", v.filter).to_lowercase();
+        let filters = filters(v.filter, m, &issuer.key, jwt, &name, &sync);
+        listeners += &listener(&name, *port, &filters);
+    }
+    let clusters = issuer_cluster("issuer", &issuer.url)?;
+    let cfg = dir.join("envoy-traffic.yaml");
+    std::fs::write(&cfg, config(Some(e2e::free_port()), &listeners, &clusters))?;
+    Ok(cfg)
+}
+
 pub(super) fn bench_traffic(
     dir: &Path,
     tools: &e2e::Tools,
@@ -314,16 +335,7 @@ pub(super) fn bench_traffic(
         loads.push((w, [ours, wrk_load(dir, w, Tokens::Jwt, &key, &jwt)?]));
     }
     let ports: Vec<u16> = VARIANTS.iter().map(|_| e2e::free_port()).collect();
-    let sync = sync_config("issuer", &issuer.edge_secret);
-    let mut listeners = String::new();
-    for (v, port) in VARIANTS.iter().zip(&ports) {
-        let name = format!("{:?}", v.filter).to_lowercase();
-        let filters = filters(v.filter, m, &key, &jwt, &name, &sync);
-        listeners += &listener(&name, *port, &filters);
-    }
-    let clusters = issuer_cluster("issuer", &issuer.url)?;
-    let cfg = dir.join("envoy-traffic.yaml");
-    std::fs::write(&cfg, config(Some(e2e::free_port()), &listeners, &clusters))?;
+    let cfg = write_config(dir, &issuer, m, &jwt, &ports)?;
     let log = dir.join("envoy-traffic.log");
     let proc = start_envoy(tools, &cfg, ports[0], 1, Some("0"), &log)?;
     let url = |port: u16| format!("http://127.0.0.1:{port}/apiv2/MediaService/Find");

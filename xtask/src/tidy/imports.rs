@@ -1,0 +1,284 @@
+//! Rule 1, imports: the issuer's layers (`main` → `server` → `http` → grants (`app`) → `store`,
+//! each using only those below it), and no import cycle among the filter's top-level modules.
+//!
+//! Both read the `crate::` paths of the product code (test items left out: a test may reach
+//! anywhere), `use crate::{a, b::c}` groups included, and attribute each to the file's top-level
+//! module.
+
+use super::source::{is_ident, Source};
+use super::Violation;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The issuer's layers, lowest first.
+pub const LAYERS: [&str; 5] = ["store", "app", "http", "server", "main"];
+/// Where the issuer's modules are.
+pub const ISSUER_SRC: &str = "issuer/src/";
+/// Where the filter's modules are.
+pub const FILTER_SRC: &str = "filter-wasm/src/";
+
+/// The top-level module of a file under `src` (`main`, `lib`, or the module's name).
+pub fn top_module(path: &str, src: &str) -> Option<String> {
+    let rest = path.strip_prefix(src)?;
+    let first = rest.split('/').next()?;
+    Some(first.strip_suffix(".rs").unwrap_or(first).to_owned())
+}
+
+/// The top-level modules named by the `crate::` paths of `code`, each with its byte offset.
+pub fn crate_refs(code: &str) -> Vec<(String, usize)> {
+    let b = code.as_bytes();
+    let mut refs = Vec::new();
+    let mut from = 0;
+    while let Some(found) = code[from..].find("crate") {
+        let at = from + found;
+        from = at + "crate".len();
+        let before = at.checked_sub(1).map(|i| b[i]);
+        if before.is_some_and(|c| is_ident(c) || c == b'$')
+            || b.get(from).is_some_and(|&c| is_ident(c))
+        {
+            continue;
+        }
+        let rest = code[from..].trim_start();
+        let Some(path) = rest.strip_prefix("::") else {
+            continue;
+        };
+        let start = code.len() - path.len();
+        refs.extend(path_heads(code, start));
+    }
+    refs
+}
+
+/// The first segment of the path at `start`, or of each path of a `{…}` group there.
+fn path_heads(code: &str, start: usize) -> Vec<(String, usize)> {
+    let b = code.as_bytes();
+    let skip_ws = |mut i: usize| {
+        while b.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
+            i += 1;
+        }
+        i
+    };
+    let ident_at = |i: usize| -> Option<(String, usize)> {
+        let len = b[i..].iter().take_while(|&&c| is_ident(c)).count();
+        (len > 0).then(|| (code[i..i + len].to_owned(), i))
+    };
+    let i = skip_ws(start);
+    if b.get(i) != Some(&b'{') {
+        return ident_at(i).into_iter().collect();
+    }
+    let mut heads = Vec::new();
+    let (mut depth, mut item_start) = (0usize, Some(i + 1));
+    for (j, &c) in b.iter().enumerate().skip(i) {
+        if let Some(s) = item_start.take() {
+            heads.extend(ident_at(skip_ws(s)).filter(|(name, _)| name != "self"));
+        }
+        match c {
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    break;
+                }
+            }
+            b',' if depth == 1 => item_start = Some(j + 1),
+            _ => {}
+        }
+    }
+    heads
+}
+
+/// The issuer's layers: a module uses no module above it.
+pub fn layers(sources: &[Source]) -> Vec<Violation> {
+    let rank = |m: &str| LAYERS.iter().position(|l| *l == m);
+    let mut out = Vec::new();
+    for s in sources {
+        let Some(module) = top_module(&s.path, ISSUER_SRC) else {
+            continue;
+        };
+        let Some(own) = rank(&module) else {
+            continue;
+        };
+        for (target, offset) in crate_refs(&s.product_code()) {
+            if rank(&target).is_some_and(|r| r > own) {
+                out.push(Violation {
+                    rule: "layer",
+                    file: s.path.clone(),
+                    line: s.line(offset),
+                    detail: target.clone(),
+                    message: format!(
+                        "`{module}` uses `crate::{target}`, a layer above it (main → server → http → app → store: a module uses only those below it)"
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Import cycles among the filter's top-level modules, one violation per cycle.
+pub fn cycles(sources: &[Source]) -> Vec<Violation> {
+    // module → (module it uses → where, first found)
+    let mut edges: BTreeMap<String, BTreeMap<String, (String, usize)>> = BTreeMap::new();
+    for s in sources {
+        let Some(module) = top_module(&s.path, FILTER_SRC).filter(|m| m != "lib") else {
+            continue;
+        };
+        let uses = edges.entry(module.clone()).or_default();
+        for (target, offset) in crate_refs(&s.product_code()) {
+            if target != module {
+                uses.entry(target)
+                    .or_insert_with(|| (s.path.clone(), s.line(offset)));
+            }
+        }
+    }
+    let reach = |from: &str| -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_owned()];
+        while let Some(m) = todo.pop() {
+            for next in edges.get(&m).into_iter().flat_map(|e| e.keys()) {
+                if seen.insert(next.clone()) {
+                    todo.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reached: BTreeMap<&String, BTreeSet<String>> =
+        edges.keys().map(|m| (m, reach(m))).collect();
+    let mut done = BTreeSet::new();
+    let mut out = Vec::new();
+    for (m, from_m) in &reached {
+        if done.contains(*m) || !from_m.contains(*m) {
+            continue;
+        }
+        let cycle: Vec<&String> = from_m
+            .iter()
+            .filter(|n| reached.get(n).is_some_and(|r| r.contains(*m)))
+            .collect();
+        done.extend(cycle.iter().map(|n| (*n).clone()));
+        out.push(cycle_violation(&edges, &cycle));
+    }
+    out
+}
+
+/// The violation of one cycle (the modules each reach the others), listing its imports.
+fn cycle_violation(
+    edges: &BTreeMap<String, BTreeMap<String, (String, usize)>>,
+    cycle: &[&String],
+) -> Violation {
+    let mut imports = Vec::new();
+    for m in cycle {
+        for (target, (file, line)) in &edges[*m] {
+            if cycle.contains(&target) {
+                imports.push((
+                    file.clone(),
+                    *line,
+                    format!("{file}:{line}: `{m}` uses `crate::{target}`"),
+                ));
+            }
+        }
+    }
+    let names: Vec<&str> = cycle.iter().map(|m| m.as_str()).collect();
+    let listed: Vec<String> = imports.iter().map(|(_, _, text)| text.clone()).collect();
+    Violation {
+        rule: "cycle",
+        file: FILTER_SRC.trim_end_matches('/').to_owned(),
+        line: 0,
+        detail: names.join(","),
+        message: format!(
+            "import cycle among {}: {}\n    {}",
+            FILTER_SRC,
+            names.join(", "),
+            listed.join("\n    ")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sources(files: &[(&str, &str)]) -> Vec<Source> {
+        files.iter().map(|(p, t)| Source::new(p, t)).collect()
+    }
+
+    #[test]
+    fn crate_paths_and_groups_are_read() {
+        let code = "use crate::a::B;\nuse crate::{b, c::{D, E}, self};\nlet x = crate :: d::f();\npub(crate) fn g() {}\n$crate::h; notcrate::i;";
+        let names: Vec<String> = crate_refs(code).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["a", "b", "c", "d"]);
+    }
+
+    #[test]
+    fn a_layer_using_one_above_it_fails() {
+        let v = layers(&sources(&[
+            (
+                "issuer/src/app/mod.rs",
+                "use crate::store::Store;\nuse crate::http::ApiError;\n",
+            ),
+            (
+                "issuer/src/store/redb/mod.rs",
+                "fn f() { let t = crate::app::now(); }\n",
+            ),
+            ("issuer/src/http.rs", "use crate::{app::App, server};\n"),
+            ("issuer/src/server.rs", "use crate::main;\n"),
+        ]));
+        let found: Vec<(&str, usize, &str)> = v
+            .iter()
+            .map(|v| (v.file.as_str(), v.line, v.detail.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("issuer/src/app/mod.rs", 2, "http"),
+                ("issuer/src/store/redb/mod.rs", 1, "app"),
+                ("issuer/src/http.rs", 1, "server"),
+                ("issuer/src/server.rs", 1, "main"),
+            ]
+        );
+    }
+
+    #[test]
+    fn layers_below_unlisted_modules_comments_and_tests_pass() {
+        let v = layers(&sources(&[
+            ("issuer/src/server.rs", "use crate::{http, app::App, store, admin};\n"),
+            ("issuer/src/http.rs", "use crate::app::App; use crate::store::StoreError;\n"),
+            ("issuer/src/admin.rs", "use crate::server::x; use crate::http::y;\n"),
+            ("issuer/src/store/mod.rs", "use crate::secrets::HashKey; // crate::app::now\nconst S: &str = \"crate::http\";\n#[cfg(test)]\nmod tests { use crate::app::now; }\n"),
+            ("issuer/src/main.rs", "use issuer::server;\n"),
+        ]));
+        assert!(v.is_empty(), "{v:?}");
+    }
+
+    #[test]
+    fn a_cycle_among_the_filters_modules_fails() {
+        let v = cycles(&sources(&[
+            (
+                "filter-wasm/src/config.rs",
+                "use crate::edge::EdgeSync;\nuse crate::cache::X;\n",
+            ),
+            (
+                "filter-wasm/src/edge.rs",
+                "use crate::cache::TokenCache;\nuse crate::config::Config;\n",
+            ),
+            ("filter-wasm/src/cache.rs", "use crate::bearer::x;\n"),
+        ]));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].detail, "config,edge");
+        assert!(v[0]
+            .message
+            .contains("filter-wasm/src/config.rs:1: `config` uses `crate::edge`"));
+        assert!(v[0]
+            .message
+            .contains("filter-wasm/src/edge.rs:2: `edge` uses `crate::config`"));
+    }
+
+    #[test]
+    fn a_dag_and_a_test_only_edge_pass() {
+        let v = cycles(&sources(&[
+            ("filter-wasm/src/lib.rs", "mod config; use crate::config::x;\n"),
+            ("filter-wasm/src/decision.rs", "use crate::edge::EdgeState;\nuse crate::config::Config;\n"),
+            ("filter-wasm/src/edge.rs", "use crate::config::Config;\nuse crate::edge::inner;\n#[cfg(test)]\nmod tests { use crate::decision::decide; }\n"),
+            ("filter-wasm/src/config.rs", "use crate::cache::DEFAULT;\n"),
+        ]));
+        assert!(v.is_empty(), "{v:?}");
+    }
+}
