@@ -251,6 +251,33 @@ pub fn decide<'a>(
         );
         return verdict(d, Outcome::Unavailable);
     }
+    let token = match find_token(cfg, headers) {
+        Ok(token) => token,
+        Err(refused) => return refused,
+    };
+    // Before edge sync's first good answer the filter knows no revocation: a token is neither
+    // accepted nor refused on what it cannot know (a missing or malformed one is refused above).
+    if state.awaiting_first_answer(cfg.edge_sync.as_ref(), now) {
+        let d = Denial {
+            retry_after: Some(1),
+            ..denial(
+                cfg,
+                503,
+                Some("temporarily_unavailable"),
+                "the revocations are not known yet",
+            )
+        };
+        return verdict(Decision::Deny(d), Outcome::Unsynced);
+    }
+    check_token(cfg, state, token, now)
+}
+
+/// The one bearer token of the request's credentials headers, or the refusal: 400 for malformed
+/// or several tokens, 401 without one.
+fn find_token<'a>(
+    cfg: &Config,
+    headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+) -> Result<&'a str, Verdict<'a>> {
     let mut primary: Option<&str> = None;
     let mut alternative: Option<&str> = None;
     for (name, value) in headers {
@@ -271,43 +298,30 @@ pub fn decide<'a>(
             match parse_bearer(element) {
                 Bearer::OtherScheme => {}
                 Bearer::Bad => {
-                    return bad_request(cfg, "malformed Bearer credentials");
+                    return Err(bad_request(cfg, "malformed Bearer credentials"));
                 }
                 Bearer::Token(t) => {
                     if slot.is_some() {
-                        return bad_request(cfg, "more than one access token");
+                        return Err(bad_request(cfg, "more than one access token"));
                     }
                     *slot = Some(t);
                 }
             }
         }
     }
-    let token = match (primary, alternative) {
-        (Some(a), Some(b)) if a != b => {
-            return bad_request(cfg, "more than one access token");
-        }
-        (Some(t), _) | (None, Some(t)) => t,
-        (None, None) => {
-            return verdict(
-                deny(cfg, 401, None, "a bearer token is required"),
-                Outcome::Missing,
-            )
-        }
-    };
-    // Before edge sync's first good answer the filter knows no revocation: a token is neither
-    // accepted nor refused on what it cannot know (a missing or malformed one is refused above).
-    if state.awaiting_first_answer(cfg.edge_sync.as_ref(), now) {
-        let d = Denial {
-            retry_after: Some(1),
-            ..denial(
-                cfg,
-                503,
-                Some("temporarily_unavailable"),
-                "the revocations are not known yet",
-            )
-        };
-        return verdict(Decision::Deny(d), Outcome::Unsynced);
+    match (primary, alternative) {
+        (Some(a), Some(b)) if a != b => Err(bad_request(cfg, "more than one access token")),
+        (Some(t), _) | (None, Some(t)) => Ok(t),
+        (None, None) => Err(verdict(
+            deny(cfg, 401, None, "a bearer token is required"),
+            Outcome::Missing,
+        )),
     }
+}
+
+/// The verdict on `token`: from the cache of verified tokens, else verified against the ring,
+/// the lifetime rule and the revocations.
+fn check_token<'a>(cfg: &Config, state: &EdgeState, token: &'a str, now: u64) -> Verdict<'a> {
     if let Some(headers) = state.cache.borrow().get(token, now, cfg.clock_skew) {
         return verdict(Decision::Allow(headers), Outcome::Allowed);
     }

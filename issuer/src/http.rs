@@ -1,7 +1,7 @@
-//! The issuer's HTTP interface: the routes, which extract a [`Call`] from each request, hand it
-//! to the endpoint of [`App`], and render its result: [`answer`] is the one instrumented wrapper
-//! (metrics and timing) of every endpoint, and [`ApiError::into_response`] the one place errors
-//! are rendered.
+//! The issuer's HTTP interface: the routes (what each endpoint does is in `crate::app`), reading
+//! a request into a [`Call`] (a bounded body within a time limit, the peer), and the one place
+//! answers and errors are rendered: [`answer`] is the one instrumented wrapper (metrics and
+//! timing) of every endpoint, [`ApiError::into_response`] renders every refusal.
 //!
 //! Every OAuth response, success or error, is JSON with `Content-Type: application/json;charset=UTF-8`,
 //! `Cache-Control: no-store` and `Pragma: no-cache`. Errors follow RFC 6749 section 5.2; client
@@ -224,29 +224,11 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
     let health = warp::path!("healthz")
         .and(only(Method::GET, "GET"))
         .and(app.clone())
-        .map(|app: Arc<App>| {
-            if app.healthy() {
-                json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
-            } else {
-                json_response(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &serde_json::json!({"status": "unavailable"}),
-                )
-            }
-        });
+        .map(|app: Arc<App>| health(&app));
     let metrics = warp::path!("metrics")
         .and(only(Method::GET, "GET"))
         .and(app)
-        .map(|app: Arc<App>| {
-            let mut resp = Response::new(app.metrics.render().into());
-            resp.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                ),
-            );
-            resp
-        });
+        .map(|app: Arc<App>| metrics(&app));
     token
         .or(revoke)
         .unify()
@@ -262,6 +244,28 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .unify()
         .recover(recover)
         .unify()
+}
+
+/// `GET /healthz`: 200 while the store answers, else 503 ([`App::healthy`]).
+fn health(app: &App) -> Response {
+    if app.healthy() {
+        json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
+    } else {
+        json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &serde_json::json!({"status": "unavailable"}),
+        )
+    }
+}
+
+/// `GET /metrics`, in the OpenMetrics text format.
+fn metrics(app: &App) -> Response {
+    let mut resp = Response::new(app.metrics.render().into());
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    resp
 }
 
 /// Renders an endpoint's `result` (200 with its JSON, or the refusal) and records it in the

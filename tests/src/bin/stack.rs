@@ -11,7 +11,7 @@
 use anyhow::{bail, Context, Result};
 use e2e::{demo, validate_shipped_configs, Options, Stack, Tools};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[tokio::main]
 async fn main() -> Result<()> {
@@ -30,76 +30,83 @@ async fn main() -> Result<()> {
             }
             Ok(())
         }
-        Some("smoke") => {
-            let opts = Options {
-                postgres,
-                edge_sync: true,
-                ..Options::default()
-            };
-            let stack = Stack::start(&dir, &tools, &opts).await?;
-            let result = walk_through(&stack).await;
-            if let Err(e) = &result {
-                eprintln!("{}", stack.logs());
-                bail!("demo walk-through failed: {e:#}");
-            }
-            if !stack.stop() {
-                bail!("a process did not stop cleanly");
-            }
-            println!("demo walk-through: token through Envoy, protected call allowed and refused, refresh, impersonation, revocation at the edge: all as expected");
-            Ok(())
-        }
-        Some("soak") => {
-            let minutes = args
-                .iter()
-                .position(|a| a == "--minutes")
-                .and_then(|i| args.get(i + 1))
-                .and_then(|m| m.parse().ok())
-                .unwrap_or(10);
-            let opts = Options {
-                issuer_args: e2e::soak::ISSUER_ARGS
-                    .iter()
-                    .map(|a| a.to_string())
-                    .collect(),
-                ..Options::default()
-            };
-            let stack = Stack::start(&dir, &tools, &opts).await?;
-            let report = e2e::soak::soak(&stack, minutes, 16).await;
-            let stopped = stack.stop();
-            let report = report?;
-            println!("{}", report.markdown);
-            if !stopped {
-                bail!("a process did not stop cleanly after the soak");
-            }
-            if report.errors > 0 {
-                bail!("the soak saw {} errors", report.errors);
-            }
-            Ok(())
-        }
-        Some("demo") => {
-            let stack = Stack::start(
-                &dir,
-                &tools,
-                &Options {
-                    shipped_ports: true,
-                    postgres,
-                    edge_sync: true,
-                    ..Options::default()
-                },
-            )
-            .await
-            .context(
-                "starting the stack (are ports 8443, 8080, 8081 and, with --postgres, 8082 free?)",
-            )?;
-            print_walk_through(&stack);
-            tokio::signal::ctrl_c().await?;
-            eprintln!("stopping");
-            stack.stop();
-            Ok(())
-        }
+        Some("smoke") => smoke(&dir, &tools, postgres).await,
+        Some("soak") => soak(&dir, &tools, &args).await,
+        Some("demo") => demo(&dir, &tools, postgres).await,
         _ => {
             bail!("usage: stack <demo|smoke|soak [--minutes N]|validate> [--dir DIR] [--postgres]")
         }
     }
+}
+
+/// `stack smoke`: the demo's walk-through, automated.
+async fn smoke(dir: &Path, tools: &Tools, postgres: bool) -> Result<()> {
+    let opts = Options {
+        postgres,
+        edge_sync: true,
+        ..Options::default()
+    };
+    let stack = Stack::start(dir, tools, &opts).await?;
+    let result = walk_through(&stack).await;
+    if let Err(e) = &result {
+        eprintln!("{}", stack.logs());
+        bail!("demo walk-through failed: {e:#}");
+    }
+    if !stack.stop() {
+        bail!("a process did not stop cleanly");
+    }
+    println!("demo walk-through: token through Envoy, protected call allowed and refused, refresh, impersonation, revocation at the edge: all as expected");
+    Ok(())
+}
+
+/// `stack soak [--minutes N]`: a bounded mixed load; the report on stdout.
+async fn soak(dir: &Path, tools: &Tools, args: &[String]) -> Result<()> {
+    let minutes = args
+        .iter()
+        .position(|a| a == "--minutes")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(10);
+    let opts = Options {
+        issuer_args: e2e::soak::ISSUER_ARGS
+            .iter()
+            .map(|a| a.to_string())
+            .collect(),
+        ..Options::default()
+    };
+    let stack = Stack::start(dir, tools, &opts).await?;
+    let report = e2e::soak::soak(&stack, minutes, 16).await;
+    let stopped = stack.stop();
+    let report = report?;
+    println!("{}", report.markdown);
+    if !stopped {
+        bail!("a process did not stop cleanly after the soak");
+    }
+    if report.errors > 0 {
+        bail!("the soak saw {} errors", report.errors);
+    }
+    Ok(())
+}
+
+/// `stack demo`: the stack on the shipped ports until Ctrl-C.
+async fn demo(dir: &Path, tools: &Tools, postgres: bool) -> Result<()> {
+    let stack = Stack::start(
+        dir,
+        tools,
+        &Options {
+            shipped_ports: true,
+            postgres,
+            edge_sync: true,
+            ..Options::default()
+        },
+    )
+    .await
+    .context("starting the stack (are ports 8443, 8080, 8081 and, with --postgres, 8082 free?)")?;
+    print_walk_through(&stack);
+    tokio::signal::ctrl_c().await?;
+    eprintln!("stopping");
+    stack.stop();
+    Ok(())
 }
 
 fn print_walk_through(s: &Stack) {
@@ -165,6 +172,13 @@ Press Ctrl-C to stop."#,
 }
 
 async fn walk_through(s: &Stack) -> Result<()> {
+    let (access, refresh) = sign_in_and_call(s).await?;
+    refresh_and_impersonate(s, &refresh).await?;
+    revocation_reaches_the_edge(s, &access).await
+}
+
+/// Steps 1 to 3: a password grant, a protected call with its token, one without: the tokens.
+async fn sign_in_and_call(s: &Stack) -> Result<(String, String)> {
     let http = s.client();
     let token_url = format!("{}/apiv2/oauth/token", s.url());
     let find = format!("{}/apiv2/MediaService/Find", s.url());
@@ -205,6 +219,14 @@ async fn walk_through(s: &Stack) -> Result<()> {
             r.status()
         );
     }
+    Ok((access.to_owned(), refresh.to_owned()))
+}
+
+/// Steps 4 and 5: the refresh token rotates; an impersonation token reaches the media service.
+async fn refresh_and_impersonate(s: &Stack, refresh: &str) -> Result<()> {
+    let http = s.client();
+    let token_url = format!("{}/apiv2/oauth/token", s.url());
+    let find = format!("{}/apiv2/MediaService/Find", s.url());
     let r: Value = http
         .post(&token_url)
         .basic_auth(demo::CLIENT, Some(&s.secret))
@@ -241,7 +263,13 @@ async fn walk_through(s: &Stack) -> Result<()> {
     if seen["identity"]["x-auth-claims"] != "upn=someone@example.com" {
         bail!("the media service did not see the impersonated claims: {seen}");
     }
-    // A revocation takes effect at the edge within 2 s.
+    Ok(())
+}
+
+/// Step 6: a revocation takes effect at the edge within 2 s.
+async fn revocation_reaches_the_edge(s: &Stack, access: &str) -> Result<()> {
+    let http = s.client();
+    let find = format!("{}/apiv2/MediaService/Find", s.url());
     let r = http
         .post(format!("{}/apiv2/oauth/revoke", s.url()))
         .basic_auth(demo::CLIENT, Some(&s.secret))

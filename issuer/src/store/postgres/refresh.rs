@@ -179,7 +179,17 @@ pub(super) async fn rotate(
             retried: false,
         }));
     }
-    // Every other case, read and decided in full: a retry, reuse, or a refusal.
+    rotate_in_full(store, token, client, now).await
+}
+
+/// Every other case than [`ROTATE_CURRENT`]'s, read and decided in full: a retry, reuse, or a
+/// refusal.
+async fn rotate_in_full(
+    store: &PgStore,
+    token: RefreshToken,
+    client: &str,
+    now: u64,
+) -> Result<RotateOutcome, StoreError> {
     let policy = store.policy;
     let id = token.family.to_vec();
     let tokens = store.hash_key.family_revocation(&token.family);

@@ -13,16 +13,12 @@ mod accounts;
 pub mod journal;
 mod refresh;
 mod revocations;
+mod store;
 pub mod sweep;
 pub mod writer;
 
 use super::keys::{KeyRecord, RetireOutcome, Rotated, RotationPlan};
-use super::revocation::{RevocationPage, Revoked};
-use super::{
-    AccessLifetime, ClientChange, ClientRecord, Clients, Families, FamilyRevocation, HashKeyed,
-    KeyInfo, KeyState, OpenError, RefreshInfo, RefreshPolicy, Revocations, RotateOutcome,
-    SigningKeys, StoreError, Sweep, UserChange, UserRecord, Users, DEFAULT_ACCESS_TTL,
-};
+use super::{KeyInfo, KeyState, OpenError, StoreError, DEFAULT_ACCESS_TTL};
 use crate::secrets::{self, HashKey};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 pub use refresh::{FamilyDone, FamilyOp};
@@ -34,6 +30,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
+pub use store::RedbStore;
 use zeroize::Zeroizing;
 
 const CLIENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("clients");
@@ -412,201 +409,6 @@ impl RedbFile {
         };
         tx.commit()?;
         Ok(outcome)
-    }
-}
-
-/// [`RedbFile`] behind the [`Store`] interface. Refresh operations, journal merges and the sweep
-/// go through one writer thread that group-commits the operations.
-#[derive(Debug)]
-pub struct RedbStore {
-    file: std::sync::Arc<RedbFile>,
-    writer: writer::RefreshWriter,
-}
-
-impl RedbStore {
-    /// Opens the data dir (see [`RedbFile::open`]) and starts its refresh writer with `policy`.
-    pub fn open(dir: &Path, now: u64, policy: RefreshPolicy) -> Result<Self, OpenError> {
-        Self::open_with_cache(dir, now, policy, None)
-    }
-
-    /// [`RedbStore::open`] with the page cache bounded (see [`RedbFile::open_with_cache`]).
-    pub fn open_with_cache(
-        dir: &Path,
-        now: u64,
-        policy: RefreshPolicy,
-        cache_bytes: Option<usize>,
-    ) -> Result<Self, OpenError> {
-        let file = std::sync::Arc::new(RedbFile::open_with_cache(dir, now, cache_bytes)?);
-        let writer = writer::RefreshWriter::spawn(file.clone(), policy)?;
-        Ok(Self { file, writer })
-    }
-
-    /// The data dir.
-    pub fn dir(&self) -> &Path {
-        self.file.dir()
-    }
-
-    /// Passes `result` on, noting a failed write so that the next operation reopens the database.
-    fn watch<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
-        if let Err(StoreError::Disk(_)) = &result {
-            self.file.mark_failed();
-        }
-        result
-    }
-}
-
-impl HashKeyed for RedbStore {
-    fn hash_key(&self) -> &HashKey {
-        self.file.hash_key()
-    }
-}
-
-#[async_trait::async_trait]
-impl AccessLifetime for RedbStore {
-    async fn access_ttl(&self) -> Result<u64, StoreError> {
-        self.watch(self.file.access_ttl())
-    }
-
-    async fn set_access_ttl(&self, ttl: u64) -> Result<(), StoreError> {
-        self.watch(self.file.set_access_ttl(ttl))
-    }
-}
-
-#[async_trait::async_trait]
-impl Clients for RedbStore {
-    async fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError> {
-        self.watch(self.file.client(id))
-    }
-
-    async fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError> {
-        self.watch(self.file.clients())
-    }
-
-    async fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
-        self.watch(self.file.add_client(id, rec))
-    }
-
-    async fn update_client(
-        &self,
-        id: &str,
-        change: ClientChange,
-        now: u64,
-    ) -> Result<bool, StoreError> {
-        self.watch(self.file.update_client(id, change, now))
-    }
-
-    async fn remove_client(&self, id: &str, now: u64) -> Result<bool, StoreError> {
-        self.watch(self.file.remove_client(id, now))
-    }
-}
-
-#[async_trait::async_trait]
-impl Users for RedbStore {
-    async fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError> {
-        self.watch(self.file.user(name))
-    }
-
-    async fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError> {
-        self.watch(self.file.users())
-    }
-
-    async fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError> {
-        self.watch(self.file.add_user(name, rec))
-    }
-
-    async fn update_user(
-        &self,
-        name: &str,
-        change: &UserChange,
-        now: u64,
-    ) -> Result<bool, StoreError> {
-        self.watch(self.file.update_user(name, change, now))
-    }
-
-    async fn remove_user(&self, name: &str, now: u64) -> Result<bool, StoreError> {
-        self.watch(self.file.remove_user(name, now))
-    }
-}
-
-#[async_trait::async_trait]
-impl SigningKeys for RedbStore {
-    async fn key_infos(&self, now: u64) -> Result<Vec<KeyInfo>, StoreError> {
-        self.watch(self.file.key_infos(now))
-    }
-
-    async fn key_ring(&self, now: u64) -> Result<KeyRing, StoreError> {
-        self.watch(self.file.key_ring(now))
-    }
-
-    async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<Rotated>, StoreError> {
-        self.watch(self.file.rotate_key(now, delay))
-    }
-
-    async fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError> {
-        self.watch(self.file.retire_key(kid, now))
-    }
-}
-
-#[async_trait::async_trait]
-impl Families for RedbStore {
-    async fn start_family(
-        &self,
-        client: &str,
-        user: &str,
-        now: u64,
-    ) -> Result<Zeroizing<String>, StoreError> {
-        self.watch(self.writer.start(client, user, now).await)
-    }
-
-    async fn rotate_family(
-        &self,
-        presented: &str,
-        client: &str,
-        now: u64,
-    ) -> Result<RotateOutcome, StoreError> {
-        self.watch(self.writer.rotate(presented, client, now).await)
-    }
-
-    async fn revoke_family(
-        &self,
-        token: &str,
-        client: &str,
-        now: u64,
-    ) -> Result<FamilyRevocation, StoreError> {
-        self.watch(self.writer.revoke(token, client, now).await)
-    }
-
-    async fn family_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError> {
-        self.watch(self.file.refresh_info(token, now))
-    }
-}
-
-#[async_trait::async_trait]
-impl Revocations for RedbStore {
-    async fn revoke(&self, what: Revoked, now: u64, until: Option<u64>) -> Result<u64, StoreError> {
-        // A synchronous write with fsync, which also waits for the refresh writer's transaction:
-        // off the runtime's threads.
-        let file = self.file.clone();
-        let recorded = tokio::task::spawn_blocking(move || file.revoke(what, now, until))
-            .await
-            .map_err(|_| StoreError::Stopped("revocation task"))?;
-        self.watch(recorded)
-    }
-
-    async fn revocations(
-        &self,
-        since: u64,
-        now: u64,
-        limit: usize,
-    ) -> Result<RevocationPage, StoreError> {
-        self.watch(self.file.revocations(since, now, limit))
-    }
-}
-
-#[async_trait::async_trait]
-impl Sweep for RedbStore {
-    async fn sweep(&self, now: u64) -> Result<u64, StoreError> {
-        self.watch(self.writer.sweep(now).await)
     }
 }
 

@@ -3,7 +3,10 @@
 
 use super::refresh::{FamilyDone, FamilyOp};
 use super::*;
-use crate::store::{GrantKind, RefreshRejection, RotateOutcome, Rotation, KEY_RETIRE_MARGIN};
+use crate::store::{
+    ClientRecord, GrantKind, RefreshPolicy, RefreshRejection, RotateOutcome, Rotation, UserRecord,
+    KEY_RETIRE_MARGIN,
+};
 use shared::Key;
 
 const POLICY: RefreshPolicy = RefreshPolicy {
