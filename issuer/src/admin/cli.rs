@@ -6,9 +6,10 @@ use crate::app::now;
 use crate::store::redb::RedbStore;
 use crate::store::{Location, OpenError, PgFiles, RefreshPolicy};
 use anyhow::{bail, Context as _};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use zeroize::Zeroizing;
 
 /// Runs `cmd` on the store at `location` and returns the text to print: on the embedded store
 /// through the running server's socket, or directly on the data dir when no server answers
@@ -73,4 +74,19 @@ pub fn send(data_dir: &Path, cmd: &Command) -> anyhow::Result<Option<Reply>> {
     let mut reply = String::new();
     BufReader::new(stream).read_line(&mut reply)?;
     Ok(Some(serde_json::from_str(&reply)?))
+}
+
+/// Reads one line of secret input from stdin (a terminal gets a prompt on stderr).
+pub fn read_secret(prompt: &str) -> anyhow::Result<Zeroizing<String>> {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        eprint!("{prompt}: ");
+    }
+    let mut line = Zeroizing::new(String::new());
+    stdin.lock().read_line(&mut line)?;
+    let value = Zeroizing::new(line.trim_end_matches(['\r', '\n']).to_owned());
+    if value.is_empty() {
+        bail!("empty {prompt} on stdin");
+    }
+    Ok(value)
 }

@@ -23,7 +23,7 @@ pub mod input;
 mod keys;
 mod users;
 
-pub use cli::{run, send};
+pub use cli::{read_secret, run, send};
 pub use clients::NewClient;
 pub use keys::filter_config;
 pub use users::NewUser;
