@@ -4,11 +4,13 @@
 //! - [`store`]: the state behind one narrow interface (clients, users, keys, refresh token
 //!   families), on redb or PostgreSQL.
 //! - [`admin`]: the administrative commands, run directly or through the server's Unix socket.
+//! - [`config`]: the configuration file of `issuer serve` and its `[directory]` table.
 //! - [`server`]: the accept loop (plain or TLS), admin socket, sweep and graceful shutdown.
 #![forbid(unsafe_code)]
 
 pub mod admin;
 pub mod app;
+pub mod config;
 pub mod http;
 pub mod logging;
 pub mod metrics;

@@ -3,8 +3,9 @@
 use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
 use issuer::admin::input::{check_client_id, check_roles, check_user_name, parse_claim};
-use issuer::admin::{self, Command, NewClient, NewUser};
+use issuer::admin::{self, read_secret, Command, NewClient, NewUser};
 use issuer::app::{now, App, Settings};
+use issuer::config::{parse_net, DirectoryConfig};
 use issuer::logging::LogFormat;
 use issuer::passwords::hash_password;
 use issuer::secrets::new_client_secret;
@@ -12,7 +13,7 @@ use issuer::store::postgres::PgStore;
 use issuer::store::redb::{RedbFile, RedbStore, HASH_KEY_FILE};
 use issuer::store::{GrantKind, HashKeyed, Location, OpenError, PgFiles, RefreshPolicy, Store};
 use issuer::throttle::{MemoryBook, Throttle, ThrottleBook, ThrottlePolicy};
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -105,6 +106,13 @@ enum Top {
 
 #[derive(Args)]
 struct Serve {
+    /// A TOML file with options of `serve` under their flag names, `_` for `-` (a flag or an
+    /// environment variable overrides the file), and the `[directory]` table (see docs/issuer.md).
+    #[arg(long, env = "ISSUER_CONFIG")]
+    config: Option<PathBuf>,
+    /// The file's `[directory]`, validated at startup; nothing signs in with it yet.
+    #[arg(skip)]
+    directory: Option<Box<DirectoryConfig>>,
     #[command(flatten)]
     dir: DataDir,
     /// Address to listen on (port 0 picks a free port; the chosen address is printed).
@@ -260,19 +268,9 @@ enum KeysCmd {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
-        Top::Serve(s) => serve(s),
-        Top::Client { cmd, dir } => client(cmd, &dir),
-        Top::User { cmd, dir } => user(cmd, &dir),
-        Top::Keys { cmd, dir } => match cmd {
-            KeysCmd::List => run_admin(&dir, Command::KeysList),
-            KeysCmd::Rotate { delay } => run_admin(&dir, Command::KeysRotate { delay }),
-            KeysCmd::Retire { kid } => run_admin(&dir, Command::KeysRetire { kid }),
-            KeysCmd::FilterConfig => run_admin(&dir, Command::KeysFilterConfig),
-            KeysCmd::RotateKek => rotate_kek(&dir),
-        },
-    };
+    let result = issuer::config::parse_args::<Cli>(std::env::args_os().collect(), "serve")
+        .map_err(anyhow::Error::from)
+        .and_then(run);
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -282,10 +280,27 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
-    s.parse::<ipnet::IpNet>()
-        .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-        .map_err(|_| format!("{s:?} is not an IP address or CIDR range"))
+/// Runs the command line, with the configuration file of `serve` if it names one.
+fn run((cli, file): (Cli, Option<issuer::config::ConfigFile>)) -> anyhow::Result<()> {
+    match cli.command {
+        Top::Serve(mut s) => {
+            s.directory = file
+                .map(|f| f.directory())
+                .transpose()?
+                .flatten()
+                .map(Box::new);
+            serve(s)
+        }
+        Top::Client { cmd, dir } => client(cmd, &dir),
+        Top::User { cmd, dir } => user(cmd, &dir),
+        Top::Keys { cmd, dir } => match cmd {
+            KeysCmd::List => run_admin(&dir, Command::KeysList),
+            KeysCmd::Rotate { delay } => run_admin(&dir, Command::KeysRotate { delay }),
+            KeysCmd::Retire { kid } => run_admin(&dir, Command::KeysRetire { kid }),
+            KeysCmd::FilterConfig => run_admin(&dir, Command::KeysFilterConfig),
+            KeysCmd::RotateKek => rotate_kek(&dir),
+        },
+    }
 }
 
 impl Serve {
@@ -377,7 +392,8 @@ fn serve(s: Serve) -> anyhow::Result<()> {
     let opened = open_store(&s, &runtime)?;
     let tls = match (&s.tls_cert, &s.tls_key) {
         (Some(c), Some(k)) => Some(issuer::server::tls_acceptor(c, k)?),
-        _ => None,
+        (None, None) => None,
+        _ => bail!("tls_cert and tls_key go together"),
     };
     runtime.block_on(serve_on(s, opened, tls))
 }
@@ -419,6 +435,9 @@ async fn serve_on(
     }
     tokio::spawn(issuer::server::sweep_forever(app.clone()));
     tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
+    if let Some(d) = &s.directory {
+        tracing::info!(urls = ?d.urls, kind = ?d.kind, "[directory] valid; sign-in with it comes later");
+    }
     tracing::info!(%addr, scheme, store = name, "issuer serving");
     println!("listening on {scheme}://{addr}");
     std::io::stdout().flush()?;
@@ -453,21 +472,6 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> anyhow::Result<T> {
         .enable_all()
         .build()?
         .block_on(f))
-}
-
-/// Reads one line of secret input from stdin (a terminal gets a prompt on stderr).
-fn read_secret(prompt: &str) -> anyhow::Result<Zeroizing<String>> {
-    let stdin = std::io::stdin();
-    if stdin.is_terminal() {
-        eprint!("{prompt}: ");
-    }
-    let mut line = Zeroizing::new(String::new());
-    stdin.lock().read_line(&mut line)?;
-    let value = Zeroizing::new(line.trim_end_matches(['\r', '\n']).to_owned());
-    if value.is_empty() {
-        bail!("empty {prompt} on stdin");
-    }
-    Ok(value)
 }
 
 /// The hash key of the store: from the data dir's file (creating the data dir if needed, without

@@ -1,0 +1,222 @@
+//! The configuration file of `issuer serve` (`--config FILE`, env `ISSUER_CONFIG`): TOML holding
+//! any `serve` option under its flag's long name with `_` for `-` (`listen`, `store`,
+//! `access_ttl`, `trusted_proxy`, …), and the `[directory]` table ([`DirectoryConfig`]).
+//!
+//! The file's options become the defaults of the command line, so a flag or an environment
+//! variable overrides the file, and the file the built-in default. The keys a file may hold are
+//! not listed a second time: they are the long names of the `serve` command's arguments, each
+//! value checked by that argument's own parser. An unknown key is an error that names it.
+
+pub mod directory;
+
+pub use directory::{BindPassword, DirectoryConfig, DirectoryKind};
+
+use clap::{Arg, ArgAction, Command, CommandFactory, FromArgMatches};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// The table of the directory, the one key that is not a `serve` option.
+pub const DIRECTORY: &str = "directory";
+/// The argument naming the file; no key of the file.
+pub const CONFIG_ARG: &str = "config";
+
+/// A configuration file that cannot be used; the message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {path}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// A configuration file, parsed but not yet applied.
+#[derive(Debug, Clone)]
+pub struct ConfigFile {
+    path: PathBuf,
+    /// The options, each under its flag's long name with `_` for `-`.
+    options: toml::Table,
+    /// The `[directory]` table, if any.
+    directory: Option<toml::Value>,
+}
+
+impl ConfigFile {
+    /// Reads and parses `path`.
+    pub fn read(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses `text`, the contents of `path` (which error messages name).
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        let mut options: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Invalid {
+            path: path.display().to_string(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        let directory = options.remove(DIRECTORY);
+        Ok(Self {
+            path: path.to_owned(),
+            options,
+            directory,
+        })
+    }
+
+    /// The file this came from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn error(&self, message: impl std::fmt::Display) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.path.display().to_string(),
+            message: message.to_string(),
+        }
+    }
+
+    /// `cmd` (the `serve` command) with the file's options as the defaults of its arguments.
+    /// A key that names no option, or a value its option would refuse, is an error. As clap does
+    /// not count a default as given, no option of `cmd` then requires another (`--tls-cert` on
+    /// the command line may pair with `tls_key` in the file): the command checks its pairs itself.
+    pub fn apply(&self, mut cmd: Command) -> Result<Command, ConfigError> {
+        cmd = cmd.mut_args(|a| a.requires(clap::builder::Resettable::<clap::Id>::Reset));
+        for (key, value) in &self.options {
+            let arg = option_arg(&cmd, key).ok_or_else(|| {
+                self.error(format!(
+                    "unknown key `{key}` (the keys are the options of `issuer serve --help`, \
+                     `_` for `-`, and the [{DIRECTORY}] table)"
+                ))
+            })?;
+            let values = self.values(key, value, arg)?;
+            check_values(arg, &values).map_err(|e| self.error(format!("`{key}`: {e}")))?;
+            let id = arg.get_id().clone();
+            cmd = cmd.mut_arg(id, |a| a.default_values(values));
+        }
+        Ok(cmd)
+    }
+
+    /// The value of `key` as the command line's strings for `arg`.
+    fn values(
+        &self,
+        key: &str,
+        value: &toml::Value,
+        arg: &Arg,
+    ) -> Result<Vec<String>, ConfigError> {
+        let action = arg.get_action();
+        match value {
+            toml::Value::Boolean(b) if matches!(action, ArgAction::SetTrue) => {
+                Ok(vec![b.to_string()])
+            }
+            _ if matches!(action, ArgAction::SetTrue) => {
+                Err(self.error(format!("`{key}` is a switch: true or false")))
+            }
+            toml::Value::Array(items) if matches!(action, ArgAction::Append) => items
+                .iter()
+                .map(scalar)
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| self.error(format!("`{key}`: a list of strings or numbers"))),
+            other => scalar(other)
+                .map(|s| vec![s])
+                .ok_or_else(|| self.error(format!("`{key}` takes one string or number"))),
+        }
+    }
+
+    /// The validated `[directory]` table, if the file has one (this reads its password file).
+    pub fn directory(&self) -> Result<Option<DirectoryConfig>, ConfigError> {
+        self.directory
+            .clone()
+            .map(DirectoryConfig::from_toml)
+            .transpose()
+            .map_err(|e| self.error(format!("[{DIRECTORY}]: {e}")))
+    }
+}
+
+/// The option of `cmd` whose long name is `key` with `-` for `_`.
+fn option_arg<'c>(cmd: &'c Command, key: &str) -> Option<&'c Arg> {
+    let long = key.replace('_', "-");
+    (!key.contains('-') && !["help", "version", CONFIG_ARG].contains(&long.as_str()))
+        .then(|| {
+            cmd.get_arguments()
+                .find(|a| a.get_long() == Some(long.as_str()))
+        })
+        .flatten()
+}
+
+/// A TOML scalar as a command-line string.
+fn scalar(value: &toml::Value) -> Option<String> {
+    match value {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Whether `arg`'s parser accepts `values`, as it would on the command line; else clap's reason.
+fn check_values(arg: &Arg, values: &[String]) -> Result<(), String> {
+    let Some(long) = arg
+        .get_long()
+        .filter(|_| !matches!(arg.get_action(), ArgAction::SetTrue))
+    else {
+        return Ok(());
+    };
+    let mut probe = Arg::new("value")
+        .long(long.to_owned())
+        .value_parser(arg.get_value_parser().clone())
+        .action(ArgAction::Append);
+    if let Some(d) = arg.get_value_delimiter() {
+        probe = probe.value_delimiter(d);
+    }
+    let argv = values.iter().map(|v| format!("--{long}={v}"));
+    Command::new("config")
+        .no_binary_name(true)
+        .arg(probe)
+        .try_get_matches_from(argv)
+        .map(drop)
+        .map_err(|e| {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            first.trim_start_matches("error: ").to_owned()
+        })
+}
+
+/// Parses the command line `args` of `C`, whose subcommand `sub` may name a configuration file
+/// with its `config` argument: a first, lenient pass finds the file; the real one parses with the
+/// file's options as the defaults of `sub`. Returns the parsed command line and the file. A
+/// command-line error (and `--help`) exits, as [`clap::Parser::parse`] does.
+pub fn parse_args<C: CommandFactory + FromArgMatches>(
+    args: Vec<OsString>,
+    sub: &str,
+) -> Result<(C, Option<ConfigFile>), ConfigError> {
+    let first = C::command().ignore_errors(true).try_get_matches_from(&args);
+    let path = first.ok().and_then(|m| {
+        m.subcommand_matches(sub)?
+            .get_one::<PathBuf>(CONFIG_ARG)
+            .cloned()
+    });
+    let file = path.map(|p| ConfigFile::read(&p)).transpose()?;
+    let mut cmd = C::command();
+    if let Some(file) = &file {
+        let applied = file.apply(cmd.find_subcommand(sub).cloned().expect("subcommand"))?;
+        cmd = cmd.mut_subcommand(sub, |_| applied);
+    }
+    let matches = cmd.try_get_matches_from(&args).unwrap_or_else(|e| e.exit());
+    Ok((
+        C::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()),
+        file,
+    ))
+}
+
+/// `s` as an IP network: a CIDR range, or an address (a network of one).
+pub fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
+    s.parse::<ipnet::IpNet>()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("{s:?} is not an IP address or CIDR range"))
+}
+
+#[cfg(test)]
+mod tests;

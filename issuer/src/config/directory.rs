@@ -1,0 +1,236 @@
+//! The `[directory]` table of the configuration file: the LDAP or Active Directory servers that
+//! directory sign-in will use (issue 22). `issuer serve` validates it at startup, reading the bind
+//! password; nothing signs in with it yet.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use zeroize::Zeroizing;
+
+/// The user filter of `kind = "active-directory"` by default.
+pub const AD_USER_FILTER: &str =
+    "(&(objectClass=user)(|(sAMAccountName={username})(userPrincipalName={username})))";
+/// The user filter of `kind = "ldap"` by default.
+pub const LDAP_USER_FILTER: &str = "(&(objectClass=inetOrgPerson)(uid={username}))";
+/// Where a user filter puts the name signing in.
+pub const USERNAME: &str = "{username}";
+/// Milliseconds per server and operation by default.
+pub const TIMEOUT_MS: u64 = 2000;
+/// Seconds between rechecks of a signed-in user by default.
+pub const RECHECK_SECONDS: u64 = 60;
+
+/// What the directory is; it sets the defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DirectoryKind {
+    /// Microsoft Active Directory: nested groups by `LDAP_MATCHING_RULE_IN_CHAIN`, disabled
+    /// accounts by `userAccountControl`.
+    ActiveDirectory,
+    /// A plain LDAP server (OpenLDAP and the like): group membership through `memberOf`.
+    Ldap,
+}
+
+impl DirectoryKind {
+    /// The user filter unless the table sets one.
+    pub fn default_user_filter(self) -> &'static str {
+        match self {
+            Self::ActiveDirectory => AD_USER_FILTER,
+            Self::Ldap => LDAP_USER_FILTER,
+        }
+    }
+
+    /// Whether membership of a nested group counts (`LDAP_MATCHING_RULE_IN_CHAIN`); else only
+    /// the direct groups of `memberOf`.
+    pub fn nested_groups(self) -> bool {
+        self == Self::ActiveDirectory
+    }
+
+    /// Whether `userAccountControl` says an account is disabled.
+    pub fn user_account_control(self) -> bool {
+        self == Self::ActiveDirectory
+    }
+}
+
+/// The bind password, read from `bind_password_file`; never shown (`Debug` is redacted).
+#[derive(Clone)]
+pub struct BindPassword(Zeroizing<String>);
+
+impl BindPassword {
+    /// The password itself, for the bind.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for BindPassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BindPassword(..)")
+    }
+}
+
+/// The `[directory]` table, validated.
+#[derive(Debug, Clone)]
+pub struct DirectoryConfig {
+    /// `ldaps://` or `ldap://` URLs, tried in order (failover and failback).
+    pub urls: Vec<String>,
+    pub kind: DirectoryKind,
+    pub bind_dn: String,
+    pub bind_password: BindPassword,
+    pub base_dn: String,
+    /// Contains `{username}`.
+    pub user_filter: String,
+    /// CA certificates (PEM) the servers' certificates must chain to [default: the system's].
+    pub ca_file: Option<PathBuf>,
+    /// STARTTLS on `ldap://` URLs.
+    pub starttls: bool,
+    /// Per server and operation, milliseconds (more than 0).
+    pub timeout_ms: u64,
+    pub recheck_seconds: u64,
+    /// Group DN → role.
+    pub roles: BTreeMap<String, String>,
+    /// Claim type → attribute.
+    pub claims: BTreeMap<String, String>,
+}
+
+/// The table as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Table {
+    urls: Vec<String>,
+    kind: DirectoryKind,
+    bind_dn: String,
+    bind_password_file: PathBuf,
+    base_dn: String,
+    user_filter: Option<String>,
+    ca_file: Option<PathBuf>,
+    #[serde(default)]
+    starttls: bool,
+    #[serde(default = "timeout_ms")]
+    timeout_ms: u64,
+    #[serde(default = "recheck_seconds")]
+    recheck_seconds: u64,
+    #[serde(default)]
+    roles: BTreeMap<String, String>,
+    #[serde(default)]
+    claims: BTreeMap<String, String>,
+}
+
+fn timeout_ms() -> u64 {
+    TIMEOUT_MS
+}
+
+fn recheck_seconds() -> u64 {
+    RECHECK_SECONDS
+}
+
+impl DirectoryConfig {
+    /// Validates the `[directory]` table and reads its password file.
+    pub fn from_toml(value: toml::Value) -> Result<Self, String> {
+        let t: Table = value
+            .try_into()
+            .map_err(|e: toml::de::Error| e.message().to_owned())?;
+        if t.urls.is_empty() {
+            return Err("`urls` is empty: name at least one server".into());
+        }
+        for url in &t.urls {
+            check_url(url, t.starttls)?;
+        }
+        let user_filter = t
+            .user_filter
+            .unwrap_or_else(|| t.kind.default_user_filter().to_owned());
+        if !user_filter.contains(USERNAME) {
+            return Err(format!("`user_filter` must contain {USERNAME}"));
+        }
+        if t.timeout_ms == 0 {
+            return Err("`timeout_ms` must be more than 0".into());
+        }
+        for (name, value) in [("bind_dn", &t.bind_dn), ("base_dn", &t.base_dn)] {
+            if value.trim().is_empty() {
+                return Err(format!("`{name}` is empty"));
+            }
+        }
+        check_map("roles", &t.roles)?;
+        check_map("claims", &t.claims)?;
+        if let Some(ca) = &t.ca_file {
+            std::fs::File::open(ca).map_err(|e| format!("`ca_file` {}: {e}", ca.display()))?;
+        }
+        Ok(Self {
+            bind_password: read_password(&t.bind_password_file)?,
+            urls: t.urls,
+            kind: t.kind,
+            bind_dn: t.bind_dn,
+            base_dn: t.base_dn,
+            user_filter,
+            ca_file: t.ca_file,
+            starttls: t.starttls,
+            timeout_ms: t.timeout_ms,
+            recheck_seconds: t.recheck_seconds,
+            roles: t.roles,
+            claims: t.claims,
+        })
+    }
+}
+
+/// No empty key or value in the table `name`.
+fn check_map(name: &str, map: &BTreeMap<String, String>) -> Result<(), String> {
+    match map
+        .iter()
+        .find(|(k, v)| k.trim().is_empty() || v.trim().is_empty())
+    {
+        Some((k, _)) => Err(format!("[directory.{name}]: empty name or value at {k:?}")),
+        None => Ok(()),
+    }
+}
+
+/// An `ldaps://HOST[:PORT]` URL, or `ldap://` with STARTTLS or to a loopback host.
+fn check_url(url: &str, starttls: bool) -> Result<(), String> {
+    let (tls, rest) = if let Some(rest) = url.strip_prefix("ldaps://") {
+        (true, rest)
+    } else if let Some(rest) = url.strip_prefix("ldap://") {
+        (false, rest)
+    } else {
+        return Err(format!("{url:?} is not an ldaps:// or ldap:// URL"));
+    };
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or_default(),
+    };
+    if host.is_empty() || authority.contains(['/', '?', '@', ' ']) {
+        return Err(format!(
+            "{url:?}: give only scheme, host and port (the base DN goes in `base_dn`)"
+        ));
+    }
+    if !tls && !starttls && !is_loopback(host) {
+        return Err(format!(
+            "{url:?}: plain ldap:// only to a loopback host; use ldaps:// or `starttls = true`"
+        ));
+    }
+    Ok(())
+}
+
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost") || host.parse::<IpAddr>().is_ok_and(|a| a.is_loopback())
+}
+
+/// The password in `path` (a trailing line break dropped), which must not be readable by group
+/// or others.
+fn read_password(path: &Path) -> Result<BindPassword, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let name = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("`bind_password_file` {name}: {e}"))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!(
+            "`bind_password_file` {name} is readable by group or others: chmod 0600 it"
+        ));
+    }
+    let text = Zeroizing::new(
+        std::fs::read_to_string(path).map_err(|e| format!("`bind_password_file` {name}: {e}"))?,
+    );
+    let password = Zeroizing::new(text.trim_end_matches(['\r', '\n']).to_owned());
+    if password.is_empty() {
+        return Err(format!("`bind_password_file` {name} is empty"));
+    }
+    Ok(BindPassword(password))
+}
