@@ -4,9 +4,10 @@
 //! [`e2e::issuer::launch`], as every other test's do); the tests are in one module per topic. `store` runs the
 //! store conformance suite against redb and a real PostgreSQL, `store_postgres` what only the
 //! PostgreSQL store does (sealed secrets, MACed records, TLS), `multi` several issuers on one
-//! PostgreSQL, `disk` the embedded store on a full disk.
+//! PostgreSQL, `disk` the embedded store on a full disk, `config` the configuration file.
 
 mod admin;
+mod config;
 mod crash;
 mod disk;
 mod endpoints;
