@@ -131,6 +131,34 @@ async fn postgres_secrets_need_the_right_kek() {
     );
 }
 
+/// Several issuers starting at once on new databases: each migration step may meet another
+/// issuer's later step (one drops what an earlier one made), and every issuer still opens, on one
+/// key ring. CI once saw `relation "refresh_tokens" does not exist` here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn issuers_starting_at_once_all_open() {
+    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
+        return;
+    };
+    for round in 0..4 {
+        pg.psql(&format!("CREATE DATABASE race{round}")).unwrap();
+        let url = pg.url().replace("/postgres", &format!("/race{round}"));
+        let open = || PgStore::connect(&url, Kek::derive(&KEK), 1_000, POLICY);
+        let (a, b, c, d) = tokio::join!(open(), open(), open(), open());
+        let rings: Vec<_> = [a, b, c, d]
+            .into_iter()
+            .map(|s| s.unwrap_or_else(|e| panic!("round {round}: {e}")))
+            .collect();
+        let first = rings[0].key_ring(1_000).await.unwrap();
+        for s in &rings[1..] {
+            let ring = s.key_ring(1_000).await.unwrap();
+            assert_eq!(
+                ring.get(1).map(|k| *k.secret()),
+                first.get(1).map(|k| *k.secret())
+            );
+        }
+    }
+}
+
 /// PostgreSQL over TLS: the server's certificate verified against the CA file; another CA is
 /// refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -110,14 +110,7 @@ impl PgStore {
              (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
         )
         .await?;
-        let applied: Vec<i64> = {
-            let conn = self.connection().await?;
-            conn.query("SELECT version FROM schema_migrations", &[])
-                .await?
-                .iter()
-                .map(|r| r.get(0))
-                .collect()
-        };
+        let mut applied = self.applied_migrations().await?;
         let postgres = {
             let conn = self.connection().await?;
             let version: String = conn.query_one("SELECT version()", &[]).await?.get(0);
@@ -129,7 +122,15 @@ impl PgStore {
                 continue;
             }
             if postgres || !POSTGRES_ONLY.contains(&version) {
-                self.schema_change(sql).await?;
+                if let Err(e) = self.schema_change(sql).await {
+                    // Another issuer migrating the same database at once may have gone past this
+                    // step (a later one dropped what this one changes): what it recorded is done.
+                    applied = self.applied_migrations().await?;
+                    if applied.contains(&version) {
+                        continue;
+                    }
+                    return Err(e);
+                }
             }
             serializable!(self, |tx| {
                 tx.execute(
@@ -142,6 +143,17 @@ impl PgStore {
             tracing::info!(version, "database schema migrated");
         }
         Ok(())
+    }
+
+    /// The versions of [`MIGRATIONS`] recorded as applied.
+    async fn applied_migrations(&self) -> Result<Vec<i64>, StoreError> {
+        let conn = self.connection().await?;
+        Ok(conn
+            .query("SELECT version FROM schema_migrations", &[])
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
     }
 
     /// The hash key, created with the first signing key on a new database; on an existing one,
