@@ -118,7 +118,12 @@ pub(crate) async fn refused_everywhere(
     took
 }
 
-pub(crate) async fn token_as(s: &Stack, client: (&str, &str), form: &[(&str, &str)]) -> Value {
+/// A token request through Envoy as `client`: the status and the JSON answer (null if none).
+pub(crate) async fn token_request(
+    s: &Stack,
+    client: (&str, &str),
+    form: &[(&str, &str)],
+) -> (u16, Value) {
     let r = s
         .client()
         .post(format!("{}/apiv2/oauth/token", s.url()))
@@ -127,7 +132,13 @@ pub(crate) async fn token_as(s: &Stack, client: (&str, &str), form: &[(&str, &st
         .send()
         .await
         .unwrap();
-    let v: Value = r.json().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// [`token_request`] that must issue a token: its answer.
+pub(crate) async fn token_as(s: &Stack, client: (&str, &str), form: &[(&str, &str)]) -> Value {
+    let (_, v) = token_request(s, client, form).await;
     assert!(v["access_token"].is_string(), "{v}");
     v
 }

@@ -2,7 +2,9 @@
 //! each replayed through the real stack as the probe sent it. Every test here failed before its
 //! fix; `docs/threat-model.md` says what each finding was and what is true now.
 
-use crate::edge::{access, call, counters, edge_stack, password, refused_everywhere, token_as};
+use crate::edge::{
+    access, call, counters, edge_stack, password, refused_everywhere, token_as, token_request,
+};
 use e2e::{demo, Options, Stack, Tools};
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -18,20 +20,6 @@ async fn feed_direct(s: &Stack, client: (&str, &str), headers: &[(&str, &str)]) 
     }
     let r = req.send().await.unwrap();
     (r.status().as_u16(), r.text().await.unwrap())
-}
-
-/// A client-credentials request through Envoy: the status and the JSON answer.
-async fn client_grant(s: &Stack, client: (&str, &str), form: &[(&str, &str)]) -> (u16, Value) {
-    let r = s
-        .client()
-        .post(format!("{}/apiv2/oauth/token", s.url()))
-        .basic_auth(client.0, Some(client.1))
-        .form(form)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
 }
 
 /// Finding 2 (medium): with write access to the database alone (no key-encryption key) a client
@@ -54,7 +42,7 @@ async fn database_writes_alone_grant_no_power() {
     s.admin(&["user", "add", "victim"], Some("victim-password"))
         .unwrap();
     // Everyone starts out fine.
-    let (status, _) = client_grant(
+    let (status, _) = token_request(
         &s,
         ("plain-app", &plain),
         &[("grant_type", "client_credentials")],
@@ -87,7 +75,7 @@ async fn database_writes_alone_grant_no_power() {
     let (status, body) = feed_direct(&s, ("plain-app", &plain), &[]).await;
     assert_ne!(status, 200, "a tampered client read the edge feed: {body}");
     assert!(!body.contains("\"keys\""), "{body}");
-    let (status, v) = client_grant(
+    let (status, v) = token_request(
         &s,
         ("plain-app", &plain),
         &[
@@ -251,7 +239,7 @@ async fn one_client_cannot_record_revocations_without_bound() {
     let mut tokens = Vec::new();
     for _ in 0..80 {
         let (status, v) =
-            client_grant(&s, (app.0, &app.1), &[("grant_type", "client_credentials")]).await;
+            token_request(&s, (app.0, &app.1), &[("grant_type", "client_credentials")]).await;
         assert_eq!(status, 200, "{v}");
         tokens.push(access(&v));
     }
