@@ -5,12 +5,14 @@
 //!   families), on redb or PostgreSQL.
 //! - [`admin`]: the administrative commands, run directly or through the server's Unix socket.
 //! - [`config`]: the configuration file of `issuer serve` and its `[directory]` table.
+//! - [`directory`]: sign-in of users from Active Directory or another LDAP directory.
 //! - [`server`]: the accept loop (plain or TLS), admin socket, sweep and graceful shutdown.
 #![forbid(unsafe_code)]
 
 pub mod admin;
 pub mod app;
 pub mod config;
+pub mod directory;
 pub mod http;
 pub mod logging;
 pub mod metrics;
@@ -19,3 +21,4 @@ pub mod secrets;
 pub mod server;
 pub mod store;
 pub mod throttle;
+pub mod tls_client;

@@ -1,4 +1,8 @@
-//! `issuer`: the token server (`issuer serve`) and its administration (`issuer client|user|keys`).
+//! `issuer`: the token server (`issuer serve`) and its administration (`issuer client|user|keys`,
+//! `issuer directory`).
+
+mod cmd_directory;
+mod serve_store;
 
 use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
@@ -6,13 +10,14 @@ use issuer::admin::input::{check_client_id, check_roles, check_user_name, parse_
 use issuer::admin::{self, read_secret, Command, NewClient, NewUser};
 use issuer::app::{now, App, Settings};
 use issuer::config::{parse_net, DirectoryConfig};
+use issuer::directory::Directory;
 use issuer::logging::LogFormat;
 use issuer::passwords::hash_password;
 use issuer::secrets::new_client_secret;
 use issuer::store::postgres::PgStore;
-use issuer::store::redb::{RedbFile, RedbStore, HASH_KEY_FILE};
-use issuer::store::{GrantKind, HashKeyed, Location, OpenError, PgFiles, RefreshPolicy, Store};
-use issuer::throttle::{MemoryBook, Throttle, ThrottleBook, ThrottlePolicy};
+use issuer::store::redb::{RedbFile, HASH_KEY_FILE};
+use issuer::store::{GrantKind, HashKeyed, Location, PgFiles, RefreshPolicy};
+use issuer::throttle::{Throttle, ThrottlePolicy};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -102,6 +107,9 @@ enum Top {
         #[command(flatten)]
         dir: DataDir,
     },
+    /// Diagnose the `[directory]` of a configuration file.
+    #[command(subcommand)]
+    Directory(cmd_directory::DirectoryCmd),
 }
 
 #[derive(Args)]
@@ -110,7 +118,8 @@ struct Serve {
     /// environment variable overrides the file), and the `[directory]` table (see docs/issuer.md).
     #[arg(long, env = "ISSUER_CONFIG")]
     config: Option<PathBuf>,
-    /// The file's `[directory]`, validated at startup; nothing signs in with it yet.
+    /// The file's `[directory]`, validated at startup: users the store does not hold sign in
+    /// with it.
     #[arg(skip)]
     directory: Option<Box<DirectoryConfig>>,
     #[command(flatten)]
@@ -291,6 +300,7 @@ fn run((cli, file): (Cli, Option<issuer::config::ConfigFile>)) -> anyhow::Result
                 .map(Box::new);
             serve(s)
         }
+        Top::Directory(cmd) => cmd_directory::run(cmd),
         Top::Client { cmd, dir } => client(cmd, &dir),
         Top::User { cmd, dir } => user(cmd, &dir),
         Top::Keys { cmd, dir } => match cmd {
@@ -341,55 +351,12 @@ impl Serve {
     }
 }
 
-/// The state `issuer serve` runs on.
-struct Opened {
-    store: Arc<dyn Store>,
-    /// The password back-off lives where the state does: with PostgreSQL every issuer shares it.
-    book: Arc<dyn ThrottleBook>,
-    /// The embedded store's data dir, where the admin socket is.
-    data_dir: Option<PathBuf>,
-    /// The store as the log names it.
-    name: String,
-}
-
-fn open_store(s: &Serve, runtime: &tokio::runtime::Runtime) -> anyhow::Result<Opened> {
-    let refresh = s.refresh_policy();
-    match s.dir.location()? {
-        Location::Redb(dir) => {
-            let cache = s
-                .store_cache_mib
-                .and_then(|m| usize::try_from(m << 20).ok());
-            let store = match RedbStore::open_with_cache(&dir, now(), refresh, cache) {
-                Err(OpenError::Locked) => bail!("{} is in use by another issuer", dir.display()),
-                other => other.with_context(|| format!("opening {}", dir.display()))?,
-            };
-            Ok(Opened {
-                store: Arc::new(store),
-                book: Arc::new(MemoryBook::new(s.throttle_policy().max_delay * 2)),
-                name: format!("redb:{}", dir.display()),
-                data_dir: Some(dir),
-            })
-        }
-        Location::Postgres(url) => {
-            let files = s.dir.pg_files();
-            let store =
-                runtime.block_on(Location::connect_postgres(&url, &files, now(), refresh))?;
-            Ok(Opened {
-                store: store.clone(),
-                book: store,
-                data_dir: None,
-                name: "postgres".to_owned(),
-            })
-        }
-    }
-}
-
 fn serve(s: Serve) -> anyhow::Result<()> {
     issuer::logging::init(s.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let opened = open_store(&s, &runtime)?;
+    let opened = serve_store::open_store(&s, &runtime)?;
     let tls = match (&s.tls_cert, &s.tls_key) {
         (Some(c), Some(k)) => Some(issuer::server::tls_acceptor(c, k)?),
         (None, None) => None,
@@ -402,10 +369,10 @@ fn serve(s: Serve) -> anyhow::Result<()> {
 /// periodic sweep and reloads.
 async fn serve_on(
     s: Serve,
-    opened: Opened,
+    opened: serve_store::Opened,
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) -> anyhow::Result<()> {
-    let Opened {
+    let serve_store::Opened {
         store,
         book,
         data_dir,
@@ -418,15 +385,21 @@ async fn serve_on(
     let addr = listener.local_addr()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let app = Arc::new(
-        App::new(
-            store,
-            s.settings(addr, tls.is_some()),
-            Throttle::new(s.throttle_policy(), book),
-            s.password_concurrency.unwrap_or(cpus),
-        )
-        .await?,
-    );
+    let mut app_recheck = None;
+    let mut app = App::new(
+        store,
+        s.settings(addr, tls.is_some()),
+        Throttle::new(s.throttle_policy(), book),
+        s.password_concurrency.unwrap_or(cpus),
+    )
+    .await?;
+    if let Some(d) = s.directory {
+        tracing::info!(urls = ?d.urls, kind = ?d.kind, "directory sign-in");
+        let every = d.recheck_seconds;
+        app = app.with_directory(Arc::new(Directory::new(*d).map_err(anyhow::Error::msg)?));
+        app_recheck = Some(every);
+    }
+    let app = Arc::new(app);
     // The embedded store takes admin commands over its socket; with PostgreSQL they write to
     // the database, and every issuer reads the change from there.
     if let Some(dir) = &data_dir {
@@ -435,8 +408,11 @@ async fn serve_on(
     }
     tokio::spawn(issuer::server::sweep_forever(app.clone()));
     tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
-    if let Some(d) = &s.directory {
-        tracing::info!(urls = ?d.urls, kind = ?d.kind, "[directory] valid; sign-in with it comes later");
+    if let Some(every) = app_recheck {
+        tokio::spawn(issuer::server::recheck_directory_forever(
+            app.clone(),
+            every,
+        ));
     }
     tracing::info!(%addr, scheme, store = name, "issuer serving");
     println!("listening on {scheme}://{addr}");

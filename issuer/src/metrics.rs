@@ -82,6 +82,11 @@ impl Metrics {
         self.refresh.get_or_create(&RefreshLabels { result }).inc();
     }
 
+    /// Adds the directory's metrics (`issuer_directory_*`).
+    pub fn add_directory(&mut self, directory: &crate::directory::DirectoryMetrics) {
+        directory.register(&mut self.registry);
+    }
+
     /// The OpenMetrics text of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();

@@ -192,6 +192,22 @@ pub async fn sweep_forever(app: Arc<App>) {
     }
 }
 
+/// Rechecks the directory's users every `every` seconds (see [`App::recheck_directory`]).
+pub async fn recheck_directory_forever(app: Arc<App>, every: u64) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(every.max(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match app.recheck_directory(every).await {
+            Ok(Some(n)) if n > 0 => {
+                tracing::info!(disabled = n, "directory recheck disabled users")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = e.to_string(), "directory recheck failed"),
+        }
+    }
+}
+
 /// Completes on SIGTERM or Ctrl-C.
 pub async fn shutdown_signal() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

@@ -59,7 +59,18 @@ enum Subject {
     User(String),
     /// One address, every user name.
     Addr(IpAddr),
+    /// Passwords the directory refused for one user name: kept below the directory's own
+    /// lock-out threshold ([`DIRECTORY_FREE_FAILURES`], [`DIRECTORY_WAIT`]).
+    Directory(String),
 }
+
+/// Refused binds of one user the directory sees before the issuer stops sending them: below
+/// Active Directory's lock-out thresholds in use (5 per CIS, 10 by Windows' default).
+pub const DIRECTORY_FREE_FAILURES: u32 = 4;
+/// Seconds a user waits after that, each further refused bind: longer than AD's default "reset
+/// account lockout counter after" (10 minutes), so the directory's count starts over between
+/// two of them and never reaches its threshold through the issuer.
+pub const DIRECTORY_WAIT: u64 = 900;
 
 impl Subject {
     /// The key in a book: the subject as JSON (user names hold any printable character).
@@ -99,6 +110,7 @@ impl Throttle {
             Subject::UserAt(..) => self.policy.user_free_failures,
             Subject::User(_) => self.policy.user_total_free_failures,
             Subject::Addr(_) => self.policy.addr_free_failures,
+            Subject::Directory(_) => DIRECTORY_FREE_FAILURES,
         }
     }
 
@@ -106,13 +118,21 @@ impl Throttle {
     fn charge(&self, entries: &mut HashMap<String, Entry>, subject: &Subject, now: u64) {
         let free = self.free(subject);
         let e = entries.entry(subject.key()).or_default();
+        let directory = matches!(subject, Subject::Directory(_));
+        let forgive_after = if directory {
+            DIRECTORY_WAIT
+        } else {
+            self.policy.max_delay * 2
+        };
         // A long quiet spell forgives old failures.
-        if now.saturating_sub(e.last_failure) > self.policy.max_delay * 2 {
+        if now.saturating_sub(e.last_failure) > forgive_after {
             e.failures = 0;
         }
         e.failures += 1;
         e.last_failure = now;
-        if e.failures > free {
+        if directory && e.failures >= free {
+            e.blocked_until = now + DIRECTORY_WAIT;
+        } else if e.failures > free {
             let exp = (e.failures - free - 1).min(20);
             e.blocked_until = now + (self.policy.base_delay << exp).min(self.policy.max_delay);
         }
@@ -142,6 +162,7 @@ impl Throttle {
         let subjects: Vec<Subject> = [
             Subject::UserAt(user.to_owned(), addr),
             Subject::User(user.to_owned()),
+            Subject::Directory(user.to_owned()),
         ]
         .into_iter()
         .chain(addr.map(Subject::Addr))
@@ -157,7 +178,7 @@ impl Throttle {
                     .map(|e| e.blocked_until - now)
                     .max();
                 if wait.is_none() {
-                    if let Some(a) = subjects.get(2) {
+                    if let Some(a) = subjects.get(3) {
                         self.charge(entries, a, now);
                     }
                 }
@@ -175,6 +196,27 @@ impl Throttle {
     }
 }
 
+impl Throttle {
+    /// Takes the lease `name` for `seconds` if nobody holds it at `now`: work that one issuer of
+    /// several on a shared book does for all (the directory recheck). The book is the store's
+    /// atomic shared map; the lease is an entry blocked until it runs out, never charged.
+    pub async fn try_lease(&self, name: &str, now: u64, seconds: u64) -> Result<bool, StoreError> {
+        let key = format!("lease:{name}");
+        let mut taken = false;
+        self.book
+            .update(std::slice::from_ref(&key), now, &mut |entries| {
+                let e = entries.entry(key.clone()).or_default();
+                if e.blocked_until <= now {
+                    e.blocked_until = now + seconds;
+                    e.last_failure = now;
+                    taken = true;
+                }
+            })
+            .await?;
+        Ok(taken)
+    }
+}
+
 /// A sign-in attempt in progress. Settle it with [`Attempt::failed`] or [`Attempt::succeeded`];
 /// dropped unsettled (the client went away mid-check), it gives the address its charge back.
 pub struct Attempt<'a> {
@@ -187,13 +229,26 @@ pub struct Attempt<'a> {
 impl Attempt<'_> {
     /// Wrong credentials, an unknown or a disabled user: the user's failures grow, from this
     /// address and in total (the address keeps its charge).
-    pub async fn failed(mut self, now: u64) -> Result<(), StoreError> {
+    pub async fn failed(self, now: u64) -> Result<(), StoreError> {
+        self.failed_with(now, false).await
+    }
+
+    /// A password the directory refused: [`Attempt::failed`], and the user's count of refused
+    /// binds grows too.
+    pub async fn failed_in_directory(self, now: u64) -> Result<(), StoreError> {
+        self.failed_with(now, true).await
+    }
+
+    async fn failed_with(mut self, now: u64, directory: bool) -> Result<(), StoreError> {
         self.settled = true;
         let t = self.throttle;
-        let subjects = [
+        let mut subjects = vec![
             Subject::UserAt(self.user.clone(), self.addr),
             Subject::User(self.user.clone()),
         ];
+        if directory {
+            subjects.push(Subject::Directory(self.user.clone()));
+        }
         let keys: Vec<String> = subjects.iter().map(Subject::key).collect();
         t.book
             .update(&keys, now, &mut |entries| {
@@ -210,14 +265,17 @@ impl Attempt<'_> {
         self.settled = true;
         let t = self.throttle;
         let user_at = Subject::UserAt(self.user.clone(), self.addr);
+        let directory = Subject::Directory(self.user.clone());
         let addr = self.addr.map(Subject::Addr);
-        let keys: Vec<String> = std::iter::once(&user_at)
+        let keys: Vec<String> = [&user_at, &directory]
+            .into_iter()
             .chain(addr.as_ref())
             .map(Subject::key)
             .collect();
         t.book
             .update(&keys, now, &mut |entries| {
                 entries.remove(&user_at.key());
+                entries.remove(&directory.key());
                 if let Some(a) = &addr {
                     t.refund(entries, a);
                 }
@@ -268,6 +326,42 @@ mod tests {
     async fn fail(t: &Throttle, user: &str, addr: Option<IpAddr>, now: u64) -> Result<(), u64> {
         go(t, user, addr, now).await?.failed(now).await.unwrap();
         Ok(())
+    }
+
+    /// Refused binds reach the directory at most [`DIRECTORY_FREE_FAILURES`] times in a row,
+    /// then one per [`DIRECTORY_WAIT`], from any number of addresses: with AD's counter reset
+    /// after 10 minutes, its count never passes 4 through the issuer.
+    #[tokio::test]
+    async fn refused_binds_stay_below_the_directory_lock_out() {
+        let t = Throttle::in_memory(ThrottlePolicy::default());
+        let mut reached = Vec::new();
+        let mut now = 1_000;
+        for i in 0..200u32 {
+            let addr = Some(IpAddr::from([10, 0, (i / 250) as u8, (i % 250) as u8]));
+            if let Ok(a) = go(&t, "alice", addr, now).await {
+                a.failed_in_directory(now).await.unwrap();
+                reached.push(now);
+            }
+            now += 30;
+        }
+        assert_eq!(&reached[..4], &[1_000, 1_030, 1_060, 1_090]);
+        let window = 600;
+        for (i, at) in reached.iter().enumerate() {
+            let in_window = reached[i..].iter().take_while(|t| **t < at + window).count();
+            assert!(in_window <= 4, "{in_window} refused binds within 10 minutes from {at}");
+        }
+        assert!(reached.len() >= 8, "one every 15 minutes goes on: {reached:?}");
+        // Ordinary wrong passwords (a local user) are not held to it.
+        for _ in 0..5 {
+            fail(&t, "bob", None, now).await.unwrap();
+        }
+        // The real user's success starts the directory count over.
+        let later = now + DIRECTORY_WAIT + 1;
+        go(&t, "alice", None, later).await.unwrap().succeeded(later).await.unwrap();
+        for k in 0..DIRECTORY_FREE_FAILURES {
+            let a = go(&t, "alice", None, later + u64::from(k)).await.unwrap();
+            a.failed_in_directory(later).await.unwrap();
+        }
     }
 
     async fn succeed(t: &Throttle, user: &str, addr: Option<IpAddr>, now: u64) {

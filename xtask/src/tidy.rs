@@ -289,7 +289,7 @@ mod tests {
             ],
             "{found:#?}"
         );
-        assert_eq!(found[0], "issuer/src/store/mod.rs:1: layer: `store` uses `crate::app`, a layer above it (main → server → http → app → store: a module uses only those below it)");
+        assert_eq!(found[0], "issuer/src/store/mod.rs:1: layer: `store` uses `crate::app`, a layer above it (main → server → http → app → directory → store: a module uses only those below it)");
         assert!(found[3].starts_with("shared/src/f.rs:2: fn-length: fn `long` is 82 lines"));
         assert_eq!(
             found[5],

@@ -28,6 +28,7 @@ pub(super) async fn add(store: &dyn Store, u: &NewUser, now: u64) -> Result<Stri
         created_at: now,
         password_changed_at: None,
         disabled_at: None,
+        directory: None,
     };
     let name = &u.name;
     if !store.add_user(name, &rec).await? {

@@ -107,6 +107,18 @@ impl ApiError {
         }
     }
 
+    /// 503 `temporarily_unavailable` with `Retry-After`: no directory server answered (each
+    /// failure was logged where it happened). Never the user's fault: nothing is charged.
+    pub fn directory_unavailable() -> Self {
+        let mut e = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "temporarily_unavailable",
+            "the directory is temporarily unavailable; retry later",
+        );
+        e.retry_after = Some(2);
+        e
+    }
+
     /// 500 `server_error`; the cause is logged here and never sent.
     pub fn internal(cause: &dyn std::fmt::Display) -> Self {
         tracing::error!(error = cause.to_string(), "internal error");

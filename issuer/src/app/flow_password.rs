@@ -1,10 +1,13 @@
 //! The resource owner password credentials grant: throttle, check the password (one check per user
-//! at a time), mint an access token and start a refresh token family.
+//! at a time) against the local store or, for a user it does not hold, the directory, then mint an
+//! access token and start a refresh token family.
 
+use super::directory_users::{DirectoryUsers, SignIn};
 use super::{now, ApiError, Issue};
+use crate::directory::Refusal;
 use crate::passwords::PasswordChecker;
 use crate::store::{ClientRecord, Families, GrantKind, HashKeyed, UserRecord, Users};
-use crate::throttle::{Throttle, Turn};
+use crate::throttle::{Attempt, Throttle, Turn};
 use shared::token::{Identity, SubjectKind};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -12,9 +15,10 @@ use std::sync::{Arc, Mutex};
 use zeroize::Zeroizing;
 
 /// The grant: the users it checks, the families it starts, the hash key their tags are made
-/// with, the password checker and the back-off.
+/// with, the password checker, the back-off, and the directory if there is one.
 pub(super) struct PasswordGrant {
     pub(super) users: Arc<dyn Users>,
+    pub(super) directory: Option<Arc<DirectoryUsers>>,
     pub(super) families: Arc<dyn Families>,
     pub(super) hash: Arc<dyn HashKeyed>,
     pub(super) passwords: PasswordChecker,
@@ -54,6 +58,29 @@ impl PasswordGrant {
             .user(&username)
             .await
             .map_err(|e| ApiError::store(&e))?;
+        let user = match &self.directory {
+            // Local users first (service accounts, break-glass); the directory for the rest.
+            Some(d) if user.as_ref().is_none_or(|u| u.directory.is_some()) => {
+                self.check_in_directory(d, attempt, client_id, &username, &password, user)
+                    .await?
+            }
+            _ => {
+                self.check_locally(attempt, client_id, &username, password, user)
+                    .await?
+            }
+        };
+        self.start(client_id, username, &user).await
+    }
+
+    /// The password checked against the local record.
+    async fn check_locally(
+        &self,
+        attempt: Attempt<'_>,
+        client_id: &str,
+        username: &str,
+        password: Zeroizing<String>,
+        user: Option<UserRecord>,
+    ) -> Result<UserRecord, ApiError> {
         let ok = self
             .passwords
             .check(password, user.as_ref().map(|u| u.password_hash.clone()))
@@ -61,27 +88,68 @@ impl PasswordGrant {
         // A disabled user is refused exactly like a wrong password, throttle included:
         // otherwise the answer after the back-off starts would tell a right guess.
         let disabled = user.as_ref().is_some_and(|u| u.disabled);
-        let user = match user {
-            Some(u) if ok && !disabled => u,
-            _ => {
+        match user {
+            Some(u) if ok && !disabled => {
                 attempt
-                    .failed(now())
+                    .succeeded(now())
                     .await
                     .map_err(|e| ApiError::store(&e))?;
-                let (client, user) = (client_id, username.as_str());
-                if ok && disabled {
-                    tracing::info!(client, user, "disabled user refused");
-                } else {
-                    tracing::info!(client, user, "wrong user credentials");
-                }
-                return Err(ApiError::invalid_grant("invalid user credentials"));
+                Ok(u)
             }
-        };
-        attempt
-            .succeeded(now())
+            _ => {
+                let why = if ok && disabled {
+                    "disabled user refused"
+                } else {
+                    "wrong user credentials"
+                };
+                Err(refuse(attempt, client_id, username, why).await)
+            }
+        }
+    }
+
+    /// The password checked by the directory. An outage answers 503 and leaves the attempt
+    /// unsettled: nothing is charged, and the user signs in at once when the directory is back.
+    async fn check_in_directory(
+        &self,
+        directory: &DirectoryUsers,
+        attempt: Attempt<'_>,
+        client_id: &str,
+        username: &str,
+        password: &str,
+        user: Option<UserRecord>,
+    ) -> Result<UserRecord, ApiError> {
+        // An administrator's disable holds whatever the directory says.
+        let held_back = user
+            .as_ref()
+            .is_some_and(|u| u.disabled && !u.directory.as_ref().is_some_and(|l| l.gone));
+        let outcome = directory
+            .sign_in(username, password, user, now())
             .await
             .map_err(|e| ApiError::store(&e))?;
-        self.start(client_id, username, &user).await
+        match outcome {
+            SignIn::User(u) if !held_back => {
+                attempt
+                    .succeeded(now())
+                    .await
+                    .map_err(|e| ApiError::store(&e))?;
+                Ok(u)
+            }
+            SignIn::User(_) => {
+                Err(refuse(attempt, client_id, username, "disabled user refused").await)
+            }
+            SignIn::Refused(Refusal::WrongPassword) => {
+                if let Err(e) = attempt.failed_in_directory(now()).await {
+                    return Err(ApiError::store(&e));
+                }
+                Err(refused(
+                    client_id,
+                    username,
+                    Refusal::WrongPassword.reason(),
+                ))
+            }
+            SignIn::Refused(why) => Err(refuse(attempt, client_id, username, why.reason()).await),
+            SignIn::Unavailable => Err(ApiError::directory_unavailable()),
+        }
     }
 
     /// The identity to mint for the signed-in `user`, and a new refresh token family: the family
@@ -109,6 +177,21 @@ impl PasswordGrant {
             refresh: Some(refresh),
         })
     }
+}
+
+/// Settles `attempt` as failed (the back-off grows) and answers `invalid_grant`, alike for every
+/// reason, which is logged.
+async fn refuse(attempt: Attempt<'_>, client: &str, user: &str, why: &str) -> ApiError {
+    if let Err(e) = attempt.failed(now()).await {
+        return ApiError::store(&e);
+    }
+    refused(client, user, why)
+}
+
+/// `invalid_grant` for a refused sign-in, logged with why.
+fn refused(client: &str, user: &str, why: &str) -> ApiError {
+    tracing::info!(client, user, reason = why, "password grant refused");
+    ApiError::invalid_grant("invalid user credentials")
 }
 
 /// Whose password is being checked: one check per user at a time. The entry of a user goes when

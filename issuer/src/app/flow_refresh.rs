@@ -1,7 +1,9 @@
 //! The refresh token grant: rotate the presented token in the store (the identical successor for a
 //! retry inside the window; reuse outside it revokes the family), then mint an access token with
-//! the user's current roles.
+//! the user's current roles. A directory user is re-read first: one the directory no longer
+//! vouches for is refused and disabled, and a directory outage rotates nothing (503).
 
+use super::directory_users::DirectoryUsers;
 use super::{now, ApiError, Issue};
 use crate::store::{ClientRecord, Families, GrantKind, HashKeyed, RefreshRejection, RotateOutcome};
 use shared::token::{Identity, SubjectKind};
@@ -12,6 +14,7 @@ use zeroize::Zeroizing;
 pub(super) struct RefreshGrant {
     pub(super) families: Arc<dyn Families>,
     pub(super) hash: Arc<dyn HashKeyed>,
+    pub(super) directory: Option<Arc<DirectoryUsers>>,
 }
 
 /// What a refresh did.
@@ -40,6 +43,9 @@ impl RefreshGrant {
                 "the password grant is not enabled for this client",
             ));
         }
+        if !self.directory_vouches(client_id, &refresh_token).await? {
+            return Ok(Refreshed::Refused(RefreshRejection::Inactive));
+        }
         let family = self.hash.hash_key().family_tag_of(&refresh_token);
         let outcome = self
             .families
@@ -64,5 +70,26 @@ impl RefreshGrant {
             },
             retried: rotation.retried,
         })
+    }
+
+    /// Whether the directory still vouches for the user of this token's family (true for a
+    /// local user, or without a directory).
+    async fn directory_vouches(&self, client_id: &str, token: &str) -> Result<bool, ApiError> {
+        let Some(directory) = &self.directory else {
+            return Ok(true);
+        };
+        let info = self
+            .families
+            .family_info(token, now())
+            .await
+            .map_err(|e| ApiError::store(&e))?;
+        let Some(info) = info.filter(|i| i.client == client_id) else {
+            return Ok(true);
+        };
+        match directory.before_refresh(&info.user, now()).await {
+            Ok(go_on) => Ok(go_on),
+            Err(Some(e)) => Err(ApiError::store(&e)),
+            Err(None) => Err(ApiError::directory_unavailable()),
+        }
     }
 }

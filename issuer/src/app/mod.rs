@@ -8,6 +8,7 @@
 
 mod call;
 mod client_cache;
+mod directory_users;
 mod edge;
 mod error;
 mod flow_client_credentials;
@@ -16,6 +17,7 @@ mod flow_refresh;
 mod revocation;
 mod revoke_budget;
 
+use crate::directory::Directory;
 use crate::metrics::Metrics;
 use crate::passwords::PasswordChecker;
 use crate::store::revocation::{RevocationSet, FAMILY_TAG_LEN};
@@ -101,6 +103,7 @@ impl App {
         let revoke_budget = revoke_budget::RevokeBudget::new(settings.revocations_per_minute);
         let password = flow_password::PasswordGrant {
             users: store.clone(),
+            directory: None,
             families: store.clone(),
             hash: store.clone(),
             passwords: PasswordChecker::new(password_concurrency),
@@ -110,6 +113,7 @@ impl App {
         let refresh = flow_refresh::RefreshGrant {
             families: store.clone(),
             hash: store.clone(),
+            directory: None,
         };
         Ok(Self {
             store,
@@ -124,6 +128,44 @@ impl App {
             store_answered_at: now().into(),
             metrics: Metrics::default(),
         })
+    }
+
+    /// Signs users the store does not hold in with `directory` (and re-reads them at refresh).
+    pub fn with_directory(mut self, directory: Arc<Directory>) -> Self {
+        self.metrics.add_directory(directory.metrics());
+        let users = Arc::new(directory_users::DirectoryUsers {
+            directory,
+            users: self.store.clone(),
+        });
+        self.password.directory = Some(users.clone());
+        self.refresh.directory = Some(users);
+        self
+    }
+
+    /// One round of the directory recheck, if this issuer takes the round's lease (one issuer of
+    /// several on PostgreSQL does it for all): every directory user who may hold a live refresh
+    /// token family is re-read, and those disabled or removed are disabled here, their tokens
+    /// revoked. `None` without a directory or the lease.
+    pub async fn recheck_directory(&self, every: u64) -> Result<Option<usize>, StoreError> {
+        let Some(users) = &self.password.directory else {
+            return Ok(None);
+        };
+        let at = now();
+        if !self
+            .password
+            .throttle
+            .try_lease("directory-recheck", at, every.saturating_sub(1).max(1))
+            .await?
+        {
+            return Ok(None);
+        }
+        let disabled = users
+            .recheck(at, self.settings.refresh.absolute_ttl)
+            .await?;
+        if disabled > 0 {
+            self.reload_revocations().await;
+        }
+        Ok(Some(disabled))
     }
 
     /// Re-reads the key ring (after a rotation, and periodically so retired keys drop out). A

@@ -73,6 +73,24 @@ pub struct UserRecord {
     /// working for good, even once the user is enabled again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disabled_at: Option<u64>,
+    /// Set for a user of the directory (`[directory]`): the record keeps what the directory said
+    /// at the last sign-in, refresh or recheck, and holds no password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<Box<DirectoryLink>>,
+}
+
+/// Where a directory user's record came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirectoryLink {
+    /// The entry's DN.
+    pub dn: String,
+    /// When the directory last vouched for the user (seconds since the epoch).
+    pub seen_at: u64,
+    /// Disabled, removed or no longer matched in the directory: the record is disabled because
+    /// of it (and enabled again when the directory vouches for the user once more), unlike a
+    /// user an administrator disabled, who stays disabled.
+    #[serde(default)]
+    pub gone: bool,
 }
 
 impl UserRecord {
@@ -130,6 +148,23 @@ pub enum UserChange {
     },
     /// Enable the user again.
     Enable,
+    /// The directory vouched for the user at `at`, with these roles and claims; a user disabled
+    /// because the directory had (not by an administrator) is enabled again.
+    DirectorySeen {
+        /// The entry's DN.
+        dn: String,
+        roles: Vec<String>,
+        claims: Vec<(String, String)>,
+        /// When (seconds since the epoch).
+        at: u64,
+    },
+    /// The directory no longer holds the user as enabled (disabled, removed, or not matched):
+    /// disabled at `at` like [`UserChange::Disable`], marked so a later
+    /// [`UserChange::DirectorySeen`] enables the user again.
+    DirectoryGone {
+        /// When (seconds since the epoch).
+        at: u64,
+    },
     /// A new Argon2id hash (PHC string), set at `at`: refresh token families started before
     /// stop working, as do access tokens issued before (a revocation).
     SetPassword {
@@ -144,10 +179,10 @@ impl UserChange {
     /// What the change revokes: the tokens of a user disabled or given a new password.
     pub fn revokes(&self, name: &str) -> Option<revocation::Revoked> {
         match self {
-            Self::Disable { .. } | Self::SetPassword { .. } => {
+            Self::Disable { .. } | Self::SetPassword { .. } | Self::DirectoryGone { .. } => {
                 Some(revocation::Revoked::User { name: name.into() })
             }
-            Self::Enable => None,
+            Self::Enable | Self::DirectorySeen { .. } => None,
         }
     }
 
@@ -159,6 +194,32 @@ impl UserChange {
                 rec.disabled_at = Some(*at);
             }
             Self::Enable => rec.disabled = false,
+            Self::DirectorySeen {
+                dn,
+                roles,
+                claims,
+                at,
+            } => {
+                if rec.directory.as_ref().is_some_and(|l| l.gone) {
+                    rec.disabled = false;
+                }
+                rec.directory = Some(Box::new(DirectoryLink {
+                    dn: dn.clone(),
+                    seen_at: *at,
+                    gone: false,
+                }));
+                rec.roles.clone_from(roles);
+                rec.claims.clone_from(claims);
+            }
+            // A user an administrator disabled stays so, not marked gone.
+            Self::DirectoryGone { at } if !rec.disabled => {
+                rec.disabled = true;
+                rec.disabled_at = Some(*at);
+                if let Some(link) = rec.directory.as_mut() {
+                    link.gone = true;
+                }
+            }
+            Self::DirectoryGone { .. } => {}
             Self::SetPassword { hash, at } => {
                 rec.password_hash.clone_from(hash);
                 rec.password_changed_at = Some(*at);

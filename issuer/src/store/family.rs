@@ -243,6 +243,7 @@ mod tests {
             created_at: 0,
             password_changed_at: None,
             disabled_at: None,
+            directory: None,
         };
         assert!(admit(true, Some(user.clone()), 10).is_ok());
         assert_eq!(

@@ -29,7 +29,7 @@ pub mod revocation {
     pub const REVOCATION_MARGIN: u64 = shared::token::MAX_CLOCK_SKEW;
 }
 
-pub use accounts::{ClientChange, ClientRecord, GrantKind, UserChange, UserRecord};
+pub use accounts::{ClientChange, ClientRecord, DirectoryLink, GrantKind, UserChange, UserRecord};
 pub use error::{OpenError, StoreError};
 pub use keys::{KeyInfo, KeyState, RetireOutcome, Rotated, RotationPlan, KEY_RETIRE_MARGIN};
 pub use location::{Location, PgFiles};

@@ -67,6 +67,7 @@ pub(crate) fn user() -> UserRecord {
         created_at: 0,
         password_changed_at: None,
         disabled_at: None,
+        directory: None,
     }
 }
 

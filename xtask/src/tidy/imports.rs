@@ -10,7 +10,7 @@ use super::Violation;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The issuer's layers, lowest first.
-pub const LAYERS: [&str; 5] = ["store", "app", "http", "server", "main"];
+pub const LAYERS: [&str; 6] = ["store", "directory", "app", "http", "server", "main"];
 /// Where the issuer's modules are.
 pub const ISSUER_SRC: &str = "issuer/src/";
 /// Where the filter's modules are.
@@ -104,7 +104,7 @@ pub fn layers(sources: &[Source]) -> Vec<Violation> {
                     line: s.line(offset),
                     detail: target.clone(),
                     message: format!(
-                        "`{module}` uses `crate::{target}`, a layer above it (main → server → http → app → store: a module uses only those below it)"
+                        "`{module}` uses `crate::{target}`, a layer above it (main → server → http → app → directory → store: a module uses only those below it)"
                     ),
                 });
             }

@@ -61,6 +61,7 @@ fn store_with_user(dir: &Path) -> RedbFile {
         created_at: 0,
         password_changed_at: None,
         disabled_at: None,
+        directory: None,
     };
     assert!(s.add_user("alice", &user).unwrap());
     s

@@ -1,0 +1,341 @@
+//! Directory sign-in: users of an Active Directory or another LDAP directory sign in with the
+//! password grant (issue 22, `docs/directory.md`).
+//!
+//! [`Directory::sign_in`] finds the user as the service account, binds as the user over a
+//! connection of its own ([`conn`]), and reads the roles (nested groups included) and claims
+//! ([`query`]); [`Directory::lookup`] re-reads a user without a password (refresh, recheck).
+//! Servers are tried in the configured order; one that fails cools down ([`servers`]), so a dead
+//! server costs a request at most one timeout, and when none answers the caller gets
+//! [`DirectoryError::Unavailable`], never the user's fault. Nothing here knows HTTP or the store.
+
+mod conn;
+pub mod diagnose;
+mod query;
+pub mod servers;
+
+use crate::config::DirectoryConfig;
+use conn::{BindOutcome, BindPool, Endpoint, SearchPool};
+use ldap3::LdapError;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use query::Found;
+use servers::{Change, Health};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A user the directory vouched for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirectoryUser {
+    /// The entry's DN.
+    pub dn: String,
+    /// Roles from `[directory.roles]`, sorted.
+    pub roles: Vec<String>,
+    /// Claims from `[directory.claims]`, as (type, value).
+    pub claims: Vec<(String, String)>,
+    /// The URL of the server that answered.
+    pub server: String,
+}
+
+/// Why the directory refused a user; every one is `invalid_grant` to the client, alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("no such user")]
+    NoSuchUser,
+    #[error("more than one entry matches the name")]
+    Ambiguous,
+    #[error("the account is disabled or locked")]
+    Disabled,
+    #[error("the password was refused (bind refused)")]
+    WrongPassword,
+    #[error("an empty password (never sent to the directory)")]
+    EmptyPassword,
+}
+
+impl Refusal {
+    /// Label for logs and metrics.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::NoSuchUser => "no_such_user",
+            Self::Ambiguous => "ambiguous",
+            Self::Disabled => "disabled",
+            Self::WrongPassword => "bind_refused",
+            Self::EmptyPassword => "empty_password",
+        }
+    }
+}
+
+/// What a directory operation came to, when not a user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DirectoryError {
+    /// The directory answered: this user does not sign in.
+    #[error("{0}")]
+    Refused(Refusal),
+    /// No server answered within its timeout.
+    #[error("no directory server answered")]
+    Unavailable,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerLabels {
+    server: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpLabels {
+    server: String,
+}
+
+/// The directory's metrics, registered by the caller with its registry.
+#[derive(Clone, Debug, Default)]
+pub struct DirectoryMetrics {
+    operations: Family<ServerLabels, Counter>,
+    up: Family<UpLabels, Gauge>,
+}
+
+impl DirectoryMetrics {
+    /// Adds the metrics to `registry`.
+    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        registry.register(
+            "directory_operations",
+            "Directory sign-ins and lookups by server and outcome (answered or failed)",
+            self.operations.clone(),
+        );
+        registry.register(
+            "directory_server_up",
+            "1 while a directory server answers, 0 while it cools down after a failure",
+            self.up.clone(),
+        );
+    }
+}
+
+/// One server: its URL and connections.
+struct Server {
+    url: String,
+    search: SearchPool,
+    binds: BindPool,
+}
+
+/// The directory of `[directory]`: its servers, their health, and the settings.
+pub struct Directory {
+    config: Arc<DirectoryConfig>,
+    servers: Vec<Server>,
+    health: Health,
+    timeout: Duration,
+    metrics: DirectoryMetrics,
+}
+
+/// Where one server's attempt ended, when not with an answer.
+enum Step {
+    Refused(Refusal),
+    /// The server failed (down, timed out, or an error that is not about the user).
+    Failed(String),
+}
+
+impl From<LdapError> for Step {
+    fn from(e: LdapError) -> Self {
+        Step::Failed(e.to_string())
+    }
+}
+
+impl Directory {
+    /// The directory of a validated `[directory]` table; no connection is made yet.
+    pub fn new(config: DirectoryConfig) -> Result<Self, String> {
+        let tls = Arc::new(crate::tls_client::client_config(
+            config.ca_file.as_deref(),
+            "the directory",
+        )?);
+        let timeout = Duration::from_millis(config.timeout_ms);
+        let servers = config
+            .urls
+            .iter()
+            .map(|url| {
+                let endpoint = Endpoint {
+                    url: url.clone(),
+                    tls: tls.clone(),
+                    starttls: config.starttls,
+                    timeout,
+                };
+                Server {
+                    url: url.clone(),
+                    search: SearchPool::new(endpoint.clone(), config.bind_dn.clone()),
+                    binds: BindPool::new(endpoint),
+                }
+            })
+            .collect::<Vec<_>>();
+        let metrics = DirectoryMetrics::default();
+        for s in &servers {
+            metrics
+                .up
+                .get_or_create(&UpLabels {
+                    server: s.url.clone(),
+                })
+                .set(1);
+        }
+        Ok(Self {
+            health: Health::new(servers.len()),
+            config: Arc::new(config),
+            servers,
+            timeout,
+            metrics,
+        })
+    }
+
+    /// The metrics, for the caller's registry.
+    pub fn metrics(&self) -> &DirectoryMetrics {
+        &self.metrics
+    }
+
+    /// Seconds between rechecks of signed-in users (`recheck_seconds`).
+    pub fn recheck_every(&self) -> Duration {
+        Duration::from_secs(self.config.recheck_seconds.max(1))
+    }
+
+    /// Signs `username` in with `password`: found by the service account, bound as over a
+    /// connection of its own. An empty password is refused here and never sent.
+    pub async fn sign_in(
+        &self,
+        username: &str,
+        password: &str,
+    ) -> Result<DirectoryUser, DirectoryError> {
+        if password.is_empty() {
+            return Err(DirectoryError::Refused(Refusal::EmptyPassword));
+        }
+        self.on_servers(|s| self.read_user(s, username, Some(password)))
+            .await
+    }
+
+    /// Re-reads `username` without a password: still there, enabled, and with which roles.
+    pub async fn lookup(&self, username: &str) -> Result<DirectoryUser, DirectoryError> {
+        self.on_servers(|s| self.read_user(s, username, None)).await
+    }
+
+    /// Runs `attempt` on each server in turn until one answers (a user or a refusal), each
+    /// within the timeout; records each server's health.
+    async fn on_servers<'a, F, Fut>(&'a self, attempt: F) -> Result<DirectoryUser, DirectoryError>
+    where
+        F: Fn(&'a Server) -> Fut,
+        Fut: std::future::Future<Output = Result<DirectoryUser, Step>> + 'a,
+    {
+        for i in self.health.order(Instant::now()) {
+            let server = &self.servers[i];
+            let outcome = match tokio::time::timeout(self.timeout, attempt(server)).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(Step::Failed(format!(
+                    "no answer within {} ms",
+                    self.timeout.as_millis()
+                ))),
+            };
+            match outcome {
+                Ok(user) => {
+                    self.answered(i);
+                    return Ok(user);
+                }
+                Err(Step::Refused(why)) => {
+                    self.answered(i);
+                    return Err(DirectoryError::Refused(why));
+                }
+                Err(Step::Failed(why)) => self.failed(i, &why),
+            }
+        }
+        Err(DirectoryError::Unavailable)
+    }
+
+    fn answered(&self, i: usize) {
+        let url = &self.servers[i].url;
+        self.count(url, "answered");
+        if self.health.answered(i) == Change::CameBack {
+            tracing::info!(
+                server = url.as_str(),
+                "directory server answers again (failback)"
+            );
+            self.metrics
+                .up
+                .get_or_create(&UpLabels {
+                    server: url.clone(),
+                })
+                .set(1);
+        }
+    }
+
+    fn failed(&self, i: usize, why: &str) {
+        let url = &self.servers[i].url;
+        self.count(url, "failed");
+        match self.health.failed(i, Instant::now()) {
+            Change::FellOver => {
+                tracing::warn!(
+                    server = url.as_str(),
+                    error = why,
+                    "directory server failed; trying the next one, this one after a cool-down"
+                );
+                self.metrics
+                    .up
+                    .get_or_create(&UpLabels {
+                        server: url.clone(),
+                    })
+                    .set(0);
+            }
+            _ => tracing::debug!(
+                server = url.as_str(),
+                error = why,
+                "directory server failed again"
+            ),
+        }
+    }
+
+    fn count(&self, server: &str, outcome: &'static str) {
+        self.metrics
+            .operations
+            .get_or_create(&ServerLabels {
+                server: server.to_owned(),
+                outcome,
+            })
+            .inc();
+    }
+
+    /// On one server: the user's entry, the bind when a password is given, groups and claims.
+    async fn read_user(
+        &self,
+        server: &Server,
+        username: &str,
+        password: Option<&str>,
+    ) -> Result<DirectoryUser, Step> {
+        let config = &self.config;
+        let (mut ldap, slot) = server.search.get(config.bind_password.expose()).await?;
+        let found = match query::find_user(&mut ldap, config, self.timeout, username).await {
+            Ok(found) => found,
+            Err(e) => {
+                server.search.discard(slot).await;
+                return Err(e.into());
+            }
+        };
+        let entry = match found {
+            Found::One(entry) => entry,
+            Found::None => return Err(Step::Refused(Refusal::NoSuchUser)),
+            Found::Many => return Err(Step::Refused(Refusal::Ambiguous)),
+        };
+        if entry.disabled(config.kind) {
+            return Err(Step::Refused(Refusal::Disabled));
+        }
+        if let Some(password) = password {
+            if server.binds.bind(&entry.dn, password).await? == BindOutcome::Refused {
+                return Err(Step::Refused(Refusal::WrongPassword));
+            }
+        }
+        let groups = match query::groups(&mut ldap, config, self.timeout, &entry).await {
+            Ok(groups) => groups,
+            Err(e) => {
+                server.search.discard(slot).await;
+                return Err(e.into());
+            }
+        };
+        Ok(DirectoryUser {
+            roles: query::roles(config, &groups),
+            claims: entry.claims(config),
+            dn: entry.dn,
+            server: server.url.clone(),
+        })
+    }
+}

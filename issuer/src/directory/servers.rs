@@ -1,0 +1,171 @@
+//! Which directory server to ask: the configured order, skipping a server that failed until its
+//! cool-down ends (failover), and going back to an earlier server once it answers again
+//! (failback). Pure bookkeeping over [`Instant`]s, so it is tested without a network.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The first cool-down of a server that failed; it doubles while the server keeps failing.
+pub const COOL_DOWN: Duration = Duration::from_secs(5);
+/// The longest cool-down.
+pub const MAX_COOL_DOWN: Duration = Duration::from_secs(60);
+
+/// What a server's last outcome changed, for the log and `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing new.
+    Same,
+    /// The server was answering and now failed: it cools down.
+    FellOver,
+    /// The server had failed and answered again.
+    CameBack,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct State {
+    /// Skipped until then.
+    cooling_until: Option<Instant>,
+    /// Failures in a row.
+    failures: u32,
+}
+
+/// The health of each server, by its index in `urls`.
+#[derive(Debug)]
+pub struct Health {
+    states: Mutex<Vec<State>>,
+}
+
+impl Health {
+    /// `servers` servers, all presumed up.
+    pub fn new(servers: usize) -> Self {
+        Self {
+            states: Mutex::new(vec![State::default(); servers]),
+        }
+    }
+
+    fn states(&self) -> std::sync::MutexGuard<'_, Vec<State>> {
+        self.states.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The servers to try at `now`, in order: every server not cooling down, in configured
+    /// order; when all are, the one whose cool-down ends first, so that a request always makes
+    /// one real attempt and the first one after an outage finds the directory back.
+    pub fn order(&self, now: Instant) -> Vec<usize> {
+        let states = self.states();
+        let ready: Vec<usize> = (0..states.len())
+            .filter(|&i| states[i].cooling_until.is_none_or(|t| t <= now))
+            .collect();
+        if !ready.is_empty() {
+            return ready;
+        }
+        (0..states.len())
+            .min_by_key(|&i| states[i].cooling_until)
+            .into_iter()
+            .collect()
+    }
+
+    /// Server `i` failed at `now`: it cools down, for longer each failure in a row.
+    pub fn failed(&self, i: usize, now: Instant) -> Change {
+        let mut states = self.states();
+        let Some(s) = states.get_mut(i) else {
+            return Change::Same;
+        };
+        let was_up = s.failures == 0;
+        let doublings = s.failures.min(4);
+        s.failures = s.failures.saturating_add(1);
+        let cool = (COOL_DOWN * 2u32.pow(doublings)).min(MAX_COOL_DOWN);
+        s.cooling_until = Some(now + cool);
+        if was_up {
+            Change::FellOver
+        } else {
+            Change::Same
+        }
+    }
+
+    /// Server `i` answered.
+    pub fn answered(&self, i: usize) -> Change {
+        let mut states = self.states();
+        let Some(s) = states.get_mut(i) else {
+            return Change::Same;
+        };
+        let was_down = s.failures > 0;
+        *s = State::default();
+        if was_down {
+            Change::CameBack
+        } else {
+            Change::Same
+        }
+    }
+
+    /// Whether server `i` is answering (not cooling down and no failure since it last answered).
+    pub fn is_up(&self, i: usize) -> bool {
+        self.states().get(i).is_some_and(|s| s.failures == 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_server_is_skipped_until_its_cool_down_ends_then_tried_first_again() {
+        let h = Health::new(3);
+        let t0 = Instant::now();
+        assert_eq!(h.order(t0), vec![0, 1, 2]);
+        assert_eq!(h.failed(0, t0), Change::FellOver);
+        assert_eq!(h.order(t0), vec![1, 2]);
+        assert_eq!(
+            h.order(t0 + COOL_DOWN - Duration::from_millis(1)),
+            vec![1, 2]
+        );
+        assert_eq!(
+            h.order(t0 + COOL_DOWN),
+            vec![0, 1, 2],
+            "failback: tried first again"
+        );
+        assert_eq!(h.answered(0), Change::CameBack);
+        assert_eq!(h.answered(0), Change::Same);
+        assert!(h.is_up(0));
+    }
+
+    #[test]
+    fn cool_downs_double_up_to_the_maximum() {
+        let h = Health::new(2);
+        let t0 = Instant::now();
+        assert_eq!(h.failed(1, t0), Change::FellOver);
+        assert_eq!(h.failed(1, t0), Change::Same);
+        assert_eq!(
+            h.order(t0 + COOL_DOWN),
+            vec![0],
+            "second failure: twice as long"
+        );
+        assert_eq!(h.order(t0 + COOL_DOWN * 2), vec![0, 1]);
+        for _ in 0..10 {
+            h.failed(1, t0);
+        }
+        assert_eq!(
+            h.order(t0 + MAX_COOL_DOWN - Duration::from_millis(1)),
+            vec![0]
+        );
+        assert_eq!(h.order(t0 + MAX_COOL_DOWN), vec![0, 1]);
+    }
+
+    #[test]
+    fn with_every_server_cooling_the_one_back_soonest_is_still_tried() {
+        let h = Health::new(2);
+        let t0 = Instant::now();
+        h.failed(0, t0);
+        h.failed(0, t0);
+        h.failed(1, t0 + Duration::from_secs(1));
+        assert_eq!(h.order(t0 + Duration::from_secs(2)), vec![1]);
+        assert!(!h.is_up(0) && !h.is_up(1));
+    }
+
+    #[test]
+    fn an_unknown_index_changes_nothing() {
+        let h = Health::new(1);
+        assert_eq!(h.failed(5, Instant::now()), Change::Same);
+        assert_eq!(h.answered(5), Change::Same);
+        assert!(!h.is_up(5));
+    }
+}
