@@ -347,17 +347,31 @@ mod tests {
         assert_eq!(&reached[..4], &[1_000, 1_030, 1_060, 1_090]);
         let window = 600;
         for (i, at) in reached.iter().enumerate() {
-            let in_window = reached[i..].iter().take_while(|t| **t < at + window).count();
-            assert!(in_window <= 4, "{in_window} refused binds within 10 minutes from {at}");
+            let in_window = reached[i..]
+                .iter()
+                .take_while(|t| **t < at + window)
+                .count();
+            assert!(
+                in_window <= 4,
+                "{in_window} refused binds within 10 minutes from {at}"
+            );
         }
-        assert!(reached.len() >= 8, "one every 15 minutes goes on: {reached:?}");
+        assert!(
+            reached.len() >= 8,
+            "one every 15 minutes goes on: {reached:?}"
+        );
         // Ordinary wrong passwords (a local user) are not held to it.
         for _ in 0..5 {
             fail(&t, "bob", None, now).await.unwrap();
         }
         // The real user's success starts the directory count over.
         let later = now + DIRECTORY_WAIT + 1;
-        go(&t, "alice", None, later).await.unwrap().succeeded(later).await.unwrap();
+        go(&t, "alice", None, later)
+            .await
+            .unwrap()
+            .succeeded(later)
+            .await
+            .unwrap();
         for k in 0..DIRECTORY_FREE_FAILURES {
             let a = go(&t, "alice", None, later + u64::from(k)).await.unwrap();
             a.failed_in_directory(later).await.unwrap();

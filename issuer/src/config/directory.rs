@@ -152,6 +152,14 @@ impl DirectoryConfig {
         }
         check_map("roles", &t.roles)?;
         check_map("claims", &t.claims)?;
+        if let Some(role) = t.roles.values().find(|r| !shared::rules::role_ok(r)) {
+            return Err(format!(
+                "[directory.roles]: {role:?} cannot be a role (no `,` or control characters)"
+            ));
+        }
+        if let Some(claim) = t.claims.keys().find(|c| !shared::rules::claim_type_ok(c)) {
+            return Err(format!("[directory.claims]: {claim:?} cannot be a claim type (no `,`, `=` or control characters)"));
+        }
         if let Some(ca) = &t.ca_file {
             std::fs::File::open(ca).map_err(|e| format!("`ca_file` {}: {e}", ca.display()))?;
         }

@@ -62,12 +62,24 @@ impl Entry {
         }
     }
 
-    /// The claims of `[directory.claims]` the entry has a value for.
+    /// The claims of `[directory.claims]` the entry has a value for. A value a token cannot
+    /// carry (a `,`, a control character, too long) is left out and logged.
     pub fn claims(&self, config: &DirectoryConfig) -> Vec<(String, String)> {
         config
             .claims
             .iter()
-            .filter_map(|(claim, attr)| Some((claim.clone(), self.first(attr)?.to_owned())))
+            .filter_map(|(claim, attr)| {
+                let value = self.first(attr)?;
+                if !shared::rules::claim_value_ok(value) {
+                    tracing::warn!(
+                        dn = self.dn.as_str(),
+                        attribute = attr.as_str(),
+                        "directory attribute left out of the token: its value cannot be a claim"
+                    );
+                    return None;
+                }
+                Some((claim.clone(), value.to_owned()))
+            })
             .collect()
     }
 }

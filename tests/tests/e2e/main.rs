@@ -3,6 +3,8 @@
 //! loopback ports in a temp dir, through the harness in `tests/src/`.
 
 mod connections;
+mod directory;
+mod directory_ad;
 mod edge;
 mod edge_outage;
 mod envoy;
