@@ -3,6 +3,7 @@
 //! loopback ports in a temp dir, through the harness in `tests/src/`.
 
 mod connections;
+mod directory_harness;
 mod edge;
 mod edge_outage;
 mod envoy;
