@@ -1,5 +1,7 @@
 //! End-to-end harness: the real issuer binary, a real Envoy loading the real `filter.wasm`, and a
-//! small media upstream, all on 127.0.0.1. The e2e tests and `cargo xtask demo` both use it.
+//! small media upstream, all on 127.0.0.1. The e2e tests and `cargo xtask demo` both use it. For
+//! the stores and directories the issuer talks to, it also starts throwaway servers: PostgreSQL
+//! ([`postgres`]), OpenLDAP ([`slapd`]) and a Samba AD domain controller ([`samba`]).
 //!
 //! Tools come from the environment, set by `cargo xtask test|demo`: `MMS_ENVOY` (the Envoy
 //! binary), `MMS_FILTER_WASM` (the release filter module) and optionally `MMS_ISSUER` (default
@@ -11,18 +13,24 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod directory;
 pub mod envoy;
 pub mod issuer;
 pub mod postgres;
 pub mod raw;
+pub mod samba;
+pub mod slapd;
 pub mod soak;
 mod stack;
 pub mod upstream;
 
+pub use directory::{Fixture, LdapClient};
 pub use envoy::{admin_get, render_full_stack, render_minimal, start_envoy, Ports};
 pub use envoy::{validate_shipped_configs, ADMIN_SOCKET};
 pub use issuer::{demo, issuer_admin, issuer_admin_on, provision, provision_on};
 pub use issuer::{start_issuer, start_issuer_on, StoreArgs};
+pub use samba::SambaDc;
+pub use slapd::Slapd;
 pub use stack::{Options, Stack};
 
 /// The repository root.

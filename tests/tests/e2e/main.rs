@@ -5,6 +5,7 @@
 mod connections;
 mod directory;
 mod directory_ad;
+mod directory_harness;
 mod edge;
 mod edge_outage;
 mod envoy;
