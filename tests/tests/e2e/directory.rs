@@ -288,11 +288,13 @@ async fn a_dead_ldap_server_costs_one_timeout_and_is_used_again_once_back() {
     let s = directory_stack(tmp.path(), &tools, &ldap_server(&[&first, &second], 60)).await;
     let bound = Duration::from_millis(TIMEOUT_MS) + Duration::from_secs(1);
 
+    let users: Vec<(String, String)> = ["alice", "bob", "carol"]
+        .iter()
+        .map(|u| (u.to_string(), first.password(u).to_owned()))
+        .collect();
+    let first_url = first.ldaps_url();
     let load = |rounds: usize| {
-        let users: Vec<(String, String)> = ["alice", "bob", "carol"]
-            .iter()
-            .map(|u| (u.to_string(), first.password(u).to_owned()))
-            .collect();
+        let users = users.clone();
         let s = &s;
         async move {
             let mut tasks = Vec::new();
@@ -328,7 +330,7 @@ async fn a_dead_ldap_server_costs_one_timeout_and_is_used_again_once_back() {
             .unwrap_or(0)
     };
     assert!(
-        answered(&metrics(&s).await, &first.ldaps_url()) > 0,
+        answered(&metrics(&s).await, &first_url.clone()) > 0,
         "the first server answers first"
     );
 
@@ -345,7 +347,7 @@ async fn a_dead_ldap_server_costs_one_timeout_and_is_used_again_once_back() {
     assert!(
         m.contains(&format!(
             "directory_server_up{{server=\"{}\"}} 0",
-            first.ldaps_url()
+            first_url.clone()
         )),
         "{m}"
     );
@@ -355,9 +357,9 @@ async fn a_dead_ldap_server_costs_one_timeout_and_is_used_again_once_back() {
     );
 
     first.restart().unwrap();
-    let before = answered(&metrics(&s).await, &first.ldaps_url());
+    let before = answered(&metrics(&s).await, &first_url.clone());
     let deadline = Instant::now() + Duration::from_secs(30);
-    while answered(&metrics(&s).await, &first.ldaps_url()) == before {
+    while answered(&metrics(&s).await, &first_url.clone()) == before {
         assert!(
             Instant::now() < deadline,
             "no failback to the first server\n{}",
@@ -427,10 +429,11 @@ async fn directory_changes_reach_refresh_and_through_the_recheck_envoy() {
     let (_, bob) = sign_in(&s, "bob", ldap.password("bob")).await;
     let (_, carol) = sign_in(&s, "carol", ldap.password("carol")).await;
 
-    // Changed groups give the new roles at the next refresh.
+    // Changed groups give the new roles at the next refresh (a group keeps one member).
     ldap.modify(&format!(
-        "dn: {}\nchangetype: modify\ndelete: member\nmember: {}\n",
+        "dn: {}\nchangetype: modify\nadd: member\nmember: {}\n-\ndelete: member\nmember: {}\n",
         ldap.group_dn("editors"),
+        ldap.user_dn("bob"),
         ldap.user_dn("alice")
     ))
     .unwrap();
