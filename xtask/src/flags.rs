@@ -59,8 +59,9 @@ pub const COMMANDS: &[Cmd] = &[
             flag("--traffic", None, "the Envoy traffic runs alone"),
             flag("--edge", None, "the edge sync runs alone"),
             flag("--stores", None, "the store runs alone"),
+            flag("--directory", None, "the directory sign-in runs alone"),
         ],
-        exclusive: &[&["--traffic", "--edge", "--stores"]],
+        exclusive: &[&["--traffic", "--edge", "--stores", "--directory"]],
     },
     Cmd {
         name: "soak",
@@ -249,6 +250,8 @@ fn task(given: &Given) -> Result<Task, String> {
                 Sections::Edge
             } else if given.has("--stores") {
                 Sections::Stores
+            } else if given.has("--directory") {
+                Sections::Directory
             } else {
                 Sections::All
             },
@@ -278,7 +281,7 @@ fn known_flags(cmd: &Cmd) -> String {
         .join(", ")
 }
 
-/// One command's synopsis: `bench [--quick] [--traffic | --edge | --stores]`.
+/// One command's synopsis: `bench [--quick] [--traffic | --edge | --stores | --directory]`.
 fn synopsis(cmd: &Cmd) -> String {
     let mut out = cmd.name.to_owned();
     let mut shown: Vec<&str> = Vec::new();
@@ -389,7 +392,7 @@ mod tests {
         assert!(e.contains("its flags: --help"), "{e}");
         let e = parse_str("bench --quik").unwrap_err();
         assert!(
-            e.contains("its flags: --quick, --traffic, --edge, --stores, --help"),
+            e.contains("its flags: --quick, --traffic, --edge, --stores, --directory, --help"),
             "{e}"
         );
         assert!(e.contains("usage: cargo xtask bench [--quick] [--traffic | --edge | --stores]"));

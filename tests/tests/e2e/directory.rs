@@ -28,6 +28,7 @@ pub(crate) struct Server<'a> {
     /// (claim, attribute)
     pub claims: Vec<(&'a str, &'a str)>,
     pub recheck_seconds: u64,
+    pub starttls: bool,
 }
 
 /// Writes the configuration file with this `[directory]`.
@@ -45,6 +46,9 @@ pub(crate) fn write_config(dir: &Path, d: &Server) -> PathBuf {
         q(&d.ca_file.display().to_string()),
         d.recheck_seconds,
     );
+    if d.starttls {
+        text.push_str("starttls = true\n");
+    }
     text.push_str("[directory.roles]\n");
     for (group, role) in &d.roles {
         text.push_str(&format!("{} = {}\n", q(group), q(role)));
@@ -76,6 +80,7 @@ fn ldap_server<'a>(servers: &[&Slapd], recheck_seconds: u64) -> Server<'a> {
         ],
         claims: vec![("email", "mail")],
         recheck_seconds,
+        starttls: false,
     }
 }
 
@@ -475,31 +480,7 @@ fn directory_check_and_test_name_the_failing_step() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let config = write_config(tmp.path(), &ldap_server(&[&ldap], 60));
-    let issuer = |args: &[&str], stdin: &str| {
-        use std::io::Write;
-        let mut child = std::process::Command::new(&tools.issuer)
-            .args(args)
-            .arg("--config")
-            .arg(&config)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
-    };
+    let issuer = |args: &[&str], stdin: &str| issuer_with(&tools, &config, args, stdin);
     let (ok, out) = issuer(&["directory", "check"], "");
     assert!(ok, "{out}");
     for step in [
@@ -510,6 +491,15 @@ fn directory_check_and_test_name_the_failing_step() {
     ] {
         assert!(out.contains(step), "{step}: {out}");
     }
+    // StartTLS on the ldap:// port, the certificate verified alike.
+    let mut starttls = ldap_server(&[&ldap], 60);
+    starttls.urls = vec![ldap.ldap_url()];
+    starttls.starttls = true;
+    let starttls_dir = tmp.path().join("starttls");
+    std::fs::create_dir(&starttls_dir).unwrap();
+    let starttls_config = write_config(&starttls_dir, &starttls);
+    let (ok, out) = issuer_with(&tools, &starttls_config, &["directory", "check"], "");
+    assert!(ok && out.contains("tls:            ok"), "{out}");
     let alice = format!("{}\n", ldap.password("alice"));
     let (ok, out) = issuer(&["directory", "test", "alice"], &alice);
     assert!(ok, "{out}");
@@ -527,4 +517,31 @@ fn directory_check_and_test_name_the_failing_step() {
     assert!(!ok && out.contains("server down"), "{out}");
     let (ok, out) = issuer(&["directory", "check"], "");
     assert!(!ok && out.contains("reachable:      FAILED"), "{out}");
+}
+
+/// Runs `issuer ARGS --config CONFIG` with `stdin`: whether it succeeded, and what it printed.
+fn issuer_with(tools: &Tools, config: &Path, args: &[&str], stdin: &str) -> (bool, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(&tools.issuer)
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
 }

@@ -27,6 +27,7 @@ fn ad_server(dc: &SambaDc, recheck_seconds: u64) -> Server<'_> {
         ],
         claims: vec![("upn", "userPrincipalName"), ("email", "mail")],
         recheck_seconds,
+        starttls: false,
     }
 }
 
