@@ -385,7 +385,6 @@ async fn serve_on(
     let addr = listener.local_addr()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let mut app_recheck = None;
     let mut app = App::new(
         store,
         s.settings(addr, tls.is_some()),
@@ -395,9 +394,7 @@ async fn serve_on(
     .await?;
     if let Some(d) = s.directory {
         tracing::info!(urls = ?d.urls, kind = ?d.kind, "directory sign-in");
-        let every = d.recheck_seconds;
         app = app.with_directory(Arc::new(Directory::new(*d).map_err(anyhow::Error::msg)?));
-        app_recheck = Some(every);
     }
     let app = Arc::new(app);
     // The embedded store takes admin commands over its socket; with PostgreSQL they write to
@@ -408,7 +405,7 @@ async fn serve_on(
     }
     tokio::spawn(issuer::server::sweep_forever(app.clone()));
     tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
-    if let Some(every) = app_recheck {
+    if let Some(every) = app.directory_recheck_every() {
         tokio::spawn(issuer::server::recheck_directory_forever(
             app.clone(),
             every,

@@ -192,13 +192,13 @@ pub async fn sweep_forever(app: Arc<App>) {
     }
 }
 
-/// Rechecks the directory's users every `every` seconds (see [`App::recheck_directory`]).
-pub async fn recheck_directory_forever(app: Arc<App>, every: u64) {
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(every.max(1)));
+/// Rechecks the directory's users every `every` (see [`App::recheck_directory`]).
+pub async fn recheck_directory_forever(app: Arc<App>, every: std::time::Duration) {
+    let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        match app.recheck_directory(every).await {
+        match app.recheck_directory().await {
             Ok(Some(n)) if n > 0 => {
                 tracing::info!(disabled = n, "directory recheck disabled users")
             }

@@ -69,7 +69,8 @@ impl DirectoryUsers {
                 Ok(SignIn::User(self.seen(name, existing, &d, now).await?))
             }
             Err(DirectoryError::Refused(why)) => {
-                if existing.is_some() && why != Refusal::WrongPassword {
+                // A recorded user the directory no longer vouches for is disabled here (once).
+                if existing.as_ref().is_some_and(|r| !r.disabled) && why != Refusal::WrongPassword {
                     self.gone(name, why, now).await?;
                 }
                 Ok(SignIn::Refused(why))

@@ -142,21 +142,26 @@ impl App {
         self
     }
 
+    /// How often the directory's users are rechecked; `None` without a directory.
+    pub fn directory_recheck_every(&self) -> Option<std::time::Duration> {
+        let users = self.password.directory.as_ref()?;
+        Some(users.directory.recheck_every())
+    }
+
     /// One round of the directory recheck, if this issuer takes the round's lease (one issuer of
     /// several on PostgreSQL does it for all): every directory user who may hold a live refresh
     /// token family is re-read, and those disabled or removed are disabled here, their tokens
     /// revoked. `None` without a directory or the lease.
-    pub async fn recheck_directory(&self, every: u64) -> Result<Option<usize>, StoreError> {
+    pub async fn recheck_directory(&self) -> Result<Option<usize>, StoreError> {
         let Some(users) = &self.password.directory else {
             return Ok(None);
         };
         let at = now();
-        if !self
-            .password
-            .throttle
-            .try_lease("directory-recheck", at, every.saturating_sub(1).max(1))
-            .await?
-        {
+        // Held a second less than a round, so the next round's taker finds it free.
+        let every = users.directory.recheck_every().as_secs();
+        let lease = every.saturating_sub(1).max(1);
+        let throttle = &self.password.throttle;
+        if !throttle.try_lease("directory-recheck", at, lease).await? {
             return Ok(None);
         }
         let disabled = users
