@@ -205,11 +205,12 @@ impl Throttle {
         let mut taken = false;
         self.book
             .update(std::slice::from_ref(&key), now, &mut |entries| {
+                // Decided afresh each call: a book may run this again after a conflict.
                 let e = entries.entry(key.clone()).or_default();
-                if e.blocked_until <= now {
+                taken = e.blocked_until <= now;
+                if taken {
                     e.blocked_until = now + seconds;
                     e.last_failure = now;
-                    taken = true;
                 }
             })
             .await?;

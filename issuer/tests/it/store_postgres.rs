@@ -188,3 +188,32 @@ async fn postgres_over_tls_verifies_the_server() {
         "a certificate from another CA is refused"
     );
 }
+
+/// Several issuers on one database take turns at the directory recheck: the lease in the shared
+/// back-off book goes to exactly one of them per round, whichever asks first, at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_issuer_of_several_takes_each_directory_recheck() {
+    use issuer::throttle::{Throttle, ThrottlePolicy};
+    use std::sync::Arc;
+    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
+        return;
+    };
+    let mut issuers = Vec::new();
+    for _ in 0..4 {
+        let store = PgStore::connect(&pg.url(), Kek::derive(&KEK), 1_000, POLICY)
+            .await
+            .unwrap();
+        issuers.push(Throttle::new(ThrottlePolicy::default(), Arc::new(store)));
+    }
+    for round in 0..3u64 {
+        let at = 1_000 + round * 60;
+        let takes = futures_util::future::join_all(
+            issuers
+                .iter()
+                .map(|t| t.try_lease("directory-recheck", at, 59)),
+        )
+        .await;
+        let taken = takes.into_iter().filter(|t| *t.as_ref().unwrap()).count();
+        assert_eq!(taken, 1, "round {round}: {taken} issuers took the lease");
+    }
+}
