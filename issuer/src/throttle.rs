@@ -59,8 +59,9 @@ enum Subject {
     User(String),
     /// One address, every user name.
     Addr(IpAddr),
-    /// Passwords the directory refused for one user name: kept below the directory's own
-    /// lock-out threshold ([`DIRECTORY_FREE_FAILURES`], [`DIRECTORY_WAIT`]).
+    /// Sign-ins the directory refused, for one name as typed (without case) or one directory
+    /// entry (its DN, whichever name found it): kept below the directory's own lock-out
+    /// threshold ([`DIRECTORY_FREE_FAILURES`], [`DIRECTORY_WAIT`]).
     Directory(String),
 }
 
@@ -162,7 +163,7 @@ impl Throttle {
         let subjects: Vec<Subject> = [
             Subject::UserAt(user.to_owned(), addr),
             Subject::User(user.to_owned()),
-            Subject::Directory(user.to_owned()),
+            Subject::Directory(name_key(user)),
         ]
         .into_iter()
         .chain(addr.map(Subject::Addr))
@@ -231,24 +232,30 @@ impl Attempt<'_> {
     /// Wrong credentials, an unknown or a disabled user: the user's failures grow, from this
     /// address and in total (the address keeps its charge).
     pub async fn failed(self, now: u64) -> Result<(), StoreError> {
-        self.failed_with(now, false).await
+        self.failed_with(now, None).await
     }
 
-    /// A password the directory refused: [`Attempt::failed`], and the user's count of refused
-    /// binds grows too.
-    pub async fn failed_in_directory(self, now: u64) -> Result<(), StoreError> {
-        self.failed_with(now, true).await
+    /// A sign-in the directory refused (any reason, so a name that exists looks like one that
+    /// does not): [`Attempt::failed`], and the directory counts of the name and, when the
+    /// directory found one, of the entry `dn` grow too.
+    pub async fn failed_in_directory(self, now: u64, dn: Option<&str>) -> Result<(), StoreError> {
+        self.failed_with(now, Some(dn)).await
     }
 
-    async fn failed_with(mut self, now: u64, directory: bool) -> Result<(), StoreError> {
+    async fn failed_with(
+        mut self,
+        now: u64,
+        directory: Option<Option<&str>>,
+    ) -> Result<(), StoreError> {
         self.settled = true;
         let t = self.throttle;
         let mut subjects = vec![
             Subject::UserAt(self.user.clone(), self.addr),
             Subject::User(self.user.clone()),
         ];
-        if directory {
-            subjects.push(Subject::Directory(self.user.clone()));
+        if let Some(dn) = directory {
+            subjects.push(Subject::Directory(name_key(&self.user)));
+            subjects.extend(dn.map(|dn| Subject::Directory(dn_key(dn))));
         }
         let keys: Vec<String> = subjects.iter().map(Subject::key).collect();
         t.book
@@ -262,26 +269,64 @@ impl Attempt<'_> {
 
     /// Right credentials of an active user: the user's count from this address starts over and
     /// the address gets its charge back.
-    pub async fn succeeded(mut self, now: u64) -> Result<(), StoreError> {
+    pub async fn succeeded(self, now: u64) -> Result<(), StoreError> {
+        self.succeeded_with(now, None).await
+    }
+
+    /// The directory vouched for the entry `dn`: [`Attempt::succeeded`], and its directory
+    /// counts start over (as the directory's own count does at a good bind).
+    pub async fn succeeded_in_directory(self, now: u64, dn: &str) -> Result<(), StoreError> {
+        self.succeeded_with(now, Some(dn)).await
+    }
+
+    async fn succeeded_with(mut self, now: u64, dn: Option<&str>) -> Result<(), StoreError> {
         self.settled = true;
         let t = self.throttle;
-        let user_at = Subject::UserAt(self.user.clone(), self.addr);
-        let directory = Subject::Directory(self.user.clone());
+        let mut gone = vec![
+            Subject::UserAt(self.user.clone(), self.addr),
+            Subject::Directory(name_key(&self.user)),
+        ];
+        gone.extend(dn.map(|dn| Subject::Directory(dn_key(dn))));
         let addr = self.addr.map(Subject::Addr);
-        let keys: Vec<String> = [&user_at, &directory]
-            .into_iter()
-            .chain(addr.as_ref())
-            .map(Subject::key)
-            .collect();
+        let keys: Vec<String> = gone.iter().chain(addr.as_ref()).map(Subject::key).collect();
         t.book
             .update(&keys, now, &mut |entries| {
-                entries.remove(&user_at.key());
-                entries.remove(&directory.key());
+                for s in &gone {
+                    entries.remove(&s.key());
+                }
                 if let Some(a) = &addr {
                     t.refund(entries, a);
                 }
             })
             .await
+    }
+}
+
+/// The directory count of a name as typed: directories match names without case.
+fn name_key(user: &str) -> String {
+    format!("name:{}", user.to_lowercase())
+}
+
+/// The directory count of an entry.
+fn dn_key(dn: &str) -> String {
+    format!("dn:{dn}")
+}
+
+impl Throttle {
+    /// How long the directory entry `dn` must wait before the directory is asked to bind it
+    /// again (`None`: it may go now). Read only.
+    pub async fn directory_wait(&self, dn: &str, now: u64) -> Result<Option<u64>, StoreError> {
+        let key = Subject::Directory(dn_key(dn)).key();
+        let mut wait = None;
+        self.book
+            .update(std::slice::from_ref(&key), now, &mut |entries| {
+                wait = entries
+                    .get(&key)
+                    .filter(|e| e.blocked_until > now)
+                    .map(|e| e.blocked_until - now);
+            })
+            .await?;
+        Ok(wait)
     }
 }
 
@@ -350,53 +395,59 @@ mod tests {
     }
 
     /// Refused binds reach the directory at most [`DIRECTORY_FREE_FAILURES`] times in a row,
-    /// then one per [`DIRECTORY_WAIT`], from any number of addresses: with AD's counter reset
-    /// after 10 minutes, its count never passes 4 through the issuer.
+    /// then one per [`DIRECTORY_WAIT`], from any number of addresses and under any spelling of
+    /// the name that finds the entry (case, UPN): with AD's counter reset after 10 minutes, its
+    /// count never passes 4 through the issuer. The grant asks [`Throttle::directory_wait`] of
+    /// the entry before it binds, as here.
     #[tokio::test]
     async fn refused_binds_stay_below_the_directory_lock_out() {
         let t = Throttle::in_memory(ThrottlePolicy::default());
+        let names = ["alice", "Alice", "ALICE", "alice@media.test", "aLiCe"];
         let mut reached = Vec::new();
         let mut now = 1_000;
-        for i in 0..200u32 {
+        for i in 0..400u32 {
             let addr = Some(IpAddr::from([10, 0, (i / 250) as u8, (i % 250) as u8]));
-            if let Ok(a) = go(&t, "alice", addr, now).await {
-                a.failed_in_directory(now).await.unwrap();
+            let name = names[i as usize % names.len()];
+            let Ok(a) = go(&t, name, addr, now).await else {
+                now += 15;
+                continue;
+            };
+            if t.directory_wait("uid=alice", now).await.unwrap().is_none() {
+                a.failed_in_directory(now, Some("uid=alice")).await.unwrap();
                 reached.push(now);
             }
-            now += 30;
+            now += 15;
         }
-        assert_eq!(&reached[..4], &[1_000, 1_030, 1_060, 1_090]);
-        let window = 600;
+        assert_eq!(&reached[..4], &[1_000, 1_015, 1_030, 1_045], "{reached:?}");
         for (i, at) in reached.iter().enumerate() {
-            let in_window = reached[i..]
-                .iter()
-                .take_while(|t| **t < at + window)
-                .count();
+            let in_window = reached[i..].iter().take_while(|t| **t < at + 600).count();
             assert!(
                 in_window <= 4,
                 "{in_window} refused binds within 10 minutes from {at}"
             );
         }
         assert!(
-            reached.len() >= 8,
+            reached.len() >= 6,
             "one every 15 minutes goes on: {reached:?}"
+        );
+        // An unknown name meets the same count (no entry, the name's own): 429 alike.
+        for k in 0..DIRECTORY_FREE_FAILURES {
+            let a = go(&t, "nobody", None, now + u64::from(k)).await.unwrap();
+            a.failed_in_directory(now, None).await.unwrap();
+        }
+        assert!(
+            go(&t, "NOBODY", None, now + 5).await.is_err(),
+            "held like a real name"
         );
         // Ordinary wrong passwords (a local user) are not held to it.
         for _ in 0..5 {
             fail(&t, "bob", None, now).await.unwrap();
         }
-        // The real user's success starts the directory count over.
+        // The real user's success starts the entry's count over.
         let later = now + DIRECTORY_WAIT + 1;
-        go(&t, "alice", None, later)
-            .await
-            .unwrap()
-            .succeeded(later)
-            .await
-            .unwrap();
-        for k in 0..DIRECTORY_FREE_FAILURES {
-            let a = go(&t, "alice", None, later + u64::from(k)).await.unwrap();
-            a.failed_in_directory(later).await.unwrap();
-        }
+        let a = go(&t, "alice", None, later).await.unwrap();
+        a.succeeded_in_directory(later, "uid=alice").await.unwrap();
+        assert_eq!(t.directory_wait("uid=alice", later).await.unwrap(), None);
     }
 
     async fn succeed(t: &Throttle, user: &str, addr: Option<IpAddr>, now: u64) {

@@ -4,8 +4,9 @@
 //! refresh token family, disabling those the directory no longer vouches for (which revokes
 //! their tokens, so edge sync refuses them at every Envoy).
 
-use crate::directory::{Directory, DirectoryError, DirectoryUser, Refusal};
+use crate::directory::{normal_dn, BindGuard, Directory, DirectoryError, DirectoryUser, Refusal};
 use crate::store::{DirectoryLink, StoreError, UserChange, UserRecord, Users};
+use futures_util::StreamExt as _;
 use std::sync::Arc;
 
 /// The directory and the users it is recorded for.
@@ -16,13 +17,21 @@ pub(super) struct DirectoryUsers {
 
 /// What a directory sign-in came to.
 pub(super) enum SignIn {
-    /// The user's record, updated with what the directory said.
-    User(UserRecord),
-    /// Refused: `invalid_grant`, charged to the back-off like a wrong password.
-    Refused(Refusal),
+    /// The user's record, updated with what the directory said, and the entry's normalised DN.
+    User(UserRecord, String),
+    /// Refused: `invalid_grant`, charged to the back-off (the entry's DN, if the name found one).
+    Refused(Refusal, Option<String>),
+    /// The entry met the lock-out bound: 429, nothing sent to the directory.
+    Held(u64),
     /// No server answered: 503, never charged.
     Unavailable,
 }
+
+/// Lookups of the recheck at once.
+const RECHECK_CONCURRENCY: usize = 8;
+/// A record unchanged is written again this often at a sign-in or refresh, to keep `seen_at`
+/// (the recheck's horizon) near the user's last use.
+const RESEEN_AFTER: u64 = 3600;
 
 /// A record of a directory user (a sign-in restores one an administrator removed).
 fn new_record(d: &DirectoryUser, now: u64) -> UserRecord {
@@ -42,17 +51,23 @@ fn new_record(d: &DirectoryUser, now: u64) -> UserRecord {
     }
 }
 
-/// Whether `rec` already says what `d` does, recently enough not to write again.
-fn up_to_date(rec: &UserRecord, d: &DirectoryUser, now: u64) -> bool {
-    rec.directory
-        .as_ref()
-        .is_some_and(|l| !l.gone && l.dn == d.dn && now.saturating_sub(l.seen_at) < RESEEN_AFTER)
-        && rec.roles == d.roles
+/// Whether `rec` already says what `d` does (and, with `fresh_at`, was seen recently enough).
+fn up_to_date(rec: &UserRecord, d: &DirectoryUser, fresh_at: Option<u64>) -> bool {
+    rec.directory.as_ref().is_some_and(|l| {
+        !l.gone
+            && l.dn == d.dn
+            && fresh_at.is_none_or(|now| now.saturating_sub(l.seen_at) < RESEEN_AFTER)
+    }) && rec.roles == d.roles
         && rec.claims == d.claims
 }
 
-/// A record unchanged is written again this often, to keep `seen_at` (the recheck's horizon).
-const RESEEN_AFTER: u64 = 3600;
+/// Whether the directory's answer means the user is gone (not a wrong password or the like).
+fn gone_by(why: Refusal) -> bool {
+    matches!(
+        why,
+        Refusal::NoSuchUser | Refusal::Disabled | Refusal::Ambiguous
+    )
+}
 
 impl DirectoryUsers {
     /// Signs `name` in with the directory; `existing` is its record (a directory user's, or none).
@@ -60,55 +75,84 @@ impl DirectoryUsers {
         &self,
         name: &str,
         password: &str,
+        guard: &dyn BindGuard,
         existing: Option<UserRecord>,
         now: u64,
     ) -> Result<SignIn, StoreError> {
-        match self.directory.sign_in(name, password).await {
+        match self.directory.sign_in(name, password, guard).await {
             Ok(d) => {
                 tracing::info!(user = name, server = d.server.as_str(), "directory sign-in");
-                Ok(SignIn::User(self.seen(name, existing, &d, now).await?))
+                let dn = normal_dn(&d.dn);
+                Ok(match self.seen(name, existing, &d, now, now).await? {
+                    Some(rec) => SignIn::User(rec, dn),
+                    None => SignIn::Refused(Refusal::NoSuchUser, Some(dn)),
+                })
             }
-            Err(DirectoryError::Refused(why)) => {
+            Err(DirectoryError::Refused {
+                why: Refusal::Held(wait),
+                ..
+            }) => Ok(SignIn::Held(wait)),
+            Err(DirectoryError::Refused { why, dn }) => {
                 // A recorded user the directory no longer vouches for is disabled here (once).
-                if existing.as_ref().is_some_and(|r| !r.disabled) && why != Refusal::WrongPassword {
+                if existing.as_ref().is_some_and(|r| !r.disabled) && gone_by(why) {
                     self.gone(name, why, now).await?;
                 }
-                Ok(SignIn::Refused(why))
+                Ok(SignIn::Refused(why, dn))
             }
             Err(DirectoryError::Unavailable) => Ok(SignIn::Unavailable),
         }
     }
 
-    /// Records that the directory vouched for `name` as `d`; the record as it now is.
+    /// Records that the directory vouched for `name` as `d` (seen at `seen_at`); the record as it
+    /// now is, or `None` if a local user took the name meanwhile. Another entry under the name
+    /// (a name given to someone new) first ends the tokens of the one before.
     async fn seen(
         &self,
         name: &str,
         existing: Option<UserRecord>,
         d: &DirectoryUser,
+        seen_at: u64,
         now: u64,
-    ) -> Result<UserRecord, StoreError> {
+    ) -> Result<Option<UserRecord>, StoreError> {
         let change = UserChange::DirectorySeen {
             dn: d.dn.clone(),
             roles: d.roles.clone(),
             claims: d.claims.clone(),
-            at: now,
+            at: seen_at,
         };
-        match existing {
-            Some(rec) if up_to_date(&rec, d, now) => Ok(rec),
-            Some(mut rec) => {
-                self.users.update_user(name, &change, now).await?;
-                change.apply(&mut rec);
-                Ok(rec)
-            }
+        let mut rec = match existing {
+            Some(rec) if up_to_date(&rec, d, Some(now)) => return Ok(Some(rec)),
+            Some(rec) => rec,
             None => {
                 let rec = new_record(d, now);
-                if !self.users.add_user(name, &rec).await? {
-                    // Another issuer recorded the user meanwhile.
-                    self.users.update_user(name, &change, now).await?;
+                if self.users.add_user(name, &rec).await? {
+                    return Ok(Some(rec));
                 }
-                Ok(rec)
+                // Recorded meanwhile: by another issuer, or as a local user.
+                match self.users.user(name).await? {
+                    Some(rec) if rec.directory.is_some() => rec,
+                    _ => return Ok(None),
+                }
             }
+        };
+        let other_entry = rec
+            .directory
+            .as_ref()
+            .is_some_and(|l| normal_dn(&l.dn) != normal_dn(&d.dn));
+        if other_entry && !rec.disabled {
+            tracing::warn!(target: "audit", user = name, "directory name now names another entry: the tokens of the one before are revoked");
+            // A second back, so the new holder's tokens of this second are not covered.
+            let gone = UserChange::DirectoryGone {
+                at: now.saturating_sub(1),
+            };
+            self.users.update_user(name, &gone, now).await?;
+            gone.apply(&mut rec);
         }
+        if !self.users.update_user(name, &change, now).await? {
+            return Ok(None);
+        }
+        change.apply(&mut rec);
+        Ok(Some(rec))
     }
 
     /// Disables `name` because the directory no longer vouches for it (revoking its tokens).
@@ -137,10 +181,10 @@ impl DirectoryUsers {
         }
         match self.directory.lookup(name).await {
             Ok(d) => {
-                self.seen(name, Some(rec), &d, now).await.map_err(Some)?;
-                Ok(true)
+                let seen = self.seen(name, Some(rec), &d, now, now).await;
+                Ok(seen.map_err(Some)?.is_some())
             }
-            Err(DirectoryError::Refused(why)) => {
+            Err(DirectoryError::Refused { why, .. }) => {
                 self.gone(name, why, now).await.map_err(Some)?;
                 Ok(false)
             }
@@ -148,23 +192,37 @@ impl DirectoryUsers {
         }
     }
 
-    /// Re-reads every enabled directory user seen within `horizon` seconds (the refresh tokens'
-    /// absolute lifetime: who may still hold a live family); returns how many were disabled. A
-    /// directory outage ends the round early, changing nothing more.
+    /// Re-reads every enabled directory user who signed in or refreshed within `horizon` seconds
+    /// (the refresh tokens' absolute lifetime: who may still hold a live family), a few at a
+    /// time; returns how many were disabled. A directory outage ends the round, changing nothing
+    /// more. The recheck itself never moves `seen_at`.
     pub(super) async fn recheck(&self, now: u64, horizon: u64) -> Result<usize, StoreError> {
+        let due: Vec<(String, UserRecord)> = self
+            .users
+            .users()
+            .await?
+            .into_iter()
+            .filter(|(_, rec)| {
+                rec.directory.as_ref().is_some_and(|l| {
+                    !rec.disabled && now.saturating_sub(l.seen_at) <= horizon + RESEEN_AFTER
+                })
+            })
+            .collect();
+        let mut lookups = futures_util::stream::iter(due)
+            .map(|(name, rec)| async move {
+                let answer = self.directory.lookup(&name).await;
+                (name, rec, answer)
+            })
+            .buffer_unordered(RECHECK_CONCURRENCY);
         let mut disabled = 0;
-        for (name, rec) in self.users.users().await? {
-            let Some(link) = &rec.directory else { continue };
-            if rec.disabled || now.saturating_sub(link.seen_at) > horizon + RESEEN_AFTER {
-                continue;
-            }
-            match self.directory.lookup(&name).await {
+        while let Some((name, rec, answer)) = lookups.next().await {
+            match answer {
+                Ok(d) if up_to_date(&rec, &d, None) => {}
                 Ok(d) => {
-                    if !up_to_date(&rec, &d, now) {
-                        self.seen(&name, Some(rec.clone()), &d, now).await?;
-                    }
+                    let seen_at = rec.directory.as_ref().map_or(now, |l| l.seen_at);
+                    self.seen(&name, Some(rec), &d, seen_at, now).await?;
                 }
-                Err(DirectoryError::Refused(why)) => {
+                Err(DirectoryError::Refused { why, .. }) => {
                     self.gone(&name, why, now).await?;
                     disabled += 1;
                 }

@@ -4,7 +4,7 @@
 
 use super::directory_users::{DirectoryUsers, SignIn};
 use super::{now, ApiError, Issue};
-use crate::directory::Refusal;
+use crate::directory::BindGuard;
 use crate::passwords::PasswordChecker;
 use crate::store::{ClientRecord, Families, GrantKind, HashKeyed, UserRecord, Users};
 use crate::throttle::{Attempt, Throttle, Turn};
@@ -122,34 +122,29 @@ impl PasswordGrant {
         let held_back = user
             .as_ref()
             .is_some_and(|u| u.disabled && !u.directory.as_ref().is_some_and(|l| l.gone));
+        let guard = DirectoryHold(&self.throttle);
         let outcome = directory
-            .sign_in(username, password, user, now())
+            .sign_in(username, password, &guard, user, now())
             .await
             .map_err(|e| ApiError::store(&e))?;
-        match outcome {
-            SignIn::User(u) if !held_back => {
+        let (why, dn) = match outcome {
+            SignIn::User(u, dn) if !held_back => {
                 attempt
-                    .succeeded(now())
+                    .succeeded_in_directory(now(), &dn)
                     .await
                     .map_err(|e| ApiError::store(&e))?;
-                Ok(u)
+                return Ok(u);
             }
-            SignIn::User(_) => {
-                Err(refuse(attempt, client_id, username, "disabled user refused").await)
-            }
-            SignIn::Refused(Refusal::WrongPassword) => {
-                if let Err(e) = attempt.failed_in_directory(now()).await {
-                    return Err(ApiError::store(&e));
-                }
-                Err(refused(
-                    client_id,
-                    username,
-                    Refusal::WrongPassword.reason(),
-                ))
-            }
-            SignIn::Refused(why) => Err(refuse(attempt, client_id, username, why.reason()).await),
-            SignIn::Unavailable => Err(ApiError::directory_unavailable()),
+            SignIn::User(_, dn) => ("disabled user refused", Some(dn)),
+            SignIn::Refused(why, dn) => (why.reason(), dn),
+            SignIn::Held(wait) => return Err(ApiError::throttled(wait)),
+            SignIn::Unavailable => return Err(ApiError::directory_unavailable()),
+        };
+        // Every refusal counts alike, so a name that exists looks like one that does not.
+        if let Err(e) = attempt.failed_in_directory(now(), dn.as_deref()).await {
+            return Err(ApiError::store(&e));
         }
+        Err(refused(client_id, username, why))
     }
 
     /// The identity to mint for the signed-in `user`, and a new refresh token family: the family
@@ -186,6 +181,24 @@ async fn refuse(attempt: Attempt<'_>, client: &str, user: &str, why: &str) -> Ap
         return ApiError::store(&e);
     }
     refused(client, user, why)
+}
+
+/// The back-off's word on binding a directory entry: held while the entry met the bound on
+/// refused binds (a store failure holds too, for a second).
+struct DirectoryHold<'a>(&'a Throttle);
+
+#[async_trait::async_trait]
+impl BindGuard for DirectoryHold<'_> {
+    async fn may_bind(&self, dn: &str) -> Result<(), u64> {
+        match self.0.directory_wait(dn, now()).await {
+            Ok(None) => Ok(()),
+            Ok(Some(wait)) => Err(wait),
+            Err(e) => {
+                tracing::warn!(error = e.to_string(), "back-off unreadable: bind held");
+                Err(1)
+            }
+        }
+    }
 }
 
 /// `invalid_grant` for a refused sign-in, logged with why.

@@ -1,6 +1,6 @@
 //! The `[directory]` table of the configuration file: the LDAP or Active Directory servers that
-//! directory sign-in will use (issue 22). `issuer serve` validates it at startup, reading the bind
-//! password; nothing signs in with it yet.
+//! directory sign-in uses ([`crate::directory`]). `issuer serve` validates it at startup, reading
+//! the bind password.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -38,17 +38,6 @@ impl DirectoryKind {
             Self::ActiveDirectory => AD_USER_FILTER,
             Self::Ldap => LDAP_USER_FILTER,
         }
-    }
-
-    /// Whether membership of a nested group counts (`LDAP_MATCHING_RULE_IN_CHAIN`); else only
-    /// the direct groups of `memberOf`.
-    pub fn nested_groups(self) -> bool {
-        self == Self::ActiveDirectory
-    }
-
-    /// Whether `userAccountControl` says an account is disabled.
-    pub fn user_account_control(self) -> bool {
-        self == Self::ActiveDirectory
     }
 }
 

@@ -6,7 +6,7 @@
 use ldap3::{Ldap, LdapConnAsync, LdapConnSettings, LdapError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio_rustls::rustls::ClientConfig;
 
@@ -67,47 +67,92 @@ impl SearchPool {
         &self.endpoint
     }
 
-    /// A handle on a bound service-account connection (made and bound with `password` if the
-    /// slot's was closed), and the slot to pass to [`SearchPool::discard`] if it fails.
-    pub async fn get(&self, password: &str) -> Result<(Ldap, usize), LdapError> {
+    /// A bound service-account connection (made and bound with `password` if the slot's was
+    /// closed), handed out as a [`Pooled`] handle.
+    pub async fn get(self: &Arc<Self>, password: &str) -> Result<Pooled, LdapError> {
         let slot = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
         let mut held = self.slots[slot].lock().await;
-        if let Some(ldap) = held.as_mut() {
-            if !ldap.is_closed() {
-                return Ok((ldap.clone(), slot));
+        let open = held.as_mut().is_some_and(|l| !l.is_closed());
+        let ldap = match held.as_ref() {
+            Some(ldap) if open => ldap.clone(),
+            _ => {
+                *held = None;
+                let mut ldap = self.endpoint.connect().await?;
+                ldap.with_timeout(self.endpoint.timeout)
+                    .simple_bind(&self.bind_dn, password)
+                    .await?
+                    .success()?;
+                *held = Some(ldap.clone());
+                ldap
             }
-        }
-        *held = None;
-        let mut ldap = self.endpoint.connect().await?;
-        ldap.with_timeout(self.endpoint.timeout)
-            .simple_bind(&self.bind_dn, password)
-            .await?
-            .success()?;
-        *held = Some(ldap.clone());
-        Ok((ldap, slot))
+        };
+        Ok(Pooled {
+            ldap,
+            pool: self.clone(),
+            slot,
+            answered: false,
+        })
+    }
+}
+
+/// A handle on a pooled service-account connection. Dropped before [`Pooled::release`] (an
+/// operation failed or timed out, or the request went away mid-operation), it drops the slot's
+/// connection: one that stalls without closing (a paused server, a firewall's silent drop) is
+/// never used again.
+pub struct Pooled {
+    ldap: Ldap,
+    pool: Arc<SearchPool>,
+    slot: usize,
+    answered: bool,
+}
+
+impl Pooled {
+    /// The connection.
+    pub fn ldap(&mut self) -> &mut Ldap {
+        &mut self.ldap
     }
 
-    /// Drops the connection of `slot` after a failure: the next search makes a new one.
-    pub async fn discard(&self, slot: usize) {
-        if let Some(s) = self.slots.get(slot) {
-            *s.lock().await = None;
+    /// Every operation answered: the connection stays in the pool. Returns `outcome`.
+    pub fn release<T>(mut self, outcome: T) -> T {
+        self.answered = true;
+        outcome
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        let (pool, slot) = (self.pool.clone(), self.slot);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Some(s) = pool.slots.get(slot) {
+                    *s.lock().await = None;
+                }
+            });
         }
     }
 }
 
-/// Connections that bind as users: each used by one bind at a time, kept for the next bind.
+/// Connections that bind as users: each used by one bind at a time, kept for the next bind for
+/// at most [`BIND_IDLE`] (a connection idle longer may have been dropped silently on the way).
 pub struct BindPool {
     endpoint: Endpoint,
-    idle: Mutex<Vec<Ldap>>,
+    idle: Mutex<Vec<(Ldap, Instant)>>,
     permits: Semaphore,
 }
+
+/// How long a bind connection is kept idle.
+const BIND_IDLE: Duration = Duration::from_secs(30);
 
 /// How a user's bind came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BindOutcome {
     Accepted,
-    /// Result code 49, invalidCredentials: wrong password, or an account the server refuses
-    /// (AD: locked, expired, disabled).
+    /// Any other answer: 49 (invalidCredentials: a wrong password, or an account AD refuses:
+    /// locked, expired, disabled), 48, 53… Only busy (51) and unavailable (52) are the server's
+    /// failure.
     Refused,
 }
 
@@ -127,9 +172,13 @@ impl BindPool {
             .acquire()
             .await
             .map_err(|_| LdapError::EndOfStream)?;
-        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let idle = {
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            idle.retain(|(_, since)| since.elapsed() < BIND_IDLE);
+            idle.pop()
+        };
         let mut ldap = match idle {
-            Some(mut l) => {
+            Some((mut l, _)) => {
                 if l.is_closed() {
                     self.endpoint.connect().await?
                 } else {
@@ -144,13 +193,13 @@ impl BindPool {
             .await?;
         let outcome = match result.rc {
             0 => BindOutcome::Accepted,
-            49 => BindOutcome::Refused,
-            _ => return Err(LdapError::from(result)),
+            51 | 52 => return Err(LdapError::from(result)),
+            _ => BindOutcome::Refused,
         };
         self.idle
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(ldap);
+            .push((ldap, Instant::now()));
         Ok(outcome)
     }
 }

@@ -159,15 +159,20 @@ impl Directory {
             });
         }
         let mut failed = Vec::new();
+        let bind = super::Bind {
+            password,
+            guard: &super::Unguarded,
+            sent: Default::default(),
+        };
         for server in &self.servers {
-            let attempt = self.read_user(server, username, Some(password));
+            let attempt = self.read_user(server, username, Some(&bind));
             let step = match tokio::time::timeout(self.timeout, attempt).await {
                 Ok(Ok(user)) => return Ok(user),
                 Ok(Err(step)) => step,
                 Err(_) => Step::Failed(format!("no answer within {:?}", self.timeout)),
             };
             match step {
-                Step::Refused(why) => {
+                Step::Refused(why, _) => {
                     return Err(TestFailure {
                         error: why.to_string(),
                         servers: failed,

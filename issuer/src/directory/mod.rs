@@ -20,8 +20,10 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+pub use query::normal_dn;
 use query::Found;
 use servers::{Change, Health};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -51,6 +53,9 @@ pub enum Refusal {
     WrongPassword,
     #[error("an empty password (never sent to the directory)")]
     EmptyPassword,
+    /// The entry met the lock-out bound: no bind was sent; wait this many seconds.
+    #[error("held back: too many refused sign-ins of this entry")]
+    Held(u64),
 }
 
 impl Refusal {
@@ -62,16 +67,18 @@ impl Refusal {
             Self::Disabled => "disabled",
             Self::WrongPassword => "bind_refused",
             Self::EmptyPassword => "empty_password",
+            Self::Held(_) => "held",
         }
     }
 }
 
 /// What a directory operation came to, when not a user.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DirectoryError {
-    /// The directory answered: this user does not sign in.
-    #[error("{0}")]
-    Refused(Refusal),
+    /// The directory answered: this user does not sign in; `dn` is the entry the name found,
+    /// if it found one.
+    #[error("{why}")]
+    Refused { why: Refusal, dn: Option<String> },
     /// No server answered within its timeout.
     #[error("no directory server answered")]
     Unavailable,
@@ -114,7 +121,7 @@ impl DirectoryMetrics {
 /// One server: its URL and connections.
 struct Server {
     url: String,
-    search: SearchPool,
+    search: Arc<SearchPool>,
     binds: BindPool,
 }
 
@@ -127,9 +134,27 @@ pub struct Directory {
     metrics: DirectoryMetrics,
 }
 
+/// Asked before a user's bind with the entry's normalised DN: `Err(wait)` holds the bind back
+/// (the issuer's bound on what reaches the directory's lock-out count).
+#[async_trait::async_trait]
+pub trait BindGuard: Send + Sync {
+    async fn may_bind(&self, dn: &str) -> Result<(), u64>;
+}
+
+/// A guard that lets every bind go (`issuer directory test`, which an operator runs by hand).
+pub struct Unguarded;
+
+#[async_trait::async_trait]
+impl BindGuard for Unguarded {
+    async fn may_bind(&self, _dn: &str) -> Result<(), u64> {
+        Ok(())
+    }
+}
+
 /// Where one server's attempt ended, when not with an answer.
 enum Step {
-    Refused(Refusal),
+    /// Refused, with the normalised DN of the entry the name found, if any.
+    Refused(Refusal, Option<String>),
     /// The server failed (down, timed out, or an error that is not about the user).
     Failed(String),
 }
@@ -160,7 +185,7 @@ impl Directory {
                 };
                 Server {
                     url: url.clone(),
-                    search: SearchPool::new(endpoint.clone(), config.bind_dn.clone()),
+                    search: Arc::new(SearchPool::new(endpoint.clone(), config.bind_dn.clone())),
                     binds: BindPool::new(endpoint),
                 }
             })
@@ -175,7 +200,7 @@ impl Directory {
                 .set(1);
         }
         Ok(Self {
-            health: Health::new(servers.len()),
+            health: Health::new(servers.len(), timeout),
             config: Arc::new(config),
             servers,
             timeout,
@@ -195,26 +220,46 @@ impl Directory {
 
     /// Signs `username` in with `password`: found by the service account, bound as over a
     /// connection of its own. An empty password is refused here and never sent.
+    ///
+    /// `guard` is asked before the bind. A bind that got no answer within the timeout is not
+    /// retried on the next server (503 instead): the first may have counted the password, and
+    /// a wrong password would count twice against the user. Any other failure is retried.
     pub async fn sign_in(
         &self,
         username: &str,
         password: &str,
+        guard: &dyn BindGuard,
     ) -> Result<DirectoryUser, DirectoryError> {
         if password.is_empty() {
-            return Err(DirectoryError::Refused(Refusal::EmptyPassword));
+            return Err(DirectoryError::Refused {
+                why: Refusal::EmptyPassword,
+                dn: None,
+            });
         }
-        self.on_servers(|s| self.read_user(s, username, Some(password)))
-            .await
+        let bind = Bind {
+            password,
+            guard,
+            sent: AtomicBool::new(false),
+        };
+        self.on_servers(Some(&bind.sent), |s| {
+            self.read_user(s, username, Some(&bind))
+        })
+        .await
     }
 
     /// Re-reads `username` without a password: still there, enabled, and with which roles.
     pub async fn lookup(&self, username: &str) -> Result<DirectoryUser, DirectoryError> {
-        self.on_servers(|s| self.read_user(s, username, None)).await
+        self.on_servers(None, |s| self.read_user(s, username, None))
+            .await
     }
 
     /// Runs `attempt` on each server in turn until one answers (a user or a refusal), each
     /// within the timeout; records each server's health.
-    async fn on_servers<'a, F, Fut>(&'a self, attempt: F) -> Result<DirectoryUser, DirectoryError>
+    async fn on_servers<'a, F, Fut>(
+        &'a self,
+        bind_sent: Option<&AtomicBool>,
+        attempt: F,
+    ) -> Result<DirectoryUser, DirectoryError>
     where
         F: Fn(&'a Server) -> Fut,
         Fut: std::future::Future<Output = Result<DirectoryUser, Step>> + 'a,
@@ -233,11 +278,16 @@ impl Directory {
                     self.answered(i);
                     return Ok(user);
                 }
-                Err(Step::Refused(why)) => {
+                Err(Step::Refused(why, dn)) => {
                     self.answered(i);
-                    return Err(DirectoryError::Refused(why));
+                    return Err(DirectoryError::Refused { why, dn });
                 }
-                Err(Step::Failed(why)) => self.failed(i, &why),
+                Err(Step::Failed(why)) => {
+                    self.failed(i, &why);
+                    if bind_sent.is_some_and(|b| b.load(Ordering::Relaxed)) {
+                        break;
+                    }
+                }
             }
         }
         Err(DirectoryError::Unavailable)
@@ -296,41 +346,41 @@ impl Directory {
     }
 
     /// On one server: the user's entry, the bind when a password is given, groups and claims.
+    /// The service-account connection is dropped unless every operation on it answered.
     async fn read_user(
         &self,
         server: &Server,
         username: &str,
-        password: Option<&str>,
+        bind: Option<&Bind<'_>>,
     ) -> Result<DirectoryUser, Step> {
         let config = &self.config;
-        let (mut ldap, slot) = server.search.get(config.bind_password.expose()).await?;
-        let found = match query::find_user(&mut ldap, config, self.timeout, username).await {
-            Ok(found) => found,
-            Err(e) => {
-                server.search.discard(slot).await;
-                return Err(e.into());
-            }
-        };
+        let mut conn = server.search.get(config.bind_password.expose()).await?;
+        let found = query::find_user(conn.ldap(), config, self.timeout, username).await?;
         let entry = match found {
             Found::One(entry) => entry,
-            Found::None => return Err(Step::Refused(Refusal::NoSuchUser)),
-            Found::Many => return Err(Step::Refused(Refusal::Ambiguous)),
+            Found::None => return Err(conn.release(Step::Refused(Refusal::NoSuchUser, None))),
+            Found::Many => return Err(conn.release(Step::Refused(Refusal::Ambiguous, None))),
         };
+        let dn = Some(query::normal_dn(&entry.dn));
         if entry.disabled(config.kind) {
-            return Err(Step::Refused(Refusal::Disabled));
+            return Err(conn.release(Step::Refused(Refusal::Disabled, dn)));
         }
-        if let Some(password) = password {
-            if server.binds.bind(&entry.dn, password).await? == BindOutcome::Refused {
-                return Err(Step::Refused(Refusal::WrongPassword));
+        if let Some(bind) = bind {
+            if let Err(wait) = bind.guard.may_bind(dn.as_deref().unwrap_or_default()).await {
+                return Err(conn.release(Step::Refused(Refusal::Held(wait), dn)));
+            }
+            // Set while the bind is under way: left set only if it never comes back (the
+            // timeout), when the server may have counted a wrong password. An answer, or an
+            // error back (the connection broke, the server busy), leaves nothing to count twice.
+            bind.sent.store(true, Ordering::Relaxed);
+            let outcome = server.binds.bind(&entry.dn, bind.password).await;
+            bind.sent.store(false, Ordering::Relaxed);
+            if outcome? == BindOutcome::Refused {
+                return Err(conn.release(Step::Refused(Refusal::WrongPassword, dn)));
             }
         }
-        let groups = match query::groups(&mut ldap, config, self.timeout, &entry).await {
-            Ok(groups) => groups,
-            Err(e) => {
-                server.search.discard(slot).await;
-                return Err(e.into());
-            }
-        };
+        let groups = query::groups(conn.ldap(), config, self.timeout, &entry).await?;
+        conn.release(());
         Ok(DirectoryUser {
             roles: query::roles(config, &groups),
             claims: entry.claims(config),
@@ -338,4 +388,12 @@ impl Directory {
             server: server.url.clone(),
         })
     }
+}
+
+/// A user's password and what goes with its bind.
+struct Bind<'a> {
+    password: &'a str,
+    guard: &'a dyn BindGuard,
+    /// Set once the bind is sent.
+    sent: AtomicBool,
 }

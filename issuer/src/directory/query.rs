@@ -13,6 +13,8 @@ use std::time::Duration;
 pub const IN_CHAIN: &str = "1.2.840.113556.1.4.1941";
 /// `userAccountControl` bit of a disabled account.
 const ACCOUNTDISABLE: u32 = 0x2;
+/// `pwdAccountLockedTime` of an account locked until an administrator unlocks it.
+const LOCKED_FOR_GOOD: &str = "000001010000Z";
 /// How deep nested `memberOf` is followed on a plain LDAP server, and how many groups at most.
 const MAX_GROUP_DEPTH: usize = 8;
 const MAX_GROUPS: usize = 512;
@@ -50,15 +52,17 @@ impl Entry {
             .flat_map(|(_, v)| v)
     }
 
-    /// Whether the account is disabled or locked: AD's `userAccountControl`, or the password
-    /// policy overlay's `pwdAccountLockedTime` on an LDAP server.
+    /// Whether the account is disabled: AD's `userAccountControl`, or the password policy
+    /// overlay's `pwdAccountLockedTime` of a lock for good on an LDAP server.
     pub fn disabled(&self, kind: DirectoryKind) -> bool {
         match kind {
             DirectoryKind::ActiveDirectory => self
                 .first("userAccountControl")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .is_some_and(|uac| uac & ACCOUNTDISABLE != 0),
-            DirectoryKind::Ldap => self.first("pwdAccountLockedTime").is_some(),
+            // Locked for good by an administrator; a lock-out of the password policy that runs
+            // out is left to the bind, which the server refuses while it lasts.
+            DirectoryKind::Ldap => self.first("pwdAccountLockedTime") == Some(LOCKED_FOR_GOOD),
         }
     }
 
@@ -215,6 +219,12 @@ pub async fn groups(
                 MAX_GROUPS as i32,
             )
             .await?;
+            if found.len() >= MAX_GROUPS {
+                tracing::warn!(
+                    dn = user.dn.as_str(),
+                    "more than {MAX_GROUPS} groups: roles from the first {MAX_GROUPS} only"
+                );
+            }
             Ok(found.iter().map(|e| normal_dn(&e.dn)).collect())
         }
         DirectoryKind::Ldap => member_of_closure(ldap, timeout, user).await,
@@ -286,6 +296,7 @@ mod tests {
         assert!(!entry("userAccountControl", "512").disabled(DirectoryKind::ActiveDirectory));
         assert!(!entry("userAccountControl", "junk").disabled(DirectoryKind::ActiveDirectory));
         assert!(entry("pwdAccountLockedTime", "000001010000Z").disabled(DirectoryKind::Ldap));
+        assert!(!entry("pwdAccountLockedTime", "20261124120000Z").disabled(DirectoryKind::Ldap));
         assert!(!entry("mail", "a@b").disabled(DirectoryKind::Ldap));
     }
 }

@@ -192,6 +192,10 @@ impl UserChange {
             Self::Disable { at } => {
                 rec.disabled = true;
                 rec.disabled_at = Some(*at);
+                // An administrator's disable: the directory vouching again does not undo it.
+                if let Some(link) = rec.directory.as_mut() {
+                    link.gone = false;
+                }
             }
             Self::Enable => rec.disabled = false,
             Self::DirectorySeen {
