@@ -132,6 +132,8 @@ pub struct Directory {
     health: Health,
     timeout: Duration,
     metrics: DirectoryMetrics,
+    /// Parents of nested groups, read lately.
+    parents: query::GroupParents,
 }
 
 /// Asked before a user's bind with the entry's normalised DN: `Err(wait)` holds the bind back
@@ -205,6 +207,7 @@ impl Directory {
             servers,
             timeout,
             metrics,
+            parents: Default::default(),
         })
     }
 
@@ -379,7 +382,8 @@ impl Directory {
                 return Err(conn.release(Step::Refused(Refusal::WrongPassword, dn)));
             }
         }
-        let groups = query::groups(conn.ldap(), config, self.timeout, &entry).await?;
+        let groups =
+            query::groups(conn.ldap(), config, self.timeout, &entry, &self.parents).await?;
         conn.release(());
         Ok(DirectoryUser {
             roles: query::roles(config, &groups),

@@ -7,7 +7,8 @@
 use crate::config::{DirectoryConfig, DirectoryKind};
 use ldap3::{ldap_escape, Ldap, LdapError, Scope, SearchEntry, SearchOptions, SearchResult};
 use std::collections::{BTreeSet, HashMap};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// `LDAP_MATCHING_RULE_IN_CHAIN`: Active Directory's transitive membership match.
 pub const IN_CHAIN: &str = "1.2.840.113556.1.4.1941";
@@ -202,6 +203,7 @@ pub async fn groups(
     config: &DirectoryConfig,
     timeout: Duration,
     user: &Entry,
+    parents: &GroupParents,
 ) -> Result<BTreeSet<String>, LdapError> {
     if config.roles.is_empty() {
         return Ok(BTreeSet::new());
@@ -227,16 +229,50 @@ pub async fn groups(
             }
             Ok(found.iter().map(|e| normal_dn(&e.dn)).collect())
         }
-        DirectoryKind::Ldap => member_of_closure(ldap, timeout, user).await,
+        DirectoryKind::Ldap => member_of_closure(ldap, timeout, user, parents).await,
+    }
+}
+
+/// How long the parents of a group read from the directory are used.
+pub const PARENTS_TTL: Duration = Duration::from_secs(30);
+/// Groups whose parents are kept at most.
+const MAX_CACHED_GROUPS: usize = 10_000;
+
+/// The parents (`memberOf`) of groups as read within [`PARENTS_TTL`]: nesting changes rarely,
+/// while the user's own groups are read at every sign-in, refresh and recheck.
+#[derive(Debug, Default)]
+pub struct GroupParents {
+    read: Mutex<HashMap<String, (Vec<String>, Instant)>>,
+}
+
+impl GroupParents {
+    fn get(&self, group: &str) -> Option<Vec<String>> {
+        let read = self.read.lock().unwrap_or_else(|p| p.into_inner());
+        read.get(group)
+            .filter(|(_, at)| at.elapsed() < PARENTS_TTL)
+            .map(|(parents, _)| parents.clone())
+    }
+
+    fn put(&self, group: String, parents: Vec<String>) {
+        let mut read = self.read.lock().unwrap_or_else(|p| p.into_inner());
+        if read.len() >= MAX_CACHED_GROUPS {
+            read.retain(|_, (_, at)| at.elapsed() < PARENTS_TTL);
+            if read.len() >= MAX_CACHED_GROUPS {
+                read.clear();
+            }
+        }
+        read.insert(group, (parents, Instant::now()));
     }
 }
 
 /// `memberOf` followed breadth first from the user's own, each group read once (cycles end),
-/// [`MAX_GROUP_DEPTH`] levels and [`MAX_GROUPS`] groups at most.
+/// [`MAX_GROUP_DEPTH`] levels and [`MAX_GROUPS`] groups at most; a group's parents come from
+/// `parents` when read lately.
 async fn member_of_closure(
     ldap: &mut Ldap,
     timeout: Duration,
     user: &Entry,
+    parents: &GroupParents,
 ) -> Result<BTreeSet<String>, LdapError> {
     let mut seen = BTreeSet::new();
     let mut level: Vec<String> = user.all("memberOf").cloned().collect();
@@ -244,10 +280,16 @@ async fn member_of_closure(
     for _ in 0..MAX_GROUP_DEPTH {
         let mut next = Vec::new();
         for dn in level {
-            if seen.len() >= MAX_GROUPS || !seen.insert(normal_dn(&dn)) {
+            let key = normal_dn(&dn);
+            if seen.len() >= MAX_GROUPS || seen.contains(&key) {
                 continue;
             }
-            let found = match search(
+            seen.insert(key.clone());
+            if let Some(up) = parents.get(&key) {
+                next.extend(up);
+                continue;
+            }
+            let search = search(
                 ldap,
                 timeout,
                 &dn,
@@ -255,15 +297,18 @@ async fn member_of_closure(
                 "(objectClass=*)",
                 &attrs,
                 1,
-            )
-            .await
-            {
-                Ok(found) => found,
+            );
+            let up: Vec<String> = match search.await {
+                Ok(found) => found
+                    .iter()
+                    .flat_map(|g| g.all("memberOf").cloned())
+                    .collect(),
                 // A group that went away meanwhile: no parents to follow.
-                Err(LdapError::LdapResult { result }) if result.rc == 32 => continue,
+                Err(LdapError::LdapResult { result }) if result.rc == 32 => Vec::new(),
                 Err(e) => return Err(e),
             };
-            next.extend(found.iter().flat_map(|g| g.all("memberOf").cloned()));
+            parents.put(key, up.clone());
+            next.extend(up);
         }
         if next.is_empty() {
             break;

@@ -1,7 +1,10 @@
 //! Directory sign-ins (issue 22): password grants of users from a throwaway OpenLDAP (LDAPS,
 //! pooled connections, roles through two levels of nested groups) beside users of the local store
 //! (Argon2id), 32 clients each (one user per connection, each its own address through
-//! `X-Forwarded-For`, as behind Envoy), interleaved round after round; the issuer's memory after.
+//! `X-Forwarded-For`, as behind Envoy), interleaved round after round: flat out (the throughput
+//! at saturation, where latency is all queueing: 32 clients over the rate), and the directory
+//! paced to 1,000 sign-ins/s in all (the latency at the rate the target names); the issuer's
+//! memory after.
 
 use super::{rss_kib, wrk, Results, Sample, Settings};
 use anyhow::Result;
@@ -14,9 +17,16 @@ use std::path::Path;
 /// Concurrent clients of each load.
 pub(super) const CLIENTS: usize = 32;
 /// The loads, in the order they run.
-pub(super) const LOADS: [&str; 2] = ["directory (OpenLDAP, LDAPS)", "local store (Argon2id)"];
-/// The user name prefixes of the loads.
-const PREFIXES: [&str; 2] = ["dir", "local"];
+pub(super) const LOADS: [&str; 3] = [
+    "directory (OpenLDAP, LDAPS), flat out",
+    "directory, paced to 1,000/s in all",
+    "local store (Argon2id), flat out",
+];
+/// Per load: the user name prefix, and each client's pause between sign-ins (ms).
+const SCRIPTS: [(&str, u64); 3] = [("dir", 0), ("dir", PACED_DELAY_MS), ("local", 0)];
+/// 32 clients each pausing this long between sign-ins come to a little over 1,000 sign-ins/s
+/// (each sign-in takes a few ms besides).
+const PACED_DELAY_MS: u64 = 27;
 const PASSWORD: &str = "bench-password";
 
 /// Adds `dir0`..`dir31` to `ldap`, members of `editors` (so of `media-staff` and `all-staff`).
@@ -60,8 +70,9 @@ fn config(dir: &Path, ldap: &Slapd) -> Result<std::path::PathBuf> {
     Ok(path)
 }
 
-/// wrk's script: thread N (one connection) signs in `PREFIX`N from address 10.9.0.N.
-fn lua(path: &Path, basic: &str, prefix: &str) -> Result<()> {
+/// wrk's script: thread N (one connection) signs in `PREFIX`N from address 10.9.0.N, pausing
+/// `delay_ms` between sign-ins (wrk's latency leaves the pause out).
+fn lua(path: &Path, basic: &str, prefix: &str, delay_ms: u64) -> Result<()> {
     std::fs::write(
         path,
         format!(
@@ -69,6 +80,9 @@ fn lua(path: &Path, basic: &str, prefix: &str) -> Result<()> {
 function setup(thread)
   thread:set("id", counter)
   counter = counter + 1
+end
+function delay()
+  return {delay_ms}
 end
 function request()
   return wrk.format("POST", "/apiv2/oauth/token", {{["Content-Type"] = "application/x-www-form-urlencoded", ["Authorization"] = "Basic {basic}", ["X-Forwarded-For"] = "10.9.0." .. id}}, "grant_type=password&username={prefix}" .. id .. "&password={PASSWORD}")
@@ -93,21 +107,16 @@ pub(super) fn bench_directory(dir: &Path, s: &Settings) -> Result<(Results, Stri
         issuer_admin_on(&tools, &store, &add, Some(PASSWORD))?;
     }
     let basic = base64::engine::general_purpose::STANDARD.encode(format!("bench:{secret}"));
-    let scripts: Vec<std::path::PathBuf> = PREFIXES
+    let scripts: Vec<std::path::PathBuf> = SCRIPTS
         .iter()
-        .map(|p| {
-            let path = dir.join(format!("{p}.lua"));
-            lua(&path, &basic, p).map(|()| path)
+        .map(|(prefix, delay)| {
+            let path = dir.join(format!("{prefix}-{delay}.lua"));
+            lua(&path, &basic, prefix, *delay).map(|()| path)
         })
         .collect::<Result<_>>()?;
     let cfg = config.display().to_string();
-    let extra = [
-        "--config",
-        &cfg,
-        "--trust-x-forwarded-for",
-        "--trusted-proxy",
-        "127.0.0.1/32",
-    ];
+    // The harness runs the issuer with `--trust-x-forwarded-for` (loopback is a trusted proxy).
+    let extra = ["--config", &cfg];
     let log = dir.join("issuer-directory.log");
     let (proc, url) =
         start_issuer_pinned(&tools, &store, e2e::free_port(), &extra, Some("0"), &log)?;
@@ -137,7 +146,7 @@ pub(super) fn bench_directory(dir: &Path, s: &Settings) -> Result<(Results, Stri
     let rss = rss_kib(proc.pid());
     drop(proc);
     let command = format!(
-        "taskset -c 0 issuer serve --config issuer.toml (release, redb); slapd unpinned; taskset -c 1 wrk --latency -t{CLIENTS} -c{CLIENTS} -d{}s -s dir.lua | local.lua (one user and one X-Forwarded-For address per connection)",
+        "taskset -c 0 issuer serve --config issuer.toml (release, redb); slapd unpinned; taskset -c 1 wrk --latency -t{CLIENTS} -c{CLIENTS} -d{}s -s dir-0.lua | dir-{PACED_DELAY_MS}.lua (a {PACED_DELAY_MS} ms pause between a client's sign-ins) | local-0.lua (one user and one X-Forwarded-For address per connection)",
         s.seconds
     );
     Ok((Results::new(&per_load, rss), command))
@@ -156,17 +165,19 @@ pub(super) fn report(r: &Results, command: &str) -> String {
             x.p50_ms,
             x.p99_ms,
             x.requests,
-            r.paired(i, 1)
+            r.paired(i, 2)
         );
     }
-    let d = &r.samples[0];
+    let (flat, paced) = (&r.samples[0], &r.samples[1]);
     let _ = writeln!(
         out,
-        "\nTargets (issue 22): at least 1,000 directory sign-ins/s: {:.0}, {}; p99 at most 25 ms: {:.3} ms, {}. Issuer memory after the run: {} MiB resident, {} MiB at most.\n\nCommand: `{command}`\n",
-        d.rps,
-        super::mark(d.rps >= 1000.0),
-        d.p99_ms,
-        super::mark(d.p99_ms <= 25.0),
+        "\nTargets (issue 22), 32 clients: at least 1,000 directory sign-ins/s: {:.0} flat out, {}; p99 at most 25 ms at 1,000 sign-ins/s: {:.3} ms at {:.0}/s, {} (flat out, where 32 clients queue for the one core, p99 is {:.3} ms). Issuer memory after the run: {} MiB resident, {} MiB at most.\n\nCommand: `{command}`\n",
+        flat.rps,
+        super::mark(flat.rps >= 1000.0),
+        paced.p99_ms,
+        paced.rps,
+        super::mark(paced.p99_ms <= 25.0 && paced.rps >= 1000.0),
+        flat.p99_ms,
         r.rss_kib.0 / 1024,
         r.rss_kib.1 / 1024,
     );
