@@ -291,3 +291,28 @@ fn a_password_file_readable_by_others_or_missing_is_refused() {
     std::fs::set_permissions(&d.password, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert!(directory(&d, AD).unwrap_err().contains("is empty"));
 }
+
+/// RFC 4515: a name is a value in the filter, never filter syntax: `*`, `(`, `)`, `\` and NUL
+/// are escaped, everything else (UPNs, non-ASCII) goes as it is.
+#[test]
+fn names_are_escaped_into_the_user_filter() {
+    let d = password_file(0o600);
+    let ad = directory(&d, AD).unwrap();
+    let f = |name: &str| crate::directory::user_filter(&ad, name);
+    assert_eq!(
+        f("alice@media.test"),
+        "(&(objectClass=user)(|(sAMAccountName=alice@media.test)(userPrincipalName=alice@media.test)))"
+    );
+    assert_eq!(
+        f("*"),
+        "(&(objectClass=user)(|(sAMAccountName=\\2a)(userPrincipalName=\\2a)))"
+    );
+    let injected = f("a)(|(cn=*");
+    assert!(
+        injected.contains("sAMAccountName=a\\29\\28|\\28cn=\\2a)"),
+        "{injected}"
+    );
+    assert_eq!(injected.matches('(').count(), f("x").matches('(').count());
+    assert!(f("a\\b\0").contains("sAMAccountName=a\\5cb\\00)"));
+    assert!(f("jürgen").contains("sAMAccountName=jürgen)"));
+}
