@@ -33,6 +33,7 @@ pub(super) async fn add(store: &dyn Store, c: &NewClient, now: u64) -> Result<St
         impersonate_claim_types: c.claim_types.clone(),
         edge: c.edge,
         created_at: now,
+        deactivated_at: None,
     };
     if rec.secret_hash_bytes().is_none() {
         return refused("malformed secret hash".into());

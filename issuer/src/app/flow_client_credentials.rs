@@ -62,6 +62,7 @@ impl ClientCredentialsGrant {
             identity,
             family: None,
             refresh: None,
+            not_before: 0,
         })
     }
 }

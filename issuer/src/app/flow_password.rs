@@ -157,7 +157,8 @@ impl PasswordGrant {
     ) -> Result<Issue, ApiError> {
         let refresh = self
             .families
-            .start_family(client_id, &username, now())
+            // After the user's last revocation, so the family outlives it even in its second.
+            .start_family(client_id, &username, now().max(user.tokens_after()))
             .await
             .map_err(|e| ApiError::store(&e))?;
         let identity = Identity {
@@ -170,6 +171,7 @@ impl PasswordGrant {
             identity,
             family: self.hash.hash_key().family_tag_of(&refresh),
             refresh: Some(refresh),
+            not_before: user.tokens_after(),
         })
     }
 }

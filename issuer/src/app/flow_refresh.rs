@@ -67,6 +67,7 @@ impl RefreshGrant {
                 identity,
                 family,
                 refresh: Some(rotation.successor),
+                not_before: rotation.user.tokens_after(),
             },
             retried: rotation.retried,
         })

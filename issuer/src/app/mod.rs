@@ -221,17 +221,19 @@ impl App {
         }
     }
 
-    /// Mints an access token issued at `iat`: the moment the request arrived, before its client
-    /// and user were checked, so that a revocation recorded while the request was under way covers
-    /// the token (`iat` at or before the revocation). A token minted with a refresh token family
+    /// The body of an access token issued at `iat`: the moment the request arrived, before its
+    /// client and user were checked, so that a revocation recorded while the request was under
+    /// way covers the token (`iat` at or before the revocation); or, for a client or user whose
+    /// revocation was lifted (activated or enabled again, a new password), the first second that
+    /// revocation does not cover, so the token lives. A token minted with a refresh token family
     /// has an id that begins with the family's tag (`family`), so revoking the family revokes it.
-    fn mint(
+    fn body(
         &self,
         client: &str,
         identity: Identity,
         iat: u64,
         family: Option<[u8; FAMILY_TAG_LEN]>,
-    ) -> Result<String, ApiError> {
+    ) -> Result<TokenBody, ApiError> {
         let ring = self.ring();
         let key = ring
             .signing_key()
@@ -240,15 +242,56 @@ impl App {
         if let Some(tag) = family {
             jti[..FAMILY_TAG_LEN].copy_from_slice(&tag);
         }
-        let body = TokenBody {
+        Ok(TokenBody {
             kid: key.id(),
             jti,
             iat,
             exp: iat + self.settings.access_ttl,
             client: client.to_owned(),
             identity,
-        };
-        token::mint(key, &body).map_err(|e| match e {
+        })
+    }
+
+    /// `body` if no revocation this issuer knows covers it: a token answered with 200 is
+    /// accepted until it expires or something revokes it later. The client cache may be a second
+    /// behind a client deactivated and activated again, so the store is asked once more; a token
+    /// still covered was revoked while the request was under way, and is refused, not issued.
+    async fn not_revoked(&self, mut body: TokenBody) -> Result<TokenBody, ApiError> {
+        if !self.revoked().covers(&body) {
+            return Ok(body);
+        }
+        self.clients.clear();
+        let client = self
+            .store
+            .client(&body.client)
+            .await
+            .map_err(|e| ApiError::store(&e))?;
+        match client {
+            Some(c) if c.active => {
+                body.iat = body.iat.max(c.tokens_after());
+                body.exp = body.iat + self.settings.access_ttl;
+            }
+            _ => return Err(ApiError::invalid_client()),
+        }
+        if self.revoked().covers(&body) {
+            tracing::info!(
+                client = body.client.as_str(),
+                "grant revoked while under way"
+            );
+            return Err(ApiError::invalid_grant(
+                "the grant was revoked while the request was under way",
+            ));
+        }
+        Ok(body)
+    }
+
+    /// Signs `body` with the signing key.
+    fn sign(&self, body: &TokenBody) -> Result<String, ApiError> {
+        let ring = self.ring();
+        let key = ring
+            .get(body.kid)
+            .ok_or_else(|| ApiError::internal(&"the signing key left the ring"))?;
+        token::mint(key, body).map_err(|e| match e {
             // Identities come from validated requests and admin input; a value that still does not
             // fit the token (for example a role with a comma stored by an older version) is a
             // request we cannot serve, not a server fault.
@@ -321,8 +364,10 @@ impl App {
                     .grant(&client_id, &client, impersonation)?
             }
         };
-        let access = self.mint(&client_id, issue.identity, issued_at, issue.family)?;
-        Ok(self.token_response(access, issue.refresh))
+        let iat = issued_at.max(client.tokens_after()).max(issue.not_before);
+        let body = self.body(&client_id, issue.identity, iat, issue.family)?;
+        let body = self.not_revoked(body).await?;
+        Ok(self.token_response(self.sign(&body)?, issue.refresh))
     }
 
     /// The refusal of a refresh, counted; reuse revoked the family and its access tokens (in the
@@ -369,6 +414,8 @@ pub(crate) struct Issue {
     identity: Identity,
     family: Option<[u8; FAMILY_TAG_LEN]>,
     refresh: Option<Zeroizing<String>>,
+    /// The earliest `iat` the user's revocations do not cover (`UserRecord::tokens_after`).
+    not_before: u64,
 }
 
 /// The token endpoint's answer (RFC 6749 section 5.1).

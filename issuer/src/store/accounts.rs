@@ -43,9 +43,20 @@ pub struct ClientRecord {
     pub edge: bool,
     /// Seconds since the epoch.
     pub created_at: u64,
+    /// When it was last deactivated: the time of the revocation of its tokens, which covers
+    /// tokens issued up to [`crate::store::revocation::CLIENT_GRACE`] later. A token minted
+    /// once it is active again is issued after that ([`ClientRecord::tokens_after`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deactivated_at: Option<u64>,
 }
 
 impl ClientRecord {
+    /// The earliest `iat` its revocations do not cover: tokens minted for it now must be issued
+    /// at or after this, or they would be refused the moment they are issued.
+    pub fn tokens_after(&self) -> u64 {
+        self.deactivated_at
+            .map_or(0, |t| t + revocation::CLIENT_GRACE + 1)
+    }
     /// The secret hash as bytes (`None` if the record is damaged).
     pub fn secret_hash_bytes(&self) -> Option<[u8; 32]> {
         hex::decode(&self.secret_hash).ok()?.try_into().ok()
@@ -100,6 +111,12 @@ impl UserRecord {
         self.password_changed_at.max(self.disabled_at)
     }
 
+    /// The earliest `iat` the user's revocations do not cover (a user revocation covers tokens
+    /// issued at or before it): tokens minted for the user now are issued at or after this.
+    pub fn tokens_after(&self) -> u64 {
+        self.sessions_end_at().map_or(0, |t| t + 1)
+    }
+
     /// The user's claims as token claims.
     pub fn token_claims(&self) -> Vec<Claim> {
         self.claims
@@ -128,10 +145,15 @@ impl ClientChange {
         }
     }
 
-    /// Applies the change to a record.
-    pub fn apply(self, rec: &mut ClientRecord) {
+    /// Applies the change to a record at `now` (when a deactivation revokes its tokens).
+    pub fn apply(self, rec: &mut ClientRecord, now: u64) {
         match self {
-            Self::SetActive(active) => rec.active = active,
+            Self::SetActive(active) => {
+                if rec.active && !active {
+                    rec.deactivated_at = Some(now);
+                }
+                rec.active = active;
+            }
         }
     }
 }

@@ -55,6 +55,7 @@ pub(crate) fn client(active: bool) -> ClientRecord {
         impersonate_claim_types: vec![],
         edge: false,
         created_at: 0,
+        deactivated_at: None,
     }
 }
 

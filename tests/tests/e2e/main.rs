@@ -15,6 +15,7 @@ mod multi_issuer;
 mod pg;
 mod probe;
 mod probe2;
+mod revoked_and_restored;
 
 use e2e::{Options, Stack, Tools};
 

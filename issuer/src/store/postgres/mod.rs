@@ -287,7 +287,7 @@ impl Clients for PgStore {
         now: u64,
     ) -> Result<bool, StoreError> {
         let revokes = change.revokes(id);
-        let apply = |rec: &mut ClientRecord| change.apply(rec);
+        let apply = |rec: &mut ClientRecord| change.apply(rec, now);
         self.update_record(Table::Clients, id, apply, revokes, now)
             .await
     }

@@ -119,7 +119,7 @@ impl RedbFile {
         now: u64,
     ) -> Result<bool, StoreError> {
         let revokes = change.revokes(id);
-        self.update_record(CLIENT_RECORDS, id, |c| change.apply(c), revokes, now)
+        self.update_record(CLIENT_RECORDS, id, |c| change.apply(c, now), revokes, now)
     }
 
     /// Removes a client at `now` and revokes its tokens; false if there was none.

@@ -51,6 +51,7 @@ fn store_with_user(dir: &Path) -> RedbFile {
         impersonate_claim_types: vec![],
         edge: false,
         created_at: 0,
+        deactivated_at: None,
     };
     assert!(s.add_client("app", &client).unwrap());
     let user = UserRecord {
