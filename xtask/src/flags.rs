@@ -395,7 +395,9 @@ mod tests {
             e.contains("its flags: --quick, --traffic, --edge, --stores, --directory, --help"),
             "{e}"
         );
-        assert!(e.contains("usage: cargo xtask bench [--quick] [--traffic | --edge | --stores]"));
+        assert!(e.contains(
+            "usage: cargo xtask bench [--quick] [--traffic | --edge | --stores | --directory]"
+        ));
         let e = parse_str("soak --minute 5").unwrap_err();
         assert!(e.contains("its flags: --minutes N, --help"), "{e}");
     }
@@ -439,8 +441,9 @@ mod tests {
             let Ok(Task::Help(text)) = parse_str(line) else {
                 panic!("{line}: no help");
             };
-            assert!(text
-                .starts_with("usage: cargo xtask bench [--quick] [--traffic | --edge | --stores]"));
+            assert!(text.starts_with(
+                "usage: cargo xtask bench [--quick] [--traffic | --edge | --stores | --directory]"
+            ));
             assert!(text.contains("--stores"), "{text}");
         }
     }
