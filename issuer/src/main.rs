@@ -347,6 +347,7 @@ impl Serve {
                 .unwrap_or_else(|| format!("{scheme}://{addr}")),
             tls,
             revocations_per_minute: self.revocations_per_minute,
+            shared_store: false,
         }
     }
 }
@@ -385,9 +386,13 @@ async fn serve_on(
     let addr = listener.local_addr()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let settings = Settings {
+        shared_store: data_dir.is_none(),
+        ..s.settings(addr, tls.is_some())
+    };
     let mut app = App::new(
         store,
-        s.settings(addr, tls.is_some()),
+        settings,
         Throttle::new(s.throttle_policy(), book),
         s.password_concurrency.unwrap_or(cpus),
     )

@@ -56,6 +56,9 @@ pub struct Settings {
     pub tls: bool,
     /// Revocations one client may record a minute, and as a burst (`--revocations-per-minute`).
     pub revocations_per_minute: u32,
+    /// The store is shared with other issuers and admin commands (PostgreSQL): a client record
+    /// is read afresh before a token is minted for it.
+    pub shared_store: bool,
 }
 
 /// The default of [`Settings::revocations_per_minute`].
@@ -252,27 +255,37 @@ impl App {
         })
     }
 
-    /// `body` if no revocation this issuer knows covers it: a token answered with 200 is
-    /// accepted until it expires or something revokes it later. The client cache may be a second
-    /// behind a client deactivated and activated again, so the store is asked once more; a token
-    /// still covered was revoked while the request was under way, and is refused, not issued.
-    async fn not_revoked(&self, mut body: TokenBody) -> Result<TokenBody, ApiError> {
-        if !self.revoked().covers(&body) {
-            return Ok(body);
+    /// `client`'s record as the store holds it now (with the embedded store the cache is never
+    /// behind: every change goes through this issuer). Deactivated meanwhile: `invalid_client`.
+    async fn current_client(
+        &self,
+        id: &str,
+        cached: ClientRecord,
+    ) -> Result<ClientRecord, ApiError> {
+        if !self.settings.shared_store {
+            return Ok(cached);
         }
-        self.clients.clear();
-        let client = self
+        match self
             .store
-            .client(&body.client)
+            .client(id)
             .await
-            .map_err(|e| ApiError::store(&e))?;
-        match client {
-            Some(c) if c.active => {
-                body.iat = body.iat.max(c.tokens_after());
-                body.exp = body.iat + self.settings.access_ttl;
+            .map_err(|e| ApiError::store(&e))?
+        {
+            Some(c) if c.active => Ok(c),
+            _ => {
+                tracing::info!(
+                    client = id,
+                    "client deactivated while the request was under way"
+                );
+                Err(ApiError::invalid_client())
             }
-            _ => return Err(ApiError::invalid_client()),
         }
+    }
+
+    /// `body` if no revocation this issuer knows covers it: a token answered with 200 is
+    /// accepted until it expires or something revokes it later. A token still covered was
+    /// revoked while the request was under way, and is refused, not issued.
+    fn not_revoked(&self, body: TokenBody) -> Result<TokenBody, ApiError> {
         if self.revoked().covers(&body) {
             tracing::info!(
                 client = body.client.as_str(),
@@ -364,9 +377,12 @@ impl App {
                     .grant(&client_id, &client, impersonation)?
             }
         };
+        // The client as the store holds it now: the cache may be a second behind a deactivation
+        // and activation made through another issuer or the database.
+        let client = self.current_client(&client_id, client).await?;
         let iat = issued_at.max(client.tokens_after()).max(issue.not_before);
         let body = self.body(&client_id, issue.identity, iat, issue.family)?;
-        let body = self.not_revoked(body).await?;
+        let body = self.not_revoked(body)?;
         Ok(self.token_response(self.sign(&body)?, issue.refresh))
     }
 

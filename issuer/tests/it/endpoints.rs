@@ -413,6 +413,7 @@ async fn routes_without_sockets() {
         public_url: "https://issuer.example".into(),
         tls: false,
         revocations_per_minute: issuer::app::REVOCATIONS_PER_MINUTE,
+        shared_store: false,
     };
     let app = Arc::new(
         App::new(
