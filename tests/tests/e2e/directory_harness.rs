@@ -5,25 +5,11 @@
 //! `LDAP_MATCHING_RULE_IN_CHAIN` on AD), a killed OpenLDAP restarts in place, two servers hold
 //! the same entries, and nothing (process, port, dir) is left behind.
 
+use crate::{alive, port_open};
 use e2e::directory::values;
 use e2e::{LdapClient, SambaDc, Slapd};
-use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::time::{Duration, Instant};
-
-fn port_open(port: u16) -> bool {
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
-}
-
-/// Whether the process runs (a zombie left for a reaper counts as ended).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("State:"))
-            .is_some_and(|state| !state.trim_start().starts_with('Z'))
-    })
-}
+use std::time::Instant;
 
 /// `ldapwhoami` as `dn` with `password` through `client`: the DN the server says we are.
 fn whoami(client: LdapClient, dn: &str, password: &str) -> anyhow::Result<String> {

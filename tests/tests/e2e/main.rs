@@ -18,6 +18,23 @@ mod probe2;
 mod revoked_and_restored;
 
 use e2e::{Options, Stack, Tools};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// Whether something accepts connections on 127.0.0.1:`port`.
+pub(crate) fn port_open(port: u16) -> bool {
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
+}
+
+/// Whether the process runs (a zombie left for a reaper counts as ended).
+pub(crate) fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("State:"))
+            .is_some_and(|state| !state.trim_start().starts_with('Z'))
+    })
+}
 
 /// A stack of its own for one test, in a temp dir (kept until the returned guard drops), the
 /// issuer run with these extra arguments. `None` skips the test outside CI when a tool is missing.

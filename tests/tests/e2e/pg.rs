@@ -2,10 +2,9 @@
 //! the product relies on, serves `psql` from its own bin dir, can be paused and resumed in place,
 //! and leaves neither a process, a listening port nor a directory behind.
 
+use crate::{alive, port_open};
 use e2e::postgres::PgCluster;
-use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
-use std::time::Duration;
 
 /// `BIN/psql URL -Atc SQL`, as any client would run it: Ok(output) or Err(stderr).
 fn psql(pg: &PgCluster, sql: &str) -> Result<String, String> {
@@ -19,20 +18,6 @@ fn psql(pg: &PgCluster, sql: &str) -> Result<String, String> {
     } else {
         Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
     }
-}
-
-fn port_open(port: u16) -> bool {
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
-}
-
-/// Whether the process runs (a zombie left for a reaper counts as ended).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("State:"))
-            .is_some_and(|state| !state.trim_start().starts_with('Z'))
-    })
 }
 
 #[test]
