@@ -6,6 +6,7 @@
 //! paced to 1,000 sign-ins/s in all (the latency at the rate the target names); the issuer's
 //! memory after.
 
+use super::issuer::lua_sign_in;
 use super::{rss_kib, wrk, Results, Sample, Settings};
 use anyhow::Result;
 use base64::Engine as _;
@@ -70,29 +71,6 @@ fn config(dir: &Path, ldap: &Slapd) -> Result<std::path::PathBuf> {
     Ok(path)
 }
 
-/// wrk's script: thread N (one connection) signs in `PREFIX`N from address 10.9.0.N, pausing
-/// `delay_ms` between sign-ins (wrk's latency leaves the pause out).
-fn lua(path: &Path, basic: &str, prefix: &str, delay_ms: u64) -> Result<()> {
-    std::fs::write(
-        path,
-        format!(
-            r#"local counter = 0
-function setup(thread)
-  thread:set("id", counter)
-  counter = counter + 1
-end
-function delay()
-  return {delay_ms}
-end
-function request()
-  return wrk.format("POST", "/apiv2/oauth/token", {{["Content-Type"] = "application/x-www-form-urlencoded", ["Authorization"] = "Basic {basic}", ["X-Forwarded-For"] = "10.9.0." .. id}}, "grant_type=password&username={prefix}" .. id .. "&password={PASSWORD}")
-end
-"#
-        ),
-    )?;
-    Ok(())
-}
-
 /// Runs the loads; the results per load (in [`LOADS`] order) and the command.
 pub(super) fn bench_directory(dir: &Path, s: &Settings) -> Result<(Results, String)> {
     let ldap = Slapd::start()?;
@@ -111,7 +89,7 @@ pub(super) fn bench_directory(dir: &Path, s: &Settings) -> Result<(Results, Stri
         .iter()
         .map(|(prefix, delay)| {
             let path = dir.join(format!("{prefix}-{delay}.lua"));
-            lua(&path, &basic, prefix, *delay).map(|()| path)
+            lua_sign_in(&path, &basic, prefix, PASSWORD, true, *delay).map(|()| path)
         })
         .collect::<Result<_>>()?;
     let cfg = config.display().to_string();

@@ -89,7 +89,27 @@ end
 /// time, so many connections signing in one user would measure that queue, not the server).
 pub(super) const PASSWORD_USERS: usize = 8;
 
-fn lua_password(path: &Path, basic: &str) -> Result<()> {
+/// wrk's script of password grants: thread N (one connection) signs in `PREFIX`N with
+/// `password`; with `own_address`, from address 10.9.0.N (`X-Forwarded-For`, as behind Envoy);
+/// with `delay_ms`, pausing that long between sign-ins (wrk's latency leaves the pause out).
+pub(super) fn lua_sign_in(
+    path: &Path,
+    basic: &str,
+    prefix: &str,
+    password: &str,
+    own_address: bool,
+    delay_ms: u64,
+) -> Result<()> {
+    let delay = if delay_ms > 0 {
+        format!("function delay()\n  return {delay_ms}\nend\n")
+    } else {
+        String::new()
+    };
+    let address = if own_address {
+        r#", ["X-Forwarded-For"] = "10.9.0." .. id"#
+    } else {
+        ""
+    };
     std::fs::write(
         path,
         format!(
@@ -98,8 +118,8 @@ function setup(thread)
   thread:set("id", counter)
   counter = counter + 1
 end
-function request()
-  return wrk.format("POST", "/apiv2/oauth/token", {{["Content-Type"] = "application/x-www-form-urlencoded", ["Authorization"] = "Basic {basic}"}}, "grant_type=password&username=bench" .. id .. "&password=bench-password")
+{delay}function request()
+  return wrk.format("POST", "/apiv2/oauth/token", {{["Content-Type"] = "application/x-www-form-urlencoded", ["Authorization"] = "Basic {basic}"{address}}}, "grant_type=password&username={prefix}" .. id .. "&password={password}")
 end
 "#
         ),
@@ -133,7 +153,7 @@ pub(super) fn bench_issuer(dir: &Path, s: &Settings) -> Result<(Results, String)
     let cc = dir.join("cc.lua");
     lua_post(&cc, &basic, "grant_type=client_credentials")?;
     let pw = dir.join("password.lua");
-    lua_password(&pw, &basic)?;
+    lua_sign_in(&pw, &basic, "bench", "bench-password", false, 0)?;
     let rf = dir.join("refresh.lua");
     let tokens = dir.join("refresh-tokens.txt");
     lua_refresh(&rf, &basic, &tokens)?;
