@@ -14,6 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod directory;
+pub mod directory_table;
 pub mod envoy;
 pub mod issuer;
 pub mod postgres;
@@ -25,6 +26,7 @@ mod stack;
 pub mod upstream;
 
 pub use directory::{Fixture, LdapClient};
+pub use directory_table::DirectoryTable;
 pub use envoy::{admin_get, render_full_stack, render_minimal, start_envoy, Ports};
 pub use envoy::{validate_shipped_configs, ADMIN_SOCKET};
 pub use issuer::{demo, issuer_admin, issuer_admin_on, provision, provision_on};

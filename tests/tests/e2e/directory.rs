@@ -7,86 +7,32 @@
 
 use crate::edge::{call, token_request, wait_for_sync};
 use e2e::slapd::Slapd;
-use e2e::{demo, Options, Stack, Tools};
+use e2e::{demo, DirectoryTable, Options, Stack, Tools};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// `timeout_ms` of these tests.
 pub(crate) const TIMEOUT_MS: u64 = 1000;
 
-/// What a `[directory]` table needs from a directory server.
-pub(crate) struct Server<'a> {
-    pub urls: Vec<String>,
-    pub kind: &'a str,
-    pub bind_dn: String,
-    pub bind_password_file: PathBuf,
-    pub base_dn: &'a str,
-    pub ca_file: PathBuf,
-    /// (group DN, role)
-    pub roles: Vec<(String, &'a str)>,
-    /// (claim, attribute)
-    pub claims: Vec<(&'a str, &'a str)>,
-    pub recheck_seconds: u64,
-    pub starttls: bool,
-}
-
-/// Writes the configuration file with this `[directory]`.
-pub(crate) fn write_config(dir: &Path, d: &Server) -> PathBuf {
-    let q = |s: &str| serde_json::to_string(s).unwrap();
-    let urls: Vec<String> = d.urls.iter().map(|u| q(u)).collect();
-    let mut text = format!(
-        "[directory]\nurls = [{}]\nkind = {}\nbind_dn = {}\nbind_password_file = {}\n\
-         base_dn = {}\nca_file = {}\ntimeout_ms = {TIMEOUT_MS}\nrecheck_seconds = {}\n",
-        urls.join(", "),
-        q(d.kind),
-        q(&d.bind_dn),
-        q(&d.bind_password_file.display().to_string()),
-        q(d.base_dn),
-        q(&d.ca_file.display().to_string()),
-        d.recheck_seconds,
-    );
-    if d.starttls {
-        text.push_str("starttls = true\n");
-    }
-    text.push_str("[directory.roles]\n");
-    for (group, role) in &d.roles {
-        text.push_str(&format!("{} = {}\n", q(group), q(role)));
-    }
-    text.push_str("[directory.claims]\n");
-    for (claim, attr) in &d.claims {
-        text.push_str(&format!("{} = {}\n", q(claim), q(attr)));
-    }
-    let path = dir.join("issuer.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// The `[directory]` of `servers` (same entries), `ldaps://` to each.
-fn ldap_server<'a>(servers: &[&Slapd], recheck_seconds: u64) -> Server<'a> {
+/// The `[directory]` of `servers` (same entries), `ldaps://` to each, with the test timeout.
+fn ldap_server(servers: &[&Slapd], recheck_seconds: u64) -> DirectoryTable {
     let first = servers[0];
-    Server {
-        urls: servers.iter().map(|s| s.ldaps_url()).collect(),
-        kind: "ldap",
-        bind_dn: first.bind_dn(),
-        bind_password_file: first.bind_password_file(),
-        base_dn: first.base_dn(),
-        ca_file: first.ca_file(),
-        roles: vec![
-            (first.group_dn("editors"), "editor"),
-            (first.group_dn("all-staff"), "staff"),
-            (first.group_dn("viewers"), "viewer"),
-            (first.group_dn("loop-b"), "looped"),
-        ],
-        claims: vec![("email", "mail")],
-        recheck_seconds,
-        starttls: false,
+    DirectoryTable {
+        timeout_ms: Some(TIMEOUT_MS),
+        recheck_seconds: Some(recheck_seconds),
+        ..DirectoryTable::slapd(servers)
     }
+    .role(first.group_dn("editors"), "editor")
+    .role(first.group_dn("all-staff"), "staff")
+    .role(first.group_dn("viewers"), "viewer")
+    .role(first.group_dn("loop-b"), "looped")
+    .claim("email", "mail")
 }
 
 /// A stack (edge sync on) whose issuer signs in with this `[directory]`.
-pub(crate) async fn directory_stack(tmp: &Path, tools: &Tools, d: &Server<'_>) -> Stack {
-    let config = write_config(tmp, d);
+pub(crate) async fn directory_stack(tmp: &Path, tools: &Tools, d: &DirectoryTable) -> Stack {
+    let config = d.write(tmp).unwrap();
     let opts = Options {
         issuer_args: vec!["--config".into(), config.display().to_string()],
         edge_sync: true,
@@ -484,7 +430,7 @@ fn directory_check_and_test_name_the_failing_step() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let config = write_config(tmp.path(), &ldap_server(&[&ldap], 60));
+    let config = ldap_server(&[&ldap], 60).write(tmp.path()).unwrap();
     let issuer = |args: &[&str], stdin: &str| issuer_with(&tools, &config, args, stdin);
     let (ok, out) = issuer(&["directory", "check"], "");
     assert!(ok, "{out}");
@@ -502,7 +448,7 @@ fn directory_check_and_test_name_the_failing_step() {
     starttls.starttls = true;
     let starttls_dir = tmp.path().join("starttls");
     std::fs::create_dir(&starttls_dir).unwrap();
-    let starttls_config = write_config(&starttls_dir, &starttls);
+    let starttls_config = starttls.write(&starttls_dir).unwrap();
     let (ok, out) = issuer_with(&tools, &starttls_config, &["directory", "check"], "");
     assert!(ok && out.contains("tls:            ok"), "{out}");
     let alice = format!("{}\n", ldap.password("alice"));

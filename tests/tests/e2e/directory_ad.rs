@@ -5,30 +5,24 @@
 //! at refresh, and through the recheck at Envoy.
 
 use crate::directory::{
-    call_ok, directory_stack, introspect, refresh, refused_at_envoy_within, sign_in, Server,
+    call_ok, directory_stack, introspect, refresh, refused_at_envoy_within, sign_in, TIMEOUT_MS,
 };
 use e2e::samba::SambaDc;
-use e2e::Tools;
+use e2e::{DirectoryTable, Tools};
 use serde_json::json;
 use std::time::Duration;
 
-fn ad_server(dc: &SambaDc, recheck_seconds: u64) -> Server<'_> {
-    Server {
-        urls: vec![dc.ldaps_url()],
-        kind: "active-directory",
-        bind_dn: dc.bind_dn(),
-        bind_password_file: dc.bind_password_file(),
-        base_dn: dc.base_dn(),
-        ca_file: dc.ca_file(),
-        roles: vec![
-            (dc.group_dn("editors"), "editor"),
-            (dc.group_dn("all-staff"), "staff"),
-            (dc.group_dn("viewers"), "viewer"),
-        ],
-        claims: vec![("upn", "userPrincipalName"), ("email", "mail")],
-        recheck_seconds,
-        starttls: false,
+fn ad_server(dc: &SambaDc, recheck_seconds: u64) -> DirectoryTable {
+    DirectoryTable {
+        timeout_ms: Some(TIMEOUT_MS),
+        recheck_seconds: Some(recheck_seconds),
+        ..DirectoryTable::samba(dc)
     }
+    .role(dc.group_dn("editors"), "editor")
+    .role(dc.group_dn("all-staff"), "staff")
+    .role(dc.group_dn("viewers"), "viewer")
+    .claim("upn", "userPrincipalName")
+    .claim("email", "mail")
 }
 
 #[tokio::test]

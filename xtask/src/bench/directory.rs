@@ -12,6 +12,7 @@ use anyhow::Result;
 use base64::Engine as _;
 use e2e::issuer::{issuer_admin_on, start_issuer_pinned, StoreArgs};
 use e2e::slapd::Slapd;
+use e2e::DirectoryTable;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -51,31 +52,15 @@ fn directory_users(ldap: &Slapd) -> Result<()> {
     ))
 }
 
-/// The configuration file naming `ldap`.
-fn config(dir: &Path, ldap: &Slapd) -> Result<std::path::PathBuf> {
-    let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
-    let text = format!(
-        "[directory]\nurls = [{}]\nkind = \"ldap\"\nbind_dn = {}\nbind_password_file = {}\n\
-         base_dn = {}\nca_file = {}\n[directory.roles]\n{} = \"editor\"\n{} = \"staff\"\n\
-         [directory.claims]\nemail = \"mail\"\n",
-        q(&ldap.ldaps_url()),
-        q(&ldap.bind_dn()),
-        q(&ldap.bind_password_file().display().to_string()),
-        q(ldap.base_dn()),
-        q(&ldap.ca_file().display().to_string()),
-        q(&ldap.group_dn("editors")),
-        q(&ldap.group_dn("all-staff")),
-    );
-    let path = dir.join("issuer.toml");
-    std::fs::write(&path, text)?;
-    Ok(path)
-}
-
 /// Runs the loads; the results per load (in [`LOADS`] order) and the command.
 pub(super) fn bench_directory(dir: &Path, s: &Settings) -> Result<(Results, String)> {
     let ldap = Slapd::start()?;
     directory_users(&ldap)?;
-    let config = config(dir, &ldap)?;
+    let config = DirectoryTable::slapd(&[&ldap])
+        .role(ldap.group_dn("editors"), "editor")
+        .role(ldap.group_dn("all-staff"), "staff")
+        .claim("email", "mail")
+        .write(dir)?;
     let tools = super::release_issuer();
     let store = StoreArgs::redb(&dir.join("issuer-data"));
     let grants = ["--grants", "password"];
