@@ -4,8 +4,8 @@
 //! accepted at the edge and by introspection until it expires or something revokes it after it
 //! was issued. Before the fix such tokens were refused everywhere for their whole life.
 
-use crate::directory::introspect;
-use crate::edge::{call, token_request, wait_for_sync, PROPAGATION};
+use crate::directory::{introspect, refresh, sign_in};
+use crate::edge::{call, wait_for_sync, PROPAGATION};
 use e2e::{demo, Options, Stack, Tools};
 use serde_json::Value;
 
@@ -28,21 +28,9 @@ async fn stack(postgres: bool) -> Option<(tempfile::TempDir, Stack)> {
 async fn tokens_live_after(s: &Stack, what: &str, password: &str, restore: impl Fn()) {
     for round in 0..3 {
         restore();
-        let form = [
-            ("grant_type", "password"),
-            ("username", demo::USER),
-            ("password", password),
-        ];
-        let (status, signed_in) = token_request(s, (demo::CLIENT, &s.secret), &form).await;
+        let (status, signed_in) = sign_in(s, demo::USER, password).await;
         assert_eq!(status, 200, "{what}, round {round}: {signed_in}");
-        let refresh = [
-            ("grant_type", "refresh_token"),
-            (
-                "refresh_token",
-                signed_in["refresh_token"].as_str().unwrap(),
-            ),
-        ];
-        let (status, refreshed) = token_request(s, (demo::CLIENT, &s.secret), &refresh).await;
+        let (status, refreshed) = refresh(s, &signed_in).await;
         assert_eq!(status, 200, "{what}, round {round}: {refreshed}");
         tokio::time::sleep(PROPAGATION).await;
         for (which, token) in [("signed in", &signed_in), ("refreshed", &refreshed)] {
