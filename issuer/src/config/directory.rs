@@ -180,26 +180,62 @@ fn check_map(name: &str, map: &BTreeMap<String, String>) -> Result<(), String> {
     }
 }
 
+/// An `ldaps://` or `ldap://` URL taken apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LdapUrl<'a> {
+    /// `ldaps://`.
+    pub ldaps: bool,
+    /// `HOST[:PORT]`, a trailing `/` dropped.
+    pub authority: &'a str,
+    /// The host (an IPv6 address without its brackets).
+    pub host: &'a str,
+}
+
+impl<'a> LdapUrl<'a> {
+    /// The parts of `url`, if it is `ldaps://` or `ldap://`.
+    pub fn parse(url: &'a str) -> Option<Self> {
+        let (ldaps, rest) = match url.strip_prefix("ldaps://") {
+            Some(rest) => (true, rest),
+            None => (false, url.strip_prefix("ldap://")?),
+        };
+        let authority = rest.strip_suffix('/').unwrap_or(rest);
+        let host = match authority.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or_default(),
+            None => authority.split(':').next().unwrap_or_default(),
+        };
+        Some(Self {
+            ldaps,
+            authority,
+            host,
+        })
+    }
+
+    /// `HOST:PORT`, with the scheme's port (636, 389) when the URL names none.
+    pub fn host_port(&self) -> String {
+        let after_host = match self.authority.rfind(']') {
+            Some(end) => &self.authority[end..],
+            None => self.authority,
+        };
+        if after_host.contains(':') {
+            self.authority.to_owned()
+        } else {
+            let port = if self.ldaps { 636 } else { 389 };
+            format!("{}:{port}", self.authority)
+        }
+    }
+}
+
 /// An `ldaps://HOST[:PORT]` URL, or `ldap://` with STARTTLS or to a loopback host.
 fn check_url(url: &str, starttls: bool) -> Result<(), String> {
-    let (tls, rest) = if let Some(rest) = url.strip_prefix("ldaps://") {
-        (true, rest)
-    } else if let Some(rest) = url.strip_prefix("ldap://") {
-        (false, rest)
-    } else {
+    let Some(parts) = LdapUrl::parse(url) else {
         return Err(format!("{url:?} is not an ldaps:// or ldap:// URL"));
     };
-    let authority = rest.strip_suffix('/').unwrap_or(rest);
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or_default(),
-        None => authority.split(':').next().unwrap_or_default(),
-    };
-    if host.is_empty() || authority.contains(['/', '?', '@', ' ']) {
+    if parts.host.is_empty() || parts.authority.contains(['/', '?', '@', ' ']) {
         return Err(format!(
             "{url:?}: give only scheme, host and port (the base DN goes in `base_dn`)"
         ));
     }
-    if !tls && !starttls && !is_loopback(host) {
+    if !parts.ldaps && !starttls && !is_loopback(parts.host) {
         return Err(format!(
             "{url:?}: plain ldap:// only to a loopback host; use ldaps:// or `starttls = true`"
         ));

@@ -3,6 +3,7 @@
 //! step that failed named. Nothing here prints a password.
 
 use super::{Directory, DirectoryUser, Step};
+use crate::config::directory::LdapUrl;
 use ldap3::Scope;
 use serde::Serialize;
 
@@ -61,22 +62,9 @@ pub struct TestFailure {
     pub servers: Vec<(String, String)>,
 }
 
-/// The `host:port` of an LDAP URL.
+/// The `host:port` of a configured (so valid) LDAP URL.
 fn host_port(url: &str) -> String {
-    let (rest, port) = match url.strip_prefix("ldaps://") {
-        Some(rest) => (rest, 636),
-        None => (url.strip_prefix("ldap://").unwrap_or(url), 389),
-    };
-    let authority = rest.trim_end_matches('/');
-    let has_port = match authority.rfind(']') {
-        Some(end) => authority[end..].contains(':'),
-        None => authority.contains(':'),
-    };
-    if has_port {
-        authority.to_owned()
-    } else {
-        format!("{authority}:{port}")
-    }
+    LdapUrl::parse(url).map_or_else(|| url.to_owned(), |u| u.host_port())
 }
 
 impl Directory {
