@@ -27,7 +27,7 @@ use flow_refresh::Refreshed;
 use serde_json::json;
 use shared::grant::{parse_token_request, Grant, Impersonation};
 use shared::token::{self, Identity, TokenBody};
-use shared::{ErrorCode, KeyRing};
+use shared::{ErrorCode, Key, KeyRing};
 use std::sync::{Arc, RwLock};
 use zeroize::Zeroizing;
 
@@ -232,27 +232,24 @@ impl App {
     /// has an id that begins with the family's tag (`family`), so revoking the family revokes it.
     fn body(
         &self,
+        key: &Key,
         client: &str,
         identity: Identity,
         iat: u64,
         family: Option<[u8; FAMILY_TAG_LEN]>,
-    ) -> Result<TokenBody, ApiError> {
-        let ring = self.ring();
-        let key = ring
-            .signing_key()
-            .ok_or_else(|| ApiError::internal(&"no signing key"))?;
+    ) -> TokenBody {
         let mut jti = crate::secrets::random16();
         if let Some(tag) = family {
             jti[..FAMILY_TAG_LEN].copy_from_slice(&tag);
         }
-        Ok(TokenBody {
+        TokenBody {
             kid: key.id(),
             jti,
             iat,
             exp: iat + self.settings.access_ttl,
             client: client.to_owned(),
             identity,
-        })
+        }
     }
 
     /// `client`'s record as the store holds it now (with the embedded store the cache is never
@@ -298,12 +295,8 @@ impl App {
         Ok(body)
     }
 
-    /// Signs `body` with the signing key.
-    fn sign(&self, body: &TokenBody) -> Result<String, ApiError> {
-        let ring = self.ring();
-        let key = ring
-            .get(body.kid)
-            .ok_or_else(|| ApiError::internal(&"the signing key left the ring"))?;
+    /// Signs `body` with `key`, the signing key its `kid` names.
+    fn sign(&self, key: &Key, body: &TokenBody) -> Result<String, ApiError> {
         token::mint(key, body).map_err(|e| match e {
             // Identities come from validated requests and admin input; a value that still does not
             // fit the token (for example a role with a comma stored by an older version) is a
@@ -381,9 +374,13 @@ impl App {
         // and activation made through another issuer or the database.
         let client = self.current_client(&client_id, client).await?;
         let iat = issued_at.max(client.tokens_after()).max(issue.not_before);
-        let body = self.body(&client_id, issue.identity, iat, issue.family)?;
+        let ring = self.ring();
+        let key = ring
+            .signing_key()
+            .ok_or_else(|| ApiError::internal(&"no signing key"))?;
+        let body = self.body(key, &client_id, issue.identity, iat, issue.family);
         let body = self.not_revoked(body)?;
-        Ok(self.token_response(self.sign(&body)?, issue.refresh))
+        Ok(self.token_response(self.sign(key, &body)?, issue.refresh))
     }
 
     /// The refusal of a refresh, counted; reuse revoked the family and its access tokens (in the
