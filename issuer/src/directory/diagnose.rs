@@ -154,10 +154,9 @@ impl Directory {
         };
         for server in &self.servers {
             let attempt = self.read_user(server, username, Some(&bind));
-            let step = match tokio::time::timeout(self.timeout, attempt).await {
-                Ok(Ok(user)) => return Ok(user),
-                Ok(Err(step)) => step,
-                Err(_) => Step::Failed(format!("no answer within {:?}", self.timeout)),
+            let step = match self.within_timeout(attempt).await {
+                Ok(user) => return Ok(user),
+                Err(step) => step,
             };
             match step {
                 Step::Refused(why, _) => {

@@ -269,14 +269,7 @@ impl Directory {
     {
         for i in self.health.order(Instant::now()) {
             let server = &self.servers[i];
-            let outcome = match tokio::time::timeout(self.timeout, attempt(server)).await {
-                Ok(outcome) => outcome,
-                Err(_) => Err(Step::Failed(format!(
-                    "no answer within {} ms",
-                    self.timeout.as_millis()
-                ))),
-            };
-            match outcome {
+            match self.within_timeout(attempt(server)).await {
                 Ok(user) => {
                     self.answered(i);
                     return Ok(user);
@@ -294,6 +287,19 @@ impl Directory {
             }
         }
         Err(DirectoryError::Unavailable)
+    }
+
+    /// One server's attempt, given [`Directory::timeout`]: a failure when it runs out.
+    async fn within_timeout(
+        &self,
+        attempt: impl std::future::Future<Output = Result<DirectoryUser, Step>>,
+    ) -> Result<DirectoryUser, Step> {
+        tokio::time::timeout(self.timeout, attempt)
+            .await
+            .unwrap_or_else(|_| {
+                let ms = self.timeout.as_millis();
+                Err(Step::Failed(format!("no answer within {ms} ms")))
+            })
     }
 
     fn answered(&self, i: usize) {
