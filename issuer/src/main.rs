@@ -1,28 +1,24 @@
 //! `issuer`: the token server (`issuer serve`) and its administration (`issuer client|user|keys`,
 //! `issuer directory`).
 
+mod cmd_accounts;
 mod cmd_directory;
 mod serve_store;
 
 use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
-use issuer::admin::input::{check_client_id, check_roles, check_user_name, parse_claim};
-use issuer::admin::{self, read_secret, Command, NewClient, NewUser};
+use issuer::admin::{self, Command};
 use issuer::app::{now, App, Settings};
 use issuer::config::{parse_net, DirectoryConfig};
 use issuer::directory::Directory;
 use issuer::logging::LogFormat;
-use issuer::passwords::hash_password;
-use issuer::secrets::new_client_secret;
 use issuer::store::postgres::PgStore;
-use issuer::store::redb::{RedbFile, HASH_KEY_FILE};
-use issuer::store::{GrantKind, HashKeyed, Location, PgFiles, RefreshPolicy};
+use issuer::store::{Location, PgFiles, RefreshPolicy};
 use issuer::throttle::{Throttle, ThrottlePolicy};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use zeroize::Zeroizing;
 
 #[derive(Parser)]
 #[command(
@@ -89,14 +85,14 @@ enum Top {
     /// Manage clients.
     Client {
         #[command(subcommand)]
-        cmd: ClientCmd,
+        cmd: cmd_accounts::ClientCmd,
         #[command(flatten)]
         dir: DataDir,
     },
     /// Manage users of the password grant.
     User {
         #[command(subcommand)]
-        cmd: UserCmd,
+        cmd: cmd_accounts::UserCmd,
         #[command(flatten)]
         dir: DataDir,
     },
@@ -188,64 +184,6 @@ struct Serve {
     revocations_per_minute: u32,
 }
 
-#[derive(Subcommand)]
-enum ClientCmd {
-    /// Register a client (inactive until activated); prints its generated secret.
-    Add {
-        id: String,
-        /// Comma-separated grants: password, client_credentials [default: client_credentials,
-        /// or none with --edge].
-        #[arg(long, value_delimiter = ',')]
-        grants: Option<Vec<String>>,
-        /// Allow impersonation with client_credentials.
-        #[arg(long)]
-        impersonate: bool,
-        /// Limit impersonation to these claim types (comma-separated; `name` and `role` for the
-        /// obsolete impersonate_as and roles).
-        #[arg(long, value_delimiter = ',', requires = "impersonate")]
-        impersonate_claim_types: Vec<String>,
-        /// Read the secret from stdin instead of generating one.
-        #[arg(long)]
-        secret_stdin: bool,
-        /// May read the edge feed (`GET /apiv2/oauth/edge`: verification keys and revocations),
-        /// as an Envoy filter does. Such a client gets no grant unless `--grants` names some.
-        #[arg(long)]
-        edge: bool,
-    },
-    /// Allow a client to get tokens.
-    Activate { id: String },
-    /// Stop a client from getting tokens.
-    Deactivate { id: String },
-    /// List clients.
-    List,
-    /// Delete a client.
-    Remove { id: String },
-}
-
-#[derive(Subcommand)]
-enum UserCmd {
-    /// Create a user; the password is read from stdin.
-    Add {
-        name: String,
-        /// A role (repeatable).
-        #[arg(long = "role")]
-        roles: Vec<String>,
-        /// A claim TYPE=VALUE (repeatable).
-        #[arg(long = "claim")]
-        claims: Vec<String>,
-    },
-    /// Disable a user (sign-in and refresh fail).
-    Disable { name: String },
-    /// Enable a user.
-    Enable { name: String },
-    /// Set a user's password, read from stdin.
-    Passwd { name: String },
-    /// List users.
-    List,
-    /// Delete a user.
-    Remove { name: String },
-}
-
 /// Seconds `keys rotate` publishes a key before it signs by default: five polls of an edge
 /// with edge sync.
 const ROTATE_DELAY: u64 = 5;
@@ -301,8 +239,8 @@ fn run((cli, file): (Cli, Option<issuer::config::ConfigFile>)) -> anyhow::Result
             serve(s)
         }
         Top::Directory(cmd) => cmd_directory::run(cmd),
-        Top::Client { cmd, dir } => client(cmd, &dir),
-        Top::User { cmd, dir } => user(cmd, &dir),
+        Top::Client { cmd, dir } => cmd_accounts::client(cmd, &dir),
+        Top::User { cmd, dir } => cmd_accounts::user(cmd, &dir),
         Top::Keys { cmd, dir } => match cmd {
             KeysCmd::List => run_admin(&dir, Command::KeysList),
             KeysCmd::Rotate { delay } => run_admin(&dir, Command::KeysRotate { delay }),
@@ -450,125 +388,4 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> anyhow::Result<T> {
         .enable_all()
         .build()?
         .block_on(f))
-}
-
-/// The hash key of the store: from the data dir's file (creating the data dir if needed, without
-/// opening the database, which the server may have open), or opened from PostgreSQL.
-fn hash_key(args: &DataDir) -> anyhow::Result<issuer::secrets::HashKey> {
-    let dir = match args.location()? {
-        Location::Redb(dir) => dir,
-        Location::Postgres(url) => {
-            return block_on(async { anyhow::Ok(args.connect(&url).await?.hash_key().clone()) })?;
-        }
-    };
-    match std::fs::read(dir.join(HASH_KEY_FILE)) {
-        Ok(bytes) => {
-            let bytes = Zeroizing::new(bytes);
-            let arr: [u8; 32] = bytes
-                .as_slice()
-                .try_into()
-                .map_err(|_| anyhow::anyhow!("damaged hash.key"))?;
-            Ok(issuer::secrets::HashKey::new(Zeroizing::new(arr)))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            drop(RedbFile::open(&dir, now())?);
-            hash_key(args)
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn client(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
-    let cmd = match cmd {
-        ClientCmd::Add {
-            id,
-            grants,
-            impersonate,
-            impersonate_claim_types,
-            secret_stdin,
-            edge,
-        } => {
-            check_client_id(&id)?;
-            let grants = grants.unwrap_or_else(|| {
-                if edge {
-                    Vec::new()
-                } else {
-                    vec!["client_credentials".into()]
-                }
-            });
-            let grants = grants
-                .iter()
-                .filter(|g| !g.trim().is_empty())
-                .map(|g| {
-                    GrantKind::parse(g.trim()).ok_or_else(|| {
-                        anyhow::anyhow!("unknown grant {g:?}: use password or client_credentials")
-                    })
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let secret = if secret_stdin {
-                read_secret("client secret")?
-            } else {
-                new_client_secret()
-            };
-            let secret_hash = hex::encode(hash_key(dir)?.client_secret_hash(&id, &secret));
-            run_admin(
-                dir,
-                Command::ClientAdd(NewClient {
-                    id: id.clone(),
-                    grants,
-                    impersonate,
-                    claim_types: impersonate_claim_types,
-                    edge,
-                    secret_hash,
-                }),
-            )?;
-            if !secret_stdin {
-                println!("secret: {}", secret.as_str());
-                eprintln!("(shown once: store it now; only a keyed hash is kept)");
-            }
-            return Ok(());
-        }
-        ClientCmd::Activate { id } => Command::ClientActivate { id },
-        ClientCmd::Deactivate { id } => Command::ClientDeactivate { id },
-        ClientCmd::List => Command::ClientList,
-        ClientCmd::Remove { id } => Command::ClientRemove { id },
-    };
-    run_admin(dir, cmd)
-}
-
-fn user(cmd: UserCmd, dir: &DataDir) -> anyhow::Result<()> {
-    let cmd = match cmd {
-        UserCmd::Add {
-            name,
-            roles,
-            claims,
-        } => {
-            // The rules `execute` applies, checked before the password is asked for.
-            check_user_name(&name)?;
-            check_roles(&roles)?;
-            let claims = claims
-                .iter()
-                .map(|c| parse_claim(c))
-                .collect::<Result<Vec<_>, _>>()?;
-            let password = read_secret("password")?;
-            Command::UserAdd(NewUser {
-                name,
-                roles,
-                claims,
-                password_hash: hash_password(&password),
-            })
-        }
-        UserCmd::Disable { name } => Command::UserDisable { name },
-        UserCmd::Enable { name } => Command::UserEnable { name },
-        UserCmd::Passwd { name } => {
-            let password = read_secret("password")?;
-            Command::UserPasswd {
-                name,
-                password_hash: hash_password(&password),
-            }
-        }
-        UserCmd::List => Command::UserList,
-        UserCmd::Remove { name } => Command::UserRemove { name },
-    };
-    run_admin(dir, cmd)
 }
