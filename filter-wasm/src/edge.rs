@@ -34,6 +34,33 @@ pub const MAX_ANSWER_BYTES: usize = 2 << 20;
 /// Most revocations accepted in one answer.
 pub const MAX_ENTRIES: usize = 20_000;
 
+/// Who an edge is, as each of its polls says ([`shared::edge_feed::NODE_HEADER`] and
+/// [`shared::edge_feed::VM_HEADER`]), so the issuer can list which edge holds which keys and
+/// revocations: the Envoy node and the VM (one per worker).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EdgeIdentity {
+    /// Envoy's `node.id`, or `unknown` when it has none that is a valid name.
+    pub node: String,
+    /// The VM: the low 48 bits of the nanosecond it was configured first, in hex. Envoy names
+    /// no worker; VMs of one node start at different instants.
+    pub vm: String,
+}
+
+impl EdgeIdentity {
+    /// The identity of a VM of the node `node` (Envoy's property, if any) configured first at
+    /// `started_nanos` since the epoch.
+    pub fn new(node: Option<&[u8]>, started_nanos: u128) -> Self {
+        let node = node
+            .and_then(|n| std::str::from_utf8(n).ok())
+            .filter(|n| shared::edge_feed::is_edge_name(n))
+            .unwrap_or("unknown");
+        Self {
+            node: node.to_owned(),
+            vm: format!("{:012x}", started_nanos & 0xffff_ffff_ffff),
+        }
+    }
+}
+
 /// What verification uses at this moment: the key ring, the longest lifetime a token may claim,
 /// and the revocations in force. Without edge sync it is the configuration's, forever.
 #[derive(Debug, Clone)]

@@ -12,10 +12,13 @@
 
 use crate::config::{is_identity_header, Config, EdgeSync};
 use crate::decision::{decide, Decision, Outcome};
-use crate::edge::{parse_answer, EdgeState, FeedError, PollEnd, Poller, Todo, MAX_ANSWER_BYTES};
+use crate::edge::{
+    parse_answer, EdgeIdentity, EdgeState, FeedError, PollEnd, Poller, Todo, MAX_ANSWER_BYTES,
+};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType, LogLevel, MapType, MetricType};
+use shared::edge_feed::{NODE_HEADER, VM_HEADER};
 use shared::VerifyError;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -81,6 +84,8 @@ pub(crate) struct Root {
     poller: Poller,
     /// Gauge of this VM's linear memory: what its keys, revocations and buffers take.
     memory: u32,
+    /// Who this VM is, as its polls say; set at the first configuration.
+    identity: Option<EdgeIdentity>,
 }
 
 /// Bytes of this VM's linear memory (it grows and never shrinks).
@@ -158,13 +163,17 @@ impl Root {
 
     /// Asks the issuer's edge feed for what changed.
     fn poll(&mut self, sync: &EdgeSync, path: &str, now: u64) {
-        let headers = vec![
+        let mut headers = vec![
             (":method", "GET"),
             (":path", path),
             (":authority", sync.authority.as_str()),
             ("authorization", sync.authorization()),
             ("accept", "application/json"),
         ];
+        if let Some(id) = &self.identity {
+            headers.push((NODE_HEADER, id.node.as_str()));
+            headers.push((VM_HEADER, id.vm.as_str()));
+        }
         let timeout = Duration::from_millis(sync.timeout_ms);
         match hostcalls::dispatch_http_call(&sync.cluster, headers, None, vec![], timeout) {
             Ok(call) => self.poller.dispatched(call),
@@ -251,6 +260,13 @@ impl RootContext for Root {
                 .and_then(|id| String::from_utf8(id).ok())
                 .unwrap_or_else(|| "mms_auth".into());
             self.memory = metric(MetricType::Gauge, &format!("{root_id}.vm_memory_bytes"));
+            let started = hostcalls::get_current_time()
+                .ok()
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            // Envoy's attribute `xds.node.id`: `--service-node` or the bootstrap's `node.id`.
+            let node = self.get_property(vec!["xds", "node", "id"]);
+            self.identity = Some(EdgeIdentity::new(node.as_deref(), started));
         }
         let _ = hostcalls::set_tick_period(TICK);
         let Some(bytes) = self.get_plugin_configuration() else {

@@ -3,6 +3,7 @@
 
 mod cmd_accounts;
 mod cmd_directory;
+mod cmd_edges;
 mod serve_store;
 
 use anyhow::{bail, Context as _};
@@ -103,6 +104,14 @@ enum Top {
         #[command(flatten)]
         dir: DataDir,
     },
+    /// List the edges (Envoy filter VMs with edge sync) and what each holds.
+    Edges {
+        /// One JSON object per edge and line.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        dir: DataDir,
+    },
     /// Diagnose the `[directory]` of a configuration file.
     #[command(subcommand)]
     Directory(cmd_directory::DirectoryCmd),
@@ -182,6 +191,10 @@ struct Serve {
     /// kept by every edge until the tokens it covers expire.
     #[arg(long, default_value_t = issuer::app::REVOCATIONS_PER_MINUTE, value_parser = clap::value_parser!(u32).range(1..=60_000))]
     revocations_per_minute: u32,
+    /// An edge that stopped polling leaves `issuer edges` and the edges a key rotation waits for
+    /// after this long, seconds.
+    #[arg(long, default_value_t = issuer::store::edges::EDGE_FORGET_AFTER, value_parser = clap::value_parser!(u64).range(5..=86_400))]
+    edge_forget_after: u64,
 }
 
 /// Seconds `keys rotate` publishes a key before it signs by default: five polls of an edge
@@ -200,7 +213,17 @@ enum KeysCmd {
         /// time for a new configuration (for example 300). 0 switches at once.
         #[arg(long, default_value_t = ROTATE_DELAY, value_parser = clap::value_parser!(u64).range(0..=86_400))]
         delay: u64,
+        /// Publish the new key and make it sign once every edge seen in the last 30 s holds it
+        /// (see `issuer edges`), instead of after --delay.
+        #[arg(long, conflicts_with = "delay")]
+        when_edges_ready: bool,
+        /// With --when-edges-ready: give up after this many seconds; the key then stays
+        /// published, not signing, and the command fails naming the edges that lack it.
+        #[arg(long, default_value_t = 300, requires = "when_edges_ready", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        timeout: u64,
     },
+    /// Whether every edge seen in the last 30 s holds the newest key (fails if not, naming them).
+    Status,
     /// Retire a superseded key now, ahead of its time (a key thought compromised): it verifies
     /// nothing more, at the issuers at once and at edges with edge sync within a poll.
     Retire {
@@ -239,11 +262,18 @@ fn run((cli, file): (Cli, Option<issuer::config::ConfigFile>)) -> anyhow::Result
             serve(s)
         }
         Top::Directory(cmd) => cmd_directory::run(cmd),
+        Top::Edges { json, dir } => cmd_edges::list(&dir, json),
         Top::Client { cmd, dir } => cmd_accounts::client(cmd, &dir),
         Top::User { cmd, dir } => cmd_accounts::user(cmd, &dir),
         Top::Keys { cmd, dir } => match cmd {
             KeysCmd::List => run_admin(&dir, Command::KeysList),
-            KeysCmd::Rotate { delay } => run_admin(&dir, Command::KeysRotate { delay }),
+            KeysCmd::Rotate {
+                when_edges_ready: true,
+                timeout,
+                ..
+            } => cmd_edges::rotate_when_ready(&dir, timeout),
+            KeysCmd::Rotate { delay, .. } => run_admin(&dir, Command::KeysRotate { delay }),
+            KeysCmd::Status => cmd_edges::status(&dir),
             KeysCmd::Retire { kid } => run_admin(&dir, Command::KeysRetire { kid }),
             KeysCmd::FilterConfig => run_admin(&dir, Command::KeysFilterConfig),
             KeysCmd::RotateKek => rotate_kek(&dir),
@@ -285,6 +315,7 @@ impl Serve {
                 .unwrap_or_else(|| format!("{scheme}://{addr}")),
             tls,
             revocations_per_minute: self.revocations_per_minute,
+            edge_forget_after: self.edge_forget_after,
             shared_store: false,
         }
     }
@@ -347,6 +378,7 @@ async fn serve_on(
         tokio::spawn(issuer::server::serve_admin(app.clone(), admin_listener));
     }
     tokio::spawn(issuer::server::sweep_forever(app.clone()));
+    tokio::spawn(issuer::server::flush_edges_forever(app.clone()));
     tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
     if let Some(every) = app.directory_recheck_every() {
         tokio::spawn(issuer::server::recheck_directory_forever(

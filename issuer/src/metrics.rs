@@ -3,6 +3,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -24,6 +25,8 @@ pub struct Metrics {
     requests: Family<TokenLabels, Counter>,
     refresh: Family<RefreshLabels, Counter>,
     latency: Histogram,
+    edges: Gauge,
+    edge_lag: Gauge,
 }
 
 impl Default for Metrics {
@@ -47,11 +50,26 @@ impl Default for Metrics {
             "Time to answer a token request",
             latency.clone(),
         );
+        let edges = Gauge::default();
+        registry.register(
+            "edges",
+            "Edges (filter VMs with edge sync) that polled within the last 10 minutes",
+            edges.clone(),
+        );
+        let edge_lag = Gauge::default();
+        registry.register_with_unit(
+            "edge_lag",
+            "The largest time since an edge last held every revocation and the current key ring",
+            prometheus_client::registry::Unit::Seconds,
+            edge_lag.clone(),
+        );
         Self {
             registry,
             requests,
             refresh,
             latency,
+            edges,
+            edge_lag,
         }
     }
 }
@@ -80,6 +98,12 @@ impl Metrics {
     /// Counts one refresh token presentation.
     pub fn refresh(&self, result: &'static str) {
         self.refresh.get_or_create(&RefreshLabels { result }).inc();
+    }
+
+    /// Sets the number of edges and the largest lag among them, in seconds.
+    pub fn set_edges(&self, count: usize, lag: u64) {
+        self.edges.set(i64::try_from(count).unwrap_or(i64::MAX));
+        self.edge_lag.set(i64::try_from(lag).unwrap_or(i64::MAX));
     }
 
     /// Adds the directory's metrics (`issuer_directory_*`).

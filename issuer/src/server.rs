@@ -177,6 +177,18 @@ pub async fn reload_keys_forever(app: Arc<App>) {
     }
 }
 
+/// Writes the edges' reports to the store every [`crate::app::edge_book::EDGE_FLUSH_EVERY`].
+pub async fn flush_edges_forever(app: Arc<App>) {
+    let mut tick = tokio::time::interval(crate::app::edge_book::EDGE_FLUSH_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Err(e) = app.flush_edges().await {
+            tracing::error!(error = e.to_string(), "writing the edges' reports failed");
+        }
+    }
+}
+
 /// Sweeps expired refresh state and retired keys periodically.
 pub async fn sweep_forever(app: Arc<App>) {
     let mut tick = tokio::time::interval(SWEEP_EVERY);

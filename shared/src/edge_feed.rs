@@ -19,6 +19,22 @@ use core::fmt;
 use serde::{Deserialize, Serialize};
 use zeroize::Zeroizing;
 
+/// The request header in which an edge's poll names the Envoy node it runs in (Envoy's
+/// `node.id`), so the issuer can list which edge holds what (`issuer edges`).
+pub const NODE_HEADER: &str = "mms-edge-node";
+
+/// The request header in which an edge's poll names its VM: each Envoy worker runs a VM of its
+/// own, each holding its own keys and revocations.
+pub const VM_HEADER: &str = "mms-edge-vm";
+
+/// Longest node or VM name a poll may give, in bytes; each is printable ASCII.
+pub const MAX_EDGE_NAME: usize = 128;
+
+/// True for a node or VM name a poll may give: 1 to [`MAX_EDGE_NAME`] bytes of printable ASCII.
+pub fn is_edge_name(name: &str) -> bool {
+    (1..=MAX_EDGE_NAME).contains(&name.len()) && name.bytes().all(|b| (0x20..0x7f).contains(&b))
+}
+
 /// Longest user name or client id a revocation of the feed may name, in bytes.
 pub const MAX_NAME: usize = 256;
 

@@ -128,6 +128,11 @@ pub fn write_config(dir: &Path, name: &str, yaml: &str) -> Result<std::path::Pat
     Ok(path)
 }
 
+/// The node id of the Envoy listening on `listener` (`--service-node`).
+pub fn node_name(listener: u16) -> String {
+    format!("e2e-envoy-{listener}")
+}
+
 /// Starts Envoy with `workers` worker threads on `config` in `dir` (which holds filter.wasm and
 /// tls/) and waits until it is ready: through its admin socket in `dir` when the configuration has
 /// one, and until `listener` accepts connections.
@@ -168,6 +173,8 @@ pub fn start_envoy_on(
             "--concurrency",
         ])
         .arg(workers.to_string())
+        // The node id edges report to the issuer (`issuer edges`), as an operator sets it.
+        .args(["--service-node", &node_name(listener)])
         .stdout(Stdio::null())
         .stderr(Stdio::from(crate::private_log(log)?))
         .spawn()

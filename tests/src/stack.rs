@@ -193,6 +193,11 @@ impl Stack {
         Ok(())
     }
 
+    /// Stops Envoy (gracefully); true if it exited cleanly.
+    pub fn stop_envoy(&mut self) -> bool {
+        self.envoy.take().is_none_or(|mut e| e.stop())
+    }
+
     /// The HTTPS base URL through Envoy.
     pub fn url(&self) -> String {
         format!("https://localhost:{}", self.ports.listener)

@@ -557,3 +557,15 @@ fn the_cache_can_be_turned_off() {
         Config::parse(format!("{{{SYNC},\"token_cache_entries\":100001}}").as_bytes()).is_err()
     );
 }
+
+#[test]
+fn an_edge_names_its_node_and_vm() {
+    let id = EdgeIdentity::new(Some(b"envoy-a.example"), 0x1234_5678_9abc_def0_1234);
+    assert_eq!(id.node, "envoy-a.example");
+    assert_eq!(id.vm, "9abcdef01234");
+    assert_eq!(EdgeIdentity::new(None, 7).vm, "000000000007");
+    for bad in [&b""[..], b"bad\nnode", b"\xff", &[b'a'; 129]] {
+        assert_eq!(EdgeIdentity::new(Some(bad), 1).node, "unknown");
+    }
+    assert_eq!(EdgeIdentity::new(Some(&[b'a'; 128]), 1).node.len(), 128);
+}

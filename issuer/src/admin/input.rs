@@ -80,7 +80,10 @@ impl Command {
             | Self::KeysList
             | Self::KeysRotate { .. }
             | Self::KeysRetire { .. }
-            | Self::KeysFilterConfig => Ok(()),
+            | Self::KeysFilterConfig
+            | Self::Edges
+            | Self::KeysPublish
+            | Self::KeysPromote { .. } => Ok(()),
         }
     }
 }

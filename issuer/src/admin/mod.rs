@@ -19,12 +19,14 @@ use serde::{Deserialize, Serialize};
 
 mod cli;
 mod clients;
+mod edges;
 pub mod input;
 mod keys;
 mod users;
 
 pub use cli::{read_secret, run, send};
 pub use clients::NewClient;
+pub use edges::{EdgeRow, EdgesReport};
 pub use keys::filter_config;
 pub use users::NewUser;
 
@@ -97,6 +99,15 @@ pub enum Command {
     },
     /// Print the Envoy filter's plugin configuration.
     KeysFilterConfig,
+    /// The edges and the keys they hold, as JSON ([`EdgesReport`]).
+    Edges,
+    /// Publish a key that signs only once promoted (or name the one held already).
+    KeysPublish,
+    /// Make the held key `kid` the signing key.
+    KeysPromote {
+        /// Key id.
+        kid: u32,
+    },
 }
 
 impl Command {
@@ -105,13 +116,23 @@ impl Command {
     pub fn is_change(&self) -> bool {
         !matches!(
             self,
-            Self::ClientList | Self::UserList | Self::KeysList | Self::KeysFilterConfig
+            Self::ClientList
+                | Self::UserList
+                | Self::KeysList
+                | Self::KeysFilterConfig
+                | Self::Edges
         )
     }
 
     /// True for the commands that change the key ring.
     pub fn changes_keys(&self) -> bool {
-        matches!(self, Self::KeysRotate { .. } | Self::KeysRetire { .. })
+        matches!(
+            self,
+            Self::KeysRotate { .. }
+                | Self::KeysRetire { .. }
+                | Self::KeysPublish
+                | Self::KeysPromote { .. }
+        )
     }
 
     /// A description for the audit log, without any secret or hash.
@@ -131,9 +152,13 @@ impl Command {
             Self::UserRemove { name } => format!("user remove {name}"),
             Self::KeysRotate { delay } => format!("keys rotate delay={delay}"),
             Self::KeysRetire { kid } => format!("keys retire {kid}"),
-            Self::ClientList | Self::UserList | Self::KeysList | Self::KeysFilterConfig => {
-                "read".into()
-            }
+            Self::KeysPublish => "keys publish (held)".into(),
+            Self::KeysPromote { kid } => format!("keys promote {kid}"),
+            Self::ClientList
+            | Self::UserList
+            | Self::KeysList
+            | Self::KeysFilterConfig
+            | Self::Edges => "read".into(),
         }
     }
 }
@@ -181,6 +206,7 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
         Command::UserList => return users::list(store).await,
         Command::KeysList => return keys::list(store, now).await,
         Command::KeysFilterConfig => return keys::print_filter_config(store, now).await,
+        Command::Edges => return edges::report(store, now).await,
         Command::ClientAdd(c) => clients::add(store, c, now).await?,
         Command::ClientActivate { id } => clients::set_active(store, id, true, now).await?,
         Command::ClientDeactivate { id } => clients::set_active(store, id, false, now).await?,
@@ -195,6 +221,8 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
         Command::UserRemove { name } => users::remove(store, name, now).await?,
         Command::KeysRotate { delay } => keys::rotate(store, *delay, now).await?,
         Command::KeysRetire { kid } => keys::retire(store, *kid, now).await?,
+        Command::KeysPublish => edges::publish(store, now).await?,
+        Command::KeysPromote { kid } => edges::promote(store, *kid, now).await?,
     };
     tracing::info!(target: "audit", action = cmd.audit_label().as_str(), "admin change");
     Ok(out)

@@ -18,8 +18,9 @@
 //! The state is the store's, so it survives restarts and is the same from every issuer on one
 //! PostgreSQL database.
 
-use super::{now, App};
+use super::{edge_book, now, App};
 use super::{ApiError, Call};
+use crate::store::StoreError;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use shared::edge_feed::{FeedAnswer, FeedEntry, FeedKey};
@@ -192,6 +193,17 @@ impl App {
         let (revoked, cursor, more) = cut(&page, since, full, PAGE, PAGE_BYTES, entry_json);
         let ring = self.ring();
         let version = keys_version(&ring, self.settings.access_ttl);
+        if let Some(edge) = edge_book::identity(&call.headers) {
+            let poll = edge_book::Poll {
+                client: &client_id,
+                keys: q.keys.as_deref(),
+                cursor: asked.seq,
+                version: &version,
+                kids: ring.keys().iter().map(|k| k.id()).collect(),
+                latest: page.latest,
+            };
+            self.edges.note(edge, poll, now());
+        }
         let send_keys = q.keys.as_deref() != Some(version.as_str());
         let out = FeedAnswer {
             cursor,
@@ -204,6 +216,28 @@ impl App {
             revoked,
         };
         Ok(out)
+    }
+}
+
+impl App {
+    /// Writes the edges' reports noted since the last call (and drops from the store the edges
+    /// unseen for too long), then sets `/metrics`' `issuer_edges` and `issuer_edge_lag_seconds`
+    /// from the edges the store holds: those of every issuer on a shared store.
+    pub async fn flush_edges(&self) -> Result<(), StoreError> {
+        let now = now();
+        let forget_before = now.saturating_sub(self.settings.edge_forget_after);
+        let changed = self.edges.take_changed(forget_before);
+        if !changed.is_empty() {
+            self.store.record_edges(changed, forget_before).await?;
+        }
+        let mut edges = self.store.edges().await?;
+        if edges.iter().any(|e| e.last_seen < forget_before) {
+            self.store.record_edges(Vec::new(), forget_before).await?;
+            edges = self.store.edges().await?;
+        }
+        let lag = edges.iter().map(|e| e.lag(now)).max().unwrap_or(0);
+        self.metrics.set_edges(edges.len(), lag);
+        Ok(())
     }
 }
 

@@ -10,6 +10,7 @@ mod call;
 mod client_cache;
 mod directory_users;
 mod edge;
+pub mod edge_book;
 mod error;
 mod flow_client_credentials;
 mod flow_password;
@@ -56,6 +57,8 @@ pub struct Settings {
     pub tls: bool,
     /// Revocations one client may record a minute, and as a burst (`--revocations-per-minute`).
     pub revocations_per_minute: u32,
+    /// Seconds after which an edge that stopped polling is dropped from the list of edges.
+    pub edge_forget_after: u64,
     /// The store is shared with other issuers and admin commands (PostgreSQL): a client record
     /// is read afresh before a token is minted for it.
     pub shared_store: bool,
@@ -79,6 +82,8 @@ pub struct App {
     revoked: RwLock<RevocationSet>,
     /// What each client may still record in revocations.
     revoke_budget: revoke_budget::RevokeBudget,
+    /// What the edges said of themselves in their polls, until written to the store.
+    edges: edge_book::EdgeBook,
     /// When the store last answered the periodic key ring read (seconds since the epoch).
     store_answered_at: std::sync::atomic::AtomicU64,
     /// Metrics.
@@ -128,6 +133,7 @@ impl App {
             clients: Default::default(),
             revoked: RwLock::new(revoked),
             revoke_budget,
+            edges: edge_book::EdgeBook::default(),
             store_answered_at: now().into(),
             metrics: Metrics::default(),
         })

@@ -6,12 +6,19 @@ use serde::{Deserialize, Serialize};
 /// Seconds a superseded signing key keeps verifying beyond the access token lifetime.
 pub const KEY_RETIRE_MARGIN: u64 = 300;
 
+/// A rotation with this delay publishes a key that signs only once promoted
+/// ([`Promotion`]): `keys rotate --when-edges-ready`, which promotes it when every edge holds it.
+/// Its `signs_from` (and the `superseded_at` of the key it supersedes) lie this far ahead.
+pub const HELD: u64 = 1 << 62;
+
 /// Where a key is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KeyState {
     /// Published (in the ring and the filter configuration), not signing yet.
     Pending,
+    /// Published, and signs only once promoted (`keys rotate --when-edges-ready`).
+    Held,
     /// The key that signs new tokens.
     Signing,
     /// Superseded; verifies tokens it signed until they have expired.
@@ -25,6 +32,7 @@ impl KeyState {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
+            Self::Held => "held",
             Self::Signing => "signing",
             Self::Verifying => "verifying",
             Self::Retired => "retired",
@@ -71,6 +79,7 @@ impl KeyRecord {
     pub fn state(&self, now: u64, access_ttl: u64) -> KeyState {
         match (self.superseded_at, self.retires_at(access_ttl)) {
             _ if self.retired_at.is_some_and(|r| r <= now) => KeyState::Retired,
+            _ if self.signs_from >= HELD => KeyState::Held,
             _ if self.signs_from > now => KeyState::Pending,
             (Some(_), Some(r)) if r <= now => KeyState::Retired,
             (Some(s), _) if s <= now => KeyState::Verifying,
@@ -126,8 +135,8 @@ impl RotationPlan {
         };
         for (kid, rec) in keys {
             match rec.state(now, access_ttl) {
-                KeyState::Pending if delay > 0 => return None,
-                KeyState::Pending => plan.drop_pending.push(kid),
+                KeyState::Pending | KeyState::Held if delay > 0 => return None,
+                KeyState::Pending | KeyState::Held => plan.drop_pending.push(kid),
                 KeyState::Signing => plan.supersede.push(kid),
                 KeyState::Verifying | KeyState::Retired => {}
             }
@@ -169,6 +178,59 @@ impl RetireOutcome {
     }
 }
 
+/// A held key made the signing key (see [`HELD`]): what a backend changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Promotion {
+    /// The key that signs from now on.
+    pub kid: u32,
+    /// Its `signs_from` until now: the `superseded_at` of the keys it supersedes, which become
+    /// the time of the promotion.
+    pub held_from: u64,
+}
+
+/// What promoting a key did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromoteOutcome {
+    /// The key signs from now on.
+    Promoted,
+    /// No such key.
+    Unknown,
+    /// The key is not held: it signs, signs at a set time, or no longer signs.
+    NotHeld(KeyState),
+}
+
+impl Promotion {
+    /// Promoting key `kid` of `rec` at `now`, or why not (never [`PromoteOutcome::Promoted`]).
+    pub fn of(
+        kid: u32,
+        rec: Option<&KeyRecord>,
+        now: u64,
+        access_ttl: u64,
+    ) -> Result<Self, PromoteOutcome> {
+        let rec = rec.ok_or(PromoteOutcome::Unknown)?;
+        match rec.state(now, access_ttl) {
+            KeyState::Held => Ok(Self {
+                kid,
+                held_from: rec.signs_from,
+            }),
+            state => Err(PromoteOutcome::NotHeld(state)),
+        }
+    }
+
+    /// Applies the promotion at `now` to the record of key `kid`; true if it changed.
+    pub fn apply(&self, kid: u32, rec: &mut KeyRecord, now: u64) -> bool {
+        if kid == self.kid {
+            rec.signs_from = now;
+            true
+        } else if rec.superseded_at == Some(self.held_from) {
+            rec.superseded_at = Some(now);
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// A signing key's place in its life, as `keys list` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct KeyInfo {
@@ -198,6 +260,35 @@ mod tests {
             superseded_at,
             retired_at: None,
         }
+    }
+
+    #[test]
+    fn a_held_key_signs_once_promoted() {
+        // Key 1 signs; key 2 is held (published by a rotation with the delay HELD at 100).
+        let held = 100 + HELD;
+        let mut keys = [(1, rec(0, Some(held))), (2, rec(held, None))];
+        assert_eq!(keys[1].1.state(500, 60), KeyState::Held);
+        assert_eq!(keys[0].1.state(500, 60), KeyState::Signing);
+        let plan = |keys: &[(u32, KeyRecord)], now, delay| {
+            RotationPlan::of(keys.iter().map(|(k, r)| (*k, r)), now, delay, 60)
+        };
+        assert_eq!(plan(&keys, 500, 5), None, "one rotation at a time");
+        assert_eq!(plan(&keys, 500, 0).unwrap().drop_pending, vec![2]);
+        assert_eq!(
+            Promotion::of(1, Some(&keys[0].1), 500, 60),
+            Err(PromoteOutcome::NotHeld(KeyState::Signing))
+        );
+        assert_eq!(
+            Promotion::of(3, None, 500, 60),
+            Err(PromoteOutcome::Unknown)
+        );
+        let p = Promotion::of(2, Some(&keys[1].1), 500, 60).unwrap();
+        for (kid, rec) in &mut keys {
+            assert!(p.apply(*kid, rec, 500));
+        }
+        assert_eq!(keys[1].1.state(500, 60), KeyState::Signing);
+        assert_eq!(keys[0].1.state(500, 60), KeyState::Verifying);
+        assert_eq!(keys[0].1.retires_at(60), Some(500 + 60 + KEY_RETIRE_MARGIN));
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! an argument.
 
 pub mod accounts;
+pub mod edges;
 pub mod error;
 pub mod family;
 pub mod kek;
@@ -30,19 +31,24 @@ pub mod revocation {
 }
 
 pub use accounts::{ClientChange, ClientRecord, DirectoryLink, GrantKind, UserChange, UserRecord};
+pub use edges::EdgeReport;
 pub use error::{OpenError, StoreError};
-pub use keys::{KeyInfo, KeyState, RetireOutcome, Rotated, RotationPlan, KEY_RETIRE_MARGIN};
+pub use keys::{
+    KeyInfo, KeyState, PromoteOutcome, Promotion, RetireOutcome, Rotated, RotationPlan, HELD,
+    KEY_RETIRE_MARGIN,
+};
 pub use location::{Location, PgFiles};
 pub use storage::{
-    AccessLifetime, Clients, Families, FamilyRevocation, HashKeyed, RefreshInfo, RefreshPolicy,
-    RefreshRejection, Revocations, RotateOutcome, Rotation, SigningKeys, Store, Sweep, Users,
+    AccessLifetime, Clients, Edges, Families, FamilyRevocation, HashKeyed, RefreshInfo,
+    RefreshPolicy, RefreshRejection, Revocations, RotateOutcome, Rotation, SigningKeys, Store,
+    Sweep, Users,
 };
 
 /// Every trait of the store, for code that calls a backend by its own type (`use
 /// issuer::store::prelude::*`); through `dyn Store` they need no import.
 pub mod prelude {
     pub use super::storage::{
-        AccessLifetime, Clients, Families, HashKeyed, Revocations, SigningKeys, Sweep, Users,
+        AccessLifetime, Clients, Edges, Families, HashKeyed, Revocations, SigningKeys, Sweep, Users,
     };
 }
 

@@ -6,7 +6,8 @@
 //! argument: the store has no clock of its own.
 
 use super::accounts::{ClientChange, ClientRecord, UserChange, UserRecord};
-use super::keys::{KeyInfo, RetireOutcome, Rotated};
+use super::edges::EdgeReport;
+use super::keys::{KeyInfo, PromoteOutcome, RetireOutcome, Rotated};
 use super::revocation::{RevocationPage, Revoked};
 use super::StoreError;
 use crate::secrets::HashKey;
@@ -70,6 +71,24 @@ pub trait SigningKeys: Send + Sync {
     /// Retires a superseded key at `now`, ahead of its time (a key thought compromised): it
     /// leaves the ring and verifies nothing more. The signing or a pending key cannot be retired.
     async fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError>;
+    /// Makes the held key `kid` ([`super::keys::HELD`]) the signing key at `now`; the keys it
+    /// was to supersede stop signing now.
+    async fn promote_key(&self, kid: u32, now: u64) -> Result<PromoteOutcome, StoreError>;
+}
+
+/// What the edges said of themselves in their polls of the edge feed ([`super::edges`]).
+#[async_trait::async_trait]
+pub trait Edges: Send + Sync {
+    /// Records `reports`, each merged over the stored report of its edge
+    /// ([`EdgeReport::merged_over`]), and drops the edges last seen before `forget_before` and
+    /// those beyond [`super::edges::MAX_EDGES`].
+    async fn record_edges(
+        &self,
+        reports: Vec<EdgeReport>,
+        forget_before: u64,
+    ) -> Result<(), StoreError>;
+    /// Every edge held, the most recently seen first.
+    async fn edges(&self) -> Result<Vec<EdgeReport>, StoreError>;
 }
 
 /// The access token lifetime `issuer serve` runs with, recorded for the admin commands and the
@@ -155,6 +174,7 @@ pub trait Store:
     + HashKeyed
     + Families
     + Revocations
+    + Edges
     + Sweep
     + std::fmt::Debug
 {
@@ -168,6 +188,7 @@ impl<T> Store for T where
         + HashKeyed
         + Families
         + Revocations
+        + Edges
         + Sweep
         + std::fmt::Debug
 {

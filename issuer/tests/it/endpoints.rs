@@ -413,6 +413,7 @@ async fn routes_without_sockets() {
         public_url: "https://issuer.example".into(),
         tls: false,
         revocations_per_minute: issuer::app::REVOCATIONS_PER_MINUTE,
+        edge_forget_after: issuer::store::edges::EDGE_FORGET_AFTER,
         shared_store: false,
     };
     let app = Arc::new(

@@ -8,6 +8,7 @@ mod directory_ad;
 mod directory_harness;
 mod edge;
 mod edge_outage;
+mod edges_report;
 mod envoy;
 mod hostile;
 mod js;

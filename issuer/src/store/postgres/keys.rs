@@ -1,9 +1,40 @@
 //! Signing keys on PostgreSQL: each sealed under the key-encryption key in its row, opened when
 //! read; and re-sealing every secret, the second step of a KEK rotation.
 
-use super::{serializable, uint, PgStore};
-use crate::store::keys::KeyRecord;
-use crate::store::StoreError;
+use super::{int, serializable, uint, PgStore};
+use crate::secrets;
+use crate::store::keys::{
+    KeyRecord, PromoteOutcome, Promotion, RetireOutcome, Rotated, RotationPlan,
+};
+use crate::store::{AccessLifetime, KeyInfo, KeyState, SigningKeys, StoreError};
+use shared::{Key, KeyRing};
+use zeroize::Zeroizing;
+
+/// Every key's times, by id, locked for the transaction `tx` (the secrets are not read).
+async fn locked_keys(
+    tx: &deadpool_postgres::Transaction<'_>,
+) -> Result<Vec<(u32, KeyRecord)>, tokio_postgres::Error> {
+    let rows = tx
+        .query(
+            "SELECT kid, created_at, signs_from, superseded_at, retired_at \
+             FROM signing_keys ORDER BY kid FOR UPDATE",
+            &[],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            let rec = KeyRecord {
+                secret: String::new(),
+                created_at: uint(r.get(1)),
+                signs_from: uint(r.get(2)),
+                superseded_at: r.get::<_, Option<i64>>(3).map(uint),
+                retired_at: r.get::<_, Option<i64>>(4).map(uint),
+            };
+            Some((u32::try_from(r.get::<_, i32>(0)).ok()?, rec))
+        })
+        .collect())
+}
 
 impl PgStore {
     /// Re-seals every sealed secret under the current KEK (opened with the current or the previous
@@ -79,5 +110,167 @@ impl PgStore {
                 ))
             })
             .collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl SigningKeys for PgStore {
+    async fn key_infos(&self, now: u64) -> Result<Vec<KeyInfo>, StoreError> {
+        let ttl = self.access_ttl().await?;
+        Ok(self
+            .key_records()
+            .await?
+            .iter()
+            .map(|(kid, rec)| rec.info(*kid, now, ttl))
+            .collect())
+    }
+
+    async fn key_ring(&self, now: u64) -> Result<KeyRing, StoreError> {
+        let ttl = self.access_ttl().await?;
+        let mut keys = Vec::new();
+        let mut signing = None;
+        for (kid, rec) in self.key_records().await? {
+            match rec.state(now, ttl) {
+                KeyState::Retired => continue,
+                KeyState::Signing => signing = Some(kid),
+                KeyState::Pending | KeyState::Held | KeyState::Verifying => {}
+            }
+            let secret =
+                Zeroizing::new(hex::decode(&rec.secret).map_err(|_| StoreError::Corrupt("keys"))?);
+            keys.push(Key::from_slice(kid, &secret).ok_or(StoreError::Corrupt("keys"))?);
+        }
+        KeyRing::new(keys, signing).ok_or(StoreError::Corrupt("keys"))
+    }
+
+    async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<Rotated>, StoreError> {
+        let ttl = self.access_ttl().await?;
+        let secret = secrets::random32();
+        serializable!(self, |tx| {
+            let rows = tx
+                .query(
+                    "SELECT kid, created_at, signs_from, superseded_at, retired_at \
+                     FROM signing_keys ORDER BY kid FOR UPDATE",
+                    &[],
+                )
+                .await?;
+            let records: Vec<(i32, KeyRecord)> = rows
+                .iter()
+                .map(|r| {
+                    let rec = KeyRecord {
+                        secret: String::new(),
+                        created_at: uint(r.get(1)),
+                        signs_from: uint(r.get(2)),
+                        superseded_at: r.get::<_, Option<i64>>(3).map(uint),
+                        retired_at: r.get::<_, Option<i64>>(4).map(uint),
+                    };
+                    (r.get(0), rec)
+                })
+                .collect();
+            let plan = RotationPlan::of(
+                records
+                    .iter()
+                    .filter_map(|(k, r)| Some((u32::try_from(*k).ok()?, r))),
+                now,
+                delay,
+                ttl,
+            );
+            match plan {
+                None => None,
+                Some(plan) => {
+                    let switch_at = int(plan.signs_from);
+                    for kid in &plan.supersede {
+                        tx.execute(
+                            "UPDATE signing_keys SET superseded_at = $2 WHERE kid = $1",
+                            &[&i32::try_from(*kid).unwrap_or(i32::MAX), &switch_at],
+                        )
+                        .await?;
+                    }
+                    for kid in &plan.drop_pending {
+                        tx.execute(
+                            "UPDATE signing_keys SET retired_at = $2 WHERE kid = $1",
+                            &[&i32::try_from(*kid).unwrap_or(i32::MAX), &int(now)],
+                        )
+                        .await?;
+                    }
+                    let kid = records.last().map_or(0, |(k, _)| *k) + 1;
+                    let sealed = self
+                        .kek
+                        .seal(&format!("signing-key/{kid}"), secret.as_slice());
+                    tx.execute(
+                        "INSERT INTO signing_keys (kid, sealed, created_at, signs_from) \
+                         VALUES ($1, $2, $3, $4)",
+                        &[&kid, &sealed, &int(now), &switch_at],
+                    )
+                    .await?;
+                    u32::try_from(kid).ok().map(|kid| Rotated {
+                        kid,
+                        dropped: plan.drop_pending.clone(),
+                    })
+                }
+            }
+        })
+    }
+
+    async fn promote_key(&self, kid: u32, now: u64) -> Result<PromoteOutcome, StoreError> {
+        let ttl = self.access_ttl().await?;
+        serializable!(self, |tx| {
+            let records = locked_keys(&tx).await?;
+            let held = records.iter().find(|(k, _)| *k == kid).map(|(_, r)| r);
+            match Promotion::of(kid, held, now, ttl) {
+                Err(outcome) => outcome,
+                Ok(promotion) => {
+                    for (k, mut rec) in records {
+                        if promotion.apply(k, &mut rec, now) {
+                            tx.execute(
+                                "UPDATE signing_keys SET signs_from = $2, superseded_at = $3 \
+                                 WHERE kid = $1",
+                                &[
+                                    &i32::try_from(k).unwrap_or(i32::MAX),
+                                    &int(rec.signs_from),
+                                    &rec.superseded_at.map(int),
+                                ],
+                            )
+                            .await?;
+                        }
+                    }
+                    PromoteOutcome::Promoted
+                }
+            }
+        })
+    }
+
+    async fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError> {
+        let ttl = self.access_ttl().await?;
+        let kid = i32::try_from(kid).map_err(|_| StoreError::Corrupt("keys"))?;
+        serializable!(self, |tx| {
+            let row = tx
+                .query_opt(
+                    "SELECT created_at, signs_from, superseded_at, retired_at FROM signing_keys \
+                     WHERE kid = $1 FOR UPDATE",
+                    &[&kid],
+                )
+                .await?;
+            match row {
+                None => RetireOutcome::Unknown,
+                Some(r) => {
+                    let rec = KeyRecord {
+                        secret: String::new(),
+                        created_at: uint(r.get(0)),
+                        signs_from: uint(r.get(1)),
+                        superseded_at: r.get::<_, Option<i64>>(2).map(uint),
+                        retired_at: r.get::<_, Option<i64>>(3).map(uint),
+                    };
+                    let outcome = RetireOutcome::of(&rec, now, ttl);
+                    if outcome == RetireOutcome::Retired {
+                        tx.execute(
+                            "UPDATE signing_keys SET retired_at = $2 WHERE kid = $1",
+                            &[&kid, &int(now)],
+                        )
+                        .await?;
+                    }
+                    outcome
+                }
+            }
+        })
     }
 }

@@ -13,6 +13,7 @@
 //!
 //! Refresh token operations are in [`refresh`].
 
+mod edges;
 mod keys;
 mod records;
 mod refresh;
@@ -22,17 +23,15 @@ mod throttle;
 mod tls;
 
 use super::kek::{Kek, KekError};
-use super::keys::{KeyRecord, RetireOutcome, Rotated, RotationPlan};
 use super::revocation::{RevocationPage, Revoked};
 use super::{
     AccessLifetime, ClientChange, ClientRecord, Clients, Families, FamilyRevocation, HashKeyed,
-    KeyInfo, KeyState, OpenError, RefreshInfo, RefreshPolicy, Revocations, RotateOutcome,
-    SigningKeys, StoreError, Sweep, UserChange, UserRecord, Users, DEFAULT_ACCESS_TTL,
+    OpenError, RefreshInfo, RefreshPolicy, Revocations, RotateOutcome, StoreError, Sweep,
+    UserChange, UserRecord, Users, DEFAULT_ACCESS_TTL,
 };
-use crate::secrets::{self, HashKey};
+use crate::secrets::HashKey;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use records::{RecordKey, Table};
-use shared::{Key, KeyRing};
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
 use zeroize::Zeroizing;
@@ -342,140 +341,6 @@ impl Users for PgStore {
                 revocations::revoke_in(&tx, what, now, None).await?;
             }
             n == 1
-        })
-    }
-}
-
-#[async_trait::async_trait]
-impl SigningKeys for PgStore {
-    async fn key_infos(&self, now: u64) -> Result<Vec<KeyInfo>, StoreError> {
-        let ttl = self.access_ttl().await?;
-        Ok(self
-            .key_records()
-            .await?
-            .iter()
-            .map(|(kid, rec)| rec.info(*kid, now, ttl))
-            .collect())
-    }
-
-    async fn key_ring(&self, now: u64) -> Result<KeyRing, StoreError> {
-        let ttl = self.access_ttl().await?;
-        let mut keys = Vec::new();
-        let mut signing = None;
-        for (kid, rec) in self.key_records().await? {
-            match rec.state(now, ttl) {
-                KeyState::Retired => continue,
-                KeyState::Signing => signing = Some(kid),
-                KeyState::Pending | KeyState::Verifying => {}
-            }
-            let secret =
-                Zeroizing::new(hex::decode(&rec.secret).map_err(|_| StoreError::Corrupt("keys"))?);
-            keys.push(Key::from_slice(kid, &secret).ok_or(StoreError::Corrupt("keys"))?);
-        }
-        KeyRing::new(keys, signing).ok_or(StoreError::Corrupt("keys"))
-    }
-
-    async fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<Rotated>, StoreError> {
-        let ttl = self.access_ttl().await?;
-        let secret = secrets::random32();
-        serializable!(self, |tx| {
-            let rows = tx
-                .query(
-                    "SELECT kid, created_at, signs_from, superseded_at, retired_at \
-                     FROM signing_keys ORDER BY kid FOR UPDATE",
-                    &[],
-                )
-                .await?;
-            let records: Vec<(i32, KeyRecord)> = rows
-                .iter()
-                .map(|r| {
-                    let rec = KeyRecord {
-                        secret: String::new(),
-                        created_at: uint(r.get(1)),
-                        signs_from: uint(r.get(2)),
-                        superseded_at: r.get::<_, Option<i64>>(3).map(uint),
-                        retired_at: r.get::<_, Option<i64>>(4).map(uint),
-                    };
-                    (r.get(0), rec)
-                })
-                .collect();
-            let plan = RotationPlan::of(
-                records
-                    .iter()
-                    .filter_map(|(k, r)| Some((u32::try_from(*k).ok()?, r))),
-                now,
-                delay,
-                ttl,
-            );
-            match plan {
-                None => None,
-                Some(plan) => {
-                    let switch_at = int(plan.signs_from);
-                    for kid in &plan.supersede {
-                        tx.execute(
-                            "UPDATE signing_keys SET superseded_at = $2 WHERE kid = $1",
-                            &[&i32::try_from(*kid).unwrap_or(i32::MAX), &switch_at],
-                        )
-                        .await?;
-                    }
-                    for kid in &plan.drop_pending {
-                        tx.execute(
-                            "UPDATE signing_keys SET retired_at = $2 WHERE kid = $1",
-                            &[&i32::try_from(*kid).unwrap_or(i32::MAX), &int(now)],
-                        )
-                        .await?;
-                    }
-                    let kid = records.last().map_or(0, |(k, _)| *k) + 1;
-                    let sealed = self
-                        .kek
-                        .seal(&format!("signing-key/{kid}"), secret.as_slice());
-                    tx.execute(
-                        "INSERT INTO signing_keys (kid, sealed, created_at, signs_from) \
-                         VALUES ($1, $2, $3, $4)",
-                        &[&kid, &sealed, &int(now), &switch_at],
-                    )
-                    .await?;
-                    u32::try_from(kid).ok().map(|kid| Rotated {
-                        kid,
-                        dropped: plan.drop_pending.clone(),
-                    })
-                }
-            }
-        })
-    }
-
-    async fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError> {
-        let ttl = self.access_ttl().await?;
-        let kid = i32::try_from(kid).map_err(|_| StoreError::Corrupt("keys"))?;
-        serializable!(self, |tx| {
-            let row = tx
-                .query_opt(
-                    "SELECT created_at, signs_from, superseded_at, retired_at FROM signing_keys \
-                     WHERE kid = $1 FOR UPDATE",
-                    &[&kid],
-                )
-                .await?;
-            match row {
-                None => RetireOutcome::Unknown,
-                Some(r) => {
-                    let rec = KeyRecord {
-                        secret: String::new(),
-                        created_at: uint(r.get(0)),
-                        signs_from: uint(r.get(1)),
-                        superseded_at: r.get::<_, Option<i64>>(2).map(uint),
-                        retired_at: r.get::<_, Option<i64>>(3).map(uint),
-                    };
-                    let outcome = RetireOutcome::of(&rec, now, ttl);
-                    if outcome == RetireOutcome::Retired {
-                        tx.execute(
-                            "UPDATE signing_keys SET retired_at = $2 WHERE kid = $1",
-                            &[&kid, &int(now)],
-                        )
-                        .await?;
-                    }
-                    outcome
-                }
-            }
         })
     }
 }

@@ -61,6 +61,9 @@ const MIGRATIONS: &[&str] = &[
     // of an older database by [`PgStore::init_secrets`].
     "ALTER TABLE clients ADD COLUMN IF NOT EXISTS mac BYTEA",
     "ALTER TABLE users ADD COLUMN IF NOT EXISTS mac BYTEA",
+    // The edges' last reports (`store::edges`), by node and VM.
+    "CREATE TABLE IF NOT EXISTS edges (
+         key TEXT PRIMARY KEY, last_seen BIGINT NOT NULL, report TEXT NOT NULL)",
 ];
 
 /// The row of `sealed_secrets` holding the hash key. Its name says that every client and user

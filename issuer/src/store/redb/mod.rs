@@ -10,6 +10,7 @@
 //! lost by a crash and two clients can never receive different successors of one token.
 
 mod accounts;
+mod edges;
 pub mod journal;
 mod refresh;
 mod revocations;
@@ -17,7 +18,7 @@ mod store;
 pub mod sweep;
 pub mod writer;
 
-use super::keys::{KeyRecord, RetireOutcome, Rotated, RotationPlan};
+use super::keys::{KeyRecord, PromoteOutcome, Promotion, RetireOutcome, Rotated, RotationPlan};
 use super::{KeyInfo, KeyState, OpenError, StoreError, DEFAULT_ACCESS_TTL};
 use crate::secrets::{self, HashKey};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
@@ -44,6 +45,8 @@ const FAMILY_JOURNAL: TableDefinition<u64, &[u8]> = TableDefinition::new("refres
 const SETTINGS: TableDefinition<&str, u64> = TableDefinition::new("settings");
 /// Revocations of access tokens by number ([`crate::store::revocation`]).
 const REVOCATIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("revocations");
+/// The edges' last reports by node and VM ([`crate::store::edges`]).
+const EDGES: TableDefinition<&str, &[u8]> = TableDefinition::new("edges");
 
 /// A table of JSON records by name, and its name for errors.
 type Records = (
@@ -255,6 +258,7 @@ impl RedbFile {
             tx.open_table(FAMILY_JOURNAL)?;
             tx.open_table(SETTINGS)?;
             tx.open_table(REVOCATIONS)?;
+            tx.open_table(EDGES)?;
             let mut keys = tx.open_table(KEYS)?;
             if keys.is_empty()? {
                 let rec = KeyRecord {
@@ -330,7 +334,7 @@ impl RedbFile {
             match rec.state(now, ttl) {
                 KeyState::Retired => continue,
                 KeyState::Signing => signing = Some(k.value()),
-                KeyState::Pending | KeyState::Verifying => {}
+                KeyState::Pending | KeyState::Held | KeyState::Verifying => {}
             }
             let secret =
                 Zeroizing::new(hex::decode(&rec.secret).map_err(|_| StoreError::Corrupt("keys"))?);
@@ -409,6 +413,32 @@ impl RedbFile {
         };
         tx.commit()?;
         Ok(outcome)
+    }
+
+    /// See [`crate::store::SigningKeys::promote_key`].
+    pub fn promote_key(&self, kid: u32, now: u64) -> Result<PromoteOutcome, StoreError> {
+        let ttl = self.access_ttl()?;
+        let tx = self.begin_write()?;
+        {
+            let mut t = tx.open_table(KEYS)?;
+            let mut records = Vec::new();
+            for r in t.iter()? {
+                let (k, v) = r?;
+                records.push((k.value(), dec::<KeyRecord>(v.value(), "keys")?));
+            }
+            let held = records.iter().find(|(k, _)| *k == kid).map(|(_, r)| r);
+            let promotion = match Promotion::of(kid, held, now, ttl) {
+                Ok(p) => p,
+                Err(outcome) => return Ok(outcome),
+            };
+            for (k, mut rec) in records {
+                if promotion.apply(k, &mut rec, now) {
+                    t.insert(k, enc(&rec).as_slice())?;
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(PromoteOutcome::Promoted)
     }
 }
 

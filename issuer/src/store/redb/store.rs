@@ -3,12 +3,13 @@
 
 use super::{writer, RedbFile};
 use crate::secrets::HashKey;
-use crate::store::keys::{RetireOutcome, Rotated};
+use crate::store::edges::EdgeReport;
+use crate::store::keys::{PromoteOutcome, RetireOutcome, Rotated};
 use crate::store::revocation::{RevocationPage, Revoked};
 use crate::store::{
-    AccessLifetime, ClientChange, ClientRecord, Clients, Families, FamilyRevocation, HashKeyed,
-    KeyInfo, OpenError, RefreshInfo, RefreshPolicy, Revocations, RotateOutcome, SigningKeys,
-    StoreError, Sweep, UserChange, UserRecord, Users,
+    AccessLifetime, ClientChange, ClientRecord, Clients, Edges, Families, FamilyRevocation,
+    HashKeyed, KeyInfo, OpenError, RefreshInfo, RefreshPolicy, Revocations, RotateOutcome,
+    SigningKeys, StoreError, Sweep, UserChange, UserRecord, Users,
 };
 use shared::KeyRing;
 use std::path::Path;
@@ -143,6 +144,31 @@ impl SigningKeys for RedbStore {
 
     async fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError> {
         self.watch(self.file.retire_key(kid, now))
+    }
+
+    async fn promote_key(&self, kid: u32, now: u64) -> Result<PromoteOutcome, StoreError> {
+        self.watch(self.file.promote_key(kid, now))
+    }
+}
+
+#[async_trait::async_trait]
+impl Edges for RedbStore {
+    async fn record_edges(
+        &self,
+        reports: Vec<EdgeReport>,
+        forget_before: u64,
+    ) -> Result<(), StoreError> {
+        // A synchronous write with fsync: off the runtime's threads.
+        let file = self.file.clone();
+        let recorded =
+            tokio::task::spawn_blocking(move || file.record_edges(reports, forget_before))
+                .await
+                .map_err(|_| StoreError::Stopped("edge report task"))?;
+        self.watch(recorded)
+    }
+
+    async fn edges(&self) -> Result<Vec<EdgeReport>, StoreError> {
+        self.watch(self.file.edges())
     }
 }
 

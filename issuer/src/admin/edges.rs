@@ -1,0 +1,118 @@
+//! `issuer edges` and the edge side of `issuer keys status|rotate --when-edges-ready`: what the
+//! store holds of the edges' reports ([`crate::store::edges`]) with the key ring they should
+//! hold, as one JSON document the command line renders and waits on.
+
+use super::{refused, AdminError};
+use crate::store::{KeyState, PromoteOutcome, Store, HELD};
+use serde::{Deserialize, Serialize};
+
+/// One edge, as `issuer edges` lists it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EdgeRow {
+    /// Envoy's node id.
+    pub node: String,
+    /// The VM within the node.
+    pub vm: String,
+    /// The edge client it polls as.
+    pub client: String,
+    /// When it last polled (seconds since the epoch).
+    pub last_seen: u64,
+    /// The key ring version it holds, if any yet.
+    pub keys_version: Option<String>,
+    /// The key ids it is known to hold.
+    pub kids: Vec<u32>,
+    /// The last revocation number it holds.
+    pub cursor: u64,
+    /// Revocations given out after its cursor.
+    pub behind: u64,
+    /// Seconds since it last held everything the issuer had.
+    pub lag_seconds: u64,
+}
+
+/// The edges and the keys they should hold: the answer of [`super::Command::Edges`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EdgesReport {
+    /// The store's time of the report (seconds since the epoch).
+    pub now: u64,
+    /// The key that signs.
+    pub signing: Option<u32>,
+    /// The key published and not signing yet (held or pending), if any: the one edges must hold
+    /// before it signs.
+    pub next: Option<u32>,
+    /// Whether [`EdgesReport::next`] waits to be promoted (`keys rotate --when-edges-ready`).
+    pub held: bool,
+    /// Every edge the store holds, the most recently seen first.
+    pub edges: Vec<EdgeRow>,
+}
+
+impl EdgesReport {
+    /// The key every edge should hold: the next one, or else the signing one.
+    pub fn newest(&self) -> Option<u32> {
+        self.next.or(self.signing)
+    }
+
+    /// The edges seen within `seconds` of the report.
+    pub fn seen_within(&self, seconds: u64) -> impl Iterator<Item = &EdgeRow> {
+        let since = self.now.saturating_sub(seconds);
+        self.edges.iter().filter(move |e| e.last_seen >= since)
+    }
+}
+
+/// `edges`: the report, as JSON.
+pub(super) async fn report(store: &dyn Store, now: u64) -> Result<String, AdminError> {
+    let keys = store.key_infos(now).await?;
+    let state_of = |s: KeyState| keys.iter().find(|k| k.state == s).map(|k| k.kid);
+    let latest = store.revocations(u64::MAX, now, 0).await?.latest;
+    let edges = store
+        .edges()
+        .await?
+        .into_iter()
+        .map(|e| EdgeRow {
+            behind: latest.saturating_sub(e.cursor),
+            lag_seconds: e.lag(now),
+            node: e.node,
+            vm: e.vm,
+            client: e.client,
+            last_seen: e.last_seen,
+            keys_version: e.keys_version,
+            kids: e.kids,
+            cursor: e.cursor,
+        })
+        .collect();
+    let held = state_of(KeyState::Held);
+    let out = EdgesReport {
+        now,
+        signing: state_of(KeyState::Signing),
+        next: held.or(state_of(KeyState::Pending)),
+        held: held.is_some(),
+        edges,
+    };
+    Ok(serde_json::to_string(&out).expect("a report serializes") + "\n")
+}
+
+/// `keys publish`: a new key that signs only once promoted, or the one held already.
+pub(super) async fn publish(store: &dyn Store, now: u64) -> Result<String, AdminError> {
+    let keys = store.key_infos(now).await?;
+    if let Some(k) = keys.iter().find(|k| k.state == KeyState::Held) {
+        return Ok(format!("{}\n", k.kid));
+    }
+    match store.rotate_key(now, HELD).await? {
+        Some(r) => Ok(format!("{}\n", r.kid)),
+        None => refused(
+            "a rotation is pending already (see `issuer keys list`); wait until its key signs"
+                .into(),
+        ),
+    }
+}
+
+/// `keys promote`: the held key `kid` signs from now on.
+pub(super) async fn promote(store: &dyn Store, kid: u32, now: u64) -> Result<String, AdminError> {
+    match store.promote_key(kid, now).await? {
+        PromoteOutcome::Promoted => Ok(format!("key {kid} now signs\n")),
+        PromoteOutcome::Unknown => refused(format!("no key {kid}")),
+        PromoteOutcome::NotHeld(state) => refused(format!(
+            "key {kid} is {state}, not held: only a key published by `keys rotate \
+             --when-edges-ready` is promoted"
+        )),
+    }
+}

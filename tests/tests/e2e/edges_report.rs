@@ -1,0 +1,212 @@
+//! Which edge holds what (`issuer edges`, `issuer keys status`) and a key rotation that waits
+//! for the edges (`issuer keys rotate --when-edges-ready`), through a real Envoy with two
+//! workers: every VM reports in, the rotation switches only once all of them hold the new key
+//! (and no valid request is refused meanwhile), a rotation whose edges cannot reach the issuer
+//! times out with the old key signing, and a stopped Envoy drops off the list.
+
+use crate::edge::{access, call, token_as, wait_for_sync};
+use e2e::{demo, Options, Stack, Tools};
+use serde_json::Value;
+use shared::token;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Seconds after which the issuer forgets an edge that stopped polling, in this test.
+const FORGET_AFTER: u64 = 15;
+
+/// `issuer edges --json`: one object per edge.
+fn edges(s: &Stack) -> Vec<Value> {
+    s.admin(&["edges", "--json"], None)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Until `issuer edges` lists `n` edges that all satisfy `ok`; fails after `within`.
+async fn edges_until(
+    s: &Stack,
+    n: usize,
+    within: Duration,
+    ok: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let list = edges(s);
+        if list.len() == n && list.iter().all(&ok) {
+            return list;
+        }
+        assert!(Instant::now() < deadline, "edges: {list:#?}\n{}", s.logs());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn client_token(s: &Stack) -> String {
+    let cc = [("grant_type", "client_credentials")];
+    access(&token_as(s, (demo::CLIENT, &s.secret), &cc).await)
+}
+
+fn kid(t: &str) -> u32 {
+    token::inspect(t).unwrap().kid
+}
+
+/// Calls through Envoy with fresh tokens until `done`; every call must be accepted.
+async fn traffic(s: &Stack, done: Arc<AtomicBool>) -> (usize, Vec<u32>) {
+    let (mut calls, mut kids) = (0, Vec::new());
+    while !done.load(Ordering::SeqCst) {
+        let t = client_token(s).await;
+        let (status, www) = call(s, &t).await;
+        assert_eq!(
+            status,
+            200,
+            "a valid token (key {}) was refused: {www}",
+            kid(&t)
+        );
+        calls += 1;
+        kids.push(kid(&t));
+    }
+    (calls, kids)
+}
+
+#[tokio::test]
+async fn edges_report_in_and_a_rotation_waits_for_every_one() {
+    let Some(tools) = Tools::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options {
+        edge_sync: true,
+        issuer_args: vec!["--edge-forget-after".into(), FORGET_AFTER.to_string()],
+        ..Options::default()
+    };
+    let mut s = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
+    wait_for_sync(&s).await;
+    let node = e2e::envoy::node_name(s.ports.listener);
+
+    // Every VM (two workers and the main thread) reports in, holding key 1 and every revocation.
+    let list = edges_until(&s, 3, Duration::from_secs(10), |e| {
+        e["holds_newest_key"] == true && e["behind"] == 0
+    })
+    .await;
+    let vms: std::collections::BTreeSet<_> = list.iter().map(|e| e["vm"].to_string()).collect();
+    assert_eq!(vms.len(), 3, "{list:#?}");
+    for e in &list {
+        assert_eq!(e["node"], node.as_str());
+        assert_eq!(e["client"], demo::EDGE_CLIENT);
+        assert_eq!(e["kids"], serde_json::json!([1]));
+    }
+    let table = s.admin(&["edges"], None).unwrap();
+    assert_eq!(table.matches(&node).count(), 3, "{table}");
+    let status = s.admin(&["keys", "status"], None).unwrap();
+    assert!(
+        status.contains("key 1 signs") && status.contains("3 edges seen"),
+        "{status}"
+    );
+    let metrics = reqwest::get(format!("{}/metrics", s.issuer_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("issuer_edges 3"), "{metrics}");
+    assert!(metrics.contains("issuer_edge_lag_seconds "), "{metrics}");
+
+    // A rotation that waits: key 2 signs only once all three hold it, and no call is refused.
+    let old = client_token(&s).await;
+    let done = Arc::new(AtomicBool::new(false));
+    let s = Arc::new(s);
+    let load = tokio::spawn({
+        let (s, done) = (s.clone(), done.clone());
+        async move { traffic(&s, done).await }
+    });
+    let out = tokio::task::spawn_blocking({
+        let s = s.clone();
+        move || {
+            s.admin(
+                &["keys", "rotate", "--when-edges-ready", "--timeout", "30"],
+                None,
+            )
+        }
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    done.store(true, Ordering::SeqCst);
+    let (calls, kids) = load.await.unwrap();
+    assert!(out.contains("key 2 now signs"), "{out}");
+    assert_eq!(
+        out.matches(&node).count(),
+        3,
+        "the edges it waited for: {out}"
+    );
+    assert!(
+        kids.contains(&1) && kids.contains(&2),
+        "{calls} calls, keys {kids:?}"
+    );
+    assert_eq!(kid(&client_token(&s).await), 2);
+    assert_eq!(call(&s, &old).await.0, 200, "the old key still verifies");
+    let list = edges(&s);
+    assert!(
+        list.iter().all(|e| e["holds_newest_key"] == true),
+        "{list:#?}"
+    );
+    eprintln!("rotation waited for 3 edges; {calls} calls meanwhile, none refused");
+    let mut s = Arc::into_inner(s).unwrap();
+
+    // The edges cannot reach the issuer (stopped): the rotation times out, fails naming them,
+    // and key 3 stays published and held; after the restart key 2 still signs.
+    s.stop_issuer(0).unwrap();
+    let err = s
+        .admin(
+            &["keys", "rotate", "--when-edges-ready", "--timeout", "4"],
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("timed out after 4 s") && err.contains("key 3"),
+        "{err}"
+    );
+    assert_eq!(err.matches(&node).count(), 3, "names every edge: {err}");
+    s.start_issuer_again(0).unwrap();
+    let keys = s.admin(&["keys", "list"], None).unwrap();
+    assert!(
+        keys.lines()
+            .any(|l| l.starts_with("3 ") && l.contains("held")),
+        "{keys}"
+    );
+    assert_eq!(kid(&client_token(&s).await), 2, "the old key keeps signing");
+    // Run again once the edges are back: it waits for them and switches.
+    let out = s
+        .admin(
+            &["keys", "rotate", "--when-edges-ready", "--timeout", "30"],
+            None,
+        )
+        .unwrap();
+    assert!(out.contains("key 3 now signs"), "{out}");
+    let t = client_token(&s).await;
+    assert_eq!((kid(&t), call(&s, &t).await.0.as_u16()), (3, 200));
+
+    // A stopped Envoy: its edges leave the list once unseen for --edge-forget-after.
+    assert!(s.stop_envoy());
+    let left = s.admin(&["keys", "status"], None);
+    let started = Instant::now();
+    edges_until(&s, 0, Duration::from_secs(FORGET_AFTER + 10), |_| true).await;
+    eprintln!(
+        "a stopped Envoy left the list after {:?}",
+        started.elapsed()
+    );
+    assert!(
+        left.is_ok(),
+        "its edges still count right after the stop: {left:?}"
+    );
+    let metrics = reqwest::get(format!("{}/metrics", s.issuer_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("issuer_edges 0"), "{metrics}");
+}
