@@ -13,7 +13,9 @@ use issuer::store::{
 };
 use std::sync::Arc;
 
+mod edges;
 mod restore;
+use edges::{a_held_key_signs_once_promoted, edges_are_kept_merged_and_forgotten};
 use restore::revocation_cursors_prove_the_history_they_belong_to;
 
 pub(crate) const POLICY: RefreshPolicy = RefreshPolicy {
@@ -581,4 +583,6 @@ conformance!(
     revocations_are_numbered_kept_and_swept,
     revocation_cursors_prove_the_history_they_belong_to,
     a_new_password_ends_older_families,
+    edges_are_kept_merged_and_forgotten,
+    a_held_key_signs_once_promoted,
 );

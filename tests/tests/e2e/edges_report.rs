@@ -80,7 +80,7 @@ async fn edges_report_in_and_a_rotation_waits_for_every_one() {
         issuer_args: vec!["--edge-forget-after".into(), FORGET_AFTER.to_string()],
         ..Options::default()
     };
-    let mut s = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
+    let s = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
     wait_for_sync(&s).await;
     let node = e2e::envoy::node_name(s.ports.listener);
 
