@@ -14,7 +14,7 @@
 //! - `clients`, `users`, `keys`: what each command group does, its listings apart from its
 //!   changes.
 
-use crate::store::{Store, StoreError};
+use crate::store::{ClientChange, GrantKind, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
 mod cli;
@@ -24,9 +24,9 @@ mod keys;
 mod users;
 
 pub use cli::{read_secret, run, send};
-pub use clients::NewClient;
+pub use clients::{ClientView, NewClient};
 pub use keys::filter_config;
-pub use users::NewUser;
+pub use users::{NewUser, UserView};
 
 /// File name of the admin socket in the data dir.
 pub const SOCKET_FILE: &str = "admin.sock";
@@ -51,6 +51,19 @@ pub enum Command {
     },
     /// List clients.
     ClientList,
+    /// List clients as JSON (`client list --json`).
+    ClientListJson,
+    /// Set what a client may do (`issuer apply`).
+    ClientUpdate {
+        /// Client id.
+        id: String,
+        /// Allowed grants.
+        grants: Vec<GrantKind>,
+        /// May impersonate.
+        impersonate: bool,
+        /// If not empty, the claim types it may impersonate with.
+        claim_types: Vec<String>,
+    },
     /// Delete a client.
     ClientRemove {
         /// Client id.
@@ -77,6 +90,17 @@ pub enum Command {
     },
     /// List users.
     UserList,
+    /// List users as JSON (`user list --json`).
+    UserListJson,
+    /// Set a local user's roles and claims (`issuer apply`).
+    UserUpdate {
+        /// User name.
+        name: String,
+        /// Roles.
+        roles: Vec<String>,
+        /// Claims as (type, value).
+        claims: Vec<(String, String)>,
+    },
     /// Delete a user.
     UserRemove {
         /// User name.
@@ -105,7 +129,12 @@ impl Command {
     pub fn is_change(&self) -> bool {
         !matches!(
             self,
-            Self::ClientList | Self::UserList | Self::KeysList | Self::KeysFilterConfig
+            Self::ClientList
+                | Self::ClientListJson
+                | Self::UserList
+                | Self::UserListJson
+                | Self::KeysList
+                | Self::KeysFilterConfig
         )
     }
 
@@ -121,6 +150,17 @@ impl Command {
                 "client add {} grants={:?} impersonate={} edge={}",
                 c.id, c.grants, c.impersonate, c.edge
             ),
+            Self::ClientUpdate {
+                id,
+                grants,
+                impersonate,
+                claim_types,
+            } => format!(
+                "client update {id} grants={grants:?} impersonate={impersonate} claim_types={claim_types:?}"
+            ),
+            Self::UserUpdate { name, roles, claims } => {
+                format!("user update {name} roles={roles:?} claims={claims:?}")
+            }
             Self::ClientActivate { id } => format!("client activate {id}"),
             Self::ClientDeactivate { id } => format!("client deactivate {id}"),
             Self::ClientRemove { id } => format!("client remove {id}"),
@@ -131,9 +171,12 @@ impl Command {
             Self::UserRemove { name } => format!("user remove {name}"),
             Self::KeysRotate { delay } => format!("keys rotate delay={delay}"),
             Self::KeysRetire { kid } => format!("keys retire {kid}"),
-            Self::ClientList | Self::UserList | Self::KeysList | Self::KeysFilterConfig => {
-                "read".into()
-            }
+            Self::ClientList
+            | Self::ClientListJson
+            | Self::UserList
+            | Self::UserListJson
+            | Self::KeysList
+            | Self::KeysFilterConfig => "read".into(),
         }
     }
 }
@@ -179,12 +222,30 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
     let out = match cmd {
         Command::ClientList => return clients::list(store).await,
         Command::UserList => return users::list(store).await,
+        Command::ClientListJson => return clients::list_json(store).await,
+        Command::UserListJson => return users::list_json(store).await,
         Command::KeysList => return keys::list(store, now).await,
         Command::KeysFilterConfig => return keys::print_filter_config(store, now).await,
         Command::ClientAdd(c) => clients::add(store, c, now).await?,
         Command::ClientActivate { id } => clients::set_active(store, id, true, now).await?,
         Command::ClientDeactivate { id } => clients::set_active(store, id, false, now).await?,
         Command::ClientRemove { id } => clients::remove(store, id, now).await?,
+        Command::ClientUpdate {
+            id,
+            grants,
+            impersonate,
+            claim_types,
+        } => {
+            let change = ClientChange::SetAccess {
+                grants: grants.clone(),
+                impersonate: *impersonate,
+                claim_types: claim_types.clone(),
+            };
+            clients::update(store, id, change, now).await?
+        }
+        Command::UserUpdate { name, roles, claims } => {
+            users::update(store, name, roles, claims, now).await?
+        }
         Command::UserAdd(u) => users::add(store, u, now).await?,
         Command::UserDisable { name } => users::disable(store, name, now).await?,
         Command::UserEnable { name } => users::enable(store, name, now).await?,
