@@ -184,6 +184,7 @@ pub fn user(cmd: UserCmd, dir: &DataDir) -> anyhow::Result<()> {
                 roles,
                 claims,
                 password_hash: hash_password(&password),
+                disabled: false,
             })
         }
         UserCmd::Disable { name } => Command::UserDisable { name },

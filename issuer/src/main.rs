@@ -1,7 +1,9 @@
 //! `issuer`: the token server (`issuer serve`) and its administration (`issuer client|user|keys`,
-//! `issuer directory`).
+//! `issuer apply`, `issuer directory`).
 
 mod cmd_accounts;
+mod cmd_apply;
+mod cmd_apply_file;
 mod cmd_directory;
 mod serve_store;
 
@@ -93,6 +95,13 @@ enum Top {
     User {
         #[command(subcommand)]
         cmd: cmd_accounts::UserCmd,
+        #[command(flatten)]
+        dir: DataDir,
+    },
+    /// Make the store's clients and local users match a TOML file (docs/operate.md).
+    Apply {
+        #[command(flatten)]
+        args: cmd_apply::Apply,
         #[command(flatten)]
         dir: DataDir,
     },
@@ -241,6 +250,7 @@ fn run((cli, file): (Cli, Option<issuer::config::ConfigFile>)) -> anyhow::Result
         Top::Directory(cmd) => cmd_directory::run(cmd),
         Top::Client { cmd, dir } => cmd_accounts::client(cmd, &dir),
         Top::User { cmd, dir } => cmd_accounts::user(cmd, &dir),
+        Top::Apply { args, dir } => cmd_apply::run(args, &dir),
         Top::Keys { cmd, dir } => match cmd {
             KeysCmd::List => run_admin(&dir, Command::KeysList),
             KeysCmd::Rotate { delay } => run_admin(&dir, Command::KeysRotate { delay }),

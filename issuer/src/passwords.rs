@@ -90,7 +90,12 @@ fn hash_with(password: &str, memory: &mut Vec<Block>) -> Option<String> {
     }
     let mut out = Zeroizing::new([0u8; 32]);
     let hashed = Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone())
-        .hash_password_into_with_memory(password.as_bytes(), salt_raw, &mut *out, &mut memory[..blocks]);
+        .hash_password_into_with_memory(
+            password.as_bytes(),
+            salt_raw,
+            &mut *out,
+            &mut memory[..blocks],
+        );
     memory[..blocks].iter_mut().for_each(Zeroize::zeroize);
     hashed.ok()?;
     let phc = PasswordHash {
@@ -269,7 +274,9 @@ mod tests {
         let bcrypt = bcrypt::hash("pw", 10).unwrap();
         let pw = || Zeroizing::new("pw".to_owned());
         assert_eq!(
-            checker.check(Zeroizing::new("no".into()), Some(bcrypt.clone())).await,
+            checker
+                .check(Zeroizing::new("no".into()), Some(bcrypt.clone()))
+                .await,
             Checked::Wrong
         );
         let Checked::Upgrade(new) = checker.check(pw(), Some(bcrypt)).await else {

@@ -23,7 +23,7 @@ pub mod input;
 mod keys;
 mod users;
 
-pub use cli::{read_secret, run, send};
+pub use cli::{read_secret, run, send, Session};
 pub use clients::{ClientView, NewClient};
 pub use keys::filter_config;
 pub use users::{NewUser, UserView};
@@ -243,9 +243,11 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
             };
             clients::update(store, id, change, now).await?
         }
-        Command::UserUpdate { name, roles, claims } => {
-            users::update(store, name, roles, claims, now).await?
-        }
+        Command::UserUpdate {
+            name,
+            roles,
+            claims,
+        } => users::update(store, name, roles, claims, now).await?,
         Command::UserAdd(u) => users::add(store, u, now).await?,
         Command::UserDisable { name } => users::disable(store, name, now).await?,
         Command::UserEnable { name } => users::enable(store, name, now).await?,

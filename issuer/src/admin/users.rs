@@ -18,13 +18,16 @@ pub struct NewUser {
     /// PHC string: Argon2id, or bcrypt or PBKDF2-SHA256 of a user moved in (`issuer apply`);
     /// empty for none (the user cannot sign in with a password until `user passwd`).
     pub password_hash: String,
+    /// Created disabled (`issuer apply`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disabled: bool,
 }
 
 /// `user add`.
 pub(super) async fn add(store: &dyn Store, u: &NewUser, now: u64) -> Result<String, AdminError> {
     let rec = UserRecord {
         password_hash: u.password_hash.clone(),
-        disabled: false,
+        disabled: u.disabled,
         roles: u.roles.clone(),
         claims: u.claims.clone(),
         created_at: now,
@@ -80,8 +83,14 @@ pub(super) async fn update(
     claims: &[(String, String)],
     now: u64,
 ) -> Result<String, AdminError> {
-    if store.user(name).await?.is_some_and(|u| u.directory.is_some()) {
-        return refused(format!("{name:?} is a directory user: its roles and claims come from the directory"));
+    if store
+        .user(name)
+        .await?
+        .is_some_and(|u| u.directory.is_some())
+    {
+        return refused(format!(
+            "{name:?} is a directory user: its roles and claims come from the directory"
+        ));
     }
     let change = UserChange::SetProfile {
         roles: roles.to_vec(),

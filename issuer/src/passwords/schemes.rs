@@ -85,7 +85,9 @@ pub fn check_hash(hash: &str) -> Result<PasswordScheme, HashError> {
             }
             let (m, t) = (p.m_cost(), p.t_cost());
             if !(7 * 1024..=256 * 1024).contains(&m) || m.saturating_mul(t) < 35 * 1024 {
-                return Err(bound("memory below 7 MiB, above 256 MiB, or memory × passes below 35 MiB"));
+                return Err(bound(
+                    "memory below 7 MiB, above 256 MiB, or memory × passes below 35 MiB",
+                ));
             }
             if t > 16 || p.p_cost() > 16 {
                 return Err(bound("more than 16 passes or lanes"));
@@ -123,8 +125,11 @@ pub(super) fn verify_imported(password: &str, hash: &str) -> bool {
         // bcrypt compares in constant time and, like every bcrypt, reads 72 bytes of password.
         Ok(PasswordScheme::Bcrypt) => bcrypt::verify(password, hash).unwrap_or(false),
         // The crate compares its output in constant time.
-        Ok(PasswordScheme::Pbkdf2Sha256) => PasswordHash::new(hash)
-            .is_ok_and(|h| pbkdf2::Pbkdf2.verify_password(password.as_bytes(), &h).is_ok()),
+        Ok(PasswordScheme::Pbkdf2Sha256) => PasswordHash::new(hash).is_ok_and(|h| {
+            pbkdf2::Pbkdf2
+                .verify_password(password.as_bytes(), &h)
+                .is_ok()
+        }),
         Ok(PasswordScheme::Argon2id) | Err(_) => false,
     }
 }
@@ -164,18 +169,30 @@ mod tests {
         assert!(verify_imported("pw", &p) && !verify_imported("px", &p));
         let a = crate::passwords::hash_password("pw");
         assert_eq!(check_hash(&a), Ok(PasswordScheme::Argon2id));
-        assert!(!verify_imported("pw", &a), "Argon2id goes through its own path");
+        assert!(
+            !verify_imported("pw", &a),
+            "Argon2id goes through its own path"
+        );
     }
 
     #[test]
     fn weak_foreign_and_malformed_hashes_are_refused() {
         let weak_bcrypt = bcrypt::hash("pw", 4).unwrap();
-        assert!(matches!(check_hash(&weak_bcrypt), Err(HashError::OutOfBounds { .. })));
+        assert!(matches!(
+            check_hash(&weak_bcrypt),
+            Err(HashError::OutOfBounds { .. })
+        ));
         assert!(!verify_imported("pw", &weak_bcrypt));
         let few_rounds = pbkdf2_hash("pw", 1_000, b"0123456789abcdef");
-        assert!(matches!(check_hash(&few_rounds), Err(HashError::OutOfBounds { .. })));
+        assert!(matches!(
+            check_hash(&few_rounds),
+            Err(HashError::OutOfBounds { .. })
+        ));
         let short_salt = pbkdf2_hash("pw", 100_000, b"0123");
-        assert!(matches!(check_hash(&short_salt), Err(HashError::OutOfBounds { .. })));
+        assert!(matches!(
+            check_hash(&short_salt),
+            Err(HashError::OutOfBounds { .. })
+        ));
         let y = bcrypt::hash("pw", 10).unwrap().replacen("$2b$", "$2y$", 1);
         for other in [
             "",
@@ -188,9 +205,15 @@ mod tests {
             assert_eq!(check_hash(other), Err(HashError::UnknownScheme), "{other}");
         }
         for bad in ["$2b$10$short", "$pbkdf2-sha256$i=x$$", "$argon2id$v=19$m=1"] {
-            assert!(matches!(check_hash(bad), Err(HashError::Malformed(_))), "{bad}");
+            assert!(
+                matches!(check_hash(bad), Err(HashError::Malformed(_))),
+                "{bad}"
+            );
         }
         let argon_weak = "$argon2id$v=19$m=1024,t=1,p=1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNoaGFzaA";
-        assert!(matches!(check_hash(argon_weak), Err(HashError::OutOfBounds { .. })));
+        assert!(matches!(
+            check_hash(argon_weak),
+            Err(HashError::OutOfBounds { .. })
+        ));
     }
 }
