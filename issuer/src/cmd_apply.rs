@@ -20,7 +20,7 @@ use zeroize::Zeroizing;
 const PROGRESS_EVERY: usize = 1000;
 
 #[derive(Args)]
-pub struct Apply {
+pub struct ApplyArgs {
     /// The TOML file of `[[client]]` and `[[user]]` entries.
     file: PathBuf,
     /// Print the plan and change nothing.
@@ -45,7 +45,7 @@ enum Change {
 }
 
 /// `issuer apply`.
-pub fn run(args: Apply, dir: &DataDir) -> anyhow::Result<()> {
+pub fn run(args: ApplyArgs, dir: &DataDir) -> anyhow::Result<()> {
     let declared = read(&args.file)?;
     let session = Session::open(&dir.location()?, &dir.pg_files())?;
     let clients: Vec<ClientView> = serde_json::from_str(&session.run(&Command::ClientListJson)?)?;

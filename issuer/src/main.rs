@@ -101,7 +101,7 @@ enum Top {
     /// Make the store's clients and local users match a TOML file (docs/operate.md).
     Apply {
         #[command(flatten)]
-        args: cmd_apply::Apply,
+        args: cmd_apply::ApplyArgs,
         #[command(flatten)]
         dir: DataDir,
     },
