@@ -390,7 +390,9 @@ fn a_large_file_goes_through_the_socket_with_progress() {
     let file = tmp.path().join("many.toml");
     // More than one admin line could hold, were the file sent whole.
     let users: String = (0..1200)
-        .map(|i| format!("[[user]]\nname = \"user-{i:04}\"\nroles = [\"role-{i:04}\", \"reader\"]\n\n"))
+        .map(|i| {
+            format!("[[user]]\nname = \"user-{i:04}\"\nroles = [\"role-{i:04}\", \"reader\"]\n\n")
+        })
         .collect();
     assert!(users.len() > issuer::admin::MAX_LINE);
     std::fs::write(&file, users).unwrap();
