@@ -108,6 +108,7 @@ fn execute(session: &Session, step: Step, key: Option<&HashKey>) -> anyhow::Resu
     session.run(&cmd)?;
     if generated {
         println!("secret of {}: {}", c.id, secret.as_str());
+        eprintln!("(shown once: store it now; only a keyed hash is kept)");
     }
     Ok(())
 }
