@@ -308,3 +308,63 @@ fn user_changes(u: DeclaredUser, old: &UserView) -> Vec<Step> {
     }
     steps
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(name: &str, directory: bool) -> UserView {
+        UserView {
+            name: name.into(),
+            roles: vec!["b".into(), "a".into()],
+            claims: vec![("t".into(), "v".into())],
+            enabled: true,
+            password_scheme: None,
+            directory,
+        }
+    }
+
+    fn declared(name: &str, roles: &[&str]) -> DeclaredUser {
+        DeclaredUser {
+            name: name.into(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            claims: vec![("t".into(), "v".into())],
+            enabled: true,
+            password_hash: None,
+        }
+    }
+
+    fn texts(steps: &[Step]) -> Vec<&str> {
+        steps.iter().map(|s| s.text.as_str()).collect()
+    }
+
+    #[test]
+    fn directory_users_are_neither_planned_nor_pruned() {
+        let users = || vec![view("dir", true), view("old", false), view("kept", false)];
+        let file = || Declared {
+            clients: vec![],
+            users: vec![declared("dir", &["x"]), declared("kept", &["a", "b"])],
+        };
+        assert!(plan(file(), vec![], users(), false).is_empty());
+        let pruned = plan(file(), vec![], users(), true);
+        assert_eq!(texts(&pruned), ["- user old"]);
+        assert!(matches!(
+            &pruned[0].change,
+            Change::Run(Command::UserRemove { name }) if name == "old"
+        ));
+    }
+
+    #[test]
+    fn a_change_names_old_and_new_values_and_carries_the_files() {
+        let file = Declared {
+            clients: vec![],
+            users: vec![declared("kept", &["a", "c"])],
+        };
+        let steps = plan(file, vec![], vec![view("kept", false)], false);
+        assert_eq!(texts(&steps), ["~ user kept: roles [a,b] -> [a,c]"]);
+        assert!(matches!(
+            &steps[0].change,
+            Change::Run(Command::UserUpdate { roles, .. }) if roles == &["a", "c"]
+        ));
+    }
+}

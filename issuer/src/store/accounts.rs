@@ -302,3 +302,48 @@ impl UserChange {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(hash: &str) -> UserRecord {
+        UserRecord {
+            password_hash: hash.into(),
+            disabled: false,
+            roles: vec!["r".into()],
+            claims: vec![],
+            created_at: 1,
+            password_changed_at: None,
+            disabled_at: None,
+            directory: None,
+        }
+    }
+
+    #[test]
+    fn a_hash_upgrade_replaces_only_the_hash_it_was_checked_against_and_revokes_nothing() {
+        let up = UserChange::UpgradeHash {
+            from: "$2b$old".into(),
+            to: "$argon2id$new".into(),
+        };
+        assert_eq!(up.revokes("u"), None);
+        let mut rec = user("$2b$old");
+        up.apply(&mut rec);
+        assert_eq!(rec.password_hash, "$argon2id$new");
+        assert_eq!((rec.password_changed_at, rec.tokens_after()), (None, 0));
+        // A `user passwd` came first: it stays.
+        let mut rec = user("$argon2id$set-by-passwd");
+        up.apply(&mut rec);
+        assert_eq!(rec.password_hash, "$argon2id$set-by-passwd");
+        let profile = UserChange::SetProfile {
+            roles: vec!["a".into()],
+            claims: vec![("t".into(), "v".into())],
+        };
+        assert_eq!(profile.revokes("u"), None);
+        profile.apply(&mut rec);
+        assert_eq!(
+            (rec.roles.len(), rec.claims.len(), rec.disabled),
+            (1, 1, false)
+        );
+    }
+}

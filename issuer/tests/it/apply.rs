@@ -179,7 +179,9 @@ async fn story(dir: &Path, store: &[String], s: &Server, tmp: &Path) {
     assert!(again.starts_with("no change: the store matches"), "{again}");
     assert_eq!(state(dir, store), (clients.clone(), users.clone()));
 
-    // Imported users sign in; bcrypt and PBKDF2 become Argon2id, and still sign in.
+    // Imported users sign in; bcrypt and PBKDF2 become Argon2id, and still sign in. The upgrade
+    // revokes nothing: the first sign-in's tokens keep working.
+    let mut first = Vec::new();
     for (user, pw) in [
         ("bob", "bob-pw"),
         ("carol", "carol-pw"),
@@ -190,7 +192,25 @@ async fn story(dir: &Path, store: &[String], s: &Server, tmp: &Path) {
             400,
             "invalid_grant",
         );
-        assert_eq!(sign_in(s, &secret, user, pw).await.status, 200, "{user}");
+        let a = sign_in(s, &secret, user, pw).await;
+        assert_eq!(a.status, 200, "{user}");
+        first.push(a.json);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    for tokens in &first {
+        let access = tokens["access_token"].as_str().unwrap();
+        let introspect = format!("{}/apiv2/oauth/introspect", s.url);
+        let i = post(
+            &introspect,
+            Some(("media-app", &secret)),
+            &[("token", access)],
+        )
+        .await;
+        assert_eq!(i.json["active"], true, "{}", i.json);
+        let rt = tokens["refresh_token"].as_str().unwrap();
+        let form = [("grant_type", "refresh_token"), ("refresh_token", rt)];
+        let r = post(&s.token_url(), Some(("media-app", &secret)), &form).await;
+        assert_eq!(r.status, 200, "{}", r.json);
     }
     let (_, users) = state(dir, store);
     for user in ["bob", "carol", "dave"] {
