@@ -182,7 +182,12 @@ fn read_secret_file(
     file: Spanned<PathBuf>,
 ) -> anyhow::Result<Zeroizing<String>> {
     let span = file.span();
-    let path = file.into_inner();
+    // Relative to the file's directory, as the file is read from anywhere.
+    let path = lines
+        .path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(file.into_inner());
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => Zeroizing::new(text),
         Err(e) => return lines.fail(span, format!("secret_file {}: {e}", path.display())),

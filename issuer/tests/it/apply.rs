@@ -90,7 +90,7 @@ active = true
 [[client]]
 id = "svc"
 grants = ["client_credentials"]
-secret_file = "{}"
+secret_file = "svc.secret"
 
 [[user]]
 name = "alice"
@@ -110,7 +110,6 @@ password_hash = "{}"
 name = "dave"
 password_hash = "{argon}"
 "#,
-        secret_file.display(),
         pbkdf2_hash("carol-pw"),
     )
 }
@@ -142,8 +141,12 @@ async fn story(dir: &Path, store: &[String], s: &Server, tmp: &Path) {
     assert_eq!(state(dir, store), empty);
 
     // Applied: the generated secret is printed once, the file's never.
-    let (out, _) = ok(dir, store, &["apply", path]);
+    let (out, err) = ok(dir, store, &["apply", path]);
     assert!(out.contains("applied 6 changes"), "{out}");
+    assert!(
+        !err.contains("changes"),
+        "no progress for a small file: {err}"
+    );
     let secrets: Vec<&str> = out
         .lines()
         .filter_map(|l| l.strip_prefix("secret of media-app: "))
