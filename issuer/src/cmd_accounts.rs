@@ -41,7 +41,11 @@ pub enum ClientCmd {
     /// Stop a client from getting tokens.
     Deactivate { id: String },
     /// List clients.
-    List,
+    List {
+        /// As a JSON array: id, grants, impersonate, impersonate_claim_types, active, edge.
+        #[arg(long)]
+        json: bool,
+    },
     /// Delete a client.
     Remove { id: String },
 }
@@ -65,14 +69,18 @@ pub enum UserCmd {
     /// Set a user's password, read from stdin.
     Passwd { name: String },
     /// List users.
-    List,
+    List {
+        /// As a JSON array: name, roles, claims, enabled, password_scheme, directory.
+        #[arg(long)]
+        json: bool,
+    },
     /// Delete a user.
     Remove { name: String },
 }
 
 /// The hash key of the store: from the data dir's file (creating the data dir if needed, without
 /// opening the database, which the server may have open), or opened from PostgreSQL.
-fn hash_key(args: &DataDir) -> anyhow::Result<issuer::secrets::HashKey> {
+pub fn hash_key(args: &DataDir) -> anyhow::Result<issuer::secrets::HashKey> {
     let dir = match args.location()? {
         Location::Redb(dir) => dir,
         Location::Postgres(url) => {
@@ -138,6 +146,7 @@ pub fn client(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
                     claim_types: impersonate_claim_types,
                     edge,
                     secret_hash,
+                    active: false,
                 }),
             )?;
             if !secret_stdin {
@@ -148,7 +157,8 @@ pub fn client(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
         }
         ClientCmd::Activate { id } => Command::ClientActivate { id },
         ClientCmd::Deactivate { id } => Command::ClientDeactivate { id },
-        ClientCmd::List => Command::ClientList,
+        ClientCmd::List { json: false } => Command::ClientList,
+        ClientCmd::List { json: true } => Command::ClientListJson,
         ClientCmd::Remove { id } => Command::ClientRemove { id },
     };
     run_admin(dir, cmd)
@@ -174,6 +184,7 @@ pub fn user(cmd: UserCmd, dir: &DataDir) -> anyhow::Result<()> {
                 roles,
                 claims,
                 password_hash: hash_password(&password),
+                disabled: false,
             })
         }
         UserCmd::Disable { name } => Command::UserDisable { name },
@@ -185,7 +196,8 @@ pub fn user(cmd: UserCmd, dir: &DataDir) -> anyhow::Result<()> {
                 password_hash: hash_password(&password),
             }
         }
-        UserCmd::List => Command::UserList,
+        UserCmd::List { json: false } => Command::UserList,
+        UserCmd::List { json: true } => Command::UserListJson,
         UserCmd::Remove { name } => Command::UserRemove { name },
     };
     run_admin(dir, cmd)

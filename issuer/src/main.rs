@@ -1,7 +1,9 @@
 //! `issuer`: the token server (`issuer serve`) and its administration (`issuer client|user|keys`,
-//! `issuer directory`).
+//! `issuer apply`, `issuer directory`).
 
 mod cmd_accounts;
+mod cmd_apply;
+mod cmd_apply_file;
 mod cmd_directory;
 mod cmd_edges;
 mod serve_store;
@@ -94,6 +96,13 @@ enum Top {
     User {
         #[command(subcommand)]
         cmd: cmd_accounts::UserCmd,
+        #[command(flatten)]
+        dir: DataDir,
+    },
+    /// Make the store's clients and local users match a TOML file (docs/operate.md).
+    Apply {
+        #[command(flatten)]
+        args: cmd_apply::ApplyArgs,
         #[command(flatten)]
         dir: DataDir,
     },
@@ -265,6 +274,7 @@ fn run((cli, file): (Cli, Option<issuer::config::ConfigFile>)) -> anyhow::Result
         Top::Edges { json, dir } => cmd_edges::list(&dir, json),
         Top::Client { cmd, dir } => cmd_accounts::client(cmd, &dir),
         Top::User { cmd, dir } => cmd_accounts::user(cmd, &dir),
+        Top::Apply { args, dir } => cmd_apply::run(args, &dir),
         Top::Keys { cmd, dir } => match cmd {
             KeysCmd::List => run_admin(&dir, Command::KeysList),
             KeysCmd::Rotate {

@@ -5,6 +5,10 @@
 //! one buffer per permitted concurrent check and reuses it, wiped after every use, so the memory
 //! for password checks is a fixed `concurrency` × 19 MiB instead of whatever the allocator keeps
 //! of a fresh 19 MiB allocation per check in every thread that ever ran one.
+//!
+//! Users moved in from another server may hold a bcrypt or PBKDF2 hash ([`schemes`]): those are
+//! checked under the same bound, and a right password gets its Argon2id hash made there too, in
+//! the same buffer, for the caller to store in place of the old one ([`Checked::Upgrade`]).
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, SaltString};
 use argon2::{Algorithm, Argon2, Block, Params, Version};
@@ -12,6 +16,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use subtle::ConstantTimeEq;
 use tokio::sync::Semaphore;
 use zeroize::{Zeroize, Zeroizing};
+
+pub mod schemes;
+pub use schemes::{check_hash, HashError, PasswordScheme};
 
 /// Argon2id with the OWASP baseline: 19 MiB, 2 passes, 1 lane.
 fn params() -> Params {
@@ -70,6 +77,73 @@ fn verify_with(password: &str, hash: &str, memory: &mut Vec<Block>) -> bool {
     hashed.is_ok() && bool::from(out.ct_eq(expected.as_bytes()))
 }
 
+/// Hashes `password` with Argon2id in `memory` (grown if needed, wiped after) into a PHC string.
+fn hash_with(password: &str, memory: &mut Vec<Block>) -> Option<String> {
+    use argon2::password_hash::{Output, ParamsString};
+    let params = params();
+    let salt = SaltString::encode_b64(&crate::secrets::random16()).ok()?;
+    let mut salt_bytes = [0u8; 16];
+    let salt_raw = salt.decode_b64(&mut salt_bytes).ok()?;
+    let blocks = params.block_count();
+    if memory.len() < blocks {
+        memory.resize(blocks, Block::default());
+    }
+    let mut out = Zeroizing::new([0u8; 32]);
+    let hashed = Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone())
+        .hash_password_into_with_memory(
+            password.as_bytes(),
+            salt_raw,
+            &mut *out,
+            &mut memory[..blocks],
+        );
+    memory[..blocks].iter_mut().for_each(Zeroize::zeroize);
+    hashed.ok()?;
+    let phc = PasswordHash {
+        algorithm: Algorithm::Argon2id.ident(),
+        version: Some(Version::V0x13.into()),
+        params: ParamsString::try_from(&params).ok()?,
+        salt: Some(salt.as_salt()),
+        hash: Some(Output::new(&*out).ok()?),
+    };
+    Some(phc.to_string())
+}
+
+/// What a password check found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Checked {
+    /// Wrong password, unknown user, or a user without a usable hash.
+    Wrong,
+    /// Right password.
+    Right,
+    /// Right password against a bcrypt or PBKDF2 hash: its Argon2id hash, to store instead.
+    Upgrade(String),
+}
+
+impl Checked {
+    /// True for a right password.
+    pub fn is_right(&self) -> bool {
+        !matches!(self, Self::Wrong)
+    }
+}
+
+/// Checks `password` against `hash` of whichever scheme, in `memory`; a user without a hash of a
+/// known scheme (none set) is checked against `dummy`, for the same work, and is wrong.
+fn check_with(password: &str, hash: &str, dummy: &str, memory: &mut Vec<Block>) -> Checked {
+    match PasswordScheme::of(hash) {
+        Some(PasswordScheme::Argon2id) if verify_with(password, hash, memory) => Checked::Right,
+        Some(PasswordScheme::Bcrypt | PasswordScheme::Pbkdf2Sha256)
+            if schemes::verify_imported(password, hash) =>
+        {
+            hash_with(password, memory).map_or(Checked::Right, Checked::Upgrade)
+        }
+        None => {
+            verify_with(password, dummy, memory);
+            Checked::Wrong
+        }
+        Some(_) => Checked::Wrong,
+    }
+}
+
 /// Verifies passwords off the runtime, at most `concurrency` at a time, each in a reused buffer.
 #[derive(Clone)]
 pub struct PasswordChecker {
@@ -90,34 +164,40 @@ impl PasswordChecker {
         }
     }
 
-    /// Checks `password` against `hash`, or against a placeholder when `hash` is `None`
-    /// (the answer is then always false, after the same work).
-    pub async fn check(&self, password: Zeroizing<String>, hash: Option<String>) -> bool {
+    /// Checks `password` against `hash` of any [`PasswordScheme`], or against a placeholder when
+    /// `hash` is `None` or names none (the answer is then [`Checked::Wrong`], after the same
+    /// work).
+    pub async fn check(&self, password: Zeroizing<String>, hash: Option<String>) -> Checked {
         // The permit goes with the work: a request dropped while its check runs does not free a
         // place for another check (and another buffer) before this one ends.
         let Ok(permit) = self.permits.clone().acquire_owned().await else {
-            return false;
+            return Checked::Wrong;
         };
         let known = hash.is_some();
         let hash = hash.unwrap_or_else(|| self.dummy.as_ref().clone());
+        let dummy = self.dummy.clone();
         let buffers = self.buffers.clone();
-        let ok = tokio::task::spawn_blocking(move || {
+        let checked = tokio::task::spawn_blocking(move || {
             let mut memory = buffers
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .pop()
                 .unwrap_or_default();
-            let ok = verify_with(&password, &hash, &mut memory);
+            let checked = check_with(&password, &hash, &dummy, &mut memory);
             buffers
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(memory);
             drop(permit);
-            ok
+            checked
         })
         .await
-        .unwrap_or(false);
-        ok && known
+        .unwrap_or(Checked::Wrong);
+        if known {
+            checked
+        } else {
+            Checked::Wrong
+        }
     }
 
     /// Buffers allocated so far (at most the concurrency).
@@ -179,9 +259,32 @@ mod tests {
                 checker.check(Zeroizing::new("pw".into()), Some(h.clone())),
                 checker.check(Zeroizing::new("no".into()), Some(h.clone()))
             );
-            assert!(a && !b);
+            assert_eq!((a, b), (Checked::Right, Checked::Wrong));
         }
-        assert!(!checker.check(Zeroizing::new("pw".into()), None).await);
+        let none = checker.check(Zeroizing::new("pw".into()), None).await;
+        assert_eq!(none, Checked::Wrong);
+        let empty = checker.check(Zeroizing::new("".into()), Some(String::new()));
+        assert_eq!(empty.await, Checked::Wrong, "a user without a password");
         assert!((1..=2).contains(&checker.buffers()));
+    }
+
+    #[tokio::test]
+    async fn imported_hashes_are_upgraded_to_argon2id_when_right() {
+        let checker = PasswordChecker::new(1);
+        let bcrypt = bcrypt::hash("pw", 10).unwrap();
+        let pw = || Zeroizing::new("pw".to_owned());
+        assert_eq!(
+            checker
+                .check(Zeroizing::new("no".into()), Some(bcrypt.clone()))
+                .await,
+            Checked::Wrong
+        );
+        let Checked::Upgrade(new) = checker.check(pw(), Some(bcrypt)).await else {
+            panic!("not upgraded");
+        };
+        assert_eq!(check_hash(&new), Ok(PasswordScheme::Argon2id));
+        assert!(verify_password("pw", &new) && !verify_password("no", &new));
+        assert_eq!(checker.check(pw(), Some(new)).await, Checked::Right);
+        assert_eq!(checker.buffers(), 1);
     }
 }

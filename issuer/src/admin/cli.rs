@@ -4,11 +4,12 @@
 use super::{execute, Command, Reply, SOCKET_FILE};
 use crate::app::now;
 use crate::store::redb::RedbStore;
-use crate::store::{Location, OpenError, PgFiles, RefreshPolicy};
+use crate::store::{Location, OpenError, PgFiles, RefreshPolicy, Store};
 use anyhow::{bail, Context as _};
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use zeroize::Zeroizing;
 
 /// Runs `cmd` on the store at `location` and returns the text to print: on the embedded store
@@ -35,6 +36,60 @@ pub fn run(location: &Location, files: &PgFiles<'_>, cmd: &Command) -> anyhow::R
                 Location::connect_postgres(url, files, now(), RefreshPolicy::default()).await?;
             anyhow::Ok(execute(store.as_ref(), cmd, now()).await?)
         })?,
+    }
+}
+
+/// Where a series of admin commands goes (`issuer apply`): the running server's socket, one
+/// connection and one line per command, so no line nears [`super::MAX_LINE`] however many there
+/// are; or the store, opened once.
+pub enum Session {
+    /// The running server's data dir.
+    Socket(PathBuf),
+    /// The store itself, and a runtime to run on.
+    Store(Arc<dyn Store>, tokio::runtime::Runtime),
+}
+
+impl Session {
+    /// Opens the store at `location` as [`run`] would for one command.
+    pub fn open(location: &Location, files: &PgFiles<'_>) -> anyhow::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let store: Arc<dyn Store> = match location {
+            Location::Redb(dir) => {
+                if send(dir, &Command::ClientList)?.is_some() {
+                    return Ok(Self::Socket(dir.clone()));
+                }
+                match RedbStore::open(dir, now(), RefreshPolicy::default()) {
+                    Err(OpenError::Locked) => bail!(
+                        "{} is in use by a process that does not answer on its admin socket",
+                        dir.display()
+                    ),
+                    other => Arc::new(other.with_context(|| format!("opening {}", dir.display()))?),
+                }
+            }
+            Location::Postgres(url) => runtime.block_on(Location::connect_postgres(
+                url,
+                files,
+                now(),
+                RefreshPolicy::default(),
+            ))?,
+        };
+        Ok(Self::Store(store, runtime))
+    }
+
+    /// Runs `cmd`; the text to print.
+    pub fn run(&self, cmd: &Command) -> anyhow::Result<String> {
+        match self {
+            Self::Socket(dir) => match send(dir, cmd)? {
+                Some(Reply::Ok(text)) => Ok(text),
+                Some(Reply::Err(msg)) => bail!("{msg}"),
+                None => bail!("the server on {} stopped answering", dir.display()),
+            },
+            Self::Store(store, runtime) => {
+                Ok(runtime.block_on(execute(store.as_ref(), cmd, now()))?)
+            }
+        }
     }
 }
 

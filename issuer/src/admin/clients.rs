@@ -5,7 +5,8 @@ use super::{found, refused, AdminError};
 use crate::store::{ClientChange, ClientRecord, GrantKind, Store};
 use serde::{Deserialize, Serialize};
 
-/// A client to register (`issuer client add`): it starts inactive.
+/// A client to register (`issuer client add`): it starts inactive unless `active` (as
+/// `issuer apply` may add it).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NewClient {
     /// Client id.
@@ -21,13 +22,16 @@ pub struct NewClient {
     pub edge: bool,
     /// Keyed hash of the secret, hex.
     pub secret_hash: String,
+    /// Active from the start.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub active: bool,
 }
 
 /// `client add`.
 pub(super) async fn add(store: &dyn Store, c: &NewClient, now: u64) -> Result<String, AdminError> {
     let rec = ClientRecord {
         secret_hash: c.secret_hash.clone(),
-        active: false,
+        active: c.active,
         grants: c.grants.clone(),
         impersonate: c.impersonate,
         impersonate_claim_types: c.claim_types.clone(),
@@ -42,9 +46,58 @@ pub(super) async fn add(store: &dyn Store, c: &NewClient, now: u64) -> Result<St
     if !store.add_client(id, &rec).await? {
         return refused(format!("a client named {id:?} exists"));
     }
+    if c.active {
+        return Ok(format!("client {id} added (active)\n"));
+    }
     Ok(format!(
         "client {id} added (inactive until `issuer client activate {id}`)\n"
     ))
+}
+
+/// `apply`'s change of what a client may do.
+pub(super) async fn update(
+    store: &dyn Store,
+    id: &str,
+    change: ClientChange,
+    now: u64,
+) -> Result<String, AdminError> {
+    found(store.update_client(id, change, now).await?, "client", id)?;
+    Ok(format!("client {id} changed\n"))
+}
+
+/// A client as `client list --json` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientView {
+    /// Client id.
+    pub id: String,
+    /// Grants it may use.
+    pub grants: Vec<GrantKind>,
+    /// May impersonate.
+    pub impersonate: bool,
+    /// If not empty, the only claim types it may impersonate with.
+    pub impersonate_claim_types: Vec<String>,
+    /// Gets tokens.
+    pub active: bool,
+    /// May read the edge feed.
+    pub edge: bool,
+}
+
+/// `client list --json`: a JSON array of [`ClientView`].
+pub(super) async fn list_json(store: &dyn Store) -> Result<String, AdminError> {
+    let views: Vec<ClientView> = store
+        .clients()
+        .await?
+        .into_iter()
+        .map(|(id, c)| ClientView {
+            id,
+            grants: c.grants,
+            impersonate: c.impersonate,
+            impersonate_claim_types: c.impersonate_claim_types,
+            active: c.active,
+            edge: c.edge,
+        })
+        .collect();
+    Ok(serde_json::to_string_pretty(&views).unwrap_or_default() + "\n")
 }
 
 /// `client activate` (`active`) and `client deactivate`.

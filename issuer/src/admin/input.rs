@@ -52,6 +52,15 @@ pub fn check_claims(claims: &[(String, String)]) -> Result<(), AdminError> {
     }
 }
 
+/// A new user's password hash: empty (no password yet), or a PHC string of a scheme and within
+/// the bounds [`crate::passwords::check_hash`] accepts.
+pub fn check_password_hash(hash: &str) -> Result<(), AdminError> {
+    if hash.is_empty() {
+        return Ok(());
+    }
+    crate::passwords::check_hash(hash).map_or_else(|e| refused(e.to_string()), |_| Ok(()))
+}
+
 fn invalid_claim(text: &str) -> String {
     format!("invalid claim {text:?}: use TYPE=VALUE without ',' or a second '='")
 }
@@ -66,12 +75,20 @@ impl Command {
             Self::UserAdd(u) => {
                 check_user_name(&u.name)?;
                 check_roles(&u.roles)?;
-                check_claims(&u.claims)
+                check_claims(&u.claims)?;
+                check_password_hash(&u.password_hash)
+            }
+            Self::UserUpdate { roles, claims, .. } => {
+                check_roles(roles)?;
+                check_claims(claims)
             }
             Self::ClientActivate { .. }
             | Self::ClientDeactivate { .. }
             | Self::ClientRemove { .. }
             | Self::ClientList
+            | Self::ClientListJson
+            | Self::ClientUpdate { .. }
+            | Self::UserListJson
             | Self::UserDisable { .. }
             | Self::UserEnable { .. }
             | Self::UserPasswd { .. }

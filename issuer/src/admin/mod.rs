@@ -14,7 +14,7 @@
 //! - `clients`, `users`, `keys`: what each command group does, its listings apart from its
 //!   changes.
 
-use crate::store::{Store, StoreError};
+use crate::store::{ClientChange, GrantKind, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
 mod cli;
@@ -24,11 +24,11 @@ pub mod input;
 mod keys;
 mod users;
 
-pub use cli::{read_secret, run, send};
-pub use clients::NewClient;
+pub use cli::{read_secret, run, send, Session};
+pub use clients::{ClientView, NewClient};
 pub use edges::{EdgeRow, EdgesReport};
 pub use keys::filter_config;
-pub use users::NewUser;
+pub use users::{NewUser, UserView};
 
 /// File name of the admin socket in the data dir.
 pub const SOCKET_FILE: &str = "admin.sock";
@@ -53,6 +53,19 @@ pub enum Command {
     },
     /// List clients.
     ClientList,
+    /// List clients as JSON (`client list --json`).
+    ClientListJson,
+    /// Set what a client may do (`issuer apply`).
+    ClientUpdate {
+        /// Client id.
+        id: String,
+        /// Allowed grants.
+        grants: Vec<GrantKind>,
+        /// May impersonate.
+        impersonate: bool,
+        /// If not empty, the claim types it may impersonate with.
+        claim_types: Vec<String>,
+    },
     /// Delete a client.
     ClientRemove {
         /// Client id.
@@ -79,6 +92,17 @@ pub enum Command {
     },
     /// List users.
     UserList,
+    /// List users as JSON (`user list --json`).
+    UserListJson,
+    /// Set a local user's roles and claims (`issuer apply`).
+    UserUpdate {
+        /// User name.
+        name: String,
+        /// Roles.
+        roles: Vec<String>,
+        /// Claims as (type, value).
+        claims: Vec<(String, String)>,
+    },
     /// Delete a user.
     UserRemove {
         /// User name.
@@ -117,7 +141,9 @@ impl Command {
         !matches!(
             self,
             Self::ClientList
+                | Self::ClientListJson
                 | Self::UserList
+                | Self::UserListJson
                 | Self::KeysList
                 | Self::KeysFilterConfig
                 | Self::Edges
@@ -142,6 +168,17 @@ impl Command {
                 "client add {} grants={:?} impersonate={} edge={}",
                 c.id, c.grants, c.impersonate, c.edge
             ),
+            Self::ClientUpdate {
+                id,
+                grants,
+                impersonate,
+                claim_types,
+            } => format!(
+                "client update {id} grants={grants:?} impersonate={impersonate} claim_types={claim_types:?}"
+            ),
+            Self::UserUpdate { name, roles, claims } => {
+                format!("user update {name} roles={roles:?} claims={claims:?}")
+            }
             Self::ClientActivate { id } => format!("client activate {id}"),
             Self::ClientDeactivate { id } => format!("client deactivate {id}"),
             Self::ClientRemove { id } => format!("client remove {id}"),
@@ -155,7 +192,9 @@ impl Command {
             Self::KeysPublish => "keys publish (held)".into(),
             Self::KeysPromote { kid } => format!("keys promote {kid}"),
             Self::ClientList
+            | Self::ClientListJson
             | Self::UserList
+            | Self::UserListJson
             | Self::KeysList
             | Self::KeysFilterConfig
             | Self::Edges => "read".into(),
@@ -204,6 +243,8 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
     let out = match cmd {
         Command::ClientList => return clients::list(store).await,
         Command::UserList => return users::list(store).await,
+        Command::ClientListJson => return clients::list_json(store).await,
+        Command::UserListJson => return users::list_json(store).await,
         Command::KeysList => return keys::list(store, now).await,
         Command::KeysFilterConfig => return keys::print_filter_config(store, now).await,
         Command::Edges => return edges::report(store, now).await,
@@ -211,6 +252,24 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
         Command::ClientActivate { id } => clients::set_active(store, id, true, now).await?,
         Command::ClientDeactivate { id } => clients::set_active(store, id, false, now).await?,
         Command::ClientRemove { id } => clients::remove(store, id, now).await?,
+        Command::ClientUpdate {
+            id,
+            grants,
+            impersonate,
+            claim_types,
+        } => {
+            let change = ClientChange::SetAccess {
+                grants: grants.clone(),
+                impersonate: *impersonate,
+                claim_types: claim_types.clone(),
+            };
+            clients::update(store, id, change, now).await?
+        }
+        Command::UserUpdate {
+            name,
+            roles,
+            claims,
+        } => users::update(store, name, roles, claims, now).await?,
         Command::UserAdd(u) => users::add(store, u, now).await?,
         Command::UserDisable { name } => users::disable(store, name, now).await?,
         Command::UserEnable { name } => users::enable(store, name, now).await?,

@@ -26,10 +26,11 @@ fn refusal(result: Result<String, AdminError>) -> String {
 async fn commands_from_the_socket_meet_the_command_lines_rules() {
     let tmp = tempfile::tempdir().unwrap();
     let store = store(&tmp.path().join("data"));
+    let hash = crate::passwords::hash_password("pw");
     let user = |name: &str, role: &str, claim: (&str, &str)| {
         from_json(serde_json::json!({
             "op": "user_add", "name": name, "roles": [role], "claims": [[claim.0, claim.1]],
-            "password_hash": "$argon2id$...",
+            "password_hash": hash,
         }))
     };
     let cases = [
@@ -42,6 +43,20 @@ async fn commands_from_the_socket_meet_the_command_lines_rules() {
         (user("bob", "r", ("t", "a,b")), "invalid claim \"t=a,b\""),
         (user("bob", "r", ("", "v")), "invalid claim \"=v\""),
     ];
+    let weak = bcrypt::hash("pw", 4).unwrap();
+    let hashed = |h: &str| {
+        from_json(serde_json::json!({
+            "op": "user_add", "name": "bob", "roles": [], "claims": [], "password_hash": h,
+        }))
+    };
+    let cases = cases.into_iter().chain([
+        (hashed("$2y$10$abc"), "password_hash must be a PHC string"),
+        (hashed(&weak), "password_hash is a bcrypt hash with a cost"),
+        (
+            hashed("$2b$10$short"),
+            "password_hash is not a well-formed bcrypt",
+        ),
+    ]);
     for (cmd, why) in cases {
         let msg = refusal(execute(&store, &cmd, NOW).await);
         assert!(msg.starts_with(why), "{cmd:?}: {msg}");
@@ -57,6 +72,18 @@ async fn commands_from_the_socket_meet_the_command_lines_rules() {
     assert!(store.clients().await.unwrap().is_empty());
     let ok = user("bob", "r", ("t", "v"));
     assert_eq!(execute(&store, &ok, NOW).await.unwrap(), "user bob added\n");
+    // Without a password: stored, and no hash scheme shows.
+    let none = from_json(serde_json::json!({
+        "op": "user_add", "name": "carol", "roles": [], "claims": [], "password_hash": "",
+    }));
+    execute(&store, &none, NOW).await.unwrap();
+    let listed = execute(&store, &Command::UserListJson, NOW).await.unwrap();
+    let listed: Vec<UserView> = serde_json::from_str(&listed).unwrap();
+    let schemes: Vec<_> = listed
+        .iter()
+        .map(|u| u.password_scheme.as_deref())
+        .collect();
+    assert_eq!(schemes, [Some("argon2id"), None]);
 }
 
 #[test]
@@ -83,6 +110,7 @@ fn the_wire_format_is_unchanged() {
         claim_types: vec!["email".into()],
         edge: false,
         secret_hash: "ab".into(),
+        active: false,
     });
     assert_eq!(
         serde_json::to_value(&add).unwrap(),
@@ -99,6 +127,7 @@ fn the_wire_format_is_unchanged() {
         roles: vec!["r".into()],
         claims: vec![("t".into(), "v".into())],
         password_hash: "h".into(),
+        disabled: false,
     });
     assert_eq!(
         serde_json::to_value(&user).unwrap(),

@@ -2,6 +2,7 @@
 //! password, removing, and listing them.
 
 use super::{found, refused, AdminError};
+use crate::passwords::PasswordScheme;
 use crate::store::{Store, UserChange, UserRecord};
 use serde::{Deserialize, Serialize};
 
@@ -14,15 +15,19 @@ pub struct NewUser {
     pub roles: Vec<String>,
     /// Claims as (type, value).
     pub claims: Vec<(String, String)>,
-    /// Argon2id PHC string.
+    /// PHC string: Argon2id, or bcrypt or PBKDF2-SHA256 of a user moved in (`issuer apply`);
+    /// empty for none (the user cannot sign in with a password until `user passwd`).
     pub password_hash: String,
+    /// Created disabled (`issuer apply`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disabled: bool,
 }
 
 /// `user add`.
 pub(super) async fn add(store: &dyn Store, u: &NewUser, now: u64) -> Result<String, AdminError> {
     let rec = UserRecord {
         password_hash: u.password_hash.clone(),
-        disabled: false,
+        disabled: u.disabled,
         roles: u.roles.clone(),
         claims: u.claims.clone(),
         created_at: now,
@@ -67,6 +72,67 @@ pub(super) async fn set_password(
     };
     found(store.update_user(name, &change, now).await?, "user", name)?;
     Ok(format!("password of user {name} changed\n"))
+}
+
+/// `apply`'s change of a local user's roles and claims. A directory user's come from the
+/// directory: refused.
+pub(super) async fn update(
+    store: &dyn Store,
+    name: &str,
+    roles: &[String],
+    claims: &[(String, String)],
+    now: u64,
+) -> Result<String, AdminError> {
+    if store
+        .user(name)
+        .await?
+        .is_some_and(|u| u.directory.is_some())
+    {
+        return refused(format!(
+            "{name:?} is a directory user: its roles and claims come from the directory"
+        ));
+    }
+    let change = UserChange::SetProfile {
+        roles: roles.to_vec(),
+        claims: claims.to_vec(),
+    };
+    found(store.update_user(name, &change, now).await?, "user", name)?;
+    Ok(format!("user {name} changed\n"))
+}
+
+/// A user as `user list --json` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserView {
+    /// User name.
+    pub name: String,
+    /// Roles.
+    pub roles: Vec<String>,
+    /// Claims as `[type, value]` pairs.
+    pub claims: Vec<(String, String)>,
+    /// May sign in.
+    pub enabled: bool,
+    /// `argon2id`, `bcrypt`, `pbkdf2-sha256`, or `null` for a user without a password.
+    pub password_scheme: Option<String>,
+    /// A user of the directory (`[directory]`), whose record reflects it.
+    pub directory: bool,
+}
+
+/// `user list --json`: a JSON array of [`UserView`].
+pub(super) async fn list_json(store: &dyn Store) -> Result<String, AdminError> {
+    let views: Vec<UserView> = store
+        .users()
+        .await?
+        .into_iter()
+        .map(|(name, u)| UserView {
+            name,
+            password_scheme: PasswordScheme::of(&u.password_hash).map(|s| s.name().to_owned()),
+            roles: u.roles,
+            claims: u.claims,
+            enabled: !u.disabled,
+            directory: u.directory.is_some(),
+        })
+        .collect();
+    Ok(serde_json::to_string_pretty(&views).unwrap_or_default() + "\n")
 }
 
 /// `user remove`.

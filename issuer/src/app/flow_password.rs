@@ -5,8 +5,8 @@
 use super::directory_users::{DirectoryUsers, SignIn};
 use super::{now, ApiError, Issue};
 use crate::directory::BindGuard;
-use crate::passwords::PasswordChecker;
-use crate::store::{ClientRecord, Families, GrantKind, HashKeyed, UserRecord, Users};
+use crate::passwords::{Checked, PasswordChecker};
+use crate::store::{ClientRecord, Families, GrantKind, HashKeyed, UserChange, UserRecord, Users};
 use crate::throttle::{Attempt, Throttle, Turn};
 use shared::token::{Identity, SubjectKind};
 use std::collections::HashMap;
@@ -81,10 +81,11 @@ impl PasswordGrant {
         password: Zeroizing<String>,
         user: Option<UserRecord>,
     ) -> Result<UserRecord, ApiError> {
-        let ok = self
+        let checked = self
             .passwords
             .check(password, user.as_ref().map(|u| u.password_hash.clone()))
             .await;
+        let ok = checked.is_right();
         // A disabled user is refused exactly like a wrong password, throttle included:
         // otherwise the answer after the back-off starts would tell a right guess.
         let disabled = user.as_ref().is_some_and(|u| u.disabled);
@@ -94,6 +95,9 @@ impl PasswordGrant {
                     .succeeded(now())
                     .await
                     .map_err(|e| ApiError::store(&e))?;
+                if let Checked::Upgrade(to) = checked {
+                    self.upgrade_hash(username, &u, to).await;
+                }
                 Ok(u)
             }
             _ => {
@@ -104,6 +108,23 @@ impl PasswordGrant {
                 };
                 Err(refuse(attempt, client_id, username, why).await)
             }
+        }
+    }
+
+    /// Stores the Argon2id hash `to` in place of the bcrypt or PBKDF2 hash the user just signed
+    /// in with. A failure is logged: the sign-in stands, and the next one tries again.
+    async fn upgrade_hash(&self, username: &str, user: &UserRecord, to: String) {
+        let change = UserChange::UpgradeHash {
+            from: user.password_hash.clone(),
+            to,
+        };
+        match self.users.update_user(username, &change, now()).await {
+            Ok(_) => tracing::info!(user = username, "password hash upgraded to argon2id"),
+            Err(e) => tracing::warn!(
+                user = username,
+                error = e.to_string(),
+                "password hash not upgraded"
+            ),
         }
     }
 

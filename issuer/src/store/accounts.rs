@@ -66,7 +66,9 @@ impl ClientRecord {
 /// A user of the password grant.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UserRecord {
-    /// Argon2id hash in PHC string form.
+    /// The password's hash in PHC string form: Argon2id, or the bcrypt or PBKDF2-SHA256 hash of
+    /// a user moved in from another server until its first sign-in; empty for a user given no
+    /// password (who cannot sign in with one).
     pub password_hash: String,
     /// Disabled users cannot sign in or refresh.
     pub disabled: bool,
@@ -130,29 +132,49 @@ impl UserRecord {
 }
 
 /// A change to a client, applied by [`super::Clients::update_client`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientChange {
     /// Allow (`true`) or stop (`false`) it getting tokens.
     SetActive(bool),
+    /// What it may do (`issuer apply`): its grants, and whether it may impersonate and with which
+    /// claim types. Nothing is revoked: tokens already issued stay valid until they expire, and
+    /// every later request is checked against the new settings.
+    SetAccess {
+        /// Grants it may use.
+        grants: Vec<GrantKind>,
+        /// May impersonate.
+        impersonate: bool,
+        /// If not empty, the only claim types it may impersonate with.
+        claim_types: Vec<String>,
+    },
 }
 
 impl ClientChange {
     /// What the change revokes: a deactivated client's tokens.
-    pub fn revokes(self, id: &str) -> Option<revocation::Revoked> {
+    pub fn revokes(&self, id: &str) -> Option<revocation::Revoked> {
         match self {
             Self::SetActive(false) => Some(revocation::Revoked::Client { id: id.into() }),
-            Self::SetActive(true) => None,
+            Self::SetActive(true) | Self::SetAccess { .. } => None,
         }
     }
 
     /// Applies the change to a record at `now` (when a deactivation revokes its tokens).
-    pub fn apply(self, rec: &mut ClientRecord, now: u64) {
+    pub fn apply(&self, rec: &mut ClientRecord, now: u64) {
         match self {
             Self::SetActive(active) => {
                 if rec.active && !active {
                     rec.deactivated_at = Some(now);
                 }
-                rec.active = active;
+                rec.active = *active;
+            }
+            Self::SetAccess {
+                grants,
+                impersonate,
+                claim_types,
+            } => {
+                rec.grants.clone_from(grants);
+                rec.impersonate = *impersonate;
+                rec.impersonate_claim_types.clone_from(claim_types);
             }
         }
     }
@@ -195,6 +217,22 @@ pub enum UserChange {
         /// When (seconds since the epoch).
         at: u64,
     },
+    /// New roles and claims (`issuer apply`) of a local user. Nothing is revoked: access tokens
+    /// already issued carry the old ones until they expire; the next refresh or sign-in carries
+    /// the new ones.
+    SetProfile {
+        roles: Vec<String>,
+        claims: Vec<(String, String)>,
+    },
+    /// The same password, hashed anew with Argon2id at a sign-in (the user had a bcrypt or PBKDF2
+    /// hash): replaces the hash only if it is still `from` (a `user passwd` meanwhile wins), and
+    /// revokes nothing, as the password did not change.
+    UpgradeHash {
+        /// The hash the sign-in was checked against.
+        from: String,
+        /// Its Argon2id replacement.
+        to: String,
+    },
 }
 
 impl UserChange {
@@ -204,7 +242,10 @@ impl UserChange {
             Self::Disable { .. } | Self::SetPassword { .. } | Self::DirectoryGone { .. } => {
                 Some(revocation::Revoked::User { name: name.into() })
             }
-            Self::Enable | Self::DirectorySeen { .. } => None,
+            Self::Enable
+            | Self::DirectorySeen { .. }
+            | Self::SetProfile { .. }
+            | Self::UpgradeHash { .. } => None,
         }
     }
 
@@ -250,6 +291,59 @@ impl UserChange {
                 rec.password_hash.clone_from(hash);
                 rec.password_changed_at = Some(*at);
             }
+            Self::SetProfile { roles, claims } => {
+                rec.roles.clone_from(roles);
+                rec.claims.clone_from(claims);
+            }
+            Self::UpgradeHash { from, to } if rec.password_hash == *from => {
+                rec.password_hash.clone_from(to);
+            }
+            Self::UpgradeHash { .. } => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(hash: &str) -> UserRecord {
+        UserRecord {
+            password_hash: hash.into(),
+            disabled: false,
+            roles: vec!["r".into()],
+            claims: vec![],
+            created_at: 1,
+            password_changed_at: None,
+            disabled_at: None,
+            directory: None,
+        }
+    }
+
+    #[test]
+    fn a_hash_upgrade_replaces_only_the_hash_it_was_checked_against_and_revokes_nothing() {
+        let up = UserChange::UpgradeHash {
+            from: "$2b$old".into(),
+            to: "$argon2id$new".into(),
+        };
+        assert_eq!(up.revokes("u"), None);
+        let mut rec = user("$2b$old");
+        up.apply(&mut rec);
+        assert_eq!(rec.password_hash, "$argon2id$new");
+        assert_eq!((rec.password_changed_at, rec.tokens_after()), (None, 0));
+        // A `user passwd` came first: it stays.
+        let mut rec = user("$argon2id$set-by-passwd");
+        up.apply(&mut rec);
+        assert_eq!(rec.password_hash, "$argon2id$set-by-passwd");
+        let profile = UserChange::SetProfile {
+            roles: vec!["a".into()],
+            claims: vec![("t".into(), "v".into())],
+        };
+        assert_eq!(profile.revokes("u"), None);
+        profile.apply(&mut rec);
+        assert_eq!(
+            (rec.roles.len(), rec.claims.len(), rec.disabled),
+            (1, 1, false)
+        );
     }
 }

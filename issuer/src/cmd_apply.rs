@@ -1,0 +1,370 @@
+//! `issuer apply FILE [--dry-run] [--prune]`: makes the store's clients and local users match a
+//! file (docs/operate.md, "Clients and users in a file"). The file is read and checked whole
+//! first ([`crate::cmd_apply_file`]); the plan is computed against the store's current state
+//! (read with `client list --json` and `user list --json`); each planned change is then one admin
+//! command ([`Command`]), run and audited like the same change made by hand, through the running
+//! server's socket or on the store itself ([`Session`]).
+
+use crate::cmd_accounts::hash_key;
+use crate::cmd_apply_file::{read, sorted, Declared, DeclaredClient, DeclaredUser};
+use crate::DataDir;
+use clap::Args;
+use issuer::admin::{ClientView, Command, NewClient, NewUser, Session, UserView};
+use issuer::secrets::{new_client_secret, HashKey};
+use issuer::store::GrantKind;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use zeroize::Zeroizing;
+
+/// Changes applied between two progress lines on stderr (and the least number that shows any).
+const PROGRESS_EVERY: usize = 1000;
+
+#[derive(Args)]
+pub struct ApplyArgs {
+    /// The TOML file of `[[client]]` and `[[user]]` entries.
+    file: PathBuf,
+    /// Print the plan and change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Also remove the clients and local users the file does not name.
+    #[arg(long)]
+    prune: bool,
+}
+
+/// One planned change: its line in the plan, and what does it.
+struct Step {
+    text: String,
+    change: Change,
+}
+
+enum Change {
+    /// A new client: its secret is from its `secret_file`, or generated and printed once.
+    AddClient(DeclaredClient),
+    /// Any other change.
+    Run(Command),
+}
+
+/// `issuer apply`.
+pub fn run(args: ApplyArgs, dir: &DataDir) -> anyhow::Result<()> {
+    let declared = read(&args.file)?;
+    let session = Session::open(&dir.location()?, &dir.pg_files())?;
+    let clients: Vec<ClientView> = serde_json::from_str(&session.run(&Command::ClientListJson)?)?;
+    let users: Vec<UserView> = serde_json::from_str(&session.run(&Command::UserListJson)?)?;
+    let steps = plan(declared, clients, users, args.prune);
+    let file = args.file.display();
+    if steps.is_empty() {
+        println!("no change: the store matches {file}");
+        return Ok(());
+    }
+    for step in &steps {
+        println!("{}", step.text);
+    }
+    if args.dry_run {
+        println!("dry run: {} changes planned, nothing changed", steps.len());
+        return Ok(());
+    }
+    let key = match &session {
+        _ if !steps
+            .iter()
+            .any(|s| matches!(s.change, Change::AddClient(_))) =>
+        {
+            None
+        }
+        Session::Store(store, _) => Some(store.hash_key().clone()),
+        Session::Socket(_) => Some(hash_key(dir)?),
+    };
+    let total = steps.len();
+    for (done, step) in steps.into_iter().enumerate() {
+        execute(&session, step, key.as_ref())
+            .map_err(|e| anyhow::anyhow!("after {done} of {total} changes: {e:#}"))?;
+        if total >= PROGRESS_EVERY && (done + 1) % PROGRESS_EVERY == 0 {
+            eprintln!("applied {} of {total} changes", done + 1);
+        }
+    }
+    println!("applied {total} changes from {file}");
+    Ok(())
+}
+
+/// Runs one step; a new client's generated secret is printed (once: only its hash is kept).
+fn execute(session: &Session, step: Step, key: Option<&HashKey>) -> anyhow::Result<()> {
+    let c = match step.change {
+        Change::Run(cmd) => return session.run(&cmd).map(drop),
+        Change::AddClient(c) => c,
+    };
+    let key = key.ok_or_else(|| anyhow::anyhow!("no hash key for the new client's secret"))?;
+    let (secret, generated): (Zeroizing<String>, bool) = match c.secret {
+        Some(s) => (s, false),
+        None => (new_client_secret(), true),
+    };
+    let cmd = Command::ClientAdd(NewClient {
+        secret_hash: hex::encode(key.client_secret_hash(&c.id, &secret)),
+        id: c.id.clone(),
+        grants: c.grants,
+        impersonate: c.impersonate,
+        claim_types: c.claim_types,
+        edge: false,
+        active: c.active,
+    });
+    session.run(&cmd)?;
+    if generated {
+        println!("secret of {}: {}", c.id, secret.as_str());
+        eprintln!("(shown once: store it now; only a keyed hash is kept)");
+    }
+    Ok(())
+}
+
+/// The changes that make the store (`clients`, `users`) match `declared`: additions, then
+/// changes, then (with `prune`) removals. Directory users are left alone.
+fn plan(
+    declared: Declared,
+    clients: Vec<ClientView>,
+    users: Vec<UserView>,
+    prune: bool,
+) -> Vec<Step> {
+    let mut clients: HashMap<String, ClientView> =
+        clients.into_iter().map(|c| (c.id.clone(), c)).collect();
+    let mut users: HashMap<String, UserView> =
+        users.into_iter().map(|u| (u.name.clone(), u)).collect();
+    let (mut adds, mut changes) = (Vec::new(), Vec::new());
+    for c in declared.clients {
+        match clients.remove(&c.id) {
+            None => adds.push(add_client(c)),
+            Some(old) => changes.extend(client_changes(&c, &old)),
+        }
+    }
+    for u in declared.users {
+        match users.remove(&u.name) {
+            None => adds.push(add_user(u)),
+            Some(old) if old.directory => {
+                eprintln!("user {}: a directory user, left alone", u.name);
+            }
+            Some(old) => changes.extend(user_changes(u, &old)),
+        }
+    }
+    users.retain(|_, u| !u.directory);
+    let mut removals = Vec::new();
+    if prune {
+        let mut ids: Vec<String> = clients.into_keys().collect();
+        ids.sort();
+        let mut names: Vec<String> = users.into_keys().collect();
+        names.sort();
+        removals.extend(ids.into_iter().map(|id| Step {
+            text: format!("- client {id}"),
+            change: Change::Run(Command::ClientRemove { id }),
+        }));
+        removals.extend(names.into_iter().map(|name| Step {
+            text: format!("- user {name}"),
+            change: Change::Run(Command::UserRemove { name }),
+        }));
+    } else if !clients.is_empty() || !users.is_empty() {
+        eprintln!(
+            "kept {} clients and {} users the file does not name (--prune removes them)",
+            clients.len(),
+            users.len()
+        );
+    }
+    adds.into_iter().chain(changes).chain(removals).collect()
+}
+
+fn grant_names(grants: &[GrantKind]) -> String {
+    let names: Vec<&str> = grants
+        .iter()
+        .map(|g| match g {
+            GrantKind::Password => "password",
+            GrantKind::ClientCredentials => "client_credentials",
+        })
+        .collect();
+    format!("[{}]", names.join(","))
+}
+
+fn list(items: &[String]) -> String {
+    format!("[{}]", items.join(","))
+}
+
+fn claim_list(claims: &[(String, String)]) -> String {
+    let items: Vec<String> = claims.iter().map(|(t, v)| format!("{t}={v}")).collect();
+    list(&items)
+}
+
+fn add_client(c: DeclaredClient) -> Step {
+    let text = format!(
+        "+ client {}: grants={} impersonate={} impersonate_claim_types={} active={}",
+        c.id,
+        grant_names(&c.grants),
+        c.impersonate,
+        list(&c.claim_types),
+        c.active
+    );
+    Step {
+        text,
+        change: Change::AddClient(c),
+    }
+}
+
+fn client_changes(c: &DeclaredClient, old: &ClientView) -> Vec<Step> {
+    let mut old_grants = old.grants.clone();
+    old_grants.sort_by_key(|g| *g as u8);
+    old_grants.dedup();
+    let old_types = sorted(old.impersonate_claim_types.clone());
+    let mut diffs = Vec::new();
+    if old_grants != c.grants {
+        let (from, to) = (grant_names(&old_grants), grant_names(&c.grants));
+        diffs.push(format!("grants {from} -> {to}"));
+    }
+    if old.impersonate != c.impersonate {
+        diffs.push(format!(
+            "impersonate {} -> {}",
+            old.impersonate, c.impersonate
+        ));
+    }
+    if old_types != c.claim_types {
+        let (from, to) = (list(&old_types), list(&c.claim_types));
+        diffs.push(format!("impersonate_claim_types {from} -> {to}"));
+    }
+    let mut steps = Vec::new();
+    if !diffs.is_empty() {
+        steps.push(Step {
+            text: format!("~ client {}: {}", c.id, diffs.join("; ")),
+            change: Change::Run(Command::ClientUpdate {
+                id: c.id.clone(),
+                grants: c.grants.clone(),
+                impersonate: c.impersonate,
+                claim_types: c.claim_types.clone(),
+            }),
+        });
+    }
+    if old.active != c.active {
+        let id = c.id.clone();
+        steps.push(Step {
+            text: format!("~ client {id}: active {} -> {}", old.active, c.active),
+            change: Change::Run(if c.active {
+                Command::ClientActivate { id }
+            } else {
+                Command::ClientDeactivate { id }
+            }),
+        });
+    }
+    steps
+}
+
+fn add_user(u: DeclaredUser) -> Step {
+    let password = match &u.password_hash {
+        Some(h) => issuer::passwords::PasswordScheme::of(h).map_or("?", |s| s.name()),
+        None => "none (set it with `issuer user passwd`)",
+    };
+    let text = format!(
+        "+ user {}: roles={} claims={} enabled={} password={password}",
+        u.name,
+        list(&u.roles),
+        claim_list(&u.claims),
+        u.enabled
+    );
+    let cmd = Command::UserAdd(NewUser {
+        name: u.name.clone(),
+        roles: u.roles,
+        claims: u.claims,
+        password_hash: u.password_hash.unwrap_or_default(),
+        disabled: !u.enabled,
+    });
+    Step {
+        text,
+        change: Change::Run(cmd),
+    }
+}
+
+fn user_changes(u: DeclaredUser, old: &UserView) -> Vec<Step> {
+    let old_roles = sorted(old.roles.clone());
+    let mut old_claims = old.claims.clone();
+    old_claims.sort();
+    let mut diffs = Vec::new();
+    if old_roles != u.roles {
+        diffs.push(format!("roles {} -> {}", list(&old_roles), list(&u.roles)));
+    }
+    if old_claims != u.claims {
+        let (from, to) = (claim_list(&old_claims), claim_list(&u.claims));
+        diffs.push(format!("claims {from} -> {to}"));
+    }
+    let mut steps = Vec::new();
+    if !diffs.is_empty() {
+        steps.push(Step {
+            text: format!("~ user {}: {}", u.name, diffs.join("; ")),
+            change: Change::Run(Command::UserUpdate {
+                name: u.name.clone(),
+                roles: u.roles,
+                claims: u.claims,
+            }),
+        });
+    }
+    if old.enabled != u.enabled {
+        let name = u.name;
+        steps.push(Step {
+            text: format!("~ user {name}: enabled {} -> {}", old.enabled, u.enabled),
+            change: Change::Run(if u.enabled {
+                Command::UserEnable { name }
+            } else {
+                Command::UserDisable { name }
+            }),
+        });
+    }
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(name: &str, directory: bool) -> UserView {
+        UserView {
+            name: name.into(),
+            roles: vec!["b".into(), "a".into()],
+            claims: vec![("t".into(), "v".into())],
+            enabled: true,
+            password_scheme: None,
+            directory,
+        }
+    }
+
+    fn declared(name: &str, roles: &[&str]) -> DeclaredUser {
+        DeclaredUser {
+            name: name.into(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            claims: vec![("t".into(), "v".into())],
+            enabled: true,
+            password_hash: None,
+        }
+    }
+
+    fn texts(steps: &[Step]) -> Vec<&str> {
+        steps.iter().map(|s| s.text.as_str()).collect()
+    }
+
+    #[test]
+    fn directory_users_are_neither_planned_nor_pruned() {
+        let users = || vec![view("dir", true), view("old", false), view("kept", false)];
+        let file = || Declared {
+            clients: vec![],
+            users: vec![declared("dir", &["x"]), declared("kept", &["a", "b"])],
+        };
+        assert!(plan(file(), vec![], users(), false).is_empty());
+        let pruned = plan(file(), vec![], users(), true);
+        assert_eq!(texts(&pruned), ["- user old"]);
+        assert!(matches!(
+            &pruned[0].change,
+            Change::Run(Command::UserRemove { name }) if name == "old"
+        ));
+    }
+
+    #[test]
+    fn a_change_names_old_and_new_values_and_carries_the_files() {
+        let file = Declared {
+            clients: vec![],
+            users: vec![declared("kept", &["a", "c"])],
+        };
+        let steps = plan(file, vec![], vec![view("kept", false)], false);
+        assert_eq!(texts(&steps), ["~ user kept: roles [a,b] -> [a,c]"]);
+        assert!(matches!(
+            &steps[0].change,
+            Change::Run(Command::UserUpdate { roles, .. }) if roles == &["a", "c"]
+        ));
+    }
+}

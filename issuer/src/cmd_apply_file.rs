@@ -1,0 +1,266 @@
+//! The file of `issuer apply`: clients and local users declared in TOML, read and checked whole
+//! before anything changes. Every error names the file's line.
+
+use anyhow::bail;
+use issuer::admin::input::{
+    check_claims, check_client_id, check_password_hash, check_roles, check_user_name,
+};
+use issuer::store::GrantKind;
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+use zeroize::Zeroizing;
+
+/// The file as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDoc {
+    #[serde(default)]
+    client: Vec<Spanned<ClientEntry>>,
+    #[serde(default)]
+    user: Vec<Spanned<UserEntry>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClientEntry {
+    id: Spanned<String>,
+    grants: Spanned<Vec<String>>,
+    #[serde(default)]
+    impersonate: bool,
+    #[serde(default)]
+    impersonate_claim_types: Vec<String>,
+    #[serde(default = "yes")]
+    active: bool,
+    secret_file: Option<Spanned<PathBuf>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserEntry {
+    name: Spanned<String>,
+    roles: Option<Spanned<Vec<String>>>,
+    claims: Option<Spanned<BTreeMap<String, String>>>,
+    #[serde(default = "yes")]
+    enabled: bool,
+    password_hash: Option<Spanned<String>>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A client as the file declares it, checked.
+pub struct DeclaredClient {
+    pub id: String,
+    /// Sorted, without repeats.
+    pub grants: Vec<GrantKind>,
+    pub impersonate: bool,
+    /// Sorted, without repeats.
+    pub claim_types: Vec<String>,
+    pub active: bool,
+    /// Read from `secret_file`; used only if the client is new.
+    pub secret: Option<Zeroizing<String>>,
+}
+
+/// A local user as the file declares it, checked.
+pub struct DeclaredUser {
+    pub name: String,
+    /// Sorted, without repeats.
+    pub roles: Vec<String>,
+    /// Sorted by type.
+    pub claims: Vec<(String, String)>,
+    pub enabled: bool,
+    /// Used only if the user is new.
+    pub password_hash: Option<String>,
+}
+
+/// What the file declares.
+pub struct Declared {
+    pub clients: Vec<DeclaredClient>,
+    pub users: Vec<DeclaredUser>,
+}
+
+/// Where a span starts: `FILE:LINE`.
+struct Lines<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Lines<'_> {
+    fn at(&self, span: Range<usize>) -> String {
+        let start = span.start.min(self.text.len());
+        let line = self.text[..start].matches('\n').count() + 1;
+        format!("{}:{line}", self.path.display())
+    }
+
+    fn fail<T>(&self, span: Range<usize>, msg: impl std::fmt::Display) -> anyhow::Result<T> {
+        bail!("{}: {msg}", self.at(span))
+    }
+}
+
+/// Reads and checks the file at `path`: its syntax and keys, then every entry (names, grants,
+/// roles, claims and password hashes by the admin commands' rules, no id or name twice, every
+/// `secret_file` readable).
+pub fn read(path: &Path) -> anyhow::Result<Declared> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    let lines = Lines { path, text: &text };
+    let doc: FileDoc = match toml::from_str(&text) {
+        Ok(doc) => doc,
+        Err(e) => {
+            let span = e.span().unwrap_or(0..0);
+            return lines.fail(span, e.message());
+        }
+    };
+    let mut ids = HashSet::new();
+    let clients = doc
+        .client
+        .into_iter()
+        .map(|c| client(&lines, c, &mut ids))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut names = HashSet::new();
+    let users = doc
+        .user
+        .into_iter()
+        .map(|u| user(&lines, u, &mut names))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Declared { clients, users })
+}
+
+fn client(
+    lines: &Lines<'_>,
+    entry: Spanned<ClientEntry>,
+    ids: &mut HashSet<String>,
+) -> anyhow::Result<DeclaredClient> {
+    let span = entry.span();
+    let c = entry.into_inner();
+    let id_span = c.id.span();
+    let id = c.id.into_inner();
+    if let Err(e) = check_client_id(&id) {
+        return lines.fail(id_span, e);
+    }
+    if !ids.insert(id.clone()) {
+        return lines.fail(id_span, format!("client {id:?} is declared twice"));
+    }
+    let grants_span = c.grants.span();
+    let mut grants = Vec::new();
+    for g in c.grants.into_inner() {
+        match GrantKind::parse(&g) {
+            Some(kind) => grants.push(kind),
+            None => {
+                let msg = format!("unknown grant {g:?}: use password or client_credentials");
+                return lines.fail(grants_span, msg);
+            }
+        }
+    }
+    grants.sort_by_key(|g| *g as u8);
+    grants.dedup();
+    if !c.impersonate && !c.impersonate_claim_types.is_empty() {
+        let msg = "impersonate_claim_types needs impersonate = true";
+        return lines.fail(span, msg);
+    }
+    let secret = match c.secret_file {
+        None => None,
+        Some(file) => Some(read_secret_file(lines, file)?),
+    };
+    Ok(DeclaredClient {
+        id,
+        grants,
+        impersonate: c.impersonate,
+        claim_types: sorted(c.impersonate_claim_types),
+        active: c.active,
+        secret,
+    })
+}
+
+/// A client's secret from its `secret_file`: the file's first line, not empty.
+fn read_secret_file(
+    lines: &Lines<'_>,
+    file: Spanned<PathBuf>,
+) -> anyhow::Result<Zeroizing<String>> {
+    let span = file.span();
+    // Relative to the file's directory, as the file is read from anywhere.
+    let path = lines
+        .path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(file.into_inner());
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => Zeroizing::new(text),
+        Err(e) => return lines.fail(span, format!("secret_file {}: {e}", path.display())),
+    };
+    let secret = text.lines().next().unwrap_or("").trim();
+    if secret.is_empty() {
+        return lines.fail(span, format!("secret_file {} is empty", path.display()));
+    }
+    Ok(Zeroizing::new(secret.to_owned()))
+}
+
+fn user(
+    lines: &Lines<'_>,
+    entry: Spanned<UserEntry>,
+    names: &mut HashSet<String>,
+) -> anyhow::Result<DeclaredUser> {
+    let u = entry.into_inner();
+    let name_span = u.name.span();
+    let name = u.name.into_inner();
+    if let Err(e) = check_user_name(&name) {
+        return lines.fail(name_span, e);
+    }
+    if !names.insert(name.clone()) {
+        return lines.fail(name_span, format!("user {name:?} is declared twice"));
+    }
+    let roles = match u.roles {
+        None => Vec::new(),
+        Some(r) => {
+            let span = r.span();
+            let roles = sorted(r.into_inner());
+            if let Err(e) = check_roles(&roles) {
+                return lines.fail(span, e);
+            }
+            roles
+        }
+    };
+    let claims = match u.claims {
+        None => Vec::new(),
+        Some(c) => {
+            let span = c.span();
+            let claims: Vec<(String, String)> = c.into_inner().into_iter().collect();
+            if let Err(e) = check_claims(&claims) {
+                return lines.fail(span, e);
+            }
+            claims
+        }
+    };
+    let password_hash = match u.password_hash {
+        None => None,
+        Some(h) => {
+            let span = h.span();
+            let hash = h.into_inner();
+            if hash.is_empty() {
+                return lines.fail(span, "password_hash is empty");
+            }
+            if let Err(e) = check_password_hash(&hash) {
+                return lines.fail(span, e);
+            }
+            Some(hash)
+        }
+    };
+    Ok(DeclaredUser {
+        name,
+        roles,
+        claims,
+        enabled: u.enabled,
+        password_hash,
+    })
+}
+
+/// Sorted, without repeats: lists compared as sets.
+pub fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v.dedup();
+    v
+}

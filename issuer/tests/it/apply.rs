@@ -1,0 +1,428 @@
+//! `issuer apply`: clients and users declared in a file, applied to a running issuer's store (the
+//! embedded one through its admin socket, and PostgreSQL), and users moved in with bcrypt, PBKDF2
+//! and Argon2id hashes signing in over HTTP and having their hash upgraded to Argon2id.
+
+use super::{admin_output, assert_error, post, Server};
+use argon2::password_hash::{PasswordHasher, SaltString};
+use e2e::postgres::PgCluster;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Output;
+
+/// An admin command on the store given by `store` (empty: the data dir `dir`).
+fn run(dir: &Path, store: &[String], args: &[&str]) -> Output {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(store.iter().map(String::as_str));
+    admin_output(dir, &all, None)
+}
+
+/// Like [`run`], for a command that must succeed: its stdout and stderr.
+fn ok(dir: &Path, store: &[String], args: &[&str]) -> (String, String) {
+    let out = run(dir, store, args);
+    let (stdout, stderr) = (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    );
+    assert!(out.status.success(), "issuer {args:?}: {stderr}");
+    (stdout, stderr)
+}
+
+/// `client list --json` and `user list --json`.
+fn state(dir: &Path, store: &[String]) -> (Value, Value) {
+    let json = |what| serde_json::from_str(&ok(dir, store, &[what, "list", "--json"]).0).unwrap();
+    (json("client"), json("user"))
+}
+
+fn find<'a>(list: &'a Value, key: &str, name: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e[key] == name)
+        .unwrap_or_else(|| panic!("{name} not in {list}"))
+}
+
+fn names(list: &Value, key: &str) -> Vec<String> {
+    let mut v: Vec<String> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[key].as_str().unwrap().to_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+fn pbkdf2_hash(password: &str) -> String {
+    let salt = SaltString::encode_b64(b"salt-of-16-bytes").unwrap();
+    let params = pbkdf2::Params {
+        rounds: 100_000,
+        output_length: 32,
+    };
+    pbkdf2::Pbkdf2
+        .hash_password_customized(
+            password.as_bytes(),
+            Some(pbkdf2::Algorithm::Pbkdf2Sha256.ident()),
+            None,
+            params,
+            &salt,
+        )
+        .unwrap()
+        .to_string()
+}
+
+/// The first file: two clients (one with its secret in a file), users with each hash kind and
+/// one without a password.
+fn first_file(tmp: &Path) -> String {
+    let secret_file = tmp.join("svc.secret");
+    std::fs::write(&secret_file, "svc-secret-from-file\n").unwrap();
+    let bcrypt = bcrypt::hash("bob-pw", 10).unwrap();
+    assert!(bcrypt.starts_with("$2b$10$"));
+    let argon = issuer::passwords::hash_password("dave-pw");
+    format!(
+        r#"
+[[client]]
+id = "media-app"
+grants = ["password", "client_credentials"]
+impersonate = true
+impersonate_claim_types = ["upn"]
+active = true
+
+[[client]]
+id = "svc"
+grants = ["client_credentials"]
+secret_file = "svc.secret"
+
+[[user]]
+name = "alice"
+roles = ["editor"]
+claims = {{ upn = "alice@example.org" }}
+
+[[user]]
+name = "bob"
+password_hash = "{bcrypt}"
+
+[[user]]
+name = "carol"
+roles = ["viewer"]
+password_hash = "{}"
+
+[[user]]
+name = "dave"
+password_hash = "{argon}"
+"#,
+        pbkdf2_hash("carol-pw"),
+    )
+}
+
+async fn sign_in(s: &Server, secret: &str, user: &str, password: &str) -> super::Answer {
+    let form = [
+        ("grant_type", "password"),
+        ("username", user),
+        ("password", password),
+    ];
+    post(&s.token_url(), Some(("media-app", secret)), &form).await
+}
+
+/// The whole story on one store: `dir` is the admin commands' data dir, `store` their store
+/// arguments, `s` the issuer serving that store.
+async fn story(dir: &Path, store: &[String], s: &Server, tmp: &Path) {
+    let file = tmp.join("accounts.toml");
+    let path = file.to_str().unwrap();
+    std::fs::write(&file, first_file(tmp)).unwrap();
+    let empty = state(dir, store);
+    assert_eq!(empty, (Value::Array(vec![]), Value::Array(vec![])));
+
+    // A dry run prints the plan and changes nothing.
+    let (plan, _) = ok(dir, store, &["apply", path, "--dry-run"]);
+    assert!(plan.contains("+ client media-app: grants=[password,client_credentials] impersonate=true impersonate_claim_types=[upn] active=true"), "{plan}");
+    assert!(plan.contains("+ user bob: roles=[] claims=[] enabled=true password=bcrypt"));
+    assert!(plan.contains("dry run: 6 changes planned"), "{plan}");
+    assert!(!plan.contains("secret"), "{plan}");
+    assert_eq!(state(dir, store), empty);
+
+    // Applied: the generated secret is printed once, the file's never.
+    let (out, err) = ok(dir, store, &["apply", path]);
+    assert!(out.contains("applied 6 changes"), "{out}");
+    assert!(
+        !err.contains("changes"),
+        "no progress for a small file: {err}"
+    );
+    let secrets: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("secret of media-app: "))
+        .collect();
+    assert_eq!(secrets.len(), 1, "{out}");
+    let secret = secrets[0].to_owned();
+    assert!(!out.contains("svc-secret-from-file") && !out.contains("secret of svc"));
+    let (clients, users) = state(dir, store);
+    let app = find(&clients, "id", "media-app");
+    assert_eq!(
+        app["grants"],
+        serde_json::json!(["password", "client_credentials"])
+    );
+    assert_eq!(app["impersonate_claim_types"], serde_json::json!(["upn"]));
+    assert_eq!(
+        (app["active"].clone(), app["edge"].clone()),
+        (true.into(), false.into())
+    );
+    assert_eq!(find(&clients, "id", "svc")["active"], true);
+    let alice = find(&users, "name", "alice");
+    assert_eq!(
+        alice["claims"],
+        serde_json::json!([["upn", "alice@example.org"]])
+    );
+    assert_eq!(alice["password_scheme"], Value::Null);
+    let scheme = |users: &Value, n| find(users, "name", n)["password_scheme"].clone();
+    assert_eq!(scheme(&users, "bob"), "bcrypt");
+    assert_eq!(scheme(&users, "carol"), "pbkdf2-sha256");
+    assert_eq!(scheme(&users, "dave"), "argon2id");
+
+    // Again: nothing to do, nothing written.
+    let (again, _) = ok(dir, store, &["apply", path]);
+    assert!(again.starts_with("no change: the store matches"), "{again}");
+    assert_eq!(state(dir, store), (clients.clone(), users.clone()));
+
+    // Imported users sign in; bcrypt and PBKDF2 become Argon2id, and still sign in. The upgrade
+    // revokes nothing: the first sign-in's tokens keep working.
+    let mut first = Vec::new();
+    for (user, pw) in [
+        ("bob", "bob-pw"),
+        ("carol", "carol-pw"),
+        ("dave", "dave-pw"),
+    ] {
+        assert_error(
+            &sign_in(s, &secret, user, "wrong").await,
+            400,
+            "invalid_grant",
+        );
+        let a = sign_in(s, &secret, user, pw).await;
+        assert_eq!(a.status, 200, "{user}");
+        first.push(a.json);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    for tokens in &first {
+        let access = tokens["access_token"].as_str().unwrap();
+        let introspect = format!("{}/apiv2/oauth/introspect", s.url);
+        let i = post(
+            &introspect,
+            Some(("media-app", &secret)),
+            &[("token", access)],
+        )
+        .await;
+        assert_eq!(i.json["active"], true, "{}", i.json);
+        let rt = tokens["refresh_token"].as_str().unwrap();
+        let form = [("grant_type", "refresh_token"), ("refresh_token", rt)];
+        let r = post(&s.token_url(), Some(("media-app", &secret)), &form).await;
+        assert_eq!(r.status, 200, "{}", r.json);
+    }
+    let (_, users) = state(dir, store);
+    for user in ["bob", "carol", "dave"] {
+        assert_eq!(scheme(&users, user), "argon2id", "{user}");
+    }
+    for (user, pw) in [
+        ("bob", "bob-pw"),
+        ("carol", "carol-pw"),
+        ("dave", "dave-pw"),
+    ] {
+        assert_eq!(sign_in(s, &secret, user, pw).await.status, 200, "{user}");
+        assert_error(
+            &sign_in(s, &secret, user, "wrong").await,
+            400,
+            "invalid_grant",
+        );
+    }
+    // Without a password no password signs in; the file's secret works for its client.
+    assert_error(
+        &sign_in(s, &secret, "alice", "x").await,
+        400,
+        "invalid_grant",
+    );
+    let cc = [("grant_type", "client_credentials")];
+    let svc = post(&s.token_url(), Some(("svc", "svc-secret-from-file")), &cc).await;
+    assert_eq!(svc.status, 200, "{}", svc.json);
+
+    changed_then_pruned(dir, store, s, &file, &secret).await;
+    broken_files(dir, store, tmp);
+}
+
+/// A changed file: dry run (old and new values shown, nothing changed), then applied; then
+/// `--prune`.
+async fn changed_then_pruned(dir: &Path, store: &[String], s: &Server, file: &Path, secret: &str) {
+    let path = file.to_str().unwrap();
+    let text = std::fs::read_to_string(file).unwrap();
+    let changed = text
+        .replace(r#"roles = ["editor"]"#, r#"roles = ["editor", "admin"]"#)
+        .replace(
+            r#"grants = ["client_credentials"]"#,
+            "grants = [\"client_credentials\"]\nactive = false",
+        )
+        + "\n[[user]]\nname = \"frank\"\nenabled = false\n";
+    std::fs::write(file, &changed).unwrap();
+    let before = state(dir, store);
+    let (plan, _) = ok(dir, store, &["apply", path, "--dry-run"]);
+    assert!(
+        plan.contains("~ user alice: roles [editor] -> [admin,editor]"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("~ client svc: active true -> false"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("+ user frank: roles=[] claims=[] enabled=false"),
+        "{plan}"
+    );
+    assert!(plan.contains("3 changes planned"), "{plan}");
+    assert_eq!(state(dir, store), before);
+    let (out, _) = ok(dir, store, &["apply", path]);
+    assert!(out.contains("applied 3 changes"), "{out}");
+    let (clients, users) = state(dir, store);
+    assert_eq!(
+        find(&users, "name", "alice")["roles"],
+        serde_json::json!(["admin", "editor"])
+    );
+    assert_eq!(find(&users, "name", "frank")["enabled"], false);
+    assert_eq!(find(&clients, "id", "svc")["active"], false);
+    let token = sign_in(s, secret, "alice", "x").await;
+    assert_error(&token, 400, "invalid_grant");
+
+    // Without --prune nothing goes; with it, what the file no longer names goes.
+    let pruned = changed
+        .replace("[[client]]\nid = \"svc\"", "[[client]]\nid = \"svc-2\"")
+        .replace("name = \"dave\"", "name = \"dave-2\"");
+    std::fs::write(file, pruned).unwrap();
+    let (out, err) = ok(dir, store, &["apply", path]);
+    assert!(
+        out.contains("+ client svc-2") && !out.contains("- "),
+        "{out}"
+    );
+    assert!(err.contains("kept 1 clients and 1 users"), "{err}");
+    let (out, _) = ok(dir, store, &["apply", path, "--prune"]);
+    assert!(
+        out.contains("- client svc\n") && out.contains("- user dave\n"),
+        "{out}"
+    );
+    let (clients, users) = state(dir, store);
+    assert_eq!(names(&clients, "id"), ["media-app", "svc-2"]);
+    assert_eq!(
+        names(&users, "name"),
+        ["alice", "bob", "carol", "dave-2", "frank"]
+    );
+    assert_eq!(sign_in(s, secret, "bob", "bob-pw").await.status, 200);
+    let (again, _) = ok(dir, store, &["apply", path, "--prune"]);
+    assert!(again.starts_with("no change"), "{again}");
+}
+
+/// Files with an error: refused with the line named, and nothing changed.
+fn broken_files(dir: &Path, store: &[String], tmp: &Path) {
+    let before = state(dir, store);
+    let good = "[[user]]\nname = \"new-one\"\n\n";
+    let weak = bcrypt::hash("pw", 4).unwrap();
+    let cases = [
+        (
+            "[[client]]\nid = \"x\"\ngrants = [\"implicit\"]\n",
+            3,
+            "unknown grant",
+        ),
+        (
+            "[[user]]\nname = \"u\"\ncolour = \"red\"\n",
+            3,
+            "unknown field `colour`",
+        ),
+        (
+            "[[user]]\nname = \"alice\"\n\n[[user]]\nname = \"alice\"\n",
+            5,
+            "declared twice",
+        ),
+        (
+            "[[user]]\nname = \"u\"\nroles = [\"a,b\"]\n",
+            3,
+            "invalid role",
+        ),
+        (
+            "[[user]]\nname = \"u\"\nclaims = { \"a=b\" = \"c\" }\n",
+            3,
+            "invalid claim",
+        ),
+        (
+            &format!("[[user]]\nname = \"u\"\npassword_hash = \"{weak}\"\n"),
+            3,
+            "cost outside 10 to 16",
+        ),
+        (
+            "[[user]]\nname = \"u\"\npassword_hash = \"$1$md5$x\"\n",
+            3,
+            "must be a PHC string",
+        ),
+        (
+            "[[client]]\nid = \"c\"\ngrants = []\nsecret_file = \"/nonexistent/s\"\n",
+            4,
+            "secret_file",
+        ),
+        ("[[user]\nname = \"u\"\n", 1, ""),
+    ];
+    let file = tmp.join("broken.toml");
+    for (body, line, why) in cases {
+        std::fs::write(&file, format!("{good}{body}")).unwrap();
+        let out = run(dir, store, &["apply", file.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{body}");
+        let at = format!("{}:{}: ", file.display(), line + 3);
+        assert!(err.contains(&at) && err.contains(why), "{body}: {err}");
+        assert_eq!(state(dir, store), before, "{body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_on_redb_through_the_running_servers_socket() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let s = Server::start(&dir, &[]);
+    story(&dir, &[], &s, tmp.path()).await;
+    // The log never holds a secret.
+    let log = std::fs::read_to_string(dir.with_extension("log")).unwrap();
+    assert!(!log.contains("svc-secret-from-file"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_on_postgres() {
+    let Some(pg) = PgCluster::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let kek = tmp.path().join("kek");
+    std::fs::write(&kek, format!("{}\n", "5a".repeat(32))).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&kek, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let store = vec![
+        "--store".to_owned(),
+        pg.url(),
+        "--kek-file".to_owned(),
+        kek.display().to_string(),
+    ];
+    let args: Vec<&str> = store.iter().map(String::as_str).collect();
+    let s = Server::start(&tmp.path().join("issuer"), &args);
+    story(&tmp.path().join("admin"), &store, &s, tmp.path()).await;
+}
+
+#[test]
+fn a_large_file_goes_through_the_socket_with_progress() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let _s = Server::start(&dir, &[]);
+    let file = tmp.path().join("many.toml");
+    // More than one admin line could hold, were the file sent whole.
+    let users: String = (0..1200)
+        .map(|i| {
+            format!("[[user]]\nname = \"user-{i:04}\"\nroles = [\"role-{i:04}\", \"reader\"]\n\n")
+        })
+        .collect();
+    assert!(users.len() > issuer::admin::MAX_LINE);
+    std::fs::write(&file, users).unwrap();
+    let (out, err) = ok(&dir, &[], &["apply", file.to_str().unwrap()]);
+    assert!(out.contains("applied 1200 changes"), "{out}");
+    assert!(err.contains("applied 1000 of 1200 changes"), "{err}");
+    assert_eq!(state(&dir, &[]).1.as_array().unwrap().len(), 1200);
+    let (again, err) = ok(&dir, &[], &["apply", file.to_str().unwrap()]);
+    assert!(again.starts_with("no change") && !err.contains("applied"));
+}
