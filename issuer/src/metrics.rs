@@ -24,6 +24,7 @@ pub struct Metrics {
     requests: Family<TokenLabels, Counter>,
     refresh: Family<RefreshLabels, Counter>,
     latency: Histogram,
+    audit_dropped: Counter,
 }
 
 impl Default for Metrics {
@@ -47,11 +48,18 @@ impl Default for Metrics {
             "Time to answer a token request",
             latency.clone(),
         );
+        let audit_dropped = Counter::default();
+        registry.register(
+            "audit_events_dropped",
+            "Security events not recorded in the audit trail (queue full or write failed)",
+            audit_dropped.clone(),
+        );
         Self {
             registry,
             requests,
             refresh,
             latency,
+            audit_dropped,
         }
     }
 }
@@ -80,6 +88,11 @@ impl Metrics {
     /// Counts one refresh token presentation.
     pub fn refresh(&self, result: &'static str) {
         self.refresh.get_or_create(&RefreshLabels { result }).inc();
+    }
+
+    /// The counter of audit events dropped ([`crate::audit::AuditLog`]).
+    pub fn audit_dropped(&self) -> Counter {
+        self.audit_dropped.clone()
     }
 
     /// Adds the directory's metrics (`issuer_directory_*`).

@@ -11,6 +11,7 @@
 //! an argument.
 
 pub mod accounts;
+pub mod audit;
 pub mod error;
 pub mod family;
 pub mod kek;
@@ -33,8 +34,9 @@ pub use accounts::{ClientChange, ClientRecord, DirectoryLink, GrantKind, UserCha
 pub use error::{OpenError, StoreError};
 pub use keys::{KeyInfo, KeyState, RetireOutcome, Rotated, RotationPlan, KEY_RETIRE_MARGIN};
 pub use location::{Location, PgFiles};
+pub use audit::{AuditAction, AuditEvent};
 pub use storage::{
-    AccessLifetime, Clients, Families, FamilyRevocation, HashKeyed, RefreshInfo, RefreshPolicy,
+    AccessLifetime, Audit, Clients, Families, FamilyRevocation, HashKeyed, RefreshInfo, RefreshPolicy,
     RefreshRejection, Revocations, RotateOutcome, Rotation, SigningKeys, Store, Sweep, Users,
 };
 
@@ -42,7 +44,8 @@ pub use storage::{
 /// issuer::store::prelude::*`); through `dyn Store` they need no import.
 pub mod prelude {
     pub use super::storage::{
-        AccessLifetime, Clients, Families, HashKeyed, Revocations, SigningKeys, Sweep, Users,
+        AccessLifetime, Audit, Clients, Families, HashKeyed, Revocations, SigningKeys, Sweep,
+        Users,
     };
 }
 

@@ -8,6 +8,7 @@
 use super::accounts::{ClientChange, ClientRecord, UserChange, UserRecord};
 use super::keys::{KeyInfo, RetireOutcome, Rotated};
 use super::revocation::{RevocationPage, Revoked};
+use super::audit::AuditEvent;
 use super::StoreError;
 use crate::secrets::HashKey;
 use shared::KeyRing;
@@ -146,6 +147,18 @@ pub trait Sweep: Send + Sync {
     async fn sweep(&self, now: u64) -> Result<u64, StoreError>;
 }
 
+/// The audit trail ([`super::audit`]), kept for a retention the caller sweeps by.
+#[async_trait::async_trait]
+pub trait Audit: Send + Sync {
+    /// Records `events` in one durable write, in order.
+    async fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError>;
+    /// Events at or after `since` (seconds since the epoch), oldest first, at most `limit` of
+    /// them. A record that does not decode is logged and left out.
+    async fn audit_since(&self, since: u64, limit: usize) -> Result<Vec<AuditEvent>, StoreError>;
+    /// Deletes the events recorded before `before`; returns how many went.
+    async fn sweep_audit(&self, before: u64) -> Result<u64, StoreError>;
+}
+
 /// Every trait of the store at once: what a backend is.
 pub trait Store:
     Clients
@@ -156,6 +169,7 @@ pub trait Store:
     + Families
     + Revocations
     + Sweep
+    + Audit
     + std::fmt::Debug
 {
 }
@@ -169,6 +183,7 @@ impl<T> Store for T where
         + Families
         + Revocations
         + Sweep
+        + Audit
         + std::fmt::Debug
 {
 }

@@ -61,6 +61,9 @@ const MIGRATIONS: &[&str] = &[
     // of an older database by [`PgStore::init_secrets`].
     "ALTER TABLE clients ADD COLUMN IF NOT EXISTS mac BYTEA",
     "ALTER TABLE users ADD COLUMN IF NOT EXISTS mac BYTEA",
+    // The audit trail (`store::audit`), by time and a random number.
+    "CREATE TABLE IF NOT EXISTS audit (
+         at BIGINT NOT NULL, id BIGINT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (at, id))",
 ];
 
 /// The row of `sealed_secrets` holding the hash key. Its name says that every client and user

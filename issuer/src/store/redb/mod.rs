@@ -10,6 +10,7 @@
 //! lost by a crash and two clients can never receive different successors of one token.
 
 mod accounts;
+mod audit;
 pub mod journal;
 mod refresh;
 mod revocations;
@@ -44,6 +45,8 @@ const FAMILY_JOURNAL: TableDefinition<u64, &[u8]> = TableDefinition::new("refres
 const SETTINGS: TableDefinition<&str, u64> = TableDefinition::new("settings");
 /// Revocations of access tokens by number ([`crate::store::revocation`]).
 const REVOCATIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("revocations");
+/// The audit trail by (time, number) ([`crate::store::audit`]).
+const AUDIT: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("audit");
 
 /// A table of JSON records by name, and its name for errors.
 type Records = (
@@ -255,6 +258,7 @@ impl RedbFile {
             tx.open_table(FAMILY_JOURNAL)?;
             tx.open_table(SETTINGS)?;
             tx.open_table(REVOCATIONS)?;
+            tx.open_table(AUDIT)?;
             let mut keys = tx.open_table(KEYS)?;
             if keys.is_empty()? {
                 let rec = KeyRecord {
