@@ -80,7 +80,8 @@ impl Command {
             | Self::KeysList
             | Self::KeysRotate { .. }
             | Self::KeysRetire { .. }
-            | Self::KeysFilterConfig => Ok(()),
+            | Self::KeysFilterConfig
+            | Self::AuditRead { .. } => Ok(()),
         }
     }
 }
