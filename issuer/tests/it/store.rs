@@ -13,7 +13,9 @@ use issuer::store::{
 };
 use std::sync::Arc;
 
+mod audit;
 mod restore;
+use audit::audit_is_recorded_read_since_and_swept;
 use restore::revocation_cursors_prove_the_history_they_belong_to;
 
 pub(crate) const POLICY: RefreshPolicy = RefreshPolicy {
@@ -581,4 +583,5 @@ conformance!(
     revocations_are_numbered_kept_and_swept,
     revocation_cursors_prove_the_history_they_belong_to,
     a_new_password_ends_older_families,
+    audit_is_recorded_read_since_and_swept,
 );
