@@ -35,7 +35,11 @@ pub fn run(args: &AuditArgs) -> anyhow::Result<()> {
         serde_json::from_str(&reply).context("reading the audit trail's reply")?;
     let mut out = std::io::stdout().lock();
     for e in &events {
-        let line = if args.json { json_line(e) } else { text_line(e) };
+        let line = if args.json {
+            json_line(e)
+        } else {
+            text_line(e)
+        };
         std::io::Write::write_all(&mut out, format!("{line}\n").as_bytes())?;
     }
     if events.len() >= MAX_AUDIT_READ {
@@ -209,7 +213,13 @@ mod tests {
         assert_eq!(parse_since("1700000000").unwrap(), 1_700_000_000);
         let an_hour_ago = parse_since("1h").unwrap();
         assert!(now() - an_hour_ago >= 3600 && now() - an_hour_ago < 3610);
-        for bad in ["", "yesterday", "2023-13-01T00:00:00Z", "2023-11-14T22:13:20", "1x"] {
+        for bad in [
+            "",
+            "yesterday",
+            "2023-13-01T00:00:00Z",
+            "2023-11-14T22:13:20",
+            "1x",
+        ] {
             assert!(parse_since(bad).is_err(), "{bad}");
         }
     }

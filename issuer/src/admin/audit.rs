@@ -54,10 +54,20 @@ pub(super) fn record_of(cmd: &Command) -> Option<(AuditAction, Subject)> {
 }
 
 /// The public state of `subject` at `now` (`null` if it does not exist): never a secret.
-pub(super) async fn view(store: &dyn Store, subject: &Subject, now: u64) -> Result<Value, StoreError> {
+pub(super) async fn view(
+    store: &dyn Store,
+    subject: &Subject,
+    now: u64,
+) -> Result<Value, StoreError> {
     Ok(match subject {
-        Subject::Client(id) => store.client(id).await?.map_or(Value::Null, |c| client_view(&c)),
-        Subject::User(name) => store.user(name).await?.map_or(Value::Null, |u| user_view(&u)),
+        Subject::Client(id) => store
+            .client(id)
+            .await?
+            .map_or(Value::Null, |c| client_view(&c)),
+        Subject::User(name) => store
+            .user(name)
+            .await?
+            .map_or(Value::Null, |u| user_view(&u)),
         Subject::Keys => keys_view(&store.key_infos(now).await?),
     })
 }

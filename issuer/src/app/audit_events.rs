@@ -15,7 +15,9 @@ impl App {
     /// A rotated refresh token presented again: its family (`family`, its tag) is revoked.
     pub(super) fn audit_reuse(&self, client: &str, family: Option<[u8; FAMILY_TAG_LEN]>) {
         let tag = family.map(hex::encode);
-        let target = tag.as_deref().map_or_else(String::new, |t| format!("family:{t}"));
+        let target = tag
+            .as_deref()
+            .map_or_else(String::new, |t| format!("family:{t}"));
         self.audit.record(AuditEvent::new(
             now(),
             client,

@@ -143,7 +143,9 @@ impl PasswordGrant {
         };
         // Every refusal counts alike, so a name that exists looks like one that does not.
         match attempt.failed_in_directory(now(), dn.as_deref()).await {
-            Ok(blocked) => super::audit_events::audit_blocked(&self.audit, client_id, username, blocked),
+            Ok(blocked) => {
+                super::audit_events::audit_blocked(&self.audit, client_id, username, blocked)
+            }
             Err(e) => return Err(ApiError::store(&e)),
         }
         Err(refused(client_id, username, why))

@@ -31,21 +31,21 @@ pub mod revocation {
 }
 
 pub use accounts::{ClientChange, ClientRecord, DirectoryLink, GrantKind, UserChange, UserRecord};
+pub use audit::{AuditAction, AuditEvent};
 pub use error::{OpenError, StoreError};
 pub use keys::{KeyInfo, KeyState, RetireOutcome, Rotated, RotationPlan, KEY_RETIRE_MARGIN};
 pub use location::{Location, PgFiles};
-pub use audit::{AuditAction, AuditEvent};
 pub use storage::{
-    AccessLifetime, Audit, Clients, Families, FamilyRevocation, HashKeyed, RefreshInfo, RefreshPolicy,
-    RefreshRejection, Revocations, RotateOutcome, Rotation, SigningKeys, Store, Sweep, Users,
+    AccessLifetime, Audit, Clients, Families, FamilyRevocation, HashKeyed, RefreshInfo,
+    RefreshPolicy, RefreshRejection, Revocations, RotateOutcome, Rotation, SigningKeys, Store,
+    Sweep, Users,
 };
 
 /// Every trait of the store, for code that calls a backend by its own type (`use
 /// issuer::store::prelude::*`); through `dyn Store` they need no import.
 pub mod prelude {
     pub use super::storage::{
-        AccessLifetime, Audit, Clients, Families, HashKeyed, Revocations, SigningKeys, Sweep,
-        Users,
+        AccessLifetime, Audit, Clients, Families, HashKeyed, Revocations, SigningKeys, Sweep, Users,
     };
 }
 

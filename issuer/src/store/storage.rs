@@ -6,9 +6,9 @@
 //! argument: the store has no clock of its own.
 
 use super::accounts::{ClientChange, ClientRecord, UserChange, UserRecord};
+use super::audit::AuditEvent;
 use super::keys::{KeyInfo, RetireOutcome, Rotated};
 use super::revocation::{RevocationPage, Revoked};
-use super::audit::AuditEvent;
 use super::StoreError;
 use crate::secrets::HashKey;
 use shared::KeyRing;

@@ -7,6 +7,7 @@
 //! PostgreSQL, `disk` the embedded store on a full disk, `config` the configuration file.
 
 mod admin;
+mod audit;
 mod config;
 mod crash;
 mod disk;

@@ -26,9 +26,10 @@ use super::kek::{Kek, KekError};
 use super::keys::{KeyRecord, RetireOutcome, Rotated, RotationPlan};
 use super::revocation::{RevocationPage, Revoked};
 use super::{
-    AccessLifetime, Audit, AuditEvent, ClientChange, ClientRecord, Clients, Families, FamilyRevocation, HashKeyed,
-    KeyInfo, KeyState, OpenError, RefreshInfo, RefreshPolicy, Revocations, RotateOutcome,
-    SigningKeys, StoreError, Sweep, UserChange, UserRecord, Users, DEFAULT_ACCESS_TTL,
+    AccessLifetime, Audit, AuditEvent, ClientChange, ClientRecord, Clients, Families,
+    FamilyRevocation, HashKeyed, KeyInfo, KeyState, OpenError, RefreshInfo, RefreshPolicy,
+    Revocations, RotateOutcome, SigningKeys, StoreError, Sweep, UserChange, UserRecord, Users,
+    DEFAULT_ACCESS_TTL,
 };
 use crate::secrets::{self, HashKey};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};

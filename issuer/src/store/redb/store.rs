@@ -6,9 +6,9 @@ use crate::secrets::HashKey;
 use crate::store::keys::{RetireOutcome, Rotated};
 use crate::store::revocation::{RevocationPage, Revoked};
 use crate::store::{
-    AccessLifetime, Audit, AuditEvent, ClientChange, ClientRecord, Clients, Families, FamilyRevocation, HashKeyed,
-    KeyInfo, OpenError, RefreshInfo, RefreshPolicy, Revocations, RotateOutcome, SigningKeys,
-    StoreError, Sweep, UserChange, UserRecord, Users,
+    AccessLifetime, Audit, AuditEvent, ClientChange, ClientRecord, Clients, Families,
+    FamilyRevocation, HashKeyed, KeyInfo, OpenError, RefreshInfo, RefreshPolicy, Revocations,
+    RotateOutcome, SigningKeys, StoreError, Sweep, UserChange, UserRecord, Users,
 };
 use shared::KeyRing;
 use std::path::Path;

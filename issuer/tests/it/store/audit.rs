@@ -45,7 +45,11 @@ pub(crate) async fn audit_is_recorded_read_since_and_swept(b: Backend) {
     expected.push(last.clone());
     assert!(all.windows(2).all(|w| w[0].at <= w[1].at), "{all:?}");
     assert_eq!(sorted(all), sorted(expected.clone()));
-    assert_eq!(last.target.chars().count(), MAX_NAME_CHARS, "cut to its bound");
+    assert_eq!(
+        last.target.chars().count(),
+        MAX_NAME_CHARS,
+        "cut to its bound"
+    );
 
     let since = s.audit_since(200, usize::MAX).await.unwrap();
     assert_eq!(sorted(since), sorted(expected[1..].to_vec()));
