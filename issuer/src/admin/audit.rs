@@ -3,7 +3,7 @@
 //! read ([`read`]).
 
 use super::{AdminError, Command};
-use crate::store::audit::{client_view, keys_view, user_view};
+use crate::store::audit::{changed, client_view, keys_view, user_view};
 use crate::store::{AuditAction, AuditEvent, Store, StoreError};
 use serde_json::Value;
 
@@ -72,7 +72,8 @@ pub(super) async fn view(
     })
 }
 
-/// Records the change `action` of `subject` by `actor`, with its state `before` and now.
+/// Records the change `action` of `subject` by `actor`: what differs between its state `before`
+/// and now.
 pub(super) async fn record(
     store: &dyn Store,
     actor: &str,
@@ -81,7 +82,7 @@ pub(super) async fn record(
     now: u64,
 ) -> Result<(), AdminError> {
     let recorded = async {
-        let after = view(store, &subject, now).await?;
+        let (before, after) = changed(before, view(store, &subject, now).await?);
         let event = AuditEvent::new(now, actor, action, subject.name(), before, after);
         store.record_audit(&[event]).await
     };

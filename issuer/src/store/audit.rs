@@ -141,6 +141,26 @@ fn bound(v: Value) -> Value {
     }
 }
 
+/// Of two objects, only the fields that differ (`{"active":true}` → `{"active":false}`); any
+/// other pair of values as it is (an addition, a removal, a list).
+pub fn changed(before: Value, after: Value) -> (Value, Value) {
+    match (before, after) {
+        (Value::Object(mut b), Value::Object(mut a)) => {
+            let same: Vec<String> = b
+                .iter()
+                .filter(|(k, v)| a.get(*k) == Some(*v))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in &same {
+                b.remove(k);
+                a.remove(k);
+            }
+            (Value::Object(b), Value::Object(a))
+        }
+        pair => pair,
+    }
+}
+
 /// What the audit trail shows of a client: everything but its secret's hash.
 pub fn client_view(c: &ClientRecord) -> Value {
     json!({
@@ -190,6 +210,17 @@ mod tests {
         assert!(e.target.ends_with('…'));
         assert!(e.after.to_string().len() <= MAX_VALUE_BYTES);
         assert_eq!(e.before, Value::Null);
+    }
+
+    #[test]
+    fn changes_keep_only_what_differs() {
+        let (b, a) = changed(
+            json!({"active": true, "grants": ["password"]}),
+            json!({"active": false, "grants": ["password"]}),
+        );
+        assert_eq!((b, a), (json!({"active": true}), json!({"active": false})));
+        let (b, a) = changed(Value::Null, json!({"active": false}));
+        assert_eq!((b, a), (Value::Null, json!({"active": false})));
     }
 
     #[test]

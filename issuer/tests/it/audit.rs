@@ -181,6 +181,8 @@ fn assert_admin_events(events: &[Value], actor: &str, kek: bool) {
         true
     );
     let off = one(events, "client.deactivate", "tmp");
+    assert_eq!(off["before"], json!({"active": true}), "only what changed");
+    assert_eq!(off["after"], json!({"active": false}), "only what changed");
     assert_eq!(
         (
             off["before"]["active"].clone(),
