@@ -43,14 +43,14 @@ impl AuditLog {
 
     /// Queues `event`; if the queue is full it is dropped, logged and counted.
     pub fn record(&self, event: AuditEvent) {
+        let action = event.action;
         if let Err(e) = self.queue.try_send(Job::Event(event)) {
             self.dropped.inc();
-            let action = match &e {
-                mpsc::error::TrySendError::Full(Job::Event(ev))
-                | mpsc::error::TrySendError::Closed(Job::Event(ev)) => ev.action.as_str(),
-                _ => String::new(),
+            let why = match e {
+                mpsc::error::TrySendError::Full(_) => "the audit queue is full",
+                mpsc::error::TrySendError::Closed(_) => "the audit writer has stopped",
             };
-            tracing::error!(action, "audit queue full: event dropped");
+            tracing::error!(action = action.as_str(), "{why}: event dropped");
         }
     }
 
@@ -108,4 +108,78 @@ pub fn user_name(uid: u32) -> String {
 /// directly.
 pub fn process_user() -> String {
     user_name(nix::unistd::getuid().as_raw())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{AuditAction, StoreError};
+    use std::sync::Mutex;
+
+    /// A store that keeps what it is given, or fails every write.
+    #[derive(Default)]
+    struct Kept {
+        batches: Mutex<Vec<Vec<AuditEvent>>>,
+        fail: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl Audit for Kept {
+        async fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
+            if self.fail {
+                return Err(StoreError::Disk("full".into()));
+            }
+            self.batches.lock().unwrap().push(events.to_vec());
+            Ok(())
+        }
+        async fn audit_since(&self, _: u64, _: usize) -> Result<Vec<AuditEvent>, StoreError> {
+            Ok(vec![])
+        }
+        async fn sweep_audit(&self, _: u64) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+    }
+
+    fn event(at: u64) -> AuditEvent {
+        let null = serde_json::Value::Null;
+        AuditEvent::new(
+            at,
+            "app",
+            AuditAction::Impersonate,
+            "carol",
+            null.clone(),
+            null,
+        )
+    }
+
+    #[tokio::test]
+    async fn events_are_written_together_and_flushed() {
+        let store = Arc::new(Kept::default());
+        let dropped = Counter::default();
+        let log = AuditLog::spawn(store.clone(), dropped.clone());
+        for at in 0..50 {
+            log.record(event(at));
+        }
+        log.flush().await;
+        let batches = store.batches.lock().unwrap().clone();
+        let all: Vec<u64> = batches.iter().flatten().map(|e| e.at).collect();
+        assert_eq!(all, (0..50).collect::<Vec<_>>());
+        assert!(batches.len() < 5, "one write per 100 ms, not per event");
+        assert_eq!(dropped.get(), 0);
+    }
+
+    #[tokio::test]
+    async fn events_that_cannot_be_written_are_counted() {
+        let store = Arc::new(Kept {
+            fail: true,
+            ..Kept::default()
+        });
+        let dropped = Counter::default();
+        let log = AuditLog::spawn(store, dropped.clone());
+        for at in 0..3 {
+            log.record(event(at));
+        }
+        log.flush().await;
+        assert_eq!(dropped.get(), 3);
+    }
 }

@@ -363,7 +363,6 @@ impl App {
                     .await?
             }
             Grant::RefreshToken { refresh_token } => {
-                let family = self.store.hash_key().family_tag_of(&refresh_token);
                 match self
                     .refresh
                     .grant(&client_id, &client, refresh_token)
@@ -374,7 +373,7 @@ impl App {
                             .refresh(if retried { "retried" } else { "rotated" });
                         issue
                     }
-                    Refreshed::Refused(why) => {
+                    Refreshed::Refused(why, family) => {
                         return Err(self.refresh_refused(&client_id, why, family).await)
                     }
                 }
