@@ -91,13 +91,6 @@ pub(super) async fn record(
             "the change was made, but recording it in the audit trail failed: {e}"
         ))
     })?;
-    tracing::info!(
-        target: "audit",
-        actor,
-        action = action.as_str(),
-        target = subject.name(),
-        "admin change"
-    );
     Ok(())
 }
 
