@@ -413,3 +413,41 @@ async fn every_change_and_security_event_is_audited_on_postgres() {
     };
     scenario(&on, &server, true).await;
 }
+
+/// A trail of many megabytes crosses the admin socket in its one reply line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_trail_crosses_the_admin_socket() {
+    use issuer::store::prelude::*;
+    use issuer::store::{AuditAction, AuditEvent, RefreshPolicy};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let events: Vec<AuditEvent> = (0..20_000u64)
+        .map(|i| {
+            let target = format!("{i:0>250}");
+            let after = json!({ "claims": [["upn", "x".repeat(200)]] });
+            AuditEvent::new(
+                now() - 10,
+                "app",
+                AuditAction::Impersonate,
+                &target,
+                Value::Null,
+                after,
+            )
+        })
+        .collect();
+    {
+        let store =
+            issuer::store::redb::RedbStore::open(&dir, now(), RefreshPolicy::default()).unwrap();
+        store.record_audit(&events).await.unwrap();
+    }
+    // The server holds the database: `issuer audit` can only read through the socket.
+    let _server = Server::start(&dir, &[]);
+    let on = On {
+        dir: &dir,
+        store: vec![],
+    };
+    let (out, read) = on.audit(&[]);
+    assert!(out.len() > 8 << 20, "{} bytes", out.len());
+    assert_eq!(read.len(), events.len());
+    assert_eq!(read[19_999]["target"], events[19_999].target);
+}
