@@ -129,18 +129,17 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
         };
         let app = app.clone();
         tokio::spawn(async move {
-            let actor = match stream.peer_cred() {
-                Ok(cred) => crate::audit::user_name(cred.uid()),
-                Err(_) => "unknown".to_owned(),
-            };
+            let actor = stream.peer_cred().map(|c| crate::audit::user_name(c.uid()));
             let (read, mut write) = stream.into_split();
             let mut line = String::new();
             let mut reader = BufReader::new(read.take(admin::MAX_LINE as u64));
             let reply = match reader.read_line(&mut line).await {
                 Err(e) => Reply::Err(format!("reading the command: {e}")),
-                Ok(_) => match serde_json::from_str::<Command>(&line) {
-                    Err(e) => Reply::Err(format!("malformed command: {e}")),
-                    Ok(cmd) => run_admin(&app, cmd, &actor).await,
+                Ok(_) => match (serde_json::from_str::<Command>(&line), actor) {
+                    (Err(e), _) => Reply::Err(format!("malformed command: {e}")),
+                    // No command without its actor for the audit trail.
+                    (Ok(_), Err(e)) => Reply::Err(format!("the socket's peer is unknown: {e}")),
+                    (Ok(cmd), Ok(actor)) => run_admin(&app, cmd, &actor).await,
                 },
             };
             let mut text = serde_json::to_string(&reply).expect("reply serializes");
