@@ -216,3 +216,44 @@ async fn delay_is_capped() {
     }
     assert_eq!(go(&t, "x", None, 1000 + 199 * 400).await.err(), Some(300));
 }
+
+#[tokio::test]
+async fn a_failure_reports_the_back_off_it_engages_once() {
+    let t = throttle();
+    let ip: IpAddr = "10.0.0.7".parse().unwrap();
+    for now in 100..105 {
+        let a = go(&t, "dave", Some(ip), now).await.unwrap();
+        assert!(a.failed(now).await.unwrap().is_empty(), "free failures");
+    }
+    let blocked = go(&t, "dave", Some(ip), 105).await.unwrap();
+    let blocked = blocked.failed(105).await.unwrap();
+    assert_eq!(
+        blocked,
+        vec![Blocked {
+            subject: serde_json::json!({"user": "dave", "address": "10.0.0.7"}),
+            failures: 6,
+            until: 106,
+        }]
+    );
+    assert!(
+        go(&t, "dave", Some(ip), 105).await.is_err(),
+        "refused, not charged"
+    );
+    // Once the wait is over, the next failure blocks again: each block is reported, the attempts
+    // refused while it lasts are not.
+    let a = go(&t, "dave", Some(ip), 106).await.unwrap();
+    let again = a.failed(106).await.unwrap();
+    assert_eq!(again.len(), 1, "{again:?}");
+    // Guesses at many names from one address block the address once, on its 21st failure.
+    let t = throttle();
+    let mut engaged = Vec::new();
+    for (i, now) in (200..221).enumerate() {
+        let a = go(&t, &format!("user{i}"), Some(ip), now).await.unwrap();
+        engaged.extend(a.failed(now).await.unwrap());
+    }
+    assert_eq!(engaged.len(), 1, "{engaged:?}");
+    assert_eq!(
+        engaged[0].subject,
+        serde_json::json!({"address": "10.0.0.7"})
+    );
+}
