@@ -4,6 +4,7 @@
 //! - [`store`]: the state behind one narrow interface (clients, users, keys, refresh token
 //!   families), on redb or PostgreSQL.
 //! - [`admin`]: the administrative commands, run directly or through the server's Unix socket.
+//! - [`audit`]: recording the audit trail, and the names of its actors.
 //! - [`config`]: the configuration file of `issuer serve` and its `[directory]` table.
 //! - [`directory`]: sign-in of users from Active Directory or another LDAP directory.
 //! - [`server`]: the accept loop (plain or TLS), admin socket, sweep and graceful shutdown.
@@ -11,6 +12,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod audit;
 pub mod config;
 pub mod directory;
 pub mod http;

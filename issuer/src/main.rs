@@ -1,9 +1,10 @@
 //! `issuer`: the token server (`issuer serve`) and its administration (`issuer client|user|keys`,
-//! `issuer apply`, `issuer directory`).
+//! `issuer apply`, `issuer directory`, `issuer audit`).
 
 mod cmd_accounts;
 mod cmd_apply;
 mod cmd_apply_file;
+mod cmd_audit;
 mod cmd_directory;
 mod cmd_edges;
 mod serve_store;
@@ -124,6 +125,8 @@ enum Top {
     /// Diagnose the `[directory]` of a configuration file.
     #[command(subcommand)]
     Directory(cmd_directory::DirectoryCmd),
+    /// Print the audit trail: administrative changes and security events.
+    Audit(cmd_audit::AuditArgs),
 }
 
 #[derive(Args)]
@@ -204,6 +207,9 @@ struct Serve {
     /// after this long, seconds.
     #[arg(long, default_value_t = issuer::store::edges::EDGE_FORGET_AFTER, value_parser = clap::value_parser!(u64).range(5..=86_400))]
     edge_forget_after: u64,
+    /// Days the audit trail keeps an event; older ones are swept.
+    #[arg(long, default_value_t = issuer::app::AUDIT_RETENTION_DAYS, value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    audit_retention_days: u64,
 }
 
 /// Seconds `keys rotate` publishes a key before it signs by default: five polls of an edge
@@ -272,6 +278,7 @@ fn run((cli, file): (Cli, Option<issuer::config::ConfigFile>)) -> anyhow::Result
         }
         Top::Directory(cmd) => cmd_directory::run(cmd),
         Top::Edges { json, dir } => cmd_edges::list(&dir, json),
+        Top::Audit(args) => cmd_audit::run(&args),
         Top::Client { cmd, dir } => cmd_accounts::client(cmd, &dir),
         Top::User { cmd, dir } => cmd_accounts::user(cmd, &dir),
         Top::Apply { args, dir } => cmd_apply::run(args, &dir),
@@ -376,6 +383,7 @@ async fn serve_on(
         s.password_concurrency.unwrap_or(cpus),
     )
     .await?;
+    app.audit_retention = s.audit_retention_days * 86_400;
     if let Some(d) = s.directory {
         tracing::info!(urls = ?d.urls, kind = ?d.kind, "directory sign-in");
         app = app.with_directory(Arc::new(Directory::new(*d).map_err(anyhow::Error::msg)?));
@@ -399,7 +407,9 @@ async fn serve_on(
     tracing::info!(%addr, scheme, store = name, "issuer serving");
     println!("listening on {scheme}://{addr}");
     std::io::stdout().flush()?;
+    let audit = app.audit.clone();
     issuer::server::serve_http(app, listener, tls, issuer::server::shutdown_signal()).await;
+    audit.flush().await;
     if let Some(dir) = &data_dir {
         let _ = std::fs::remove_file(dir.join(admin::SOCKET_FILE));
     }
@@ -419,7 +429,12 @@ fn rotate_kek(args: &DataDir) -> anyhow::Result<()> {
     let Location::Postgres(url) = args.location()? else {
         bail!("rotate-kek is for the PostgreSQL store; the embedded store keeps its keys in 0600 files");
     };
-    let n = block_on(async { anyhow::Ok(args.connect(&url).await?.reseal().await?) })??;
+    let n = block_on(async {
+        let store = args.connect(&url).await?;
+        let n = store.reseal().await?;
+        cmd_audit::record_rotate_kek(store.as_ref(), n).await?;
+        anyhow::Ok(n)
+    })??;
     println!("{n} secrets re-sealed under the new key-encryption key; --previous-kek-file is no longer needed");
     Ok(())
 }

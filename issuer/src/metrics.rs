@@ -27,6 +27,7 @@ pub struct Metrics {
     latency: Histogram,
     edges: Gauge,
     edge_lag: Gauge,
+    audit_dropped: Counter,
 }
 
 impl Default for Metrics {
@@ -63,6 +64,12 @@ impl Default for Metrics {
             prometheus_client::registry::Unit::Seconds,
             edge_lag.clone(),
         );
+        let audit_dropped = Counter::default();
+        registry.register(
+            "audit_events_dropped",
+            "Security events not recorded in the audit trail (queue full or write failed)",
+            audit_dropped.clone(),
+        );
         Self {
             registry,
             requests,
@@ -70,6 +77,7 @@ impl Default for Metrics {
             latency,
             edges,
             edge_lag,
+            audit_dropped,
         }
     }
 }
@@ -104,6 +112,11 @@ impl Metrics {
     pub fn set_edges(&self, count: usize, lag: u64) {
         self.edges.set(i64::try_from(count).unwrap_or(i64::MAX));
         self.edge_lag.set(i64::try_from(lag).unwrap_or(i64::MAX));
+    }
+
+    /// The counter of audit events dropped ([`crate::audit::AuditLog`]).
+    pub fn audit_dropped(&self) -> Counter {
+        self.audit_dropped.clone()
     }
 
     /// Adds the directory's metrics (`issuer_directory_*`).

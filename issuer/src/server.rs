@@ -120,7 +120,8 @@ pub fn bind_admin_socket(dir: &Path) -> anyhow::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Answers admin commands on the socket, one JSON line each way per connection.
+/// Answers admin commands on the socket, one JSON line each way per connection. The audit trail
+/// names the operating-system user of the peer process, from the socket's credentials.
 pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -128,14 +129,17 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
         };
         let app = app.clone();
         tokio::spawn(async move {
+            let actor = stream.peer_cred().map(|c| crate::audit::user_name(c.uid()));
             let (read, mut write) = stream.into_split();
             let mut line = String::new();
             let mut reader = BufReader::new(read.take(admin::MAX_LINE as u64));
             let reply = match reader.read_line(&mut line).await {
                 Err(e) => Reply::Err(format!("reading the command: {e}")),
-                Ok(_) => match serde_json::from_str::<Command>(&line) {
-                    Err(e) => Reply::Err(format!("malformed command: {e}")),
-                    Ok(cmd) => run_admin(&app, cmd).await,
+                Ok(_) => match (serde_json::from_str::<Command>(&line), actor) {
+                    (Err(e), _) => Reply::Err(format!("malformed command: {e}")),
+                    // No command without its actor for the audit trail.
+                    (Ok(_), Err(e)) => Reply::Err(format!("the socket's peer is unknown: {e}")),
+                    (Ok(cmd), Ok(actor)) => run_admin(&app, cmd, &actor).await,
                 },
             };
             let mut text = serde_json::to_string(&reply).expect("reply serializes");
@@ -145,8 +149,8 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
     }
 }
 
-async fn run_admin(app: &Arc<App>, cmd: Command) -> Reply {
-    match admin::execute(app.store.as_ref(), &cmd, now()).await {
+async fn run_admin(app: &Arc<App>, cmd: Command, actor: &str) -> Reply {
+    match admin::execute_as(app.store.as_ref(), &cmd, now(), actor).await {
         // A listing changed nothing: nothing to reload.
         Ok(text) if !cmd.is_change() => Reply::Ok(text),
         Ok(text) => {
@@ -189,7 +193,8 @@ pub async fn flush_edges_forever(app: Arc<App>) {
     }
 }
 
-/// Sweeps expired refresh state and retired keys periodically.
+/// Sweeps expired refresh state, retired keys and audit events past their retention
+/// periodically.
 pub async fn sweep_forever(app: Arc<App>) {
     let mut tick = tokio::time::interval(SWEEP_EVERY);
     loop {
@@ -200,6 +205,12 @@ pub async fn sweep_forever(app: Arc<App>) {
             }
             Ok(_) => {}
             Err(e) => tracing::error!(error = e.to_string(), "sweep failed"),
+        }
+        let before = now().saturating_sub(app.audit_retention);
+        match app.store.sweep_audit(before).await {
+            Ok(n) if n > 0 => tracing::info!(removed = n, "swept the audit trail"),
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = e.to_string(), "audit trail sweep failed"),
         }
     }
 }

@@ -78,6 +78,29 @@ impl Subject {
     fn key(&self) -> String {
         serde_json::to_string(self).expect("subjects serialize")
     }
+
+    /// What the audit trail says of it.
+    fn describe(&self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            Self::UserAt(user, addr) => json!({ "user": user, "address": addr }),
+            Self::User(user) => json!({ "user": user }),
+            Self::Addr(addr) => json!({ "address": addr }),
+            Self::Directory(key) => json!({ "directory": key }),
+        }
+    }
+}
+
+/// A back-off engaged by a failure: the subject it blocks (a user name from an address, a user
+/// name, an address or a directory entry), its failures and until when it is blocked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Blocked {
+    /// The subject, as the audit trail records it.
+    pub subject: serde_json::Value,
+    /// Its failures so far.
+    pub failures: u32,
+    /// Blocked until (seconds since the epoch).
+    pub until: u64,
 }
 
 /// The throttle: its policy over a book.
@@ -115,8 +138,14 @@ impl Throttle {
         }
     }
 
-    /// Counts one failure of `subject` in its entry.
-    fn charge(&self, entries: &mut HashMap<String, Entry>, subject: &Subject, now: u64) {
+    /// Counts one failure of `subject` in its entry; the back-off it engaged, if this failure
+    /// blocked a subject that was free.
+    fn charge(
+        &self,
+        entries: &mut HashMap<String, Entry>,
+        subject: &Subject,
+        now: u64,
+    ) -> Option<Blocked> {
         let free = self.free(subject);
         let e = entries.entry(subject.key()).or_default();
         let directory = matches!(subject, Subject::Directory(_));
@@ -131,12 +160,18 @@ impl Throttle {
         }
         e.failures += 1;
         e.last_failure = now;
+        let was_free = e.blocked_until <= now;
         if directory && e.failures >= free {
             e.blocked_until = now + DIRECTORY_WAIT;
         } else if e.failures > free {
             let exp = (e.failures - free - 1).min(20);
             e.blocked_until = now + (self.policy.base_delay << exp).min(self.policy.max_delay);
         }
+        (was_free && e.blocked_until > now).then(|| Blocked {
+            subject: subject.describe(),
+            failures: e.failures,
+            until: e.blocked_until,
+        })
     }
 
     /// Gives `addr` one attempt back.
@@ -170,8 +205,10 @@ impl Throttle {
         .collect();
         let keys: Vec<String> = subjects.iter().map(Subject::key).collect();
         let mut wait = None;
+        let mut addr_blocked = None;
         self.book
             .update(&keys, now, &mut |entries| {
+                addr_blocked = None;
                 wait = keys
                     .iter()
                     .filter_map(|k| entries.get(k))
@@ -180,7 +217,7 @@ impl Throttle {
                     .max();
                 if wait.is_none() {
                     if let Some(a) = subjects.get(3) {
-                        self.charge(entries, a, now);
+                        addr_blocked = self.charge(entries, a, now);
                     }
                 }
             })
@@ -191,6 +228,7 @@ impl Throttle {
                 throttle: self,
                 user: user.to_owned(),
                 addr,
+                addr_blocked,
                 settled: false,
             }),
         })
@@ -225,20 +263,27 @@ pub struct Attempt<'a> {
     throttle: &'a Throttle,
     user: String,
     addr: Option<IpAddr>,
+    /// The back-off this attempt's charge engaged on its address (kept if it fails).
+    addr_blocked: Option<Blocked>,
     settled: bool,
 }
 
 impl Attempt<'_> {
     /// Wrong credentials, an unknown or a disabled user: the user's failures grow, from this
-    /// address and in total (the address keeps its charge).
-    pub async fn failed(self, now: u64) -> Result<(), StoreError> {
+    /// address and in total (the address keeps its charge). Returns the back-offs this attempt
+    /// engaged (the audit trail records them).
+    pub async fn failed(self, now: u64) -> Result<Vec<Blocked>, StoreError> {
         self.failed_with(now, None).await
     }
 
     /// A sign-in the directory refused (any reason, so a name that exists looks like one that
     /// does not): [`Attempt::failed`], and the directory counts of the name and, when the
     /// directory found one, of the entry `dn` grow too.
-    pub async fn failed_in_directory(self, now: u64, dn: Option<&str>) -> Result<(), StoreError> {
+    pub async fn failed_in_directory(
+        self,
+        now: u64,
+        dn: Option<&str>,
+    ) -> Result<Vec<Blocked>, StoreError> {
         self.failed_with(now, Some(dn)).await
     }
 
@@ -246,7 +291,7 @@ impl Attempt<'_> {
         mut self,
         now: u64,
         directory: Option<Option<&str>>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<Blocked>, StoreError> {
         self.settled = true;
         let t = self.throttle;
         let mut subjects = vec![
@@ -258,13 +303,18 @@ impl Attempt<'_> {
             subjects.extend(dn.map(|dn| Subject::Directory(dn_key(dn))));
         }
         let keys: Vec<String> = subjects.iter().map(Subject::key).collect();
+        let mut blocked = Vec::new();
         t.book
             .update(&keys, now, &mut |entries| {
-                for s in &subjects {
-                    t.charge(entries, s, now);
-                }
+                // Decided afresh each call: a book may run this again after a conflict.
+                blocked = subjects
+                    .iter()
+                    .filter_map(|s| t.charge(entries, s, now))
+                    .collect();
             })
-            .await
+            .await?;
+        blocked.extend(self.addr_blocked.take());
+        Ok(blocked)
     }
 
     /// Right credentials of an active user: the user's count from this address starts over and
@@ -354,221 +404,4 @@ impl Drop for Attempt<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    async fn go<'t>(
-        t: &'t Throttle,
-        user: &str,
-        addr: Option<IpAddr>,
-        now: u64,
-    ) -> Result<Attempt<'t>, u64> {
-        match t.attempt(user, addr, now).await.unwrap() {
-            Turn::Go(a) => Ok(a),
-            Turn::Wait(w) => Err(w),
-        }
-    }
-
-    async fn fail(t: &Throttle, user: &str, addr: Option<IpAddr>, now: u64) -> Result<(), u64> {
-        go(t, user, addr, now).await?.failed(now).await.unwrap();
-        Ok(())
-    }
-
-    #[tokio::test]
-    async fn a_lease_goes_to_one_taker_until_it_runs_out_and_charges_nobody() {
-        let t = Throttle::in_memory(ThrottlePolicy::default());
-        assert!(t.try_lease("recheck", 100, 59).await.unwrap());
-        assert!(!t.try_lease("recheck", 100, 59).await.unwrap(), "held");
-        assert!(
-            !t.try_lease("recheck", 158, 59).await.unwrap(),
-            "still held"
-        );
-        assert!(
-            t.try_lease("other", 158, 59).await.unwrap(),
-            "leases are by name"
-        );
-        assert!(t.try_lease("recheck", 159, 59).await.unwrap(), "ran out");
-        assert!(
-            go(&t, "recheck", None, 159).await.is_ok(),
-            "a user of that name is not held back"
-        );
-    }
-
-    /// Refused binds reach the directory at most [`DIRECTORY_FREE_FAILURES`] times in a row,
-    /// then one per [`DIRECTORY_WAIT`], from any number of addresses and under any spelling of
-    /// the name that finds the entry (case, UPN): with AD's counter reset after 10 minutes, its
-    /// count never passes 4 through the issuer. The grant asks [`Throttle::directory_wait`] of
-    /// the entry before it binds, as here.
-    #[tokio::test]
-    async fn refused_binds_stay_below_the_directory_lock_out() {
-        let t = Throttle::in_memory(ThrottlePolicy::default());
-        let names = ["alice", "Alice", "ALICE", "alice@media.test", "aLiCe"];
-        let mut reached = Vec::new();
-        let mut now = 1_000;
-        for i in 0..400u32 {
-            let addr = Some(IpAddr::from([10, 0, (i / 250) as u8, (i % 250) as u8]));
-            let name = names[i as usize % names.len()];
-            let Ok(a) = go(&t, name, addr, now).await else {
-                now += 15;
-                continue;
-            };
-            if t.directory_wait("uid=alice", now).await.unwrap().is_none() {
-                a.failed_in_directory(now, Some("uid=alice")).await.unwrap();
-                reached.push(now);
-            }
-            now += 15;
-        }
-        assert_eq!(&reached[..4], &[1_000, 1_015, 1_030, 1_045], "{reached:?}");
-        for (i, at) in reached.iter().enumerate() {
-            let in_window = reached[i..].iter().take_while(|t| **t < at + 600).count();
-            assert!(
-                in_window <= 4,
-                "{in_window} refused binds within 10 minutes from {at}"
-            );
-        }
-        assert!(
-            reached.len() >= 6,
-            "one every 15 minutes goes on: {reached:?}"
-        );
-        // An unknown name meets the same count (no entry, the name's own): 429 alike.
-        for k in 0..DIRECTORY_FREE_FAILURES {
-            let a = go(&t, "nobody", None, now + u64::from(k)).await.unwrap();
-            a.failed_in_directory(now, None).await.unwrap();
-        }
-        assert!(
-            go(&t, "NOBODY", None, now + 5).await.is_err(),
-            "held like a real name"
-        );
-        // Ordinary wrong passwords (a local user) are not held to it.
-        for _ in 0..5 {
-            fail(&t, "bob", None, now).await.unwrap();
-        }
-        // The real user's success starts the entry's count over.
-        let later = now + DIRECTORY_WAIT + 1;
-        let a = go(&t, "alice", None, later).await.unwrap();
-        a.succeeded_in_directory(later, "uid=alice").await.unwrap();
-        assert_eq!(t.directory_wait("uid=alice", later).await.unwrap(), None);
-    }
-
-    async fn succeed(t: &Throttle, user: &str, addr: Option<IpAddr>, now: u64) {
-        go(t, user, addr, now)
-            .await
-            .expect("not throttled")
-            .succeeded(now)
-            .await
-            .unwrap();
-    }
-
-    fn throttle() -> Throttle {
-        Throttle::in_memory(ThrottlePolicy::default())
-    }
-
-    #[tokio::test]
-    async fn backs_off_growing_then_forgives() {
-        let t = throttle();
-        let ip = Some("10.0.0.1".parse().unwrap());
-        for _ in 0..6 {
-            assert_eq!(fail(&t, "bob", ip, 100).await, Ok(()));
-        }
-        assert_eq!(
-            go(&t, "bob", ip, 100).await.err(),
-            Some(1),
-            "the sixth failure set a 1 s wait"
-        );
-        assert_eq!(fail(&t, "bob", ip, 101).await, Ok(()));
-        assert_eq!(
-            go(&t, "bob", ip, 101).await.err(),
-            Some(2),
-            "each further failure doubles it"
-        );
-        assert!(
-            go(&t, "alice", None, 101).await.is_ok(),
-            "other users are not affected"
-        );
-        succeed(&t, "bob", ip, 103).await;
-        assert!(go(&t, "bob", None, 103).await.is_ok());
-    }
-
-    #[tokio::test]
-    async fn an_address_is_charged_before_its_attempts_finish() {
-        let t = throttle();
-        let ip = Some("10.0.0.3".parse().unwrap());
-        // Nothing finishes: the free attempts and the one that sets the wait get through.
-        let mut in_flight = Vec::new();
-        for i in 0..100 {
-            if let Ok(a) = go(&t, &format!("user{i}"), ip, 50).await {
-                in_flight.push(a);
-            }
-        }
-        assert_eq!(in_flight.len(), 21);
-        // Abandoned (the clients went away): the address gets its charges back.
-        drop(in_flight);
-        for _ in 0..100 {
-            tokio::task::yield_now().await;
-        }
-        assert!(go(&t, "later", ip, 50).await.is_ok());
-    }
-
-    #[tokio::test]
-    async fn successes_cost_nothing() {
-        let t = throttle();
-        let ip = Some("10.0.0.4".parse().unwrap());
-        for i in 0..100 {
-            succeed(&t, "busy", ip, 50 + i).await;
-        }
-    }
-
-    #[tokio::test]
-    async fn address_is_throttled_across_users_and_refunded_on_success() {
-        let t = throttle();
-        let ip = Some("10.0.0.2".parse().unwrap());
-        for i in 0..21 {
-            assert!(fail(&t, &format!("user{i}"), ip, 50).await.is_ok());
-        }
-        assert!(go(&t, "fresh", ip, 50).await.is_err());
-        assert!(go(&t, "fresh", None, 50).await.is_ok());
-    }
-
-    #[tokio::test]
-    async fn a_guesser_elsewhere_does_not_lock_the_user_out() {
-        let t = throttle();
-        let attacker = Some("203.0.113.9".parse().unwrap());
-        let user = Some("198.51.100.7".parse().unwrap());
-        for _ in 0..6 {
-            assert_eq!(fail(&t, "bob", attacker, 100).await, Ok(()));
-        }
-        assert!(go(&t, "bob", attacker, 100).await.is_err());
-        succeed(&t, "bob", user, 100).await;
-        assert!(
-            go(&t, "bob", attacker, 100).await.is_err(),
-            "bob's success does not clear the attacker's back-off"
-        );
-    }
-
-    #[tokio::test]
-    async fn guesses_spread_over_addresses_are_bounded_per_user() {
-        let t = throttle();
-        // Each address stays within its free failures; the user's total does not.
-        let addr = |i: u32| Some(IpAddr::from([10, 1, (i / 250) as u8, (i % 250) as u8]));
-        for i in 0..51 {
-            assert_eq!(fail(&t, "carol", addr(i), 100).await, Ok(()), "guess {i}");
-        }
-        assert_eq!(go(&t, "carol", addr(1000), 100).await.err(), Some(1));
-        // A success of the attacker's own account does not reset carol's total.
-        succeed(&t, "mallory", addr(0), 100).await;
-        assert!(go(&t, "carol", addr(1001), 100).await.is_err());
-        assert!(
-            go(&t, "carol", addr(1001), 101).await.is_ok(),
-            "only a wait"
-        );
-    }
-
-    #[tokio::test]
-    async fn delay_is_capped() {
-        let t = throttle();
-        for i in 0..200 {
-            let _ = fail(&t, "x", None, 1000 + i * 400).await;
-        }
-        assert_eq!(go(&t, "x", None, 1000 + 199 * 400).await.err(), Some(300));
-    }
-}
+mod tests;

@@ -100,7 +100,8 @@ impl Command {
             | Self::KeysFilterConfig
             | Self::Edges
             | Self::KeysPublish
-            | Self::KeysPromote { .. } => Ok(()),
+            | Self::KeysPromote { .. }
+            | Self::AuditRead { .. } => Ok(()),
         }
     }
 }

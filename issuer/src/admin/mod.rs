@@ -12,11 +12,13 @@
 //! - [`input`]: the rules a command's names, roles and claims meet, checked by [`execute`]
 //!   whichever way the command came, and by the command line before it asks for a password;
 //! - `clients`, `users`, `keys`: what each command group does, its listings apart from its
-//!   changes.
+//!   changes;
+//! - `audit`: each change's record in the audit trail, and `issuer audit`'s read of it.
 
 use crate::store::{ClientChange, GrantKind, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
+mod audit;
 mod cli;
 mod clients;
 mod edges;
@@ -24,6 +26,7 @@ pub mod input;
 mod keys;
 mod users;
 
+pub use audit::MAX_READ as MAX_AUDIT_READ;
 pub use cli::{read_secret, run, send, Session};
 pub use clients::{ClientView, NewClient};
 pub use edges::{EdgeRow, EdgesReport};
@@ -132,6 +135,11 @@ pub enum Command {
         /// Key id.
         kid: u32,
     },
+    /// Read the audit trail from a time on (`issuer audit`); the reply is a JSON array.
+    AuditRead {
+        /// Seconds since the epoch.
+        since: u64,
+    },
 }
 
 impl Command {
@@ -147,6 +155,7 @@ impl Command {
                 | Self::KeysList
                 | Self::KeysFilterConfig
                 | Self::Edges
+                | Self::AuditRead { .. }
         )
     }
 
@@ -197,7 +206,8 @@ impl Command {
             | Self::UserListJson
             | Self::KeysList
             | Self::KeysFilterConfig
-            | Self::Edges => "read".into(),
+            | Self::Edges
+            | Self::AuditRead { .. } => "read".into(),
         }
     }
 }
@@ -235,12 +245,37 @@ fn found(ok: bool, what: &str, name: &str) -> Result<(), AdminError> {
     }
 }
 
-/// Executes `cmd` on `store` at time `now` and returns the text to print. The command's input is
-/// checked first ([`Command::check`]), whether it came from the command line or the socket. The
-/// listings only read; every other command is a change, written to the audit log once done.
+/// [`execute_as`] by the operating-system user of this process (a command run on the store
+/// directly).
 pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<String, AdminError> {
+    execute_as(store, cmd, now, &crate::audit::process_user()).await
+}
+
+/// Executes `cmd` on `store` at time `now` for `actor` and returns the text to print. The
+/// command's input is checked first ([`Command::check`]), whether it came from the command line
+/// or the socket. The listings only read; every other command is a change, recorded in the audit
+/// trail with the state of what it changed before and after, before this returns.
+pub async fn execute_as(
+    store: &dyn Store,
+    cmd: &Command,
+    now: u64,
+    actor: &str,
+) -> Result<String, AdminError> {
     cmd.check()?;
-    let out = match cmd {
+    let Some(change) = audit::record_of(cmd) else {
+        return run_command(store, cmd, now).await;
+    };
+    let before = audit::view(store, &change.1, now).await?;
+    let out = run_command(store, cmd, now).await?;
+    audit::record(store, actor, change, before, now).await?;
+    tracing::info!(target: "audit", actor, action = cmd.audit_label().as_str(), "admin change");
+    Ok(out)
+}
+
+/// Runs `cmd`, unaudited.
+async fn run_command(store: &dyn Store, cmd: &Command, now: u64) -> Result<String, AdminError> {
+    Ok(match cmd {
+        Command::AuditRead { since } => return audit::read(store, *since).await,
         Command::ClientList => return clients::list(store).await,
         Command::UserList => return users::list(store).await,
         Command::ClientListJson => return clients::list_json(store).await,
@@ -282,9 +317,7 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
         Command::KeysRetire { kid } => keys::retire(store, *kid, now).await?,
         Command::KeysPublish => edges::publish(store, now).await?,
         Command::KeysPromote { kid } => edges::promote(store, *kid, now).await?,
-    };
-    tracing::info!(target: "audit", action = cmd.audit_label().as_str(), "admin change");
-    Ok(out)
+    })
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ pub(super) struct PasswordGrant {
     pub(super) passwords: PasswordChecker,
     pub(super) throttle: Throttle,
     pub(super) turns: LoginTurns,
+    pub(super) audit: crate::audit::AuditLog,
 }
 
 impl PasswordGrant {
@@ -106,7 +107,7 @@ impl PasswordGrant {
                 } else {
                     "wrong user credentials"
                 };
-                Err(refuse(attempt, client_id, username, why).await)
+                Err(refuse(attempt, &self.audit, client_id, username, why).await)
             }
         }
     }
@@ -162,8 +163,11 @@ impl PasswordGrant {
             SignIn::Unavailable => return Err(ApiError::directory_unavailable()),
         };
         // Every refusal counts alike, so a name that exists looks like one that does not.
-        if let Err(e) = attempt.failed_in_directory(now(), dn.as_deref()).await {
-            return Err(ApiError::store(&e));
+        match attempt.failed_in_directory(now(), dn.as_deref()).await {
+            Ok(blocked) => {
+                super::audit_events::audit_blocked(&self.audit, client_id, username, blocked)
+            }
+            Err(e) => return Err(ApiError::store(&e)),
         }
         Err(refused(client_id, username, why))
     }
@@ -199,9 +203,16 @@ impl PasswordGrant {
 
 /// Settles `attempt` as failed (the back-off grows) and answers `invalid_grant`, alike for every
 /// reason, which is logged.
-async fn refuse(attempt: Attempt<'_>, client: &str, user: &str, why: &str) -> ApiError {
-    if let Err(e) = attempt.failed(now()).await {
-        return ApiError::store(&e);
+async fn refuse(
+    attempt: Attempt<'_>,
+    audit: &crate::audit::AuditLog,
+    client: &str,
+    user: &str,
+    why: &str,
+) -> ApiError {
+    match attempt.failed(now()).await {
+        Ok(blocked) => super::audit_events::audit_blocked(audit, client, user, blocked),
+        Err(e) => return ApiError::store(&e),
     }
     refused(client, user, why)
 }

@@ -5,6 +5,7 @@
 
 use super::directory_users::DirectoryUsers;
 use super::{now, ApiError, Issue};
+use crate::store::revocation::FAMILY_TAG_LEN;
 use crate::store::{ClientRecord, Families, GrantKind, HashKeyed, RefreshRejection, RotateOutcome};
 use shared::token::{Identity, SubjectKind};
 use std::sync::Arc;
@@ -26,8 +27,9 @@ pub(super) enum Refreshed {
         /// A retry inside the window.
         retried: bool,
     },
-    /// Refused: why (`invalid_grant` to the client; the family is revoked on reuse).
-    Refused(RefreshRejection),
+    /// Refused: why (`invalid_grant` to the client; the family is revoked on reuse), and the
+    /// tag of the token's family if it is a refresh token of this issuer.
+    Refused(RefreshRejection, Option<[u8; FAMILY_TAG_LEN]>),
 }
 
 impl RefreshGrant {
@@ -44,7 +46,7 @@ impl RefreshGrant {
             ));
         }
         if !self.directory_vouches(client_id, &refresh_token).await? {
-            return Ok(Refreshed::Refused(RefreshRejection::Inactive));
+            return Ok(Refreshed::Refused(RefreshRejection::Inactive, None));
         }
         let family = self.hash.hash_key().family_tag_of(&refresh_token);
         let outcome = self
@@ -54,7 +56,7 @@ impl RefreshGrant {
             .map_err(|e| ApiError::store(&e))?;
         let rotation = match outcome {
             RotateOutcome::Rotated(r) => r,
-            RotateOutcome::Refused(why) => return Ok(Refreshed::Refused(why)),
+            RotateOutcome::Refused(why) => return Ok(Refreshed::Refused(why, family)),
         };
         let identity = Identity {
             kind: SubjectKind::User,

@@ -6,6 +6,7 @@
 //! token endpoint mints it. Revocation and introspection are in [`revocation`], the edge feed in
 //! [`edge`]. This module imports only the store below it.
 
+mod audit_events;
 mod call;
 mod client_cache;
 mod directory_users;
@@ -64,6 +65,9 @@ pub struct Settings {
     pub shared_store: bool,
 }
 
+/// Days the audit trail keeps an event by default (`--audit-retention-days`).
+pub const AUDIT_RETENTION_DAYS: u64 = 365;
+
 /// The default of [`Settings::revocations_per_minute`].
 pub const REVOCATIONS_PER_MINUTE: u32 = 60;
 
@@ -88,6 +92,10 @@ pub struct App {
     store_answered_at: std::sync::atomic::AtomicU64,
     /// Metrics.
     pub metrics: Metrics,
+    /// The queue of security events to the audit trail.
+    pub audit: crate::audit::AuditLog,
+    /// How long the audit trail keeps an event (seconds; swept with the rest).
+    pub audit_retention: u64,
 }
 
 /// `/healthz` answers 200 while the store answered the key ring read within this many seconds
@@ -109,6 +117,8 @@ impl App {
             now(),
         );
         let revoke_budget = revoke_budget::RevokeBudget::new(settings.revocations_per_minute);
+        let metrics = Metrics::default();
+        let audit = crate::audit::AuditLog::spawn(store.clone(), metrics.audit_dropped());
         let password = flow_password::PasswordGrant {
             users: store.clone(),
             directory: None,
@@ -117,6 +127,7 @@ impl App {
             passwords: PasswordChecker::new(password_concurrency),
             throttle,
             turns: flow_password::LoginTurns::default(),
+            audit: audit.clone(),
         };
         let refresh = flow_refresh::RefreshGrant {
             families: store.clone(),
@@ -135,7 +146,9 @@ impl App {
             revoke_budget,
             edges: edge_book::EdgeBook::default(),
             store_answered_at: now().into(),
-            metrics: Metrics::default(),
+            metrics,
+            audit,
+            audit_retention: AUDIT_RETENTION_DAYS * 86_400,
         })
     }
 
@@ -366,8 +379,8 @@ impl App {
                             .refresh(if retried { "retried" } else { "rotated" });
                         issue
                     }
-                    Refreshed::Refused(why) => {
-                        return Err(self.refresh_refused(&client_id, why).await)
+                    Refreshed::Refused(why, family) => {
+                        return Err(self.refresh_refused(&client_id, why, family).await)
                     }
                 }
             }
@@ -386,14 +399,24 @@ impl App {
             .ok_or_else(|| ApiError::internal(&"no signing key"))?;
         let body = self.body(key, &client_id, issue.identity, iat, issue.family);
         let body = self.not_revoked(body)?;
-        Ok(self.token_response(self.sign(key, &body)?, issue.refresh))
+        let access = self.sign(key, &body)?;
+        if body.identity.kind == shared::token::SubjectKind::Impersonation {
+            self.audit_impersonation(&client_id, &body.identity);
+        }
+        Ok(self.token_response(access, issue.refresh))
     }
 
     /// The refusal of a refresh, counted; reuse revoked the family and its access tokens (in the
     /// store's transaction), which this issuer reads at once.
-    async fn refresh_refused(&self, client_id: &str, why: RefreshRejection) -> ApiError {
+    async fn refresh_refused(
+        &self,
+        client_id: &str,
+        why: RefreshRejection,
+        family: Option<[u8; FAMILY_TAG_LEN]>,
+    ) -> ApiError {
         self.metrics.refresh(why.reason());
         if why == RefreshRejection::ReuseDetected {
+            self.audit_reuse(client_id, family);
             tracing::warn!(target: "audit", client = client_id, "refresh token reuse: family revoked");
             self.reload_revocations().await;
         }

@@ -88,11 +88,19 @@ impl App {
                 .await
                 .map_err(|e| ApiError::store(&e))?;
             self.reload_revocations().await;
+            self.audit_revoked_access(&client_id, b);
             tracing::info!(target: "audit", client = client_id.as_str(), jti = b.jti_hex().as_str(), "access token revoked");
             return Ok(());
         }
+        // The user of a family still in use, for the audit trail (a revoked or unknown one adds
+        // no entry).
+        let mut live_user = None;
         if self.store.hash_key().verify_refresh(&token).is_some() {
             self.spend_revocation(&client_id)?;
+            live_user = (self.store.family_info(&token, now()).await)
+                .map_err(|e| ApiError::store(&e))?
+                .filter(|i| i.client == client_id)
+                .map(|i| i.user);
         }
         let revoked = self
             .store
@@ -104,6 +112,10 @@ impl App {
                 "the token was not issued to this client",
             )),
             FamilyRevocation::Revoked => {
+                if let Some(user) = &live_user {
+                    let family = self.store.hash_key().family_tag_of(&token);
+                    self.audit_revoked_family(&client_id, Some(user), family);
+                }
                 tracing::info!(target: "audit", client = client_id.as_str(), "refresh token family revoked");
                 // The store revoked the family's access tokens in the same transaction.
                 self.reload_revocations().await;

@@ -11,6 +11,7 @@
 //! an argument.
 
 pub mod accounts;
+pub mod audit;
 pub mod edges;
 pub mod error;
 pub mod family;
@@ -31,6 +32,7 @@ pub mod revocation {
 }
 
 pub use accounts::{ClientChange, ClientRecord, DirectoryLink, GrantKind, UserChange, UserRecord};
+pub use audit::{AuditAction, AuditEvent};
 pub use edges::EdgeReport;
 pub use error::{OpenError, StoreError};
 pub use keys::{
@@ -39,7 +41,7 @@ pub use keys::{
 };
 pub use location::{Location, PgFiles};
 pub use storage::{
-    AccessLifetime, Clients, Edges, Families, FamilyRevocation, HashKeyed, RefreshInfo,
+    AccessLifetime, Audit, Clients, Edges, Families, FamilyRevocation, HashKeyed, RefreshInfo,
     RefreshPolicy, RefreshRejection, Revocations, RotateOutcome, Rotation, SigningKeys, Store,
     Sweep, Users,
 };
@@ -48,7 +50,8 @@ pub use storage::{
 /// issuer::store::prelude::*`); through `dyn Store` they need no import.
 pub mod prelude {
     pub use super::storage::{
-        AccessLifetime, Clients, Edges, Families, HashKeyed, Revocations, SigningKeys, Sweep, Users,
+        AccessLifetime, Audit, Clients, Edges, Families, HashKeyed, Revocations, SigningKeys,
+        Sweep, Users,
     };
 }
 

@@ -6,6 +6,7 @@
 //! argument: the store has no clock of its own.
 
 use super::accounts::{ClientChange, ClientRecord, UserChange, UserRecord};
+use super::audit::AuditEvent;
 use super::edges::EdgeReport;
 use super::keys::{KeyInfo, PromoteOutcome, RetireOutcome, Rotated};
 use super::revocation::{RevocationPage, Revoked};
@@ -165,6 +166,18 @@ pub trait Sweep: Send + Sync {
     async fn sweep(&self, now: u64) -> Result<u64, StoreError>;
 }
 
+/// The audit trail ([`super::audit`]), kept for a retention the caller sweeps by.
+#[async_trait::async_trait]
+pub trait Audit: Send + Sync {
+    /// Records `events` in one durable write, in order.
+    async fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError>;
+    /// Events at or after `since` (seconds since the epoch), oldest first, at most `limit` of
+    /// them. A record that does not decode is logged and left out.
+    async fn audit_since(&self, since: u64, limit: usize) -> Result<Vec<AuditEvent>, StoreError>;
+    /// Deletes the events recorded before `before`; returns how many went.
+    async fn sweep_audit(&self, before: u64) -> Result<u64, StoreError>;
+}
+
 /// Every trait of the store at once: what a backend is.
 pub trait Store:
     Clients
@@ -176,6 +189,7 @@ pub trait Store:
     + Revocations
     + Edges
     + Sweep
+    + Audit
     + std::fmt::Debug
 {
 }
@@ -190,6 +204,7 @@ impl<T> Store for T where
         + Revocations
         + Edges
         + Sweep
+        + Audit
         + std::fmt::Debug
 {
 }

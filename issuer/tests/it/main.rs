@@ -8,6 +8,7 @@
 
 mod admin;
 mod apply;
+mod audit;
 mod config;
 mod crash;
 mod disk;

@@ -13,8 +13,10 @@ use issuer::store::{
 };
 use std::sync::Arc;
 
+mod audit;
 mod edges;
 mod restore;
+use audit::audit_is_recorded_read_since_and_swept;
 use edges::{a_held_key_signs_once_promoted, edges_are_kept_merged_and_forgotten};
 use restore::revocation_cursors_prove_the_history_they_belong_to;
 
@@ -585,4 +587,5 @@ conformance!(
     a_new_password_ends_older_families,
     edges_are_kept_merged_and_forgotten,
     a_held_key_signs_once_promoted,
+    audit_is_recorded_read_since_and_swept,
 );

@@ -13,6 +13,7 @@
 //!
 //! Refresh token operations are in [`refresh`].
 
+mod audit;
 mod edges;
 mod keys;
 mod records;
@@ -25,9 +26,9 @@ mod tls;
 use super::kek::{Kek, KekError};
 use super::revocation::{RevocationPage, Revoked};
 use super::{
-    AccessLifetime, ClientChange, ClientRecord, Clients, Families, FamilyRevocation, HashKeyed,
-    OpenError, RefreshInfo, RefreshPolicy, Revocations, RotateOutcome, StoreError, Sweep,
-    UserChange, UserRecord, Users, DEFAULT_ACCESS_TTL,
+    AccessLifetime, Audit, AuditEvent, ClientChange, ClientRecord, Clients, Families,
+    FamilyRevocation, HashKeyed, OpenError, RefreshInfo, RefreshPolicy, Revocations, RotateOutcome,
+    StoreError, Sweep, UserChange, UserRecord, Users, DEFAULT_ACCESS_TTL,
 };
 use crate::secrets::HashKey;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -419,5 +420,20 @@ impl Sweep for PgStore {
             keys + throttle
         })?;
         Ok(families + rest)
+    }
+}
+
+#[async_trait::async_trait]
+impl Audit for PgStore {
+    async fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
+        audit::record(self, events).await
+    }
+
+    async fn audit_since(&self, since: u64, limit: usize) -> Result<Vec<AuditEvent>, StoreError> {
+        audit::since(self, since, limit).await
+    }
+
+    async fn sweep_audit(&self, before: u64) -> Result<u64, StoreError> {
+        audit::sweep(self, before).await
     }
 }

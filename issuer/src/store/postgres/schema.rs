@@ -64,6 +64,9 @@ const MIGRATIONS: &[&str] = &[
     // The edges' last reports (`store::edges`), by node and VM.
     "CREATE TABLE IF NOT EXISTS edges (
          key TEXT PRIMARY KEY, last_seen BIGINT NOT NULL, report TEXT NOT NULL)",
+    // The audit trail (`store::audit`), by time and a random number.
+    "CREATE TABLE IF NOT EXISTS audit (
+         at BIGINT NOT NULL, id BIGINT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (at, id))",
 ];
 
 /// The row of `sealed_secrets` holding the hash key. Its name says that every client and user

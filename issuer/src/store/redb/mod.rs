@@ -10,6 +10,7 @@
 //! lost by a crash and two clients can never receive different successors of one token.
 
 mod accounts;
+mod audit;
 mod edges;
 pub mod journal;
 mod refresh;
@@ -47,6 +48,8 @@ const SETTINGS: TableDefinition<&str, u64> = TableDefinition::new("settings");
 const REVOCATIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("revocations");
 /// The edges' last reports by node and VM ([`crate::store::edges`]).
 const EDGES: TableDefinition<&str, &[u8]> = TableDefinition::new("edges");
+/// The audit trail by (time, number) ([`crate::store::audit`]).
+const AUDIT: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("audit");
 
 /// A table of JSON records by name, and its name for errors.
 type Records = (
@@ -259,6 +262,7 @@ impl RedbFile {
             tx.open_table(SETTINGS)?;
             tx.open_table(REVOCATIONS)?;
             tx.open_table(EDGES)?;
+            tx.open_table(AUDIT)?;
             let mut keys = tx.open_table(KEYS)?;
             if keys.is_empty()? {
                 let rec = KeyRecord {

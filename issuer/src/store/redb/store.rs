@@ -7,9 +7,9 @@ use crate::store::edges::EdgeReport;
 use crate::store::keys::{PromoteOutcome, RetireOutcome, Rotated};
 use crate::store::revocation::{RevocationPage, Revoked};
 use crate::store::{
-    AccessLifetime, ClientChange, ClientRecord, Clients, Edges, Families, FamilyRevocation,
-    HashKeyed, KeyInfo, OpenError, RefreshInfo, RefreshPolicy, Revocations, RotateOutcome,
-    SigningKeys, StoreError, Sweep, UserChange, UserRecord, Users,
+    AccessLifetime, Audit, AuditEvent, ClientChange, ClientRecord, Clients, Edges, Families,
+    FamilyRevocation, HashKeyed, KeyInfo, OpenError, RefreshInfo, RefreshPolicy, Revocations,
+    RotateOutcome, SigningKeys, StoreError, Sweep, UserChange, UserRecord, Users,
 };
 use shared::KeyRing;
 use std::path::Path;
@@ -232,5 +232,30 @@ impl Revocations for RedbStore {
 impl Sweep for RedbStore {
     async fn sweep(&self, now: u64) -> Result<u64, StoreError> {
         self.watch(self.writer.sweep(now).await)
+    }
+}
+
+#[async_trait::async_trait]
+impl Audit for RedbStore {
+    async fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
+        // A write with fsync: off the runtime's threads, as a revocation.
+        let file = self.file.clone();
+        let events = events.to_vec();
+        let recorded = tokio::task::spawn_blocking(move || file.record_audit(&events))
+            .await
+            .map_err(|_| StoreError::Stopped("audit task"))?;
+        self.watch(recorded)
+    }
+
+    async fn audit_since(&self, since: u64, limit: usize) -> Result<Vec<AuditEvent>, StoreError> {
+        self.watch(self.file.audit_since(since, limit))
+    }
+
+    async fn sweep_audit(&self, before: u64) -> Result<u64, StoreError> {
+        let file = self.file.clone();
+        let swept = tokio::task::spawn_blocking(move || file.sweep_audit(before))
+            .await
+            .map_err(|_| StoreError::Stopped("audit task"))?;
+        self.watch(swept)
     }
 }

@@ -1,0 +1,110 @@
+//! The audit trail of admin commands: what each change is called and what it changes
+//! ([`record_of`]), the public view of that before and after ([`view`]), and `issuer audit`'s
+//! read ([`read`]).
+
+use super::{AdminError, Command};
+use crate::store::audit::{changed, client_view, keys_view, user_view};
+use crate::store::{AuditAction, AuditEvent, Store, StoreError};
+use serde_json::Value;
+
+/// Most events one `issuer audit` returns; a reader that gets this many asks again from a later
+/// `--since`.
+pub const MAX_READ: usize = 100_000;
+
+/// What a change touches, whose state is recorded before and after it.
+pub(super) enum Subject {
+    Client(String),
+    User(String),
+    Keys,
+}
+
+impl Subject {
+    fn name(&self) -> &str {
+        match self {
+            Self::Client(id) => id,
+            Self::User(name) => name,
+            Self::Keys => "keys",
+        }
+    }
+}
+
+/// The action and subject of `cmd`, `None` for the commands that only read.
+pub(super) fn record_of(cmd: &Command) -> Option<(AuditAction, Subject)> {
+    use AuditAction as A;
+    let client = |id: &String| Subject::Client(id.clone());
+    let user = |name: &String| Subject::User(name.clone());
+    Some(match cmd {
+        Command::ClientAdd(c) => (A::ClientAdd, client(&c.id)),
+        Command::ClientActivate { id } => (A::ClientActivate, client(id)),
+        Command::ClientDeactivate { id } => (A::ClientDeactivate, client(id)),
+        Command::ClientRemove { id } => (A::ClientRemove, client(id)),
+        Command::UserAdd(u) => (A::UserAdd, user(&u.name)),
+        Command::UserDisable { name } => (A::UserDisable, user(name)),
+        Command::UserEnable { name } => (A::UserEnable, user(name)),
+        Command::UserPasswd { name, .. } => (A::UserPasswd, user(name)),
+        Command::UserRemove { name } => (A::UserRemove, user(name)),
+        Command::KeysRotate { .. } => (A::KeysRotate, Subject::Keys),
+        Command::KeysRetire { .. } => (A::KeysRetire, Subject::Keys),
+        Command::KeysPublish => (A::KeysPublish, Subject::Keys),
+        Command::KeysPromote { .. } => (A::KeysPromote, Subject::Keys),
+        Command::ClientUpdate { id, .. } => (A::ClientUpdate, client(id)),
+        Command::UserUpdate { name, .. } => (A::UserUpdate, user(name)),
+        Command::ClientList
+        | Command::ClientListJson
+        | Command::UserListJson
+        | Command::Edges
+        | Command::UserList
+        | Command::KeysList
+        | Command::KeysFilterConfig
+        | Command::AuditRead { .. } => return None,
+    })
+}
+
+/// The public state of `subject` at `now` (`null` if it does not exist): never a secret.
+pub(super) async fn view(
+    store: &dyn Store,
+    subject: &Subject,
+    now: u64,
+) -> Result<Value, StoreError> {
+    Ok(match subject {
+        Subject::Client(id) => store
+            .client(id)
+            .await?
+            .map_or(Value::Null, |c| client_view(&c)),
+        Subject::User(name) => store
+            .user(name)
+            .await?
+            .map_or(Value::Null, |u| user_view(&u)),
+        Subject::Keys => keys_view(&store.key_infos(now).await?),
+    })
+}
+
+/// Records the change `action` of `subject` by `actor`: what differs between its state `before`
+/// and now.
+pub(super) async fn record(
+    store: &dyn Store,
+    actor: &str,
+    (action, subject): (AuditAction, Subject),
+    before: Value,
+    now: u64,
+) -> Result<(), AdminError> {
+    let recorded = async {
+        let (before, after) = changed(before, view(store, &subject, now).await?);
+        let event = AuditEvent::new(now, actor, action, subject.name(), before, after);
+        store.record_audit(&[event]).await
+    };
+    recorded.await.map_err(|e| {
+        AdminError::Refused(format!(
+            "the change was made, but recording it in the audit trail failed: {e}"
+        ))
+    })?;
+    Ok(())
+}
+
+/// The events at or after `since`, oldest first (at most [`MAX_READ`]), as a JSON array of
+/// [`AuditEvent`]s: the reply the command line formats.
+pub(super) async fn read(store: &dyn Store, since: u64) -> Result<String, AdminError> {
+    let events = store.audit_since(since, MAX_READ).await?;
+    serde_json::to_string(&events)
+        .map_err(|e| AdminError::Refused(format!("encoding the audit trail: {e}")))
+}

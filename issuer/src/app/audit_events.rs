@@ -1,0 +1,114 @@
+//! The security events the endpoints decide, as audit trail entries queued on the
+//! [`crate::audit::AuditLog`] (`docs/operate.md`, "Audit trail"). The actor is the client of
+//! the request; the target the user where there is one. No token is recorded, only ids: an
+//! access token's `jti`, a refresh token family's tag (the prefix of its access tokens' ids).
+
+use super::{now, App};
+use crate::audit::AuditLog;
+use crate::store::revocation::FAMILY_TAG_LEN;
+use crate::store::{AuditAction, AuditEvent};
+use crate::throttle::Blocked;
+use serde_json::{json, Value};
+use shared::token::{Identity, TokenBody};
+
+impl App {
+    /// A rotated refresh token presented again: its family (`family`, its tag) is revoked.
+    pub(super) fn audit_reuse(&self, client: &str, family: Option<[u8; FAMILY_TAG_LEN]>) {
+        let tag = family.map(hex::encode);
+        let target = tag
+            .as_deref()
+            .map_or_else(String::new, |t| format!("family:{t}"));
+        self.audit.record(AuditEvent::new(
+            now(),
+            client,
+            AuditAction::RefreshReuse,
+            &target,
+            json!({ "family": tag, "revoked": false }),
+            json!({ "family": tag, "revoked": true }),
+        ));
+    }
+
+    /// A token minted for `client` impersonating `identity`.
+    pub(super) fn audit_impersonation(&self, client: &str, identity: &Identity) {
+        let claims: Vec<(&str, &str)> = identity
+            .claims
+            .iter()
+            .map(|c| (c.typ.as_str(), c.value.as_str()))
+            .collect();
+        let target = if identity.subject.is_empty() {
+            claims
+                .iter()
+                .map(|(t, v)| format!("{t}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        } else {
+            identity.subject.clone()
+        };
+        self.audit.record(AuditEvent::new(
+            now(),
+            client,
+            AuditAction::Impersonate,
+            &target,
+            Value::Null,
+            json!({ "subject": identity.subject, "roles": identity.roles, "claims": claims }),
+        ));
+    }
+
+    /// An access token revoked by its client (RFC 7009).
+    pub(super) fn audit_revoked_access(&self, client: &str, body: &TokenBody) {
+        let target = if body.identity.subject.is_empty() {
+            client
+        } else {
+            &body.identity.subject
+        };
+        self.audit.record(AuditEvent::new(
+            now(),
+            client,
+            AuditAction::Revoke,
+            target,
+            json!({ "token": "access", "jti": body.jti_hex(), "revoked": false }),
+            json!({ "token": "access", "jti": body.jti_hex(), "revoked": true }),
+        ));
+    }
+
+    /// A refresh token family (of `user`, if it was still usable) revoked by its client.
+    pub(super) fn audit_revoked_family(
+        &self,
+        client: &str,
+        user: Option<&str>,
+        family: Option<[u8; FAMILY_TAG_LEN]>,
+    ) {
+        let tag = family.map(hex::encode);
+        let target = user.map_or_else(
+            || format!("family:{}", tag.as_deref().unwrap_or_default()),
+            str::to_owned,
+        );
+        self.audit.record(AuditEvent::new(
+            now(),
+            client,
+            AuditAction::Revoke,
+            &target,
+            json!({ "token": "refresh", "family": tag, "revoked": false }),
+            json!({ "token": "refresh", "family": tag, "revoked": true }),
+        ));
+    }
+}
+
+/// The back-offs a failed sign-in of `user` at `client` engaged.
+pub(super) fn audit_blocked(log: &AuditLog, client: &str, user: &str, blocked: Vec<Blocked>) {
+    for b in blocked {
+        log.record(AuditEvent::new(
+            now(),
+            client,
+            AuditAction::BackOff,
+            user,
+            json!({ "subject": b.subject, "blocked": false }),
+            json!({
+                "subject": b.subject,
+                "blocked": true,
+                "failures": b.failures,
+                "until": b.until,
+            }),
+        ));
+    }
+}

@@ -1,0 +1,238 @@
+//! The audit trail's records: who changed what, when, with the values before and after
+//! (`docs/operate.md`, "Audit trail"). Administrative changes and the security events the issuer
+//! decides are recorded through [`super::Audit`]; `issuer audit` reads them back.
+//!
+//! A record never holds a secret: its values are built from the public parts of a record
+//! ([`client_view`], [`user_view`]), and every field is bounded ([`AuditEvent::new`]) since
+//! targets and claims may come from clients.
+
+use super::{ClientRecord, KeyInfo, UserRecord};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// Longest actor or target kept, in characters; longer ones are cut and end in `…`.
+pub const MAX_NAME_CHARS: usize = 256;
+/// Longest `before` or `after` kept, in bytes of JSON; a longer value is replaced by its first
+/// [`MAX_NAME_CHARS`] characters as a string ending in `…`.
+pub const MAX_VALUE_BYTES: usize = 4096;
+
+/// What happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AuditAction {
+    /// `issuer client add`.
+    #[serde(rename = "client.add")]
+    ClientAdd,
+    /// `issuer client activate`.
+    #[serde(rename = "client.activate")]
+    ClientActivate,
+    /// `issuer client deactivate`.
+    #[serde(rename = "client.deactivate")]
+    ClientDeactivate,
+    /// `issuer client remove`.
+    #[serde(rename = "client.remove")]
+    ClientRemove,
+    /// A change of a client's settings.
+    #[serde(rename = "client.update")]
+    ClientUpdate,
+    /// `issuer user add`.
+    #[serde(rename = "user.add")]
+    UserAdd,
+    /// `issuer user disable`.
+    #[serde(rename = "user.disable")]
+    UserDisable,
+    /// `issuer user enable`.
+    #[serde(rename = "user.enable")]
+    UserEnable,
+    /// `issuer user passwd`.
+    #[serde(rename = "user.passwd")]
+    UserPasswd,
+    /// `issuer user remove`.
+    #[serde(rename = "user.remove")]
+    UserRemove,
+    /// A change of a user's roles or claims.
+    #[serde(rename = "user.update")]
+    UserUpdate,
+    /// `issuer keys rotate`.
+    #[serde(rename = "keys.rotate")]
+    KeysRotate,
+    /// `issuer keys retire`.
+    #[serde(rename = "keys.retire")]
+    KeysRetire,
+    /// `issuer keys rotate --when-edges-ready`: a key published, held until promoted.
+    #[serde(rename = "keys.publish")]
+    KeysPublish,
+    /// `issuer keys rotate --when-edges-ready`: the held key signs, every edge holding it.
+    #[serde(rename = "keys.promote")]
+    KeysPromote,
+    /// `issuer keys rotate-kek`.
+    #[serde(rename = "keys.rotate_kek")]
+    KeysRotateKek,
+    /// A rotated refresh token presented again: its family was revoked.
+    #[serde(rename = "refresh.reuse")]
+    RefreshReuse,
+    /// A client credentials grant for an impersonated identity.
+    #[serde(rename = "token.impersonate")]
+    Impersonate,
+    /// An access token or refresh token family revoked through RFC 7009.
+    #[serde(rename = "token.revoke")]
+    Revoke,
+    /// A password sign-in subject became blocked by the back-off.
+    #[serde(rename = "login.backoff")]
+    BackOff,
+}
+
+impl AuditAction {
+    /// The action's name, as `issuer audit` prints it (`client.deactivate`).
+    pub fn as_str(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+}
+
+/// One entry of the audit trail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEvent {
+    /// When, in seconds since the epoch.
+    pub at: u64,
+    /// Who: the operating-system user of an admin command, or the client of a request.
+    pub actor: String,
+    /// What.
+    pub action: AuditAction,
+    /// To what: a client id, a user name, `keys`, a token family.
+    pub target: String,
+    /// The value before (`null` for an addition).
+    pub before: Value,
+    /// The value after (`null` for a removal).
+    pub after: Value,
+}
+
+impl AuditEvent {
+    /// An event, its actor, target and values cut to their bounds.
+    pub fn new(
+        at: u64,
+        actor: &str,
+        action: AuditAction,
+        target: &str,
+        before: Value,
+        after: Value,
+    ) -> Self {
+        Self {
+            at,
+            actor: cut(actor),
+            action,
+            target: cut(target),
+            before: bound(before),
+            after: bound(after),
+        }
+    }
+}
+
+fn cut(s: &str) -> String {
+    if s.chars().count() <= MAX_NAME_CHARS {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(MAX_NAME_CHARS - 1).collect();
+    out.push('…');
+    out
+}
+
+fn bound(v: Value) -> Value {
+    let text = v.to_string();
+    if text.len() <= MAX_VALUE_BYTES {
+        v
+    } else {
+        Value::String(cut(&text))
+    }
+}
+
+/// Of two objects, only the fields that differ (`{"active":true}` → `{"active":false}`); any
+/// other pair of values as it is (an addition, a removal, a list).
+pub fn changed(before: Value, after: Value) -> (Value, Value) {
+    match (before, after) {
+        (Value::Object(mut b), Value::Object(mut a)) => {
+            let same: Vec<String> = b
+                .iter()
+                .filter(|(k, v)| a.get(*k) == Some(*v))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in &same {
+                b.remove(k);
+                a.remove(k);
+            }
+            (Value::Object(b), Value::Object(a))
+        }
+        pair => pair,
+    }
+}
+
+/// What the audit trail shows of a client: everything but its secret's hash.
+pub fn client_view(c: &ClientRecord) -> Value {
+    json!({
+        "active": c.active,
+        "grants": c.grants,
+        "impersonate": c.impersonate,
+        "impersonate_claim_types": c.impersonate_claim_types,
+        "edge": c.edge,
+    })
+}
+
+/// What the audit trail shows of a user: everything but the password's hash, of which only
+/// when it last changed.
+pub fn user_view(u: &UserRecord) -> Value {
+    json!({
+        "disabled": u.disabled,
+        "roles": u.roles,
+        "claims": u.claims,
+        "password_changed_at": u.password_changed_at,
+        "directory": u.directory.as_ref().map(|d| &d.dn),
+    })
+}
+
+/// What the audit trail shows of the signing keys: each key's id and state (never its secret).
+pub fn keys_view(keys: &[KeyInfo]) -> Value {
+    keys.iter()
+        .map(|k| json!({"kid": k.kid, "state": k.state.as_str()}))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_fields_are_cut_to_their_bounds() {
+        let long = "x".repeat(10_000);
+        let e = AuditEvent::new(
+            1,
+            &long,
+            AuditAction::Impersonate,
+            &long,
+            Value::Null,
+            json!({ "claims": long }),
+        );
+        assert_eq!(e.actor.chars().count(), MAX_NAME_CHARS);
+        assert!(e.target.ends_with('…'));
+        assert!(e.after.to_string().len() <= MAX_VALUE_BYTES);
+        assert_eq!(e.before, Value::Null);
+    }
+
+    #[test]
+    fn changes_keep_only_what_differs() {
+        let (b, a) = changed(
+            json!({"active": true, "grants": ["password"]}),
+            json!({"active": false, "grants": ["password"]}),
+        );
+        assert_eq!((b, a), (json!({"active": true}), json!({"active": false})));
+        let (b, a) = changed(Value::Null, json!({"active": false}));
+        assert_eq!((b, a), (Value::Null, json!({"active": false})));
+    }
+
+    #[test]
+    fn actions_have_dotted_names() {
+        assert_eq!(AuditAction::ClientDeactivate.as_str(), "client.deactivate");
+        assert_eq!(AuditAction::KeysRotate.as_str(), "keys.rotate");
+        assert_eq!(AuditAction::RefreshReuse.as_str(), "refresh.reuse");
+    }
+}

@@ -1,0 +1,61 @@
+//! The audit trail on PostgreSQL: one row per event (`audit`), keyed by its time and a random
+//! number (no sequence: CockroachDB's rules, and no counter row that every issuer's events would
+//! contend on). Events of one second are read in the order of that number, not of recording.
+
+use super::{int, serializable, PgStore};
+use crate::store::{AuditEvent, StoreError};
+
+/// Records `events` in one transaction.
+pub(super) async fn record(store: &PgStore, events: &[AuditEvent]) -> Result<(), StoreError> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<(i64, i64, String)> = events
+        .iter()
+        .map(|e| (int(e.at), rand::random::<i64>(), super::to_json(e)))
+        .collect();
+    serializable!(store, |tx| {
+        for (at, id, record) in &rows {
+            tx.execute(
+                "INSERT INTO audit (at, id, record) VALUES ($1, $2, $3)",
+                &[at, id, record],
+            )
+            .await?;
+        }
+    })?;
+    Ok(())
+}
+
+/// Events at or after `since`, oldest first, at most `limit`.
+pub(super) async fn since(
+    store: &PgStore,
+    since: u64,
+    limit: usize,
+) -> Result<Vec<AuditEvent>, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let conn = store.connection().await?;
+    let rows = conn
+        .query(
+            "SELECT id, record FROM audit WHERE at >= $1 ORDER BY at, id LIMIT $2",
+            &[&int(since), &limit],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            let decoded = serde_json::from_str::<AuditEvent>(r.get(1)).ok();
+            if decoded.is_none() {
+                tracing::error!(id = r.get::<_, i64>(0), "an audit record does not decode");
+            }
+            decoded
+        })
+        .collect())
+}
+
+/// Deletes the events recorded before `before`.
+pub(super) async fn sweep(store: &PgStore, before: u64) -> Result<u64, StoreError> {
+    let conn = store.connection().await?;
+    Ok(conn
+        .execute("DELETE FROM audit WHERE at < $1", &[&int(before)])
+        .await?)
+}

@@ -1,0 +1,65 @@
+//! The audit trail in the redb file: entries keyed by (time, number), numbered from a counter in
+//! the settings (`audit_seq`), so reading from a time is a range and the sweep deletes a prefix.
+
+use super::{enc, RedbFile, AUDIT, SETTINGS};
+use crate::store::{AuditEvent, StoreError};
+use redb::ReadableTable;
+
+impl RedbFile {
+    /// Records `events` in one write transaction.
+    pub fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let tx = self.begin_write()?;
+        {
+            let mut settings = tx.open_table(SETTINGS)?;
+            let mut seq = settings.get("audit_seq")?.map_or(0, |v| v.value());
+            let mut t = tx.open_table(AUDIT)?;
+            for e in events {
+                seq += 1;
+                t.insert((e.at, seq), enc(e).as_slice())?;
+            }
+            settings.insert("audit_seq", seq)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Events at or after `since`, oldest first, at most `limit`.
+    pub fn audit_since(&self, since: u64, limit: usize) -> Result<Vec<AuditEvent>, StoreError> {
+        let tx = self.begin_read()?;
+        let t = tx.open_table(AUDIT)?;
+        let mut out = Vec::new();
+        for r in t.range((since, 0)..)? {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = r?;
+            match serde_json::from_slice::<AuditEvent>(v.value()) {
+                Ok(e) => out.push(e),
+                Err(_) => tracing::error!(seq = k.value().1, "an audit record does not decode"),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes the events recorded before `before`.
+    pub fn sweep_audit(&self, before: u64) -> Result<u64, StoreError> {
+        let tx = self.begin_write()?;
+        let mut removed = 0;
+        {
+            let mut t = tx.open_table(AUDIT)?;
+            let old: Vec<(u64, u64)> = t
+                .range(..(before, 0))?
+                .map(|r| r.map(|(k, _)| k.value()))
+                .collect::<Result<_, _>>()?;
+            for k in old {
+                t.remove(k)?;
+                removed += 1;
+            }
+        }
+        tx.commit()?;
+        Ok(removed)
+    }
+}
