@@ -55,7 +55,8 @@ pub fn list(dir: &DataDir, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The edges seen within [`RECENT`] of the report, or named in `also`, that do not hold `kid`.
+/// The edges seen within [`RECENT`] of the report, or named in `also` and not replaced since,
+/// that do not hold `kid`.
 fn lacking(r: &EdgesReport, kid: u32, also: &BTreeSet<String>) -> Vec<String> {
     let mut wanted: BTreeSet<String> = r.seen_within(RECENT).map(name).collect();
     wanted.extend(also.iter().cloned());
@@ -64,7 +65,7 @@ fn lacking(r: &EdgesReport, kid: u32, also: &BTreeSet<String>) -> Vec<String> {
         .filter(|n| {
             !r.edges
                 .iter()
-                .any(|e| &name(e) == n && e.kids.contains(&kid))
+                .any(|e| &name(e) == n && (e.kids.contains(&kid) || r.replaced(e)))
         })
         .collect()
 }
@@ -123,7 +124,16 @@ pub fn rotate_when_ready(dir: &DataDir, timeout: u64) -> anyhow::Result<()> {
     );
     let deadline = Instant::now() + Duration::from_secs(timeout);
     let held_by = loop {
-        let r = report(dir)?;
+        // A store that fails a moment (a database failover) does not end the wait.
+        let r = match report(dir) {
+            Ok(r) => r,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("issuer: reading the edges failed, trying again: {e:#}");
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let missing = lacking(&r, kid, &waited);
         if missing.is_empty() {
             let mut all: BTreeSet<String> = r.seen_within(RECENT).map(name).collect();

@@ -54,7 +54,7 @@ impl Default for Metrics {
         let edges = Gauge::default();
         registry.register(
             "edges",
-            "Edges (filter VMs with edge sync) that polled within the last 10 minutes",
+            "Edges (filter VMs with edge sync) held: those that polled within --edge-forget-after",
             edges.clone(),
         );
         let edge_lag = Gauge::default();

@@ -129,8 +129,30 @@ impl Checked {
 /// Checks `password` against `hash` of whichever scheme, in `memory`; a user without a hash of a
 /// known scheme (none set) is checked against `dummy`, for the same work, and is wrong.
 fn check_with(password: &str, hash: &str, dummy: &str, memory: &mut Vec<Block>) -> Checked {
+    let checked = check_any(password, hash, dummy, memory);
+    // An imported Argon2id hash may take more memory than ours: the pooled buffer goes back to
+    // this server's size, so the pool stays `concurrency` × 19 MiB.
+    let ours = params().block_count();
+    if memory.len() > ours {
+        memory.truncate(ours);
+        memory.shrink_to_fit();
+    }
+    checked
+}
+
+/// The PHC prefix of this server's Argon2id hashes ([`params`]).
+const OUR_ARGON2: &str = "$argon2id$v=19$m=19456,t=2,p=1$";
+
+fn check_any(password: &str, hash: &str, dummy: &str, memory: &mut Vec<Block>) -> Checked {
     match PasswordScheme::of(hash) {
-        Some(PasswordScheme::Argon2id) if verify_with(password, hash, memory) => Checked::Right,
+        Some(PasswordScheme::Argon2id) if verify_with(password, hash, memory) => {
+            if hash.starts_with(OUR_ARGON2) {
+                Checked::Right
+            } else {
+                // Imported with other parameters: made again with ours.
+                hash_with(password, memory).map_or(Checked::Right, Checked::Upgrade)
+            }
+        }
         Some(PasswordScheme::Bcrypt | PasswordScheme::Pbkdf2Sha256)
             if schemes::verify_imported(password, hash) =>
         {
@@ -216,7 +238,7 @@ mod tests {
     #[test]
     fn hash_and_verify() {
         let h = hash_password("correct horse");
-        assert!(h.starts_with("$argon2id$"));
+        assert!(h.starts_with(OUR_ARGON2), "{h}");
         assert!(verify_password("correct horse", &h));
         assert!(!verify_password("wrong", &h));
         assert!(!verify_password("x", "not a phc string"));
@@ -286,5 +308,31 @@ mod tests {
         assert!(verify_password("pw", &new) && !verify_password("no", &new));
         assert_eq!(checker.check(pw(), Some(new)).await, Checked::Right);
         assert_eq!(checker.buffers(), 1);
+    }
+
+    #[test]
+    fn an_argon2id_hash_of_other_parameters_is_upgraded_and_its_memory_given_back() {
+        let salt = SaltString::encode_b64(&[9; 16]).unwrap();
+        let theirs = Argon2::new(
+            Algorithm::Argon2id,
+            Version::V0x13,
+            Params::new(32 * 1024, 3, 1, None).unwrap(),
+        )
+        .hash_password(b"pw", &salt)
+        .unwrap()
+        .to_string();
+        assert_eq!(check_hash(&theirs), Ok(PasswordScheme::Argon2id));
+        let mut memory = Vec::new();
+        let dummy = hash_password("dummy");
+        let Checked::Upgrade(ours) = check_with("pw", &theirs, &dummy, &mut memory) else {
+            panic!("not upgraded");
+        };
+        assert!(ours.starts_with(OUR_ARGON2) && verify_password("pw", &ours));
+        assert_eq!(memory.len(), params().block_count(), "back to 19 MiB");
+        assert_eq!(
+            check_with("no", &theirs, &dummy, &mut memory),
+            Checked::Wrong
+        );
+        assert_eq!(check_with("pw", &ours, &dummy, &mut memory), Checked::Right);
     }
 }

@@ -129,7 +129,16 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
         };
         let app = app.clone();
         tokio::spawn(async move {
-            let actor = stream.peer_cred().map(|c| crate::audit::user_name(c.uid()));
+            // The user database may be NSS over the network: off the runtime's threads.
+            let actor = match stream.peer_cred() {
+                Ok(c) => {
+                    let uid = c.uid();
+                    tokio::task::spawn_blocking(move || crate::audit::user_name(uid))
+                        .await
+                        .map_err(|e| std::io::Error::other(e.to_string()))
+                }
+                Err(e) => Err(e),
+            };
             let (read, mut write) = stream.into_split();
             let mut line = String::new();
             let mut reader = BufReader::new(read.take(admin::MAX_LINE as u64));
@@ -150,19 +159,20 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
 }
 
 async fn run_admin(app: &Arc<App>, cmd: Command, actor: &str) -> Reply {
-    match admin::execute_as(app.store.as_ref(), &cmd, now(), actor).await {
-        // A listing changed nothing: nothing to reload.
-        Ok(text) if !cmd.is_change() => Reply::Ok(text),
-        Ok(text) => {
-            app.clients_changed();
-            app.reload_revocations().await;
-            if cmd.changes_keys() {
-                if let Err(e) = app.reload_keys().await {
-                    return Reply::Err(format!("the key was rotated, but reloading failed: {e}"));
-                }
+    let done = admin::execute_as(app.store.as_ref(), &cmd, now(), actor).await;
+    // A listing changed nothing. A change is reloaded even when it failed: it may have been made
+    // before the failure (its audit record failed to be written).
+    if cmd.is_change() {
+        app.clients_changed();
+        app.reload_revocations().await;
+        if cmd.changes_keys() {
+            if let Err(e) = app.reload_keys().await {
+                return Reply::Err(format!("the key was rotated, but reloading failed: {e}"));
             }
-            Reply::Ok(text)
         }
+    }
+    match done {
+        Ok(text) => Reply::Ok(text),
         Err(e) => Reply::Err(e.to_string()),
     }
 }

@@ -15,7 +15,9 @@ pub struct EdgeRow {
     pub vm: String,
     /// The edge client it polls as.
     pub client: String,
-    /// When it last polled (seconds since the epoch).
+    /// When it was first seen (seconds since the epoch).
+    pub first_seen: u64,
+    /// When it last polled.
     pub last_seen: u64,
     /// The key ring version it holds, if any yet.
     pub keys_version: Option<String>,
@@ -51,10 +53,20 @@ impl EdgesReport {
         self.next.or(self.signing)
     }
 
-    /// The edges seen within `seconds` of the report.
+    /// The edges seen within `seconds` of the report, but those replaced.
     pub fn seen_within(&self, seconds: u64) -> impl Iterator<Item = &EdgeRow> {
         let since = self.now.saturating_sub(seconds);
-        self.edges.iter().filter(move |e| e.last_seen >= since)
+        self.edges
+            .iter()
+            .filter(move |e| e.last_seen >= since && !self.replaced(e))
+    }
+
+    /// True if `e` was replaced: its node has a VM first seen after `e` was last seen. Envoy makes
+    /// new VMs when it restarts or its plugin configuration changes; the old ones poll no more.
+    pub fn replaced(&self, e: &EdgeRow) -> bool {
+        self.edges
+            .iter()
+            .any(|o| o.node == e.node && o.vm != e.vm && o.first_seen > e.last_seen)
     }
 }
 
@@ -73,6 +85,7 @@ pub(super) async fn report(store: &dyn Store, now: u64) -> Result<String, AdminE
             node: e.node,
             vm: e.vm,
             client: e.client,
+            first_seen: e.first_seen,
             last_seen: e.last_seen,
             keys_version: e.keys_version,
             kids: e.kids,

@@ -2,7 +2,7 @@
 //! filter's configuration with the current key ring.
 
 use super::{refused, AdminError};
-use crate::store::{KeyInfo, RetireOutcome, Store};
+use crate::store::{KeyInfo, RetireOutcome, Store, HELD};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
@@ -41,14 +41,22 @@ pub(super) async fn list(store: &dyn Store, now: u64) -> Result<String, AdminErr
 
 fn key_table(keys: &[KeyInfo]) -> String {
     let mut out = String::from("KID  STATE      CREATED     SIGNS-FROM  SUPERSEDED  RETIRES\n");
-    let opt = |v: Option<u64>| v.map_or("-".to_string(), |t| t.to_string());
+    // A held key's times lie `HELD` ahead: it signs, and its predecessor stops, when promoted.
+    let time = |t: u64| {
+        if t >= HELD {
+            "held".to_string()
+        } else {
+            t.to_string()
+        }
+    };
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), time);
     for k in keys {
         out += &format!(
             "{:<4} {:<10} {:<11} {:<11} {:<11} {}\n",
             k.kid,
             k.state,
             k.created_at,
-            k.signs_from,
+            time(k.signs_from),
             opt(k.superseded_at),
             opt(k.retires_at)
         );

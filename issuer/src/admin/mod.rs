@@ -267,8 +267,8 @@ pub async fn execute_as(
     };
     let before = audit::view(store, &change.1, now).await?;
     let out = run_command(store, cmd, now).await?;
-    audit::record(store, actor, change, before, now).await?;
     tracing::info!(target: "audit", actor, action = cmd.audit_label().as_str(), "admin change");
+    audit::record(store, actor, change, before, now).await?;
     Ok(out)
 }
 

@@ -47,8 +47,9 @@ pub struct EdgeBook {
 
 impl EdgeBook {
     /// Notes the poll of edge `node`/`vm` at `now`. An edge is known to hold the key ids of the
-    /// ring it says it holds when that is the ring served; it holds everything when it also holds
-    /// the latest revocation.
+    /// ring it says it holds when that is the ring served. It held everything this issuer had at
+    /// its previous poll here when its cursor reaches the latest revocation then (what that poll's
+    /// answer brought it; revocations made since are on their way), and its ring is current.
     pub fn note(&self, (node, vm): (&str, &str), poll: Poll<'_>, now: u64) {
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
         let key = format!("{node}\n{vm}");
@@ -57,7 +58,11 @@ impl EdgeBook {
         if prev.is_none() && seen.len() >= MAX_EDGES {
             return;
         }
-        let synced = current && poll.cursor >= poll.latest;
+        let synced_as_of = match prev {
+            _ if current && poll.cursor >= poll.latest => Some(now),
+            Some(p) if current && poll.cursor >= p.latest => Some(p.last_seen),
+            _ => None,
+        };
         let report = EdgeReport {
             node: node.into(),
             vm: vm.into(),
@@ -72,11 +77,7 @@ impl EdgeBook {
             },
             cursor: poll.cursor,
             latest: poll.latest,
-            synced_at: if synced {
-                Some(now)
-            } else {
-                prev.and_then(|p| p.synced_at)
-            },
+            synced_at: synced_as_of.max(prev.and_then(|p| p.synced_at)),
         };
         seen.insert(key, (report, true));
     }
@@ -129,11 +130,20 @@ mod tests {
         book.note(id, poll(Some("v2"), 7), 102);
         let r = &book.take_changed(0)[0];
         assert_eq!((r.synced_at, r.first_seen, r.lag(110)), (Some(102), 100, 8));
+        // Revocations keep coming, one a poll: the edge always lacks the newest, yet holds what
+        // each previous answer brought it, so it counts as in sync as of its previous poll.
+        let busy = |cursor, latest| Poll {
+            latest,
+            ..poll(Some("v2"), cursor)
+        };
+        book.note(id, busy(7, 8), 103);
+        book.note(id, busy(8, 9), 104);
+        assert_eq!(book.take_changed(0)[0].synced_at, Some(103));
         // A ring this issuer has not served: which keys it holds is not known.
-        book.note(id, poll(Some("v3"), 7), 103);
+        book.note(id, poll(Some("v3"), 7), 105);
         let r = &book.take_changed(0)[0];
-        assert_eq!((r.kids.clone(), r.synced_at), (vec![], Some(102)));
-        assert!(book.take_changed(104).is_empty());
+        assert_eq!((r.kids.clone(), r.synced_at), (vec![], Some(103)));
+        assert!(book.take_changed(106).is_empty());
         assert!(book.seen.lock().unwrap().is_empty(), "forgotten");
     }
 

@@ -97,8 +97,10 @@ impl App {
         let mut live_user = None;
         if self.store.hash_key().verify_refresh(&token).is_some() {
             self.spend_revocation(&client_id)?;
+            // Best effort: the audit entry's target never stands in the way of the revocation.
             live_user = (self.store.family_info(&token, now()).await)
-                .map_err(|e| ApiError::store(&e))?
+                .ok()
+                .flatten()
                 .filter(|i| i.client == client_id)
                 .map(|i| i.user);
         }

@@ -5,10 +5,11 @@
 //!
 //! An imported hash must meet these bounds, so no weak hash comes in and no hash makes a sign-in
 //! cost more than a few seconds:
-//! - Argon2id, version 0x13: memory 7 to 256 MiB and memory × passes at least 35 MiB (the weakest
-//!   line of the OWASP table: 7 MiB × 5), 1 to 16 passes and lanes;
-//! - bcrypt `$2b$`: cost 10 to 16;
-//! - PBKDF2-SHA256: 100 000 to 10 000 000 iterations, a salt of at least 8 bytes, a 32-byte hash.
+//! - Argon2id, version 0x13: memory 7 to 64 MiB and memory × passes at least 35 MiB (the weakest
+//!   line of the OWASP table: 7 MiB × 5), 1 to 10 passes, 1 to 16 lanes; one with other
+//!   parameters than this server's is replaced by its own Argon2id at the first sign-in too;
+//! - bcrypt `$2b$`: cost 10 to 14;
+//! - PBKDF2-SHA256: 100 000 to 2 000 000 iterations, a salt of at least 8 bytes, a 32-byte hash.
 
 use argon2::password_hash::{PasswordHash, PasswordVerifier};
 use std::str::FromStr;
@@ -84,19 +85,19 @@ pub fn check_hash(hash: &str) -> Result<PasswordScheme, HashError> {
                 return Err(malformed);
             }
             let (m, t) = (p.m_cost(), p.t_cost());
-            if !(7 * 1024..=256 * 1024).contains(&m) || m.saturating_mul(t) < 35 * 1024 {
+            if !(7 * 1024..=64 * 1024).contains(&m) || m.saturating_mul(t) < 35 * 1024 {
                 return Err(bound(
-                    "memory below 7 MiB, above 256 MiB, or memory × passes below 35 MiB",
+                    "memory below 7 MiB, above 64 MiB, or memory × passes below 35 MiB",
                 ));
             }
-            if t > 16 || p.p_cost() > 16 {
-                return Err(bound("more than 16 passes or lanes"));
+            if t > 10 || p.p_cost() > 16 {
+                return Err(bound("more than 10 passes or 16 lanes"));
             }
         }
         PasswordScheme::Bcrypt => {
             let parts = bcrypt::HashParts::from_str(hash).map_err(|_| malformed)?;
-            if !(10..=16).contains(&parts.get_cost()) {
-                return Err(bound("a cost outside 10 to 16"));
+            if !(10..=14).contains(&parts.get_cost()) {
+                return Err(bound("a cost outside 10 to 14"));
             }
         }
         PasswordScheme::Pbkdf2Sha256 => {
@@ -107,8 +108,8 @@ pub fn check_hash(hash: &str) -> Result<PasswordScheme, HashError> {
             };
             let mut buf = [0u8; 64];
             let salt_len = salt.decode_b64(&mut buf).map_err(|_| malformed)?.len();
-            if !(100_000..=10_000_000).contains(&p.rounds) {
-                return Err(bound("iterations outside 100000 to 10000000"));
+            if !(100_000..=2_000_000).contains(&p.rounds) {
+                return Err(bound("iterations outside 100000 to 2000000"));
             }
             if salt_len < 8 || out.len() != 32 || p.output_length != 32 {
                 return Err(bound("a salt under 8 bytes or a hash not of 32 bytes"));

@@ -347,7 +347,7 @@ fn broken_files(dir: &Path, store: &[String], tmp: &Path) {
         (
             &format!("[[user]]\nname = \"u\"\npassword_hash = \"{weak}\"\n"),
             3,
-            "cost outside 10 to 16",
+            "cost outside 10 to 14",
         ),
         (
             "[[user]]\nname = \"u\"\npassword_hash = \"$1$md5$x\"\n",

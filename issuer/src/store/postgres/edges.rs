@@ -6,8 +6,14 @@ use crate::store::edges::{retained, EdgeReport, MAX_EDGES};
 use crate::store::{Edges, StoreError};
 use std::collections::HashMap;
 
-fn decode(report: &str) -> Result<EdgeReport, StoreError> {
-    serde_json::from_str(report).map_err(|_| StoreError::Corrupt("edges"))
+/// An edge's report; one that does not decode is logged and left out (it is rewritten at the
+/// edge's next poll, or forgotten).
+fn decode(report: &str) -> Option<EdgeReport> {
+    let decoded = serde_json::from_str(report).ok();
+    if decoded.is_none() {
+        tracing::error!("an edge's report does not decode");
+    }
+    decoded
 }
 
 #[async_trait::async_trait]
@@ -17,12 +23,20 @@ impl Edges for PgStore {
         reports: Vec<EdgeReport>,
         forget_before: u64,
     ) -> Result<(), StoreError> {
+        let mut reports = reports;
+        // In the order of their rows, so two issuers lock the rows they share in the same order.
+        reports.sort_by_key(EdgeReport::key);
         let keys: Vec<String> = reports.iter().map(EdgeReport::key).collect();
-        // READ COMMITTED with the rows locked: issuers that write reports of one edge at once
-        // wait for each other, instead of failing as two serializable transactions would.
+        // READ COMMITTED (not the pool's SERIALIZABLE) with the rows locked: issuers that write
+        // reports of one edge at once wait for each other, instead of one failing and retrying
+        // at every flush, and the pruning scans conflict with nothing.
         retrying!(self, |conn| {
             let mut conn = conn;
-            let tx = conn.transaction().await?;
+            let tx = conn
+                .build_transaction()
+                .isolation_level(tokio_postgres::IsolationLevel::ReadCommitted)
+                .start()
+                .await?;
             let mut stored = HashMap::new();
             for r in tx
                 .query(
@@ -31,7 +45,9 @@ impl Edges for PgStore {
                 )
                 .await?
             {
-                stored.insert(r.get::<_, String>(0), decode(r.get(1))?);
+                if let Some(report) = decode(r.get(1)) {
+                    stored.insert(r.get::<_, String>(0), report);
+                }
             }
             let (mut last_seen, mut rows) = (Vec::new(), Vec::new());
             for (report, key) in reports.iter().zip(&keys) {
@@ -74,9 +90,10 @@ impl Edges for PgStore {
                 .await?;
             let mut all = Vec::new();
             for r in rows {
-                let mut report = decode(r.get(0))?;
-                report.last_seen = uint(r.get(1));
-                all.push(report);
+                if let Some(mut report) = decode(r.get(0)) {
+                    report.last_seen = uint(r.get(1));
+                    all.push(report);
+                }
             }
             retained(&mut all, 0);
             all

@@ -26,11 +26,21 @@ impl RedbFile {
                 t.insert(key.as_str(), enc(&report).as_slice())?;
             }
             let mut all = Vec::new();
+            let mut damaged = Vec::new();
             for r in t.iter()? {
-                let (_, v) = r?;
-                all.push(dec::<EdgeReport>(v.value(), "edges")?);
+                let (k, v) = r?;
+                match dec::<EdgeReport>(v.value(), "edges") {
+                    Ok(e) => all.push(e),
+                    Err(_) => damaged.push(k.value().to_owned()),
+                }
             }
-            for key in retained(&mut all, forget_before) {
+            if !damaged.is_empty() {
+                tracing::error!(
+                    count = damaged.len(),
+                    "edge reports that do not decode, dropped"
+                );
+            }
+            for key in retained(&mut all, forget_before).into_iter().chain(damaged) {
                 t.remove(key.as_str())?;
             }
         }
@@ -44,7 +54,10 @@ impl RedbFile {
         let mut all = Vec::new();
         for r in tx.open_table(EDGES)?.iter()? {
             let (_, v) = r?;
-            all.push(dec::<EdgeReport>(v.value(), "edges")?);
+            // One that does not decode is dropped by the next write.
+            if let Ok(e) = dec::<EdgeReport>(v.value(), "edges") {
+                all.push(e);
+            }
         }
         retained(&mut all, 0);
         Ok(all)
