@@ -277,8 +277,32 @@ pub fn admin_get(sock: &Path, path: &str) -> Result<(u16, String)> {
     Ok((status, String::from_utf8(body)?))
 }
 
-/// Validates every file of `envoy/` with `envoy --mode validate`, as shipped, in a directory set up
-/// as the files expect (filter.wasm and tls/ beside them).
+/// The whole Envoy configurations the docs show (```yaml blocks holding `static_resources:`), as
+/// (`docs/FILE.md#N`, the YAML), the N-th such block of the file.
+fn documented_configs() -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut docs: Vec<_> = std::fs::read_dir(root().join("docs"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    for doc in docs {
+        let text = std::fs::read_to_string(&doc)?;
+        let name = doc.file_name().unwrap_or_default().to_string_lossy();
+        let blocks = text.split("```yaml\n").skip(1);
+        let configs = blocks
+            .filter_map(|b| b.split_once("\n```").map(|(yaml, _)| yaml))
+            .filter(|yaml| yaml.contains("static_resources:"));
+        for (i, yaml) in configs.enumerate() {
+            out.push((format!("docs/{name}#{}", i + 1), format!("{yaml}\n")));
+        }
+    }
+    Ok(out)
+}
+
+/// Validates every file of `envoy/` with `envoy --mode validate`, as shipped, and every whole
+/// configuration the docs show, in a directory set up as they expect (filter.wasm and tls/ beside
+/// them). Returns what was checked.
 pub fn validate_shipped_configs(tools: &Tools) -> Result<Vec<String>> {
     let dir = tempfile::tempdir()?;
     ensure_tls(dir.path())?;
@@ -286,12 +310,26 @@ pub fn validate_shipped_configs(tools: &Tools) -> Result<Vec<String>> {
     let mut checked = Vec::new();
     let mut files: Vec<_> = std::fs::read_dir(root().join("envoy"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|f| f.extension().is_some_and(|e| e == "yaml"))
+        .map(|f| {
+            let name = format!(
+                "envoy/{}",
+                f.file_name().unwrap_or_default().to_string_lossy()
+            );
+            (name, f)
+        })
         .collect();
     files.sort();
-    for file in files
-        .iter()
-        .filter(|f| f.extension().is_some_and(|e| e == "yaml"))
-    {
+    let documented = documented_configs()?;
+    if documented.is_empty() {
+        bail!("no whole Envoy configuration in docs/ (docs/deploy-envoy.md shows one)");
+    }
+    for (i, (name, yaml)) in documented.into_iter().enumerate() {
+        let path = dir.path().join(format!("documented-{i}.yaml"));
+        std::fs::write(&path, yaml)?;
+        files.push((name, path));
+    }
+    for (name, file) in &files {
         let out = Command::new(&tools.envoy)
             .current_dir(dir.path())
             .args(["--mode", "validate", "--disable-hot-restart", "-c"])
@@ -300,14 +338,9 @@ pub fn validate_shipped_configs(tools: &Tools) -> Result<Vec<String>> {
         let text = String::from_utf8_lossy(&out.stdout).into_owned()
             + &String::from_utf8_lossy(&out.stderr);
         if !out.status.success() || !text.contains("OK") {
-            bail!("{} does not validate:\n{text}", file.display());
+            bail!("{name} does not validate:\n{text}");
         }
-        checked.push(
-            file.file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned(),
-        );
+        checked.push(name.clone());
     }
     if checked.is_empty() {
         bail!("no configuration in envoy/");

@@ -12,6 +12,7 @@ mod audit;
 mod config;
 mod crash;
 mod disk;
+mod documented;
 mod endpoints;
 mod errors;
 mod grants;

@@ -26,7 +26,7 @@ async fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("validate") => {
             for f in validate_shipped_configs(&tools)? {
-                println!("envoy/{f}: OK");
+                println!("{f}: OK");
             }
             Ok(())
         }
