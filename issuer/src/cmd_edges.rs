@@ -18,7 +18,7 @@ fn report(dir: &DataDir) -> anyhow::Result<EdgesReport> {
 }
 
 fn name(e: &EdgeRow) -> String {
-    format!("{}/{}", e.node, e.vm)
+    format!("{}/{}", e.report.node, e.report.vm)
 }
 
 /// `issuer edges [--json]`: every edge the store holds.
@@ -28,7 +28,7 @@ pub fn list(dir: &DataDir, json: bool) -> anyhow::Result<()> {
     if json {
         for e in &r.edges {
             let mut v = serde_json::to_value(e)?;
-            v["holds_newest_key"] = newest.is_some_and(|k| e.kids.contains(&k)).into();
+            v["holds_newest_key"] = newest.is_some_and(|k| e.report.kids.contains(&k)).into();
             println!("{v}");
         }
         return Ok(());
@@ -36,18 +36,18 @@ pub fn list(dir: &DataDir, json: bool) -> anyhow::Result<()> {
     println!("NODE/VM                          CLIENT        SEEN  KEYS              NEWEST  CURSOR  BEHIND  LAG");
     for e in &r.edges {
         let holds = match newest {
-            Some(k) if e.kids.contains(&k) => format!("has {k}"),
+            Some(k) if e.report.kids.contains(&k) => format!("has {k}"),
             Some(k) => format!("no {k}"),
             None => "-".into(),
         };
         println!(
             "{:<32} {:<13} {:>4}s {:<17} {:<7} {:>6} {:>7} {:>4}s",
             name(e),
-            e.client,
-            r.now.saturating_sub(e.last_seen),
-            e.keys_version.as_deref().unwrap_or("-"),
+            e.report.client,
+            r.now.saturating_sub(e.report.last_seen),
+            e.report.keys_version.as_deref().unwrap_or("-"),
             holds,
-            e.cursor,
+            e.report.cursor,
             e.behind,
             e.lag_seconds
         );
@@ -65,7 +65,7 @@ fn lacking(r: &EdgesReport, kid: u32, also: &BTreeSet<String>) -> Vec<String> {
         .filter(|n| {
             !r.edges
                 .iter()
-                .any(|e| &name(e) == n && (e.kids.contains(&kid) || r.replaced(e)))
+                .any(|e| &name(e) == n && (e.report.kids.contains(&kid) || r.replaced(e)))
         })
         .collect()
 }
@@ -88,7 +88,7 @@ pub fn status(dir: &DataDir) -> anyhow::Result<()> {
     let recent: Vec<_> = r.seen_within(RECENT).collect();
     println!("{} edges seen in the last {RECENT} s", recent.len());
     for e in &recent {
-        let has = if e.kids.contains(&kid) {
+        let has = if e.report.kids.contains(&kid) {
             "has"
         } else {
             "lacks"

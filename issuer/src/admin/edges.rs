@@ -3,28 +3,15 @@
 //! hold, as one JSON document the command line renders and waits on.
 
 use super::{refused, AdminError};
-use crate::store::{KeyState, PromoteOutcome, Store, HELD};
+use crate::store::{EdgeReport, KeyState, PromoteOutcome, Store, HELD};
 use serde::{Deserialize, Serialize};
 
-/// One edge, as `issuer edges` lists it.
+/// One edge, as `issuer edges` lists it: its last report, and what that means now.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EdgeRow {
-    /// Envoy's node id.
-    pub node: String,
-    /// The VM within the node.
-    pub vm: String,
-    /// The edge client it polls as.
-    pub client: String,
-    /// When it was first seen (seconds since the epoch).
-    pub first_seen: u64,
-    /// When it last polled.
-    pub last_seen: u64,
-    /// The key ring version it holds, if any yet.
-    pub keys_version: Option<String>,
-    /// The key ids it is known to hold.
-    pub kids: Vec<u32>,
-    /// The last revocation number it holds.
-    pub cursor: u64,
+    /// The edge's last report.
+    #[serde(flatten)]
+    pub report: EdgeReport,
     /// Revocations given out after its cursor.
     pub behind: u64,
     /// Seconds since it last held everything the issuer had.
@@ -58,15 +45,14 @@ impl EdgesReport {
         let since = self.now.saturating_sub(seconds);
         self.edges
             .iter()
-            .filter(move |e| e.last_seen >= since && !self.replaced(e))
+            .filter(move |e| e.report.last_seen >= since && !self.replaced(e))
     }
 
     /// True if `e` was replaced: its node has a VM first seen after `e` was last seen. Envoy makes
     /// new VMs when it restarts or its plugin configuration changes; the old ones poll no more.
     pub fn replaced(&self, e: &EdgeRow) -> bool {
-        self.edges
-            .iter()
-            .any(|o| o.node == e.node && o.vm != e.vm && o.first_seen > e.last_seen)
+        let (e, mut others) = (&e.report, self.edges.iter().map(|o| &o.report));
+        others.any(|o| o.node == e.node && o.vm != e.vm && o.first_seen > e.last_seen)
     }
 }
 
@@ -82,14 +68,7 @@ pub(super) async fn report(store: &dyn Store, now: u64) -> Result<String, AdminE
         .map(|e| EdgeRow {
             behind: latest.saturating_sub(e.cursor),
             lag_seconds: e.lag(now),
-            node: e.node,
-            vm: e.vm,
-            client: e.client,
-            first_seen: e.first_seen,
-            last_seen: e.last_seen,
-            keys_version: e.keys_version,
-            kids: e.kids,
-            cursor: e.cursor,
+            report: e,
         })
         .collect();
     let held = state_of(KeyState::Held);

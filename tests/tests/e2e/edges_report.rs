@@ -47,6 +47,12 @@ async fn client_token(s: &Stack) -> String {
     access(&token_as(s, (demo::CLIENT, &s.secret), &cc).await)
 }
 
+/// The issuer's `/metrics`.
+async fn metrics(s: &Stack) -> String {
+    let url = format!("{}/metrics", s.issuer_url());
+    reqwest::get(url).await.unwrap().text().await.unwrap()
+}
+
 fn kid(t: &str) -> u32 {
     token::inspect(t).unwrap().kid
 }
@@ -129,14 +135,9 @@ async fn edges_and_rotation(postgres: bool) {
         status.contains("key 1 signs") && status.contains("3 edges seen"),
         "{status}"
     );
-    let metrics = reqwest::get(format!("{}/metrics", s.issuer_url()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(metrics.contains("issuer_edges 3"), "{metrics}");
-    assert!(metrics.contains("issuer_edge_lag_seconds "), "{metrics}");
+    let served = metrics(&s).await;
+    assert!(served.contains("issuer_edges 3"), "{served}");
+    assert!(served.contains("issuer_edge_lag_seconds "), "{served}");
 
     // A rotation that waits: key 2 signs only once all three hold it, and no call is refused.
     let old = client_token(&s).await;
@@ -233,11 +234,6 @@ async fn edges_and_rotation(postgres: bool) {
         left.is_ok(),
         "its edges still count right after the stop: {left:?}"
     );
-    let metrics = reqwest::get(format!("{}/metrics", s.issuer_url()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(metrics.contains("issuer_edges 0"), "{metrics}");
+    let served = metrics(&s).await;
+    assert!(served.contains("issuer_edges 0"), "{served}");
 }

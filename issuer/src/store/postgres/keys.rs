@@ -146,34 +146,8 @@ impl SigningKeys for PgStore {
         let ttl = self.access_ttl().await?;
         let secret = secrets::random32();
         serializable!(self, |tx| {
-            let rows = tx
-                .query(
-                    "SELECT kid, created_at, signs_from, superseded_at, retired_at \
-                     FROM signing_keys ORDER BY kid FOR UPDATE",
-                    &[],
-                )
-                .await?;
-            let records: Vec<(i32, KeyRecord)> = rows
-                .iter()
-                .map(|r| {
-                    let rec = KeyRecord {
-                        secret: String::new(),
-                        created_at: uint(r.get(1)),
-                        signs_from: uint(r.get(2)),
-                        superseded_at: r.get::<_, Option<i64>>(3).map(uint),
-                        retired_at: r.get::<_, Option<i64>>(4).map(uint),
-                    };
-                    (r.get(0), rec)
-                })
-                .collect();
-            let plan = RotationPlan::of(
-                records
-                    .iter()
-                    .filter_map(|(k, r)| Some((u32::try_from(*k).ok()?, r))),
-                now,
-                delay,
-                ttl,
-            );
+            let records = locked_keys(&tx).await?;
+            let plan = RotationPlan::of(records.iter().map(|(k, r)| (*k, r)), now, delay, ttl);
             match plan {
                 None => None,
                 Some(plan) => {
@@ -193,16 +167,17 @@ impl SigningKeys for PgStore {
                         .await?;
                     }
                     let kid = records.last().map_or(0, |(k, _)| *k) + 1;
+                    let row_kid = i32::try_from(kid).map_err(|_| StoreError::Corrupt("keys"))?;
                     let sealed = self
                         .kek
                         .seal(&format!("signing-key/{kid}"), secret.as_slice());
                     tx.execute(
                         "INSERT INTO signing_keys (kid, sealed, created_at, signs_from) \
                          VALUES ($1, $2, $3, $4)",
-                        &[&kid, &sealed, &int(now), &switch_at],
+                        &[&row_kid, &sealed, &int(now), &switch_at],
                     )
                     .await?;
-                    u32::try_from(kid).ok().map(|kid| Rotated {
+                    Some(Rotated {
                         kid,
                         dropped: plan.drop_pending.clone(),
                     })
