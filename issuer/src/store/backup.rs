@@ -50,7 +50,7 @@ pub enum BackupError {
     #[error("not an issuer backup (it does not start with the backup format's mark)")]
     NotBackup,
     /// The file is a backup of a later format.
-    #[error("backup format version {0} is newer than this issuer reads ({VERSION}); restore it with the issuer version that wrote it")]
+    #[error("backup format version {0} is not the one this issuer reads (1); restore it with the issuer version that wrote it")]
     Version(u32),
     /// The file is damaged: truncated, changed, or not well formed.
     #[error("the backup is damaged: {0}")]
@@ -190,7 +190,7 @@ impl<'w> BackupWriter<'w> {
     /// Writes the end and its digest, and flushes.
     pub fn finish(mut self) -> Result<Summary, BackupError> {
         self.put(b"E")?;
-        let digest = std::mem::take(&mut self.digest).finalize();
+        let digest = self.digest.clone().finalize();
         self.summary.bytes += digest.len() as u64;
         self.out.write_all(&digest).map_err(BackupError::Write)?;
         self.out.flush().map_err(BackupError::Write)?;
@@ -311,7 +311,7 @@ impl<R: Read> BackupReader<R> {
                 Ok(Frame::Record(key, self.long()?))
             }
             b'E' => {
-                let expected = std::mem::take(&mut self.digest).finalize();
+                let expected = self.digest.clone().finalize();
                 let mut found = [0u8; 32];
                 self.inner.read_exact(&mut found).map_err(truncated)?;
                 if found.as_slice() != expected.as_slice() {
