@@ -148,7 +148,9 @@ fn receive(mut stream: UnixStream, out: &mut dyn Write) -> anyhow::Result<()> {
     match serde_json::from_str::<Reply>(&answer) {
         Ok(Reply::Ok(_)) => {}
         Ok(Reply::Err(msg)) => bail!("{msg}"),
-        Err(_) if answer.is_empty() => bail!("the server closed the admin socket without an answer"),
+        Err(_) if answer.is_empty() => {
+            bail!("the server closed the admin socket without an answer")
+        }
         Err(e) => bail!("the server's answer is not understood ({e}); is it an older issuer?"),
     }
     std::io::copy(&mut reader, out).context("receiving the backup from the server")?;

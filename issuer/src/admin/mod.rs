@@ -281,7 +281,9 @@ pub async fn execute_as(
 async fn run_command(store: &dyn Store, cmd: &Command, now: u64) -> Result<String, AdminError> {
     Ok(match cmd {
         Command::AuditRead { since } => return audit::read(store, *since).await,
-        Command::Backup => return refused("a backup goes through the admin socket: `issuer backup`".into()),
+        Command::Backup => {
+            return refused("a backup goes through the admin socket: `issuer backup`".into())
+        }
         Command::ClientList => return clients::list(store).await,
         Command::UserList => return users::list(store).await,
         Command::ClientListJson => return clients::list_json(store).await,

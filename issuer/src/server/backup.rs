@@ -30,7 +30,12 @@ fn reply_line(out: &mut dyn Write, reply: &Reply) -> Result<(), Failed> {
 }
 
 /// Answers `issuer backup` from `actor` on the connection `read` and `write`.
-pub(super) async fn answer(app: &Arc<App>, read: OwnedReadHalf, write: OwnedWriteHalf, actor: &str) {
+pub(super) async fn answer(
+    app: &Arc<App>,
+    read: OwnedReadHalf,
+    write: OwnedWriteHalf,
+    actor: &str,
+) {
     let store = app.store.clone();
     let stream = read
         .reunite(write)
@@ -64,7 +69,11 @@ pub(super) async fn answer(app: &Arc<App>, read: OwnedReadHalf, write: OwnedWrit
             bytes = summary.bytes,
             "admin backup"
         ),
-        Ok(Err(e)) => tracing::error!(actor, error = e.to_string(), "a backup through the admin socket failed"),
+        Ok(Err(e)) => tracing::error!(
+            actor,
+            error = e.to_string(),
+            "a backup through the admin socket failed"
+        ),
         Err(e) => tracing::error!(actor, error = e.to_string(), "the backup task failed"),
     }
 }

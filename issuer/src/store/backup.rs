@@ -286,9 +286,7 @@ impl<R: Read> BackupReader<R> {
     fn long(&mut self) -> Result<Zeroizing<Vec<u8>>, BackupError> {
         let len = u32::from_le_bytes(self.array()?) as usize;
         if len > MAX_FIELD {
-            return Err(BackupError::Damaged(format!(
-                "a record claims {len} bytes"
-            )));
+            return Err(BackupError::Damaged(format!("a record claims {len} bytes")));
         }
         self.fill(len)
     }
@@ -379,7 +377,10 @@ mod tests {
         for at in 0..good.len() {
             let mut bad = good.clone();
             bad[at] ^= 0x20;
-            assert!(read_all(&bad).is_err(), "a change at byte {at} went unnoticed");
+            assert!(
+                read_all(&bad).is_err(),
+                "a change at byte {at} went unnoticed"
+            );
             assert!(
                 read_all(&good[..at]).is_err(),
                 "a backup cut at {at} was read"

@@ -20,14 +20,22 @@ fn mode(path: &Path) -> u32 {
 }
 
 /// Rotates `chain`'s family over HTTP until `stop`, recording each token received.
-async fn rotate_until(url: String, secret: String, mut chain: Chain, stop: Arc<AtomicBool>) -> Chain {
+async fn rotate_until(
+    url: String,
+    secret: String,
+    mut chain: Chain,
+    stop: Arc<AtomicBool>,
+) -> Chain {
     let client = reqwest::Client::new();
     while !stop.load(Ordering::Relaxed) {
         let token = chain.last().unwrap().0.clone();
         let resp = client
             .post(&url)
             .basic_auth("app", Some(&secret))
-            .form(&[("grant_type", "refresh_token"), ("refresh_token", token.as_str())])
+            .form(&[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", token.as_str()),
+            ])
             .send()
             .await
             .unwrap();
@@ -106,17 +114,31 @@ async fn an_online_backup_under_refresh_load_holds_every_acknowledged_rotation()
         chains.push(t.await.unwrap());
     }
     assert!(out.status.success(), "issuer backup: {}", text(&out));
-    assert!(text(&out).contains("through the running server"), "{}", text(&out));
+    assert!(
+        text(&out).contains("through the running server"),
+        "{}",
+        text(&out)
+    );
     assert_eq!(mode(&backup), 0o600, "the backup holds secrets");
     let acked = |during: &dyn Fn(Instant) -> bool| {
-        chains.iter().flatten().filter(|(_, at)| during(*at)).count()
+        chains
+            .iter()
+            .flatten()
+            .filter(|(_, at)| during(*at))
+            .count()
     };
     // The load ran before, across and after the backup (one token of each family is the
     // password grant's).
-    assert!(acked(&|at| at < began) > FAMILIES, "no rotation before the backup");
+    assert!(
+        acked(&|at| at < began) > FAMILIES,
+        "no rotation before the backup"
+    );
     assert!(acked(&|at| at > ended) > 0, "no rotation after the backup");
     let during = acked(&|at| (began..ended).contains(&at));
-    eprintln!("backup took {:?}; {during} rotations acknowledged meanwhile", ended - began);
+    eprintln!(
+        "backup took {:?}; {during} rotations acknowledged meanwhile",
+        ended - began
+    );
 
     let restored = f.dir.with_file_name("restored");
     let out = issuer(&restored, &["restore", "--from", backup.to_str().unwrap()]).await;
@@ -151,10 +173,17 @@ async fn an_online_backup_under_refresh_load_holds_every_acknowledged_rotation()
             assert_error(&a, 400, "invalid_grant");
         }
         let a = refresh(&s, &f, &chain[k].0).await;
-        assert_eq!(a.status, 200, "family {i}: its current token {k}: {}", a.json);
+        assert_eq!(
+            a.status, 200,
+            "family {i}: its current token {k}: {}",
+            a.json
+        );
         let b = refresh(&s, &f, &chain[k].0).await;
         assert_eq!(b.status, 200, "family {i}: the retry: {}", b.json);
-        assert_eq!(a.json["refresh_token"], b.json["refresh_token"], "family {i}: forked");
+        assert_eq!(
+            a.json["refresh_token"], b.json["refresh_token"],
+            "family {i}: forked"
+        );
     }
     eprintln!(
         "{FAMILIES} families: {moved_on} rotated in the backup after it began, {lost} rotated \
@@ -185,7 +214,11 @@ async fn a_stopped_data_dir_backs_up_and_a_bad_restore_writes_nothing() {
     let backup = tmp.join("stopped.backup");
     let out = issuer(&f.dir, &["backup", "--to", backup.to_str().unwrap()]).await;
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("of the stopped data dir"), "{}", text(&out));
+    assert!(
+        text(&out).contains("of the stopped data dir"),
+        "{}",
+        text(&out)
+    );
     assert_eq!(mode(&backup), 0o600);
     let written = std::fs::read(&backup).unwrap();
 
@@ -196,7 +229,11 @@ async fn a_stopped_data_dir_backs_up_and_a_bad_restore_writes_nothing() {
     assert_eq!(std::fs::read(&backup).unwrap(), written);
     // A data dir that is not one leaves no file behind.
     let nowhere = tmp.join("nowhere.backup");
-    let out = issuer(&tmp.join("absent"), &["backup", "--to", nowhere.to_str().unwrap()]).await;
+    let out = issuer(
+        &tmp.join("absent"),
+        &["backup", "--to", nowhere.to_str().unwrap()],
+    )
+    .await;
     assert!(!out.status.success());
     assert!(text(&out).contains("holds no data dir"), "{}", text(&out));
     assert!(!nowhere.exists() && !tmp.join("absent").exists());
@@ -208,7 +245,10 @@ async fn a_stopped_data_dir_backs_up_and_a_bad_restore_writes_nothing() {
     let out = issuer(&occupied, &["restore", "--from", backup.to_str().unwrap()]).await;
     assert!(!out.status.success());
     assert!(text(&out).contains("is not empty"), "{}", text(&out));
-    let left: Vec<_> = std::fs::read_dir(&occupied).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let left: Vec<_> = std::fs::read_dir(&occupied)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(left, ["keep"]);
 
     // A damaged backup (one byte changed, cut short, or not a backup at all) writes nothing.
