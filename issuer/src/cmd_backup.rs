@@ -54,12 +54,19 @@ fn data_dir(dir: &DataDir) -> anyhow::Result<PathBuf> {
 /// `issuer backup --to FILE`.
 pub fn backup(args: &BackupArgs, dir: &DataDir) -> anyhow::Result<()> {
     let data = data_dir(dir)?;
-    let file = OpenOptions::new()
+    let file = match OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(&args.to)
-        .with_context(|| format!("creating {} (it must not exist)", args.to.display()))?;
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
+            "{} exists: a backup is written to a new file, never over one",
+            args.to.display()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("creating {}", args.to.display())),
+    };
     let written = write_backup(&data, file).and_then(|how| {
         let summary = redb_backup::verify(&args.to)
             .context("the backup written does not read back whole (see the server's log)")?;

@@ -225,7 +225,7 @@ async fn a_stopped_data_dir_backs_up_and_a_bad_restore_writes_nothing() {
     // An existing file is never overwritten.
     let out = issuer(&f.dir, &["backup", "--to", backup.to_str().unwrap()]).await;
     assert!(!out.status.success());
-    assert!(text(&out).contains("it must not exist"), "{}", text(&out));
+    assert!(text(&out).contains("never over one"), "{}", text(&out));
     assert_eq!(std::fs::read(&backup).unwrap(), written);
     // A data dir that is not one leaves no file behind.
     let nowhere = tmp.join("nowhere.backup");
