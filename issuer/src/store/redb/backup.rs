@@ -401,6 +401,48 @@ mod tests {
     use super::*;
     use crate::store::revocation::Revoked;
 
+    /// A backup with a matching digest of one table and one record.
+    fn crafted(table: &str, key: &[u8], value: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let header = Header {
+            taken_at: 1,
+            issuer_version: "crafted".into(),
+            hash_key: Zeroizing::new([1; 32]),
+        };
+        let mut w = BackupWriter::start(&mut out, &header).unwrap();
+        w.table(table).unwrap();
+        w.record(key, value).unwrap();
+        w.finish().unwrap();
+        out
+    }
+
+    #[test]
+    fn a_crafted_backup_with_a_matching_digest_is_still_checked_record_by_record() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (file, dir) = (tmp.path().join("crafted"), tmp.path().join("new"));
+        for (bytes, refused) in [
+            (
+                crafted("settings", b"access_ttl", &[1, 2, 3]),
+                "not well formed",
+            ),
+            (crafted("clients", &[0xff, 0xfe], b"{}"), "not well formed"),
+            (crafted("audit", &[0; 15], b"{}"), "not well formed"),
+            (crafted("bogus", b"k", b"v"), "unknown to this issuer"),
+        ] {
+            fs::write(&file, bytes).unwrap();
+            let e = restore(&file, &dir).err().expect("refused");
+            assert!(e.to_string().contains(refused), "{e}");
+            assert!(!dir.exists(), "{e}: something was written");
+        }
+        fs::write(
+            &file,
+            crafted("settings", b"access_ttl", &60u64.to_le_bytes()),
+        )
+        .unwrap();
+        restore(&file, &dir).unwrap();
+        assert_eq!(RedbFile::open(&dir, 1).unwrap().access_ttl().unwrap(), 60);
+    }
+
     #[test]
     fn a_restored_data_dir_holds_what_the_backup_saw() {
         let tmp = tempfile::tempdir().unwrap();
