@@ -430,7 +430,7 @@ mod tests {
             (crafted("bogus", b"k", b"v"), "unknown to this issuer"),
         ] {
             fs::write(&file, bytes).unwrap();
-            let e = restore(&file, &dir).err().expect("refused");
+            let e = restore(&file, &dir).expect_err("refused");
             assert!(e.to_string().contains(refused), "{e}");
             assert!(!dir.exists(), "{e}: something was written");
         }
