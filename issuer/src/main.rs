@@ -1,10 +1,11 @@
 //! `issuer`: the token server (`issuer serve`) and its administration (`issuer client|user|keys`,
-//! `issuer apply`, `issuer directory`, `issuer audit`).
+//! `issuer apply`, `issuer directory`, `issuer audit`, `issuer backup|restore`).
 
 mod cmd_accounts;
 mod cmd_apply;
 mod cmd_apply_file;
 mod cmd_audit;
+mod cmd_backup;
 mod cmd_directory;
 mod cmd_edges;
 mod serve_store;
@@ -127,6 +128,21 @@ enum Top {
     Directory(cmd_directory::DirectoryCmd),
     /// Print the audit trail: administrative changes and security events.
     Audit(cmd_audit::AuditArgs),
+    /// Write a consistent copy of the embedded store to one file: a running issuer's through its
+    /// admin socket, or a stopped data dir's (docs/operate.md).
+    Backup {
+        #[command(flatten)]
+        args: cmd_backup::BackupArgs,
+        #[command(flatten)]
+        dir: DataDir,
+    },
+    /// Make a new data dir (absent or empty) of a backup.
+    Restore {
+        #[command(flatten)]
+        args: cmd_backup::RestoreArgs,
+        #[command(flatten)]
+        dir: DataDir,
+    },
 }
 
 #[derive(Args)]
@@ -279,6 +295,8 @@ fn run((cli, file): (Cli, Option<issuer::config::ConfigFile>)) -> anyhow::Result
         Top::Directory(cmd) => cmd_directory::run(cmd),
         Top::Edges { json, dir } => cmd_edges::list(&dir, json),
         Top::Audit(args) => cmd_audit::run(&args),
+        Top::Backup { args, dir } => cmd_backup::backup(&args, &dir),
+        Top::Restore { args, dir } => cmd_backup::restore(&args, &dir),
         Top::Client { cmd, dir } => cmd_accounts::client(cmd, &dir),
         Top::User { cmd, dir } => cmd_accounts::user(cmd, &dir),
         Top::Apply { args, dir } => cmd_apply::run(args, &dir),

@@ -91,6 +91,11 @@ impl HashKey {
         Self(bytes)
     }
 
+    /// The key's bytes, only for the backup of the data dir that holds it (`issuer backup`).
+    pub(crate) fn bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
     fn mac(&self, domain: &[u8], parts: &[&[u8]]) -> [u8; 32] {
         let mut mac =
             <Hmac<Sha256> as KeyInit>::new_from_slice(&*self.0).expect("HMAC takes any key");

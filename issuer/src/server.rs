@@ -1,5 +1,5 @@
-//! Serving: the TCP (optionally TLS) accept loop over the warp routes, the admin socket, the
-//! periodic sweep, and graceful shutdown.
+//! Serving: the TCP (optionally TLS) accept loop over the warp routes, the admin socket (and the
+//! backup through it, `backup`), the periodic sweep, and graceful shutdown.
 //!
 //! warp 0.4 has no TLS of its own, so one accept loop serves both plain and TLS connections with
 //! hyper-util, the same way: TLS is a handshake in front, nothing else differs. How long and how
@@ -25,6 +25,7 @@ use tokio_rustls::TlsAcceptor;
 use tower_service::Service;
 
 mod accept;
+mod backup;
 pub mod conn;
 
 /// How long shutdown waits for requests in flight.
@@ -148,6 +149,11 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
                     (Err(e), _) => Reply::Err(format!("malformed command: {e}")),
                     // No command without its actor for the audit trail.
                     (Ok(_), Err(e)) => Reply::Err(format!("the socket's peer is unknown: {e}")),
+                    (Ok(Command::Backup), Ok(actor)) => {
+                        let read = reader.into_inner().into_inner();
+                        backup::answer(&app, read, write, &actor).await;
+                        return;
+                    }
                     (Ok(cmd), Ok(actor)) => run_admin(&app, cmd, &actor).await,
                 },
             };

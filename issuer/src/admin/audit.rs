@@ -56,7 +56,8 @@ pub(super) fn record_of(cmd: &Command) -> Option<(AuditAction, Subject)> {
         | Command::UserList
         | Command::KeysList
         | Command::KeysFilterConfig
-        | Command::AuditRead { .. } => return None,
+        | Command::AuditRead { .. }
+        | Command::Backup => return None,
     })
 }
 

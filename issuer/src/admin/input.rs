@@ -101,7 +101,8 @@ impl Command {
             | Self::Edges
             | Self::KeysPublish
             | Self::KeysPromote { .. }
-            | Self::AuditRead { .. } => Ok(()),
+            | Self::AuditRead { .. }
+            | Self::Backup => Ok(()),
         }
     }
 }

@@ -140,6 +140,9 @@ pub enum Command {
         /// Seconds since the epoch.
         since: u64,
     },
+    /// A backup of the whole store (`issuer backup`), only through the socket: the reply line
+    /// is followed by the backup's bytes ([`crate::store::backup`]).
+    Backup,
 }
 
 impl Command {
@@ -156,6 +159,7 @@ impl Command {
                 | Self::KeysFilterConfig
                 | Self::Edges
                 | Self::AuditRead { .. }
+                | Self::Backup
         )
     }
 
@@ -208,6 +212,7 @@ impl Command {
             | Self::KeysFilterConfig
             | Self::Edges
             | Self::AuditRead { .. } => "read".into(),
+            Self::Backup => "backup".into(),
         }
     }
 }
@@ -276,6 +281,9 @@ pub async fn execute_as(
 async fn run_command(store: &dyn Store, cmd: &Command, now: u64) -> Result<String, AdminError> {
     Ok(match cmd {
         Command::AuditRead { since } => return audit::read(store, *since).await,
+        Command::Backup => {
+            return refused("a backup goes through the admin socket: `issuer backup`".into())
+        }
         Command::ClientList => return clients::list(store).await,
         Command::UserList => return users::list(store).await,
         Command::ClientListJson => return clients::list_json(store).await,

@@ -12,6 +12,7 @@
 
 pub mod accounts;
 pub mod audit;
+pub mod backup;
 pub mod edges;
 pub mod error;
 pub mod family;

@@ -190,6 +190,7 @@ pub trait Store:
     + Edges
     + Sweep
     + Audit
+    + super::backup::Backup
     + std::fmt::Debug
 {
 }
@@ -205,6 +206,7 @@ impl<T> Store for T where
         + Edges
         + Sweep
         + Audit
+        + super::backup::Backup
         + std::fmt::Debug
 {
 }

@@ -9,6 +9,7 @@
 mod admin;
 mod apply;
 mod audit;
+mod backup;
 mod config;
 mod crash;
 mod disk;

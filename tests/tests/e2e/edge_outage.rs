@@ -290,21 +290,6 @@ async fn an_envoy_started_while_the_issuer_is_down_refuses_until_its_first_answe
     assert!(s.stop());
 }
 
-/// Copies the files of `from` into `to` (created), as a backup or a restore of a stopped
-/// issuer's data dir; the admin socket is no file to keep.
-fn copy_files(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let (path, kind) = (entry.path(), entry.file_type().unwrap());
-        if kind.is_dir() {
-            copy_files(&path, &to.join(entry.file_name()));
-        } else if kind.is_file() {
-            std::fs::copy(&path, to.join(entry.file_name())).unwrap();
-        }
-    }
-}
-
 /// Finding 6 of the outside probe: after a restore from a backup, the store numbers revocations
 /// again from the backup's last one, so an edge whose cursor is ahead must not skip those it
 /// never saw.
@@ -319,11 +304,10 @@ async fn a_revocation_recorded_after_a_restore_reaches_an_edge_whose_cursor_is_a
         .unwrap();
     let bob = access(&password(&s, "bob", "bob-password").await);
     assert_eq!(call(&s, &bob).await.0, 200);
-    // The backup: the data dir's files, copied while the issuer is stopped.
-    s.stop_issuer(0).unwrap();
-    let backup = s.dir.join("backup");
-    copy_files(&s.data, &backup);
-    s.start_issuer_again(0).unwrap();
+    // The backup, `issuer backup` through the running issuer's admin socket.
+    let backup = s.dir.join("issuer.backup");
+    s.admin(&["backup", "--to", backup.to_str().unwrap()], None)
+        .unwrap();
     // Five revocations the edge takes in: its cursor is five ahead of the backup's.
     let mut last = String::new();
     for _ in 0..5 {
@@ -335,15 +319,9 @@ async fn a_revocation_recorded_after_a_restore_reaches_an_edge_whose_cursor_is_a
     // The restore, and six revocations recorded before the issuer serves again: bob's first,
     // numbered where the edge has already been.
     s.stop_issuer(0).unwrap();
-    for entry in std::fs::read_dir(&s.data).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            std::fs::remove_dir_all(&path).unwrap();
-        } else {
-            std::fs::remove_file(&path).unwrap();
-        }
-    }
-    copy_files(&backup, &s.data);
+    std::fs::remove_dir_all(&s.data).unwrap();
+    s.admin(&["restore", "--from", backup.to_str().unwrap()], None)
+        .unwrap();
     s.admin(&["user", "disable", "bob"], None).unwrap();
     for _ in 0..5 {
         s.admin(&["user", "disable", "carol"], None).unwrap();

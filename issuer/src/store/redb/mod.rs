@@ -11,6 +11,7 @@
 
 mod accounts;
 mod audit;
+pub mod backup;
 mod edges;
 pub mod journal;
 mod refresh;

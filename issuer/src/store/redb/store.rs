@@ -3,6 +3,7 @@
 
 use super::{writer, RedbFile};
 use crate::secrets::HashKey;
+use crate::store::backup::{Backup, BackupError, Snapshot};
 use crate::store::edges::EdgeReport;
 use crate::store::keys::{PromoteOutcome, RetireOutcome, Rotated};
 use crate::store::revocation::{RevocationPage, Revoked};
@@ -52,6 +53,12 @@ impl RedbStore {
             self.file.mark_failed();
         }
         result
+    }
+}
+
+impl Backup for RedbStore {
+    fn snapshot(&self) -> Result<Box<dyn Snapshot + '_>, BackupError> {
+        Ok(Box::new(self.watch(self.file.snapshot())?))
     }
 }
 

@@ -1,0 +1,283 @@
+//! `issuer backup` and `issuer restore`: an online backup taken through the admin socket while
+//! clients rotate their refresh tokens holds every rotation acknowledged before it began; a
+//! stopped data dir backs up as well; an existing backup file, a non-empty target and a damaged
+//! backup are refused with clear errors and nothing written.
+
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+const FAMILIES: usize = 8;
+
+/// Every refresh token a client held, in order, with when the issuer's answer carrying it was
+/// received (the acknowledgement of the rotation that issued it).
+type Chain = Vec<(String, Instant)>;
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// Rotates `chain`'s family over HTTP until `stop`, recording each token received.
+async fn rotate_until(
+    url: String,
+    secret: String,
+    mut chain: Chain,
+    stop: Arc<AtomicBool>,
+) -> Chain {
+    let client = reqwest::Client::new();
+    while !stop.load(Ordering::Relaxed) {
+        let token = chain.last().unwrap().0.clone();
+        let resp = client
+            .post(&url)
+            .basic_auth("app", Some(&secret))
+            .form(&[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", token.as_str()),
+            ])
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status();
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(status, 200, "a rotation under load was refused: {body}");
+        let next = body["refresh_token"].as_str().unwrap().to_owned();
+        chain.push((next, Instant::now()));
+    }
+    chain
+}
+
+/// Whether the issuer at `s` holds `token` as its family's current token.
+async fn active(s: &Server, f: &Fixture, token: &str) -> bool {
+    let url = format!("{}/apiv2/oauth/introspect", s.url);
+    let a = post(&url, f.app(), &[("token", token)]).await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    a.json["active"] == true
+}
+
+/// Runs `issuer ARGS --data-dir DIR` off the runtime's threads.
+async fn issuer(dir: &Path, args: &[&str]) -> std::process::Output {
+    let (dir, args): (PathBuf, Vec<String>) =
+        (dir.to_owned(), args.iter().map(|a| a.to_string()).collect());
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        admin_output(&dir, &args, None)
+    })
+    .await
+    .unwrap()
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The property of an online backup, for each family: let `j` be the last token acknowledged
+/// before the backup began. The restored store holds exactly one token of `j` and its
+/// successors as current, `k >= j`: the token acknowledged before the backup is current, or the
+/// rotation that replaced it is in the backup too (every token from `j` to `k` was issued by a
+/// rotation the restore holds). The tokens issued after `k` were issued after the backup's
+/// snapshot and are unknown to the restore, refused without revoking the family, whose current
+/// token `k` then rotates, and twice to the same successor (no fork).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_online_backup_under_refresh_load_holds_every_acknowledged_rotation() {
+    let f = fixture();
+    let s = Server::start(&f.dir, &[]);
+    let mut chains = Vec::new();
+    for _ in 0..FAMILIES {
+        let a = password_grant(&s, &f).await;
+        assert_eq!(a.status, 200, "{}", a.json);
+        let token = a.json["refresh_token"].as_str().unwrap().to_owned();
+        chains.push(vec![(token, Instant::now())]);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks: Vec<_> = chains
+        .into_iter()
+        .map(|chain| {
+            let run = rotate_until(s.token_url(), f.secret.clone(), chain, stop.clone());
+            tokio::spawn(run)
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let backup = f.dir.with_file_name("online.backup");
+    let began = Instant::now();
+    let out = issuer(&f.dir, &["backup", "--to", backup.to_str().unwrap()]).await;
+    let ended = Instant::now();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut chains = Vec::new();
+    for t in tasks {
+        chains.push(t.await.unwrap());
+    }
+    assert!(out.status.success(), "issuer backup: {}", text(&out));
+    assert!(
+        text(&out).contains("through the running server"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(mode(&backup), 0o600, "the backup holds secrets");
+    let acked = |during: &dyn Fn(Instant) -> bool| {
+        chains
+            .iter()
+            .flatten()
+            .filter(|(_, at)| during(*at))
+            .count()
+    };
+    // The load ran before, across and after the backup (one token of each family is the
+    // password grant's).
+    assert!(
+        acked(&|at| at < began) > FAMILIES,
+        "no rotation before the backup"
+    );
+    assert!(acked(&|at| at > ended) > 0, "no rotation after the backup");
+    let during = acked(&|at| (began..ended).contains(&at));
+    eprintln!(
+        "backup took {:?}; {during} rotations acknowledged meanwhile",
+        ended - began
+    );
+
+    let restored = f.dir.with_file_name("restored");
+    let out = issuer(&restored, &["restore", "--from", backup.to_str().unwrap()]).await;
+    assert!(out.status.success(), "issuer restore: {}", text(&out));
+    assert_eq!(mode(&restored), 0o700);
+    for file in ["issuer.redb", "hash.key"] {
+        assert_eq!(mode(&restored.join(file)), 0o600, "{file}");
+    }
+    drop(s);
+    let s = Server::start(&restored, &[]);
+    let (mut moved_on, mut lost) = (0, 0);
+    for (i, chain) in chains.iter().enumerate() {
+        let j = chain.iter().rposition(|(_, at)| *at < began).unwrap();
+        let mut current = Vec::new();
+        for (k, (token, _)) in chain.iter().enumerate().skip(j) {
+            if active(&s, &f, token).await {
+                current.push(k);
+            }
+        }
+        assert_eq!(
+            current.len(),
+            1,
+            "family {i}: tokens {current:?} of {j}..{} are current in the restore (acknowledged \
+             before the backup: {j})",
+            chain.len() - 1
+        );
+        let k = current[0];
+        moved_on += usize::from(k > j);
+        if let Some((newest, _)) = chain.last().filter(|_| k + 1 < chain.len()) {
+            lost += 1;
+            let a = refresh(&s, &f, newest).await;
+            assert_error(&a, 400, "invalid_grant");
+        }
+        let a = refresh(&s, &f, &chain[k].0).await;
+        assert_eq!(
+            a.status, 200,
+            "family {i}: its current token {k}: {}",
+            a.json
+        );
+        let b = refresh(&s, &f, &chain[k].0).await;
+        assert_eq!(b.status, 200, "family {i}: the retry: {}", b.json);
+        assert_eq!(
+            a.json["refresh_token"], b.json["refresh_token"],
+            "family {i}: forked"
+        );
+    }
+    eprintln!(
+        "{FAMILIES} families: {moved_on} rotated in the backup after it began, {lost} rotated \
+         after its snapshot (their newest tokens are unknown to the restore)"
+    );
+}
+
+/// Flips a bit of byte `at` in a copy of `backup`.
+fn corrupted(backup: &Path, to: &Path, at: usize) {
+    let mut bytes = std::fs::read(backup).unwrap();
+    bytes[at] ^= 0x01;
+    std::fs::write(to, bytes).unwrap();
+}
+
+#[tokio::test]
+async fn a_stopped_data_dir_backs_up_and_a_bad_restore_writes_nothing() {
+    let f = fixture();
+    let s = Server::start(&f.dir, &[]);
+    let first = password_grant(&s, &f).await.json["refresh_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let a = refresh(&s, &f, &first).await;
+    let current = a.json["refresh_token"].as_str().unwrap().to_owned();
+    drop(s);
+
+    let tmp = f.dir.parent().unwrap();
+    let backup = tmp.join("stopped.backup");
+    let out = issuer(&f.dir, &["backup", "--to", backup.to_str().unwrap()]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("of the stopped data dir"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(mode(&backup), 0o600);
+    let written = std::fs::read(&backup).unwrap();
+
+    // An existing file is never overwritten.
+    let out = issuer(&f.dir, &["backup", "--to", backup.to_str().unwrap()]).await;
+    assert!(!out.status.success());
+    assert!(text(&out).contains("never over one"), "{}", text(&out));
+    assert_eq!(std::fs::read(&backup).unwrap(), written);
+    // A data dir that is not one leaves no file behind.
+    let nowhere = tmp.join("nowhere.backup");
+    let out = issuer(
+        &tmp.join("absent"),
+        &["backup", "--to", nowhere.to_str().unwrap()],
+    )
+    .await;
+    assert!(!out.status.success());
+    assert!(text(&out).contains("holds no data dir"), "{}", text(&out));
+    assert!(!nowhere.exists() && !tmp.join("absent").exists());
+
+    // A non-empty target is refused and left as it was.
+    let occupied = tmp.join("occupied");
+    std::fs::create_dir(&occupied).unwrap();
+    std::fs::write(occupied.join("keep"), "x").unwrap();
+    let out = issuer(&occupied, &["restore", "--from", backup.to_str().unwrap()]).await;
+    assert!(!out.status.success());
+    assert!(text(&out).contains("is not empty"), "{}", text(&out));
+    let left: Vec<_> = std::fs::read_dir(&occupied)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["keep"]);
+
+    // A damaged backup (one byte changed, cut short, or not a backup at all) writes nothing.
+    let bad = tmp.join("bad.backup");
+    let target = tmp.join("target");
+    for (damage, expected) in [
+        ("corrupted", "the backup is damaged"),
+        ("digest", "checksum does not match"),
+        ("truncated", "truncated"),
+        ("foreign", "not an issuer backup"),
+    ] {
+        match damage {
+            "corrupted" => corrupted(&backup, &bad, written.len() / 2),
+            "digest" => corrupted(&backup, &bad, written.len() - 1),
+            "truncated" => std::fs::write(&bad, &written[..written.len() - 40]).unwrap(),
+            _ => std::fs::write(&bad, b"SQLite format 3\0").unwrap(),
+        }
+        let out = issuer(&target, &["restore", "--from", bad.to_str().unwrap()]).await;
+        assert!(!out.status.success(), "{damage}");
+        assert!(text(&out).contains(expected), "{damage}: {}", text(&out));
+        assert!(!target.exists(), "{damage}: the restore wrote something");
+    }
+    // The intact backup, into an empty dir that exists: the store as it was when stopped.
+    std::fs::create_dir(&target).unwrap();
+    let out = issuer(&target, &["restore", "--from", backup.to_str().unwrap()]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    let s = Server::start(&target, &[]);
+    assert!(!active(&s, &f, &first).await);
+    let a = refresh(&s, &f, &current).await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    assert!(admin(&target, &["client", "list"], None).contains("app"));
+}
