@@ -34,14 +34,15 @@ pub mod revocation {
 pub use accounts::{ClientChange, ClientRecord, DirectoryLink, GrantKind, UserChange, UserRecord};
 pub use audit::{AuditAction, AuditEvent};
 pub use edges::EdgeReport;
-pub use error::{OpenError, StoreError};
+pub use error::{ConnectionFault, OpenError, StoreError};
 pub use keys::{
     KeyInfo, KeyState, PromoteOutcome, Promotion, RetireOutcome, Rotated, RotationPlan, HELD,
     KEY_RETIRE_MARGIN,
 };
 pub use location::{Location, PgFiles};
 pub use storage::{
-    AccessLifetime, Audit, Clients, Edges, Families, FamilyRevocation, HashKeyed, RefreshInfo,
+    AccessLifetime, Audit, Clients, Edges, Families, FamilyRevocation, HashKeyed, Liveness,
+    RefreshInfo,
     RefreshPolicy, RefreshRejection, Revocations, RotateOutcome, Rotation, SigningKeys, Store,
     Sweep, Users,
 };
@@ -50,8 +51,8 @@ pub use storage::{
 /// issuer::store::prelude::*`); through `dyn Store` they need no import.
 pub mod prelude {
     pub use super::storage::{
-        AccessLifetime, Audit, Clients, Edges, Families, HashKeyed, Revocations, SigningKeys,
-        Sweep, Users,
+        AccessLifetime, Audit, Clients, Edges, Families, HashKeyed, Liveness, Revocations,
+        SigningKeys, Sweep, Users,
     };
 }
 
