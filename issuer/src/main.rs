@@ -13,9 +13,9 @@ use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
 use issuer::admin::{self, Command};
 use issuer::app::{now, App, Settings};
-use issuer::http::AppSlot;
 use issuer::config::{parse_net, DirectoryConfig};
 use issuer::directory::Directory;
+use issuer::http::AppSlot;
 use issuer::logging::LogFormat;
 use issuer::store::postgres::PgStore;
 use issuer::store::{Location, PgFiles, RefreshPolicy};
@@ -404,7 +404,10 @@ async fn serve_on(
         app = app.with_directory(Arc::new(Directory::new(*d).map_err(anyhow::Error::msg)?));
     }
     if let Err(e) = app.probe_store().await {
-        tracing::warn!(error = e.to_string(), "the store refused the readiness probe's write");
+        tracing::warn!(
+            error = e.to_string(),
+            "the store refused the readiness probe's write"
+        );
     }
     let app = Arc::new(app);
     slot.set(app.clone());
@@ -415,9 +418,10 @@ async fn serve_on(
         tokio::spawn(issuer::server::serve_admin(app.clone(), admin_listener));
     }
     spawn_background(&app);
-    let name = data_dir
-        .as_ref()
-        .map_or_else(|| "postgres".to_owned(), |d| format!("redb:{}", d.display()));
+    let name = data_dir.as_ref().map_or_else(
+        || "postgres".to_owned(),
+        |d| format!("redb:{}", d.display()),
+    );
     tracing::info!(%addr, scheme, store = name, "issuer serving");
     println!("listening on {scheme}://{addr}");
     std::io::stdout().flush()?;

@@ -198,7 +198,10 @@ pub async fn probe_store_forever(app: Arc<App>) {
             Ok(()) => {}
             Err(e) if !failing => {
                 failing = true;
-                tracing::warn!(error = e.to_string(), "the store refused the readiness probe's write: not ready");
+                tracing::warn!(
+                    error = e.to_string(),
+                    "the store refused the readiness probe's write: not ready"
+                );
             }
             Err(_) => {}
         }

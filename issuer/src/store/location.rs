@@ -144,7 +144,10 @@ mod tests {
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(read_password(&file).unwrap().as_slice(), b"s3cret");
         std::fs::write(&file, "\n").unwrap();
-        assert!(read_password(&file).unwrap_err().to_string().contains("empty"));
+        assert!(read_password(&file)
+            .unwrap_err()
+            .to_string()
+            .contains("empty"));
         let missing = read_password(&tmp.path().join("none")).unwrap_err();
         assert!(missing.to_string().contains("cannot be read"), "{missing}");
     }

@@ -42,9 +42,8 @@ pub use keys::{
 pub use location::{Location, PgFiles};
 pub use storage::{
     AccessLifetime, Audit, Clients, Edges, Families, FamilyRevocation, HashKeyed, Liveness,
-    RefreshInfo,
-    RefreshPolicy, RefreshRejection, Revocations, RotateOutcome, Rotation, SigningKeys, Store,
-    Sweep, Users,
+    RefreshInfo, RefreshPolicy, RefreshRejection, Revocations, RotateOutcome, Rotation,
+    SigningKeys, Store, Sweep, Users,
 };
 
 /// Every trait of the store, for code that calls a backend by its own type (`use

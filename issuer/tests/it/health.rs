@@ -33,10 +33,7 @@ async fn get(url: &str) -> (StatusCode, HeaderMap, Value) {
 }
 
 /// Asserts a 503 from a probe with `Retry-After` and this reason.
-fn assert_not_ready(
-    (status, headers, json): &(StatusCode, HeaderMap, Value),
-    reason: &str,
-) {
+fn assert_not_ready((status, headers, json): &(StatusCode, HeaderMap, Value), reason: &str) {
     assert_eq!(*status, StatusCode::SERVICE_UNAVAILABLE, "{json}");
     assert_eq!(json["status"], "unavailable", "{json}");
     assert_eq!(json["reason"], reason, "{json}");
@@ -117,7 +114,10 @@ async fn before_the_store_opens_only_livez_answers() {
     let r = request("GET", "/readyz").await;
     assert_eq!(r.status(), 503);
     let json: Value = serde_json::from_slice(r.body()).unwrap();
-    assert_eq!(json["reason"], "the store took no write in the last seconds");
+    assert_eq!(
+        json["reason"],
+        "the store took no write in the last seconds"
+    );
     app.probe_store().await.unwrap();
     assert_eq!(request("GET", "/readyz").await.status(), 200);
     assert_eq!(request("GET", "/healthz").await.status(), 200);
@@ -219,7 +219,11 @@ async fn an_issuer_started_while_postgres_is_down_waits_then_serves() {
             >= 2
     })
     .await;
-    assert!(proc.exited().is_none(), "{}", std::fs::read_to_string(&log).unwrap());
+    assert!(
+        proc.exited().is_none(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
 
     pg.resume().unwrap();
     serving(stdout, Duration::from_secs(60)).await;
@@ -271,7 +275,8 @@ async fn two_issuers_migrate_an_empty_database_once() {
     );
     // What a later migration drops is gone: no step ran after its successor.
     assert_eq!(
-        pg.psql("SELECT to_regclass('refresh_tokens') IS NULL").unwrap(),
+        pg.psql("SELECT to_regclass('refresh_tokens') IS NULL")
+            .unwrap(),
         "t"
     );
     assert_eq!(pg.psql("SELECT count(*) FROM schema_lock").unwrap(), "0");
@@ -306,7 +311,12 @@ async fn a_read_only_database_is_not_ready() {
         "the store took no write in the last seconds",
     );
     let refused = post(&server.token_url(), app, &SIGN_IN).await;
-    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE, "{}", refused.json);
+    assert_eq!(
+        refused.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        refused.json
+    );
     assert!(refused.headers.contains_key(RETRY_AFTER));
     // Writable again: the read-only sessions meet a refused write, are dropped, and new ones
     // write. No restart.
@@ -341,7 +351,10 @@ async fn the_password_from_a_file_stays_out_of_ps() {
     let with_file = |file: &Path| {
         let mut a = vec!["--store".to_owned(), url.clone()];
         a.extend(kek.iter().cloned());
-        a.extend(["--store-password-file".to_owned(), file.display().to_string()]);
+        a.extend([
+            "--store-password-file".to_owned(),
+            file.display().to_string(),
+        ]);
         a
     };
     let args = with_file(&pw);
@@ -395,16 +408,25 @@ fn the_documented_envoy_health_check_validates() {
     let Some(envoy) = e2e::needed_for_test(
         std::env::var_os("MMS_ENVOY")
             .map(std::path::PathBuf::from)
-            .ok_or_else(|| anyhow::anyhow!("MMS_ENVOY is not set (run through `cargo xtask test`)")),
+            .ok_or_else(|| {
+                anyhow::anyhow!("MMS_ENVOY is not set (run through `cargo xtask test`)")
+            }),
     ) else {
         return;
     };
     let doc = std::fs::read_to_string(e2e::root().join("docs/issuer.md")).unwrap();
-    let start = doc
-        .find("```yaml\n# issuer cluster with health checks")
-        .expect("the snippet in docs/issuer.md");
-    let snippet = &doc[start + "```yaml\n".len()..];
-    let snippet = &snippet[..snippet.find("```").unwrap()];
+    // The snippet sits in a list item: its lines are indented alike.
+    let mut lines = doc.lines().skip_while(|l| {
+        !l.trim_start()
+            .starts_with("# issuer cluster with health checks")
+    });
+    let first = lines.next().expect("the snippet in docs/issuer.md");
+    let indent = first.len() - first.trim_start().len();
+    let snippet: String = std::iter::once(first)
+        .chain(lines.take_while(|l| l.trim() != "```"))
+        .map(|l| format!("{}\n", l.get(indent..).unwrap_or_default()))
+        .collect();
+    assert!(snippet.contains("path: /readyz"), "{snippet}");
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("envoy.yaml");
     std::fs::write(&config, snippet).unwrap();
@@ -413,7 +435,7 @@ fn the_documented_envoy_health_check_validates() {
         .arg(&config)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && text.contains("OK"), "{text}");
 }

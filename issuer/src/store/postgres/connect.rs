@@ -17,7 +17,7 @@ pub struct ConnectOptions<'a> {
 /// connection of the pool starts with: statements outside an explicit transaction are
 /// SERIALIZABLE too (CockroachDB's only level; PostgreSQL's default is READ COMMITTED), and the
 /// server sends no notices (the migrations' `IF NOT EXISTS` would log one per start).
-fn pool_config(
+pub(super) fn pool_config(
     url: &str,
     password: Option<Zeroizing<Vec<u8>>>,
 ) -> Result<tokio_postgres::Config, OpenError> {
@@ -41,7 +41,6 @@ fn pool_config(
     config.options(options.trim_start());
     Ok(config)
 }
-
 
 #[cfg(test)]
 mod tests {

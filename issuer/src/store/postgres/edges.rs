@@ -21,7 +21,6 @@ impl Edges for PgStore {
         // READ COMMITTED with the rows locked: issuers that write reports of one edge at once
         // wait for each other, instead of failing as two serializable transactions would.
         retrying!(self, |conn| {
-            let mut conn = conn;
             let tx = conn.transaction().await?;
             let mut stored = HashMap::new();
             for r in tx

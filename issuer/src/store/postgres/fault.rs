@@ -54,7 +54,7 @@ pub(crate) fn classify(e: tokio_postgres::Error) -> StoreError {
 /// The error with its causes (tokio-postgres says only "invalid configuration" or "error
 /// connecting to server" and keeps what is wrong in the source): "invalid configuration: password
 /// missing". A password is never part of either.
-pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+fn describe(e: &tokio_postgres::Error) -> String {
     let mut text = match e.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
         None => e.to_string(),
@@ -69,7 +69,6 @@ pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
     }
     text
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -96,6 +95,8 @@ mod tests {
         }
         let read_only = StoreError::Failover(ConnectionFault::ReadOnly, "25006".into());
         assert!(read_only.is_transient());
-        assert!(!StoreError::Postgres("28P01: password authentication failed".into()).is_transient());
+        assert!(
+            !StoreError::Postgres("28P01: password authentication failed".into()).is_transient()
+        );
     }
 }

@@ -29,22 +29,21 @@ mod schema;
 mod throttle;
 mod tls;
 
-pub use connect::ConnectOptions;
 use connect::pool_config;
-pub(crate) use fault::{classify, describe};
+pub use connect::ConnectOptions;
+pub(crate) use fault::classify;
 
 use super::kek::{Kek, KekError};
 use super::revocation::{RevocationPage, Revoked};
 use super::{
-    AccessLifetime, Audit, AuditEvent, ClientChange, ConnectionFault, ClientRecord, Clients, Families,
-    FamilyRevocation, HashKeyed, Liveness, OpenError, RefreshInfo, RefreshPolicy, Revocations, RotateOutcome,
-    StoreError, Sweep, UserChange, UserRecord, Users, DEFAULT_ACCESS_TTL,
+    AccessLifetime, Audit, AuditEvent, ClientChange, ClientRecord, Clients, Families,
+    FamilyRevocation, HashKeyed, Liveness, OpenError, RefreshInfo, RefreshPolicy, Revocations,
+    RotateOutcome, StoreError, Sweep, UserChange, UserRecord, Users, DEFAULT_ACCESS_TTL,
 };
 use crate::secrets::HashKey;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use records::{RecordKey, Table};
 use std::time::Duration;
-use tokio_postgres::error::SqlState;
 use zeroize::Zeroizing;
 
 /// Most attempts of one transaction that the database keeps asking to retry. PostgreSQL's

@@ -8,8 +8,8 @@ use crate::store::keys::{PromoteOutcome, RetireOutcome, Rotated};
 use crate::store::revocation::{RevocationPage, Revoked};
 use crate::store::{
     AccessLifetime, Audit, AuditEvent, ClientChange, ClientRecord, Clients, Edges, Families,
-    FamilyRevocation, HashKeyed, KeyInfo, Liveness, OpenError, RefreshInfo, RefreshPolicy, Revocations,
-    RotateOutcome, SigningKeys, StoreError, Sweep, UserChange, UserRecord, Users,
+    FamilyRevocation, HashKeyed, KeyInfo, Liveness, OpenError, RefreshInfo, RefreshPolicy,
+    Revocations, RotateOutcome, SigningKeys, StoreError, Sweep, UserChange, UserRecord, Users,
 };
 use shared::KeyRing;
 use std::path::Path;
