@@ -57,6 +57,32 @@ async fn probes_on_the_embedded_store() {
     assert_eq!(posted.status(), StatusCode::METHOD_NOT_ALLOWED);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_or_damaged_data_dir_fails_at_once() {
+    let f = fixture();
+    let _s = Server::start(&f.dir, &[]);
+    let serve = |dir: &Path| {
+        let started = std::time::Instant::now();
+        let out = Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(out.stdout.is_empty(), "it never listened");
+        assert!(started.elapsed() < Duration::from_secs(30), "no waiting");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let locked = serve(&f.dir);
+    assert!(locked.contains("in use by another issuer"), "{locked}");
+    let tmp = tempfile::tempdir().unwrap();
+    let damaged = tmp.path().join("data");
+    std::fs::create_dir(&damaged).unwrap();
+    std::fs::write(damaged.join(issuer::store::redb::DB_FILE), [0x5a; 4096]).unwrap();
+    let e = serve(&damaged);
+    assert!(e.contains("opening"), "{e}");
+}
+
 #[tokio::test]
 async fn before_the_store_opens_only_livez_answers() {
     use issuer::app::{App, Settings};
