@@ -397,6 +397,11 @@ async fn the_password_from_a_file_stays_out_of_ps() {
     let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&ps.stdout).contains(pg.password()));
     // A database that was migrated before: no notice logged at start.
+    // Admin commands take the same file.
+    let mut list = vec!["client".to_owned(), "list".to_owned()];
+    list.extend(args.iter().cloned());
+    let list: Vec<&str> = list.iter().map(String::as_str).collect();
+    assert!(super::admin(&tmp.path().join("admin"), &list, None).contains("app"));
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!text.contains("NOTICE"), "{text}");
     assert!(!text.contains(pg.password()));
