@@ -8,7 +8,7 @@
 //! mistakes are logged at debug level, internal failures at error level, and the client then sees
 //! only `server_error`.
 
-use crate::app::{ApiError, App, Call};
+use crate::app::{ApiError, App, Call, Readiness};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde::Serialize;
@@ -176,9 +176,55 @@ fn call() -> impl Filter<Extract = (Call,), Error = Rejection> + Clone {
         })
 }
 
-/// All routes of the issuer, with every rejection rendered as JSON.
+/// The app the routes serve, once there is one: `issuer serve` listens before its store opens
+/// (a database still starting), answering `/livez` with 200 and everything else with 503 until
+/// then.
+#[derive(Clone, Default)]
+pub struct AppSlot(Arc<std::sync::OnceLock<Arc<App>>>);
+
+impl AppSlot {
+    /// A slot already serving `app`.
+    pub fn ready(app: Arc<App>) -> Self {
+        let slot = Self::default();
+        slot.set(app);
+        slot
+    }
+
+    /// Serves `app` from now on; false (and `app` unused) if the slot was set before.
+    pub fn set(&self, app: Arc<App>) -> bool {
+        self.0.set(app).is_ok()
+    }
+
+    /// The app, once set.
+    pub fn get(&self) -> Option<Arc<App>> {
+        self.0.get().cloned()
+    }
+}
+
+/// 503 `temporarily_unavailable` with `Retry-After`: the store is not open yet.
+fn starting() -> ApiError {
+    let mut e = ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "temporarily_unavailable",
+        "the service is starting; retry later",
+    );
+    e.retry_after = Some(1);
+    e
+}
+
+/// All routes of the issuer serving `app`, with every rejection rendered as JSON.
 pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
-    let app = warp::any().map(move || app.clone());
+    routes_in(AppSlot::ready(app))
+}
+
+/// All routes of the issuer serving the app in `slot` once it is there (503 until then, but for
+/// `/livez`), with every rejection rendered as JSON.
+pub fn routes_in(slot: AppSlot) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
+    let probes = health_routes(slot.clone());
+    let app = warp::any().and_then(move || {
+        let app = slot.get();
+        async move { app.ok_or_else(|| warp::reject::custom(starting())) }
+    });
     let post_form = |endpoint: &'static str| {
         warp::path("apiv2")
             .and(warp::path("oauth"))
@@ -221,10 +267,6 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .and(only(Method::GET, "GET"))
         .and(app.clone())
         .map(|app: Arc<App>| json_response(StatusCode::OK, &app.metadata()));
-    let health = warp::path!("healthz")
-        .and(only(Method::GET, "GET"))
-        .and(app.clone())
-        .map(|app: Arc<App>| health(&app));
     let metrics = warp::path!("metrics")
         .and(only(Method::GET, "GET"))
         .and(app)
@@ -238,7 +280,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .unify()
         .or(metadata)
         .unify()
-        .or(health)
+        .or(probes)
         .unify()
         .or(metrics)
         .unify()
@@ -246,16 +288,30 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .unify()
 }
 
-/// `GET /healthz`: 200 while the store answers, else 503 ([`App::healthy`]).
-fn health(app: &App) -> Response {
-    if app.healthy() {
-        json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
-    } else {
-        json_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &serde_json::json!({"status": "unavailable"}),
-        )
+/// `GET /livez`: 200 while the process serves HTTP, whatever the store does. `GET /readyz` and
+/// its older name `/healthz`: 200 while the store takes writes and the key ring is loaded
+/// ([`App::readiness`]), else 503 with `Retry-After` and the reason.
+fn health_routes(slot: AppSlot) -> impl Filter<Extract = (Response,), Error = Rejection> + Clone {
+    let live = warp::path!("livez")
+        .and(only(Method::GET, "GET"))
+        .map(|| json_response(StatusCode::OK, &serde_json::json!({"status": "ok"})));
+    let ready = warp::path!("readyz")
+        .or(warp::path!("healthz"))
+        .unify()
+        .and(only(Method::GET, "GET"))
+        .map(move || readiness(slot.get().map_or(Readiness::Starting, |a| a.readiness())));
+    live.or(ready).unify()
+}
+
+fn readiness(state: Readiness) -> Response {
+    if state == Readiness::Ready {
+        return json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}));
     }
+    let body = serde_json::json!({"status": "unavailable", "reason": state.reason()});
+    let mut resp = json_response(StatusCode::SERVICE_UNAVAILABLE, &body);
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(1u32));
+    resp
 }
 
 /// `GET /metrics`, in the OpenMetrics text format.

@@ -16,10 +16,11 @@ use issuer::admin::{self, Command};
 use issuer::app::{now, App, Settings};
 use issuer::config::{parse_net, DirectoryConfig};
 use issuer::directory::Directory;
+use issuer::http::AppSlot;
 use issuer::logging::LogFormat;
 use issuer::store::postgres::PgStore;
 use issuer::store::{Location, PgFiles, RefreshPolicy};
-use issuer::throttle::{Throttle, ThrottlePolicy};
+use issuer::throttle::ThrottlePolicy;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -61,6 +62,10 @@ struct DataDir {
     /// with this file or `sslmode=require` in the URL (then against the system's roots).
     #[arg(long, env = "ISSUER_STORE_CA_FILE", global = true)]
     store_ca_file: Option<PathBuf>,
+    /// The PostgreSQL password on the first line of this file (mode 0600), for a --store URL
+    /// without one: a password in the URL shows in `ps`.
+    #[arg(long, env = "ISSUER_STORE_PASSWORD_FILE", global = true)]
+    store_password_file: Option<PathBuf>,
 }
 
 impl DataDir {
@@ -73,6 +78,7 @@ impl DataDir {
             kek: self.kek_file.as_deref(),
             previous_kek: self.previous_kek_file.as_deref(),
             ca: self.store_ca_file.as_deref(),
+            password: self.store_password_file.as_deref(),
         }
     }
 
@@ -361,78 +367,111 @@ fn serve(s: Serve) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let opened = serve_store::open_store(&s, &runtime)?;
+    let source = serve_store::prepare(&s)?;
     let tls = match (&s.tls_cert, &s.tls_key) {
         (Some(c), Some(k)) => Some(issuer::server::tls_acceptor(c, k)?),
         (None, None) => None,
         _ => bail!("tls_cert and tls_key go together"),
     };
-    runtime.block_on(serve_on(s, opened, tls))
+    runtime.block_on(serve_on(s, source, tls))
 }
 
-/// Serves until SIGTERM or Ctrl-C: HTTP(S), the admin socket of the embedded store, and the
-/// periodic sweep and reloads.
+/// Serves until SIGTERM or Ctrl-C: HTTP(S) from the start (503 but for `/livez` until the store
+/// opens), then the admin socket of the embedded store, and the periodic sweep and reloads.
 async fn serve_on(
-    s: Serve,
-    opened: serve_store::Opened,
+    mut s: Serve,
+    source: serve_store::Source,
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) -> anyhow::Result<()> {
-    let serve_store::Opened {
-        store,
-        book,
-        data_dir,
-        name,
-    } = opened;
-    store.set_access_ttl(s.access_ttl).await?;
+    let data_dir = match &source {
+        serve_store::Source::Redb(opened) => opened.as_ref().and_then(|o| o.data_dir.clone()),
+        serve_store::Source::Postgres(_) => None,
+    };
     let listener = tokio::net::TcpListener::bind(s.listen)
         .await
         .with_context(|| format!("binding {}", s.listen))?;
     let addr = listener.local_addr()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     let settings = Settings {
         shared_store: data_dir.is_none(),
         ..s.settings(addr, tls.is_some())
     };
-    let mut app = App::new(
-        store,
-        settings,
-        Throttle::new(s.throttle_policy(), book),
-        s.password_concurrency.unwrap_or(cpus),
-    )
-    .await?;
+    let slot = AppSlot::default();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        issuer::server::shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    let server = tokio::spawn(issuer::server::serve_http(
+        slot.clone(),
+        listener,
+        tls,
+        until_stopped(stopped.clone()),
+    ));
+    tracing::info!(%addr, scheme, "listening; opening the store");
+    let mut app = tokio::select! {
+        app = serve_store::start(&s, source, settings) => app?,
+        () = until_stopped(stopped) => {
+            let _ = server.await;
+            return Ok(());
+        }
+    };
     app.audit_retention = s.audit_retention_days * 86_400;
-    if let Some(d) = s.directory {
+    if let Some(d) = s.directory.take() {
         tracing::info!(urls = ?d.urls, kind = ?d.kind, "directory sign-in");
         app = app.with_directory(Arc::new(Directory::new(*d).map_err(anyhow::Error::msg)?));
     }
+    if let Err(e) = app.probe_store().await {
+        tracing::warn!(
+            error = e.to_string(),
+            "the store refused the readiness probe's write"
+        );
+    }
     let app = Arc::new(app);
+    slot.set(app.clone());
     // The embedded store takes admin commands over its socket; with PostgreSQL they write to
     // the database, and every issuer reads the change from there.
     if let Some(dir) = &data_dir {
         let admin_listener = issuer::server::bind_admin_socket(dir)?;
         tokio::spawn(issuer::server::serve_admin(app.clone(), admin_listener));
     }
-    tokio::spawn(issuer::server::sweep_forever(app.clone()));
-    tokio::spawn(issuer::server::flush_edges_forever(app.clone()));
-    tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
-    if let Some(every) = app.directory_recheck_every() {
-        tokio::spawn(issuer::server::recheck_directory_forever(
-            app.clone(),
-            every,
-        ));
-    }
+    spawn_background(&app);
+    let name = data_dir.as_ref().map_or_else(
+        || "postgres".to_owned(),
+        |d| format!("redb:{}", d.display()),
+    );
     tracing::info!(%addr, scheme, store = name, "issuer serving");
     println!("listening on {scheme}://{addr}");
     std::io::stdout().flush()?;
     let audit = app.audit.clone();
-    issuer::server::serve_http(app, listener, tls, issuer::server::shutdown_signal()).await;
+    drop(app);
+    let _ = server.await;
     audit.flush().await;
     if let Some(dir) = &data_dir {
         let _ = std::fs::remove_file(dir.join(admin::SOCKET_FILE));
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The periodic work of a serving issuer: the sweep, the edges' reports, the key ring and the
+/// readiness probe, the directory recheck.
+fn spawn_background(app: &Arc<App>) {
+    tokio::spawn(issuer::server::sweep_forever(app.clone()));
+    tokio::spawn(issuer::server::flush_edges_forever(app.clone()));
+    tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
+    tokio::spawn(issuer::server::probe_store_forever(app.clone()));
+    if let Some(every) = app.directory_recheck_every() {
+        tokio::spawn(issuer::server::recheck_directory_forever(
+            app.clone(),
+            every,
+        ));
+    }
+}
+
+/// Completes once `stopped` turns true (SIGTERM or Ctrl-C).
+async fn until_stopped(mut stopped: tokio::sync::watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|s| *s).await;
 }
 
 /// Runs an admin command: on the embedded store through the running server's socket, or directly

@@ -8,7 +8,7 @@
 
 use crate::admin::{self, Command, Reply};
 use crate::app::{now, App};
-use crate::http::routes;
+use crate::http::{routes_in, AppSlot};
 use accept::AcceptErrors;
 use anyhow::Context as _;
 use rustls_pki_types::pem::PemObject;
@@ -55,14 +55,15 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
 }
 
 /// Serves HTTP on `listener` until `shutdown` completes, then drains requests in flight. Each
-/// connection is served by [`conn::serve`], which bounds every state it can be left in.
+/// connection is served by [`conn::serve`], which bounds every state it can be left in. Until
+/// `app` holds the app (the store is open), only `/livez` answers 200.
 pub async fn serve_http(
-    app: Arc<App>,
+    app: AppSlot,
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
 ) {
-    let routes = routes(app);
+    let routes = routes_in(app);
     let handler: conn::Handler = Arc::new(move |req| {
         let mut service = warp::service(routes.clone());
         Box::pin(service.call(req))
@@ -194,6 +195,32 @@ pub async fn reload_keys_forever(app: Arc<App>) {
             tracing::error!(error = e.to_string(), "reloading keys failed");
         }
         app.reload_revocations().await;
+    }
+}
+
+/// Runs the readiness probe's write every [`KEY_RELOAD_EVERY`] ([`App::probe_store`]); a
+/// failure is logged once until the store takes writes again.
+pub async fn probe_store_forever(app: Arc<App>) {
+    let mut tick = tokio::time::interval(KEY_RELOAD_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
+    loop {
+        tick.tick().await;
+        match app.probe_store().await {
+            Ok(()) if failing => {
+                failing = false;
+                tracing::info!("the store takes writes again: ready");
+            }
+            Ok(()) => {}
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!(
+                    error = e.to_string(),
+                    "the store refused the readiness probe's write: not ready"
+                );
+            }
+            Err(_) => {}
+        }
     }
 }
 

@@ -141,6 +141,11 @@ impl PgCluster {
         )
     }
 
+    /// `app`'s password, for a password file (the URL of [`Self::url`] holds it too).
+    pub fn password(&self) -> &str {
+        &self.password
+    }
+
     /// The server's port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.port

@@ -93,7 +93,10 @@ impl ApiError {
     /// acknowledged), else 500 `server_error`. The cause is logged here and never sent.
     pub fn store(cause: &StoreError) -> Self {
         match cause {
-            StoreError::Unavailable(_) | StoreError::Contention | StoreError::Disk(_) => {
+            StoreError::Unavailable(_)
+            | StoreError::Failover(..)
+            | StoreError::Contention
+            | StoreError::Disk(_) => {
                 tracing::warn!(error = cause.to_string(), "store unavailable");
                 let mut e = Self::new(
                     StatusCode::SERVICE_UNAVAILABLE,

@@ -90,6 +90,8 @@ pub struct App {
     edges: edge_book::EdgeBook,
     /// When the store last answered the periodic key ring read (seconds since the epoch).
     store_answered_at: std::sync::atomic::AtomicU64,
+    /// When the store last took the readiness probe's write (seconds since the epoch; 0: never).
+    store_written_at: std::sync::atomic::AtomicU64,
     /// Metrics.
     pub metrics: Metrics,
     /// The queue of security events to the audit trail.
@@ -98,9 +100,35 @@ pub struct App {
     pub audit_retention: u64,
 }
 
-/// `/healthz` answers 200 while the store answered the key ring read within this many seconds
-/// (the read runs every second).
+/// `/readyz` answers 200 while the store took the probe's write and answered the key ring read
+/// within this many seconds (both run every second).
 pub const HEALTHY_WITHIN: u64 = 3;
+
+/// Whether an issuer should get traffic (`/readyz`), and if not, why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    /// The store took a write and the key ring was read within [`HEALTHY_WITHIN`] seconds.
+    Ready,
+    /// The store is not open yet (the database unreachable or starting).
+    Starting,
+    /// The store took no write within [`HEALTHY_WITHIN`] seconds: unreachable, read-only, or
+    /// its disk refusing.
+    StoreNotWritable,
+    /// The key ring was not read within [`HEALTHY_WITHIN`] seconds.
+    KeyRingStale,
+}
+
+impl Readiness {
+    /// The reason, for the body of a 503: a fixed phrase, never a cause's details.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Ready => "ready",
+            Self::Starting => "the store is not open yet",
+            Self::StoreNotWritable => "the store took no write in the last seconds",
+            Self::KeyRingStale => "the key ring was not read in the last seconds",
+        }
+    }
+}
 
 impl App {
     /// State over an open store.
@@ -146,6 +174,7 @@ impl App {
             revoke_budget,
             edges: edge_book::EdgeBook::default(),
             store_answered_at: now().into(),
+            store_written_at: 0.into(),
             metrics,
             audit,
             audit_retention: AUDIT_RETENTION_DAYS * 86_400,
@@ -196,7 +225,7 @@ impl App {
     }
 
     /// Re-reads the key ring (after a rotation, and periodically so retired keys drop out). A
-    /// success also records that the store answered, for `/healthz`.
+    /// success also records that the store answered, for `/readyz`.
     pub async fn reload_keys(&self) -> Result<(), StoreError> {
         let ring = Arc::new(self.store.key_ring(now()).await?);
         *self.keys.write().unwrap_or_else(|p| p.into_inner()) = ring;
@@ -440,13 +469,28 @@ impl App {
         })
     }
 
-    /// `GET /healthz`: true while the store answered within [`HEALTHY_WITHIN`] seconds. It costs
-    /// the store nothing: load balancers may probe as often as they like.
-    pub fn healthy(&self) -> bool {
-        let answered = self
-            .store_answered_at
-            .load(std::sync::atomic::Ordering::Relaxed);
-        now().saturating_sub(answered) <= HEALTHY_WITHIN
+    /// Whether to send traffic here (`GET /readyz`, `/healthz`): the store took the probe's
+    /// write ([`App::probe_store`]) and answered the key ring read within [`HEALTHY_WITHIN`]
+    /// seconds. It costs the store nothing: load balancers may probe as often as they like.
+    pub fn readiness(&self) -> Readiness {
+        use std::sync::atomic::Ordering::Relaxed;
+        let at = now();
+        if at.saturating_sub(self.store_written_at.load(Relaxed)) > HEALTHY_WITHIN {
+            Readiness::StoreNotWritable
+        } else if at.saturating_sub(self.store_answered_at.load(Relaxed)) > HEALTHY_WITHIN {
+            Readiness::KeyRingStale
+        } else {
+            Readiness::Ready
+        }
+    }
+
+    /// The readiness probe: one small durable write to the store (see
+    /// [`crate::store::Liveness`]); a success is what [`App::readiness`] looks for.
+    pub async fn probe_store(&self) -> Result<(), StoreError> {
+        self.store.probe_write(now()).await?;
+        self.store_written_at
+            .store(now(), std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 }
 

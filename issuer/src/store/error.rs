@@ -20,6 +20,25 @@ pub enum OpenError {
     Store(#[from] StoreError),
 }
 
+impl OpenError {
+    /// True when trying again later may succeed: the database is unreachable, starting, shutting
+    /// down or read-only (`issuer serve` keeps trying); false for what only the operator can fix.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Store(e) if e.is_transient())
+    }
+}
+
+impl StoreError {
+    /// True for a failure of the moment ([`StoreError::Unavailable`], [`StoreError::Failover`],
+    /// [`StoreError::Contention`]), which a client is answered 503 for.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Self::Unavailable(_) | Self::Failover(..) | Self::Contention
+        )
+    }
+}
+
 impl From<std::io::Error> for OpenError {
     fn from(e: std::io::Error) -> Self {
         Self::Store(StoreError::Io(e))
@@ -61,6 +80,11 @@ pub enum StoreError {
     /// The database cannot be reached or is shutting down; a client gets 503.
     #[error("the database is unavailable: {0}")]
     Unavailable(String),
+    /// A PostgreSQL connection reached a server that refuses writes or is going away, as in a
+    /// failover ([`ConnectionFault`]): the connection is dropped from the pool, never reused; a
+    /// client gets 503.
+    #[error("the database connection is unusable ({0}): {1}")]
+    Failover(ConnectionFault, String),
     /// PostgreSQL reported an error.
     #[error("postgres: {0}")]
     Postgres(String),
@@ -70,4 +94,25 @@ pub enum StoreError {
     /// A background task of the store has stopped.
     #[error("the store's {0} has stopped")]
     Stopped(&'static str),
+}
+
+/// Why a PostgreSQL connection is no longer worth keeping ([`StoreError::Failover`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionFault {
+    /// The server refused a write (SQLSTATE 25006 `read_only_sql_transaction`): a standby, a
+    /// demoted primary, or a database set read-only. Nothing was written; the operation is
+    /// retried once on a fresh connection.
+    ReadOnly,
+    /// The server is shutting down or not yet accepting connections (57P01 `admin_shutdown`,
+    /// 57P02 `crash_shutdown`, 57P03 `cannot_connect_now`).
+    ShuttingDown,
+}
+
+impl std::fmt::Display for ConnectionFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::ReadOnly => "read-only",
+            Self::ShuttingDown => "server shutting down",
+        })
+    }
 }

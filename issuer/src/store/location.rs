@@ -2,10 +2,11 @@
 //! says the same) or a PostgreSQL URL, and opening it.
 
 use super::kek::Kek;
-use super::postgres::PgStore;
+use super::postgres::{ConnectOptions, PgStore};
 use super::{OpenError, RefreshPolicy};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use zeroize::Zeroizing;
 
 /// The files a PostgreSQL store is opened with.
 #[derive(Debug, Clone, Copy, Default)]
@@ -16,6 +17,8 @@ pub struct PgFiles<'a> {
     pub previous_kek: Option<&'a Path>,
     /// CA certificates (PEM) to verify the database's TLS certificate with.
     pub ca: Option<&'a Path>,
+    /// The database password, for a URL without one (`--store-password-file`, mode 0600).
+    pub password: Option<&'a Path>,
 }
 
 /// A store's location.
@@ -69,10 +72,39 @@ impl Location {
         policy: RefreshPolicy,
     ) -> Result<Arc<PgStore>, OpenError> {
         let kek = Self::kek(files.kek, files.previous_kek)?;
+        let options = ConnectOptions {
+            ca_file: files.ca,
+            password: files.password.map(read_password).transpose()?,
+        };
         Ok(Arc::new(
-            PgStore::connect_with(url, files.ca, kek, now, policy).await?,
+            PgStore::connect_options(url, options, kek, now, policy).await?,
         ))
     }
+}
+
+/// The database password in `path`: its first line, the file readable by its owner only (as
+/// the KEK file).
+pub fn read_password(path: &Path) -> Result<Zeroizing<Vec<u8>>, OpenError> {
+    use std::os::unix::fs::PermissionsExt;
+    let name = path.display();
+    let unreadable = |e: std::io::Error| {
+        OpenError::Config(format!("--store-password-file {name} cannot be read: {e}"))
+    };
+    let meta = std::fs::metadata(path).map_err(unreadable)?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(OpenError::Config(format!(
+            "--store-password-file {name} is readable by other users: chmod 600 it"
+        )));
+    }
+    let bytes = Zeroizing::new(std::fs::read(path).map_err(unreadable)?);
+    let line = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.is_empty() {
+        return Err(OpenError::Config(format!(
+            "--store-password-file {name} is empty: write the password on its first line"
+        )));
+    }
+    Ok(Zeroizing::new(line.to_vec()))
 }
 
 #[cfg(test)]
@@ -97,5 +129,26 @@ mod tests {
         for bad in ["redb:", "mysql://x", "/just/a/path"] {
             assert!(Location::parse(Some(bad), dir).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn password_files() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("pw");
+        std::fs::write(&file, "s3cret\r\nignored\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = read_password(&file).unwrap_err().to_string();
+        assert!(e.contains("chmod 600"), "{e}");
+        assert!(!e.contains("s3cret"), "{e}");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_password(&file).unwrap().as_slice(), b"s3cret");
+        std::fs::write(&file, "\n").unwrap();
+        assert!(read_password(&file)
+            .unwrap_err()
+            .to_string()
+            .contains("empty"));
+        let missing = read_password(&tmp.path().join("none")).unwrap_err();
+        assert!(missing.to_string().contains("cannot be read"), "{missing}");
     }
 }

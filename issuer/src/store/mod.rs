@@ -35,24 +35,24 @@ pub mod revocation {
 pub use accounts::{ClientChange, ClientRecord, DirectoryLink, GrantKind, UserChange, UserRecord};
 pub use audit::{AuditAction, AuditEvent};
 pub use edges::EdgeReport;
-pub use error::{OpenError, StoreError};
+pub use error::{ConnectionFault, OpenError, StoreError};
 pub use keys::{
     KeyInfo, KeyState, PromoteOutcome, Promotion, RetireOutcome, Rotated, RotationPlan, HELD,
     KEY_RETIRE_MARGIN,
 };
 pub use location::{Location, PgFiles};
 pub use storage::{
-    AccessLifetime, Audit, Clients, Edges, Families, FamilyRevocation, HashKeyed, RefreshInfo,
-    RefreshPolicy, RefreshRejection, Revocations, RotateOutcome, Rotation, SigningKeys, Store,
-    Sweep, Users,
+    AccessLifetime, Audit, Clients, Edges, Families, FamilyRevocation, HashKeyed, Liveness,
+    RefreshInfo, RefreshPolicy, RefreshRejection, Revocations, RotateOutcome, Rotation,
+    SigningKeys, Store, Sweep, Users,
 };
 
 /// Every trait of the store, for code that calls a backend by its own type (`use
 /// issuer::store::prelude::*`); through `dyn Store` they need no import.
 pub mod prelude {
     pub use super::storage::{
-        AccessLifetime, Audit, Clients, Edges, Families, HashKeyed, Revocations, SigningKeys,
-        Sweep, Users,
+        AccessLifetime, Audit, Clients, Edges, Families, HashKeyed, Liveness, Revocations,
+        SigningKeys, Sweep, Users,
     };
 }
 

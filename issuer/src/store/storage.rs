@@ -102,6 +102,14 @@ pub trait AccessLifetime: Send + Sync {
     async fn set_access_ttl(&self, ttl: u64) -> Result<(), StoreError>;
 }
 
+/// The write behind readiness: `/readyz` says ready only while this succeeds.
+#[async_trait::async_trait]
+pub trait Liveness: Send + Sync {
+    /// Durably writes the time `now` to one row kept for the purpose (the store does not grow):
+    /// proof that the store takes writes now (not read-only, not unreachable, its disk writable).
+    async fn probe_write(&self, now: u64) -> Result<(), StoreError>;
+}
+
 /// The key under which client secrets and refresh tokens are hashed (sealed under the KEK in a
 /// shared database, a 0600 file in a data dir).
 pub trait HashKeyed: Send + Sync {
@@ -184,6 +192,7 @@ pub trait Store:
     + Users
     + SigningKeys
     + AccessLifetime
+    + Liveness
     + HashKeyed
     + Families
     + Revocations
@@ -200,6 +209,7 @@ impl<T> Store for T where
         + Users
         + SigningKeys
         + AccessLifetime
+        + Liveness
         + HashKeyed
         + Families
         + Revocations

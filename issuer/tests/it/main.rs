@@ -4,7 +4,8 @@
 //! [`e2e::issuer::launch`], as every other test's do); the tests are in one module per topic. `store` runs the
 //! store conformance suite against redb and a real PostgreSQL, `store_postgres` what only the
 //! PostgreSQL store does (sealed secrets, MACed records, TLS), `multi` several issuers on one
-//! PostgreSQL, `disk` the embedded store on a full disk, `config` the configuration file.
+//! PostgreSQL, `disk` the embedded store on a full disk, `config` the configuration file, `health`
+//! the probes and starting before the database.
 
 mod admin;
 mod apply;
@@ -17,6 +18,7 @@ mod documented;
 mod endpoints;
 mod errors;
 mod grants;
+mod health;
 mod impersonation;
 mod multi;
 mod oauth2_crate;

@@ -8,7 +8,7 @@ use shared::token;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-fn kek_file(dir: &Path) -> String {
+pub(super) fn kek_file(dir: &Path) -> String {
     kek_file_named(dir, "kek", "5a")
 }
 
@@ -35,7 +35,7 @@ fn admin_on(dir: &Path, args: &[&str], store: &[String], stdin: Option<&str>) ->
 
 /// A database with client `app` (these grants, active) and user `alice` / `alice-pw`: the store
 /// arguments of the issuers and the admin commands, and the client's secret.
-fn provision(pg: &PgCluster, tmp: &Path, grants: &str) -> (Vec<String>, String) {
+pub(super) fn provision(pg: &PgCluster, tmp: &Path, grants: &str) -> (Vec<String>, String) {
     let store = vec![
         "--store".to_owned(),
         pg.url(),
@@ -60,7 +60,7 @@ fn provision(pg: &PgCluster, tmp: &Path, grants: &str) -> (Vec<String>, String) 
 }
 
 /// Waits (at most `limit`) until `check` holds; returns how long it took.
-async fn within<F: std::future::Future<Output = bool>>(
+pub(super) async fn within<F: std::future::Future<Output = bool>>(
     limit: Duration,
     mut check: impl FnMut() -> F,
 ) -> Duration {

@@ -31,7 +31,6 @@ impl Edges for PgStore {
         // reports of one edge at once wait for each other, instead of one failing and retrying
         // at every flush, and the pruning scans conflict with nothing.
         retrying!(self, |conn| {
-            let mut conn = conn;
             let tx = conn
                 .build_transaction()
                 .isolation_level(tokio_postgres::IsolationLevel::ReadCommitted)

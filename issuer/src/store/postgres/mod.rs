@@ -5,8 +5,12 @@
 //!   (SQLSTATE 40001 serialization failure, 40P01 deadlock): a lost race never reaches a client;
 //! - no advisory locks, no sequences, no `LISTEN/NOTIFY`: changes are read fresh by every request
 //!   or polled (the key ring once a second);
-//! - the schema is created and migrated by the issuer itself, one versioned migration at a time in
-//!   a serializable transaction, so two issuers starting at once cannot both apply one;
+//! - the schema is created and migrated by the issuer itself, one versioned migration at a time,
+//!   under a lock row (a lease in a table, not an advisory lock): of issuers starting at once one
+//!   migrates, the others wait for it;
+//! - a connection that finds the server read-only or shutting down (a failover) is dropped, never
+//!   reused (`fault`, `retrying!`); `target_session_attrs=read-write` in a multi-host URL
+//!   makes new connections find the primary;
 //! - signing keys and the hash key are sealed under the key-encryption key ([`Kek`]);
 //! - client and user records carry a MAC under a key derived from the hash key ([`records`]), so
 //!   write access to the database alone grants no power.
@@ -14,7 +18,9 @@
 //! Refresh token operations are in [`refresh`].
 
 mod audit;
+mod connect;
 mod edges;
+mod fault;
 mod keys;
 mod records;
 mod refresh;
@@ -23,18 +29,21 @@ mod schema;
 mod throttle;
 mod tls;
 
+use connect::pool_config;
+pub use connect::ConnectOptions;
+pub(crate) use fault::classify;
+
 use super::kek::{Kek, KekError};
 use super::revocation::{RevocationPage, Revoked};
 use super::{
     AccessLifetime, Audit, AuditEvent, ClientChange, ClientRecord, Clients, Families,
-    FamilyRevocation, HashKeyed, OpenError, RefreshInfo, RefreshPolicy, Revocations, RotateOutcome,
-    StoreError, Sweep, UserChange, UserRecord, Users, DEFAULT_ACCESS_TTL,
+    FamilyRevocation, HashKeyed, Liveness, OpenError, RefreshInfo, RefreshPolicy, Revocations,
+    RotateOutcome, StoreError, Sweep, UserChange, UserRecord, Users, DEFAULT_ACCESS_TTL,
 };
 use crate::secrets::HashKey;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use records::{RecordKey, Table};
 use std::time::Duration;
-use tokio_postgres::error::SqlState;
 use zeroize::Zeroizing;
 
 /// Most attempts of one transaction that the database keeps asking to retry. PostgreSQL's
@@ -47,26 +56,6 @@ pub(crate) const MAX_ATTEMPTS: u32 = 40;
 const POOL_SIZE: usize = 16;
 /// How long a request waits for a connection or the database before it is answered 503.
 const WAIT: Duration = Duration::from_secs(5);
-
-/// A database failure, classified: worth another attempt, the database unreachable, or another.
-pub(crate) fn classify(e: tokio_postgres::Error) -> StoreError {
-    match e.code() {
-        Some(c)
-            if *c == SqlState::T_R_SERIALIZATION_FAILURE
-                || *c == SqlState::T_R_DEADLOCK_DETECTED =>
-        {
-            StoreError::Contention
-        }
-        Some(c) if c.code().starts_with("08") || c.code().starts_with("57P") => {
-            StoreError::Unavailable(e.to_string())
-        }
-        Some(c) => StoreError::Postgres(match e.as_db_error() {
-            Some(db) => format!("{}: {}", c.code(), db.message()),
-            None => format!("{}: {e}", c.code()),
-        }),
-        None => StoreError::Unavailable(e.to_string()),
-    }
-}
 
 impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> Self {
@@ -82,22 +71,40 @@ impl From<KekError> for StoreError {
 }
 
 /// Runs `$body` (with `$conn` a pooled connection; `?` on database errors) as statements in
-/// transactions of their own, retrying the whole body while the database reports contention.
+/// transactions of their own, retrying the whole body while the database reports contention. A
+/// connection that met a failover ([`StoreError::Failover`]) is dropped from the pool with the
+/// idle ones ([`PgStore::discard`]); a refused write (read-only) is tried once more on a fresh
+/// connection, which `target_session_attrs=read-write` points at the new primary.
 macro_rules! retrying {
     ($store:expr, |$conn:ident| $body:block) => {{
         let mut attempt = 0u32;
+        let mut fresh = false;
         loop {
-            let result: Result<_, StoreError> = async {
-                let $conn = $store.connection().await?;
-                Ok($body)
-            }
-            .await;
+            let result: Result<_, StoreError> = match $store.connection().await {
+                Err(e) => Err(e),
+                Ok(mut held) => {
+                    let result: Result<_, StoreError> = async {
+                        let $conn = &mut held;
+                        Ok($body)
+                    }
+                    .await;
+                    if let Err(StoreError::Failover(..)) = &result {
+                        $store.discard(held);
+                    }
+                    result
+                }
+            };
             match result {
                 Err(StoreError::Contention)
                     if attempt + 1 < $crate::store::postgres::MAX_ATTEMPTS =>
                 {
                     attempt += 1;
                     $crate::store::postgres::back_off(attempt).await;
+                }
+                Err(StoreError::Failover($crate::store::ConnectionFault::ReadOnly, _))
+                    if !fresh =>
+                {
+                    fresh = true;
                 }
                 other => break other,
             }
@@ -111,7 +118,6 @@ pub(crate) use retrying;
 macro_rules! serializable {
     ($store:expr, |$tx:ident| $body:block) => {
         $crate::store::postgres::retrying!($store, |conn| {
-            let mut conn = conn;
             let $tx = conn
                 .build_transaction()
                 .isolation_level(tokio_postgres::IsolationLevel::Serializable)
@@ -185,16 +191,24 @@ impl PgStore {
         now: u64,
         policy: RefreshPolicy,
     ) -> Result<Self, OpenError> {
-        let mut config: tokio_postgres::Config = url
-            .parse()
-            .map_err(|_| OpenError::Config("the PostgreSQL URL does not parse".into()))?;
-        // Statements outside an explicit transaction are SERIALIZABLE too (CockroachDB's only
-        // level; PostgreSQL's default is READ COMMITTED).
-        let options = format!(
-            "{} -c default_transaction_isolation=serializable",
-            config.get_options().unwrap_or_default()
-        );
-        config.options(options.trim_start());
+        let options = ConnectOptions {
+            ca_file,
+            password: None,
+        };
+        Self::connect_options(url, options, kek, now, policy).await
+    }
+
+    /// [`PgStore::connect_with`], with the password from `options` (read from a file) when the
+    /// URL holds none.
+    pub async fn connect_options(
+        url: &str,
+        options: ConnectOptions<'_>,
+        kek: Kek,
+        now: u64,
+        policy: RefreshPolicy,
+    ) -> Result<Self, OpenError> {
+        let ca_file = options.ca_file;
+        let config = pool_config(url, options.password)?;
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
@@ -230,6 +244,17 @@ impl PgStore {
         Ok(store)
     }
 
+    /// Drops `conn` (it met a failover: read-only or its server going away) and the idle
+    /// connections, which reached the same server: the next requests connect afresh.
+    pub(crate) fn discard(&self, conn: deadpool_postgres::Object) {
+        drop(deadpool_postgres::Object::take(conn));
+        let dropped = self.pool.retain(|_, _| false).removed.len();
+        tracing::warn!(
+            idle_dropped = dropped,
+            "a database connection met a failover; reconnecting"
+        );
+    }
+
     pub(crate) async fn connection(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.pool.get().await.map_err(|e| match e {
             deadpool_postgres::PoolError::Backend(e) => classify(e),
@@ -260,6 +285,20 @@ impl AccessLifetime for PgStore {
                 "INSERT INTO settings (name, value) VALUES ('access_ttl', $1) \
                  ON CONFLICT (name) DO UPDATE SET value = excluded.value",
                 &[&int(ttl)],
+            )
+            .await?;
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Liveness for PgStore {
+    async fn probe_write(&self, now: u64) -> Result<(), StoreError> {
+        retrying!(self, |conn| {
+            conn.execute(
+                "INSERT INTO liveness (name, at) VALUES ('probe', $1) \
+                 ON CONFLICT (name) DO UPDATE SET at = excluded.at",
+                &[&int(now)],
             )
             .await?;
         })

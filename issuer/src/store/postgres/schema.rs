@@ -2,7 +2,7 @@
 //! with (the hash key and the first signing key, sealed under the KEK).
 
 use super::records::{RecordKey, Table};
-use super::{back_off, int, serializable, PgStore};
+use super::{back_off, int, retrying, serializable, PgStore};
 use crate::secrets::{self, HashKey};
 use crate::store::{OpenError, StoreError};
 use zeroize::Zeroizing;
@@ -67,7 +67,14 @@ const MIGRATIONS: &[&str] = &[
     // The audit trail (`store::audit`), by time and a random number.
     "CREATE TABLE IF NOT EXISTS audit (
          at BIGINT NOT NULL, id BIGINT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (at, id))",
+    // The readiness probe's one row, rewritten every second by every issuer
+    // (`storage::Liveness`): in a table of its own, so that it conflicts with no transaction
+    // reading the settings.
+    "CREATE TABLE IF NOT EXISTS liveness (name TEXT PRIMARY KEY, at BIGINT NOT NULL)",
 ];
+
+/// Seconds an issuer holds the migration lock at most: another takes it over after that.
+const MIGRATION_LEASE: i64 = 60;
 
 /// The row of `sealed_secrets` holding the hash key. Its name says that every client and user
 /// record carries a MAC under it: a database of an older version holds it as [`LEGACY_HASH_KEY`]
@@ -109,8 +116,79 @@ impl PgStore {
         }
     }
 
-    /// Applies the migrations this database lacks, in order (see [`MIGRATIONS`]).
+    /// Applies the migrations this database lacks, in order (see [`MIGRATIONS`]): nothing when
+    /// it lacks none (no schema statement then, no privilege needed beyond the tables'); else
+    /// under the lock row of `schema_lock`, so that of issuers starting at once one migrates and
+    /// the others wait for it. The row is a lease ([`MIGRATION_LEASE`]), not an advisory lock,
+    /// which CockroachDB lacks: an issuer that dies migrating holds it no longer than that.
     pub(super) async fn migrate(&self, now: u64) -> Result<(), StoreError> {
+        if self.up_to_date().await? {
+            return Ok(());
+        }
+        self.schema_change(
+            "CREATE TABLE IF NOT EXISTS schema_lock \
+             (id INT PRIMARY KEY, holder BYTEA NOT NULL, until BIGINT NOT NULL)",
+        )
+        .await?;
+        let me = secrets::random16().to_vec();
+        let mut told = false;
+        while !self.take_migration_lock(&me).await? {
+            if !told {
+                tracing::info!("another issuer is migrating the database; waiting for it");
+                told = true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            if self.up_to_date().await? {
+                return Ok(());
+            }
+        }
+        let migrated = self.migrate_locked(now).await;
+        let released = retrying!(self, |conn| {
+            conn.execute("DELETE FROM schema_lock WHERE holder = $1", &[&me])
+                .await?;
+        });
+        migrated.and(released)
+    }
+
+    /// Whether every migration is recorded as applied.
+    async fn up_to_date(&self) -> Result<bool, StoreError> {
+        let exists = {
+            let conn = self.connection().await?;
+            let n: i64 = conn
+                .query_one(
+                    "SELECT count(*) FROM information_schema.tables \
+                     WHERE table_name = 'schema_migrations' AND table_schema = current_schema()",
+                    &[],
+                )
+                .await?
+                .get(0);
+            n > 0
+        };
+        if !exists {
+            return Ok(false);
+        }
+        let applied = self.applied_migrations().await?;
+        Ok((1..=MIGRATIONS.len()).all(|v| applied.contains(&i64::try_from(v).unwrap_or(0))))
+    }
+
+    /// Takes the migration lock row as `me` if it is free or its lease ran out.
+    async fn take_migration_lock(&self, me: &[u8]) -> Result<bool, StoreError> {
+        retrying!(self, |conn| {
+            conn.query_opt(
+                "INSERT INTO schema_lock (id, holder, until) \
+                 VALUES (1, $1, CAST(extract(epoch FROM now()) AS BIGINT) + $2) \
+                 ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, until = excluded.until \
+                 WHERE schema_lock.until < CAST(extract(epoch FROM now()) AS BIGINT) \
+                 RETURNING holder",
+                &[&me, &MIGRATION_LEASE],
+            )
+            .await?
+            .is_some()
+        })
+    }
+
+    /// Applies the migrations this database lacks, holding the migration lock.
+    async fn migrate_locked(&self, now: u64) -> Result<(), StoreError> {
         self.schema_change(
             "CREATE TABLE IF NOT EXISTS schema_migrations \
              (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",

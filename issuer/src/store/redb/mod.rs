@@ -309,6 +309,14 @@ impl RedbFile {
         Ok(())
     }
 
+    /// The readiness probe: a durable write of the time to one settings row.
+    pub fn probe_write(&self, now: u64) -> Result<(), StoreError> {
+        let tx = self.begin_write()?;
+        tx.open_table(SETTINGS)?.insert("probe_at", now)?;
+        tx.commit()?;
+        Ok(())
+    }
+
     // ----- keys -----
 
     /// Every key still on record, with its state at `now`.

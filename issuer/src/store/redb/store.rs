@@ -9,8 +9,8 @@ use crate::store::keys::{PromoteOutcome, RetireOutcome, Rotated};
 use crate::store::revocation::{RevocationPage, Revoked};
 use crate::store::{
     AccessLifetime, Audit, AuditEvent, ClientChange, ClientRecord, Clients, Edges, Families,
-    FamilyRevocation, HashKeyed, KeyInfo, OpenError, RefreshInfo, RefreshPolicy, Revocations,
-    RotateOutcome, SigningKeys, StoreError, Sweep, UserChange, UserRecord, Users,
+    FamilyRevocation, HashKeyed, KeyInfo, Liveness, OpenError, RefreshInfo, RefreshPolicy,
+    Revocations, RotateOutcome, SigningKeys, StoreError, Sweep, UserChange, UserRecord, Users,
 };
 use shared::KeyRing;
 use std::path::Path;
@@ -76,6 +76,13 @@ impl AccessLifetime for RedbStore {
 
     async fn set_access_ttl(&self, ttl: u64) -> Result<(), StoreError> {
         self.watch(self.file.set_access_ttl(ttl))
+    }
+}
+
+#[async_trait::async_trait]
+impl Liveness for RedbStore {
+    async fn probe_write(&self, now: u64) -> Result<(), StoreError> {
+        self.watch(self.file.probe_write(now))
     }
 }
 

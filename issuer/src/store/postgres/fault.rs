@@ -1,0 +1,102 @@
+//! What a PostgreSQL error means for the operation and for the connection it failed on: a
+//! lost race to run again, a failover that spoils the connection (dropped, never reused), the
+//! database unreachable, or a fault to report.
+
+use crate::store::{ConnectionFault, StoreError};
+use tokio_postgres::error::SqlState;
+
+/// What a SQLSTATE says about the operation and the connection it failed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// A lost race: run the transaction again.
+    Contention,
+    /// The connection met a failover: drop it.
+    Failover(ConnectionFault),
+    /// The database cannot be reached now.
+    Unavailable,
+    /// Anything else: a fault to report.
+    Other,
+}
+
+fn class_of(code: &SqlState) -> Class {
+    if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED {
+        Class::Contention
+    } else if *code == SqlState::READ_ONLY_SQL_TRANSACTION {
+        Class::Failover(ConnectionFault::ReadOnly)
+    } else if *code == SqlState::ADMIN_SHUTDOWN
+        || *code == SqlState::CRASH_SHUTDOWN
+        || *code == SqlState::CANNOT_CONNECT_NOW
+    {
+        Class::Failover(ConnectionFault::ShuttingDown)
+    } else if code.code().starts_with("08") || code.code().starts_with("57P") {
+        Class::Unavailable
+    } else {
+        Class::Other
+    }
+}
+
+/// A database failure, classified: worth another attempt, the connection spoiled by a failover,
+/// the database unreachable, or another.
+pub(crate) fn classify(e: tokio_postgres::Error) -> StoreError {
+    match e.code() {
+        Some(c) => match class_of(c) {
+            Class::Contention => StoreError::Contention,
+            Class::Failover(fault) => StoreError::Failover(fault, describe(&e)),
+            Class::Unavailable => StoreError::Unavailable(describe(&e)),
+            Class::Other => StoreError::Postgres(describe(&e)),
+        },
+        // A setting the server needs is missing (a password): no retry helps.
+        None if e.to_string() == "invalid configuration" => StoreError::Postgres(describe(&e)),
+        None => StoreError::Unavailable(describe(&e)),
+    }
+}
+
+/// The error with its causes (tokio-postgres says only "invalid configuration" or "error
+/// connecting to server" and keeps what is wrong in the source): "invalid configuration: password
+/// missing". A password is never part of either.
+fn describe(e: &tokio_postgres::Error) -> String {
+    let mut text = match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => e.to_string(),
+    };
+    if e.as_db_error().is_none() {
+        let mut source = std::error::Error::source(e);
+        while let Some(cause) = source {
+            text.push_str(": ");
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failover_codes_spoil_the_connection() {
+        let class = |code: &str| class_of(&SqlState::from_code(code));
+        assert_eq!(class("25006"), Class::Failover(ConnectionFault::ReadOnly));
+        for code in ["57P01", "57P02", "57P03"] {
+            assert_eq!(
+                class(code),
+                Class::Failover(ConnectionFault::ShuttingDown),
+                "{code}"
+            );
+        }
+        assert_eq!(class("40001"), Class::Contention);
+        assert_eq!(class("40P01"), Class::Contention);
+        for code in ["08006", "08001", "57P04"] {
+            assert_eq!(class(code), Class::Unavailable, "{code}");
+        }
+        for code in ["23505", "42P01", "28P01", "42501"] {
+            assert_eq!(class(code), Class::Other, "{code}");
+        }
+        let read_only = StoreError::Failover(ConnectionFault::ReadOnly, "25006".into());
+        assert!(read_only.is_transient());
+        assert!(
+            !StoreError::Postgres("28P01: password authentication failed".into()).is_transient()
+        );
+    }
+}
