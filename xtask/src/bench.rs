@@ -11,6 +11,7 @@
 mod directory;
 mod edge;
 mod envoy;
+mod failover;
 mod issuer;
 mod store;
 mod traffic;
@@ -39,6 +40,7 @@ pub enum Sections {
     Edge,
     Stores,
     Directory,
+    Failover,
 }
 
 /// The issuer and the examples that fill its stores, in one build: built apart, the examples'
@@ -126,6 +128,10 @@ impl Settings {
 pub fn bench(quick: bool, sections: Sections) -> Result<()> {
     let s = Settings::new(quick);
     let started = Instant::now();
+    if sections == Sections::Failover {
+        run(cargo().args(ISSUER_BUILD))?;
+        return bench_failover(&s, quick, started);
+    }
     install::ensure_wrk()?;
     if sections == Sections::Stores {
         run(cargo().args(ISSUER_BUILD))?;
@@ -197,6 +203,7 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
     bench_edge(&s, quick, &tools, Some(revocations), started)?;
     bench_stores(&s, quick, started)?;
     bench_directory(&s, quick, started)?;
+    bench_failover(&s, quick, started)?;
     eprintln!(
         "the whole run took {:.0} s",
         started.elapsed().as_secs_f64()
@@ -288,6 +295,22 @@ fn bench_directory(s: &Settings, quick: bool, started: Instant) -> Result<()> {
         &(how + &directory::report(&results, &command)),
         started,
     )
+}
+
+/// The failover runs, written to their own section of BENCHMARKS.md.
+fn bench_failover(s: &Settings, quick: bool, started: Instant) -> Result<()> {
+    let dir = fresh_dir("bench-failover")?;
+    // A failover is an event, not a steady state: one run of each kind per round, each reported.
+    let seconds = if quick { 2 } else { 5 };
+    let rounds = if quick { 1 } else { s.rounds.min(2) };
+    let section = failover::bench_failover(&dir, rounds, seconds)?;
+    let when = format!(
+        "Measured by `cargo xtask bench{} --failover` on {} ({}; {rounds} run(s) of each kind, each reported).\n\n",
+        if quick { " --quick" } else { "" },
+        crate::util::utc_now(),
+        machine(),
+    );
+    publish("bench-failover", &(when + &section), started)
 }
 
 /// The tools of a run that starts only the issuer: its release build.
