@@ -364,7 +364,11 @@ type Clusters = (Option<postgres::PgCluster>, Option<postgres::PgCluster>);
 /// [`Options::postgres`] a throwaway PostgreSQL cluster (returned, to stop after the issuers),
 /// with [`Options::standby`] its synchronous standby too, and a second issuer, else the redb
 /// data dir `data`.
-fn issuer_state(dir: &Path, data: &Path, opts: &Options) -> Result<(StoreArgs, Clusters, Vec<u16>)> {
+fn issuer_state(
+    dir: &Path,
+    data: &Path,
+    opts: &Options,
+) -> Result<(StoreArgs, Clusters, Vec<u16>)> {
     if !opts.postgres {
         return Ok((StoreArgs::redb(data), (None, None), vec![]));
     }

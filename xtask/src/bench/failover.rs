@@ -106,7 +106,11 @@ pub(super) fn bench_failover(dir: &Path, rounds: usize, seconds: u64) -> Result<
             std::fs::create_dir_all(&run_dir)?;
             let (figures, v) = one_run(&rt, &run_dir, &tools, &bin, *variant, seconds)
                 .with_context(|| format!("failover run {}", variant.name()))?;
-            eprintln!("failover round {} {}: {figures:?}", round + 1, variant.name());
+            eprintln!(
+                "failover round {} {}: {figures:?}",
+                round + 1,
+                variant.name()
+            );
             version = v;
             runs.push(figures);
         }
@@ -115,7 +119,10 @@ pub(super) fn bench_failover(dir: &Path, rounds: usize, seconds: u64) -> Result<
         .iter()
         .find(|f| f.other > 0 || f.unavailable_without_retry_after > 0)
     {
-        anyhow::bail!("failover run {}: answers other than 200, 400 or 503 with Retry-After: {bad:?}", bad.variant.name());
+        anyhow::bail!(
+            "failover run {}: answers other than 200, 400 or 503 with Retry-After: {bad:?}",
+            bad.variant.name()
+        );
     }
     if let Some(bad) = runs.iter().find(|f| {
         matches!(f.variant.replication, Replication::Synchronous) && (f.lost > 0 || f.refused > 0)
@@ -243,7 +250,10 @@ fn figures(v: Variant, answers: &[Answer], t: &Times, lost: u64, families_hit: u
 /// The Markdown section.
 fn report(runs: &[Figures], seconds: u64, version: &str) -> String {
     let mut r = String::new();
-    let _ = writeln!(r, "### PostgreSQL failover: two issuers, 32 clients refreshing\n");
+    let _ = writeln!(
+        r,
+        "### PostgreSQL failover: two issuers, 32 clients refreshing\n"
+    );
     let _ = writeln!(
         r,
         "| standby | before the kill: rotations/s | p99 ms | answered 200 while the standby was behind | promotion → first 200 | answers 503 (all with Retry-After) | answers 400 | acknowledged rotations missing on the promoted standby (families) |\n|---|---|---|---|---|---|---|---|"
