@@ -171,9 +171,11 @@ fn one_run(
         tokio::time::sleep(Duration::from_secs(1)).await;
         let measured_from = Instant::now();
         tokio::time::sleep(Duration::from_secs(seconds)).await;
+        if variant.lagging {
+            tokio::task::block_in_place(|| primary.hold_wal_senders())?;
+        }
         let held_from = Instant::now();
         if variant.lagging {
-            primary.hold_wal_senders()?;
             tokio::time::sleep(LAG).await;
         }
         let killed = Instant::now();
@@ -285,11 +287,13 @@ fn report(runs: &[Figures], seconds: u64, version: &str) -> String {
          SERIALIZABLE) and a `pg_basebackup -R` standby on loopback, `synchronous_standby_names` \
          naming it or empty; two issuers (release) on \
          `postgres://app@127.0.0.1:P1,127.0.0.1:P2/postgres?target_session_attrs=read-write`; \
-         {CLIENTS} clients (tokio, reqwest), a family each, 16 per issuer, each presenting its latest \
-         token, a 503 answered by the same token again 100 ms later; {seconds} s of load measured \
+         {CLIENTS} clients (tokio and reqwest in the xtask binary, a debug build, on the same two \
+         cores: its CPU bounds the throughput too), a family each, 16 per issuer, each presenting \
+         its latest token, a 503 answered by the same token again 100 ms later; {seconds} s of load measured \
          before the kill; every primary process SIGKILLed, `pg_ctl promote` of the standby {} s \
          later, {} s of load after; \"behind\": the primary's WAL sender stopped (SIGSTOP) {} s \
-         before the kill. Nothing pinned.\n",
+         before the kill (\"answered 200 while behind\": from the SIGSTOP to the kill). No Envoy, \
+         no wrk; nothing pinned.\n",
         GAP.as_secs(),
         AFTER.as_secs(),
         LAG.as_secs()
