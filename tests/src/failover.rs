@@ -278,3 +278,71 @@ pub fn rotations_lost(acked: &HashMap<String, u32>, stored: &HashMap<String, Sto
         .map(|(_, g, have)| u64::from(g - have.unwrap_or(0)))
         .sum()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(family: [u8; 16], generation: u32) -> String {
+        let mut raw = family.to_vec();
+        raw.extend(generation.to_be_bytes());
+        raw.extend([7u8; 32]);
+        format!(
+            "{PREFIX}{}",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+        )
+    }
+
+    fn answer(at: Instant, family: &str, presented: u32, outcome: Outcome) -> Answer {
+        Answer {
+            at,
+            latency: Duration::from_millis(10),
+            family: family.into(),
+            presented,
+            outcome,
+        }
+    }
+
+    #[test]
+    fn a_token_names_its_family_and_generation() {
+        let t = token([0xab; 16], 258);
+        assert_eq!(family_of(&t), Some(("ab".repeat(16), 258)));
+        assert_eq!(family_of("mmrt1.AAAA"), None);
+        assert_eq!(family_of(&format!("{PREFIX}AAAA")), None);
+    }
+
+    #[test]
+    fn only_rotations_answered_before_the_instant_count_and_missing_ones_are_summed() {
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(1);
+        let answers = [
+            answer(t0, "a", 0, Outcome::Rotated(1)),
+            answer(t0, "a", 1, Outcome::Rotated(2)),
+            answer(t0, "b", 4, Outcome::Unavailable { retry_after: true }),
+            answer(t0, "c", 0, Outcome::Rotated(1)),
+            answer(later, "c", 1, Outcome::Rotated(2)),
+        ];
+        let acked = acknowledged(&answers, t0 + Duration::from_millis(500));
+        assert_eq!(acked, HashMap::from([("a".into(), 2), ("c".into(), 1)]));
+        let stored = HashMap::from([(
+            "c".to_owned(),
+            Stored {
+                generation: 1,
+                revoked: false,
+            },
+        )]);
+        assert_eq!(missing(&acked, &stored), vec![("a".into(), 2, None)]);
+        assert_eq!(rotations_lost(&acked, &stored), 2);
+        let behind = HashMap::from([("a".into(), 5), ("c".into(), 1)]);
+        let mut stored = stored;
+        stored.insert(
+            "a".into(),
+            Stored {
+                generation: 3,
+                revoked: false,
+            },
+        );
+        assert_eq!(missing(&behind, &stored), vec![("a".into(), 5, Some(3))]);
+        assert_eq!(rotations_lost(&behind, &stored), 2);
+    }
+}
