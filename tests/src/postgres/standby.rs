@@ -143,6 +143,16 @@ impl PgCluster {
         self.run(c, "pg_ctl promote")
     }
 
+    /// Makes every transaction on this server read-only from now on, open sessions included
+    /// (`default_transaction_read_only`, reloaded): what clients see of a primary demoted in
+    /// place, or of a managed server that turned read-only (a full disk), while their
+    /// connections stay open. Writes then fail with SQLSTATE `25006`.
+    pub fn set_read_only(&self) -> Result<()> {
+        self.psql("ALTER SYSTEM SET default_transaction_read_only = on")?;
+        self.psql("SELECT pg_reload_conf()")?;
+        Ok(())
+    }
+
     /// Stops this primary's WAL senders (SIGSTOP), so its standbys fall behind from now on, as
     /// a slow network or disk would hold them back; [`PgCluster::kill`] ends them.
     pub fn hold_wal_senders(&self) -> Result<()> {

@@ -148,6 +148,15 @@ fn a_synchronous_standby_streams_and_takes_over_from_a_killed_primary() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
     standby.psql("INSERT INTO t VALUES (1)").unwrap();
     assert_eq!(standby.psql("SELECT count(*) FROM t").unwrap(), "2");
+    // Read-only in place, as a primary demoted under its clients.
+    standby.set_read_only().unwrap();
+    let write = standby.psql("INSERT INTO t VALUES (2)");
+    assert!(
+        write
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("read-only transaction")),
+        "{write:?}"
+    );
 
     let (standby_dir, standby_pid) = (standby.data_dir().to_owned(), standby.pid().unwrap());
     drop(primary);
