@@ -4,9 +4,11 @@
 //!
 //! Envoy (`traffic.rs`): one Envoy, one worker pinned to core 0, a listener per variant on a
 //! direct-response route, wrk on core 1, three workloads. Issuer (`issuer.rs`): the release build
-//! on core 0, wrk with Lua scripts on core 1. Then edge sync (`edge.rs`) and the stores
-//! (`store.rs`). Variants run interleaved, round after round, so drift hits all alike; each figure
-//! is the median of rounds, and each ratio the median of the ratios within a round.
+//! on core 0, wrk with Lua scripts on core 1. Then edge sync (`edge.rs`), the stores
+//! (`store.rs`), the directory (`directory.rs`) and the PostgreSQL failover (`failover.rs`, each
+//! run reported: a failover is an event, not a steady state). Variants run interleaved, round
+//! after round, so drift hits all alike; each figure is the median of rounds, and each ratio
+//! the median of the ratios within a round.
 
 mod directory;
 mod edge;
