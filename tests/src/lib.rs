@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 pub mod directory;
 pub mod directory_table;
 pub mod envoy;
+pub mod failover;
 pub mod issuer;
 pub mod postgres;
 pub mod raw;

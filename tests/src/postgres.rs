@@ -5,6 +5,9 @@
 //! [`PgCluster::resume`] stop and restart it in place, on the same port and data, to test riding
 //! out a database outage. Dropping it stops the server (`pg_ctl stop -m fast`) and removes the dir.
 //!
+//! [`PgCluster::start_standby`] adds a streaming standby of a cluster (synchronous or not), and
+//! [`PgCluster::kill`] and [`PgCluster::promote`] make a failover of the pair (see [`standby`]).
+//!
 //! The binaries come from `MMS_PG_BIN` (set by `cargo xtask test`), else the newest
 //! `/usr/lib/postgresql/*/bin`. `initdb` refuses to run as root, so as root every server program
 //! runs as the `postgres` OS user through `runuser`, in a dir under /tmp (0700) chowned to it.
@@ -13,6 +16,9 @@ use anyhow::{bail, Context, Result};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+pub mod standby;
+pub use standby::Replication;
 
 /// The role tests connect as (SCRAM-SHA-256, with the cluster's random password).
 pub const USER: &str = "app";
@@ -70,6 +76,36 @@ impl PgCluster {
 
     /// Starts a cluster with the binaries in `bin`: initdb, then the server on a free port.
     pub fn start_with(bin: &Path) -> Result<Self> {
+        // From here on, dropping `pg` stops whatever started and removes the dir.
+        let mut pg = Self::empty(bin, crate::random_hex()?)?;
+        // initdb reads the password from a file the server's user can read; it is removed after.
+        let pwfile = tempfile::Builder::new()
+            .prefix("mms-pgpw-")
+            .tempfile_in("/tmp")
+            .context("creating the password file")?;
+        std::fs::write(pwfile.path(), &pg.password)?;
+        if pg.as_postgres {
+            let (uid, gid) = (postgres_id("-u")?, postgres_id("-g")?);
+            std::os::unix::fs::chown(pwfile.path(), Some(uid), Some(gid))
+                .context("chown postgres the password file")?;
+        }
+        let mut initdb = pg.command("initdb");
+        initdb
+            .arg("-D")
+            .arg(&pg.dir)
+            .args(["-A", "scram-sha-256", "-U", USER])
+            .arg(format!("--pwfile={}", pwfile.path().display()));
+        // The C locale also keeps the log in English, for the port check below.
+        initdb.args(["--no-sync", "-E", "UTF8", "--locale=C"]);
+        pg.run(initdb, "initdb")?;
+        drop(pwfile);
+        pg.start_on_a_free_port()?;
+        Ok(pg)
+    }
+
+    /// A cluster with an empty data dir (0700, under /tmp, the `postgres` user's when we are
+    /// root) and no server yet.
+    fn empty(bin: &Path, password: String) -> Result<Self> {
         let tmp = tempfile::Builder::new()
             .prefix("mms-pg-")
             .tempdir_in("/tmp")
@@ -87,44 +123,26 @@ impl PgCluster {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
                 .with_context(|| format!("chown postgres {}", dir.display()))?;
         }
-        // From here on, dropping `pg` stops whatever started and removes the dir.
-        let mut pg = Self {
+        Ok(Self {
             bin: bin.to_owned(),
             dir,
             tmp: Some(tmp),
             port: 0,
             as_postgres,
-            password: crate::random_hex()?,
-        };
-        // initdb reads the password from a file the server's user can read; it is removed after.
-        let pwfile = tempfile::Builder::new()
-            .prefix("mms-pgpw-")
-            .tempfile_in("/tmp")
-            .context("creating the password file")?;
-        std::fs::write(pwfile.path(), &pg.password)?;
-        if as_postgres {
-            let (uid, gid) = (postgres_id("-u")?, postgres_id("-g")?);
-            std::os::unix::fs::chown(pwfile.path(), Some(uid), Some(gid))
-                .context("chown postgres the password file")?;
-        }
-        let mut initdb = pg.command("initdb");
-        initdb
-            .arg("-D")
-            .arg(&pg.dir)
-            .args(["-A", "scram-sha-256", "-U", USER])
-            .arg(format!("--pwfile={}", pwfile.path().display()));
-        // The C locale also keeps the log in English, for the port check below.
-        initdb.args(["--no-sync", "-E", "UTF8", "--locale=C"]);
-        pg.run(initdb, "initdb")?;
-        drop(pwfile);
+            password,
+        })
+    }
+
+    /// Starts the server on a free port, another one when the port got taken meanwhile.
+    fn start_on_a_free_port(&mut self) -> Result<()> {
         let mut attempt = 1;
         loop {
-            pg.port = crate::free_port();
-            let log_before = pg.log().len();
-            match pg.pg_ctl_start() {
-                Ok(()) => return Ok(pg),
-                Err(e) if attempt < START_ATTEMPTS && port_taken(&pg.log(), log_before) => {
-                    eprintln!("port {} was taken; trying another ({e:#})", pg.port);
+            self.port = crate::free_port();
+            let log_before = self.log().len();
+            match self.pg_ctl_start() {
+                Ok(()) => return Ok(()),
+                Err(e) if attempt < START_ATTEMPTS && port_taken(&self.log(), log_before) => {
+                    eprintln!("port {} was taken; trying another ({e:#})", self.port);
                     attempt += 1;
                 }
                 Err(e) => return Err(e),

@@ -19,6 +19,9 @@ pub struct Options {
     pub shipped_ports: bool,
     /// Two issuers on a throwaway PostgreSQL cluster instead of one on a redb data dir.
     pub postgres: bool,
+    /// With [`Options::postgres`]: a synchronous streaming standby too, and the issuers on the
+    /// multi-host URL of both with `target_session_attrs=read-write`, for a failover.
+    pub standby: bool,
     /// Envoy with two workers, each pulling keys and revocations from the issuer's edge feed as
     /// the edge client [`demo::EDGE_CLIENT`].
     pub edge_sync: bool,
@@ -51,6 +54,8 @@ pub struct Stack {
     upstream: tokio::task::JoinHandle<()>,
     /// Stopped after the issuers (fields drop in order).
     pg: Option<postgres::PgCluster>,
+    /// The standby of `pg`, with [`Options::standby`].
+    standby: Option<postgres::PgCluster>,
 }
 
 impl Stack {
@@ -65,7 +70,7 @@ impl Stack {
         } else {
             Ports::free()
         };
-        let (store, pg, more_issuers) = issuer_state(&dir, &data, opts)?;
+        let (store, (pg, standby), more_issuers) = issuer_state(&dir, &data, opts)?;
         let secret_dir = if pg.is_some() {
             dir.join("postgres")
         } else {
@@ -101,6 +106,7 @@ impl Stack {
             issuers,
             upstream,
             pg,
+            standby,
         };
         stack.restart_envoy()?;
         Ok(stack)
@@ -270,6 +276,13 @@ impl Stack {
         self.pg.as_mut()
     }
 
+    /// The standby of a stack started with [`Options::standby`], and the primary, to fail over.
+    pub fn postgres_pair(
+        &mut self,
+    ) -> Option<(&mut postgres::PgCluster, &mut postgres::PgCluster)> {
+        Some((self.pg.as_mut()?, self.standby.as_mut()?))
+    }
+
     /// Kills issuer `index` (0 is the first) with SIGKILL, as a crash would.
     pub fn kill_issuer(&mut self, index: usize) -> Result<()> {
         self.issuers
@@ -330,7 +343,7 @@ impl Stack {
         for issuer in &mut self.issuers {
             issuer_ok &= issuer.stop();
         }
-        if let Some(mut pg) = self.pg.take() {
+        for mut pg in [self.pg.take(), self.standby.take()].into_iter().flatten() {
             pg.stop();
         }
         self.upstream.abort();
@@ -344,18 +357,31 @@ impl Drop for Stack {
     }
 }
 
+/// A primary and, maybe, its standby.
+type Clusters = (Option<postgres::PgCluster>, Option<postgres::PgCluster>);
+
 /// Where the issuers' state lives, and the ports of the issuers after the first: with
-/// [`Options::postgres`] a throwaway PostgreSQL cluster (returned, to stop after the issuers) and a
-/// second issuer, else the redb data dir `data`.
+/// [`Options::postgres`] a throwaway PostgreSQL cluster (returned, to stop after the issuers),
+/// with [`Options::standby`] its synchronous standby too, and a second issuer, else the redb
+/// data dir `data`.
 fn issuer_state(
     dir: &Path,
     data: &Path,
     opts: &Options,
-) -> Result<(StoreArgs, Option<postgres::PgCluster>, Vec<u16>)> {
+) -> Result<(StoreArgs, Clusters, Vec<u16>)> {
     if !opts.postgres {
-        return Ok((StoreArgs::redb(data), None, vec![]));
+        return Ok((StoreArgs::redb(data), (None, None), vec![]));
     }
     let pg = postgres::PgCluster::start()?;
+    let standby = if opts.standby {
+        Some(pg.start_standby(postgres::Replication::Synchronous)?)
+    } else {
+        None
+    };
+    let url = match &standby {
+        Some(standby) => pg.failover_url(standby),
+        None => pg.url(),
+    };
     let kek = dir.join("kek");
     write_private(&kek, format!("{}\n", random_hex()?).as_bytes())?;
     // A new cluster has none of an earlier run's clients; the redb data dir's client
@@ -363,13 +389,14 @@ fn issuer_state(
     let _ = std::fs::remove_dir_all(dir.join("postgres"));
     std::fs::create_dir_all(dir.join("postgres"))?;
     // For the admin commands the demo prints: the URL holds the database's password.
-    write_private(&dir.join("postgres/store-url"), pg.url().as_bytes())?;
+    write_private(&dir.join("postgres/store-url"), url.as_bytes())?;
     let second = if opts.shipped_ports {
         8082
     } else {
         free_port()
     };
-    Ok((StoreArgs::postgres(&pg.url(), &kek), Some(pg), vec![second]))
+    let store = StoreArgs::postgres(&url, &kek);
+    Ok((store, (Some(pg), standby), vec![second]))
 }
 
 /// Starts an issuer on each of `ports`, logging to `dir/issuer.log`, `issuer2.log`, ...

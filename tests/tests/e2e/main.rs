@@ -10,6 +10,7 @@ mod edge;
 mod edge_outage;
 mod edges_report;
 mod envoy;
+mod failover;
 mod hostile;
 mod js;
 mod multi_issuer;

@@ -1,0 +1,209 @@
+//! PostgreSQL failover under load: two issuers on the multi-host URL of a primary and its
+//! synchronous streaming standby (`target_session_attrs=read-write`) behind the shipped Envoy
+//! with edge sync, 32 clients refreshing; every process of the primary SIGKILLed mid-load, the
+//! standby promoted. Nothing acknowledged is lost, no family forks, the clients see only 200 or
+//! 503 with `Retry-After`, both issuers serve again without a restart, and edge sync goes on.
+
+use crate::alive;
+use crate::edge::{access, call, password, refused_everywhere, revoke, wait_for_sync};
+use e2e::failover::Target;
+use e2e::failover::{acknowledged, family_of, missing, stored_families, Load, Outcome, Stored};
+use e2e::{demo, Options, Stack, Tools};
+use std::time::{Duration, Instant};
+
+/// Clients with a family of their own.
+const OWN: usize = 24;
+/// Families refreshed by several clients in lockstep, and how many each: 24 + 2 × 4 = 32.
+const SHARED: [usize; 2] = [4, 4];
+/// The bound the product promises from a promotion to both issuers serving again.
+const RECOVERY: Duration = Duration::from_secs(10);
+/// Rotations before the kill, and after the promotion, before the load stops.
+const ROTATIONS: usize = 200;
+
+/// The refresh token of a new family of the demo user, signed in at `token_url`.
+async fn sign_in(http: &reqwest::Client, token_url: &str, secret: &str) -> String {
+    let form = [
+        ("grant_type", "password"),
+        ("username", demo::USER),
+        ("password", demo::PASSWORD),
+    ];
+    let r = http
+        .post(token_url)
+        .basic_auth(demo::CLIENT, Some(secret))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.unwrap();
+    v["refresh_token"].as_str().unwrap().to_owned()
+}
+
+/// Rotations among `answers` sent at or after `from`.
+fn rotations_since(load: &Load, from: Instant) -> usize {
+    let answers = load.answers();
+    answers
+        .iter()
+        .filter(|a| a.at >= from && matches!(a.outcome, Outcome::Rotated(_)))
+        .count()
+}
+
+/// Until `load` has made `n` rotations since `from` (fails after 30 s).
+async fn until_rotations(load: &Load, from: Instant, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rotations_since(load, from) < n {
+        assert!(Instant::now() < deadline, "the load stalled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Rotates `token` at one issuer directly until it answers 200 (fails after [`RECOVERY`] from
+/// `promoted`): the successor and how long after the promotion it came.
+async fn serves_again(target: &Target, token: &str, promoted: Instant) -> (String, Duration) {
+    loop {
+        let r = target
+            .http
+            .post(&target.token_urls[0])
+            .basic_auth(&target.client_id, Some(&target.secret))
+            .form(&[("grant_type", "refresh_token"), ("refresh_token", token)])
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        if status == 200 {
+            let v: serde_json::Value = r.json().await.unwrap();
+            return (
+                v["refresh_token"].as_str().unwrap().to_owned(),
+                promoted.elapsed(),
+            );
+        }
+        assert_eq!(
+            status,
+            503,
+            "{}: {:?}",
+            target.token_urls[0],
+            r.text().await
+        );
+        assert!(
+            promoted.elapsed() < RECOVERY,
+            "{} does not serve {RECOVERY:?} after the promotion",
+            target.token_urls[0]
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_primary_fails_over_to_its_synchronous_standby_under_load() {
+    let Some(tools) = Tools::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options {
+        postgres: true,
+        standby: true,
+        edge_sync: true,
+        ..Options::default()
+    };
+    let mut s = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
+    wait_for_sync(&s).await;
+    let http = s.client();
+    let token_url = format!("{}/apiv2/oauth/token", s.url());
+    let mut families = Vec::new();
+    for clients in std::iter::repeat_n(1, OWN).chain(SHARED) {
+        families.push((sign_in(&http, &token_url, &s.secret).await, clients));
+    }
+    // One family per issuer, refreshed at that issuer directly to see it serve again.
+    let ports = std::iter::once(s.ports.issuer).chain(s.more_issuers.iter().copied());
+    let mut probes = Vec::new();
+    for port in ports {
+        let target = Target {
+            http: reqwest::Client::new(),
+            token_urls: vec![format!("http://127.0.0.1:{port}/apiv2/oauth/token")],
+            client_id: demo::CLIENT.into(),
+            secret: s.secret.clone(),
+        };
+        let first = sign_in(&target.http, &target.token_urls[0], &s.secret).await;
+        probes.push((target, first));
+    }
+    let target = Target {
+        http: http.clone(),
+        token_urls: vec![token_url.clone()],
+        client_id: demo::CLIENT.into(),
+        secret: s.secret.clone(),
+    };
+    let started = Instant::now();
+    let load = Load::start(&target, families, started + Duration::from_secs(60));
+    until_rotations(&load, started, ROTATIONS).await;
+
+    // The primary's host dies: every process of it, at once.
+    let (primary, standby) = s.postgres_pair().unwrap();
+    let killed = tokio::task::block_in_place(|| primary.kill()).unwrap();
+    assert!(killed.len() > 3, "postmaster and its children: {killed:?}");
+    assert!(killed.iter().all(|p| !alive(*p)), "{killed:?}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Every rotation acknowledged so far is on the standby about to be promoted.
+    let acked = acknowledged(&load.answers(), Instant::now());
+    tokio::task::block_in_place(|| standby.promote()).unwrap();
+    let promoted = Instant::now();
+    let stored = stored_families(standby).unwrap();
+    assert_eq!(missing(&acked, &stored), vec![], "acknowledged, then lost");
+    assert!(!acked.is_empty());
+
+    // Both issuers serve again, without a restart.
+    let mut probe_heads = Vec::new();
+    for (target, token) in &probes {
+        let (next, after) = serves_again(target, token, promoted).await;
+        eprintln!(
+            "{} serves again {after:?} after the promotion",
+            target.token_urls[0]
+        );
+        probe_heads.push(next);
+    }
+    until_rotations(&load, promoted, ROTATIONS).await;
+    let (answers, last) = load.finish().await.unwrap();
+
+    // Only 200 (the successor of the token presented) or 503 with Retry-After.
+    let mut unavailable = 0;
+    for a in &answers {
+        match &a.outcome {
+            Outcome::Rotated(g) => assert_eq!(*g, a.presented + 1, "{a:?}"),
+            Outcome::Unavailable { retry_after: true } => unavailable += 1,
+            other => panic!("{other:?} for {a:?}\n{}", s.logs()),
+        }
+    }
+    let rotated = answers.len() - unavailable;
+    eprintln!("{rotated} rotations, {unavailable} answers 503 with Retry-After");
+    assert!(unavailable > 0, "the failover went unseen");
+
+    // No fork: every family stands in the store exactly where its clients last saw it.
+    let (_, standby) = s.postgres_pair().unwrap();
+    let stored = stored_families(standby).unwrap();
+    let acked = acknowledged(&answers, Instant::now());
+    let mut expected = std::collections::HashMap::new();
+    for head in &last {
+        let (family, generation) = family_of(head).unwrap();
+        assert_eq!(
+            acked.get(&family),
+            Some(&generation),
+            "the last answer of {family}"
+        );
+        expected.insert(family, generation);
+    }
+    expected.extend(probe_heads.iter().map(|h| family_of(h).unwrap()));
+    assert_eq!(expected.len(), OWN + SHARED.len() + probes.len());
+    for (family, generation) in &expected {
+        let want = Stored {
+            generation: *generation,
+            revoked: false,
+        };
+        assert_eq!(stored.get(family), Some(&want), "family {family}");
+    }
+
+    // Edge sync goes on: a revocation made after the failover is refused at Envoy within 2 s.
+    let token = access(&password(&s, demo::USER, demo::PASSWORD).await);
+    assert_eq!(call(&s, &token).await.0, 200);
+    revoke(&s, &token).await;
+    refused_everywhere(&s, &token, Instant::now(), "revoked after the failover").await;
+    assert!(s.stop());
+}
