@@ -2,7 +2,8 @@
 //! synchronous streaming standby (`target_session_attrs=read-write`) behind the shipped Envoy
 //! with edge sync, 32 clients refreshing; every process of the primary SIGKILLed mid-load, the
 //! standby promoted. Nothing acknowledged is lost, no family forks, the clients see only 200 or
-//! 503 with `Retry-After`, both issuers serve again without a restart, and edge sync goes on.
+//! 503 with `Retry-After`, both issuers serve again without a restart, and edge sync goes on. And
+//! a primary demoted in place (read-only, still answering) leaves no connection in the pools.
 
 use crate::alive;
 use crate::edge::{access, call, password, refused_everywhere, revoke, wait_for_sync};
@@ -205,5 +206,90 @@ async fn a_killed_primary_fails_over_to_its_synchronous_standby_under_load() {
     assert_eq!(call(&s, &token).await.0, 200);
     revoke(&s, &token).await;
     refused_everywhere(&s, &token, Instant::now(), "revoked after the failover").await;
+    assert!(s.stop());
+}
+
+/// Connections of the issuers' database user (`app`) to `pg`, but the one asking.
+fn app_connections(pg: &e2e::postgres::PgCluster) -> u64 {
+    let out = pg
+        .psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = 'app' \
+             AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
+        )
+        .unwrap();
+    out.trim().parse().unwrap()
+}
+
+/// The old primary is demoted in place (read-only, still answering) instead of killed, and the
+/// standby promoted: the case where pools kept read-only connections (keycloak#24493). Every
+/// answer is 200 or 503 with Retry-After, never a 500; the load rotates again within
+/// [`RECOVERY`]; and no connection to the old primary is left in the issuers' pools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_demoted_in_place_leaves_no_connection_in_the_pools() {
+    let Some(tools) = Tools::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options {
+        postgres: true,
+        standby: true,
+        ..Options::default()
+    };
+    let mut s = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
+    let http = s.client();
+    let token_url = format!("{}/apiv2/oauth/token", s.url());
+    let mut families = Vec::new();
+    for _ in 0..8 {
+        families.push((sign_in(&http, &token_url, &s.secret).await, 1));
+    }
+    let target = Target {
+        http,
+        token_urls: vec![token_url],
+        client_id: demo::CLIENT.into(),
+        secret: s.secret.clone(),
+    };
+    let started = Instant::now();
+    let load = Load::start(&target, families, started + Duration::from_secs(60));
+    until_rotations(&load, started, 100).await;
+    let (primary, standby) = s.postgres_pair().unwrap();
+    assert!(app_connections(primary) > 0, "the issuers use the primary");
+    tokio::task::block_in_place(|| primary.set_read_only()).unwrap();
+    tokio::task::block_in_place(|| standby.promote()).unwrap();
+    let promoted = Instant::now();
+    let deadline = promoted + RECOVERY;
+    while rotations_since(&load, promoted) < 100 {
+        assert!(Instant::now() < deadline, "no recovery\n{}", s.logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let recovered = promoted.elapsed();
+    // The pools hold no connection to the read-only old primary (they are dropped, not reused).
+    while app_connections(primary) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "connections left on the old primary: {}",
+            primary
+                .psql(
+                    "SELECT state, application_name, left(query, 60), now() - state_change \
+                     FROM pg_stat_activity WHERE usename = 'app'"
+                )
+                .unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let drained = promoted.elapsed();
+    let (answers, _) = load.finish().await.unwrap();
+    let mut unavailable = 0;
+    for a in &answers {
+        match &a.outcome {
+            Outcome::Rotated(g) => assert_eq!(*g, a.presented + 1, "{a:?}"),
+            Outcome::Unavailable { retry_after: true } => unavailable += 1,
+            other => panic!("{other:?} for {a:?}\n{}", s.logs()),
+        }
+    }
+    eprintln!(
+        "demoted in place: 100 rotations again {recovered:?} after the promotion, no connection \
+         on the old primary after {drained:?}; {} answers, {unavailable} of them 503",
+        answers.len()
+    );
     assert!(s.stop());
 }
