@@ -277,6 +277,30 @@ pub fn admin_get(sock: &Path, path: &str) -> Result<(u16, String)> {
     Ok((status, String::from_utf8(body)?))
 }
 
+/// The ```yaml blocks of a Markdown text, each without the indentation of its fence (a block in
+/// a list item is indented with it).
+fn yaml_blocks(text: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(usize, String)> = None;
+    for line in text.lines() {
+        let spaces = line.bytes().take_while(|b| *b == b' ').count();
+        match &mut open {
+            None if line.trim() == "```yaml" => open = Some((spaces, String::new())),
+            None => {}
+            Some((_, block)) if line.trim() == "```" => {
+                blocks.push(std::mem::take(block));
+                open = None;
+            }
+            Some((fence, block)) => {
+                let cut = spaces.min(*fence);
+                block.push_str(&line[cut..]);
+                block.push('\n');
+            }
+        }
+    }
+    blocks
+}
+
 /// The whole Envoy configurations the docs show (```yaml blocks holding `static_resources:`), as
 /// (`docs/FILE.md#N`, the YAML), the N-th such block of the file.
 fn documented_configs() -> Result<Vec<(String, String)>> {
@@ -289,12 +313,11 @@ fn documented_configs() -> Result<Vec<(String, String)>> {
     for doc in docs {
         let text = std::fs::read_to_string(&doc)?;
         let name = doc.file_name().unwrap_or_default().to_string_lossy();
-        let blocks = text.split("```yaml\n").skip(1);
-        let configs = blocks
-            .filter_map(|b| b.split_once("\n```").map(|(yaml, _)| yaml))
+        let configs = yaml_blocks(&text)
+            .into_iter()
             .filter(|yaml| yaml.contains("static_resources:"));
         for (i, yaml) in configs.enumerate() {
-            out.push((format!("docs/{name}#{}", i + 1), format!("{yaml}\n")));
+            out.push((format!("docs/{name}#{}", i + 1), yaml));
         }
     }
     Ok(out)
