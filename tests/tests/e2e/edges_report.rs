@@ -47,6 +47,21 @@ async fn client_token(s: &Stack) -> String {
     access(&token_as(s, (demo::CLIENT, &s.secret), &cc).await)
 }
 
+/// `issuer keys status`, once it passes (fails after 10 s, with the edges' rows).
+async fn until_status_passes(s: &Stack) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match s.admin(&["keys", "status"], None) {
+            Ok(out) => return out,
+            Err(e) => {
+                eprintln!("keys status failed: {e}\nedges: {:?}", edges(s));
+                assert!(Instant::now() < deadline, "keys status: {e}\n{}", s.logs());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// The issuer's `/metrics`.
 async fn metrics(s: &Stack) -> String {
     let url = format!("{}/metrics", s.issuer_url());
@@ -130,7 +145,10 @@ async fn edges_and_rotation(postgres: bool) {
     }
     let table = s.admin(&["edges"], None).unwrap();
     assert_eq!(table.matches(&node).count(), 3, "{table}");
-    let status = s.admin(&["keys", "status"], None).unwrap();
+    // Once in CI on PostgreSQL the reports said "lacks key 1" right after `issuer edges` said
+    // all held it (one observation, not reproduced since): wait for the check to pass, and say
+    // what the rows were meanwhile.
+    let status = until_status_passes(&s).await;
     assert!(
         status.contains("key 1 signs") && status.contains("3 edges seen"),
         "{status}"
