@@ -62,10 +62,19 @@ async fn until_status_passes(s: &Stack) -> String {
     }
 }
 
-/// The issuer's `/metrics`.
-async fn metrics(s: &Stack) -> String {
+/// The issuer's `/metrics` once it contains `line` (its edge gauges are set at each write of
+/// the reports, every 2 s); fails after 10 s.
+async fn metrics_with(s: &Stack, line: &str) -> String {
     let url = format!("{}/metrics", s.issuer_url());
-    reqwest::get(url).await.unwrap().text().await.unwrap()
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let served = reqwest::get(&url).await.unwrap().text().await.unwrap();
+        if served.contains(line) {
+            return served;
+        }
+        assert!(Instant::now() < deadline, "no {line:?} in\n{served}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 fn kid(t: &str) -> u32 {
@@ -153,8 +162,7 @@ async fn edges_and_rotation(postgres: bool) {
         status.contains("key 1 signs") && status.contains("3 edges seen"),
         "{status}"
     );
-    let served = metrics(&s).await;
-    assert!(served.contains("issuer_edges 3"), "{served}");
+    let served = metrics_with(&s, "issuer_edges 3").await;
     assert!(served.contains("issuer_edge_lag_seconds "), "{served}");
 
     // A rotation that waits: key 2 signs only once all three hold it, and no call is refused.
@@ -252,6 +260,5 @@ async fn edges_and_rotation(postgres: bool) {
         left.is_ok(),
         "its edges still count right after the stop: {left:?}"
     );
-    let served = metrics(&s).await;
-    assert!(served.contains("issuer_edges 0"), "{served}");
+    metrics_with(&s, "issuer_edges 0").await;
 }
