@@ -68,6 +68,11 @@ impl EdgeReport {
         if self.synced_at.is_none() {
             self.synced_at = older.synced_at;
         }
+        // An issuer whose ring is a moment behind the edge's does not know that ring's keys
+        // (another issuer served it): what the store knows of the same version stays.
+        if self.kids.is_empty() && self.keys_version == older.keys_version {
+            self.kids = older.kids.clone();
+        }
         self
     }
 }
@@ -118,6 +123,17 @@ mod tests {
         assert_eq!(newer.synced_at, Some(90), "kept until it syncs again");
         let late = report("a", 50, 90).merged_over(&older);
         assert_eq!((late.first_seen, late.last_seen), (10, 100));
+        // The same version, from an issuer that did not serve it: the keys known stay.
+        let known = EdgeReport {
+            kids: vec![1, 2],
+            ..report("a", 10, 100)
+        };
+        assert_eq!(report("a", 10, 110).merged_over(&known).kids, vec![1, 2]);
+        let other = EdgeReport {
+            keys_version: Some("v2".into()),
+            ..report("a", 10, 110)
+        };
+        assert!(other.merged_over(&known).kids.is_empty(), "another version");
         assert_eq!(older.behind(), 2);
         assert_eq!(older.lag(100), 10);
         assert_eq!(report("b", 40, 100).lag(100), 60);
