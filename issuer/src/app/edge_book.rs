@@ -2,7 +2,7 @@
 //! polls arrive, and written to the store in one batch every [`EDGE_FLUSH_EVERY`], so a fleet of
 //! edges polling every second costs the store one write every few seconds, not one per poll.
 
-use crate::store::edges::{EdgeReport, MAX_EDGES};
+use crate::store::edges::{edge_key, EdgeReport, MAX_EDGES};
 use shared::edge_feed::{is_edge_name, NODE_HEADER, VM_HEADER};
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -52,7 +52,7 @@ impl EdgeBook {
     /// answer brought it; revocations made since are on their way), and its ring is current.
     pub fn note(&self, (node, vm): (&str, &str), poll: Poll<'_>, now: u64) {
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        let key = format!("{node}\n{vm}");
+        let key = edge_key(node, vm);
         let current = poll.keys == Some(poll.version);
         let prev = seen.get(&key).map(|(r, _)| r);
         if prev.is_none() && seen.len() >= MAX_EDGES {
@@ -67,17 +67,19 @@ impl EdgeBook {
             node: node.into(),
             vm: vm.into(),
             client: poll.client.into(),
-            first_seen: prev.map_or(now, |p| p.first_seen),
+            first_seen: now,
             last_seen: now,
             keys_version: poll.keys.map(str::to_owned),
-            kids: match prev {
-                _ if current => poll.kids,
-                Some(p) if p.keys_version.as_deref() == poll.keys => p.kids.clone(),
-                _ => Vec::new(),
-            },
+            kids: if current { poll.kids } else { Vec::new() },
             cursor: poll.cursor,
             latest: poll.latest,
-            synced_at: synced_as_of.max(prev.and_then(|p| p.synced_at)),
+            synced_at: synced_as_of,
+        };
+        // The same merge as the store's: the first sighting, the last sync and the keys known
+        // of the same version stay.
+        let report = match prev {
+            Some(p) => report.merged_over(p),
+            None => report,
         };
         seen.insert(key, (report, true));
     }

@@ -39,10 +39,15 @@ pub struct EdgeReport {
     pub synced_at: Option<u64>,
 }
 
+/// The key an edge is filed under: its node and VM.
+pub fn edge_key(node: &str, vm: &str) -> String {
+    format!("{node}\n{vm}")
+}
+
 impl EdgeReport {
-    /// The key the store files it under: node and VM.
+    /// The key the store files it under ([`edge_key`]).
     pub fn key(&self) -> String {
-        format!("{}\n{}", self.node, self.vm)
+        edge_key(&self.node, &self.vm)
     }
 
     /// Revocations it was behind when it last polled.
