@@ -10,6 +10,18 @@ use crate::store::{AccessLifetime, KeyInfo, KeyState, SigningKeys, StoreError};
 use shared::{Key, KeyRing};
 use zeroize::Zeroizing;
 
+/// A key's record from `row`, whose columns from `at` on are `created_at, signs_from,
+/// superseded_at, retired_at`, with `secret`.
+fn key_record(row: &tokio_postgres::Row, at: usize, secret: String) -> KeyRecord {
+    KeyRecord {
+        secret,
+        created_at: uint(row.get(at)),
+        signs_from: uint(row.get(at + 1)),
+        superseded_at: row.get::<_, Option<i64>>(at + 2).map(uint),
+        retired_at: row.get::<_, Option<i64>>(at + 3).map(uint),
+    }
+}
+
 /// Every key's times, by id, locked for the transaction `tx` (the secrets are not read).
 async fn locked_keys(
     tx: &deadpool_postgres::Transaction<'_>,
@@ -24,14 +36,8 @@ async fn locked_keys(
     Ok(rows
         .iter()
         .filter_map(|r| {
-            let rec = KeyRecord {
-                secret: String::new(),
-                created_at: uint(r.get(1)),
-                signs_from: uint(r.get(2)),
-                superseded_at: r.get::<_, Option<i64>>(3).map(uint),
-                retired_at: r.get::<_, Option<i64>>(4).map(uint),
-            };
-            Some((u32::try_from(r.get::<_, i32>(0)).ok()?, rec))
+            let kid = u32::try_from(r.get::<_, i32>(0)).ok()?;
+            Some((kid, key_record(r, 1, String::new())))
         })
         .collect())
 }
@@ -98,16 +104,7 @@ impl PgStore {
                     &r.get::<_, Vec<u8>>(1),
                     "signing key",
                 )?;
-                Ok((
-                    kid,
-                    KeyRecord {
-                        secret: hex::encode(secret.as_slice()),
-                        created_at: uint(r.get(2)),
-                        signs_from: uint(r.get(3)),
-                        superseded_at: r.get::<_, Option<i64>>(4).map(uint),
-                        retired_at: r.get::<_, Option<i64>>(5).map(uint),
-                    },
-                ))
+                Ok((kid, key_record(r, 2, hex::encode(secret.as_slice()))))
             })
             .collect()
     }
@@ -228,13 +225,7 @@ impl SigningKeys for PgStore {
             match row {
                 None => RetireOutcome::Unknown,
                 Some(r) => {
-                    let rec = KeyRecord {
-                        secret: String::new(),
-                        created_at: uint(r.get(0)),
-                        signs_from: uint(r.get(1)),
-                        superseded_at: r.get::<_, Option<i64>>(2).map(uint),
-                        retired_at: r.get::<_, Option<i64>>(3).map(uint),
-                    };
+                    let rec = key_record(&r, 0, String::new());
                     let outcome = RetireOutcome::of(&rec, now, ttl);
                     if outcome == RetireOutcome::Retired {
                         tx.execute(
