@@ -390,15 +390,11 @@ async fn apply_on_postgres() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let kek = tmp.path().join("kek");
-    std::fs::write(&kek, format!("{}\n", "5a".repeat(32))).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&kek, std::fs::Permissions::from_mode(0o600)).unwrap();
     let store = vec![
         "--store".to_owned(),
         pg.url(),
         "--kek-file".to_owned(),
-        kek.display().to_string(),
+        super::multi::kek_file(tmp.path()),
     ];
     let args: Vec<&str> = store.iter().map(String::as_str).collect();
     let s = Server::start(&tmp.path().join("issuer"), &args);

@@ -386,13 +386,7 @@ async fn every_change_and_security_event_is_audited_on_postgres() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let kek = tmp.path().join("kek");
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::write(&kek, format!("{}\n", "5a".repeat(32))).unwrap();
-        std::fs::set_permissions(&kek, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
-    let kek = kek.display().to_string();
+    let kek = super::multi::kek_file(tmp.path());
     let store: Vec<String> = [
         "--store",
         &pg.url(),

@@ -394,38 +394,14 @@ async fn serves_https_with_its_own_certificate() {
 
 #[tokio::test]
 async fn routes_without_sockets() {
-    use issuer::app::{App, Settings};
-    use issuer::store::redb::RedbStore;
-    use issuer::store::{RefreshPolicy, Store};
-    use issuer::throttle::{Throttle, ThrottlePolicy};
-    use std::sync::Arc;
+    use issuer::store::RefreshPolicy;
     let tmp = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> =
-        Arc::new(RedbStore::open(tmp.path(), now(), RefreshPolicy::default()).unwrap());
-    let settings = Settings {
-        access_ttl: 60,
-        refresh: RefreshPolicy {
-            idle_ttl: 60,
-            absolute_ttl: 600,
-            retry_window: 5,
-        },
-        trusted_proxies: Vec::new(),
-        public_url: "https://issuer.example".into(),
-        tls: false,
-        revocations_per_minute: issuer::app::REVOCATIONS_PER_MINUTE,
-        edge_forget_after: issuer::store::edges::EDGE_FORGET_AFTER,
-        shared_store: false,
+    let refresh = RefreshPolicy {
+        idle_ttl: 60,
+        absolute_ttl: 600,
+        retry_window: 5,
     };
-    let app = Arc::new(
-        App::new(
-            store,
-            settings,
-            Throttle::in_memory(ThrottlePolicy::default()),
-            1,
-        )
-        .await
-        .unwrap(),
-    );
+    let app = super::socketless_app(tmp.path(), refresh).await;
     let routes = issuer::http::routes(app);
     let r = warp::test::request()
         .method("GET")

@@ -4,7 +4,7 @@
 //! password file. The Envoy health check of `docs/issuer.md` is validated by Envoy.
 
 use super::multi::{kek_file, provision, within};
-use super::{fixture, now, post, Server, BIN};
+use super::{fixture, post, Server, BIN};
 use e2e::postgres::PgCluster;
 use e2e::Proc;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
@@ -13,7 +13,6 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 const SIGN_IN: [(&str, &str); 3] = [
@@ -85,11 +84,8 @@ async fn a_locked_or_damaged_data_dir_fails_at_once() {
 
 #[tokio::test]
 async fn before_the_store_opens_only_livez_answers() {
-    use issuer::app::{App, Settings};
     use issuer::http::{routes_in, AppSlot};
-    use issuer::store::redb::RedbStore;
-    use issuer::store::{RefreshPolicy, Store};
-    use issuer::throttle::{Throttle, ThrottlePolicy};
+    use issuer::store::RefreshPolicy;
     let slot = AppSlot::default();
     let routes = routes_in(slot.clone());
     let request = |method: &str, path: &str| {
@@ -122,20 +118,7 @@ async fn before_the_store_opens_only_livez_answers() {
 
     // An app arrives: ready once its store took the probe's write.
     let tmp = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> =
-        Arc::new(RedbStore::open(tmp.path(), now(), RefreshPolicy::default()).unwrap());
-    let settings = Settings {
-        access_ttl: 60,
-        refresh: RefreshPolicy::default(),
-        trusted_proxies: Vec::new(),
-        public_url: "https://issuer.example".into(),
-        tls: false,
-        revocations_per_minute: issuer::app::REVOCATIONS_PER_MINUTE,
-        edge_forget_after: issuer::store::edges::EDGE_FORGET_AFTER,
-        shared_store: false,
-    };
-    let throttle = Throttle::in_memory(ThrottlePolicy::default());
-    let app = Arc::new(App::new(store, settings, throttle, 1).await.unwrap());
+    let app = super::socketless_app(tmp.path(), RefreshPolicy::default()).await;
     assert!(slot.set(app.clone()));
     let r = request("GET", "/readyz").await;
     assert_eq!(r.status(), 503);

@@ -183,6 +183,32 @@ struct Answer {
     json: Value,
 }
 
+/// An app over a fresh redb store in `dir`, for routes tested without sockets (`warp::test`):
+/// tokens of 60 s, the issuer `https://issuer.example`, refresh under `refresh`.
+async fn socketless_app(
+    dir: &Path,
+    refresh: issuer::store::RefreshPolicy,
+) -> std::sync::Arc<issuer::app::App> {
+    use issuer::app::{App, Settings};
+    use issuer::store::redb::RedbStore;
+    use issuer::store::{RefreshPolicy, Store};
+    use issuer::throttle::{Throttle, ThrottlePolicy};
+    let store: std::sync::Arc<dyn Store> =
+        std::sync::Arc::new(RedbStore::open(dir, now(), RefreshPolicy::default()).unwrap());
+    let settings = Settings {
+        access_ttl: 60,
+        refresh,
+        trusted_proxies: Vec::new(),
+        public_url: "https://issuer.example".into(),
+        tls: false,
+        revocations_per_minute: issuer::app::REVOCATIONS_PER_MINUTE,
+        edge_forget_after: issuer::store::edges::EDGE_FORGET_AFTER,
+        shared_store: false,
+    };
+    let throttle = Throttle::in_memory(ThrottlePolicy::default());
+    std::sync::Arc::new(App::new(store, settings, throttle, 1).await.unwrap())
+}
+
 async fn post(url: &str, basic: Option<(&str, &str)>, form: &[(&str, &str)]) -> Answer {
     let mut req = reqwest::Client::new().post(url).form(form);
     if let Some((id, secret)) = basic {
