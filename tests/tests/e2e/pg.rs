@@ -10,9 +10,15 @@ use std::process::Command;
 
 /// `BIN/psql URL -Atc SQL`, as any client would run it: Ok(output) or Err(stderr).
 fn psql(pg: &PgCluster, sql: &str) -> Result<String, String> {
+    psql_with(pg, sql, "")
+}
+
+/// `psql -Atc SQL` on `pg` with `PGOPTIONS` set to `options`: its output, or its error.
+fn psql_with(pg: &PgCluster, sql: &str, options: &str) -> Result<String, String> {
     let out = Command::new(pg.bin_dir().join("psql"))
         .arg(pg.url())
         .args(["-Atc", sql])
+        .env("PGOPTIONS", options)
         .output()
         .expect("psql runs");
     if out.status.success() {
@@ -75,20 +81,11 @@ fn a_throwaway_cluster_starts_serves_and_is_removed() {
 
 /// [`psql`] on a hot standby, which refuses SERIALIZABLE (the clusters' default): REPEATABLE READ.
 fn on_standby(pg: &PgCluster, sql: &str) -> Result<String, String> {
-    let out = Command::new(pg.bin_dir().join("psql"))
-        .arg(pg.url())
-        .args(["-Atc", sql])
-        .env(
-            "PGOPTIONS",
-            "-c default_transaction_isolation=repeatable\\ read",
-        )
-        .output()
-        .expect("psql runs");
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-    }
+    psql_with(
+        pg,
+        sql,
+        "-c default_transaction_isolation=repeatable\\ read",
+    )
 }
 
 #[test]
