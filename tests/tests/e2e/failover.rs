@@ -94,19 +94,26 @@ async fn serves_again(target: &Target, token: &str, promoted: Instant) -> (Strin
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_primary_fails_over_to_its_synchronous_standby_under_load() {
-    let Some(tools) = Tools::for_test() else {
-        return;
-    };
+/// Two issuers on the multi-host URL of a primary and its synchronous standby, behind Envoy (with
+/// edge sync if asked), in a temp dir kept by the guard.
+async fn standby_stack(edge_sync: bool) -> Option<(tempfile::TempDir, Stack)> {
+    let tools = Tools::for_test()?;
     let tmp = tempfile::tempdir().unwrap();
     let opts = Options {
         postgres: true,
         standby: true,
-        edge_sync: true,
+        edge_sync,
         ..Options::default()
     };
-    let mut s = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
+    let stack = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
+    Some((tmp, stack))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_primary_fails_over_to_its_synchronous_standby_under_load() {
+    let Some((_tmp, mut s)) = standby_stack(true).await else {
+        return;
+    };
     wait_for_sync(&s).await;
     let http = s.client();
     let token_url = format!("{}/apiv2/oauth/token", s.url());
@@ -226,16 +233,9 @@ fn app_connections(pg: &e2e::postgres::PgCluster) -> u64 {
 /// [`RECOVERY`]; and no connection to the old primary is left in the issuers' pools.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_demoted_in_place_leaves_no_connection_in_the_pools() {
-    let Some(tools) = Tools::for_test() else {
+    let Some((_tmp, mut s)) = standby_stack(false).await else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let opts = Options {
-        postgres: true,
-        standby: true,
-        ..Options::default()
-    };
-    let mut s = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
     let http = s.client();
     let token_url = format!("{}/apiv2/oauth/token", s.url());
     let mut families = Vec::new();
