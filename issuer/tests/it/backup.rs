@@ -26,23 +26,19 @@ async fn rotate_until(
     mut chain: Chain,
     stop: Arc<AtomicBool>,
 ) -> Chain {
-    let client = reqwest::Client::new();
     while !stop.load(Ordering::Relaxed) {
         let token = chain.last().unwrap().0.clone();
-        let resp = client
-            .post(&url)
-            .basic_auth("app", Some(&secret))
-            .form(&[
-                ("grant_type", "refresh_token"),
-                ("refresh_token", token.as_str()),
-            ])
-            .send()
-            .await
-            .unwrap();
-        let status = resp.status();
-        let body: Value = resp.json().await.unwrap();
-        assert_eq!(status, 200, "a rotation under load was refused: {body}");
-        let next = body["refresh_token"].as_str().unwrap().to_owned();
+        let form = [
+            ("grant_type", "refresh_token"),
+            ("refresh_token", token.as_str()),
+        ];
+        let a = post(&url, Some(("app", &secret)), &form).await;
+        assert_eq!(
+            a.status, 200,
+            "a rotation under load was refused: {}",
+            a.json
+        );
+        let next = a.json["refresh_token"].as_str().unwrap().to_owned();
         chain.push((next, Instant::now()));
     }
     chain
