@@ -176,7 +176,7 @@ impl Root {
         }
         let timeout = Duration::from_millis(sync.timeout_ms);
         match hostcalls::dispatch_http_call(&sync.cluster, headers, None, vec![], timeout) {
-            Ok(call) => self.poller.dispatched(call),
+            Ok(call) => self.poller.dispatched(call, now),
             Err(status) => {
                 let why = format!("cannot call cluster {:?}: {status:?}", sync.cluster);
                 let todo = match self.shared.state.borrow().as_ref() {

@@ -9,7 +9,9 @@
 //! The schedule: the first poll at the first tick after the configuration is applied; at most one
 //! poll under way; the next one a poll interval after the last one ended, or at once after an
 //! answer that says more revocations are waiting (`"more"`) and brought some. A poll that takes
-//! longer than `timeout_ms` is ended by Envoy, and counts as failed.
+//! longer than `timeout_ms` is ended by Envoy, and counts as failed. Should Envoy never end one
+//! (no answer, no timeout), the poller gives it up [`LOST_AFTER`] seconds past its timeout, so one
+//! lost call cannot stop a VM's polls for good.
 
 use super::{EdgeState, FeedError, FeedUpdate};
 use crate::config::EdgeSync;
@@ -17,6 +19,10 @@ use crate::config::EdgeSync;
 /// How often a failing edge sync, and requests refused before the first good answer, repeat
 /// their warning, in seconds.
 pub const WARN_EVERY: u64 = 60;
+
+/// Seconds past its timeout after which a poll Envoy neither answered nor ended is given up (and
+/// counted as failed).
+pub const LOST_AFTER: u64 = 5;
 
 /// How a poll ended, for the counters `edge_sync_ok`, `edge_sync_first_ok` and
 /// `edge_sync_failed`.
@@ -47,8 +53,8 @@ pub struct Todo {
 /// Where the polling of one VM stands.
 #[derive(Debug, Default)]
 pub struct Poller {
-    /// The call id of the poll under way, if any.
-    in_flight: Option<u32>,
+    /// The call id of the poll under way, if any, and when it was sent.
+    in_flight: Option<(u32, u64)>,
     /// When to poll next (seconds since the epoch).
     next_at: u64,
     /// Since when polls have failed, and when that was last logged.
@@ -68,7 +74,8 @@ impl Poller {
     /// because edge sync has had no good answer yet (outcome `unsynced`): they are logged at the
     /// first such refusal and at most once every [`WARN_EVERY`] seconds after, with their
     /// number. A poll is due if none is under way and the interval since the last has passed;
-    /// there is none without edge sync or without a state.
+    /// there is none without edge sync or without a state. A poll under way past its timeout
+    /// and [`LOST_AFTER`] is given up as failed (the refusals are then told at the next tick).
     pub fn tick(
         &mut self,
         now: u64,
@@ -76,6 +83,20 @@ impl Poller {
         sync: Option<&EdgeSync>,
         state: Option<&EdgeState>,
     ) -> Todo {
+        if let (Some(sync), Some(state), Some((_, sent))) = (sync, state, self.in_flight) {
+            let lost_at = sent
+                .saturating_add(sync.timeout_ms.div_ceil(1_000))
+                .saturating_add(LOST_AFTER);
+            if now >= lost_at {
+                self.in_flight = None;
+                self.unsynced.0 = self.unsynced.0.saturating_add(refused);
+                let why = format!(
+                    "the poll sent {} s ago was neither answered nor ended by Envoy",
+                    now.saturating_sub(sent)
+                );
+                return self.failed(now, sync, state, &why);
+            }
+        }
         let warn = self.unsynced_warning(now, refused, state);
         let poll = match (sync, state) {
             (Some(sync), Some(state)) if self.in_flight.is_none() && now >= self.next_at => {
@@ -112,15 +133,16 @@ impl Poller {
         Some(warning)
     }
 
-    /// The poll of [`Todo::poll`] was dispatched as call `call`.
-    pub fn dispatched(&mut self, call: u32) {
-        self.in_flight = Some(call);
+    /// The poll of [`Todo::poll`] was dispatched at `now` as call `call`.
+    pub fn dispatched(&mut self, call: u32, now: u64) {
+        self.in_flight = Some((call, now));
     }
 
     /// True if `call` is the poll under way, which then is no longer: its answer is for
-    /// [`Poller::answered`]. False for any other call (its answer is ignored).
+    /// [`Poller::answered`]. False for any other call (its answer is ignored), such as one given
+    /// up as lost.
     pub fn answer_to(&mut self, call: u32) -> bool {
-        let ours = self.in_flight == Some(call);
+        let ours = self.in_flight.is_some_and(|(id, _)| id == call);
         if ours {
             self.in_flight = None;
         }

@@ -202,6 +202,13 @@ impl App {
                 kids: ring.keys().iter().map(|k| k.id()).collect(),
                 latest: page.latest,
             };
+            tracing::debug!(
+                node = edge.0,
+                vm = edge.1,
+                keys = poll.keys,
+                cursor = poll.cursor,
+                "edge poll"
+            );
             self.edges.note(edge, poll, now());
         }
         let send_keys = q.keys.as_deref() != Some(version.as_str());

@@ -37,7 +37,10 @@ async fn edges_until(
         if list.len() == n && list.iter().all(&ok) {
             return list;
         }
-        assert!(Instant::now() < deadline, "edges: {list:#?}\n{}", s.logs());
+        if Instant::now() >= deadline {
+            let stats = s.envoy_admin("/stats?filter=mms_auth").map(|(_, t)| t);
+            panic!("edges: {list:#?}\nenvoy stats: {stats:?}\n{}", s.logs());
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }

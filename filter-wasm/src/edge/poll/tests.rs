@@ -35,6 +35,8 @@ struct Vm {
     cfg: Config,
     state: EdgeState,
     next_call: u32,
+    /// The time of the last tick or answer: when a poll is dispatched.
+    now: u64,
 }
 
 impl Vm {
@@ -46,6 +48,7 @@ impl Vm {
             cfg,
             state,
             next_call: 1,
+            now: 1_000,
         }
     }
 
@@ -54,6 +57,7 @@ impl Vm {
     }
 
     fn tick(&mut self, now: u64, refused: u64) -> Todo {
+        self.now = now;
         let sync = self.cfg.edge_sync.as_ref();
         self.poller.tick(now, refused, sync, Some(&self.state))
     }
@@ -63,13 +67,14 @@ impl Vm {
         assert!(todo.poll.is_some(), "no poll to dispatch: {todo:?}");
         let call = self.next_call;
         self.next_call += 1;
-        self.poller.dispatched(call);
+        self.poller.dispatched(call, self.now);
         call
     }
 
     /// The answer to call `call` arrives at `now`.
     fn answer(&mut self, call: u32, now: u64, status: u32, answer: &[u8]) -> Todo {
         assert!(self.poller.answer_to(call), "call {call} is not under way");
+        self.now = now;
         let checked = parse_answer(status, answer, &self.state);
         let sync = self.cfg.edge_sync.clone().unwrap();
         self.poller.answered(now, &sync, &mut self.state, checked)
@@ -83,7 +88,7 @@ fn polls_a_snapshot_at_once_then_every_interval_one_at_a_time() {
     assert_eq!(first.poll.as_deref(), Some("/apiv2/oauth/edge"));
     assert_eq!((first.count, first.warn.as_deref()), (None, None));
     let call = vm.dispatch(&first);
-    // Under way: no other poll, however long it takes.
+    // Under way: no other poll until it ends.
     assert_eq!(vm.tick(1_001, 0), Todo::default());
     assert_eq!(vm.tick(1_005, 0), Todo::default());
     // The answer to another call is not ours.
@@ -208,7 +213,7 @@ fn requests_refused_before_the_first_answer_are_told_at_once_then_once_a_minute(
     let mut vm = Vm::new();
     let first = vm.tick(1_000, 0);
     assert_eq!(first.warn, None, "nothing refused, nothing to say");
-    vm.dispatch(&first);
+    // No poll is dispatched (none answers): only the refusals speak.
     let warned = vm.tick(1_001, 2).warn;
     assert_eq!(
         warned.as_deref(),
@@ -236,4 +241,36 @@ fn requests_refused_before_the_first_answer_are_told_at_once_then_once_a_minute(
         .warn
         .unwrap()
         .contains(", 0 s after the start: 1 requests"));
+}
+
+#[test]
+fn a_poll_envoy_never_ends_is_given_up_past_its_timeout() {
+    let mut vm = Vm::new();
+    let first = vm.tick(1_000, 0);
+    let call = vm.dispatch(&first);
+    let done = vm.answer(call, 1_000, 200, &snapshot_page(3, false));
+    assert_eq!(done.count, Some(PollEnd::Ok { first_whole: true }));
+    let next = vm.tick(1_002, 0);
+    let lost = vm.dispatch(&next);
+    // Its timeout (2 s) and LOST_AFTER (5 s) pass without an answer or an end from Envoy.
+    for now in 1_003..1_009 {
+        assert_eq!(vm.tick(now, 0), Todo::default(), "{now}");
+    }
+    let given_up = vm.tick(1_009, 0);
+    assert_eq!(given_up.count, Some(PollEnd::Failed));
+    assert_eq!(given_up.poll, None);
+    let warned = given_up.warn.unwrap();
+    assert!(
+        warned.contains("the poll sent 7 s ago was neither answered nor ended by Envoy"),
+        "{warned}"
+    );
+    // A poll interval later the next one goes; a late answer to the lost one is not taken.
+    assert_eq!(vm.tick(1_010, 0), Todo::default());
+    let again = vm.tick(1_011, 0);
+    assert!(again.poll.is_some(), "{again:?}");
+    assert!(!vm.poller.answer_to(lost));
+    let call = vm.dispatch(&again);
+    let done = vm.answer(call, 1_011, 200, &idle(3));
+    assert_eq!(done.count, Some(PollEnd::Ok { first_whole: false }));
+    assert!(done.warn.unwrap().contains("resumed after 2 s"));
 }
