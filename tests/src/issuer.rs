@@ -215,6 +215,9 @@ pub fn start_issuer_with(
 /// execs it), with its stderr in `log` (0600), and waits until the issuer serves: it prints
 /// `listening on URL` on stdout then. Returns the process and that URL.
 pub fn launch(mut command: Command, log: &Path) -> Result<(Proc, String)> {
+    if std::env::var_os("RUST_LOG").is_none() {
+        command.env("RUST_LOG", "info,issuer::app::edge=debug");
+    }
     let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::from(crate::private_log(log)?))
