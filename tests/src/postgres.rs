@@ -17,6 +17,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+pub mod pgbouncer;
 pub mod standby;
 pub use standby::Replication;
 

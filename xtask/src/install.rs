@@ -192,26 +192,7 @@ pub fn ensure_directories() -> Result<()> {
         "installing the directory servers from Debian (apt-get install {})",
         DIRECTORY_PACKAGES.join(" ")
     );
-    let policy = Path::new("/usr/sbin/policy-rc.d");
-    let own_policy = !policy.exists();
-    if own_policy {
-        // Exit code 101: "action forbidden", honoured by invoke-rc.d and deb-systemd-invoke.
-        run(&mut as_root(&[
-            "sh",
-            "-c",
-            "printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d \
-             && chmod 755 /usr/sbin/policy-rc.d",
-        ]))?;
-    }
-    let installed = apt_install(&DIRECTORY_PACKAGES);
-    if own_policy {
-        run(&mut as_root(&["rm", "-f", "/usr/sbin/policy-rc.d"]))?;
-    }
-    installed?;
-    if Path::new("/run/systemd/system").exists() {
-        // Enabled by the package; it would take port 389 at the next boot.
-        run(&mut as_root(&["systemctl", "disable", "--now", "slapd"]))?;
-    }
+    apt_install_without_services(&DIRECTORY_PACKAGES, &["slapd"])?;
     if let Some(f) = DIRECTORY_FILES.iter().find(|f| !Path::new(f).exists()) {
         bail!(
             "{} installed, but {f} is missing",
@@ -225,6 +206,52 @@ pub fn ensure_directories() -> Result<()> {
                 "after installing, something listens on 127.0.0.1:{port} (see `ss -ltnp`): \
                  the Samba tests need the port"
             );
+        }
+    }
+    Ok(())
+}
+
+/// Debian's PgBouncer, for the tests of the issuer behind a pooler (`e2e::postgres::pgbouncer`),
+/// installed with apt when missing. The tests start their own; the package's is neither started
+/// nor enabled.
+pub fn ensure_pgbouncer() -> Result<PathBuf> {
+    let bin = PathBuf::from("/usr/sbin/pgbouncer");
+    if !bin.exists() {
+        eprintln!("installing pgbouncer from Debian (apt-get install pgbouncer)");
+        apt_install_without_services(&["pgbouncer"], &["pgbouncer"])?;
+    }
+    let version = Command::new(&bin)
+        .arg("--version")
+        .output()
+        .context("running pgbouncer --version")?;
+    let text = String::from_utf8_lossy(&version.stdout);
+    eprintln!("{}", text.lines().next().unwrap_or_default());
+    Ok(bin)
+}
+
+/// [`apt_install`] without starting the packages' services (a `policy-rc.d` that forbids it,
+/// unless one is there), and with the `services` disabled for the next boot under systemd.
+fn apt_install_without_services(packages: &[&str], services: &[&str]) -> Result<()> {
+    let policy = Path::new("/usr/sbin/policy-rc.d");
+    let own_policy = !policy.exists();
+    if own_policy {
+        // Exit code 101: "action forbidden", honoured by invoke-rc.d and deb-systemd-invoke.
+        run(&mut as_root(&[
+            "sh",
+            "-c",
+            "printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d \
+             && chmod 755 /usr/sbin/policy-rc.d",
+        ]))?;
+    }
+    let installed = apt_install(packages);
+    if own_policy {
+        run(&mut as_root(&["rm", "-f", "/usr/sbin/policy-rc.d"]))?;
+    }
+    installed?;
+    if Path::new("/run/systemd/system").exists() {
+        for service in services {
+            // Enabled by the package; slapd would take port 389 at the next boot.
+            run(&mut as_root(&["systemctl", "disable", "--now", service]))?;
         }
     }
     Ok(())

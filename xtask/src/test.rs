@@ -42,6 +42,7 @@ pub fn test() -> Result<()> {
     let chromium = install::ensure_chromium()?;
     let pg_bin = install::ensure_postgres()?;
     install::ensure_directories()?;
+    let pgbouncer = install::ensure_pgbouncer()?;
     run(cargo().args(["build", "-p", "issuer", "-p", "e2e"]))?;
     let with_tools = |c: &mut Command| {
         c.env("MMS_ENVOY", &envoy)
@@ -49,7 +50,8 @@ pub fn test() -> Result<()> {
             .env("MMS_JS_NODE", js.join("node"))
             .env("MMS_JS_WEB", js.join("web"))
             .env("MMS_CHROMIUM", &chromium)
-            .env("MMS_PG_BIN", &pg_bin);
+            .env("MMS_PG_BIN", &pg_bin)
+            .env("MMS_PGBOUNCER", &pgbouncer);
     };
     let mut validate = Command::new(root().join("target/debug/stack"));
     validate.arg("validate");

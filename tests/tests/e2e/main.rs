@@ -15,6 +15,7 @@ mod hostile;
 mod js;
 mod multi_issuer;
 mod pg;
+mod pgbouncer;
 mod probe;
 mod probe2;
 mod revoked_and_restored;

@@ -51,6 +51,11 @@ pub(crate) fn classify(e: tokio_postgres::Error) -> StoreError {
     }
 }
 
+/// Said after a prepared statement of this connection went missing: what causes that.
+const POOLER_HINT: &str = " (the connection's prepared statements are gone: is this a pooler in \
+     transaction mode that does not keep them, PgBouncer before 1.21 or without \
+     max_prepared_statements? See docs/deploy-postgres.md, \"A pooler in front\")";
+
 /// The error with its causes (tokio-postgres says only "invalid configuration" or "error
 /// connecting to server" and keeps what is wrong in the source): "invalid configuration: password
 /// missing". A password is never part of either.
@@ -59,6 +64,9 @@ fn describe(e: &tokio_postgres::Error) -> String {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
         None => e.to_string(),
     };
+    if e.code() == Some(&SqlState::INVALID_SQL_STATEMENT_NAME) {
+        text.push_str(POOLER_HINT);
+    }
     if e.as_db_error().is_none() {
         let mut source = std::error::Error::source(e);
         while let Some(cause) = source {
