@@ -6,7 +6,7 @@ use crate::{ensure_tls, root, write_private, Proc, Tools};
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -158,20 +158,76 @@ pub fn start_envoy_on(
     pin: Option<&str>,
     log: &Path,
 ) -> Result<Proc> {
+    let mut command = crate::command_on(&tools.envoy, pin);
+    command.arg("--disable-hot-restart");
+    launch_envoy(command, dir, config, listener, workers, log)
+}
+
+/// How an Envoy of a hot-restart sequence starts, as `docs/deploy-envoy.md` ("A hot restart")
+/// does it: each epoch one more than the last, on one base id. Epoch 0 lets Envoy pick a free
+/// base id and write it to `base_id_file` (tests run side by side); later epochs read it.
+#[derive(Debug, Clone)]
+pub struct HotRestart {
+    /// The restart epoch: 0 for the first start.
+    pub epoch: u32,
+    /// Where epoch 0 writes the base id, and later epochs read it.
+    pub base_id_file: PathBuf,
+    /// `--drain-time-s`: how long the old process drains its connections.
+    pub drain_seconds: u32,
+    /// `--parent-shutdown-time-s`: when the new process tells the old one to exit.
+    pub parent_shutdown_seconds: u32,
+}
+
+/// [`start_envoy`] as one epoch of a hot-restart sequence: with a later epoch, the new process
+/// takes the listeners over from the running one, which drains and exits by itself.
+pub fn start_envoy_epoch(
+    tools: &Tools,
+    dir: &Path,
+    config: &Path,
+    listener: u16,
+    workers: u32,
+    restart: &HotRestart,
+    log: &Path,
+) -> Result<Proc> {
+    let mut command = Command::new(&tools.envoy);
+    command.args(["--restart-epoch", &restart.epoch.to_string()]);
+    if restart.epoch == 0 {
+        command
+            .arg("--use-dynamic-base-id")
+            .arg("--base-id-path")
+            .arg(&restart.base_id_file);
+    } else {
+        let id = std::fs::read_to_string(&restart.base_id_file)
+            .with_context(|| format!("reading {}", restart.base_id_file.display()))?;
+        command.args(["--base-id", id.trim()]);
+    }
+    command
+        .args(["--drain-time-s", &restart.drain_seconds.to_string()])
+        .args([
+            "--parent-shutdown-time-s",
+            &restart.parent_shutdown_seconds.to_string(),
+        ]);
+    launch_envoy(command, dir, config, listener, workers, log)
+}
+
+/// Runs `command` (Envoy, or a wrapper that execs it, with its restart arguments) on `config`
+/// and waits until it is ready, as [`start_envoy`] says.
+fn launch_envoy(
+    mut command: Command,
+    dir: &Path,
+    config: &Path,
+    listener: u16,
+    workers: u32,
+    log: &Path,
+) -> Result<Proc> {
     let admin = dir.join(ADMIN_SOCKET);
     let _ = std::fs::remove_file(&admin);
     let has_admin = std::fs::read_to_string(config)?.contains(ADMIN_SOCKET);
-    let mut command = crate::command_on(&tools.envoy, pin);
     let child = command
         .current_dir(dir)
         .arg("-c")
         .arg(config)
-        .args([
-            "--disable-hot-restart",
-            "--log-level",
-            "warn",
-            "--concurrency",
-        ])
+        .args(["--log-level", "warn", "--concurrency"])
         .arg(workers.to_string())
         // The node id edges report to the issuer (`issuer edges`), as an operator sets it.
         .args(["--service-node", &node_name(listener)])
@@ -323,6 +379,27 @@ fn documented_configs() -> Result<Vec<(String, String)>> {
     Ok(out)
 }
 
+/// `envoy --mode validate -c CONFIG`, run in the directory `config` is in (as the running Envoy
+/// would, with its relative paths); fails with Envoy's words unless it says OK.
+pub fn validate(tools: &Tools, config: &Path) -> Result<()> {
+    let dir = config.parent().context("a config file in a directory")?;
+    validate_in(tools, dir, config)
+}
+
+fn validate_in(tools: &Tools, dir: &Path, config: &Path) -> Result<()> {
+    let out = Command::new(&tools.envoy)
+        .current_dir(dir)
+        .args(["--mode", "validate", "--disable-hot-restart", "-c"])
+        .arg(config)
+        .output()?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() || !text.contains("OK") {
+        bail!("{text}");
+    }
+    Ok(())
+}
+
 /// Validates every file of `envoy/` with `envoy --mode validate`, as shipped, and every whole
 /// configuration the docs show, in a directory set up as they expect (filter.wasm and tls/ beside
 /// them). Returns what was checked.
@@ -353,16 +430,8 @@ pub fn validate_shipped_configs(tools: &Tools) -> Result<Vec<String>> {
         files.push((name, path));
     }
     for (name, file) in &files {
-        let out = Command::new(&tools.envoy)
-            .current_dir(dir.path())
-            .args(["--mode", "validate", "--disable-hot-restart", "-c"])
-            .arg(file)
-            .output()?;
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        if !out.status.success() || !text.contains("OK") {
-            bail!("{name} does not validate:\n{text}");
-        }
+        validate_in(tools, dir.path(), file)
+            .with_context(|| format!("{name} does not validate"))?;
         checked.push(name.clone());
     }
     if checked.is_empty() {

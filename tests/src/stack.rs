@@ -1,7 +1,10 @@
 //! A whole stack in one state directory: the issuer (two on PostgreSQL), the media upstream and
 //! Envoy with the real filter, provisioned with the demo client and user; stopped when dropped.
 
-use crate::envoy::{self, admin_get, render_full_stack, start_envoy, Ports, ADMIN_SOCKET};
+use crate::envoy::{
+    self, admin_get, render_full_stack, start_envoy, start_envoy_epoch, HotRestart, Ports,
+    ADMIN_SOCKET,
+};
 use crate::issuer::{self, demo, issuer_admin_on, provision_on, start_issuer_on, StoreArgs};
 use crate::{ensure_tls, free_port, postgres, random_hex, write_private, Proc, Tools};
 use anyhow::{bail, Context, Result};
@@ -25,6 +28,9 @@ pub struct Options {
     /// Envoy with two workers, each pulling keys and revocations from the issuer's edge feed as
     /// the edge client [`demo::EDGE_CLIENT`].
     pub edge_sync: bool,
+    /// Envoy started for hot restarts (epoch 0, a base id of its own), so that
+    /// [`Stack::hot_restart_envoy`] can start the next epoch.
+    pub hot_restart: bool,
 }
 
 /// Issuer, media upstream and Envoy, running.
@@ -56,6 +62,8 @@ pub struct Stack {
     pg: Option<postgres::PgCluster>,
     /// The standby of `pg`, with [`Options::standby`].
     standby: Option<postgres::PgCluster>,
+    /// With [`Options::hot_restart`]: the epoch Envoy runs in.
+    hot_restart: Option<HotRestart>,
 }
 
 impl Stack {
@@ -91,6 +99,7 @@ impl Stack {
         let issuer_ports = std::iter::once(ports.issuer).chain(more_issuers.iter().copied());
         let issuers = start_issuers(tools, &store, &dir, issuer_ports, &extra)?;
         let upstream = start_upstream(ports.media).await?;
+        let base_id_file = dir.join("envoy.base-id");
         let mut stack = Self {
             dir,
             data,
@@ -107,6 +116,12 @@ impl Stack {
             upstream,
             pg,
             standby,
+            hot_restart: opts.hot_restart.then(|| HotRestart {
+                epoch: 0,
+                base_id_file: base_id_file.clone(),
+                drain_seconds: 2,
+                parent_shutdown_seconds: 4,
+            }),
         };
         stack.restart_envoy()?;
         Ok(stack)
@@ -188,15 +203,60 @@ impl Stack {
             yaml = envoy::add_issuer_endpoint(&yaml, self.ports.issuer, *port)?;
         }
         let path = envoy::write_config(&self.dir, "envoy.yaml", &yaml)?;
-        self.envoy = Some(start_envoy(
-            &self.tools,
-            &self.dir,
-            &path,
-            self.ports.listener,
-            self.envoy_workers(),
-            &self.dir.join("envoy.log"),
-        )?);
+        let (dir, listener, workers) = (&self.dir, self.ports.listener, self.envoy_workers());
+        self.envoy = Some(match &mut self.hot_restart {
+            Some(restart) => {
+                // A cold start: the first epoch of a new sequence.
+                restart.epoch = 0;
+                let log = dir.join(format!("envoy-{}.log", restart.epoch));
+                start_envoy_epoch(&self.tools, dir, &path, listener, workers, restart, &log)?
+            }
+            None => start_envoy(
+                &self.tools,
+                dir,
+                &path,
+                listener,
+                workers,
+                &dir.join("envoy.log"),
+            )?,
+        });
         Ok(())
+    }
+
+    /// With [`Options::hot_restart`]: hot restarts Envoy onto [`Stack::filter_config`] as
+    /// `docs/deploy-envoy.md` says (the new file validated, the next epoch on the same base id)
+    /// and returns the previous process, draining: it exits by itself after
+    /// [`HotRestart::parent_shutdown_seconds`].
+    pub fn hot_restart_envoy(&mut self) -> Result<Proc> {
+        let restart = self
+            .hot_restart
+            .as_mut()
+            .context("not started for hot restarts")?;
+        restart.epoch += 1;
+        let epoch = restart.epoch;
+        let mut yaml = render_full_stack(self.ports, &self.filter_config()?)?;
+        for port in &self.more_issuers {
+            yaml = envoy::add_issuer_endpoint(&yaml, self.ports.issuer, *port)?;
+        }
+        let path = envoy::write_config(&self.dir, &format!("envoy-{epoch}.yaml"), &yaml)?;
+        envoy::validate(&self.tools, &path)?;
+        let old = self.envoy.take().context("no Envoy runs")?;
+        let restart = self
+            .hot_restart
+            .as_ref()
+            .context("not started for hot restarts")?;
+        let (dir, listener, workers) = (&self.dir, self.ports.listener, self.envoy_workers());
+        let log = dir.join(format!("envoy-{epoch}.log"));
+        self.envoy = Some(start_envoy_epoch(
+            &self.tools,
+            dir,
+            &path,
+            listener,
+            workers,
+            restart,
+            &log,
+        )?);
+        Ok(old)
     }
 
     /// Stops Envoy (gracefully); true if it exited cleanly.

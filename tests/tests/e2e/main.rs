@@ -12,6 +12,7 @@ mod edges_report;
 mod envoy;
 mod failover;
 mod hostile;
+mod hot_restart;
 mod js;
 mod multi_issuer;
 mod pg;
