@@ -14,11 +14,11 @@
 //!   often); a token longer than [`MAX_TOKEN_BYTES`] is neither looked up nor kept.
 
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// The identity headers of an allowed request, shared between the cache and the decision, so a
-/// hit allocates nothing.
-pub type IdentityHeaders = Rc<[(&'static str, String)]>;
+/// hit allocates nothing (an `Arc`: the native filter's states move between threads).
+pub type IdentityHeaders = Arc<[(&'static str, String)]>;
 
 /// A token that verified and was not revoked, to remember, with the identity headers it gives
 /// ([`crate::decision::Verdict::remember`]).

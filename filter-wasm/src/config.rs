@@ -234,6 +234,8 @@ struct RawEdgeSync {
     max_staleness_seconds: Option<u64>,
     #[serde(default)]
     startup_grace_seconds: u64,
+    #[serde(default)]
+    node: Option<String>,
 }
 
 fn default_path() -> String {
@@ -268,6 +270,10 @@ pub struct EdgeSync {
     /// is still decided with the configuration's static keys and no revocation. 0 (the default):
     /// none; until the first good answer every request with a token gets 503.
     pub startup_grace: u64,
+    /// The node name this edge reports to the issuer, if configured: the native filter's only
+    /// source of it (Envoy gives dynamic modules no node id). The Wasm filter reports Envoy's
+    /// node id and uses this only when Envoy has none.
+    pub node: Option<String>,
 }
 
 impl fmt::Debug for EdgeSync {
@@ -279,6 +285,7 @@ impl fmt::Debug for EdgeSync {
             .field("poll_interval", &self.poll_interval)
             .field("max_staleness", &self.max_staleness)
             .field("startup_grace", &self.startup_grace)
+            .field("node", &self.node)
             .finish()
     }
 }
@@ -321,6 +328,13 @@ impl EdgeSync {
         if raw.startup_grace_seconds > 86_400 {
             return bad("startup_grace_seconds: 0 to 86400");
         }
+        if raw
+            .node
+            .as_deref()
+            .is_some_and(|n| !shared::edge_feed::is_edge_name(n))
+        {
+            return bad("node: 1 to 128 printable ASCII characters");
+        }
         Ok(Self {
             authorization: shared::basic::encode_basic(&raw.client_id, &raw.client_secret),
             cluster: raw.cluster,
@@ -330,6 +344,7 @@ impl EdgeSync {
             timeout_ms: raw.timeout_ms,
             max_staleness: raw.max_staleness_seconds,
             startup_grace: raw.startup_grace_seconds,
+            node: raw.node,
         })
     }
 

@@ -34,6 +34,9 @@ pub const MAX_ANSWER_BYTES: usize = 2 << 20;
 /// Most revocations accepted in one answer.
 pub const MAX_ENTRIES: usize = 20_000;
 
+/// The node name of an edge whose Envoy gives none and whose configuration names none.
+pub const UNKNOWN_NODE: &str = "unknown";
+
 /// Who an edge is, as each of its polls says ([`shared::edge_feed::NODE_HEADER`] and
 /// [`shared::edge_feed::VM_HEADER`]), so the issuer can list which edge holds which keys and
 /// revocations: the Envoy node and the VM (one per worker).
@@ -53,10 +56,19 @@ impl EdgeIdentity {
         let node = node
             .and_then(|n| std::str::from_utf8(n).ok())
             .filter(|n| shared::edge_feed::is_edge_name(n))
-            .unwrap_or("unknown");
+            .unwrap_or(UNKNOWN_NODE);
         Self {
             node: node.to_owned(),
             vm: format!("{:012x}", started_nanos & 0xffff_ffff_ffff),
+        }
+    }
+
+    /// The node name a poll gives: Envoy's, else the configured one (`edge_sync.node`), else
+    /// `unknown`.
+    pub fn node_or<'a>(&'a self, configured: Option<&'a str>) -> &'a str {
+        match configured {
+            Some(node) if self.node == UNKNOWN_NODE => node,
+            _ => &self.node,
         }
     }
 }
@@ -80,6 +92,8 @@ pub struct EdgeState {
     /// holds every revocation in force as of some moment.
     caught_up: bool,
     started_at: u64,
+    /// Counts the answers that changed the keys or the revocations ([`EdgeState::generation`]).
+    generation: u64,
 }
 
 impl EdgeState {
@@ -94,7 +108,31 @@ impl EdgeState {
             synced_at: None,
             caught_up: false,
             started_at: now,
+            generation: 0,
         }
+    }
+
+    /// How many answers have changed the keys or the revocations: a copy of the state with the
+    /// same generation verifies the same way ([`EdgeState::follow`]).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Brings this copy (the native filter keeps one per worker thread, with its own token cache)
+    /// up to date with `source`: its keys and revocations when they changed (which empties this
+    /// copy's cache, as [`EdgeState::apply`] does), and always when it last synced.
+    pub fn follow(&mut self, source: &EdgeState) {
+        if self.generation != source.generation {
+            self.cache.get_mut().clear();
+            self.ring = source.ring.clone();
+            self.max_lifetime = source.max_lifetime;
+            self.revoked = source.revoked.clone();
+            self.keys_version = source.keys_version.clone();
+            self.generation = source.generation;
+        }
+        self.synced_at = source.synced_at;
+        self.caught_up = source.caught_up;
+        self.started_at = source.started_at;
     }
 
     /// The `:path` of the next poll of `sync`'s feed: a full snapshot before the first good sync, afterwards what
@@ -165,6 +203,7 @@ impl EdgeState {
     pub fn apply(&mut self, update: FeedUpdate, now: u64) {
         if update.full || update.keys.is_some() || !update.entries.is_empty() {
             self.cache.get_mut().clear();
+            self.generation += 1;
         }
         if update.full {
             self.revoked

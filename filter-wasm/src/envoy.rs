@@ -171,7 +171,7 @@ impl Root {
             ("accept", "application/json"),
         ];
         if let Some(id) = &self.identity {
-            headers.push((NODE_HEADER, id.node.as_str()));
+            headers.push((NODE_HEADER, id.node_or(sync.node.as_deref())));
             headers.push((VM_HEADER, id.vm.as_str()));
         }
         let timeout = Duration::from_millis(sync.timeout_ms);

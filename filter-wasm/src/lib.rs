@@ -15,7 +15,13 @@
 //! - [`config`] → `cache` (its default size only);
 //! - [`cache`] and `bearer`: leaves.
 //!
+//! `native` → `decision`, `edge`, `config` (the dynamic-module adapter: host calls only).
+//!
 //! `bench` (benchmark-only modules, never shipped) → `envoy`, `decision`.
+//!
+//! With feature `native` the crate is also the same filter as a native Envoy dynamic module
+//! (`native`, built as `libmms_auth.so` by `cargo xtask dist`): another thin adapter over the
+//! same `decision`, `edge` and `config`.
 //!
 //! With feature `js` the crate is instead the browser/Node module ([`js`]): token inspection for
 //! JavaScript through wasm-bindgen, built by its own cargo invocation so it never reaches Envoy.
@@ -32,6 +38,9 @@ mod envoy;
 
 #[cfg(feature = "js")]
 pub mod js;
+
+#[cfg(feature = "native")]
+mod native;
 
 #[cfg(any(
     feature = "passthrough",

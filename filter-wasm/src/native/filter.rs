@@ -1,0 +1,348 @@
+//! The native filter's state and what its hooks do, over the same pure logic as the Wasm filter:
+//! [`decide`] for each request, [`Poller`] and [`parse_answer`] for edge sync.
+//!
+//! Where the Wasm filter has a VM per worker, each polling the feed, the native filter has one
+//! configuration shared by every worker: its main-thread side ([`Master`]) polls the feed (Envoy
+//! lets only the main thread make a config's HTTP calls) on a tick that a thread of ours asks
+//! Envoy for each second; each worker decides with a copy of that state of its own
+//! ([`EdgeState::follow`]), with its own token cache, brought up to date when the master's
+//! changes. So one poll per second per Envoy, and no lock shared by workers on the request path.
+
+use super::host::{self, ConfigHandle, Level, Metric, Scheduler, Stream};
+use crate::config::{is_identity_header, Config};
+use crate::decision::{decide, Decision, Outcome};
+use crate::edge::{
+    parse_answer, EdgeIdentity, EdgeState, FeedError, PollEnd, Poller, Todo, MAX_ANSWER_BYTES,
+};
+use shared::edge_feed::{NODE_HEADER, VM_HEADER};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one is caught at the hook; the state it guards stays consistent
+    // (each change is made whole before the guard drops), so the poison is ignored.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The state edge sync polls into, on Envoy's main thread.
+struct Master {
+    state: EdgeState,
+    poller: Poller,
+}
+
+/// A worker's copy of the state, with its own token cache.
+struct Worker {
+    /// The [`NativeConfig::version`] the copy follows.
+    version: u64,
+    state: EdgeState,
+}
+
+/// Metric ids.
+#[derive(Default)]
+struct Metrics {
+    /// Indexed like [`Outcome::ALL`].
+    outcomes: Vec<usize>,
+    sync_ok: Option<usize>,
+    sync_first_ok: Option<usize>,
+    sync_failed: Option<usize>,
+    sync_age: Option<usize>,
+}
+
+/// One filter configuration: what `on_http_filter_config_new` made of its JSON.
+pub struct NativeConfig {
+    envoy: ConfigHandle,
+    config: Config,
+    metrics: Metrics,
+    master: Mutex<Master>,
+    /// Bumped whenever the master state changes, for the workers to follow.
+    version: AtomicU64,
+    /// One copy per worker thread, by Envoy's worker index (uncontended).
+    workers: Box<[Mutex<Option<Worker>>]>,
+    /// Requests refused since the last tick for want of a first good answer.
+    unsynced: AtomicU64,
+    identity: EdgeIdentity,
+    /// The tick thread and its scheduler, with edge sync outside `--mode validate`.
+    ticker: Option<Ticker>,
+}
+
+/// A thread that asks Envoy for a tick on its main thread each second, until dropped.
+struct Ticker {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    // Dropped after the thread has ended (fields drop in order, after `Drop::drop`).
+    _scheduler: std::sync::Arc<Scheduler>,
+}
+
+impl Ticker {
+    fn start(scheduler: Scheduler) -> Option<Self> {
+        let scheduler = std::sync::Arc::new(scheduler);
+        let (stop, stopped) = mpsc::channel::<()>();
+        let commits = scheduler.clone();
+        let thread = std::thread::Builder::new()
+            .name("mms_auth-tick".into())
+            .spawn(move || {
+                while let Err(mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(Duration::from_secs(1))
+                {
+                    commits.commit(0);
+                }
+            })
+            .ok()?;
+        Some(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+            _scheduler: scheduler,
+        })
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl NativeConfig {
+    /// Makes a configuration of the plugin JSON (on Envoy's main thread, in
+    /// `on_http_filter_config_new`: the only moment metrics can be defined). `None` with the
+    /// reason logged, and Envoy refuses the configuration: never an open filter.
+    pub fn new(envoy: ConfigHandle, json: &[u8]) -> Option<Self> {
+        let config = match Config::parse(json) {
+            Ok(c) => c,
+            Err(e) => {
+                host::log(Level::Critical, &format!("mms_auth: {e}"));
+                return None;
+            }
+        };
+        let metrics = Metrics {
+            outcomes: Outcome::ALL
+                .iter()
+                .map(|o| envoy.define(Metric::Counter, &format!("mms_auth.{}", o.name())))
+                .collect::<Option<_>>()?,
+            sync_ok: envoy.define(Metric::Counter, "mms_auth.edge_sync_ok"),
+            sync_first_ok: envoy.define(Metric::Counter, "mms_auth.edge_sync_first_ok"),
+            sync_failed: envoy.define(Metric::Counter, "mms_auth.edge_sync_failed"),
+            sync_age: envoy.define(Metric::Gauge, "mms_auth.edge_sync_age_seconds"),
+        };
+        let now = unix_now();
+        let started = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let workers = (0..host::concurrency().max(1))
+            .map(|_| Mutex::new(None))
+            .collect();
+        let ticker = match (&config.edge_sync, host::validation_mode()) {
+            (Some(_), false) => Some(Ticker::start(envoy.scheduler()?)?),
+            _ => None,
+        };
+        let mut poller = Poller::default();
+        poller.configured();
+        Some(Self {
+            envoy,
+            master: Mutex::new(Master {
+                state: EdgeState::new(&config, now),
+                poller,
+            }),
+            config,
+            metrics,
+            version: AtomicU64::new(0),
+            workers,
+            unsynced: AtomicU64::new(0),
+            identity: EdgeIdentity::new(None, started),
+            ticker,
+        })
+    }
+
+    /// Decides one request from its headers and carries the decision out (on a worker).
+    /// Returns true to let the request go on, false when it was answered here.
+    pub fn on_request(&self, stream: &Stream) -> bool {
+        let headers = stream.request_headers();
+        let now = unix_now();
+        let index = stream.worker_index() as usize % self.workers.len();
+        let Some(slot) = self.workers.get(index) else {
+            return self.unavailable(stream);
+        };
+        let mut slot = lock(slot);
+        let version = self.version.load(Ordering::Acquire);
+        let worker = slot.get_or_insert_with(|| Worker {
+            version: u64::MAX,
+            state: EdgeState::new(&self.config, now),
+        });
+        if worker.version != version {
+            worker.state.follow(&lock(&self.master).state);
+            worker.version = version;
+        }
+        let path = headers
+            .iter()
+            .find(|(n, _)| n == ":path")
+            .map_or(&[][..], |(_, v)| v.as_slice());
+        let named = headers.iter().map(|(n, v)| (n.as_str(), v.as_slice()));
+        let verdict = decide(&self.config, &worker.state, path, named, now);
+        if let Some(verified) = verdict.remember {
+            worker.state.remember(verified);
+        }
+        drop(slot);
+        if let Some(id) = self.metrics.outcomes.get(verdict.outcome.index()) {
+            stream.increment(*id, 1);
+        }
+        if verdict.outcome == Outcome::Unsynced {
+            self.unsynced.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(r) = verdict.reason {
+            if host::debug_enabled() {
+                host::log(Level::Debug, &format!("mms_auth: token refused: {}", r.reason()));
+            }
+        }
+        match verdict.decision {
+            Decision::Deny(d) => {
+                let retry_after = d.retry_after.map(|s| s.to_string());
+                let mut answer = vec![
+                    ("www-authenticate", d.www_authenticate.as_str()),
+                    ("content-type", "application/json"),
+                    ("cache-control", "no-store"),
+                ];
+                if let Some(s) = &retry_after {
+                    answer.push(("retry-after", s.as_str()));
+                }
+                stream.send_response(d.status, &answer, d.body.as_bytes(), "mms_auth_refused");
+                false
+            }
+            Decision::Exempt => {
+                self.remove_identity_headers(stream, &headers);
+                true
+            }
+            Decision::Allow(set) => {
+                self.remove_identity_headers(stream, &headers);
+                for (name, value) in set.iter() {
+                    stream.set_request_header(name, Some(value.as_bytes()));
+                }
+                true
+            }
+        }
+    }
+
+    fn remove_identity_headers(&self, stream: &Stream, headers: &[(String, Vec<u8>)]) {
+        for (name, _) in headers.iter().filter(|(n, _)| is_identity_header(n)) {
+            stream.set_request_header(name, None);
+        }
+    }
+
+    /// The answer when nothing can be verified (or a hook failed): 503.
+    pub fn unavailable(&self, stream: &Stream) -> bool {
+        unavailable(stream, 503)
+    }
+
+    /// The once-a-second tick, on the main thread: the edge sync gauge, warnings, a poll.
+    pub fn tick(&self) {
+        let now = unix_now();
+        let refused = self.unsynced.swap(0, Ordering::Relaxed);
+        let sync = self.config.edge_sync.as_ref();
+        let mut master = lock(&self.master);
+        if let (Some(_), Some(id)) = (sync, self.metrics.sync_age) {
+            self.envoy.set_gauge(id, master.state.age(now));
+        }
+        let Master { state, poller } = &mut *master;
+        let todo = poller.tick(now, refused, sync, Some(state));
+        self.run(&mut master, todo, now);
+    }
+
+    /// Does what the poller said: count, log, poll.
+    fn run(&self, master: &mut Master, todo: Todo, now: u64) {
+        let count = |id: Option<usize>| {
+            if let Some(id) = id {
+                self.envoy.increment(id, 1);
+            }
+        };
+        match todo.count {
+            Some(PollEnd::Ok { first_whole }) => {
+                if first_whole {
+                    count(self.metrics.sync_first_ok);
+                }
+                count(self.metrics.sync_ok);
+                if let Some(id) = self.metrics.sync_age {
+                    self.envoy.set_gauge(id, 0);
+                }
+            }
+            Some(PollEnd::Failed) => count(self.metrics.sync_failed),
+            None => {}
+        }
+        if let Some(warning) = &todo.warn {
+            host::log(Level::Warn, warning);
+        }
+        if let (Some(path), Some(sync)) = (&todo.poll, &self.config.edge_sync) {
+            let node = self.identity.node_or(sync.node.as_deref());
+            let headers = [
+                (":method", "GET"),
+                (":path", path.as_str()),
+                ("host", sync.authority.as_str()),
+                ("authorization", sync.authorization()),
+                ("accept", "application/json"),
+                (NODE_HEADER, node),
+                (VM_HEADER, self.identity.vm.as_str()),
+            ];
+            match self.envoy.callout(&sync.cluster, &headers, sync.timeout_ms) {
+                // The poller's call ids are 32 bits, as proxy-wasm's; Envoy counts from 1.
+                Ok(id) => master.poller.dispatched(id as u32),
+                Err(code) => {
+                    let why = format!("cannot call cluster {:?}: init result {code}", sync.cluster);
+                    let todo = master.poller.failed(now, sync, &master.state, &why);
+                    // A failure asks for no poll: this ends here.
+                    self.run(master, todo, now);
+                }
+            }
+        }
+    }
+
+    /// The answer to a poll arrived (main thread): its status (0 without an answer) and body.
+    pub fn answered(&self, callout: u64, status: u32, chunks: &[&[u8]]) {
+        let Some(sync) = &self.config.edge_sync else {
+            return;
+        };
+        let now = unix_now();
+        let mut master = lock(&self.master);
+        if !master.poller.answer_to(callout as u32) {
+            return;
+        }
+        let size: usize = chunks.iter().map(|c| c.len()).sum();
+        // The answer holds the keys: wiped once read. One over the limit is not read.
+        let body = (size <= MAX_ANSWER_BYTES).then(|| zeroize::Zeroizing::new(chunks.concat()));
+        let Master { state, poller } = &mut *master;
+        let checked = match &body {
+            Some(body) => parse_answer(status, body, state),
+            None => Err(FeedError::TooLarge(size)),
+        };
+        let todo = poller.answered(now, sync, state, checked);
+        self.version.fetch_add(1, Ordering::Release);
+        self.run(&mut master, todo, now);
+    }
+
+    /// Stops the tick thread (before Envoy destroys the config and its scheduler).
+    pub fn stop(&mut self) {
+        self.ticker = None;
+    }
+}
+
+/// A local `status` answer with the filter's JSON error (no configuration, or a hook failed).
+pub fn unavailable(stream: &Stream, status: u32) -> bool {
+    let body: &[u8] = if status == 503 {
+        b"{\"error\":\"unavailable\"}"
+    } else {
+        b"{\"error\":\"server_error\"}"
+    };
+    let headers = [
+        ("content-type", "application/json"),
+        ("cache-control", "no-store"),
+    ];
+    stream.send_response(status, &headers, body, "mms_auth_unavailable");
+    false
+}
