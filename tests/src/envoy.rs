@@ -42,11 +42,12 @@ impl Ports {
     }
 }
 
-/// The shipped `envoy/full-stack.yaml` with its ports replaced and the plugin configuration
-/// replaced by `filter_config` (the output of `issuer keys filter-config`), exactly as an operator
-/// drops it in: the JSON goes under `value: |`, indented to the block's column.
-pub fn render_full_stack(ports: Ports, filter_config: &str) -> Result<String> {
-    let shipped = std::fs::read_to_string(root().join("envoy/full-stack.yaml"))?;
+/// The shipped full-stack configuration of the tools' filter (`envoy/full-stack.yaml`, or
+/// `envoy/native.yaml`) with its ports replaced and the plugin configuration replaced by
+/// `filter_config` (the output of `issuer keys filter-config`), exactly as an operator drops it
+/// in: the JSON goes under `value: |`, indented to the block's column.
+pub fn render_full_stack(tools: &Tools, ports: Ports, filter_config: &str) -> Result<String> {
+    let shipped = std::fs::read_to_string(root().join(tools.full_stack_config()))?;
     render(
         &shipped,
         &[
@@ -225,6 +226,8 @@ fn launch_envoy(
     let has_admin = std::fs::read_to_string(config)?.contains(ADMIN_SOCKET);
     let child = command
         .current_dir(dir)
+        // Where the native filter's library is (Envoy's default is the directory it runs in).
+        .env("ENVOY_DYNAMIC_MODULES_SEARCH_PATH", dir)
         .arg("-c")
         .arg(config)
         .args(["--log-level", "warn", "--concurrency"])
@@ -407,6 +410,15 @@ pub fn validate_shipped_configs(tools: &Tools) -> Result<Vec<String>> {
     let dir = tempfile::tempdir()?;
     ensure_tls(dir.path())?;
     std::fs::copy(&tools.wasm, dir.path().join("filter.wasm"))?;
+    // envoy/native.yaml loads the native filter: validation loads it too.
+    let native = match &tools.filter {
+        crate::Filter::Native(lib) => lib.clone(),
+        crate::Filter::Wasm => std::env::var_os("MMS_NATIVE_MODULE")
+            .map(PathBuf::from)
+            .context("MMS_NATIVE_MODULE is not set: envoy/native.yaml needs the native filter")?,
+    };
+    std::fs::copy(&native, dir.path().join(crate::NATIVE_LIBRARY))
+        .with_context(|| format!("copying {}", native.display()))?;
     let mut checked = Vec::new();
     let mut files: Vec<_> = std::fs::read_dir(root().join("envoy"))?
         .filter_map(|e| e.ok().map(|e| e.path()))

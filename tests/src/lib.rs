@@ -44,6 +44,21 @@ pub fn root() -> PathBuf {
         .to_owned()
 }
 
+/// Which build of the filter the stacks' Envoy loads: `MMS_FILTER=native` (with the library in
+/// `MMS_NATIVE_MODULE`) for the dynamic module, else the Wasm module. `cargo xtask test` runs the
+/// Envoy tests once with each.
+#[derive(Debug, Clone, Default)]
+pub enum Filter {
+    /// `filter.wasm` in V8 (`envoy/full-stack.yaml`).
+    #[default]
+    Wasm,
+    /// `libmms_auth.so`, this file, as a dynamic module (`envoy/native.yaml`).
+    Native(PathBuf),
+}
+
+/// The native filter's file name: Envoy loads the module `mms_auth` as `libmms_auth.so`.
+pub const NATIVE_LIBRARY: &str = "libmms_auth.so";
+
 /// Paths of the real parts.
 #[derive(Debug, Clone)]
 pub struct Tools {
@@ -53,6 +68,8 @@ pub struct Tools {
     pub wasm: PathBuf,
     /// The issuer binary.
     pub issuer: PathBuf,
+    /// The filter the stacks run.
+    pub filter: Filter,
 }
 
 impl Tools {
@@ -76,11 +93,44 @@ impl Tools {
                 issuer.display()
             );
         }
+        let filter = match std::env::var("MMS_FILTER").as_deref() {
+            Ok("native") => Filter::Native(get("MMS_NATIVE_MODULE")?),
+            Ok("wasm") | Err(_) => Filter::Wasm,
+            Ok(other) => bail!("MMS_FILTER={other}: wasm or native"),
+        };
         Ok(Self {
             envoy: get("MMS_ENVOY")?,
             wasm: get("MMS_FILTER_WASM")?,
             issuer,
+            filter,
         })
+    }
+
+    /// Puts the filter where the shipped configuration of [`Tools::full_stack_config`] finds it
+    /// when Envoy runs in `dir`: `filter.wasm`, and with the native filter `libmms_auth.so`.
+    pub fn install_filter(&self, dir: &Path) -> Result<()> {
+        std::fs::copy(&self.wasm, dir.join("filter.wasm"))?;
+        if let Filter::Native(lib) = &self.filter {
+            std::fs::copy(lib, dir.join(NATIVE_LIBRARY))?;
+        }
+        Ok(())
+    }
+
+    /// The shipped full-stack configuration for this filter, relative to the repository.
+    pub fn full_stack_config(&self) -> &'static str {
+        match self.filter {
+            Filter::Wasm => "envoy/full-stack.yaml",
+            Filter::Native(_) => "envoy/native.yaml",
+        }
+    }
+
+    /// How many edge-sync pollers an Envoy with `workers` workers runs: a Wasm VM per worker and
+    /// one on the main thread; one for the native filter (on the main thread).
+    pub fn pollers(&self, workers: u32) -> u64 {
+        match self.filter {
+            Filter::Wasm => u64::from(workers) + 1,
+            Filter::Native(_) => 1,
+        }
     }
 
     /// Tools for a test. With `CI` set a missing tool fails the test; elsewhere the test is skipped

@@ -91,7 +91,7 @@ impl Stack {
             None
         };
         let cert_pem = ensure_tls(&dir)?;
-        std::fs::copy(&tools.wasm, dir.join("filter.wasm"))?;
+        tools.install_filter(&dir)?;
         // The issuer names itself by the URL clients use (Envoy's), not its internal address.
         let public_url = format!("https://localhost:{}", ports.listener);
         let mut extra = vec!["--public-url", &public_url];
@@ -141,10 +141,13 @@ impl Stack {
             return Ok(cfg);
         };
         let mut cfg: serde_json::Value = serde_json::from_str(&cfg)?;
+        // The node name: the Wasm filter reports Envoy's (`--service-node`, the same name); the
+        // native filter has no other source of it.
         cfg["edge_sync"] = serde_json::json!({
             "cluster": "issuer",
             "client_id": demo::EDGE_CLIENT,
             "client_secret": secret,
+            "node": envoy::node_name(self.ports.listener),
         });
         Ok(serde_json::to_string_pretty(&cfg)?)
     }
@@ -184,11 +187,16 @@ impl Stack {
         1 + u32::from(self.edge_secret.is_some())
     }
 
-    /// Waits until each filter VM (one per Envoy worker, one on its main thread) has had its
-    /// first good answer from the edge feed.
+    /// How many edge-sync pollers this stack's Envoy runs ([`Tools::pollers`]), each reporting
+    /// to the issuer as an edge of its own.
+    pub fn edge_pollers(&self) -> u64 {
+        self.tools.pollers(self.envoy_workers())
+    }
+
+    /// Waits until each edge-sync poller (Wasm: one VM per Envoy worker and one on its main
+    /// thread; native: one) has had its first good answer from the edge feed.
     pub fn wait_for_edge_sync(&self) -> Result<()> {
-        let vms = u64::from(self.envoy_workers()) + 1;
-        envoy::wait_for_first_answers(&self.dir.join(ADMIN_SOCKET), vms)
+        envoy::wait_for_first_answers(&self.dir.join(ADMIN_SOCKET), self.edge_pollers())
             .with_context(|| self.logs())
     }
 
@@ -198,10 +206,7 @@ impl Stack {
         if let Some(mut e) = self.envoy.take() {
             e.stop();
         }
-        let mut yaml = render_full_stack(self.ports, filter_config)?;
-        for port in &self.more_issuers {
-            yaml = envoy::add_issuer_endpoint(&yaml, self.ports.issuer, *port)?;
-        }
+        let yaml = self.envoy_yaml(filter_config)?;
         let path = envoy::write_config(&self.dir, "envoy.yaml", &yaml)?;
         let (dir, listener, workers) = (&self.dir, self.ports.listener, self.envoy_workers());
         self.envoy = Some(match &mut self.hot_restart {
@@ -223,6 +228,16 @@ impl Stack {
         Ok(())
     }
 
+    /// The shipped full-stack configuration with this stack's ports, issuers and plugin
+    /// configuration.
+    fn envoy_yaml(&self, filter_config: &str) -> Result<String> {
+        let mut yaml = render_full_stack(&self.tools, self.ports, filter_config)?;
+        for port in &self.more_issuers {
+            yaml = envoy::add_issuer_endpoint(&yaml, self.ports.issuer, *port)?;
+        }
+        Ok(yaml)
+    }
+
     /// With [`Options::hot_restart`]: hot restarts Envoy onto [`Stack::filter_config`] as
     /// `docs/deploy-envoy.md` says (the new file validated, the next epoch on the same base id)
     /// and returns the previous process, draining: it exits by itself after
@@ -234,10 +249,7 @@ impl Stack {
             .context("not started for hot restarts")?;
         restart.epoch += 1;
         let epoch = restart.epoch;
-        let mut yaml = render_full_stack(self.ports, &self.filter_config()?)?;
-        for port in &self.more_issuers {
-            yaml = envoy::add_issuer_endpoint(&yaml, self.ports.issuer, *port)?;
-        }
+        let yaml = self.envoy_yaml(&self.filter_config()?)?;
         let path = envoy::write_config(&self.dir, &format!("envoy-{epoch}.yaml"), &yaml)?;
         envoy::validate(&self.tools, &path)?;
         let old = self.envoy.take().context("no Envoy runs")?;
@@ -325,7 +337,10 @@ impl Stack {
             .lines()
             .filter_map(|l| {
                 let (name, value) = l.split_once(": ")?;
-                let short = name.strip_prefix("wasmcustom.mms_auth.")?;
+                // The Wasm filter's namespace, or Envoy's for dynamic modules.
+                let short = name
+                    .strip_prefix("wasmcustom.mms_auth.")
+                    .or_else(|| name.strip_prefix("dynamicmodulescustom.mms_auth."))?;
                 Some((short.to_owned(), value.trim().parse().ok()?))
             })
             .collect())

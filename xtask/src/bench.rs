@@ -326,6 +326,7 @@ fn release_issuer() -> e2e::Tools {
         envoy: Default::default(),
         wasm: Default::default(),
         issuer: root().join("target/release/issuer"),
+        filter: e2e::Filter::Wasm,
     }
 }
 

@@ -1,14 +1,15 @@
-//! `cargo xtask dist`: release artifacts in `dist/`: the issuer, the Envoy module and
-//! configurations, and the npm packages of the browser/Node module.
+//! `cargo xtask dist`: release artifacts in `dist/`: the issuer, the Envoy modules (Wasm and
+//! native) and configurations, and the npm packages of the browser/Node module.
 
 use crate::util::{cargo, root, run};
-use crate::{install, wasm};
+use crate::{install, native, wasm};
 use anyhow::{Context, Result};
 
 pub fn dist() -> Result<()> {
     install::ensure_wasm_target()?;
     let wasm = wasm::build_envoy_module()?;
     wasm::check_envoy_module(&wasm)?;
+    let native = native::build_native_module()?;
     run(cargo().args(["build", "--release", "-p", "issuer"]))?;
     let dist = root().join("dist");
     wasm::build_js_packages(&dist.join("js"))?;
@@ -21,6 +22,7 @@ pub fn dist() -> Result<()> {
     std::fs::create_dir_all(dist.join("envoy"))?;
     std::fs::copy(root().join("target/release/issuer"), dist.join("issuer"))?;
     std::fs::copy(&wasm, dist.join("filter.wasm"))?;
+    std::fs::copy(&native, dist.join("libmms_auth.so"))?;
     for entry in std::fs::read_dir(root().join("envoy"))? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "yaml") {
@@ -32,8 +34,9 @@ pub fn dist() -> Result<()> {
         }
     }
     eprintln!(
-        "\ndist/: issuer, filter.wasm ({} bytes), envoy/*.yaml",
-        std::fs::metadata(dist.join("filter.wasm"))?.len()
+        "\ndist/: issuer, filter.wasm ({} bytes), libmms_auth.so ({} bytes), envoy/*.yaml",
+        std::fs::metadata(dist.join("filter.wasm"))?.len(),
+        std::fs::metadata(dist.join("libmms_auth.so"))?.len()
     );
     Ok(())
 }

@@ -24,6 +24,7 @@ mod dist;
 mod flags;
 mod fuzz;
 mod install;
+mod native;
 mod soak;
 mod test;
 mod tidy;

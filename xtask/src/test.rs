@@ -1,21 +1,32 @@
 //! `cargo xtask test`: every check and test (what `.ci/run` runs), installing what it needs:
 //! fmt, tidy, clippy (native, wasm32, and each wasm module as it is built), the Envoy module's
-//! checks, every package's tests against real tools (the directory servers included), the demo
+//! checks, every package's tests against real tools (the directory servers included), the Envoy
+//! end-to-end tests again with the native filter, the demo
 //! walked through (embedded store and PostgreSQL), and a bounded run of every fuzz target
 //! (`FUZZ_SECONDS`, default 30 each).
 
 use crate::util::{cargo, root, run};
-use crate::{fuzz, install, tidy, wasm};
+use crate::{fuzz, install, native, tidy, wasm};
 use anyhow::Result;
 use std::process::Command;
 
 /// Packages checked natively (the filter's Envoy and JS builds are checked on their own).
 const PACKAGES: [&str; 5] = ["mms-token", "issuer", "filter-wasm", "e2e", "xtask"];
 
-pub fn test() -> Result<()> {
-    install::ensure_wasm_target()?;
-    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
-    run(cargo().args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--", "--check"]))?;
+/// The e2e test modules that run a full stack through Envoy: run against both filters.
+const NATIVE_SUITES: [&str; 8] = [
+    "envoy::",
+    "edge::",
+    "edge_outage::",
+    "edges_report::",
+    "revoked_and_restored::",
+    "hot_restart::",
+    "multi_issuer::",
+    "connections::",
+];
+
+/// Tidy and clippy: natively, on wasm32, on each wasm module and on the native module.
+fn lint() -> Result<()> {
     tidy::tidy()?;
     for p in PACKAGES {
         run(cargo().args(["clippy", "-p", p, "--all-targets", "--", "-D", "warnings"]))?;
@@ -33,6 +44,15 @@ pub fn test() -> Result<()> {
     ]))?;
     wasm::clippy_envoy_module()?;
     wasm::clippy_js_module()?;
+    native::clippy_native_module()?;
+    Ok(())
+}
+
+pub fn test() -> Result<()> {
+    install::ensure_wasm_target()?;
+    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    run(cargo().args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--", "--check"]))?;
+    lint()?;
     let wasm = wasm::build_envoy_module()?;
     wasm::check_envoy_module(&wasm)?;
     let envoy = install::ensure_envoy()?;
@@ -43,6 +63,7 @@ pub fn test() -> Result<()> {
     let pg_bin = install::ensure_postgres()?;
     install::ensure_directories()?;
     let pgbouncer = install::ensure_pgbouncer()?;
+    let native = native::build_native_module()?;
     run(cargo().args(["build", "-p", "issuer", "-p", "e2e"]))?;
     let with_tools = |c: &mut Command| {
         c.env("MMS_ENVOY", &envoy)
@@ -51,7 +72,8 @@ pub fn test() -> Result<()> {
             .env("MMS_JS_WEB", js.join("web"))
             .env("MMS_CHROMIUM", &chromium)
             .env("MMS_PG_BIN", &pg_bin)
-            .env("MMS_PGBOUNCER", &pgbouncer);
+            .env("MMS_PGBOUNCER", &pgbouncer)
+            .env("MMS_NATIVE_MODULE", &native);
     };
     let mut validate = Command::new(root().join("target/debug/stack"));
     validate.arg("validate");
@@ -63,6 +85,12 @@ pub fn test() -> Result<()> {
         with_tools(&mut c);
         run(&mut c)?;
     }
+    // The Envoy tests again, with the native filter in Envoy instead of the Wasm one.
+    let mut again = cargo();
+    again.args(["test", "-p", "e2e", "--test", "e2e", "--"]);
+    again.args(NATIVE_SUITES).env("MMS_FILTER", "native");
+    with_tools(&mut again);
+    run(&mut again)?;
     // The demo as a new user runs it, on free ports, walked through automatically.
     let smoke_dir = root().join("target/demo-smoke");
     if smoke_dir.exists() {

@@ -103,8 +103,9 @@ extern "C" {
         body: ModuleBuffer,
         details: ModuleBuffer,
     );
-    pub fn envoy_dynamic_module_callback_http_filter_get_worker_index(filter: FilterEnvoyPtr)
-        -> u32;
+    pub fn envoy_dynamic_module_callback_http_filter_get_worker_index(
+        filter: FilterEnvoyPtr,
+    ) -> u32;
 
     /// Only during `on_http_filter_config_new`.
     pub fn envoy_dynamic_module_callback_http_filter_config_define_counter(

@@ -200,7 +200,10 @@ impl NativeConfig {
         }
         if let Some(r) = verdict.reason {
             if host::debug_enabled() {
-                host::log(Level::Debug, &format!("mms_auth: token refused: {}", r.reason()));
+                host::log(
+                    Level::Debug,
+                    &format!("mms_auth: token refused: {}", r.reason()),
+                );
             }
         }
         match verdict.decision {

@@ -115,7 +115,10 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout_done(
             0
         };
         // SAFETY: Envoy's body buffers, valid during this hook.
-        let bodies: Vec<&[u8]> = chunks.iter().map(|c| unsafe { host::buffer_bytes(c) }).collect();
+        let bodies: Vec<&[u8]> = chunks
+            .iter()
+            .map(|c| unsafe { host::buffer_bytes(c) })
+            .collect();
         cfg.answered(callout, status, &bodies);
     })
 }

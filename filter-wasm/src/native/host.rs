@@ -52,8 +52,9 @@ impl Stream {
     /// The request's headers, copied: names (lower case, as Envoy keeps them) and raw values.
     pub fn request_headers(&self) -> Vec<(String, Vec<u8>)> {
         // SAFETY: a valid stream pointer (`Stream::new`); the header type is Envoy's enum.
-        let size =
-            unsafe { abi::envoy_dynamic_module_callback_http_get_headers_size(self.0, abi::REQUEST_HEADER) };
+        let size = unsafe {
+            abi::envoy_dynamic_module_callback_http_get_headers_size(self.0, abi::REQUEST_HEADER)
+        };
         let empty = EnvoyHeader {
             key_ptr: std::ptr::null(),
             key_length: 0,
@@ -184,20 +185,24 @@ impl ConfigHandle {
         // SAFETY: a valid config pointer (`ConfigHandle::new`); the name lives through the call.
         let result = unsafe {
             match kind {
-                Metric::Counter => abi::envoy_dynamic_module_callback_http_filter_config_define_counter(
-                    self.ptr(),
-                    buffer(name.as_bytes()),
-                    std::ptr::null_mut(),
-                    0,
-                    &mut id,
-                ),
-                Metric::Gauge => abi::envoy_dynamic_module_callback_http_filter_config_define_gauge(
-                    self.ptr(),
-                    buffer(name.as_bytes()),
-                    std::ptr::null_mut(),
-                    0,
-                    &mut id,
-                ),
+                Metric::Counter => {
+                    abi::envoy_dynamic_module_callback_http_filter_config_define_counter(
+                        self.ptr(),
+                        buffer(name.as_bytes()),
+                        std::ptr::null_mut(),
+                        0,
+                        &mut id,
+                    )
+                }
+                Metric::Gauge => {
+                    abi::envoy_dynamic_module_callback_http_filter_config_define_gauge(
+                        self.ptr(),
+                        buffer(name.as_bytes()),
+                        std::ptr::null_mut(),
+                        0,
+                        &mut id,
+                    )
+                }
             }
         };
         (result == abi::METRICS_SUCCESS).then_some(id)
@@ -272,7 +277,9 @@ impl ConfigHandle {
     /// `on_http_filter_config_scheduled` on its main thread.
     pub fn scheduler(self) -> Option<Scheduler> {
         // SAFETY: a valid config pointer, during a config hook on the main thread.
-        let ptr = unsafe { abi::envoy_dynamic_module_callback_http_filter_config_scheduler_new(self.ptr()) };
+        let ptr = unsafe {
+            abi::envoy_dynamic_module_callback_http_filter_config_scheduler_new(self.ptr())
+        };
         (!ptr.is_null()).then_some(Scheduler(ptr as usize))
     }
 }
@@ -298,7 +305,11 @@ impl Scheduler {
 impl Drop for Scheduler {
     fn drop(&mut self) {
         // SAFETY: created by `scheduler_new` and deleted once, here.
-        unsafe { abi::envoy_dynamic_module_callback_http_filter_config_scheduler_delete(self.0 as *mut c_void) }
+        unsafe {
+            abi::envoy_dynamic_module_callback_http_filter_config_scheduler_delete(
+                self.0 as *mut c_void,
+            )
+        }
     }
 }
 

@@ -1,0 +1,39 @@
+//! The native filter (`filter-wasm` with feature `native`): built as a shared library for the
+//! machine's Envoy, `libmms_auth.so`, and checked with clippy as it is built.
+
+use crate::util::{cargo, root, run};
+use anyhow::Result;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Its own target dir: the feature set differs from the native test builds of the crate.
+const TARGET_DIR: &str = "target/native";
+
+fn native_module(cmd: &str) -> Command {
+    let mut c = cargo();
+    c.args([
+        cmd,
+        "-p",
+        "filter-wasm",
+        "--features",
+        "native",
+        "--target-dir",
+        TARGET_DIR,
+    ]);
+    c
+}
+
+/// Clippy on the native adapter, with its tests.
+pub fn clippy_native_module() -> Result<()> {
+    run(native_module("clippy").args(["--all-targets", "--", "-D", "warnings"]))
+}
+
+/// Builds the native filter (release profile) and returns the path of `libmms_auth.so`, the
+/// name Envoy loads the module `mms_auth` by.
+pub fn build_native_module() -> Result<PathBuf> {
+    run(native_module("build").arg("--release"))?;
+    let dir = root().join(TARGET_DIR);
+    let out = dir.join("libmms_auth.so");
+    std::fs::copy(dir.join("release/libfilter_wasm.so"), &out)?;
+    Ok(out)
+}
