@@ -15,7 +15,7 @@ use crate::edge::{
     parse_answer, EdgeIdentity, EdgeState, FeedError, PollEnd, Poller, Todo, MAX_ANSWER_BYTES,
 };
 use shared::edge_feed::{NODE_HEADER, VM_HEADER};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -55,6 +55,12 @@ struct Metrics {
     sync_age: Option<usize>,
 }
 
+// Envoy shares one configuration between its main thread and its workers.
+const _: () = {
+    fn shared_between_threads<T: Send + Sync>() {}
+    let _ = shared_between_threads::<NativeConfig>;
+};
+
 /// One filter configuration: what `on_http_filter_config_new` made of its JSON.
 pub struct NativeConfig {
     envoy: ConfigHandle,
@@ -67,6 +73,11 @@ pub struct NativeConfig {
     workers: Box<[Mutex<Option<Worker>>]>,
     /// Requests refused since the last tick for want of a first good answer.
     unsynced: AtomicU64,
+    /// While a poll is being sent (main thread): Envoy may end a call before `send` returns (no
+    /// healthy host, a full circuit breaker) and give its answer inline; such an answer is noted
+    /// here and the poll taken as failed.
+    sending: AtomicBool,
+    answered_inline: AtomicBool,
     identity: EdgeIdentity,
     /// The tick thread and its scheduler, with edge sync outside `--mode validate`.
     ticker: Option<Ticker>,
@@ -88,6 +99,8 @@ impl Ticker {
         let thread = std::thread::Builder::new()
             .name("mms_auth-tick".into())
             .spawn(move || {
+                // The first poll at once, then one tick a second.
+                commits.commit(0);
                 while let Err(mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(Duration::from_secs(1))
                 {
@@ -158,6 +171,8 @@ impl NativeConfig {
             version: AtomicU64::new(0),
             workers,
             unsynced: AtomicU64::new(0),
+            sending: AtomicBool::new(false),
+            answered_inline: AtomicBool::new(false),
             identity: EdgeIdentity::new(None, started),
             ticker,
         })
@@ -256,11 +271,12 @@ impl NativeConfig {
         }
         let Master { state, poller } = &mut *master;
         let todo = poller.tick(now, refused, sync, Some(state));
-        self.run(&mut master, todo, now);
+        self.run(master, todo, now);
     }
 
-    /// Does what the poller said: count, log, poll.
-    fn run(&self, master: &mut Master, todo: Todo, now: u64) {
+    /// Does what the poller said: count, log, poll. The state's lock is not held while the poll
+    /// is sent: Envoy may answer it inline, and the answer takes the lock.
+    fn run(&self, master: MutexGuard<'_, Master>, todo: Todo, now: u64) {
         let count = |id: Option<usize>| {
             if let Some(id) = id {
                 self.envoy.increment(id, 1);
@@ -282,28 +298,36 @@ impl NativeConfig {
         if let Some(warning) = &todo.warn {
             host::log(Level::Warn, warning);
         }
-        if let (Some(path), Some(sync)) = (&todo.poll, &self.config.edge_sync) {
-            let node = self.identity.node_or(sync.node.as_deref());
-            let headers = [
-                (":method", "GET"),
-                (":path", path.as_str()),
-                ("host", sync.authority.as_str()),
-                ("authorization", sync.authorization()),
-                ("accept", "application/json"),
-                (NODE_HEADER, node),
-                (VM_HEADER, self.identity.vm.as_str()),
-            ];
-            match self.envoy.callout(&sync.cluster, &headers, sync.timeout_ms) {
-                // The poller's call ids are 32 bits, as proxy-wasm's; Envoy counts from 1.
-                Ok(id) => master.poller.dispatched(id as u32),
-                Err(code) => {
-                    let why = format!("cannot call cluster {:?}: init result {code}", sync.cluster);
-                    let todo = master.poller.failed(now, sync, &master.state, &why);
-                    // A failure asks for no poll: this ends here.
-                    self.run(master, todo, now);
-                }
-            }
-        }
+        let (Some(path), Some(sync)) = (&todo.poll, &self.config.edge_sync) else {
+            return;
+        };
+        drop(master);
+        let node = self.identity.node_or(sync.node.as_deref());
+        let headers = [
+            (":method", "GET"),
+            (":path", path.as_str()),
+            ("host", sync.authority.as_str()),
+            ("authorization", sync.authorization()),
+            ("accept", "application/json"),
+            (NODE_HEADER, node),
+            (VM_HEADER, self.identity.vm.as_str()),
+        ];
+        self.answered_inline.store(false, Ordering::Relaxed);
+        self.sending.store(true, Ordering::Relaxed);
+        let sent = self.envoy.callout(&sync.cluster, &headers, sync.timeout_ms);
+        self.sending.store(false, Ordering::Relaxed);
+        let inline = self.answered_inline.swap(false, Ordering::Relaxed);
+        let mut master = lock(&self.master);
+        let why = match sent {
+            // The poller's call ids are 32 bits, as proxy-wasm's; Envoy counts from 1.
+            Ok(id) if !inline => return master.poller.dispatched(id as u32),
+            Ok(_) => "the call ended before it was sent (no healthy host?)".to_owned(),
+            Err(code) => format!("cannot call cluster {:?}: init result {code}", sync.cluster),
+        };
+        let Master { state, poller } = &mut *master;
+        let todo = poller.failed(now, sync, state, &why);
+        // A failure asks for no poll: this ends here.
+        self.run(master, todo, now);
     }
 
     /// The answer to a poll arrived (main thread): its status (0 without an answer) and body.
@@ -311,6 +335,10 @@ impl NativeConfig {
         let Some(sync) = &self.config.edge_sync else {
             return;
         };
+        if self.sending.load(Ordering::Relaxed) {
+            self.answered_inline.store(true, Ordering::Relaxed);
+            return;
+        }
         let now = unix_now();
         let mut master = lock(&self.master);
         if !master.poller.answer_to(callout as u32) {
@@ -326,7 +354,7 @@ impl NativeConfig {
         };
         let todo = poller.answered(now, sync, state, checked);
         self.version.fetch_add(1, Ordering::Release);
-        self.run(&mut master, todo, now);
+        self.run(master, todo, now);
     }
 
     /// Stops the tick thread (before Envoy destroys the config and its scheduler).
