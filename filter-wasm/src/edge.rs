@@ -362,4 +362,6 @@ pub fn parse_answer(status: u32, body: &[u8], state: &EdgeState) -> Result<FeedU
 }
 
 #[cfg(test)]
+mod follow_tests;
+#[cfg(test)]
 mod tests;
