@@ -320,7 +320,7 @@ impl NativeConfig {
         let mut master = lock(&self.master);
         let why = match sent {
             // The poller's call ids are 32 bits, as proxy-wasm's; Envoy counts from 1.
-            Ok(id) if !inline => return master.poller.dispatched(id as u32),
+            Ok(id) if !inline => return master.poller.dispatched(id as u32, now),
             Ok(_) => "the call ended before it was sent (no healthy host?)".to_owned(),
             Err(code) => format!("cannot call cluster {:?}: init result {code}", sync.cluster),
         };
