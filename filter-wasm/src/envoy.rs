@@ -10,16 +10,16 @@
 //! (`get_http_request_headers_bytes`): the SDK's `String` variant unwraps UTF-8 conversion of
 //! values, which a client controls.
 
-use crate::config::{is_identity_header, Config, EdgeSync};
-use crate::decision::{decide, Decision, Outcome};
+use crate::config::{Config, EdgeSync};
+use crate::decision::Outcome;
 use crate::edge::{
     parse_answer, EdgeIdentity, EdgeState, FeedError, PollEnd, Poller, Todo, MAX_ANSWER_BYTES,
 };
+use crate::request::{self, Handled};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType, LogLevel, MapType, MetricType};
 use shared::edge_feed::{NODE_HEADER, VM_HEADER};
-use shared::VerifyError;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -314,9 +314,6 @@ pub(crate) struct Filter {
 
 impl Context for Filter {}
 
-/// What [`Filter::decide`] concluded: the decision, its outcome, and the reason a token failed.
-pub(crate) type Decided = (Decision, Outcome, Option<VerifyError>);
-
 impl Filter {
     /// True if the plugin has a configuration (it always has with `FAIL_CLOSED`).
     pub(crate) fn configured(&self) -> bool {
@@ -333,63 +330,50 @@ impl Filter {
         Action::Pause
     }
 
-    /// Decides a request with these headers, and remembers its token if it verified. `None`
-    /// without a configuration or a state.
-    pub(crate) fn decide(&self, headers: &[(String, Vec<u8>)]) -> Option<Decided> {
+    /// Decides a request with these headers ([`request::handle`]), and remembers its token if it
+    /// verified. `None` without a configuration or a state.
+    pub(crate) fn decide<'h>(&self, headers: &'h [(String, Vec<u8>)]) -> Option<Handled<'h>> {
         let cfg = self.config.as_ref()?;
-        let path = headers
-            .iter()
-            .find(|(n, _)| n == ":path")
-            .map_or(&[][..], |(_, v)| v.as_slice());
-        let now = self.shared.now.get();
         let state = self.shared.state.borrow();
-        let state = state.as_ref()?;
-        let verdict = decide(
+        Some(request::handle(
             cfg,
-            state,
-            path,
-            headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
-            now,
-        );
-        if let Some(verified) = verdict.remember {
-            state.remember(verified);
-        }
-        Some((verdict.decision, verdict.outcome, verdict.reason))
+            state.as_ref()?,
+            headers,
+            self.shared.now.get(),
+        ))
     }
 
     /// Counts a decided request and carries its decision out: a local answer, or the request
     /// forwarded with the identity headers set (`headers` are the request's).
-    pub(crate) fn apply(&self, headers: &[(String, Vec<u8>)], decided: Decided) -> Action {
-        let (decision, outcome, reason) = decided;
-        self.shared.count(outcome);
-        if let Some(r) = reason {
+    pub(crate) fn apply(&self, headers: &[(String, Vec<u8>)], handled: Handled<'_>) -> Action {
+        self.shared.count(handled.outcome);
+        if let Some(r) = handled.reason {
             let _ = hostcalls::log(
                 LogLevel::Debug,
                 &format!("mms_auth: token refused: {}", r.reason()),
             );
         }
-        match decision {
-            Decision::Deny(d) => {
-                let retry_after = d.retry_after.map(|s| s.to_string());
-                let mut headers = vec![
-                    ("www-authenticate", d.www_authenticate.as_str()),
-                    ("content-type", "application/json"),
-                    ("cache-control", "no-store"),
-                ];
-                if let Some(s) = &retry_after {
-                    headers.push(("retry-after", s.as_str()));
-                }
-                self.send_http_response(d.status, headers, Some(d.body.as_bytes()));
+        match handled.action {
+            request::Action::Answer {
+                status,
+                headers,
+                body,
+            } => {
+                let headers = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+                self.send_http_response(status, headers, Some(body.as_bytes()));
                 Action::Pause
             }
-            Decision::Exempt => {
-                // Usually there is nothing to remove, and then no host call at all.
-                for (name, _) in headers.iter().filter(|(n, _)| is_identity_header(n)) {
+            // An exempt path: usually nothing to remove, and then no host call at all.
+            request::Action::Forward { remove, set: None } => {
+                for name in remove {
                     self.set_http_request_header(name, None);
                 }
                 Action::Continue
             }
-            Decision::Allow(set) => {
+            request::Action::Forward {
+                remove,
+                set: Some(set),
+            } => {
                 // One host call writes the whole map: the request's headers without any header of
                 // the identity namespace it came with, plus the verified ones. A host call per
                 // header measured no better (docs/filter.md).
@@ -397,7 +381,7 @@ impl Filter {
                 map.extend(
                     headers
                         .iter()
-                        .filter(|(n, _)| !is_identity_header(n))
+                        .filter(|(n, _)| !remove.contains(&n.as_str()))
                         .map(|(n, v)| (n.as_str(), v.as_slice())),
                 );
                 map.extend(set.iter().map(|(n, v)| (*n, v.as_bytes())));

@@ -9,13 +9,16 @@
 //!
 //! Each module uses only the ones after its arrow, so the graph has no cycle:
 //!
-//! - [`envoy`] → `decision`, `edge`, `config` (the adapter: host calls only);
+//! - [`envoy`] → `request`, `decision`, `edge`, `config` (the adapter: host calls only);
+//! - [`request`] → `decision`, `edge`, `config`, `cache` (one request's headers in, what to tell
+//!   Envoy out: what both adapters share);
 //! - [`decision`] → `edge`, `config`, `cache`, `bearer` (what to do with one request);
 //! - [`edge`] → `config`, `cache` (the feed's answers, the state they make, the poll schedule);
 //! - [`config`] → `cache` (its default size only);
 //! - [`cache`] and `bearer`: leaves.
 //!
-//! `native` → `decision`, `edge`, `config` (the dynamic-module adapter: host calls only).
+//! `native` → `request`, `decision`, `edge`, `config` (the dynamic-module adapter: host calls
+//! only).
 //!
 //! `bench` (benchmark-only modules, never shipped) → `envoy`, `decision`.
 //!
@@ -32,6 +35,7 @@ pub mod cache;
 pub mod config;
 pub mod decision;
 pub mod edge;
+pub mod request;
 
 #[cfg(feature = "envoy")]
 mod envoy;

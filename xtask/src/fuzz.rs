@@ -6,7 +6,7 @@ use anyhow::Result;
 use std::process::Command;
 
 /// The cargo-fuzz targets (`fuzz/fuzz_targets/`).
-pub const FUZZ_TARGETS: [&str; 7] = [
+pub const FUZZ_TARGETS: [&str; 8] = [
     "edge_feed",
     "token_decode",
     "token_roundtrip",
@@ -14,6 +14,7 @@ pub const FUZZ_TARGETS: [&str; 7] = [
     "basic",
     "claims",
     "filter_decide",
+    "filter_request",
 ];
 
 /// Runs every fuzz target for `seconds` (libFuzzer with AddressSanitizer, nightly).

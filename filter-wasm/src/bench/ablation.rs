@@ -69,8 +69,8 @@ impl HttpContext for Cut {
             return Action::Continue;
         }
         match self.0.decide(&headers) {
-            Some(decided) if matches!(decided.0, crate::decision::Decision::Deny(_)) => {
-                self.0.apply(&headers, decided)
+            Some(handled) if matches!(handled.action, crate::request::Action::Answer { .. }) => {
+                self.0.apply(&headers, handled)
             }
             Some(_) => Action::Continue,
             None => self.0.unavailable(),

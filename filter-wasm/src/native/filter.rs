@@ -9,11 +9,12 @@
 //! changes. So one poll per second per Envoy, and no lock shared by workers on the request path.
 
 use super::host::{self, ConfigHandle, Level, Metric, Scheduler, Stream};
-use crate::config::{is_identity_header, Config};
-use crate::decision::{decide, Decision, Outcome};
+use crate::config::Config;
+use crate::decision::Outcome;
 use crate::edge::{
     parse_answer, EdgeIdentity, EdgeState, FeedError, PollEnd, Poller, Todo, MAX_ANSWER_BYTES,
 };
+use crate::request::{self, Action};
 use shared::edge_feed::{NODE_HEADER, VM_HEADER};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex, MutexGuard, PoisonError};
@@ -197,23 +198,15 @@ impl NativeConfig {
             worker.state.follow(&lock(&self.master).state);
             worker.version = version;
         }
-        let path = headers
-            .iter()
-            .find(|(n, _)| n == ":path")
-            .map_or(&[][..], |(_, v)| v.as_slice());
-        let named = headers.iter().map(|(n, v)| (n.as_str(), v.as_slice()));
-        let verdict = decide(&self.config, &worker.state, path, named, now);
-        if let Some(verified) = verdict.remember {
-            worker.state.remember(verified);
-        }
+        let handled = request::handle(&self.config, &worker.state, &headers, now);
         drop(slot);
-        if let Some(id) = self.metrics.outcomes.get(verdict.outcome.index()) {
+        if let Some(id) = self.metrics.outcomes.get(handled.outcome.index()) {
             stream.increment(*id, 1);
         }
-        if verdict.outcome == Outcome::Unsynced {
+        if handled.outcome == Outcome::Unsynced {
             self.unsynced.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some(r) = verdict.reason {
+        if let Some(r) = handled.reason {
             if host::debug_enabled() {
                 host::log(
                     Level::Debug,
@@ -221,37 +214,25 @@ impl NativeConfig {
                 );
             }
         }
-        match verdict.decision {
-            Decision::Deny(d) => {
-                let retry_after = d.retry_after.map(|s| s.to_string());
-                let mut answer = vec![
-                    ("www-authenticate", d.www_authenticate.as_str()),
-                    ("content-type", "application/json"),
-                    ("cache-control", "no-store"),
-                ];
-                if let Some(s) = &retry_after {
-                    answer.push(("retry-after", s.as_str()));
-                }
-                stream.send_response(d.status, &answer, d.body.as_bytes(), "mms_auth_refused");
+        match handled.action {
+            Action::Answer {
+                status,
+                headers,
+                body,
+            } => {
+                let headers: Vec<_> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+                stream.send_response(status, &headers, body.as_bytes(), "mms_auth_refused");
                 false
             }
-            Decision::Exempt => {
-                self.remove_identity_headers(stream, &headers);
-                true
-            }
-            Decision::Allow(set) => {
-                self.remove_identity_headers(stream, &headers);
-                for (name, value) in set.iter() {
+            Action::Forward { remove, set } => {
+                for name in remove {
+                    stream.set_request_header(name, None);
+                }
+                for (name, value) in set.iter().flat_map(|s| s.iter()) {
                     stream.set_request_header(name, Some(value.as_bytes()));
                 }
                 true
             }
-        }
-    }
-
-    fn remove_identity_headers(&self, stream: &Stream, headers: &[(String, Vec<u8>)]) {
-        for (name, _) in headers.iter().filter(|(n, _)| is_identity_header(n)) {
-            stream.set_request_header(name, None);
         }
     }
 

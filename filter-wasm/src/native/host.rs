@@ -82,7 +82,7 @@ impl Stream {
                         envoy_bytes(h.value_ptr, h.value_length),
                     )
                 };
-                (String::from_utf8_lossy(name).into_owned(), value.to_vec())
+                crate::request::header(name, value)
             })
             .collect()
     }

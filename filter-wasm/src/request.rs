@@ -1,0 +1,208 @@
+//! One request, from the headers Envoy hands a filter to what the filter tells Envoy: the part of
+//! request handling both adapters share (the Wasm filter's `envoy`, the native filter's
+//! `native`). Pure, so it is tested and fuzzed natively, and the two adapters cannot drift: each
+//! only copies the headers in and carries the [`Action`] out.
+
+use crate::cache::IdentityHeaders;
+use crate::config::{is_identity_header, Config};
+use crate::decision::{decide, Decision, Outcome};
+use crate::edge::EdgeState;
+use shared::VerifyError;
+
+/// What the adapter tells Envoy to do with the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action<'h> {
+    /// Answer here with this status, headers and body; the request goes no further.
+    Answer {
+        /// 400, 401 or 503.
+        status: u32,
+        /// `www-authenticate`, `content-type`, `cache-control`, and `retry-after` when the
+        /// refusal may end at the next poll of edge sync.
+        headers: Vec<(&'static str, String)>,
+        /// A small JSON error.
+        body: String,
+    },
+    /// Forward the request, without the headers of the identity namespace it came with (their
+    /// names as the request spelled them) and with the verified identity added (none on an
+    /// exempt path).
+    Forward {
+        /// The request's identity headers, to remove.
+        remove: Vec<&'h str>,
+        /// The identity headers to set.
+        set: Option<IdentityHeaders>,
+    },
+}
+
+/// What [`handle`] concluded about one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handled<'h> {
+    /// What to tell Envoy.
+    pub action: Action<'h>,
+    /// The counter the request goes to.
+    pub outcome: Outcome,
+    /// Why a token failed verification (for a debug log).
+    pub reason: Option<VerifyError>,
+}
+
+/// A header as the adapters keep it: the name as text (Envoy's names are lower-case ASCII; any
+/// other byte becomes U+FFFD, which no header the filter reads or removes contains) and the value
+/// as raw bytes.
+pub fn header(name: &[u8], value: &[u8]) -> (String, Vec<u8>) {
+    (String::from_utf8_lossy(name).into_owned(), value.to_vec())
+}
+
+/// Decides a request from its headers (`:path` among them), the state and the time, and
+/// remembers a token that verified in the state's token cache ([`EdgeState::remember`]).
+pub fn handle<'h>(
+    cfg: &Config,
+    state: &EdgeState,
+    headers: &'h [(String, Vec<u8>)],
+    now: u64,
+) -> Handled<'h> {
+    let path = headers
+        .iter()
+        .find(|(n, _)| n == ":path")
+        .map_or(&[][..], |(_, v)| v.as_slice());
+    let named = headers.iter().map(|(n, v)| (n.as_str(), v.as_slice()));
+    let verdict = decide(cfg, state, path, named, now);
+    if let Some(verified) = verdict.remember {
+        state.remember(verified);
+    }
+    let forward = |set| Action::Forward {
+        remove: headers
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(|n| is_identity_header(n))
+            .collect(),
+        set,
+    };
+    let action = match verdict.decision {
+        Decision::Deny(d) => {
+            let mut headers = vec![
+                ("www-authenticate", d.www_authenticate),
+                ("content-type", "application/json".to_owned()),
+                ("cache-control", "no-store".to_owned()),
+            ];
+            if let Some(s) = d.retry_after {
+                headers.push(("retry-after", s.to_string()));
+            }
+            Action::Answer {
+                status: d.status,
+                headers,
+                body: d.body,
+            }
+        }
+        Decision::Exempt => forward(None),
+        Decision::Allow(set) => forward(Some(set)),
+    };
+    Handled {
+        action,
+        outcome: verdict.outcome,
+        reason: verdict.reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::token::{self, Identity, SubjectKind, TokenBody};
+    use shared::Key;
+
+    const SECRET: [u8; 32] = [7; 32];
+
+    fn cfg() -> Config {
+        use base64::Engine as _;
+        let s = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(SECRET);
+        let json = format!(
+            r#"{{"keys":[{{"kid":3,"secret":"{s}"}}],"exempt_prefixes":["/apiv2/oauth/"]}}"#
+        );
+        Config::parse(json.as_bytes()).unwrap()
+    }
+
+    fn bearer(subject: &str, now: u64) -> String {
+        let body = TokenBody {
+            kid: 3,
+            jti: [0xab; 16],
+            iat: now,
+            exp: now + 60,
+            client: "app".into(),
+            identity: Identity {
+                kind: SubjectKind::User,
+                subject: subject.into(),
+                roles: vec![],
+                claims: vec![],
+            },
+        };
+        let t = token::mint(&Key::new(3, SECRET), &body).unwrap();
+        format!("Bearer {t}")
+    }
+
+    fn request(path: &str, extra: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
+        let mut h = vec![header(b":path", path.as_bytes())];
+        h.extend(
+            extra
+                .iter()
+                .map(|(n, v)| header(n.as_bytes(), v.as_bytes())),
+        );
+        h
+    }
+
+    #[test]
+    fn a_refusal_is_answered_here_with_its_headers() {
+        let (cfg, now) = (cfg(), 1_000);
+        let state = EdgeState::new(&cfg, now);
+        let headers = request("/apiv2/MediaService/Find", &[("x-auth-subject", "admin")]);
+        let handled = handle(&cfg, &state, &headers, now);
+        assert_eq!(handled.outcome, Outcome::Missing);
+        let Action::Answer {
+            status,
+            headers,
+            body,
+        } = handled.action
+        else {
+            panic!("{handled:?}");
+        };
+        assert_eq!(status, 401);
+        let names: Vec<_> = headers.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["www-authenticate", "content-type", "cache-control"]);
+        assert!(headers[0].1.starts_with("Bearer"), "{headers:?}");
+        assert!(body.starts_with('{'), "{body}");
+    }
+
+    #[test]
+    fn a_forwarded_request_loses_the_identity_it_came_with() {
+        let (cfg, now) = (cfg(), 1_000);
+        let state = EdgeState::new(&cfg, now);
+        // An exempt path: nothing set, the planted identity removed as spelled.
+        let headers = request("/apiv2/oauth/token", &[("X-Auth_Subject", "admin")]);
+        let handled = handle(&cfg, &state, &headers, now);
+        let expected = Action::Forward {
+            remove: vec!["X-Auth_Subject"],
+            set: None,
+        };
+        assert_eq!(handled.action, expected);
+        // A valid token: its identity set, the planted one removed, and remembered.
+        let t = bearer("alice", now);
+        let headers = request(
+            "/apiv2/MediaService/Find",
+            &[("authorization", &t), ("x-auth-subject", "admin")],
+        );
+        let handled = handle(&cfg, &state, &headers, now);
+        assert_eq!(handled.outcome, Outcome::Allowed);
+        let Action::Forward { remove, set } = &handled.action else {
+            panic!("{handled:?}");
+        };
+        assert_eq!(remove, &["x-auth-subject"]);
+        let set = set.as_ref().unwrap();
+        assert!(
+            set.contains(&("x-auth-subject", "alice".to_owned())),
+            "{set:?}"
+        );
+        assert_eq!(state.cache.borrow().len(), 1, "remembered");
+        assert_eq!(
+            handle(&cfg, &state, &headers, now),
+            handled,
+            "from the cache"
+        );
+    }
+}

@@ -1,0 +1,109 @@
+//! What both Envoy adapters do with a request ([`filter_wasm::request::handle`], over headers
+//! copied as the native adapter copies Envoy's, names of any bytes): never a panic (which in the
+//! native filter would take Envoy down), an answer only with headers Envoy can send, and a
+//! forwarded request that keeps no identity header it came with and carries one only when a
+//! token verifies.
+#![no_main]
+use arbitrary::Arbitrary;
+use filter_wasm::config::{is_identity_header, Config};
+use filter_wasm::decision::Outcome;
+use filter_wasm::edge::EdgeState;
+use filter_wasm::request::{handle, header, Action};
+use libfuzzer_sys::fuzz_target;
+use std::sync::OnceLock;
+
+#[derive(Arbitrary, Debug)]
+enum Name {
+    Known(u8),
+    Raw(Vec<u8>),
+}
+
+#[derive(Arbitrary, Debug)]
+struct Input {
+    headers: Vec<(Name, Vec<u8>)>,
+    now: u64,
+}
+
+const NAMES: [&str; 9] = [
+    ":path",
+    "authorization",
+    "serviceauthorization",
+    "x-auth-subject",
+    "X-Auth_Roles",
+    "x-auth",
+    "x-authz",
+    "x_auth-claims",
+    "other",
+];
+
+fn config() -> &'static Config {
+    static CONFIG: OnceLock<Config> = OnceLock::new();
+    CONFIG.get_or_init(|| {
+        Config::parse(
+            br#"{"keys":[{"kid":1,"secret":"BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc"}],"exempt_prefixes":["/apiv2/oauth/"]}"#,
+        )
+        .expect("valid configuration")
+    })
+}
+
+thread_local! {
+    static STATE: EdgeState = EdgeState::new(config(), 0);
+}
+
+/// A value Envoy accepts in a header it sends or forwards: no CR, LF or NUL.
+fn sendable(v: &[u8]) -> bool {
+    !v.iter().any(|c| b"\r\n\0".contains(c))
+}
+
+fuzz_target!(|i: Input| {
+    let cfg = config();
+    let headers: Vec<(String, Vec<u8>)> = i
+        .headers
+        .iter()
+        .map(|(n, v)| match n {
+            Name::Known(k) => header(NAMES[usize::from(*k) % NAMES.len()].as_bytes(), v),
+            Name::Raw(raw) => header(raw, v),
+        })
+        .collect();
+    let handled = STATE.with(|state| handle(cfg, state, &headers, i.now));
+    // The token cache never changes what is done: the same as with a state that has seen nothing.
+    let fresh = EdgeState::new(cfg, 0);
+    assert_eq!(handle(cfg, &fresh, &headers, i.now), handled);
+    match &handled.action {
+        Action::Answer {
+            status,
+            headers: answer,
+            body,
+        } => {
+            assert!([400, 401, 503].contains(status), "{status}");
+            assert!(answer.iter().all(|(_, v)| sendable(v.as_bytes())), "{answer:?}");
+            assert!(body.starts_with('{') && sendable(body.as_bytes()), "{body}");
+        }
+        Action::Forward { remove, set } => {
+            let identity: Vec<&str> = headers
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .filter(|n| is_identity_header(n))
+                .collect();
+            assert_eq!(remove, &identity, "not every identity header is removed");
+            match set {
+                Some(set) => {
+                    assert_eq!(handled.outcome, Outcome::Allowed);
+                    assert!(set.iter().all(|(n, v)| {
+                        is_identity_header(n) && sendable(v.as_bytes())
+                    }));
+                    let verifies = headers.iter().any(|(_, v)| {
+                        std::str::from_utf8(v).ok().is_some_and(|s| {
+                            s.split(',').any(|part| {
+                                let t = part.trim().get(7..).unwrap_or("").trim_start();
+                                shared::token::verify(&cfg.ring, t, i.now, cfg.clock_skew).is_ok()
+                            })
+                        })
+                    });
+                    assert!(verifies, "an identity set without a valid token");
+                }
+                None => assert_eq!(handled.outcome, Outcome::Exempt),
+            }
+        }
+    }
+});
