@@ -232,6 +232,8 @@ fn launch_envoy(
         .arg(config)
         .args(["--log-level", "warn", "--concurrency"])
         .arg(workers.to_string())
+        // At info, Envoy says whether a native module's ABI version is its own (see abi_check).
+        .args(["--component-log-level", "dynamic_modules:info"])
         // The node id edges report to the issuer (`issuer edges`), as an operator sets it.
         .args(["--service-node", &node_name(listener)])
         .stdout(Stdio::null())
@@ -250,6 +252,10 @@ fn launch_envoy(
         let ready = (!has_admin || admin_get(&admin, "/ready").is_ok_and(|(s, _)| s == 200))
             && std::net::TcpStream::connect(("127.0.0.1", listener)).is_ok();
         if ready {
+            if let Err(e) = abi_check(&std::fs::read_to_string(log).unwrap_or_default()) {
+                proc.stop();
+                return Err(e);
+            }
             return Ok(proc);
         }
         if Instant::now() > deadline {
@@ -260,6 +266,22 @@ fn launch_envoy(
             );
         }
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What Envoy says when it loads a native module built for its own ABI version (the filter's
+/// `native::abi::ABI_VERSION`).
+pub const ABI_MATCHED: &str = "Dynamic module ABI version v0.2.0 matched.";
+
+/// Fails if the Envoy log `log` says a native module was built for another ABI version than the
+/// Envoy that loaded it (Envoy itself only warns, and loads it anyway).
+pub fn abi_check(log: &str) -> Result<()> {
+    match log
+        .lines()
+        .find(|l| l.contains("Dynamic module ABI version") && !l.contains(ABI_MATCHED))
+    {
+        Some(line) => bail!("the native filter does not speak this Envoy's ABI: {line}"),
+        None => Ok(()),
     }
 }
 
@@ -450,4 +472,19 @@ pub fn validate_shipped_configs(tools: &Tools) -> Result<Vec<String>> {
         bail!("no configuration in envoy/");
     }
     Ok(checked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_module_of_another_abi_version_fails_the_start() {
+        let at = "[2026-11-24 10:00:00.000][7][info][dynamic_modules] [source/extensions/dynamic_modules/posix/dynamic_modules.cc:122]";
+        assert!(abi_check(&format!("{at} {ABI_MATCHED}\n")).is_ok());
+        assert!(abi_check("no module loaded\n").is_ok());
+        let other = "[2026-11-24 10:00:00.000][7][warning][dynamic_modules] [source/extensions/dynamic_modules/posix/dynamic_modules.cc:119] Dynamic module ABI version v0.1.0 is deprecated. Please recompile the module against the SDK with the exact Envoy version used by the main program.";
+        let err = abi_check(&format!("{other}\n")).unwrap_err().to_string();
+        assert!(err.contains("v0.1.0 is deprecated"), "{err}");
+    }
 }

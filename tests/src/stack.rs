@@ -401,13 +401,17 @@ impl Stack {
         )
     }
 
+    /// Envoy's log so far.
+    pub fn envoy_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("envoy.log")).unwrap_or_default()
+    }
+
     /// The issuer's and Envoy's logs, for failure messages.
     pub fn logs(&self) -> String {
-        let read = |f: &str| std::fs::read_to_string(self.dir.join(f)).unwrap_or_default();
+        let issuer = std::fs::read_to_string(self.dir.join("issuer.log")).unwrap_or_default();
         format!(
-            "--- issuer.log\n{}\n--- envoy.log\n{}",
-            read("issuer.log"),
-            read("envoy.log")
+            "--- issuer.log\n{issuer}\n--- envoy.log\n{}",
+            self.envoy_log()
         )
     }
 

@@ -486,3 +486,19 @@ async fn refused_uploads_get_their_answer_over_http2() {
     assert_eq!(s.counters().await.unwrap().get("missing"), Some(&20));
     assert!(s.stop());
 }
+
+/// The native filter is built for the ABI version of the Envoy that loads it (every start checks
+/// this, [`e2e::envoy::abi_check`]; here it is seen matched); the Wasm filter loads no module.
+#[tokio::test]
+async fn the_native_filter_speaks_this_envoys_abi() {
+    let Some((_tmp, s)) = stack(&[]).await else {
+        return;
+    };
+    let log = s.envoy_log();
+    match s.tools.filter {
+        e2e::Filter::Native(_) => {
+            assert!(log.contains(e2e::envoy::ABI_MATCHED), "{log}");
+        }
+        e2e::Filter::Wasm => assert!(!log.contains("Dynamic module"), "{log}"),
+    }
+}
