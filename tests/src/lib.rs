@@ -116,6 +116,14 @@ impl Tools {
         Ok(())
     }
 
+    /// The file of the filter Envoy runs: the Wasm module, or the native library.
+    pub fn filter_file(&self) -> &Path {
+        match &self.filter {
+            Filter::Wasm => &self.wasm,
+            Filter::Native(lib) => lib,
+        }
+    }
+
     /// The shipped full-stack configuration for this filter, relative to the repository.
     pub fn full_stack_config(&self) -> &'static str {
         match self.filter {

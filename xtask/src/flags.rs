@@ -42,7 +42,14 @@ pub const COMMANDS: &[Cmd] = &[
     Cmd {
         name: "demo",
         about: "the full stack on this machine (issuer, Envoy with the filter and TLS, a media upstream) and a curl walk-through; Ctrl-C stops it",
-        flags: &[flag("--postgres", None, "two issuers on a throwaway PostgreSQL")],
+        flags: &[
+            flag("--postgres", None, "two issuers on a throwaway PostgreSQL"),
+            flag(
+                "--native",
+                None,
+                "the native filter (an Envoy dynamic module) instead of the Wasm one",
+            ),
+        ],
         exclusive: &[],
     },
     Cmd {
@@ -81,6 +88,7 @@ pub enum Task {
     Tidy,
     Demo {
         postgres: bool,
+        native: bool,
     },
     Dist,
     Bench {
@@ -241,6 +249,7 @@ fn task(given: &Given) -> Result<Task, String> {
         "tidy" => Task::Tidy,
         "demo" => Task::Demo {
             postgres: given.has("--postgres"),
+            native: given.has("--native"),
         },
         "dist" => Task::Dist,
         "bench" => Task::Bench {
@@ -360,11 +369,10 @@ mod tests {
         assert_eq!(parse_str("test"), Ok(Task::Test));
         assert_eq!(parse_str("tidy"), Ok(Task::Tidy));
         assert_eq!(parse_str("dist"), Ok(Task::Dist));
-        assert_eq!(parse_str("demo"), Ok(Task::Demo { postgres: false }));
-        assert_eq!(
-            parse_str("demo --postgres"),
-            Ok(Task::Demo { postgres: true })
-        );
+        let demo = |postgres, native| Ok(Task::Demo { postgres, native });
+        assert_eq!(parse_str("demo"), demo(false, false));
+        assert_eq!(parse_str("demo --postgres"), demo(true, false));
+        assert_eq!(parse_str("demo --native --postgres"), demo(true, true));
         let bench = |quick, sections| Ok(Task::Bench { quick, sections });
         assert_eq!(parse_str("bench"), bench(false, Sections::All));
         assert_eq!(parse_str("bench --quick"), bench(true, Sections::All));

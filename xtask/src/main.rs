@@ -3,8 +3,9 @@
 //! - `test`: every check and test (what `.ci/run` runs), installing what it needs, ending with a
 //!   bounded run of every fuzz target (`FUZZ_SECONDS`, default 30 each).
 //! - `tidy`: the repository's rules (layers, sizes, doc links), checked; `test` runs it too.
-//! - `demo`: the full stack on this machine (issuer, Envoy with the filter and TLS, a media
-//!   upstream) with a demo client and user, and a curl walk-through; Ctrl-C stops it.
+//! - `demo [--postgres] [--native]`: the full stack on this machine (issuer, Envoy with the filter
+//!   and TLS, a media upstream) with a demo client and user, and a curl walk-through; Ctrl-C stops
+//!   it.
 //! - `soak [--minutes N]`: a bounded soak of the full stack, written to docs/soak.md.
 //! - `bench`: the benchmarks, side by side, written to BENCHMARKS.md (`--quick` for a short run,
 //!   `--stores` for the store runs alone).
@@ -48,7 +49,7 @@ fn main() -> Result<()> {
         }
         Task::Test => test::test(),
         Task::Tidy => tidy::tidy(),
-        Task::Demo { postgres } => demo::demo(postgres),
+        Task::Demo { postgres, native } => demo::demo(postgres, native),
         Task::Dist => dist::dist(),
         Task::Bench { quick, sections } => bench::bench(quick, sections),
         Task::Soak { minutes } => soak::soak(minutes),

@@ -91,21 +91,24 @@ pub fn test() -> Result<()> {
     again.args(NATIVE_SUITES).env("MMS_FILTER", "native");
     with_tools(&mut again);
     run(&mut again)?;
-    // The demo as a new user runs it, on free ports, walked through automatically.
-    let smoke_dir = root().join("target/demo-smoke");
-    if smoke_dir.exists() {
-        std::fs::remove_dir_all(&smoke_dir)?;
+    // The demo as a new user runs it, on free ports, walked through automatically; and as
+    // `cargo xtask demo --postgres` (two issuers on a throwaway PostgreSQL) and `--native` run it.
+    for (postgres, native) in [(false, false), (true, false), (false, true)] {
+        let smoke_dir = root().join("target/demo-smoke");
+        if smoke_dir.exists() {
+            std::fs::remove_dir_all(&smoke_dir)?;
+        }
+        let mut smoke = Command::new(root().join("target/debug/stack"));
+        smoke.arg("smoke").arg("--dir").arg(&smoke_dir);
+        if postgres {
+            smoke.arg("--postgres");
+        }
+        with_tools(&mut smoke);
+        if native {
+            smoke.env("MMS_FILTER", "native");
+        }
+        run(&mut smoke)?;
     }
-    let mut smoke = Command::new(root().join("target/debug/stack"));
-    smoke.arg("smoke").arg("--dir").arg(&smoke_dir);
-    with_tools(&mut smoke);
-    run(&mut smoke)?;
-    // And `cargo xtask demo --postgres`: two issuers on a throwaway PostgreSQL behind Envoy.
-    std::fs::remove_dir_all(&smoke_dir)?;
-    let mut smoke = Command::new(root().join("target/debug/stack"));
-    smoke.args(["smoke", "--postgres", "--dir"]).arg(&smoke_dir);
-    with_tools(&mut smoke);
-    run(&mut smoke)?;
     let seconds = std::env::var("FUZZ_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -117,7 +117,7 @@ fn print_walk_through(s: &Stack) {
     let cacert = cacert.display();
     println!(
         r#"
-Running: Envoy with TLS at {url} (filter: {wasm}), {issuers} behind it, a sample media service.
+Running: Envoy with TLS at {url} (filter: {filter}), {issuers} behind it, a sample media service.
 State and logs: {dir}. Demo client {client} / {secret}; demo user {user} / {password}.
 
   export CURL_CA_BUNDLE={cacert}
@@ -150,7 +150,7 @@ Filter counters (Envoy's admin interface is a Unix socket only its owner can use
    curl -s --unix-socket {admin} http://localhost/stats?filter=mms_auth
 Admin commands work while it runs: {env}target/debug/issuer client list {store}
 Press Ctrl-C to stop."#,
-        wasm = s.tools.wasm.display(),
+        filter = s.tools.filter_file().display(),
         issuers = if s.more_issuers.is_empty() {
             "the issuer".to_owned()
         } else {
