@@ -143,11 +143,6 @@ impl PgBouncer {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("pgbouncer.log")).unwrap_or_default()
     }
-
-    /// The pid of the PgBouncer process.
-    pub fn pid(&self) -> u32 {
-        self.proc.pid()
-    }
 }
 
 /// The configuration the docs give, on these ports and in this mode.

@@ -143,6 +143,12 @@ pub(crate) async fn token_as(s: &Stack, client: (&str, &str), form: &[(&str, &st
     v
 }
 
+/// An access token of the demo client (client credentials grant), through Envoy.
+pub(crate) async fn client_token(s: &Stack) -> String {
+    let cc = [("grant_type", "client_credentials")];
+    access(&token_as(s, (demo::CLIENT, &s.secret), &cc).await)
+}
+
 pub(crate) async fn password(s: &Stack, user: &str, pw: &str) -> Value {
     let form = [
         ("grant_type", "password"),

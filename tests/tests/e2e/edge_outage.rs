@@ -2,18 +2,14 @@
 //! issuer stopped and started, and a feed answering garbage.
 
 use crate::edge::{
-    access, call, counters, edge_stack, password, refused_everywhere, revoke, token_as, PROPAGATION,
+    access, call, client_token, counters, edge_stack, password, refused_everywhere, revoke,
+    PROPAGATION,
 };
 use e2e::{demo, Stack};
 use serde_json::{json, Value};
 use shared::token;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-async fn client_token(s: &Stack) -> String {
-    let cc = [("grant_type", "client_credentials")];
-    access(&token_as(s, (demo::CLIENT, &s.secret), &cc).await)
-}
 
 /// The counter `name` now.
 async fn counter(s: &Stack, name: &str) -> u64 {

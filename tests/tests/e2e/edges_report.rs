@@ -4,7 +4,7 @@
 //! (and no valid request is refused meanwhile), a rotation whose edges cannot reach the issuer
 //! times out with the old key signing, and a stopped Envoy drops off the list.
 
-use crate::edge::{access, call, token_as, wait_for_sync};
+use crate::edge::{call, client_token, wait_for_sync};
 use e2e::{demo, Options, Stack, Tools};
 use serde_json::Value;
 use shared::token;
@@ -43,11 +43,6 @@ async fn edges_until(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-}
-
-async fn client_token(s: &Stack) -> String {
-    let cc = [("grant_type", "client_credentials")];
-    access(&token_as(s, (demo::CLIENT, &s.secret), &cc).await)
 }
 
 /// `issuer keys status`, once it passes (fails after 10 s, with the edges' rows).

@@ -3,30 +3,12 @@
 //! flowing on their own connections throughout, the old process drains and exits by itself, and
 //! the new one verifies tokens of the key the new configuration brought.
 
-use e2e::{demo, Options, Stack, Tools};
-use serde_json::Value;
+use crate::edge::client_token;
+use e2e::{Options, Stack, Tools};
 use shared::token;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-async fn access_token(s: &Stack) -> String {
-    let v: Value = s
-        .client()
-        .post(format!("{}/apiv2/oauth/token", s.url()))
-        .basic_auth(demo::CLIENT, Some(&s.secret))
-        .form(&[("grant_type", "client_credentials")])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    v["access_token"]
-        .as_str()
-        .expect("an access token")
-        .to_owned()
-}
 
 /// The status of a protected call with this token through Envoy at `url` (0: no answer).
 async fn find(http: &reqwest::Client, url: &str, token: &str) -> u16 {
@@ -50,7 +32,7 @@ async fn a_hot_restart_takes_new_keys_without_refusing_a_request() {
         ..Options::default()
     };
     let mut s = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
-    let old = access_token(&s).await;
+    let old = client_token(&s).await;
     // Two clients call with the old token all along: one keeps its connection, one opens a new
     // connection for each call. Every call must pass, whichever process answers it.
     let stop = Arc::new(AtomicBool::new(false));
@@ -90,7 +72,7 @@ async fn a_hot_restart_takes_new_keys_without_refusing_a_request() {
     // Key 2 signs 3 s after the rotation; the new process verifies its tokens.
     let http = s.client();
     let new = loop {
-        let t = access_token(&s).await;
+        let t = client_token(&s).await;
         if token::inspect(&t).unwrap().kid == 2 {
             break t;
         }

@@ -12,7 +12,13 @@ const CLIENTS: usize = 64;
 const RACERS: usize = 16;
 const ROUNDS: usize = 12;
 
-async fn token(http: &reqwest::Client, url: &str, secret: &str, form: &[(&str, &str)]) -> Value {
+/// A token request of the demo client to the token endpoint `url`, which must succeed.
+pub(crate) async fn token(
+    http: &reqwest::Client,
+    url: &str,
+    secret: &str,
+    form: &[(&str, &str)],
+) -> Value {
     let r = http
         .post(url)
         .basic_auth(demo::CLIENT, Some(secret))
@@ -26,7 +32,8 @@ async fn token(http: &reqwest::Client, url: &str, secret: &str, form: &[(&str, &
     body
 }
 
-async fn refresh(http: &reqwest::Client, url: &str, secret: &str, rt: &str) -> String {
+/// A refresh at the token endpoint `url`: the successor.
+pub(crate) async fn refresh(http: &reqwest::Client, url: &str, secret: &str, rt: &str) -> String {
     let v = token(
         http,
         url,

@@ -4,11 +4,11 @@
 //! statements (1.21 and later), and where it does not (Debian 12 ships 1.18) the issuer is not
 //! ready and says why, instead of answering from a store it cannot use.
 
+use crate::multi_issuer::{refresh, token};
 use e2e::issuer::{demo, issuer_admin_on, provision_on, start_issuer_on, StoreArgs};
 use e2e::postgres::pgbouncer::{PgBouncer, PoolMode};
 use e2e::postgres::PgCluster;
 use e2e::{write_private, Proc, Tools};
-use serde_json::Value;
 use std::time::{Duration, Instant};
 
 /// Database, PgBouncer and the store arguments through it, in a temp dir kept by the guard.
@@ -55,29 +55,6 @@ impl Pooled {
     }
 }
 
-async fn grant(http: &reqwest::Client, url: &str, secret: &str, form: &[(&str, &str)]) -> Value {
-    let r = http
-        .post(format!("{url}/apiv2/oauth/token"))
-        .basic_auth(demo::CLIENT, Some(secret))
-        .form(form)
-        .send()
-        .await
-        .expect("an answer");
-    let status = r.status();
-    let body: Value = r.json().await.unwrap_or(Value::Null);
-    assert_eq!(status, 200, "{body}");
-    body
-}
-
-async fn refresh(http: &reqwest::Client, url: &str, secret: &str, rt: &str) -> String {
-    let form = [("grant_type", "refresh_token"), ("refresh_token", rt)];
-    let v = grant(http, url, secret, &form).await;
-    v["refresh_token"]
-        .as_str()
-        .expect("a refresh token")
-        .to_owned()
-}
-
 /// Signs the demo user in `families` times and rotates each family five times, concurrently;
 /// returns each family's last refresh token.
 async fn rotate(http: &reqwest::Client, url: &str, secret: &str, families: usize) -> Vec<String> {
@@ -87,10 +64,10 @@ async fn rotate(http: &reqwest::Client, url: &str, secret: &str, families: usize
         ("password", demo::PASSWORD),
     ];
     let tasks = (0..families).map(|_| async {
-        let v = grant(http, url, secret, &sign_in).await;
+        let v = token(http, &format!("{url}/apiv2/oauth/token"), secret, &sign_in).await;
         let mut rt = v["refresh_token"].as_str().unwrap().to_owned();
         for _ in 0..5 {
-            rt = refresh(http, url, secret, &rt).await;
+            rt = refresh(http, &format!("{url}/apiv2/oauth/token"), secret, &rt).await;
         }
         rt
     });
@@ -113,7 +90,7 @@ async fn works_through(pooled: &Pooled) {
     let http = reqwest::Client::new();
     // Every acknowledged rotation is in the database: each family's last token rotates again.
     for rt in rotate(&http, &url, &secret, 8).await {
-        refresh(&http, &url, &secret, &rt).await;
+        refresh(&http, &format!("{url}/apiv2/oauth/token"), &secret, &rt).await;
     }
     assert_eq!(readyz(&http, &url).await, 200, "{}", pooled.issuer_log());
     // An admin command through the pooler sees what the server wrote.

@@ -2,6 +2,7 @@
 //! real stack as the probe sent it. Every test here failed before its fix; `docs/threat-model.md`
 //! says what each finding was and what is true now.
 
+use crate::edge::client_token;
 use crate::stack;
 use e2e::raw::http_get;
 use e2e::{demo, Stack, Tools, ADMIN_SOCKET};
@@ -10,21 +11,6 @@ use serde_json::Value;
 use shared::token::{self, Identity, SubjectKind, TokenBody};
 use std::net::IpAddr;
 use std::os::unix::fs::PermissionsExt;
-
-async fn client_token(s: &Stack) -> String {
-    let v: Value = s
-        .client()
-        .post(format!("{}/apiv2/oauth/token", s.url()))
-        .basic_auth(demo::CLIENT, Some(&s.secret))
-        .form(&[("grant_type", "client_credentials")])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    v["access_token"].as_str().unwrap().to_owned()
-}
 
 /// A password grant through Envoy from `client`: the status.
 async fn sign_in(s: &Stack, client: &reqwest::Client, user: &str, password: &str) -> StatusCode {
