@@ -1,7 +1,7 @@
-//! The proxy-wasm adapter: reads the request headers once, asks [`decide`], applies the answer
-//! (at most one more host call). The clock and the counters are the root context's, on a tick;
-//! so is edge sync: with an `edge_sync` block, each VM's root context polls the issuer's edge
-//! feed with `dispatch_http_call` when its [`Poller`] says so, and has it apply what
+//! The proxy-wasm adapter: reads the request headers once, asks [`request::handle`], applies the
+//! answer (at most one more host call). The clock and the counters are the root context's, on a
+//! tick; so is edge sync: with an `edge_sync` block, each VM's root context polls the issuer's
+//! edge feed with `dispatch_http_call` when its [`Poller`] says so, and has it apply what
 //! [`parse_answer`] accepts to the state its requests are decided with (`docs/filter.md`, "Edge
 //! sync"). What to poll, count and log is all the poller's; this module only makes the host
 //! calls.

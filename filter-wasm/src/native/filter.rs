@@ -1,5 +1,5 @@
 //! The native filter's state and what its hooks do, over the same pure logic as the Wasm filter:
-//! [`decide`] for each request, [`Poller`] and [`parse_answer`] for edge sync.
+//! [`request::handle`] for each request, [`Poller`] and [`parse_answer`] for edge sync.
 //!
 //! Where the Wasm filter has a VM per worker, each polling the feed, the native filter has one
 //! configuration shared by every worker: its main-thread side ([`Master`]) polls the feed (Envoy
