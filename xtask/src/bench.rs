@@ -24,7 +24,7 @@ use traffic::{Filter, Traffic, Workload};
 use wrk::{median, rss_kib, summarize, wrk, wrk_on, Results, Sample};
 
 use crate::util::{cargo, root, run};
-use crate::{install, wasm};
+use crate::{install, native, wasm};
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -145,6 +145,7 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
     let reference = wasm::build_variant_module("reference")?;
     let read_only = wasm::build_variant_module("ablate-read")?;
     let no_writes = wasm::build_variant_module("ablate-decide")?;
+    let native = native::build_native_module()?;
     run(cargo().args(ISSUER_BUILD))?;
     if sections == Sections::All {
         run(cargo().args(CRITERION))?;
@@ -165,6 +166,7 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
         reference: &reference,
         read_only: &read_only,
         no_writes: &no_writes,
+        native: &native,
     };
     let traffic = bench_traffic(&s, quick, &tools, &modules, started)?;
     let revocations = traffic.ratio(Workload::Pool, Filter::OursRevocations, Filter::Ours);

@@ -187,6 +187,22 @@ pub(super) fn wasm_filter(name: &str, module: &Path, config: &str) -> String {
     )
 }
 
+/// Our native filter block (the dynamic module `mms_auth`, found in Envoy's
+/// `ENVOY_DYNAMIC_MODULES_SEARCH_PATH`) with its configuration JSON.
+pub(super) fn native_filter(config: &str) -> String {
+    format!(
+        r#"          - name: envoy.filters.http.dynamic_modules
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter
+              dynamic_module_config: {{ name: mms_auth }}
+              filter_name: mms_auth
+              filter_config:
+                "@type": type.googleapis.com/google.protobuf.StringValue
+                value: '{config}'
+"#
+    )
+}
+
 /// Envoy's `jwt_authn` with the HS256 key, and its JWT cache of `cache` entries if given.
 pub(super) fn jwt_filter(jwt_secret: &[u8], cache: Option<u32>) -> String {
     let jwks = format!(

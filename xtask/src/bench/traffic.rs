@@ -7,8 +7,8 @@
 
 use super::edge::{edge_issuer, sync_config, EdgeIssuer, REVOCATIONS};
 use super::envoy::{
-    config, hs256_jwt_for, issuer_cluster, jwt_filter, listener, our_token, start_envoy,
-    until_accepted, wasm_filter, TOKEN_LIFETIME,
+    config, hs256_jwt_for, issuer_cluster, jwt_filter, listener, native_filter, our_token,
+    start_envoy, until_accepted, wasm_filter, TOKEN_LIFETIME,
 };
 use super::{mark, rss_kib, wrk, Results, Sample, Settings};
 use anyhow::{bail, Context, Result};
@@ -45,6 +45,10 @@ pub(super) enum Filter {
     OursNoWrites,
     JwtAuthn,
     JwtAuthnCached,
+    /// Ours as a native Envoy dynamic module (`libmms_auth.so`).
+    Native,
+    /// The native filter with edge sync, as [`Filter::OursRevocations`].
+    NativeRevocations,
 }
 
 impl Filter {
@@ -68,7 +72,7 @@ pub(super) struct Variant {
     pub(super) filter: Filter,
 }
 
-pub(super) const VARIANTS: [Variant; 9] = [
+pub(super) const VARIANTS: [Variant; 11] = [
     Variant {
         name: "no auth filter",
         filter: Filter::None,
@@ -104,6 +108,14 @@ pub(super) const VARIANTS: [Variant; 9] = [
     Variant {
         name: "jwt_authn HS256, jwt_cache_config for the pool",
         filter: Filter::JwtAuthnCached,
+    },
+    Variant {
+        name: "native filter (dynamic module)",
+        filter: Filter::Native,
+    },
+    Variant {
+        name: "native filter, edge sync, 100,000 revocations in force",
+        filter: Filter::NativeRevocations,
     },
 ];
 
@@ -142,6 +154,8 @@ pub(super) struct Modules<'a> {
     pub(super) reference: &'a Path,
     pub(super) read_only: &'a Path,
     pub(super) no_writes: &'a Path,
+    /// The native filter, `libmms_auth.so`.
+    pub(super) native: &'a Path,
 }
 
 /// Per workload, the results of every variant (in [`VARIANTS`] order).
@@ -294,6 +308,8 @@ fn filters(
         Filter::OursNoWrites => wasm_filter(name, m.no_writes, &ours_cfg),
         Filter::JwtAuthn => jwt_filter(jwt, None),
         Filter::JwtAuthnCached => jwt_filter(jwt, Some(2 * POOL as u32)),
+        Filter::Native => native_filter(&ours_cfg),
+        Filter::NativeRevocations => native_filter(sync),
     }
 }
 
@@ -313,6 +329,8 @@ fn write_config(
         listeners += &listener(&name, *port, &filters);
     }
     let clusters = issuer_cluster("issuer", &issuer.url)?;
+    // Envoy loads the native filter from the directory it runs in.
+    std::fs::copy(m.native, dir.join(e2e::NATIVE_LIBRARY))?;
     let cfg = dir.join("envoy-traffic.yaml");
     std::fs::write(&cfg, config(Some(e2e::free_port()), &listeners, &clusters))?;
     Ok(cfg)
@@ -339,9 +357,11 @@ pub(super) fn bench_traffic(
     let log = dir.join("envoy-traffic.log");
     let proc = start_envoy(tools, &cfg, ports[0], 1, Some("0"), &log)?;
     let url = |port: u16| format!("http://127.0.0.1:{port}/apiv2/MediaService/Find");
-    let revocations_port = ports[Traffic::index(Filter::OursRevocations)];
     let first = &loads[0].1[0];
-    until_accepted(&url(revocations_port), &first[1]).context("the edge-synced listener")?;
+    for synced in [Filter::OursRevocations, Filter::NativeRevocations] {
+        let port = ports[Traffic::index(synced)];
+        until_accepted(&url(port), &first[1]).with_context(|| format!("listener {synced:?}"))?;
+    }
     let run = |w: usize, v: usize, seconds: u64| -> Result<Sample> {
         let load = &loads[w].1[usize::from(VARIANTS[v].filter.tokens() == Tokens::Jwt)];
         let args = ["-t1", "-c32", &format!("-d{seconds}s")]
@@ -443,8 +463,41 @@ const TARGETS: [(&str, f64, Filter, Filter); 4] = [
     ),
 ];
 
-/// The traffic section of the report: a table per workload, and issue 12's targets on the pool
-/// and mixed workloads.
+/// The native filter's targets (issue 24) on a workload: throughput against `jwt_authn` with its
+/// cache and against no auth filter, p99 against `jwt_authn` with its cache; and against ours.
+fn native_targets(r: &Traffic, w: Workload) -> String {
+    use Filter::{JwtAuthnCached, Native, None, Ours};
+    let mut out =
+        String::from("| native filter target | wanted | measured | |\n|---|---|---|---|\n");
+    for (what, target, b) in [
+        ("native vs jwt_authn with its cache", 1.0, JwtAuthnCached),
+        ("native vs no auth filter", 0.90, None),
+    ] {
+        let ratio = r.ratio(w, Native, b);
+        let _ = writeln!(
+            out,
+            "| {what} | ≥ {target:.2} | {ratio:.2} | {} |",
+            mark(ratio >= target)
+        );
+    }
+    let (n, j) = (r.sample(w, Native), r.sample(w, JwtAuthnCached));
+    let _ = writeln!(
+        out,
+        "| p99 of native vs jwt_authn with its cache | no worse | {:.3} ms vs {:.3} ms | {} |",
+        n.p99_ms,
+        j.p99_ms,
+        mark(n.p99_ms <= j.p99_ms)
+    );
+    let _ = writeln!(
+        out,
+        "| native vs our Wasm filter | reported | {:.2} | |\n",
+        r.ratio(w, Native, Ours)
+    );
+    out
+}
+
+/// The traffic section of the report: a table per workload, and the targets of issues 12 and 24
+/// on the pool and mixed workloads.
 pub(super) fn report(r: &Traffic) -> String {
     use Filter::{EmptyWasm, JwtAuthn, JwtAuthnCached, Ours, Reference};
     let mut out = format!("Command: `{}`.\n\n", r.command);
@@ -488,6 +541,7 @@ pub(super) fn report(r: &Traffic) -> String {
             j.p99_ms,
             mark(o.p99_ms <= j.p99_ms)
         );
+        out += &native_targets(r, *w);
     }
     let (rss, peak) = r.rss_kib();
     let _ = writeln!(
