@@ -332,20 +332,24 @@ impl Filter {
 
     /// Decides a request with these headers ([`request::handle`]), and remembers its token if it
     /// verified. `None` without a configuration or a state.
-    pub(crate) fn decide<'h>(&self, headers: &'h [(String, Vec<u8>)]) -> Option<Handled<'h>> {
+    pub(crate) fn decide(&self, headers: &[(String, Vec<u8>)]) -> Option<Handled> {
         let cfg = self.config.as_ref()?;
         let state = self.shared.state.borrow();
+        let view: Vec<(&str, &[u8])> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_slice()))
+            .collect();
         Some(request::handle(
             cfg,
             state.as_ref()?,
-            headers,
+            &view,
             self.shared.now.get(),
         ))
     }
 
     /// Counts a decided request and carries its decision out: a local answer, or the request
     /// forwarded with the identity headers set (`headers` are the request's).
-    pub(crate) fn apply(&self, headers: &[(String, Vec<u8>)], handled: Handled<'_>) -> Action {
+    pub(crate) fn apply(&self, headers: &[(String, Vec<u8>)], handled: Handled) -> Action {
         self.shared.count(handled.outcome);
         if let Some(r) = handled.reason {
             let _ = hostcalls::log(
@@ -366,7 +370,7 @@ impl Filter {
             // An exempt path: usually nothing to remove, and then no host call at all.
             request::Action::Forward { remove, set: None } => {
                 for name in remove {
-                    self.set_http_request_header(name, None);
+                    self.set_http_request_header(&name, None);
                 }
                 Action::Continue
             }
@@ -381,7 +385,7 @@ impl Filter {
                 map.extend(
                     headers
                         .iter()
-                        .filter(|(n, _)| !remove.contains(&n.as_str()))
+                        .filter(|(n, _)| !remove.contains(n))
                         .map(|(n, v)| (n.as_str(), v.as_slice())),
                 );
                 map.extend(set.iter().map(|(n, v)| (*n, v.as_bytes())));

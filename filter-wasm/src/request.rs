@@ -11,7 +11,7 @@ use shared::VerifyError;
 
 /// What the adapter tells Envoy to do with the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action<'h> {
+pub enum Action {
     /// Answer here with this status, headers and body; the request goes no further.
     Answer {
         /// 400, 401 or 503.
@@ -23,11 +23,11 @@ pub enum Action<'h> {
         body: String,
     },
     /// Forward the request, without the headers of the identity namespace it came with (their
-    /// names as the request spelled them) and with the verified identity added (none on an
-    /// exempt path).
+    /// names as the request spelled them, copied: the adapter changes the map they were read
+    /// from) and with the verified identity added (none on an exempt path).
     Forward {
-        /// The request's identity headers, to remove.
-        remove: Vec<&'h str>,
+        /// The request's identity headers, to remove (usually none, and then no allocation).
+        remove: Vec<String>,
         /// The identity headers to set.
         set: Option<IdentityHeaders>,
     },
@@ -35,44 +35,39 @@ pub enum Action<'h> {
 
 /// What [`handle`] concluded about one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Handled<'h> {
+pub struct Handled {
     /// What to tell Envoy.
-    pub action: Action<'h>,
+    pub action: Action,
     /// The counter the request goes to.
     pub outcome: Outcome,
     /// Why a token failed verification (for a debug log).
     pub reason: Option<VerifyError>,
 }
 
-/// A header as the adapters keep it: the name as text (Envoy's names are lower-case ASCII; any
-/// other byte becomes U+FFFD, which no header the filter reads or removes contains) and the value
-/// as raw bytes.
-pub fn header(name: &[u8], value: &[u8]) -> (String, Vec<u8>) {
-    (String::from_utf8_lossy(name).into_owned(), value.to_vec())
+/// A header name as the adapters read it: Envoy's names are lower-case ASCII (its codecs refuse
+/// any other byte in a name); a name that is not UTF-8 reads as U+FFFD, which is no header the
+/// filter reads or removes.
+pub fn name(raw: &[u8]) -> &str {
+    std::str::from_utf8(raw).unwrap_or("\u{FFFD}")
 }
 
-/// Decides a request from its headers (`:path` among them), the state and the time, and
-/// remembers a token that verified in the state's token cache ([`EdgeState::remember`]).
-pub fn handle<'h>(
-    cfg: &Config,
-    state: &EdgeState,
-    headers: &'h [(String, Vec<u8>)],
-    now: u64,
-) -> Handled<'h> {
+/// Decides a request from its headers (names as [`name`] reads them, values as raw bytes;
+/// `:path` among them), the state and the time, and remembers a token that verified in the
+/// state's token cache ([`EdgeState::remember`]).
+pub fn handle(cfg: &Config, state: &EdgeState, headers: &[(&str, &[u8])], now: u64) -> Handled {
     let path = headers
         .iter()
-        .find(|(n, _)| n == ":path")
-        .map_or(&[][..], |(_, v)| v.as_slice());
-    let named = headers.iter().map(|(n, v)| (n.as_str(), v.as_slice()));
-    let verdict = decide(cfg, state, path, named, now);
+        .find(|(n, _)| *n == ":path")
+        .map_or(&[][..], |(_, v)| *v);
+    let verdict = decide(cfg, state, path, headers.iter().copied(), now);
     if let Some(verified) = verdict.remember {
         state.remember(verified);
     }
     let forward = |set| Action::Forward {
         remove: headers
             .iter()
-            .map(|(n, _)| n.as_str())
-            .filter(|n| is_identity_header(n))
+            .filter(|(n, _)| is_identity_header(n))
+            .map(|(n, _)| (*n).to_owned())
             .collect(),
         set,
     };
@@ -137,13 +132,9 @@ mod tests {
         format!("Bearer {t}")
     }
 
-    fn request(path: &str, extra: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
-        let mut h = vec![header(b":path", path.as_bytes())];
-        h.extend(
-            extra
-                .iter()
-                .map(|(n, v)| header(n.as_bytes(), v.as_bytes())),
-        );
+    fn request<'a>(path: &'a str, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a [u8])> {
+        let mut h = vec![(":path", path.as_bytes())];
+        h.extend(extra.iter().map(|(n, v)| (*n, v.as_bytes())));
         h
     }
 
@@ -177,7 +168,7 @@ mod tests {
         let headers = request("/apiv2/oauth/token", &[("X-Auth_Subject", "admin")]);
         let handled = handle(&cfg, &state, &headers, now);
         let expected = Action::Forward {
-            remove: vec!["X-Auth_Subject"],
+            remove: vec!["X-Auth_Subject".to_owned()],
             set: None,
         };
         assert_eq!(handled.action, expected);

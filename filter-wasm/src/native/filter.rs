@@ -181,8 +181,7 @@ impl NativeConfig {
 
     /// Decides one request from its headers and carries the decision out (on a worker).
     /// Returns true to let the request go on, false when it was answered here.
-    pub fn on_request(&self, stream: &Stream) -> bool {
-        let headers = stream.request_headers();
+    pub fn on_request(&self, stream: &mut Stream) -> bool {
         let now = unix_now();
         let index = stream.worker_index() as usize % self.workers.len();
         let Some(slot) = self.workers.get(index) else {
@@ -197,6 +196,14 @@ impl NativeConfig {
         if worker.version != version {
             worker.state.follow(&lock(&self.master).state);
             worker.version = version;
+        }
+        if cfg!(feature = "native-empty") {
+            return true;
+        }
+        let headers = stream.request_headers();
+        if cfg!(feature = "native-read") {
+            std::hint::black_box(&headers);
+            return true;
         }
         let handled = request::handle(&self.config, &worker.state, &headers, now);
         drop(slot);
@@ -224,8 +231,9 @@ impl NativeConfig {
                 stream.send_response(status, &headers, body.as_bytes(), "mms_auth_refused");
                 false
             }
+            Action::Forward { .. } if cfg!(feature = "native-decide") => true,
             Action::Forward { remove, set } => {
-                for name in remove {
+                for name in &remove {
                     stream.set_request_header(name, None);
                 }
                 for (name, value) in set.iter().flat_map(|s| s.iter()) {

@@ -151,11 +151,11 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
     _end_of_stream: bool,
 ) -> u32 {
     // SAFETY: the stream pointer of this hook, used only in it.
-    let stream = unsafe { Stream::new(envoy) };
+    let mut stream = unsafe { Stream::new(envoy) };
     let go_on = guarded("request_headers", None, || {
         // SAFETY: the module pointer is the live configuration (filter_new).
         Some(match unsafe { config(module) } {
-            Some(cfg) => cfg.on_request(&stream),
+            Some(cfg) => cfg.on_request(&mut stream),
             None => unavailable(&stream, 503),
         })
     });

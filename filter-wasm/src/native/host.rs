@@ -49,8 +49,10 @@ impl Stream {
         Self(ptr)
     }
 
-    /// The request's headers, copied: names (lower case, as Envoy keeps them) and raw values.
-    pub fn request_headers(&self) -> Vec<(String, Vec<u8>)> {
+    /// The request's headers as Envoy holds them, lent until the next call on this stream (the
+    /// exclusive borrow keeps the map unchanged meanwhile): names as [`crate::request::name`]
+    /// reads them, raw values.
+    pub fn request_headers(&mut self) -> Vec<(&str, &[u8])> {
         // SAFETY: a valid stream pointer (`Stream::new`); the header type is Envoy's enum.
         let size = unsafe {
             abi::envoy_dynamic_module_callback_http_get_headers_size(self.0, abi::REQUEST_HEADER)
@@ -75,14 +77,15 @@ impl Stream {
         }
         raw.iter()
             .map(|h| {
-                // SAFETY: Envoy's header buffers, valid until this hook returns; copied here.
+                // SAFETY: Envoy's header buffers stay valid and unchanged for this hook as long as
+                // the map is not changed, which `&mut self` rules out while they are lent.
                 let (name, value) = unsafe {
                     (
                         envoy_bytes(h.key_ptr, h.key_length),
                         envoy_bytes(h.value_ptr, h.value_length),
                     )
                 };
-                crate::request::header(name, value)
+                (crate::request::name(name), value)
             })
             .collect()
     }
