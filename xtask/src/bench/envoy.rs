@@ -1,14 +1,48 @@
-//! What the Envoy runs share: the listener and filter blocks of their configurations, the
-//! tokens they send, and waiting for a listener to answer.
+//! What the Envoy runs share: the modules they load, the listener and filter blocks of their
+//! configurations, the tokens they send, and waiting for a listener to answer.
 
+use crate::{native, wasm};
 use anyhow::{bail, Context, Result};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use e2e::unix_now;
 use hmac::{Hmac, KeyInit, Mac};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+/// The Envoy modules of the run.
+pub(super) struct Modules {
+    pub(super) ours: PathBuf,
+    pub(super) empty: PathBuf,
+    pub(super) reference: PathBuf,
+    pub(super) read_only: PathBuf,
+    pub(super) no_writes: PathBuf,
+    /// The native filter, `libmms_auth.so`, and its ablations (empty, read, decide).
+    pub(super) native: PathBuf,
+    pub(super) native_ablations: [PathBuf; 3],
+}
+
+impl Modules {
+    /// Builds the shipped modules (the Wasm one checked) and the benchmark variants.
+    pub(super) fn build() -> Result<Self> {
+        let ours = wasm::build_envoy_module()?;
+        wasm::check_envoy_module(&ours)?;
+        Ok(Self {
+            ours,
+            empty: wasm::build_variant_module("passthrough")?,
+            reference: wasm::build_variant_module("reference")?,
+            read_only: wasm::build_variant_module("ablate-read")?,
+            no_writes: wasm::build_variant_module("ablate-decide")?,
+            native: native::build_native_module()?,
+            native_ablations: [
+                native::build_native_variant("native-empty")?,
+                native::build_native_variant("native-read")?,
+                native::build_native_variant("native-decide")?,
+            ],
+        })
+    }
+}
 
 /// Starts Envoy with `workers` workers on `config`, pinned to the CPUs `pin` (a `taskset` list)
 /// if given, and waits until `listener` accepts connections: the test harness's start.
@@ -187,14 +221,14 @@ pub(super) fn wasm_filter(name: &str, module: &Path, config: &str) -> String {
     )
 }
 
-/// Our native filter block (the dynamic module `mms_auth`, found in Envoy's
+/// Our native filter block: the dynamic module `module` (`libMODULE.so` in Envoy's
 /// `ENVOY_DYNAMIC_MODULES_SEARCH_PATH`) with its configuration JSON.
-pub(super) fn native_filter(config: &str) -> String {
+pub(super) fn native_filter(module: &str, config: &str) -> String {
     format!(
         r#"          - name: envoy.filters.http.dynamic_modules
             typed_config:
               "@type": type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter
-              dynamic_module_config: {{ name: mms_auth }}
+              dynamic_module_config: {{ name: {module} }}
               filter_name: mms_auth
               filter_config:
                 "@type": type.googleapis.com/google.protobuf.StringValue

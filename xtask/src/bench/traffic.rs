@@ -8,7 +8,7 @@
 use super::edge::{edge_issuer, sync_config, EdgeIssuer, REVOCATIONS};
 use super::envoy::{
     config, hs256_jwt_for, issuer_cluster, jwt_filter, listener, native_filter, our_token,
-    start_envoy, until_accepted, wasm_filter, TOKEN_LIFETIME,
+    start_envoy, until_accepted, wasm_filter, Modules, TOKEN_LIFETIME,
 };
 use super::{mark, rss_kib, wrk, Results, Sample, Settings};
 use anyhow::{bail, Context, Result};
@@ -49,13 +49,24 @@ pub(super) enum Filter {
     Native,
     /// The native filter with edge sync, as [`Filter::OursRevocations`].
     NativeRevocations,
+    /// Ablation: a native module that lets every request through at once.
+    NativeEmpty,
+    /// Ablation: the native filter reading the headers, then letting the request through.
+    NativeReadOnly,
+    /// Ablation: the native filter stopping after the decision (no header written).
+    NativeNoWrites,
 }
 
 impl Filter {
     fn checks_tokens(self) -> bool {
         !matches!(
             self,
-            Self::None | Self::EmptyWasm | Self::Reference | Self::OursReadOnly
+            Self::None
+                | Self::EmptyWasm
+                | Self::Reference
+                | Self::OursReadOnly
+                | Self::NativeEmpty
+                | Self::NativeReadOnly
         )
     }
 
@@ -72,7 +83,7 @@ pub(super) struct Variant {
     pub(super) filter: Filter,
 }
 
-pub(super) const VARIANTS: [Variant; 11] = [
+pub(super) const VARIANTS: [Variant; 14] = [
     Variant {
         name: "no auth filter",
         filter: Filter::None,
@@ -117,6 +128,18 @@ pub(super) const VARIANTS: [Variant; 11] = [
         name: "native filter, edge sync, 100,000 revocations in force",
         filter: Filter::NativeRevocations,
     },
+    Variant {
+        name: "ablation: native, empty module",
+        filter: Filter::NativeEmpty,
+    },
+    Variant {
+        name: "ablation: native, read headers only",
+        filter: Filter::NativeReadOnly,
+    },
+    Variant {
+        name: "ablation: native, read and decide, no writes",
+        filter: Filter::NativeNoWrites,
+    },
 ];
 
 /// A workload: one token, the pool, or the pool with one refused request in ten.
@@ -145,17 +168,6 @@ impl Workload {
             Self::Mixed => "mixed",
         }
     }
-}
-
-/// The Envoy modules of the run.
-pub(super) struct Modules<'a> {
-    pub(super) ours: &'a Path,
-    pub(super) empty: &'a Path,
-    pub(super) reference: &'a Path,
-    pub(super) read_only: &'a Path,
-    pub(super) no_writes: &'a Path,
-    /// The native filter, `libmms_auth.so`.
-    pub(super) native: &'a Path,
 }
 
 /// Per workload, the results of every variant (in [`VARIANTS`] order).
@@ -300,16 +312,19 @@ fn filters(
     );
     match f {
         Filter::None => String::new(),
-        Filter::EmptyWasm => wasm_filter(name, m.empty, ""),
-        Filter::Reference => wasm_filter(name, m.reference, ""),
-        Filter::Ours => wasm_filter(name, m.ours, &ours_cfg),
-        Filter::OursRevocations => wasm_filter(name, m.ours, sync),
-        Filter::OursReadOnly => wasm_filter(name, m.read_only, &ours_cfg),
-        Filter::OursNoWrites => wasm_filter(name, m.no_writes, &ours_cfg),
+        Filter::EmptyWasm => wasm_filter(name, &m.empty, ""),
+        Filter::Reference => wasm_filter(name, &m.reference, ""),
+        Filter::Ours => wasm_filter(name, &m.ours, &ours_cfg),
+        Filter::OursRevocations => wasm_filter(name, &m.ours, sync),
+        Filter::OursReadOnly => wasm_filter(name, &m.read_only, &ours_cfg),
+        Filter::OursNoWrites => wasm_filter(name, &m.no_writes, &ours_cfg),
         Filter::JwtAuthn => jwt_filter(jwt, None),
         Filter::JwtAuthnCached => jwt_filter(jwt, Some(2 * POOL as u32)),
-        Filter::Native => native_filter(&ours_cfg),
-        Filter::NativeRevocations => native_filter(sync),
+        Filter::Native => native_filter("mms_auth", &ours_cfg),
+        Filter::NativeRevocations => native_filter("mms_auth", sync),
+        Filter::NativeEmpty => native_filter("mms_auth_empty", &ours_cfg),
+        Filter::NativeReadOnly => native_filter("mms_auth_read", &ours_cfg),
+        Filter::NativeNoWrites => native_filter("mms_auth_decide", &ours_cfg),
     }
 }
 
@@ -329,8 +344,11 @@ fn write_config(
         listeners += &listener(&name, *port, &filters);
     }
     let clusters = issuer_cluster("issuer", &issuer.url)?;
-    // Envoy loads the native filter from the directory it runs in.
-    std::fs::copy(m.native, dir.join(e2e::NATIVE_LIBRARY))?;
+    // Envoy loads the native filter and its ablations from the directory it runs in.
+    std::fs::copy(&m.native, dir.join(e2e::NATIVE_LIBRARY))?;
+    for lib in &m.native_ablations {
+        std::fs::copy(lib, dir.join(lib.file_name().context("a library file")?))?;
+    }
     let cfg = dir.join("envoy-traffic.yaml");
     std::fs::write(&cfg, config(Some(e2e::free_port()), &listeners, &clusters))?;
     Ok(cfg)
