@@ -36,6 +36,20 @@ pub unsafe fn buffer_bytes<'a>(buf: &EnvoyBuffer) -> &'a [u8] {
     unsafe { envoy_bytes(buf.ptr, buf.length) }
 }
 
+/// Headers of ours for Envoy to read during one call: they point into `headers`, which must
+/// outlive the call.
+fn module_headers(headers: &[(&str, &str)]) -> Vec<ModuleHeader> {
+    headers
+        .iter()
+        .map(|(k, v)| ModuleHeader {
+            key_ptr: k.as_ptr().cast(),
+            key_length: k.len(),
+            value_ptr: v.as_ptr().cast(),
+            value_length: v.len(),
+        })
+        .collect()
+}
+
 /// One stream's filter on Envoy's side, during one of its hooks (on the stream's worker thread).
 pub struct Stream(abi::FilterEnvoyPtr);
 
@@ -112,15 +126,7 @@ impl Stream {
 
     /// Answers the request locally (the hook then returns `StopIteration`).
     pub fn send_response(&self, status: u32, headers: &[(&str, &str)], body: &[u8], details: &str) {
-        let mut raw: Vec<ModuleHeader> = headers
-            .iter()
-            .map(|(k, v)| ModuleHeader {
-                key_ptr: k.as_ptr().cast(),
-                key_length: k.len(),
-                value_ptr: v.as_ptr().cast(),
-                value_length: v.len(),
-            })
-            .collect();
+        let mut raw = module_headers(headers);
         // SAFETY: a valid stream pointer; headers, body and details live through the call.
         unsafe {
             abi::envoy_dynamic_module_callback_http_send_response(
@@ -247,15 +253,7 @@ impl ConfigHandle {
         headers: &[(&str, &str)],
         timeout_ms: u64,
     ) -> Result<u64, u32> {
-        let mut raw: Vec<ModuleHeader> = headers
-            .iter()
-            .map(|(k, v)| ModuleHeader {
-                key_ptr: k.as_ptr().cast(),
-                key_length: k.len(),
-                value_ptr: v.as_ptr().cast(),
-                value_length: v.len(),
-            })
-            .collect();
+        let mut raw = module_headers(headers);
         let mut id = 0u64;
         // SAFETY: a valid config pointer on the main thread; everything lent lives through the call.
         let result = unsafe {
