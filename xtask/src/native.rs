@@ -13,10 +13,12 @@ const TARGET_DIR: &str = "target/native";
 const BENCH_TARGET_DIR: &str = "target/native-bench";
 
 fn native_module(cmd: &str) -> Command {
-    module_command(cmd, "native", TARGET_DIR)
+    crate_command(cmd, "native", TARGET_DIR)
 }
 
-fn module_command(cmd: &str, features: &str, target_dir: &str) -> Command {
+/// `cargo CMD -p filter-wasm --features FEATURES --target-dir TARGET_DIR`, for the host (the Wasm
+/// builds add their target, `crate::wasm`).
+pub fn crate_command(cmd: &str, features: &str, target_dir: &str) -> Command {
     let mut c = cargo();
     c.args([
         cmd,
@@ -49,7 +51,7 @@ pub fn build_native_module() -> Result<PathBuf> {
 /// `native-decide`) and returns its library, named for the module `mms_auth_` + the ablation
 /// (`libmms_auth_empty.so` for `native-empty`), so it loads beside the shipped one.
 pub fn build_native_variant(feature: &str) -> Result<PathBuf> {
-    run(module_command("build", feature, BENCH_TARGET_DIR).arg("--release"))?;
+    run(crate_command("build", feature, BENCH_TARGET_DIR).arg("--release"))?;
     let dir = root().join(BENCH_TARGET_DIR);
     let module = feature.replacen("native-", "mms_auth_", 1);
     let out = dir.join(format!("lib{module}.so"));

@@ -3,7 +3,7 @@
 //! (wasm-bindgen); and clippy on each as it is built.
 
 use crate::install::{ensure_wasm_bindgen, ensure_wasm_opt};
-use crate::util::{cargo, root, run};
+use crate::util::{root, run};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,18 +17,8 @@ const ENVOY_TARGET_DIR: &str = "target/envoy-wasm";
 /// The Envoy and JS modules each have a target dir of their own, so no other build's features can
 /// leak into them; the benchmark variants share one.
 fn module_command(cmd: &str, feature: &str, target_dir: &str) -> Command {
-    let mut c = cargo();
-    c.args([
-        cmd,
-        "-p",
-        "filter-wasm",
-        "--features",
-        feature,
-        "--target",
-        "wasm32-unknown-unknown",
-        "--target-dir",
-        target_dir,
-    ]);
+    let mut c = crate::native::crate_command(cmd, feature, target_dir);
+    c.args(["--target", "wasm32-unknown-unknown"]);
     c
 }
 
