@@ -59,10 +59,16 @@ pub fn render_full_stack(tools: &Tools, ports: Ports, filter_config: &str) -> Re
     )
 }
 
-/// The shipped `envoy/minimal.yaml` (plain HTTP, no issuer route) with its listener on `listener`,
-/// its media upstream on `media` and this plugin configuration.
-pub fn render_minimal(listener: u16, media: u16, filter_config: &str) -> Result<String> {
-    let shipped = std::fs::read_to_string(root().join("envoy/minimal.yaml"))?;
+/// The shipped minimal configuration of the tools' filter (`envoy/minimal.yaml`, or
+/// `envoy/minimal-native.yaml`: plain HTTP, no issuer route) with its listener on `listener`, its
+/// media upstream on `media` and this plugin configuration.
+pub fn render_minimal(
+    tools: &Tools,
+    listener: u16,
+    media: u16,
+    filter_config: &str,
+) -> Result<String> {
+    let shipped = std::fs::read_to_string(root().join(tools.minimal_config()))?;
     render(
         &shipped,
         &[(10000, listener), (Ports::SHIPPED.media, media)],
@@ -70,19 +76,19 @@ pub fn render_minimal(listener: u16, media: u16, filter_config: &str) -> Result<
     )
 }
 
-/// Adds the issuer on `port` to the `issuer` cluster, beside the one on `first` (a rendered
-/// full-stack configuration with several issuers on one PostgreSQL).
+/// Adds the issuer on `port` beside the one on `first`, in every cluster that holds that one (the
+/// `issuer` cluster and the edge feed's `issuer_feed`): a rendered full-stack configuration with
+/// several issuers on one PostgreSQL.
 pub fn add_issuer_endpoint(yaml: &str, first: u16, port: u16) -> Result<String> {
     let line =
         format!("              socket_address: {{ address: 127.0.0.1, port_value: {first} }}");
-    let Some(at) = yaml.find(&line) else {
+    if !yaml.contains(&line) {
         bail!("no issuer endpoint on port {first}");
-    };
-    let end = at + line.len();
+    }
     let endpoint = format!(
         "\n        - endpoint:\n            address:\n              socket_address: {{ address: 127.0.0.1, port_value: {port} }}"
     );
-    Ok(format!("{}{endpoint}{}", &yaml[..end], &yaml[end..]))
+    Ok(yaml.replace(&line, &format!("{line}{endpoint}")))
 }
 
 /// Replaces `port_value: FROM` with `port_value: TO` and the plugin configuration block.

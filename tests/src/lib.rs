@@ -132,6 +132,14 @@ impl Tools {
         }
     }
 
+    /// The shipped minimal configuration for this filter (plain HTTP, no issuer route).
+    pub fn minimal_config(&self) -> &'static str {
+        match self.filter {
+            Filter::Wasm => "envoy/minimal.yaml",
+            Filter::Native(_) => "envoy/minimal-native.yaml",
+        }
+    }
+
     /// How many edge-sync pollers an Envoy with `workers` workers runs: a Wasm VM per worker and
     /// one on the main thread; one for the native filter (on the main thread).
     pub fn pollers(&self, workers: u32) -> u64 {

@@ -134,7 +134,7 @@ impl Stack {
     }
 
     /// The plugin configuration: `issuer keys filter-config`, plus the `edge_sync` block for the
-    /// `issuer` cluster with edge sync.
+    /// `issuer_feed` cluster with edge sync.
     pub fn filter_config(&self) -> Result<String> {
         let cfg = issuer_admin_on(&self.tools, &self.store, &["keys", "filter-config"], None)?;
         let Some(secret) = &self.edge_secret else {
@@ -144,7 +144,7 @@ impl Stack {
         // The node name: the Wasm filter reports Envoy's (`--service-node`, the same name); the
         // native filter has no other source of it.
         cfg["edge_sync"] = serde_json::json!({
-            "cluster": "issuer",
+            "cluster": "issuer_feed",
             "client_id": demo::EDGE_CLIENT,
             "client_secret": secret,
             "node": envoy::node_name(self.ports.listener),

@@ -119,28 +119,19 @@ fn cut<T: Serialize>(
 /// Headers a proxy adds to what it relays (RFC 7239, the de facto `X-Forwarded-*`, RFC 9110's
 /// `Via`): the first one `headers` carries, if any.
 ///
-/// One exception: a request Envoy makes itself with its own HTTP client, as the native filter's
-/// polls are (Envoy gives dynamic modules no way to leave the header out), carries
-/// `x-envoy-internal: true` and an `X-Forwarded-For` of one address (Envoy's own), and nothing
-/// else of the list. What an Envoy listener relays always carries `X-Forwarded-Proto` too, and
-/// other proxies do not set `x-envoy-internal`.
+/// Envoy's own HTTP client, which the filters poll with, adds `X-Forwarded-For` to a native
+/// module's requests: the shipped configurations poll through a cluster of their own
+/// (`issuer_feed`) that strips it, so the feed needs no exception for Envoy.
 fn relayed_by(headers: &warp::http::HeaderMap) -> Option<&'static str> {
-    const PROXY_HEADERS: [&str; 5] = [
+    const PROXY_HEADERS: [&str; 6] = [
         "forwarded",
+        "x-forwarded-for",
         "x-forwarded-proto",
         "x-forwarded-host",
         "via",
         "x-real-ip",
     ];
-    if let Some(name) = PROXY_HEADERS.into_iter().find(|h| headers.contains_key(*h)) {
-        return Some(name);
-    }
-    let forwarded_for: Vec<_> = headers.get_all("x-forwarded-for").iter().collect();
-    let from_envoy_itself = headers
-        .get("x-envoy-internal")
-        .is_some_and(|v| v.as_bytes() == b"true")
-        && matches!(forwarded_for.as_slice(), [one] if !one.as_bytes().contains(&b','));
-    (!forwarded_for.is_empty() && !from_envoy_itself).then_some("x-forwarded-for")
+    PROXY_HEADERS.into_iter().find(|h| headers.contains_key(*h))
 }
 
 /// A version of what comes with the keys: it changes whenever a key is added, retired or starts
@@ -331,25 +322,11 @@ mod tests {
             );
             assert!(relayed_by(&h).is_some(), "{name}");
         }
-        // Envoy's own client (the native filter's polls): one address, marked internal.
+        // What Envoy's own client adds, unless the feed's cluster strips it: refused.
         let mut own = h.clone();
         own.insert("x-forwarded-for", "192.0.2.2".parse().unwrap());
-        assert_eq!(
-            relayed_by(&own),
-            Some("x-forwarded-for"),
-            "not marked internal"
-        );
         own.insert("x-envoy-internal", "true".parse().unwrap());
-        assert_eq!(relayed_by(&own), None);
-        let mut relayed = own.clone();
-        relayed.insert("x-forwarded-for", "203.0.113.9, 192.0.2.2".parse().unwrap());
-        assert_eq!(relayed_by(&relayed), Some("x-forwarded-for"));
-        let mut relayed = own.clone();
-        relayed.append("x-forwarded-for", "203.0.113.9".parse().unwrap());
-        assert_eq!(relayed_by(&relayed), Some("x-forwarded-for"));
-        let mut relayed = own.clone();
-        relayed.insert("x-forwarded-proto", "https".parse().unwrap());
-        assert_eq!(relayed_by(&relayed), Some("x-forwarded-proto"));
+        assert_eq!(relayed_by(&own), Some("x-forwarded-for"));
     }
 
     #[test]

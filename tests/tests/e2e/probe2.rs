@@ -208,7 +208,15 @@ async fn the_edge_feed_is_not_served_through_a_proxy() {
         assert_eq!(status, 403, "{header:?}: {body}");
         assert!(body.contains("proxy"), "{body}");
     }
-    // The edges' own polls, straight to the issuer, still succeed.
+    // What Envoy's own HTTP client adds to a native module's poll, had the feed's cluster
+    // (`issuer_feed`) not stripped it: refused as well.
+    let envoys_own = [
+        ("x-envoy-internal", "true"),
+        ("x-forwarded-for", "127.0.0.1"),
+    ];
+    let (status, body) = feed_direct(&s, (demo::EDGE_CLIENT, &secret), &envoys_own).await;
+    assert_eq!(status, 403, "{body}");
+    // The edges' own polls, through the `issuer_feed` cluster, still succeed.
     let before = counters(&s).await.get("edge_sync_ok").copied().unwrap_or(0);
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let after = counters(&s).await.get("edge_sync_ok").copied().unwrap_or(0);

@@ -142,8 +142,9 @@ pub(super) fn until_accepted(url: &str, header: &str) -> Result<Duration> {
     Ok(start.elapsed())
 }
 
-/// A static cluster `name` for the issuer listening at `url`. Pooled connections are closed
-/// after 5 s idle, before the issuer closes them (10 s), as in `envoy/full-stack.yaml`.
+/// A static cluster `name` for the edge feed of the issuer listening at `url`, as the shipped
+/// `issuer_feed` of `envoy/full-stack.yaml`: pooled connections are closed after 5 s idle, before
+/// the issuer closes them (10 s), and the proxy headers Envoy's own HTTP client adds are stripped.
 pub(super) fn issuer_cluster(name: &str, url: &str) -> Result<String> {
     let port = url.rsplit(':').next().context("issuer URL")?;
     Ok(format!(
@@ -155,6 +156,17 @@ pub(super) fn issuer_cluster(name: &str, url: &str) -> Result<String> {
         "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
         common_http_protocol_options: {{ idle_timeout: 5s }}
         explicit_http_config: {{ http_protocol_options: {{}} }}
+        http_filters:
+        - name: envoy.filters.http.header_mutation
+          typed_config:
+            "@type": type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation
+            mutations:
+              request_mutations:
+              - remove: x-forwarded-for
+              - remove: x-envoy-internal
+        - name: envoy.filters.http.upstream_codec
+          typed_config:
+            "@type": type.googleapis.com/envoy.extensions.filters.http.upstream_codec.v3.UpstreamCodec
     load_assignment:
       cluster_name: {name}
       endpoints:
