@@ -34,7 +34,9 @@ pub fn crate_command(cmd: &str, features: &str, target_dir: &str) -> Command {
 
 /// Clippy on the native adapter, with its tests.
 pub fn clippy_native_module() -> Result<()> {
-    run(native_module("clippy").args(["--all-targets", "--", "-D", "warnings"]))
+    run(native_module("clippy").args(["--all-targets", "--", "-D", "warnings"]))?;
+    // The bench's ablations (`src/native/ablation.rs`), compiled only with their features.
+    run(crate_command("clippy", "native-decide", BENCH_TARGET_DIR).args(["--", "-D", "warnings"]))
 }
 
 /// Builds the native filter (release profile) and returns the path of `libmms_auth.so`, the

@@ -1,5 +1,5 @@
 //! The native filter's state and what its hooks do, over the same pure logic as the Wasm filter:
-//! [`request::handle`] for each request, [`Poller`] and [`parse_answer`] for edge sync.
+//! [`crate::request::handle`] for each request, [`Poller`] and [`parse_answer`] for edge sync.
 //!
 //! Where the Wasm filter has a VM per worker, each polling the feed, the native filter has one
 //! configuration shared by every worker: its main-thread side ([`Master`]) polls the feed (Envoy
@@ -14,7 +14,7 @@ use crate::decision::Outcome;
 use crate::edge::{
     parse_answer, EdgeIdentity, EdgeState, FeedError, PollEnd, Poller, Todo, MAX_ANSWER_BYTES,
 };
-use crate::request::{self, Action};
+use crate::request::{Action, Handled};
 use shared::edge_feed::{NODE_HEADER, VM_HEADER};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex, MutexGuard, PoisonError};
@@ -179,34 +179,51 @@ impl NativeConfig {
         })
     }
 
+    /// The filter's configuration.
+    #[cfg(feature = "native-ablation")]
+    pub(super) fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// Decides one request from its headers and carries the decision out (on a worker).
-    /// Returns true to let the request go on, false when it was answered here.
+    /// Returns true to let the request go on, false when it was answered here. (An ablation build
+    /// has `ablation::on_request` instead.)
+    #[cfg(not(feature = "native-ablation"))]
     pub fn on_request(&self, stream: &mut Stream) -> bool {
         let now = unix_now();
-        let index = stream.worker_index() as usize % self.workers.len();
-        let Some(slot) = self.workers.get(index) else {
+        let handled = self.with_worker(stream, |state, stream| {
+            crate::request::handle(&self.config, state, &stream.request_headers(), now)
+        });
+        let Some(handled) = handled else {
             return self.unavailable(stream);
         };
-        let mut slot = lock(slot);
+        self.account(stream, &handled);
+        self.carry_out(stream, handled.action)
+    }
+
+    /// Runs `f` with the state of the worker `stream` is on, brought up to date with the main
+    /// thread's first (None if Envoy named a worker it did not announce).
+    pub(super) fn with_worker<R>(
+        &self,
+        stream: &mut Stream,
+        f: impl FnOnce(&EdgeState, &mut Stream) -> R,
+    ) -> Option<R> {
+        let index = (stream.worker_index() as usize).checked_rem(self.workers.len())?;
+        let mut slot = lock(self.workers.get(index)?);
         let version = self.version.load(Ordering::Acquire);
         let worker = slot.get_or_insert_with(|| Worker {
             version: u64::MAX,
-            state: EdgeState::new(&self.config, now),
+            state: EdgeState::new(&self.config, unix_now()),
         });
         if worker.version != version {
             worker.state.follow(&lock(&self.master).state);
             worker.version = version;
         }
-        if cfg!(feature = "native-empty") {
-            return true;
-        }
-        let headers = stream.request_headers();
-        if cfg!(feature = "native-read") {
-            std::hint::black_box(&headers);
-            return true;
-        }
-        let handled = request::handle(&self.config, &worker.state, &headers, now);
-        drop(slot);
+        Some(f(&worker.state, stream))
+    }
+
+    /// Counts the request's outcome, and logs why a token was refused (at debug level).
+    pub(super) fn account(&self, stream: &Stream, handled: &Handled) {
         if let Some(id) = self.metrics.outcomes.get(handled.outcome.index()) {
             stream.increment(*id, 1);
         }
@@ -221,7 +238,11 @@ impl NativeConfig {
                 );
             }
         }
-        match handled.action {
+    }
+
+    /// Answers the request, or changes its identity headers and lets it go on (true).
+    pub(super) fn carry_out(&self, stream: &mut Stream, action: Action) -> bool {
+        match action {
             Action::Answer {
                 status,
                 headers,
@@ -231,7 +252,6 @@ impl NativeConfig {
                 stream.send_response(status, &headers, body.as_bytes(), "mms_auth_refused");
                 false
             }
-            Action::Forward { .. } if cfg!(feature = "native-decide") => true,
             Action::Forward { remove, set } => {
                 for name in &remove {
                     stream.set_request_header(name, None);

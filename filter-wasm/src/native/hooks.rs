@@ -155,7 +155,10 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
     let go_on = guarded("request_headers", None, || {
         // SAFETY: the module pointer is the live configuration (filter_new).
         Some(match unsafe { config(module) } {
+            #[cfg(not(feature = "native-ablation"))]
             Some(cfg) => cfg.on_request(&mut stream),
+            #[cfg(feature = "native-ablation")]
+            Some(cfg) => super::ablation::on_request(cfg, &mut stream),
             None => unavailable(&stream, 503),
         })
     });

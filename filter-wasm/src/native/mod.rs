@@ -6,11 +6,14 @@
 //! - [`abi`]: the few types and callbacks of Envoy's C ABI the filter uses, declared here;
 //! - [`host`]: the one safe wrapper around every `unsafe` callback;
 //! - [`filter`]: the configuration, its state, and what a request and a tick do;
-//! - [`hooks`]: the functions Envoy calls, each catching a panic.
+//! - [`hooks`]: the functions Envoy calls, each catching a panic;
+//! - `ablation`: the bench's ablations of the request path (never shipped).
 //!
 //! `docs/deploy-envoy.md` ("Wasm or native") says when to choose it and which Envoy it runs on.
 
 mod abi;
+#[cfg(feature = "native-ablation")]
+mod ablation;
 mod filter;
 mod hooks;
 mod host;
