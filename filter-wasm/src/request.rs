@@ -28,7 +28,8 @@ pub enum Action {
     Forward {
         /// The request's identity headers, to remove (usually none, and then no allocation).
         remove: Vec<String>,
-        /// The identity headers to set.
+        /// The identity headers to set: every name in the identity namespace, so none is in the
+        /// request once `remove` is done (the native adapter adds them without a lookup).
         set: Option<IdentityHeaders>,
     },
 }
@@ -189,6 +190,8 @@ mod tests {
             set.contains(&("x-auth-subject", "alice".to_owned())),
             "{set:?}"
         );
+        // The native adapter adds them without looking: none may be outside what `remove` clears.
+        assert!(set.iter().all(|(n, _)| is_identity_header(n)), "{set:?}");
         assert_eq!(state.cache.borrow().len(), 1, "remembered");
         assert_eq!(
             handle(&cfg, &state, &headers, now),

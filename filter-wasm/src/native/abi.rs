@@ -88,6 +88,13 @@ extern "C" {
         header_type: u32,
         result: *mut EnvoyHeader,
     ) -> bool;
+    /// Adds a value, beside any the header has; false (nothing added) for an empty value.
+    pub fn envoy_dynamic_module_callback_http_add_header(
+        filter: FilterEnvoyPtr,
+        header_type: u32,
+        key: ModuleBuffer,
+        value: ModuleBuffer,
+    ) -> bool;
     /// A null `value.ptr` removes the header.
     pub fn envoy_dynamic_module_callback_http_set_header(
         filter: FilterEnvoyPtr,

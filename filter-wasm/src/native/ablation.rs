@@ -1,19 +1,16 @@
 //! The bench's ablations of the native filter's request path (features `native-empty`,
 //! `native-read`, `native-decide`; never shipped): the shipped steps of
-//! [`NativeConfig::on_request`], stopped early to measure what each costs (`BENCHMARKS.md`).
+//! `NativeConfig::on_request`, stopped early to measure what each costs (`BENCHMARKS.md`).
 //! `native-empty` takes the worker's state and returns, `native-read` also reads the header map,
 //! `native-decide` also decides and counts, without changing the headers.
 
-use super::filter::NativeConfig;
+use super::filter::{unix_now, NativeConfig};
 use super::host::Stream;
 use crate::request;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The request hook of an ablation build, in place of [`NativeConfig::on_request`].
+/// The request hook of an ablation build, in place of the shipped `NativeConfig::on_request`.
 pub fn on_request(cfg: &NativeConfig, stream: &mut Stream) -> bool {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = unix_now();
     let handled = cfg.with_worker(stream, |state, stream| {
         if cfg!(feature = "native-empty") {
             return None;

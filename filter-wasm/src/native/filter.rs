@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-fn unix_now() -> u64 {
+/// The time in seconds since the Unix epoch (0 before it).
+pub(super) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -256,8 +257,9 @@ impl NativeConfig {
                 for name in &remove {
                     stream.set_request_header(name, None);
                 }
+                // Every name set is in the identity namespace, whose headers are gone by now.
                 for (name, value) in set.iter().flat_map(|s| s.iter()) {
-                    stream.set_request_header(name, Some(value.as_bytes()));
+                    stream.add_request_header(name, value.as_bytes());
                 }
                 true
             }
