@@ -44,22 +44,27 @@ pub const UNKNOWN_NODE: &str = "unknown";
 pub struct EdgeIdentity {
     /// Envoy's `node.id`, or `unknown` when it has none that is a valid name.
     pub node: String,
-    /// The VM: the low 48 bits of the nanosecond it was configured first, in hex. Envoy names
-    /// no worker; VMs of one node start at different instants.
+    /// The VM, 12 hex digits: the low 40 bits of the nanosecond it was configured first, then
+    /// its number among the VMs of its Envoy (low 8 bits). Envoy names no worker, and two
+    /// workers' VMs can start in the same tick of the clock: the number tells them apart.
     pub vm: String,
 }
 
 impl EdgeIdentity {
     /// The identity of a VM of the node `node` (Envoy's property, if any) configured first at
-    /// `started_nanos` since the epoch.
-    pub fn new(node: Option<&[u8]>, started_nanos: u128) -> Self {
+    /// `started_nanos` since the epoch, the `ordinal`-th VM of its Envoy.
+    pub fn new(node: Option<&[u8]>, started_nanos: u128, ordinal: u32) -> Self {
         let node = node
             .and_then(|n| std::str::from_utf8(n).ok())
             .filter(|n| shared::edge_feed::is_edge_name(n))
             .unwrap_or(UNKNOWN_NODE);
         Self {
             node: node.to_owned(),
-            vm: format!("{:012x}", started_nanos & 0xffff_ffff_ffff),
+            vm: format!(
+                "{:010x}{:02x}",
+                started_nanos & 0xff_ffff_ffff,
+                ordinal & 0xff
+            ),
         }
     }
 

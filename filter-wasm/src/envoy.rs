@@ -97,6 +97,36 @@ fn vm_memory_bytes() -> u64 {
     pages * 65_536
 }
 
+/// This VM's number among the VMs of its Envoy, counted in Envoy's shared data (one store for
+/// every VM of the plugin, the main thread's and each worker's) by compare-and-swap: two workers'
+/// VMs can start in the same tick of the clock, and their edge identities must still differ.
+/// 0 if the store fails (the identity then rests on the clock alone).
+fn vm_ordinal() -> u32 {
+    const KEY: &str = "mms_auth.vm_count";
+    for _ in 0..32 {
+        let Ok((value, cas)) = hostcalls::get_shared_data(KEY) else {
+            return 0;
+        };
+        let count = value
+            .and_then(|v| <[u8; 4]>::try_from(v.as_slice()).ok())
+            .map(u32::from_be_bytes);
+        let (Some(count), Some(cas)) = (count, cas) else {
+            // The first VM creates the counter (VMs racing here all write the same 0).
+            if hostcalls::set_shared_data(KEY, Some(&0u32.to_be_bytes()), None).is_err() {
+                return 0;
+            }
+            continue;
+        };
+        let next = count.wrapping_add(1).to_be_bytes();
+        match hostcalls::set_shared_data(KEY, Some(&next), Some(cas)) {
+            Ok(()) => return count,
+            Err(proxy_wasm::types::Status::CasMismatch) => continue,
+            Err(_) => return 0,
+        }
+    }
+    0
+}
+
 fn metric(kind: MetricType, name: &str) -> u32 {
     hostcalls::define_metric(kind, name).unwrap_or(u32::MAX)
 }
@@ -266,7 +296,7 @@ impl RootContext for Root {
                 .map_or(0, |d| d.as_nanos());
             // Envoy's attribute `xds.node.id`: `--service-node` or the bootstrap's `node.id`.
             let node = self.get_property(vec!["xds", "node", "id"]);
-            self.identity = Some(EdgeIdentity::new(node.as_deref(), started));
+            self.identity = Some(EdgeIdentity::new(node.as_deref(), started, vm_ordinal()));
         }
         let _ = hostcalls::set_tick_period(TICK);
         let Some(bytes) = self.get_plugin_configuration() else {

@@ -96,13 +96,13 @@ fn a_copy_that_follows_decides_as_its_source_and_never_from_a_stale_cache() {
 
 #[test]
 fn the_node_an_edge_reports() {
-    let envoy = EdgeIdentity::new(Some(b"envoy-1"), 7);
+    let envoy = EdgeIdentity::new(Some(b"envoy-1"), 7, 0);
     assert_eq!(
         envoy.node_or(Some("configured")),
         "envoy-1",
         "Envoy's node id wins"
     );
-    let none = EdgeIdentity::new(None, 7);
+    let none = EdgeIdentity::new(None, 7, 0);
     assert_eq!(none.node_or(Some("configured")), "configured");
     assert_eq!(none.node_or(None), UNKNOWN_NODE);
     let with = |node: &str| {

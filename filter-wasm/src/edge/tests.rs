@@ -560,12 +560,17 @@ fn the_cache_can_be_turned_off() {
 
 #[test]
 fn an_edge_names_its_node_and_vm() {
-    let id = EdgeIdentity::new(Some(b"envoy-a.example"), 0x1234_5678_9abc_def0_1234);
+    let id = EdgeIdentity::new(Some(b"envoy-a.example"), 0x1234_5678_9abc_def0_1234, 2);
     assert_eq!(id.node, "envoy-a.example");
-    assert_eq!(id.vm, "9abcdef01234");
-    assert_eq!(EdgeIdentity::new(None, 7).vm, "000000000007");
+    assert_eq!(id.vm, "bcdef0123402");
+    assert_eq!(EdgeIdentity::new(None, 7, 0).vm, "000000000700");
+    // Two workers' VMs configured in the same tick of the clock still differ.
+    assert_ne!(
+        EdgeIdentity::new(None, 7, 1).vm,
+        EdgeIdentity::new(None, 7, 2).vm
+    );
     for bad in [&b""[..], b"bad\nnode", b"\xff", &[b'a'; 129]] {
-        assert_eq!(EdgeIdentity::new(Some(bad), 1).node, "unknown");
+        assert_eq!(EdgeIdentity::new(Some(bad), 1, 0).node, "unknown");
     }
-    assert_eq!(EdgeIdentity::new(Some(&[b'a'; 128]), 1).node.len(), 128);
+    assert_eq!(EdgeIdentity::new(Some(&[b'a'; 128]), 1, 0).node.len(), 128);
 }

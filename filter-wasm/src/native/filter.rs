@@ -175,7 +175,7 @@ impl NativeConfig {
             unsynced: AtomicU64::new(0),
             sending: AtomicBool::new(false),
             answered_inline: AtomicBool::new(false),
-            identity: EdgeIdentity::new(None, started),
+            identity: EdgeIdentity::new(None, started, 0),
             ticker,
         })
     }
