@@ -3,11 +3,12 @@
 //! from the token cache or not.
 #![no_main]
 use arbitrary::Arbitrary;
-use filter_wasm::config::Config;
+use filter_common::{a_token_verifies, config, STATE};
 use filter_wasm::decision::{decide, Decision};
 use filter_wasm::edge::EdgeState;
 use libfuzzer_sys::fuzz_target;
-use std::sync::OnceLock;
+
+mod filter_common;
 
 #[derive(Arbitrary, Debug)]
 struct Input {
@@ -23,20 +24,6 @@ const NAMES: [&str; 5] = [
     ":path",
     "other",
 ];
-
-fn config() -> &'static Config {
-    static CONFIG: OnceLock<Config> = OnceLock::new();
-    CONFIG.get_or_init(|| {
-        Config::parse(
-            br#"{"keys":[{"kid":1,"secret":"BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc"}],"exempt_prefixes":["/apiv2/oauth/"]}"#,
-        )
-        .expect("valid configuration")
-    })
-}
-
-thread_local! {
-    static STATE: EdgeState = EdgeState::new(config(), 0);
-}
 
 fuzz_target!(|i: Input| {
     let cfg = config();
@@ -73,14 +60,9 @@ fuzz_target!(|i: Input| {
         );
     }
     if let Decision::Allow(_) = decision {
-        let verifies = headers.iter().any(|(_, v)| {
-            std::str::from_utf8(v).ok().is_some_and(|s| {
-                s.split(',').any(|part| {
-                    let t = part.trim().get(7..).unwrap_or("").trim_start();
-                    shared::token::verify(&cfg.ring, t, i.now, cfg.clock_skew).is_ok()
-                })
-            })
-        });
-        assert!(verifies, "allowed without a valid token");
+        assert!(
+            a_token_verifies(cfg, &headers, i.now),
+            "allowed without a valid token"
+        );
     }
 });

@@ -5,12 +5,14 @@
 //! token verifies.
 #![no_main]
 use arbitrary::Arbitrary;
-use filter_wasm::config::{is_identity_header, Config};
+use filter_common::{a_token_verifies, config, STATE};
+use filter_wasm::config::is_identity_header;
 use filter_wasm::decision::Outcome;
 use filter_wasm::edge::EdgeState;
 use filter_wasm::request::{handle, name, Action};
 use libfuzzer_sys::fuzz_target;
-use std::sync::OnceLock;
+
+mod filter_common;
 
 #[derive(Arbitrary, Debug)]
 enum Name {
@@ -35,20 +37,6 @@ const NAMES: [&str; 9] = [
     "x_auth-claims",
     "other",
 ];
-
-fn config() -> &'static Config {
-    static CONFIG: OnceLock<Config> = OnceLock::new();
-    CONFIG.get_or_init(|| {
-        Config::parse(
-            br#"{"keys":[{"kid":1,"secret":"BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc"}],"exempt_prefixes":["/apiv2/oauth/"]}"#,
-        )
-        .expect("valid configuration")
-    })
-}
-
-thread_local! {
-    static STATE: EdgeState = EdgeState::new(config(), 0);
-}
 
 /// A value Envoy accepts in a header it sends or forwards: no CR, LF or NUL.
 fn sendable(v: &[u8]) -> bool {
@@ -95,15 +83,10 @@ fuzz_target!(|i: Input| {
                     assert!(set
                         .iter()
                         .all(|(n, v)| { is_identity_header(n) && sendable(v.as_bytes()) }));
-                    let verifies = headers.iter().any(|(_, v)| {
-                        std::str::from_utf8(v).ok().is_some_and(|s| {
-                            s.split(',').any(|part| {
-                                let t = part.trim().get(7..).unwrap_or("").trim_start();
-                                shared::token::verify(&cfg.ring, t, i.now, cfg.clock_skew).is_ok()
-                            })
-                        })
-                    });
-                    assert!(verifies, "an identity set without a valid token");
+                    assert!(
+                        a_token_verifies(cfg, &headers, i.now),
+                        "an identity set without a valid token"
+                    );
                 }
                 None => assert_eq!(handled.outcome, Outcome::Exempt),
             }
