@@ -207,29 +207,20 @@ impl ConfigHandle {
 
     /// Defines a metric without labels (only during `on_http_filter_config_new`); its id.
     pub fn define(self, kind: Metric, name: &str) -> Option<usize> {
+        let define = match kind {
+            Metric::Counter => abi::envoy_dynamic_module_callback_http_filter_config_define_counter,
+            Metric::Gauge => abi::envoy_dynamic_module_callback_http_filter_config_define_gauge,
+        };
         let mut id = 0usize;
         // SAFETY: a valid config pointer (`ConfigHandle::new`); the name lives through the call.
         let result = unsafe {
-            match kind {
-                Metric::Counter => {
-                    abi::envoy_dynamic_module_callback_http_filter_config_define_counter(
-                        self.ptr(),
-                        buffer(name.as_bytes()),
-                        std::ptr::null_mut(),
-                        0,
-                        &mut id,
-                    )
-                }
-                Metric::Gauge => {
-                    abi::envoy_dynamic_module_callback_http_filter_config_define_gauge(
-                        self.ptr(),
-                        buffer(name.as_bytes()),
-                        std::ptr::null_mut(),
-                        0,
-                        &mut id,
-                    )
-                }
-            }
+            define(
+                self.ptr(),
+                buffer(name.as_bytes()),
+                std::ptr::null_mut(),
+                0,
+                &mut id,
+            )
         };
         (result == abi::METRICS_SUCCESS).then_some(id)
     }
