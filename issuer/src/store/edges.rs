@@ -64,15 +64,18 @@ impl EdgeReport {
     /// This report merged over the one stored before it for the same edge: the earliest first
     /// sighting, and the later of everything else (two issuers may write one edge's reports).
     pub fn merged_over(mut self, older: &EdgeReport) -> EdgeReport {
-        self.first_seen = self.first_seen.min(older.first_seen);
+        let first_seen = self.first_seen.min(older.first_seen);
+        // Two issuers each judge "synced" against what they hold: the later judgement stands.
+        let synced_at = self.synced_at.max(older.synced_at);
         if older.last_seen > self.last_seen {
-            let mut kept = older.clone();
-            kept.first_seen = self.first_seen;
-            return kept;
+            return EdgeReport {
+                first_seen,
+                synced_at,
+                ..older.clone()
+            };
         }
-        if self.synced_at.is_none() {
-            self.synced_at = older.synced_at;
-        }
+        self.first_seen = first_seen;
+        self.synced_at = synced_at;
         // An issuer whose ring is a moment behind the edge's does not know that ring's keys
         // (another issuer served it): what the store knows of the same version stays.
         if self.kids.is_empty() && self.keys_version == older.keys_version {
@@ -128,6 +131,19 @@ mod tests {
         assert_eq!(newer.synced_at, Some(90), "kept until it syncs again");
         let late = report("a", 50, 90).merged_over(&older);
         assert_eq!((late.first_seen, late.last_seen), (10, 100));
+        // A newer poll served by an issuer that last saw the edge synced earlier than the store
+        // did, and a late report that saw it synced later: the latest sync stands either way.
+        let served_behind = EdgeReport {
+            synced_at: Some(80),
+            ..report("a", 50, 120)
+        };
+        assert_eq!(served_behind.merged_over(&older).synced_at, Some(90));
+        let late_but_synced = EdgeReport {
+            synced_at: Some(95),
+            ..report("a", 50, 95)
+        };
+        let merged = late_but_synced.merged_over(&older);
+        assert_eq!((merged.last_seen, merged.synced_at), (100, Some(95)));
         // The same version, from an issuer that did not serve it: the keys known stay.
         let known = EdgeReport {
             kids: vec![1, 2],
