@@ -5,23 +5,21 @@
 use super::{int, serializable, PgStore};
 use crate::store::{AuditEvent, StoreError};
 
-/// Records `events` in one transaction.
+/// Records `events` in one statement.
 pub(super) async fn record(store: &PgStore, events: &[AuditEvent]) -> Result<(), StoreError> {
     if events.is_empty() {
         return Ok(());
     }
-    let rows: Vec<(i64, i64, String)> = events
-        .iter()
-        .map(|e| (int(e.at), rand::random::<i64>(), super::to_json(e)))
-        .collect();
+    let at: Vec<i64> = events.iter().map(|e| int(e.at)).collect();
+    let ids: Vec<i64> = events.iter().map(|_| rand::random::<i64>()).collect();
+    let records: Vec<String> = events.iter().map(super::to_json).collect();
     serializable!(store, |tx| {
-        for (at, id, record) in &rows {
-            tx.execute(
-                "INSERT INTO audit (at, id, record) VALUES ($1, $2, $3)",
-                &[at, id, record],
-            )
-            .await?;
-        }
+        tx.execute(
+            "INSERT INTO audit (at, id, record) \
+             SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[])",
+            &[&at, &ids, &records],
+        )
+        .await?;
     })?;
     Ok(())
 }
