@@ -123,13 +123,16 @@ pub fn bind_admin_socket(dir: &Path) -> anyhow::Result<UnixListener> {
 }
 
 /// Answers admin commands on the socket, one JSON line each way per connection. The audit trail
-/// names the operating-system user of the peer process, from the socket's credentials.
+/// names the operating-system user of the peer process, from the socket's credentials. Changes
+/// run one at a time, so that each audit record's before and after hold that change alone.
 pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
+    let one_change_at_a_time = Arc::new(tokio::sync::Mutex::new(()));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
         let app = app.clone();
+        let one_change_at_a_time = one_change_at_a_time.clone();
         tokio::spawn(async move {
             // The user database may be NSS over the network: off the runtime's threads.
             let actor = match stream.peer_cred() {
@@ -155,7 +158,14 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
                         backup::answer(&app, read, write, &actor).await;
                         return;
                     }
-                    (Ok(cmd), Ok(actor)) => run_admin(&app, cmd, &actor).await,
+                    (Ok(cmd), Ok(actor)) => {
+                        let _turn = if cmd.is_change() {
+                            Some(one_change_at_a_time.lock().await)
+                        } else {
+                            None
+                        };
+                        run_admin(&app, cmd, &actor).await
+                    }
                 },
             };
             let mut text = serde_json::to_string(&reply).expect("reply serializes");

@@ -19,7 +19,7 @@ pub(super) enum Subject {
 }
 
 impl Subject {
-    fn name(&self) -> &str {
+    pub(super) fn name(&self) -> &str {
         match self {
             Self::Client(id) => id,
             Self::User(name) => name,

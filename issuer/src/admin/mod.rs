@@ -149,18 +149,7 @@ impl Command {
     /// True for commands that change state (they are audited, and the server reloads what they
     /// may have changed); false for the listings.
     pub fn is_change(&self) -> bool {
-        !matches!(
-            self,
-            Self::ClientList
-                | Self::ClientListJson
-                | Self::UserList
-                | Self::UserListJson
-                | Self::KeysList
-                | Self::KeysFilterConfig
-                | Self::Edges
-                | Self::AuditRead { .. }
-                | Self::Backup
-        )
+        audit::record_of(self).is_some()
     }
 
     /// True for the commands that change the key ring.
@@ -172,48 +161,6 @@ impl Command {
                 | Self::KeysPublish
                 | Self::KeysPromote { .. }
         )
-    }
-
-    /// A description for the audit log, without any secret or hash.
-    pub fn audit_label(&self) -> String {
-        match self {
-            Self::ClientAdd(c) => format!(
-                "client add {} grants={:?} impersonate={} edge={}",
-                c.id, c.grants, c.impersonate, c.edge
-            ),
-            Self::ClientUpdate {
-                id,
-                grants,
-                impersonate,
-                claim_types,
-            } => format!(
-                "client update {id} grants={grants:?} impersonate={impersonate} claim_types={claim_types:?}"
-            ),
-            Self::UserUpdate { name, roles, claims } => {
-                format!("user update {name} roles={roles:?} claims={claims:?}")
-            }
-            Self::ClientActivate { id } => format!("client activate {id}"),
-            Self::ClientDeactivate { id } => format!("client deactivate {id}"),
-            Self::ClientRemove { id } => format!("client remove {id}"),
-            Self::UserAdd(u) => format!("user add {} roles={:?}", u.name, u.roles),
-            Self::UserDisable { name } => format!("user disable {name}"),
-            Self::UserEnable { name } => format!("user enable {name}"),
-            Self::UserPasswd { name, .. } => format!("user passwd {name}"),
-            Self::UserRemove { name } => format!("user remove {name}"),
-            Self::KeysRotate { delay } => format!("keys rotate delay={delay}"),
-            Self::KeysRetire { kid } => format!("keys retire {kid}"),
-            Self::KeysPublish => "keys publish (held)".into(),
-            Self::KeysPromote { kid } => format!("keys promote {kid}"),
-            Self::ClientList
-            | Self::ClientListJson
-            | Self::UserList
-            | Self::UserListJson
-            | Self::KeysList
-            | Self::KeysFilterConfig
-            | Self::Edges
-            | Self::AuditRead { .. } => "read".into(),
-            Self::Backup => "backup".into(),
-        }
     }
 }
 
@@ -272,7 +219,8 @@ pub async fn execute_as(
     };
     let before = audit::view(store, &change.1, now).await?;
     let out = run_command(store, cmd, now).await?;
-    tracing::info!(target: "audit", actor, action = cmd.audit_label().as_str(), "admin change");
+    let (action, subject) = (change.0.as_str(), change.1.name());
+    tracing::info!(target: "audit", actor, action, subject, "admin change");
     audit::record(store, actor, change, before, now).await?;
     Ok(out)
 }
