@@ -217,6 +217,23 @@ pub fn start_envoy_epoch(
     launch_envoy(command, dir, config, listener, workers, log)
 }
 
+/// Fails when the running test (libtest names its thread after it) is in a module of
+/// [`crate::MODULES_WITHOUT_ENVOY`]: such a test would run against the Wasm filter only.
+fn refuse_in_modules_without_envoy() -> Result<()> {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or_default();
+    match crate::MODULES_WITHOUT_ENVOY
+        .iter()
+        .find(|m| test.starts_with(*m))
+    {
+        Some(module) => bail!(
+            "{test} starts Envoy, but {module} is in MODULES_WITHOUT_ENVOY: take it off that \
+             list so that the native filter's run covers it too"
+        ),
+        None => Ok(()),
+    }
+}
+
 /// Runs `command` (Envoy, or a wrapper that execs it, with its restart arguments) on `config`
 /// and waits until it is ready, as [`start_envoy`] says.
 fn launch_envoy(
@@ -227,6 +244,7 @@ fn launch_envoy(
     workers: u32,
     log: &Path,
 ) -> Result<Proc> {
+    refuse_in_modules_without_envoy()?;
     let admin = dir.join(ADMIN_SOCKET);
     let _ = std::fs::remove_file(&admin);
     let has_admin = std::fs::read_to_string(config)?.contains(ADMIN_SOCKET);
@@ -492,5 +510,22 @@ mod tests {
         let other = "[2026-11-24 10:00:00.000][7][warning][dynamic_modules] [source/extensions/dynamic_modules/posix/dynamic_modules.cc:119] Dynamic module ABI version v0.1.0 is deprecated. Please recompile the module against the SDK with the exact Envoy version used by the main program.";
         let err = abi_check(&format!("{other}\n")).unwrap_err().to_string();
         assert!(err.contains("v0.1.0 is deprecated"), "{err}");
+    }
+
+    #[test]
+    fn a_module_listed_without_envoy_cannot_start_it() {
+        let check = |name: &str| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(refuse_in_modules_without_envoy)
+                .unwrap()
+                .join()
+                .unwrap()
+        };
+        let err = check("pg::a_test").unwrap_err().to_string();
+        assert!(err.contains("pg:: is in MODULES_WITHOUT_ENVOY"), "{err}");
+        assert!(check("pgbouncer::a_test").is_err());
+        assert!(check("edge::a_test").is_ok());
+        assert!(check("main").is_ok());
     }
 }

@@ -56,6 +56,17 @@ pub enum Filter {
     Native(PathBuf),
 }
 
+/// The e2e test modules that never start Envoy: `cargo xtask test` runs every other module a
+/// second time, with the native filter in Envoy. Starting Envoy from one of these fails the test
+/// ([`envoy`] checks the running test's name), so the list cannot silently go stale.
+pub const MODULES_WITHOUT_ENVOY: [&str; 5] = [
+    "connections::",
+    "directory_harness::",
+    "js::",
+    "pg::",
+    "pgbouncer::",
+];
+
 /// The native filter's file name: Envoy loads the module `mms_auth` as `libmms_auth.so`.
 pub const NATIVE_LIBRARY: &str = "libmms_auth.so";
 

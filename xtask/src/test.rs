@@ -13,16 +13,6 @@ use std::process::Command;
 /// Packages checked natively (the filter's Envoy and JS builds are checked on their own).
 const PACKAGES: [&str; 5] = ["mms-token", "issuer", "filter-wasm", "e2e", "xtask"];
 
-/// The e2e test modules that never start Envoy: the second run, with the native filter in
-/// Envoy, leaves them out and runs every other one.
-const WITHOUT_ENVOY: [&str; 5] = [
-    "connections::",
-    "directory_harness::",
-    "js::",
-    "pg::",
-    "pgbouncer::",
-];
-
 /// Tidy and clippy: natively, on wasm32, on each wasm module and on the native module.
 fn lint() -> Result<()> {
     tidy::tidy()?;
@@ -86,7 +76,7 @@ pub fn test() -> Result<()> {
     // The Envoy tests again, with the native filter in Envoy instead of the Wasm one.
     let mut again = cargo();
     again.args(["test", "-p", "e2e", "--test", "e2e", "--"]);
-    for module in WITHOUT_ENVOY {
+    for module in e2e::MODULES_WITHOUT_ENVOY {
         again.args(["--skip", module]);
     }
     again.env("MMS_FILTER", "native");
