@@ -111,11 +111,13 @@ fn vm_ordinal() -> u32 {
             .and_then(|v| <[u8; 4]>::try_from(v.as_slice()).ok())
             .map(u32::from_be_bytes);
         let (Some(count), Some(cas)) = (count, cas) else {
-            // The first VM creates the counter (VMs racing here all write the same 0).
-            if hostcalls::set_shared_data(KEY, Some(&0u32.to_be_bytes()), None).is_err() {
-                return 0;
+            // Create only if absent: the host ignores a CAS for a missing key but checks it for an
+            // existing one, and its CAS counter starts at 1 and would need 2^32 writes to reach
+            // `u32::MAX`; a VM that loses the race gets a mismatch and reads the winner's count.
+            match hostcalls::set_shared_data(KEY, Some(&0u32.to_be_bytes()), Some(u32::MAX)) {
+                Ok(()) | Err(proxy_wasm::types::Status::CasMismatch) => continue,
+                Err(_) => return 0,
             }
-            continue;
         };
         let next = count.wrapping_add(1).to_be_bytes();
         match hostcalls::set_shared_data(KEY, Some(&next), Some(cas)) {
