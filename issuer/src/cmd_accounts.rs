@@ -1,10 +1,11 @@
 //! `issuer client ...` and `issuer user ...`: the command line of the account commands, which
 //! hashes secrets and passwords here and sends the rest as an [`admin::Command`].
 
+use crate::cmd_admin::read_secret;
 use crate::{block_on, run_admin, DataDir};
 use clap::Subcommand;
 use issuer::admin::input::{check_client_id, check_roles, check_user_name, parse_claim};
-use issuer::admin::{read_secret, Command, NewClient, NewUser};
+use issuer::admin::{Command, NewClient, NewUser};
 use issuer::app::now;
 use issuer::passwords::hash_password;
 use issuer::secrets::new_client_secret;

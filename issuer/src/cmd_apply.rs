@@ -6,10 +6,11 @@
 //! server's socket or on the store itself ([`Session`]).
 
 use crate::cmd_accounts::hash_key;
+use crate::cmd_admin::Session;
 use crate::cmd_apply_file::{read, sorted, Declared, DeclaredClient, DeclaredUser};
 use crate::DataDir;
 use clap::Args;
-use issuer::admin::{ClientView, Command, NewClient, NewUser, Session, UserView};
+use issuer::admin::{ClientView, Command, NewClient, NewUser, UserView};
 use issuer::secrets::{new_client_secret, HashKey};
 use issuer::store::GrantKind;
 use std::collections::HashMap;

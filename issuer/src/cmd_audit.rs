@@ -2,10 +2,11 @@
 //! event for people or one JSON object per line for a SIEM; and the record of
 //! `issuer keys rotate-kek`, which runs outside the admin commands.
 
+use crate::cmd_admin;
 use crate::DataDir;
 use anyhow::{bail, Context as _};
 use clap::Args;
-use issuer::admin::{self, Command, MAX_AUDIT_READ};
+use issuer::admin::{Command, MAX_AUDIT_READ};
 use issuer::app::now;
 use issuer::store::{Audit, AuditAction, AuditEvent};
 use serde_json::json;
@@ -30,7 +31,7 @@ pub fn run(args: &AuditArgs) -> anyhow::Result<()> {
     let cmd = Command::AuditRead {
         since: args.since.unwrap_or(0),
     };
-    let reply = admin::run(&args.dir.location()?, &args.dir.pg_files(), &cmd)?;
+    let reply = cmd_admin::run(&args.dir.location()?, &args.dir.pg_files(), &cmd)?;
     let events: Vec<AuditEvent> =
         serde_json::from_str(&reply).context("reading the audit trail's reply")?;
     let mut out = std::io::stdout().lock();

@@ -67,7 +67,7 @@ pub fn run(cmd: DirectoryCmd) -> anyhow::Result<()> {
         }
         DirectoryCmd::Test { name, config } => {
             let d = directory(&config)?;
-            let password = issuer::admin::read_secret("password")?;
+            let password = crate::cmd_admin::read_secret("password")?;
             match crate::block_on(d.test(&name, &password))? {
                 Ok(user) => {
                     let out = serde_json::json!({

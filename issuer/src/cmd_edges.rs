@@ -2,9 +2,10 @@
 //! holds which keys and revocations, and a rotation that waits until every edge holds the new
 //! key before it signs with it.
 
+use crate::cmd_admin;
 use crate::DataDir;
 use anyhow::{bail, Context as _};
-use issuer::admin::{self, Command, EdgeRow, EdgesReport};
+use issuer::admin::{Command, EdgeRow, EdgesReport};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,7 @@ pub const RECENT: u64 = 30;
 
 /// The store's report of the edges and keys.
 fn report(dir: &DataDir) -> anyhow::Result<EdgesReport> {
-    let json = admin::run(&dir.location()?, &dir.pg_files(), &Command::Edges)?;
+    let json = cmd_admin::run(&dir.location()?, &dir.pg_files(), &Command::Edges)?;
     serde_json::from_str(&json).context("reading the edges' report")
 }
 
@@ -113,7 +114,7 @@ pub fn status(dir: &DataDir) -> anyhow::Result<()> {
 pub fn rotate_when_ready(dir: &DataDir, timeout: u64) -> anyhow::Result<()> {
     let before = report(dir)?;
     let waited: BTreeSet<String> = before.seen_within(RECENT).map(name).collect();
-    let published = admin::run(&dir.location()?, &dir.pg_files(), &Command::KeysPublish)?;
+    let published = cmd_admin::run(&dir.location()?, &dir.pg_files(), &Command::KeysPublish)?;
     let kid: u32 = published
         .trim()
         .parse()
@@ -153,7 +154,7 @@ pub fn rotate_when_ready(dir: &DataDir, timeout: u64) -> anyhow::Result<()> {
     };
     print!(
         "{}",
-        admin::run(
+        cmd_admin::run(
             &dir.location()?,
             &dir.pg_files(),
             &Command::KeysPromote { kid }

@@ -2,12 +2,14 @@
 //! `issuer apply`, `issuer directory`, `issuer audit`, `issuer backup|restore`).
 
 mod cmd_accounts;
+mod cmd_admin;
 mod cmd_apply;
 mod cmd_apply_file;
 mod cmd_audit;
 mod cmd_backup;
 mod cmd_directory;
 mod cmd_edges;
+mod serve_listen;
 mod serve_store;
 
 use anyhow::{bail, Context as _};
@@ -369,7 +371,7 @@ fn serve(s: Serve) -> anyhow::Result<()> {
         .build()?;
     let source = serve_store::prepare(&s)?;
     let tls = match (&s.tls_cert, &s.tls_key) {
-        (Some(c), Some(k)) => Some(issuer::server::tls_acceptor(c, k)?),
+        (Some(c), Some(k)) => Some(serve_listen::tls_acceptor(c, k)?),
         (None, None) => None,
         _ => bail!("tls_cert and tls_key go together"),
     };
@@ -432,7 +434,7 @@ async fn serve_on(
     // The embedded store takes admin commands over its socket; with PostgreSQL they write to
     // the database, and every issuer reads the change from there.
     if let Some(dir) = &data_dir {
-        let admin_listener = issuer::server::bind_admin_socket(dir)?;
+        let admin_listener = serve_listen::bind_admin_socket(dir)?;
         tokio::spawn(issuer::server::serve_admin(app.clone(), admin_listener));
     }
     spawn_background(&app);
@@ -477,7 +479,10 @@ async fn until_stopped(mut stopped: tokio::sync::watch::Receiver<bool>) {
 /// Runs an admin command: on the embedded store through the running server's socket, or directly
 /// on the data dir; on PostgreSQL directly on the database.
 fn run_admin(args: &DataDir, cmd: Command) -> anyhow::Result<()> {
-    print!("{}", admin::run(&args.location()?, &args.pg_files(), &cmd)?);
+    print!(
+        "{}",
+        cmd_admin::run(&args.location()?, &args.pg_files(), &cmd)?
+    );
     Ok(())
 }
 

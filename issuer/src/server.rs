@@ -10,12 +10,7 @@ use crate::admin::{self, Command, Reply};
 use crate::app::{now, App};
 use crate::http::{routes_in, AppSlot};
 use accept::AcceptErrors;
-use anyhow::Context as _;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::future::Future;
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -34,25 +29,6 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// How often the key ring is re-read.
 const KEY_RELOAD_EVERY: Duration = Duration::from_secs(1);
-
-/// A TLS acceptor from PEM files (certificate chain, private key).
-pub fn tls_acceptor(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
-    let certs = CertificateDer::pem_file_iter(cert)
-        .with_context(|| format!("reading certificate {}", cert.display()))?
-        .collect::<Result<Vec<_>, _>>()
-        .with_context(|| format!("parsing certificate {}", cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(key)
-        .with_context(|| format!("reading private key {}", key.display()))?;
-    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-    let mut config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .context("TLS protocol versions")?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .context("certificate and key do not form a usable pair")?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(config)))
-}
 
 /// Serves HTTP on `listener` until `shutdown` completes, then drains requests in flight. Each
 /// connection is served by [`conn::serve`], which bounds every state it can be left in. Until
@@ -106,20 +82,6 @@ pub async fn serve_http(
     {
         tracing::warn!("requests still in flight after the drain timeout; closing");
     }
-}
-
-/// Binds the admin socket in the data dir (0600), replacing a stale one.
-pub fn bind_admin_socket(dir: &Path) -> anyhow::Result<UnixListener> {
-    let path = dir.join(admin::SOCKET_FILE);
-    match std::fs::remove_file(&path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).with_context(|| format!("removing stale {}", path.display())),
-    }
-    let listener =
-        UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-    Ok(listener)
 }
 
 /// Answers admin commands on the socket, one JSON line each way per connection. The audit trail

@@ -19,7 +19,6 @@ use crate::store::{ClientChange, GrantKind, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
 mod audit;
-mod cli;
 mod clients;
 mod edges;
 pub mod input;
@@ -27,7 +26,6 @@ mod keys;
 mod users;
 
 pub use audit::MAX_READ as MAX_AUDIT_READ;
-pub use cli::{read_secret, run, send, Session};
 pub use clients::{ClientView, NewClient};
 pub use edges::{EdgeRow, EdgesReport};
 pub use keys::filter_config;

@@ -1,11 +1,11 @@
-//! The command line's side of an admin command: through the running server's socket, or straight
-//! on the store.
+//! The command line's side of an admin command (part of the `issuer` binary): through the running
+//! server's socket, or straight on the store.
 
-use super::{execute, Command, Reply, SOCKET_FILE};
-use crate::app::now;
-use crate::store::redb::RedbStore;
-use crate::store::{Location, OpenError, PgFiles, RefreshPolicy, Store};
 use anyhow::{bail, Context as _};
+use issuer::admin::{execute, Command, Reply, SOCKET_FILE};
+use issuer::app::now;
+use issuer::store::redb::RedbStore;
+use issuer::store::{Location, OpenError, PgFiles, RefreshPolicy, Store};
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -40,7 +40,7 @@ pub fn run(location: &Location, files: &PgFiles<'_>, cmd: &Command) -> anyhow::R
 }
 
 /// Where a series of admin commands goes (`issuer apply`): the running server's socket, one
-/// connection and one line per command, so no line nears [`super::MAX_LINE`] however many there
+/// connection and one line per command, so no line nears [`issuer::admin::MAX_LINE`] however many there
 /// are; or the store, opened once.
 pub enum Session {
     /// The running server's data dir.
@@ -103,7 +103,7 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> anyhow::Result<T> {
 
 /// Sends `cmd` to the server listening on the data dir's socket. `Ok(None)` if no server answers
 /// there (no socket, or a stale one), so the caller opens the database itself.
-pub fn send(data_dir: &Path, cmd: &Command) -> anyhow::Result<Option<Reply>> {
+fn send(data_dir: &Path, cmd: &Command) -> anyhow::Result<Option<Reply>> {
     let path = data_dir.join(SOCKET_FILE);
     let mut stream = match UnixStream::connect(&path) {
         Ok(s) => s,
