@@ -2,7 +2,8 @@
 //! checked mechanically. It fails listing every violation with its file and line:
 //!
 //! 1. imports (`imports.rs`): the issuer's layers, `main` → `server` → `http` → `app` → `store`,
-//!    each module using only those below it; no import cycle among the filter's modules;
+//!    each module using only those below it; no import cycle among the filter's modules; no
+//!    `anyhow` in the libraries of `shared`, `filter-wasm` and `issuer` (only in their binaries);
 //! 2. sizes (`sizes.rs`): a Rust source file of at most 600 lines (the packages' `src/`, `tests/`,
 //!    `benches/`, `examples/`, all of `xtask/`, and `fuzz/fuzz_targets/`);
 //! 3. sizes: a function of at most 80 lines outside tests (`#[cfg(test)]`, `#[test]`, a
@@ -99,6 +100,7 @@ pub fn check(
 ) -> Vec<Violation> {
     let mut out = imports::layers(sources);
     out.extend(imports::cycles(sources));
+    out.extend(imports::anyhow_in_libraries(sources));
     for s in sources {
         out.extend(sizes::file_length(&s.path, &s.text));
         out.extend(sizes::fn_lengths(s));

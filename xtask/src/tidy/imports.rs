@@ -1,5 +1,6 @@
 //! Rule 1, imports: the issuer's layers (`main` → `server` → `http` → grants (`app`) → `store`,
-//! each using only those below it), and no import cycle among the filter's top-level modules.
+//! each using only those below it), no import cycle among the filter's top-level modules, and no
+//! `anyhow` in the product's library code (its binaries may).
 //!
 //! Both read the `crate::` paths of the product code (test items left out: a test may reach
 //! anywhere), `use crate::{a, b::c}` groups included, and attribute each to the file's top-level
@@ -111,6 +112,67 @@ pub fn layers(sources: &[Source]) -> Vec<Violation> {
         }
     }
     out
+}
+
+/// The product's libraries, whose errors are enums: `anyhow` only in their binaries (a
+/// `main.rs` and the modules it declares).
+pub const LIBRARY_SRCS: [&str; 3] = ["shared/src/", "filter-wasm/src/", ISSUER_SRC];
+
+/// Uses of `anyhow` in the product's library code.
+pub fn anyhow_in_libraries(sources: &[Source]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for src in LIBRARY_SRCS {
+        let binary: BTreeSet<String> = sources
+            .iter()
+            .filter(|s| s.path == format!("{src}main.rs"))
+            .flat_map(|s| declared_mods(&s.product_code()))
+            .chain(["main".to_owned()])
+            .collect();
+        for s in sources {
+            let Some(module) = top_module(&s.path, src) else {
+                continue;
+            };
+            if binary.contains(&module) || s.path.starts_with(&format!("{src}bin/")) {
+                continue;
+            }
+            let code = s.product_code();
+            let Some(at) = find_ident(&code, "anyhow") else {
+                continue;
+            };
+            out.push(Violation {
+                rule: "anyhow",
+                file: s.path.clone(),
+                line: s.line(at),
+                detail: module.clone(),
+                message: format!(
+                    "`{module}` is library code and uses `anyhow`: a library's errors are enums (thiserror); anyhow belongs to binaries and xtask"
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// The names of the `mod NAME;` declarations of `code`.
+fn declared_mods(code: &str) -> Vec<String> {
+    code.split(';')
+        .filter_map(|item| {
+            let words: Vec<&str> = item.split_whitespace().collect();
+            match words.as_slice() {
+                [.., "mod", name] if name.bytes().all(is_ident) => Some((*name).to_owned()),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The offset of the first whole-word `name` in `code`.
+fn find_ident(code: &str, name: &str) -> Option<usize> {
+    let b = code.as_bytes();
+    code.match_indices(name).map(|(at, _)| at).find(|&at| {
+        let before = at.checked_sub(1).map(|i| b[i]);
+        !before.is_some_and(is_ident) && !b.get(at + name.len()).copied().is_some_and(is_ident)
+    })
 }
 
 /// Import cycles among the filter's top-level modules, one violation per cycle.
@@ -246,6 +308,25 @@ mod tests {
             ("issuer/src/main.rs", "use issuer::server;\n"),
         ]));
         assert!(v.is_empty(), "{v:?}");
+    }
+
+    #[test]
+    fn anyhow_is_refused_in_library_code_only() {
+        let v = anyhow_in_libraries(&sources(&[
+            ("issuer/src/main.rs", "mod cmd_admin;\npub mod serve_listen;\nuse anyhow::Result;\n"),
+            ("issuer/src/cmd_admin.rs", "use anyhow::bail;\n"),
+            ("issuer/src/serve_listen/tls.rs", "fn f() -> anyhow::Result<()> { Ok(()) }\n"),
+            ("issuer/src/app/mod.rs", "use crate::store::Store;\n\nfn f() -> anyhow::Result<()> { Ok(()) }\n"),
+            ("issuer/src/http.rs", "// anyhow\nconst S: &str = \"anyhow\";\nfn not_anyhow_x() {}\n#[cfg(test)]\nmod tests { use anyhow::Result; }\n"),
+            ("shared/src/lib.rs", "pub use anyhow::Error;\n"),
+            ("tests/src/lib.rs", "use anyhow::Result;\n"),
+            ("xtask/src/main.rs", "use anyhow::Result;\n"),
+        ]));
+        let found: Vec<(&str, usize)> = v.iter().map(|v| (v.file.as_str(), v.line)).collect();
+        assert_eq!(
+            found,
+            [("shared/src/lib.rs", 1), ("issuer/src/app/mod.rs", 3)]
+        );
     }
 
     #[test]
