@@ -40,8 +40,8 @@ pub fn run(location: &Location, files: &PgFiles<'_>, cmd: &Command) -> anyhow::R
 }
 
 /// Where a series of admin commands goes (`issuer apply`): the running server's socket, one
-/// connection and one line per command, so no line nears [`issuer::admin::MAX_LINE`] however many there
-/// are; or the store, opened once.
+/// connection and one line per command, so no line nears [`issuer::admin::MAX_LINE`] however
+/// many there are; or the store, opened once.
 pub enum Session {
     /// The running server's data dir.
     Socket(PathBuf),
