@@ -26,19 +26,9 @@ pub fn top_module(path: &str, src: &str) -> Option<String> {
 
 /// The top-level modules named by the `crate::` paths of `code`, each with its byte offset.
 pub fn crate_refs(code: &str) -> Vec<(String, usize)> {
-    let b = code.as_bytes();
     let mut refs = Vec::new();
-    let mut from = 0;
-    while let Some(found) = code[from..].find("crate") {
-        let at = from + found;
-        from = at + "crate".len();
-        let before = at.checked_sub(1).map(|i| b[i]);
-        if before.is_some_and(|c| is_ident(c) || c == b'$')
-            || b.get(from).is_some_and(|&c| is_ident(c))
-        {
-            continue;
-        }
-        let rest = code[from..].trim_start();
+    for at in whole_words(code, "crate") {
+        let rest = code[at + "crate".len()..].trim_start();
         let Some(path) = rest.strip_prefix("::") else {
             continue;
         };
@@ -46,6 +36,19 @@ pub fn crate_refs(code: &str) -> Vec<(String, usize)> {
         refs.extend(path_heads(code, start));
     }
     refs
+}
+
+/// The offsets of `word` in `code` as a whole identifier (not part of a longer one, nor a
+/// macro's `$word`).
+fn whole_words<'a>(code: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
+    let b = code.as_bytes();
+    code.match_indices(word)
+        .map(|(at, _)| at)
+        .filter(move |&at| {
+            let before = at.checked_sub(1).map(|i| b[i]);
+            !before.is_some_and(|c| is_ident(c) || c == b'$')
+                && !b.get(at + word.len()).is_some_and(|&c| is_ident(c))
+        })
 }
 
 /// The first segment of the path at `start`, or of each path of a `{…}` group there.
@@ -136,7 +139,7 @@ pub fn anyhow_in_libraries(sources: &[Source]) -> Vec<Violation> {
                 continue;
             }
             let code = s.product_code();
-            let Some(at) = find_ident(&code, "anyhow") else {
+            let Some(at) = whole_words(&code, "anyhow").next() else {
                 continue;
             };
             out.push(Violation {
@@ -164,15 +167,6 @@ fn declared_mods(code: &str) -> Vec<String> {
             }
         })
         .collect()
-}
-
-/// The offset of the first whole-word `name` in `code`.
-fn find_ident(code: &str, name: &str) -> Option<usize> {
-    let b = code.as_bytes();
-    code.match_indices(name).map(|(at, _)| at).find(|&at| {
-        let before = at.checked_sub(1).map(|i| b[i]);
-        !before.is_some_and(is_ident) && !b.get(at + name.len()).copied().is_some_and(is_ident)
-    })
 }
 
 /// Import cycles among the filter's top-level modules, one violation per cycle.
