@@ -4,7 +4,7 @@
 //! `native-empty` takes the worker's state and returns, `native-read` also reads the header map,
 //! `native-decide` also decides and counts, without changing the headers.
 
-use super::filter::{unix_now, NativeConfig};
+use super::filter::{unavailable, unix_now, NativeConfig};
 use super::host::Stream;
 use crate::request;
 
@@ -23,7 +23,7 @@ pub fn on_request(cfg: &NativeConfig, stream: &mut Stream) -> bool {
         Some(request::handle(cfg.config(), state, &headers, now))
     });
     let Some(handled) = handled else {
-        return cfg.unavailable(stream);
+        return unavailable(stream, 503);
     };
     if let Some(handled) = handled {
         cfg.account(stream, &handled);

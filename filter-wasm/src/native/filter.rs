@@ -196,7 +196,7 @@ impl NativeConfig {
             crate::request::handle(&self.config, state, &stream.request_headers(), now)
         });
         let Some(handled) = handled else {
-            return self.unavailable(stream);
+            return unavailable(stream, 503);
         };
         self.account(stream, &handled);
         self.carry_out(stream, handled.action)
@@ -264,11 +264,6 @@ impl NativeConfig {
                 true
             }
         }
-    }
-
-    /// The answer when nothing can be verified (or a hook failed): 503.
-    pub fn unavailable(&self, stream: &Stream) -> bool {
-        unavailable(stream, 503)
     }
 
     /// The once-a-second tick, on the main thread: the edge sync gauge, warnings, a poll.
@@ -374,7 +369,8 @@ impl NativeConfig {
     }
 }
 
-/// A local `status` answer with the filter's JSON error (no configuration, or a hook failed).
+/// A local `status` answer with the filter's JSON error: 503 when nothing can be verified (no
+/// configuration, a worker Envoy did not announce), 500 when a hook failed.
 pub fn unavailable(stream: &Stream, status: u32) -> bool {
     let body: &[u8] = if status == 503 {
         b"{\"error\":\"unavailable\"}"
