@@ -91,8 +91,8 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout_done(
         let (cfg, headers, chunks) = unsafe {
             (
                 self::config(config),
-                slice(headers, headers_size),
-                slice(chunks, chunks_size),
+                host::slice(headers, headers_size),
+                host::slice(chunks, chunks_size),
             )
         };
         let Some(cfg) = cfg else { return };
@@ -121,19 +121,6 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout_done(
             .collect();
         cfg.answered(callout, status, &bodies);
     })
-}
-
-/// An array Envoy lends for the hook, empty when null.
-///
-/// # Safety
-/// `ptr` must point at `len` initialized values valid for the hook, or be null.
-unsafe fn slice<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
-    if ptr.is_null() || len == 0 {
-        &[]
-    } else {
-        // SAFETY: the caller's promise.
-        unsafe { std::slice::from_raw_parts(ptr, len) }
-    }
 }
 
 #[no_mangle]

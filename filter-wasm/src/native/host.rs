@@ -14,17 +14,26 @@ fn buffer(bytes: &[u8]) -> ModuleBuffer {
     }
 }
 
+/// An array Envoy lends for the hook, empty when null.
+///
+/// # Safety
+/// `ptr` must point at `len` initialized values valid for the hook, or be null.
+pub unsafe fn slice<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
+    if ptr.is_null() || len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's promise.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
+}
+
 /// The bytes of an Envoy buffer, empty when it is null.
 ///
 /// # Safety
 /// `buf` must be Envoy's, valid for the current hook (as every buffer a hook receives is).
 pub unsafe fn envoy_bytes<'a>(ptr: *const std::ffi::c_char, length: usize) -> &'a [u8] {
-    if ptr.is_null() || length == 0 {
-        &[]
-    } else {
-        // SAFETY: Envoy's buffers point at `length` readable bytes for the hook's duration.
-        unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), length) }
-    }
+    // SAFETY: Envoy's buffers point at `length` readable bytes for the hook's duration.
+    unsafe { slice(ptr.cast::<u8>(), length) }
 }
 
 /// The bytes of an [`EnvoyBuffer`] (see [`envoy_bytes`]).
