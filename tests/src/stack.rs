@@ -116,9 +116,9 @@ impl Stack {
             upstream,
             pg,
             standby,
-            hot_restart: opts.hot_restart.then(|| HotRestart {
+            hot_restart: opts.hot_restart.then_some(HotRestart {
                 epoch: 0,
-                base_id_file: base_id_file.clone(),
+                base_id_file,
                 drain_seconds: 2,
                 parent_shutdown_seconds: 4,
             }),
