@@ -42,20 +42,22 @@ pub fn clippy_native_module() -> Result<()> {
 /// Builds the native filter (release profile) and returns the path of `libmms_auth.so`, the
 /// name Envoy loads the module `mms_auth` by.
 pub fn build_native_module() -> Result<PathBuf> {
-    run(native_module("build").arg("--release"))?;
-    let dir = root().join(TARGET_DIR);
-    let out = dir.join("libmms_auth.so");
-    std::fs::copy(dir.join("release/libfilter_wasm.so"), &out)?;
-    Ok(out)
+    build_as("native", TARGET_DIR, "mms_auth")
 }
 
 /// Builds a benchmark ablation of the native filter (feature `native-empty`, `native-read` or
 /// `native-decide`) and returns its library, named for the module `mms_auth_` + the ablation
 /// (`libmms_auth_empty.so` for `native-empty`), so it loads beside the shipped one.
 pub fn build_native_variant(feature: &str) -> Result<PathBuf> {
-    run(crate_command("build", feature, BENCH_TARGET_DIR).arg("--release"))?;
-    let dir = root().join(BENCH_TARGET_DIR);
     let module = feature.replacen("native-", "mms_auth_", 1);
+    build_as(feature, BENCH_TARGET_DIR, &module)
+}
+
+/// Builds the crate with `features` (release profile) in `target_dir` and copies the library to
+/// `lib{module}.so` there, the file Envoy loads the dynamic module `module` from.
+fn build_as(features: &str, target_dir: &str, module: &str) -> Result<PathBuf> {
+    run(crate_command("build", features, target_dir).arg("--release"))?;
+    let dir = root().join(target_dir);
     let out = dir.join(format!("lib{module}.so"));
     std::fs::copy(dir.join("release/libfilter_wasm.so"), &out)?;
     Ok(out)
