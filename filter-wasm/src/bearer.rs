@@ -1,9 +1,13 @@
 //! Reading one `Authorization`-style credential: the `Bearer` scheme, case-insensitive, one or
 //! more spaces, then an RFC 6750 `b64token`. Bytes in, never a panic.
+//!
+//! `Bearer` followed by anything but a space or more of a scheme name (a tab, a no-break space,
+//! a control character) is a malformed Bearer credential, not another scheme: an upstream or a
+//! proxy that reads it as Bearer must never receive a token the filter did not check.
 
 /// `Bearer <b64token>` parsed from one header value.
 pub enum Bearer<'a> {
-    /// Another scheme: not ours, as if absent.
+    /// Another scheme (`Basic …`, `Bearerx …`): not ours, as if absent.
     OtherScheme,
     /// `Bearer` with a syntactically valid token.
     Token(&'a str),
@@ -21,6 +25,11 @@ fn b64token(s: &[u8]) -> bool {
             .all(|&c| c.is_ascii_alphanumeric() || b"-._~+/".contains(&c))
 }
 
+/// RFC 9110 `tchar`: what a scheme name is made of.
+fn tchar(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c)
+}
+
 /// One credential, as a header value or one comma-separated element of it.
 pub fn parse_bearer(value: &[u8]) -> Bearer<'_> {
     const SCHEME: &[u8] = b"bearer";
@@ -31,9 +40,12 @@ pub fn parse_bearer(value: &[u8]) -> Bearer<'_> {
     if rest.is_empty() {
         return Bearer::Bad;
     }
-    if rest[0] != b' ' {
+    if tchar(rest[0]) {
         // `Bearerx ...` is another scheme name.
         return Bearer::OtherScheme;
+    }
+    if rest[0] != b' ' {
+        return Bearer::Bad;
     }
     let token = &rest[rest.iter().position(|&c| c != b' ').unwrap_or(rest.len())..];
     if !b64token(token) {
@@ -62,6 +74,32 @@ pub fn trim_ows(s: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bearer_then_anything_but_a_space_or_a_scheme_name_is_malformed() {
+        for value in [
+            &b"Bearer\tabc"[..],
+            b"Bearer\xc2\xa0abc",
+            b"bearer\x0babc",
+            b"BEARER\x00abc",
+            b"Bearer\"abc",
+            b"Bearer:abc",
+        ] {
+            assert!(matches!(parse_bearer(value), Bearer::Bad), "{value:?}");
+        }
+        for value in [
+            &b"Bearerx abc"[..],
+            b"Bearer-2 abc",
+            b"Basic abc",
+            b"Bear abc",
+        ] {
+            assert!(
+                matches!(parse_bearer(value), Bearer::OtherScheme),
+                "{value:?}"
+            );
+        }
+        assert!(matches!(parse_bearer(b"bearer  abc"), Bearer::Token("abc")));
+    }
 
     #[test]
     fn b64token_is_rfc_6750_exactly() {

@@ -215,6 +215,10 @@ struct Serve {
     /// Longest wait after failed sign-ins, seconds.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     login_backoff_max: u64,
+    /// Leading bits of an IPv6 client address that the back-off counts as one address (one
+    /// host commonly holds a whole /64).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u8).range(32..=128))]
+    login_backoff_ipv6_prefix: u8,
     /// Most memory the embedded store's page cache may use, MiB [default: redb's, 1024]. Resident
     /// memory grows into it as the database is read; bound it on small hosts.
     #[arg(long, env = "ISSUER_STORE_CACHE_MIB", value_parser = clap::value_parser!(u64).range(1..=65_536))]
@@ -337,6 +341,7 @@ impl Serve {
         ThrottlePolicy {
             base_delay: self.login_backoff_base,
             max_delay: self.login_backoff_max.max(self.login_backoff_base),
+            ipv6_prefix: self.login_backoff_ipv6_prefix,
             ..ThrottlePolicy::default()
         }
     }

@@ -28,6 +28,7 @@ pub struct Metrics {
     edges: Gauge,
     edge_lag: Gauge,
     audit_dropped: Counter,
+    password_checks: Counter,
 }
 
 impl Default for Metrics {
@@ -70,7 +71,15 @@ impl Default for Metrics {
             "Security events not recorded in the audit trail (queue full or write failed)",
             audit_dropped.clone(),
         );
+        let password_checks = Counter::default();
+        registry.register(
+            "password_checks",
+            "Password hash checks done (a user's hash, or the placeholder that makes a name \
+             without one cost the same)",
+            password_checks.clone(),
+        );
         Self {
+            password_checks,
             registry,
             requests,
             refresh,
@@ -117,6 +126,11 @@ impl Metrics {
     /// The counter of audit events dropped ([`crate::audit::AuditLog`]).
     pub fn audit_dropped(&self) -> Counter {
         self.audit_dropped.clone()
+    }
+
+    /// The counter of password hash checks ([`crate::passwords::PasswordChecker`]).
+    pub fn password_checks(&self) -> Counter {
+        self.password_checks.clone()
     }
 
     /// Adds the directory's metrics (`issuer_directory_*`).

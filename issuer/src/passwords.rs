@@ -174,6 +174,8 @@ pub struct PasswordChecker {
     buffers: Arc<Mutex<Vec<Vec<Block>>>>,
     /// Hash checked for unknown users so they cost the same as known ones.
     dummy: Arc<String>,
+    /// Checks done.
+    done: prometheus_client::metrics::counter::Counter,
 }
 
 impl PasswordChecker {
@@ -183,7 +185,13 @@ impl PasswordChecker {
             permits: Arc::new(Semaphore::new(concurrency.max(1))),
             buffers: Arc::default(),
             dummy: Arc::new(hash_password("unknown user placeholder")),
+            done: Default::default(),
         }
+    }
+
+    /// The checker, counting its checks in `done`.
+    pub fn counting(self, done: prometheus_client::metrics::counter::Counter) -> Self {
+        Self { done, ..self }
     }
 
     /// Checks `password` against `hash` of any [`PasswordScheme`], or against a placeholder when
@@ -215,6 +223,7 @@ impl PasswordChecker {
         })
         .await
         .unwrap_or(Checked::Wrong);
+        self.done.inc();
         if known {
             checked
         } else {

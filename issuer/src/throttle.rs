@@ -1,11 +1,14 @@
 //! Temporary, growing back-off against password guessing, counted three ways:
 //!
-//! - per user name **and** source address (5 free failures): the guesser from one address meets
+//! - per account **and** source address (5 free failures): the guesser from one address meets
 //!   the back-off, while the user signing in from elsewhere does not (OWASP's answer to lock-out
 //!   by a third party);
-//! - per user name across all addresses (50 free failures): guesses spread over many addresses
+//! - per account across all addresses (50 free failures): guesses spread over many addresses
 //!   are still bounded, at the price that such an attacker can make the user wait too;
 //! - per source address across all users (20 free failures): credential stuffing.
+//!
+//! An account is a local user by its exact name, or a name for the directory folded as the
+//! directory matches it ([`Account`]); an IPv6 address counts by its prefix (/64 by default).
 //!
 //! After its free failures a key must wait before it may try again; each further failure doubles
 //! the wait, up to `max_delay`. A success clears the count of its user and address and gives the
@@ -17,8 +20,11 @@
 //! embedded store), or the PostgreSQL database that several issuers share, so that guesses spread
 //! over N issuers meet the same back-off as guesses at one.
 
+mod keys;
+
 pub use crate::store::throttle::{Entry, MemoryBook, ThrottleBook, FORGET_AFTER};
 use crate::store::StoreError;
+pub use keys::{counted_address, fold_name, Account};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -37,6 +43,8 @@ pub struct ThrottlePolicy {
     pub base_delay: u64,
     /// Longest wait, in seconds.
     pub max_delay: u64,
+    /// Leading bits of an IPv6 address counted as one address.
+    pub ipv6_prefix: u8,
 }
 
 impl Default for ThrottlePolicy {
@@ -47,21 +55,22 @@ impl Default for ThrottlePolicy {
             addr_free_failures: 20,
             base_delay: 1,
             max_delay: 300,
+            ipv6_prefix: 64,
         }
     }
 }
 
 #[derive(Debug, Hash, PartialEq, Eq, Clone, Serialize)]
 enum Subject {
-    /// One user name from one address (or from wherever, when the address is unknown).
-    UserAt(String, Option<IpAddr>),
-    /// One user name from every address.
-    User(String),
-    /// One address, every user name.
+    /// One account from one address (or from wherever, when the address is unknown).
+    UserAt(Account, Option<IpAddr>),
+    /// One account from every address.
+    User(Account),
+    /// One address, every account.
     Addr(IpAddr),
-    /// Sign-ins the directory refused, for one name as typed (without case) or one directory
-    /// entry (its DN, whichever name found it): kept below the directory's own lock-out
-    /// threshold ([`DIRECTORY_FREE_FAILURES`], [`DIRECTORY_WAIT`]).
+    /// Sign-ins the directory refused, for one folded name or binds of one directory entry (its
+    /// key, whichever spelling found it): kept below the directory's own lock-out threshold
+    /// ([`DIRECTORY_FREE_FAILURES`], [`DIRECTORY_WAIT`]).
     Directory(String),
 }
 
@@ -83,8 +92,8 @@ impl Subject {
     fn describe(&self) -> serde_json::Value {
         use serde_json::json;
         match self {
-            Self::UserAt(user, addr) => json!({ "user": user, "address": addr }),
-            Self::User(user) => json!({ "user": user }),
+            Self::UserAt(user, addr) => json!({ "user": user.name(), "address": addr }),
+            Self::User(user) => json!({ "user": user.name() }),
             Self::Addr(addr) => json!({ "address": addr }),
             Self::Directory(key) => json!({ "directory": key }),
         }
@@ -188,21 +197,21 @@ impl Throttle {
     /// Starts a sign-in attempt: [`Turn::Wait`] while any of its counts blocks, else the
     /// [`Attempt`]. The address is charged now, in one step with the check, so concurrent guesses
     /// from one address across many users cannot outrun its count; [`Attempt::succeeded`] refunds
-    /// it. Per user, the caller serialises attempts (see `App`) and settles each one.
+    /// it. Per account, the caller serialises attempts (see `App`) and settles each one.
     pub async fn attempt(
         &self,
-        user: &str,
+        account: &Account,
         addr: Option<IpAddr>,
         now: u64,
     ) -> Result<Turn<'_>, StoreError> {
-        let subjects: Vec<Subject> = [
-            Subject::UserAt(user.to_owned(), addr),
-            Subject::User(user.to_owned()),
-            Subject::Directory(name_key(user)),
-        ]
-        .into_iter()
-        .chain(addr.map(Subject::Addr))
-        .collect();
+        let addr = addr.map(|a| counted_address(a, self.policy.ipv6_prefix));
+        let mut subjects = vec![
+            Subject::UserAt(account.clone(), addr),
+            Subject::User(account.clone()),
+        ];
+        subjects.extend(name_key(account).map(Subject::Directory));
+        let by_addr = addr.map(Subject::Addr);
+        subjects.extend(by_addr.clone());
         let keys: Vec<String> = subjects.iter().map(Subject::key).collect();
         let mut wait = None;
         let mut addr_blocked = None;
@@ -216,7 +225,7 @@ impl Throttle {
                     .map(|e| e.blocked_until - now)
                     .max();
                 if wait.is_none() {
-                    if let Some(a) = subjects.get(3) {
+                    if let Some(a) = &by_addr {
                         addr_blocked = self.charge(entries, a, now);
                     }
                 }
@@ -226,7 +235,7 @@ impl Throttle {
             Some(w) => Turn::Wait(w),
             None => Turn::Go(Attempt {
                 throttle: self,
-                user: user.to_owned(),
+                account: account.clone(),
                 addr,
                 addr_blocked,
                 settled: false,
@@ -261,7 +270,7 @@ impl Throttle {
 /// dropped unsettled (the client went away mid-check), it gives the address its charge back.
 pub struct Attempt<'a> {
     throttle: &'a Throttle,
-    user: String,
+    account: Account,
     addr: Option<IpAddr>,
     /// The back-off this attempt's charge engaged on its address (kept if it fails).
     addr_blocked: Option<Blocked>,
@@ -273,35 +282,18 @@ impl Attempt<'_> {
     /// address and in total (the address keeps its charge). Returns the back-offs this attempt
     /// engaged (the audit trail records them).
     pub async fn failed(self, now: u64) -> Result<Vec<Blocked>, StoreError> {
-        self.failed_with(now, None).await
+        self.failed_with(now).await
     }
 
-    /// A sign-in the directory refused (any reason, so a name that exists looks like one that
-    /// does not): [`Attempt::failed`], and the directory counts of the name and, when the
-    /// directory found one, of the entry `dn` grow too.
-    pub async fn failed_in_directory(
-        self,
-        now: u64,
-        dn: Option<&str>,
-    ) -> Result<Vec<Blocked>, StoreError> {
-        self.failed_with(now, Some(dn)).await
-    }
-
-    async fn failed_with(
-        mut self,
-        now: u64,
-        directory: Option<Option<&str>>,
-    ) -> Result<Vec<Blocked>, StoreError> {
+    async fn failed_with(mut self, now: u64) -> Result<Vec<Blocked>, StoreError> {
         self.settled = true;
         let t = self.throttle;
         let mut subjects = vec![
-            Subject::UserAt(self.user.clone(), self.addr),
-            Subject::User(self.user.clone()),
+            Subject::UserAt(self.account.clone(), self.addr),
+            Subject::User(self.account.clone()),
         ];
-        if let Some(dn) = directory {
-            subjects.push(Subject::Directory(name_key(&self.user)));
-            subjects.extend(dn.map(|dn| Subject::Directory(dn_key(dn))));
-        }
+        // A directory name's own count; an entry's binds were counted before they were sent.
+        subjects.extend(name_key(&self.account).map(Subject::Directory));
         let keys: Vec<String> = subjects.iter().map(Subject::key).collect();
         let mut blocked = Vec::new();
         t.book
@@ -323,20 +315,18 @@ impl Attempt<'_> {
         self.succeeded_with(now, None).await
     }
 
-    /// The directory vouched for the entry `dn`: [`Attempt::succeeded`], and its directory
-    /// counts start over (as the directory's own count does at a good bind).
-    pub async fn succeeded_in_directory(self, now: u64, dn: &str) -> Result<(), StoreError> {
-        self.succeeded_with(now, Some(dn)).await
+    /// The directory vouched for the entry whose key is `entry`: [`Attempt::succeeded`], and
+    /// its directory counts start over (as the directory's own count does at a good bind).
+    pub async fn succeeded_in_directory(self, now: u64, entry: &str) -> Result<(), StoreError> {
+        self.succeeded_with(now, Some(entry)).await
     }
 
-    async fn succeeded_with(mut self, now: u64, dn: Option<&str>) -> Result<(), StoreError> {
+    async fn succeeded_with(mut self, now: u64, entry: Option<&str>) -> Result<(), StoreError> {
         self.settled = true;
         let t = self.throttle;
-        let mut gone = vec![
-            Subject::UserAt(self.user.clone(), self.addr),
-            Subject::Directory(name_key(&self.user)),
-        ];
-        gone.extend(dn.map(|dn| Subject::Directory(dn_key(dn))));
+        let mut gone = vec![Subject::UserAt(self.account.clone(), self.addr)];
+        gone.extend(name_key(&self.account).map(Subject::Directory));
+        gone.extend(entry.map(|e| Subject::Directory(entry_key(e))));
         let addr = self.addr.map(Subject::Addr);
         let keys: Vec<String> = gone.iter().chain(addr.as_ref()).map(Subject::key).collect();
         t.book
@@ -352,31 +342,46 @@ impl Attempt<'_> {
     }
 }
 
-/// The directory count of a name as typed: directories match names without case.
-fn name_key(user: &str) -> String {
-    format!("name:{}", user.to_lowercase())
+/// The directory count of a name (folded already), for a directory account.
+fn name_key(account: &Account) -> Option<String> {
+    match account {
+        Account::Directory(folded) => Some(format!("name:{folded}")),
+        Account::Local(_) => None,
+    }
 }
 
-/// The directory count of an entry.
-fn dn_key(dn: &str) -> String {
-    format!("dn:{dn}")
+/// The directory count of an entry, by its key.
+fn entry_key(entry: &str) -> String {
+    format!("entry:{entry}")
 }
 
 impl Throttle {
-    /// How long the directory entry `dn` must wait before the directory is asked to bind it
-    /// again (`None`: it may go now). Read only.
-    pub async fn directory_wait(&self, dn: &str, now: u64) -> Result<Option<u64>, StoreError> {
-        let key = Subject::Directory(dn_key(dn)).key();
-        let mut wait = None;
+    /// Counts a bind of the directory entry whose key is `entry` before it is sent, in one step
+    /// with the check: `Ok(Err(wait))` while the entry is held (nothing counted), else
+    /// `Ok(Ok(()))`, the bind counted as refused until [`Attempt::succeeded_in_directory`]
+    /// clears it. However many sign-ins of one entry arrive at once, under whatever spelling,
+    /// at most [`DIRECTORY_FREE_FAILURES`] binds go before the wait.
+    pub async fn take_directory_bind(
+        &self,
+        entry: &str,
+        now: u64,
+    ) -> Result<Result<(), u64>, StoreError> {
+        let subject = Subject::Directory(entry_key(entry));
+        let key = subject.key();
+        let mut taken = Ok(());
         self.book
             .update(std::slice::from_ref(&key), now, &mut |entries| {
-                wait = entries
-                    .get(&key)
-                    .filter(|e| e.blocked_until > now)
-                    .map(|e| e.blocked_until - now);
+                // Decided afresh each call: a book may run this again after a conflict.
+                taken = match entries.get(&key).filter(|e| e.blocked_until > now) {
+                    Some(e) => Err(e.blocked_until - now),
+                    None => {
+                        self.charge(entries, &subject, now);
+                        Ok(())
+                    }
+                };
             })
             .await?;
-        Ok(wait)
+        Ok(taken)
     }
 }
 

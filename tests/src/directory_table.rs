@@ -20,6 +20,8 @@ pub struct DirectoryTable {
     pub starttls: bool,
     pub timeout_ms: Option<u64>,
     pub recheck_seconds: Option<u64>,
+    /// `user_filter`, if not the kind's default.
+    pub user_filter: Option<String>,
     /// (group DN, role)
     pub roles: Vec<(String, String)>,
     /// (claim type, attribute)
@@ -72,6 +74,7 @@ impl DirectoryTable {
             starttls: false,
             timeout_ms: None,
             recheck_seconds: None,
+            user_filter: None,
             roles: Vec::new(),
             claims: Vec::new(),
         }
@@ -108,6 +111,9 @@ impl DirectoryTable {
         }
         if let Some(ms) = self.timeout_ms {
             let _ = writeln!(text, "timeout_ms = {ms}");
+        }
+        if let Some(f) = &self.user_filter {
+            let _ = writeln!(text, "user_filter = {}", q(f));
         }
         if let Some(s) = self.recheck_seconds {
             let _ = writeln!(text, "recheck_seconds = {s}");

@@ -10,6 +10,11 @@
 //! has `media-staff`, and so on, one level per entry. It is seeded through LDAP, since overlays
 //! only act online.
 //!
+//! The `ppolicy` overlay locks an entry out as a real directory does: after
+//! [`LOCKOUT_FAILURES`] refused binds within five minutes, every bind of it is refused for five
+//! minutes, the right password too ([`Slapd::locked_out`] tells). Its policy is
+//! `cn=default,ou=policies`.
+//!
 //! Access: anyone may bind (anonymous `auth` on `userPassword`); the service account reads every
 //! entry but no password; a user reads their own entry; anonymous gets nothing else. The root DN
 //! `cn=admin,dc=media,dc=test` is the harness's own ([`Slapd::modify`], [`Slapd::delete`]).
@@ -32,6 +37,8 @@ pub const SLAPD: &str = "/usr/sbin/slapd";
 pub const BASE_DN: &str = "dc=media,dc=test";
 /// The harness's root DN (its password is in the dir, 0600).
 const ROOT_DN: &str = "cn=admin,dc=media,dc=test";
+/// Refused binds of one entry after which the password policy locks it out.
+pub const LOCKOUT_FAILURES: u32 = 5;
 /// Tries at starting the server, each on other free ports, when a port got taken meanwhile.
 const START_ATTEMPTS: usize = 5;
 
@@ -276,6 +283,7 @@ impl Slapd {
              modulepath /usr/lib/ldap\n\
              moduleload back_mdb\n\
              moduleload memberof\n\
+             moduleload ppolicy\n\
              TLSCACertificateFile {}\n\
              TLSCertificateFile {}\n\
              TLSCertificateKeyFile {}\n\
@@ -290,6 +298,8 @@ impl Slapd {
              memberof-member-ad member\n\
              memberof-memberof-ad memberOf\n\
              memberof-refint TRUE\n\
+             overlay ppolicy\n\
+             ppolicy_default \"cn=default,ou=policies,{BASE_DN}\"\n\
              access to attrs=userPassword\n  by anonymous auth\n  by * none\n\
              access to *\n  by dn.exact=\"{service}\" read\n  by self read\n  by * none\n",
             tls.ca.display(),
@@ -305,12 +315,19 @@ impl Slapd {
             "dn: {BASE_DN}\nobjectClass: dcObject\nobjectClass: organization\ndc: media\n\
              o: media\n\n"
         );
-        for ou in ["people", "groups", "services", "others"] {
+        for ou in ["people", "groups", "services", "others", "policies"] {
             let _ = write!(
                 ldif,
                 "dn: ou={ou},{BASE_DN}\nobjectClass: organizationalUnit\nou: {ou}\n\n"
             );
         }
+        let _ = write!(
+            ldif,
+            "dn: cn=default,ou=policies,{BASE_DN}\nobjectClass: device\nobjectClass: pwdPolicy\n\
+             cn: default\npwdAttribute: userPassword\npwdLockout: TRUE\n\
+             pwdMaxFailure: {LOCKOUT_FAILURES}\npwdLockoutDuration: 300\n\
+             pwdFailureCountInterval: 300\n\n"
+        );
         let _ = write!(
             ldif,
             "dn: {}\nobjectClass: applicationProcess\nobjectClass: simpleSecurityObject\n\
@@ -355,6 +372,25 @@ impl Slapd {
             ))?;
         }
         Ok(())
+    }
+
+    /// Whether the password policy holds `user` locked out: its `pwdAccountLockedTime`, as the
+    /// harness's root DN reads it.
+    pub fn locked_out(&self, user: &str) -> Result<bool> {
+        let out = self.admin().search(
+            &self.user_dn(user),
+            "(objectClass=*)",
+            &["pwdAccountLockedTime"],
+        )?;
+        Ok(out.contains("pwdAccountLockedTime:"))
+    }
+
+    /// Refused binds of `user` the password policy has counted (`pwdFailureTime` values).
+    pub fn failures(&self, user: &str) -> Result<usize> {
+        let out =
+            self.admin()
+                .search(&self.user_dn(user), "(objectClass=*)", &["pwdFailureTime"])?;
+        Ok(out.matches("pwdFailureTime:").count())
     }
 
     /// The DN of a member name: a group's, else a user's.

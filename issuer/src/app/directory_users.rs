@@ -1,10 +1,15 @@
 //! Users of the directory in the store: the password grant records what the directory said at
 //! each sign-in (a record with no password, [`DirectoryLink`]), every refresh re-reads the user,
+//! and a user is the directory entry, not the spelling typed at sign-in: the record, the token's
+//! subject, a disable and a revocation all go by the entry's own name (`name_attribute`), and
+//! the entry by its key (`id_attribute`),
 //! and [`DirectoryUsers::recheck`] re-reads every directory user who may still hold a live
 //! refresh token family, disabling those the directory no longer vouches for (which revokes
 //! their tokens, so edge sync refuses them at every Envoy).
 
-use crate::directory::{normal_dn, BindGuard, Directory, DirectoryError, DirectoryUser, Refusal};
+use crate::directory::{
+    normal_dn, BindGuard, Directory, DirectoryError, DirectoryUser, EntryRef, Refusal,
+};
 use crate::store::{DirectoryLink, StoreError, UserChange, UserRecord, Users};
 use futures_util::StreamExt as _;
 use std::sync::Arc;
@@ -17,14 +22,25 @@ pub(super) struct DirectoryUsers {
 
 /// What a directory sign-in came to.
 pub(super) enum SignIn {
-    /// The user's record, updated with what the directory said, and the entry's normalised DN.
-    User(UserRecord, String),
-    /// Refused: `invalid_grant`, charged to the back-off (the entry's DN, if the name found one).
-    Refused(Refusal, Option<String>),
-    /// The entry met the lock-out bound: 429, nothing sent to the directory.
-    Held(u64),
+    /// The user: its record under the entry's name, updated with what the directory said.
+    User(Found),
+    /// Refused: `invalid_grant`, charged to the back-off.
+    Refused(Refusal),
+    /// The entry met the bound on refused binds: nothing was sent to the directory. Refused like
+    /// a wrong password, so that it tells no more than one.
+    Held,
     /// No server answered: 503, never charged.
     Unavailable,
+}
+
+/// A user the directory vouched for.
+pub(super) struct Found {
+    /// The record, under `name`.
+    pub(super) record: UserRecord,
+    /// The entry's name: the user's one name in the issuer.
+    pub(super) name: String,
+    /// The entry's key.
+    pub(super) key: String,
 }
 
 /// Lookups of the recheck at once.
@@ -45,6 +61,7 @@ fn new_record(d: &DirectoryUser, now: u64) -> UserRecord {
         disabled_at: None,
         directory: Some(Box::new(DirectoryLink {
             dn: d.dn.clone(),
+            key: Some(d.key.clone()),
             seen_at: now,
             gone: false,
         })),
@@ -56,6 +73,7 @@ fn up_to_date(rec: &UserRecord, d: &DirectoryUser, fresh_at: Option<u64>) -> boo
     rec.directory.as_ref().is_some_and(|l| {
         !l.gone
             && l.dn == d.dn
+            && l.key.as_deref() == Some(d.key.as_str())
             && fresh_at.is_none_or(|now| now.saturating_sub(l.seen_at) < RESEEN_AFTER)
     }) && rec.roles == d.roles
         && rec.claims == d.claims
@@ -70,37 +88,55 @@ fn gone_by(why: Refusal) -> bool {
 }
 
 impl DirectoryUsers {
-    /// Signs `name` in with the directory; `existing` is its record (a directory user's, or none).
+    /// Signs in the user whose entry the name `typed` finds: the record is the entry's name's,
+    /// whatever spelling found it.
     pub(super) async fn sign_in(
         &self,
-        name: &str,
+        typed: &str,
         password: &str,
         guard: &dyn BindGuard,
-        existing: Option<UserRecord>,
         now: u64,
     ) -> Result<SignIn, StoreError> {
-        match self.directory.sign_in(name, password, guard).await {
+        match self.directory.sign_in(typed, password, guard).await {
             Ok(d) => {
-                tracing::info!(user = name, server = d.server.as_str(), "directory sign-in");
-                let dn = normal_dn(&d.dn);
-                Ok(match self.seen(name, existing, &d, now, now).await? {
-                    Some(rec) => SignIn::User(rec, dn),
-                    None => SignIn::Refused(Refusal::NoSuchUser, Some(dn)),
+                let server = d.server.as_str();
+                tracing::info!(user = d.name, typed, server, "directory sign-in");
+                let existing = self.users.user(&d.name).await?;
+                if existing.as_ref().is_some_and(|r| r.directory.is_none()) {
+                    // A local user of the entry's name hides the directory's.
+                    return Ok(SignIn::Refused(Refusal::NoSuchUser));
+                }
+                Ok(match self.seen(&d.name, existing, &d, now, now).await? {
+                    Some(record) => SignIn::User(Found {
+                        record,
+                        name: d.name,
+                        key: d.key,
+                    }),
+                    None => SignIn::Refused(Refusal::NoSuchUser),
                 })
             }
             Err(DirectoryError::Refused {
-                why: Refusal::Held(wait),
+                why: Refusal::Held(_),
                 ..
-            }) => Ok(SignIn::Held(wait)),
-            Err(DirectoryError::Refused { why, dn }) => {
-                // A recorded user the directory no longer vouches for is disabled here (once).
-                if existing.as_ref().is_some_and(|r| !r.disabled) && gone_by(why) {
-                    self.gone(name, why, now).await?;
+            }) => Ok(SignIn::Held),
+            Err(DirectoryError::Refused { why, entry }) => {
+                if gone_by(why) {
+                    self.gone_if_enabled(name_of(entry.as_ref(), typed), why, now)
+                        .await?;
                 }
-                Ok(SignIn::Refused(why, dn))
+                Ok(SignIn::Refused(why))
             }
             Err(DirectoryError::Unavailable) => Ok(SignIn::Unavailable),
         }
+    }
+
+    /// A directory user the directory no longer vouches for is disabled here (once).
+    async fn gone_if_enabled(&self, name: &str, why: Refusal, now: u64) -> Result<(), StoreError> {
+        let recorded = self.users.user(name).await?;
+        if recorded.is_some_and(|r| r.directory.is_some() && !r.disabled) {
+            self.gone(name, why, now).await?;
+        }
+        Ok(())
     }
 
     /// Records that the directory vouched for `name` as `d` (seen at `seen_at`); the record as it
@@ -116,6 +152,7 @@ impl DirectoryUsers {
     ) -> Result<Option<UserRecord>, StoreError> {
         let change = UserChange::DirectorySeen {
             dn: d.dn.clone(),
+            key: d.key.clone(),
             roles: d.roles.clone(),
             claims: d.claims.clone(),
             at: seen_at,
@@ -135,10 +172,10 @@ impl DirectoryUsers {
                 }
             }
         };
-        let other_entry = rec
-            .directory
-            .as_ref()
-            .is_some_and(|l| normal_dn(&l.dn) != normal_dn(&d.dn));
+        let other_entry = rec.directory.as_ref().is_some_and(|l| match &l.key {
+            Some(key) => *key != d.key,
+            None => normal_dn(&l.dn) != normal_dn(&d.dn),
+        });
         if other_entry && !rec.disabled {
             tracing::warn!(target: "audit", user = name, "directory name now names another entry: the tokens of the one before are revoked");
             // A second back, so the new holder's tokens of this second are not covered.
@@ -180,6 +217,12 @@ impl DirectoryUsers {
             return Ok(true);
         }
         match self.directory.lookup(name).await {
+            Ok(d) if d.name != name => {
+                self.gone(name, Refusal::NoSuchUser, now)
+                    .await
+                    .map_err(Some)?;
+                Ok(false)
+            }
             Ok(d) => {
                 let seen = self.seen(name, Some(rec), &d, now, now).await;
                 Ok(seen.map_err(Some)?.is_some())
@@ -217,6 +260,12 @@ impl DirectoryUsers {
         let mut disabled = 0;
         while let Some((name, rec, answer)) = lookups.next().await {
             match answer {
+                // A record under another spelling than the entry's name (kept from before names
+                // were the entry's): its tokens end, the entry's name carries on.
+                Ok(d) if d.name != name => {
+                    self.gone(&name, Refusal::NoSuchUser, now).await?;
+                    disabled += 1;
+                }
                 Ok(d) if up_to_date(&rec, &d, None) => {}
                 Ok(d) => {
                     let seen_at = rec.directory.as_ref().map_or(now, |l| l.seen_at);
@@ -234,4 +283,10 @@ impl DirectoryUsers {
         }
         Ok(disabled)
     }
+}
+
+/// The name a refusal is about: the entry's, if the directory found one with a name, else the
+/// one typed.
+fn name_of<'a>(entry: Option<&'a EntryRef>, typed: &'a str) -> &'a str {
+    entry.and_then(|e| e.name.as_deref()).unwrap_or(typed)
 }

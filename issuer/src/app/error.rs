@@ -139,3 +139,9 @@ impl From<RequestError> for ApiError {
         Self::oauth(e.code, e.description)
     }
 }
+
+impl From<StoreError> for ApiError {
+    fn from(cause: StoreError) -> Self {
+        Self::store(&cause)
+    }
+}

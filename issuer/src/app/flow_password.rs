@@ -1,13 +1,13 @@
-//! The resource owner password credentials grant: throttle, check the password (one check per user
-//! at a time) against the local store or, for a user it does not hold, the directory, then mint an
-//! access token and start a refresh token family.
+//! The resource owner password credentials grant: throttle, check the password (one check per
+//! account at a time) against the local store or, for a user it does not hold, the directory,
+//! then mint an access token and start a refresh token family.
 
-use super::directory_users::{DirectoryUsers, SignIn};
+use super::directory_users::{DirectoryUsers, Found, SignIn};
 use super::{now, ApiError, Issue};
 use crate::directory::BindGuard;
 use crate::passwords::{Checked, PasswordChecker};
 use crate::store::{ClientRecord, Families, GrantKind, HashKeyed, UserChange, UserRecord, Users};
-use crate::throttle::{Attempt, Throttle, Turn};
+use crate::throttle::{Account, Attempt, Throttle, Turn};
 use shared::token::{Identity, SubjectKind};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -42,35 +42,38 @@ impl PasswordGrant {
                 "the password grant is not enabled for this client",
             ));
         }
-        // One password check per user at a time: each attempt sees the outcome of the one
+        // Local users first (service accounts, break-glass); the directory for the rest.
+        let known = self.users.user(&username).await?;
+        let directory = self
+            .directory
+            .as_ref()
+            .filter(|_| known.as_ref().is_none_or(|u| u.directory.is_some()));
+        let account = match directory {
+            Some(_) => Account::directory(&username),
+            None => Account::Local(username.clone()),
+        };
+        // One password check per account at a time: each attempt sees the outcome of the one
         // before, so a burst of concurrent guesses meets the back-off after the free ones.
-        let _turn = self.turns.take(&username).await;
-        let attempt = match self
-            .throttle
-            .attempt(&username, ip, now())
-            .await
-            .map_err(|e| ApiError::store(&e))?
-        {
+        let _turn = self.turns.take(&account).await;
+        let attempt = match self.throttle.attempt(&account, ip, now()).await? {
             Turn::Go(attempt) => attempt,
             Turn::Wait(wait) => return Err(ApiError::throttled(wait)),
         };
-        let user = self
-            .users
-            .user(&username)
-            .await
-            .map_err(|e| ApiError::store(&e))?;
-        let user = match &self.directory {
-            // Local users first (service accounts, break-glass); the directory for the rest.
-            Some(d) if user.as_ref().is_none_or(|u| u.directory.is_some()) => {
-                self.check_in_directory(d, attempt, client_id, &username, &password, user)
+        let (user, name) = match directory {
+            Some(d) => {
+                self.check_in_directory(d, attempt, client_id, &username, password)
                     .await?
             }
-            _ => {
-                self.check_locally(attempt, client_id, &username, password, user)
-                    .await?
+            None => {
+                // Read again in the turn: a change while this attempt waited counts.
+                let user = self.users.user(&username).await?;
+                let user = self
+                    .check_locally(attempt, client_id, &username, password, user)
+                    .await?;
+                (user, username)
             }
         };
-        self.start(client_id, username, &user).await
+        self.start(client_id, name, &user).await
     }
 
     /// The password checked against the local record.
@@ -92,10 +95,7 @@ impl PasswordGrant {
         let disabled = user.as_ref().is_some_and(|u| u.disabled);
         match user {
             Some(u) if ok && !disabled => {
-                attempt
-                    .succeeded(now())
-                    .await
-                    .map_err(|e| ApiError::store(&e))?;
+                attempt.succeeded(now()).await?;
                 if let Checked::Upgrade(to) = checked {
                     self.upgrade_hash(username, &u, to).await;
                 }
@@ -129,47 +129,37 @@ impl PasswordGrant {
         }
     }
 
-    /// The password checked by the directory. An outage answers 503 and leaves the attempt
-    /// unsettled: nothing is charged, and the user signs in at once when the directory is back.
+    /// The password checked by the directory: the user's record and name (the entry's, not
+    /// `typed`). An outage answers 503 and leaves the attempt unsettled: nothing is charged, and
+    /// the user signs in at once when the directory is back.
     async fn check_in_directory(
         &self,
         directory: &DirectoryUsers,
         attempt: Attempt<'_>,
         client_id: &str,
-        username: &str,
-        password: &str,
-        user: Option<UserRecord>,
-    ) -> Result<UserRecord, ApiError> {
-        // An administrator's disable holds whatever the directory says.
-        let held_back = user
-            .as_ref()
-            .is_some_and(|u| u.disabled && !u.directory.as_ref().is_some_and(|l| l.gone));
+        typed: &str,
+        password: Zeroizing<String>,
+    ) -> Result<(UserRecord, String), ApiError> {
         let guard = DirectoryHold(&self.throttle);
-        let outcome = directory
-            .sign_in(username, password, &guard, user, now())
-            .await
-            .map_err(|e| ApiError::store(&e))?;
-        let (why, dn) = match outcome {
-            SignIn::User(u, dn) if !held_back => {
-                attempt
-                    .succeeded_in_directory(now(), &dn)
-                    .await
-                    .map_err(|e| ApiError::store(&e))?;
-                return Ok(u);
+        // A local user's check costs an Argon2id hash: a name the store lacks costs the same,
+        // alongside the directory, so the time of a refusal does not tell which names are local.
+        let (_, outcome) = tokio::join!(
+            self.passwords.check(password.clone(), None),
+            directory.sign_in(typed, &password, &guard, now())
+        );
+        let why = match outcome? {
+            // An administrator's disable holds whatever the directory says.
+            SignIn::User(Found { record, .. }) if record.disabled => "disabled user refused",
+            SignIn::User(Found { record, name, key }) => {
+                attempt.succeeded_in_directory(now(), &key).await?;
+                return Ok((record, name));
             }
-            SignIn::User(_, dn) => ("disabled user refused", Some(dn)),
-            SignIn::Refused(why, dn) => (why.reason(), dn),
-            SignIn::Held(wait) => return Err(ApiError::throttled(wait)),
+            SignIn::Refused(why) => why.reason(),
+            SignIn::Held => "held: the entry met the bound on refused binds",
             SignIn::Unavailable => return Err(ApiError::directory_unavailable()),
         };
         // Every refusal counts alike, so a name that exists looks like one that does not.
-        match attempt.failed_in_directory(now(), dn.as_deref()).await {
-            Ok(blocked) => {
-                super::audit_events::audit_blocked(&self.audit, client_id, username, blocked)
-            }
-            Err(e) => return Err(ApiError::store(&e)),
-        }
-        Err(refused(client_id, username, why))
+        Err(refuse(attempt, &self.audit, client_id, typed, why).await)
     }
 
     /// The identity to mint for the signed-in `user`, and a new refresh token family: the family
@@ -184,8 +174,7 @@ impl PasswordGrant {
             .families
             // After the user's last revocation, so the family outlives it even in its second.
             .start_family(client_id, &username, now().max(user.tokens_after()))
-            .await
-            .map_err(|e| ApiError::store(&e))?;
+            .await?;
         let identity = Identity {
             kind: SubjectKind::User,
             subject: username,
@@ -217,16 +206,16 @@ async fn refuse(
     refused(client, user, why)
 }
 
-/// The back-off's word on binding a directory entry: held while the entry met the bound on
-/// refused binds (a store failure holds too, for a second).
+/// The back-off's word on binding a directory entry: each bind counted before it is sent, held
+/// while the entry met the bound on refused binds (a store failure holds too, for a second).
 struct DirectoryHold<'a>(&'a Throttle);
 
 #[async_trait::async_trait]
 impl BindGuard for DirectoryHold<'_> {
-    async fn may_bind(&self, dn: &str) -> Result<(), u64> {
-        match self.0.directory_wait(dn, now()).await {
-            Ok(None) => Ok(()),
-            Ok(Some(wait)) => Err(wait),
+    async fn take_bind(&self, entry: &str) -> Result<(), u64> {
+        match self.0.take_directory_bind(entry, now()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(wait)) => Err(wait),
             Err(e) => {
                 tracing::warn!(error = e.to_string(), "back-off unreadable: bind held");
                 Err(1)
@@ -245,20 +234,20 @@ fn refused(client: &str, user: &str, why: &str) -> ApiError {
 /// the last one waiting is done.
 #[derive(Debug, Default)]
 pub(super) struct LoginTurns {
-    turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    turns: Mutex<HashMap<Account, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl LoginTurns {
-    /// Waits for this user's turn.
-    async fn take(&self, user: &str) -> LoginTurn<'_> {
+    /// Waits for this account's turn.
+    async fn take(&self, account: &Account) -> LoginTurn<'_> {
         let lock = {
             let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
-            turns.entry(user.to_owned()).or_default().clone()
+            turns.entry(account.clone()).or_default().clone()
         };
         let guard = lock.clone().lock_owned().await;
         LoginTurn {
             turns: self,
-            user: user.to_owned(),
+            account: account.clone(),
             lock,
             _guard: guard,
         }
@@ -268,7 +257,7 @@ impl LoginTurns {
 /// A user's turn at the password check; the last one out removes the user's entry.
 struct LoginTurn<'a> {
     turns: &'a LoginTurns,
-    user: String,
+    account: Account,
     lock: Arc<tokio::sync::Mutex<()>>,
     _guard: tokio::sync::OwnedMutexGuard<()>,
 }
@@ -278,7 +267,7 @@ impl Drop for LoginTurn<'_> {
         let mut turns = self.turns.turns.lock().unwrap_or_else(|p| p.into_inner());
         // Held by the map, this turn and its guard: nobody else is waiting.
         if Arc::strong_count(&self.lock) <= 3 {
-            turns.remove(&self.user);
+            turns.remove(&self.account);
         }
     }
 }

@@ -152,7 +152,8 @@ impl App {
             directory: None,
             families: store.clone(),
             hash: store.clone(),
-            passwords: PasswordChecker::new(password_concurrency),
+            passwords: PasswordChecker::new(password_concurrency)
+                .counting(metrics.password_checks()),
             throttle,
             turns: flow_password::LoginTurns::default(),
             audit: audit.clone(),

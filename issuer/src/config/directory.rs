@@ -39,6 +39,24 @@ impl DirectoryKind {
             Self::Ldap => LDAP_USER_FILTER,
         }
     }
+
+    /// The attribute whose value is a user's one name in the issuer (its records, tokens,
+    /// revocations), whatever spelling signed in, unless the table sets `name_attribute`.
+    pub fn default_name_attribute(self) -> &'static str {
+        match self {
+            Self::ActiveDirectory => "sAMAccountName",
+            Self::Ldap => "uid",
+        }
+    }
+
+    /// The attribute that identifies an entry for good (a rename keeps it, a new entry under an
+    /// old name has another), unless the table sets `id_attribute`.
+    pub fn default_id_attribute(self) -> &'static str {
+        match self {
+            Self::ActiveDirectory => "objectGUID",
+            Self::Ldap => "entryUUID",
+        }
+    }
 }
 
 /// The bind password, read from `bind_password_file`; never shown (`Debug` is redacted).
@@ -69,6 +87,10 @@ pub struct DirectoryConfig {
     pub base_dn: String,
     /// Contains `{username}`.
     pub user_filter: String,
+    /// The entry's attribute that is the user's name in the issuer.
+    pub name_attribute: String,
+    /// The entry's attribute that identifies it for good.
+    pub id_attribute: String,
     /// CA certificates (PEM) the servers' certificates must chain to [default: the system's].
     pub ca_file: Option<PathBuf>,
     /// STARTTLS on `ldap://` URLs.
@@ -92,6 +114,8 @@ struct Table {
     bind_password_file: PathBuf,
     base_dn: String,
     user_filter: Option<String>,
+    name_attribute: Option<String>,
+    id_attribute: Option<String>,
     ca_file: Option<PathBuf>,
     #[serde(default)]
     starttls: bool,
@@ -131,6 +155,20 @@ impl DirectoryConfig {
         if !user_filter.contains(USERNAME) {
             return Err(format!("`user_filter` must contain {USERNAME}"));
         }
+        let name_attribute = t
+            .name_attribute
+            .unwrap_or_else(|| t.kind.default_name_attribute().to_owned());
+        let id_attribute = t
+            .id_attribute
+            .unwrap_or_else(|| t.kind.default_id_attribute().to_owned());
+        for (key, attr) in [
+            ("name_attribute", &name_attribute),
+            ("id_attribute", &id_attribute),
+        ] {
+            if !attribute_name_ok(attr) {
+                return Err(format!("`{key}` {attr:?} is not an attribute name"));
+            }
+        }
         if t.timeout_ms == 0 {
             return Err("`timeout_ms` must be more than 0".into());
         }
@@ -159,6 +197,8 @@ impl DirectoryConfig {
             bind_dn: t.bind_dn,
             base_dn: t.base_dn,
             user_filter,
+            name_attribute,
+            id_attribute,
             ca_file: t.ca_file,
             starttls: t.starttls,
             timeout_ms: t.timeout_ms,
@@ -167,6 +207,12 @@ impl DirectoryConfig {
             claims: t.claims,
         })
     }
+}
+
+/// An LDAP attribute description as RFC 4512 writes one: a letter, then letters, digits and `-`.
+fn attribute_name_ok(attr: &str) -> bool {
+    attr.starts_with(|c: char| c.is_ascii_alphabetic())
+        && attr.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
 /// No empty key or value in the table `name`.

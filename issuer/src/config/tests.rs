@@ -193,8 +193,22 @@ fn the_kind_sets_the_defaults() {
     assert_eq!((ad.timeout_ms, ad.recheck_seconds), (2000, 60));
     assert_eq!(ad.urls.len(), 2);
     assert_eq!(ad.bind_password.expose(), "s3cret");
+    assert_eq!(
+        (ad.name_attribute.as_str(), ad.id_attribute.as_str()),
+        ("sAMAccountName", "objectGUID")
+    );
     let ldap = directory(&d, "kind = \"ldap\"\nurls = [\"ldaps://ldap\"]\n").unwrap();
     assert_eq!(ldap.user_filter, directory::LDAP_USER_FILTER);
+    assert_eq!(
+        (ldap.name_attribute.as_str(), ldap.id_attribute.as_str()),
+        ("uid", "entryUUID")
+    );
+    let named = "kind = \"ldap\"\nurls = [\"ldaps://ldap\"]\nname_attribute = \"mail\"\n";
+    assert_eq!(directory(&d, named).unwrap().name_attribute, "mail");
+    let bad = "kind = \"ldap\"\nurls = [\"ldaps://ldap\"]\nid_attribute = \"a)(b\"\n";
+    assert!(directory(&d, bad)
+        .unwrap_err()
+        .contains("not an attribute name"));
 }
 
 #[test]

@@ -32,6 +32,11 @@ use std::time::{Duration, Instant};
 pub struct DirectoryUser {
     /// The entry's DN.
     pub dn: String,
+    /// The user's one name in the issuer: the entry's `name_attribute`, never the spelling that
+    /// signed in.
+    pub name: String,
+    /// What identifies the entry for good ([`EntryRef::key`]).
+    pub key: String,
     /// Roles from `[directory.roles]`, sorted.
     pub roles: Vec<String>,
     /// Claims from `[directory.claims]`, as (type, value).
@@ -72,13 +77,27 @@ impl Refusal {
     }
 }
 
+/// The entry a name found, when the directory refused it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryRef {
+    /// What identifies the entry for good: `id:` and its `id_attribute` (`entryUUID`,
+    /// `objectGUID` in hex), or `dn:` and its normalised DN where that is unreadable. Every
+    /// spelling of a name that finds the entry finds this key.
+    pub key: String,
+    /// The user's name in the issuer, if the entry has a usable one.
+    pub name: Option<String>,
+}
+
 /// What a directory operation came to, when not a user.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DirectoryError {
-    /// The directory answered: this user does not sign in; `dn` is the entry the name found,
-    /// if it found one.
+    /// The directory answered: this user does not sign in; `entry` is the entry the name
+    /// found, if it found one.
     #[error("{why}")]
-    Refused { why: Refusal, dn: Option<String> },
+    Refused {
+        why: Refusal,
+        entry: Option<EntryRef>,
+    },
     /// No server answered within its timeout.
     #[error("no directory server answered")]
     Unavailable,
@@ -136,11 +155,13 @@ pub struct Directory {
     parents: query::GroupParents,
 }
 
-/// Asked before a user's bind with the entry's normalised DN: `Err(wait)` holds the bind back
+/// Asked before a user's bind with the entry's key ([`EntryRef::key`]): the bind is counted
+/// against the entry before it is sent, in one step with the check, so that binds of one entry
+/// under any spelling, however many at once, never exceed the bound; `Err(wait)` holds it back
 /// (the issuer's bound on what reaches the directory's lock-out count).
 #[async_trait::async_trait]
 pub trait BindGuard: Send + Sync {
-    async fn may_bind(&self, dn: &str) -> Result<(), u64>;
+    async fn take_bind(&self, entry: &str) -> Result<(), u64>;
 }
 
 /// A guard that lets every bind go (`issuer directory test`, which an operator runs by hand).
@@ -148,15 +169,15 @@ pub struct Unguarded;
 
 #[async_trait::async_trait]
 impl BindGuard for Unguarded {
-    async fn may_bind(&self, _dn: &str) -> Result<(), u64> {
+    async fn take_bind(&self, _entry: &str) -> Result<(), u64> {
         Ok(())
     }
 }
 
 /// Where one server's attempt ended, when not with an answer.
 enum Step {
-    /// Refused, with the normalised DN of the entry the name found, if any.
-    Refused(Refusal, Option<String>),
+    /// Refused, with the entry the name found, if any.
+    Refused(Refusal, Option<EntryRef>),
     /// The server failed (down, timed out, or an error that is not about the user).
     Failed(String),
 }
@@ -236,7 +257,7 @@ impl Directory {
         if password.is_empty() {
             return Err(DirectoryError::Refused {
                 why: Refusal::EmptyPassword,
-                dn: None,
+                entry: None,
             });
         }
         let bind = Bind {
@@ -274,9 +295,9 @@ impl Directory {
                     self.answered(i);
                     return Ok(user);
                 }
-                Err(Step::Refused(why, dn)) => {
+                Err(Step::Refused(why, entry)) => {
                     self.answered(i);
-                    return Err(DirectoryError::Refused { why, dn });
+                    return Err(DirectoryError::Refused { why, entry });
                 }
                 Err(Step::Failed(why)) => {
                     self.failed(i, &why);
@@ -370,13 +391,24 @@ impl Directory {
             Found::None => return Err(conn.release(Step::Refused(Refusal::NoSuchUser, None))),
             Found::Many => return Err(conn.release(Step::Refused(Refusal::Ambiguous, None))),
         };
-        let dn = Some(query::normal_dn(&entry.dn));
+        let found = EntryRef {
+            key: entry.key(config),
+            name: entry.name(config).map(str::to_owned),
+        };
         if entry.disabled(config.kind) {
-            return Err(conn.release(Step::Refused(Refusal::Disabled, dn)));
+            return Err(conn.release(Step::Refused(Refusal::Disabled, Some(found))));
         }
+        let Some(name) = found.name.clone() else {
+            tracing::warn!(
+                dn = entry.dn.as_str(),
+                attribute = config.name_attribute.as_str(),
+                "directory entry refused: no value of its name attribute the issuer can use"
+            );
+            return Err(conn.release(Step::Refused(Refusal::NoSuchUser, Some(found))));
+        };
         if let Some(bind) = bind {
-            if let Err(wait) = bind.guard.may_bind(dn.as_deref().unwrap_or_default()).await {
-                return Err(conn.release(Step::Refused(Refusal::Held(wait), dn)));
+            if let Err(wait) = bind.guard.take_bind(&found.key).await {
+                return Err(conn.release(Step::Refused(Refusal::Held(wait), Some(found))));
             }
             // Set while the bind is under way: left set only if it never comes back (the
             // timeout), when the server may have counted a wrong password. An answer, or an
@@ -385,7 +417,7 @@ impl Directory {
             let outcome = server.binds.bind(&entry.dn, bind.password).await;
             bind.sent.store(false, Ordering::Relaxed);
             if outcome? == BindOutcome::Refused {
-                return Err(conn.release(Step::Refused(Refusal::WrongPassword, dn)));
+                return Err(conn.release(Step::Refused(Refusal::WrongPassword, Some(found))));
             }
         }
         let groups =
@@ -394,6 +426,8 @@ impl Directory {
         Ok(DirectoryUser {
             roles: query::roles(config, &groups),
             claims: entry.claims(config),
+            name,
+            key: found.key,
             dn: entry.dn,
             server: server.url.clone(),
         })

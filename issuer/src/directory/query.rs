@@ -25,6 +25,8 @@ const MAX_GROUPS: usize = 512;
 pub struct Entry {
     pub dn: String,
     attrs: HashMap<String, Vec<String>>,
+    /// Values that are not UTF-8 (Active Directory's `objectGUID`).
+    bin_attrs: HashMap<String, Vec<Vec<u8>>>,
 }
 
 /// What a search for a name found.
@@ -44,6 +46,33 @@ impl Entry {
             .find(|(k, _)| k.eq_ignore_ascii_case(attr))
             .and_then(|(_, v)| v.first())
             .map(String::as_str)
+    }
+
+    /// The user's one name in the issuer: the first value of `name_attribute`, if it is a name
+    /// the issuer and its tokens can carry.
+    pub fn name(&self, config: &DirectoryConfig) -> Option<&str> {
+        self.first(&config.name_attribute)
+            .filter(|n| shared::rules::user_name_ok(n))
+    }
+
+    /// What identifies the entry for good: `id_attribute`'s value (a binary one, such as
+    /// `objectGUID`, in hex), or the normalised DN when the service account cannot read it.
+    pub fn key(&self, config: &DirectoryConfig) -> String {
+        let attr = config.id_attribute.as_str();
+        let binary = self
+            .bin_attrs
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(attr))
+            .and_then(|(_, v)| v.first());
+        match (binary, self.first(attr)) {
+            (Some(bytes), _) => format!("id:{}", hex::encode(bytes)),
+            // A GUID whose bytes happen to be UTF-8 arrives as text: the same bytes.
+            (None, Some(text)) if attr.eq_ignore_ascii_case("objectGUID") => {
+                format!("id:{}", hex::encode(text.as_bytes()))
+            }
+            (None, Some(text)) => format!("id:{}", text.to_ascii_lowercase()),
+            (None, None) => format!("dn:{}", normal_dn(&self.dn)),
+        }
     }
 
     fn all<'a>(&'a self, attr: &'a str) -> impl Iterator<Item = &'a String> {
@@ -100,6 +129,8 @@ pub fn user_filter(config: &DirectoryConfig, username: &str) -> String {
 fn user_attributes(config: &DirectoryConfig) -> Vec<String> {
     let mut attrs: Vec<String> = config.claims.values().cloned().collect();
     attrs.push("memberOf".into());
+    attrs.push(config.name_attribute.clone());
+    attrs.push(config.id_attribute.clone());
     attrs.push(match config.kind {
         DirectoryKind::ActiveDirectory => "userAccountControl".into(),
         DirectoryKind::Ldap => "pwdAccountLockedTime".into(),
@@ -134,6 +165,7 @@ async fn search(
             Entry {
                 dn: e.dn,
                 attrs: e.attrs,
+                bin_attrs: e.bin_attrs,
             }
         })
         .collect())
@@ -336,6 +368,7 @@ mod tests {
         let entry = |k: &str, v: &str| Entry {
             dn: "cn=x".into(),
             attrs: HashMap::from([(k.to_owned(), vec![v.to_owned()])]),
+            bin_attrs: HashMap::new(),
         };
         assert!(entry("userAccountControl", "514").disabled(DirectoryKind::ActiveDirectory));
         assert!(!entry("userAccountControl", "512").disabled(DirectoryKind::ActiveDirectory));

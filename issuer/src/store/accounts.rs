@@ -97,6 +97,10 @@ pub struct UserRecord {
 pub struct DirectoryLink {
     /// The entry's DN.
     pub dn: String,
+    /// What identifies the entry for good (`crate::directory::EntryRef::key`); absent in
+    /// records written before it was kept, which compare by DN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     /// When the directory last vouched for the user (seconds since the epoch).
     pub seen_at: u64,
     /// Disabled, removed or no longer matched in the directory: the record is disabled because
@@ -197,6 +201,8 @@ pub enum UserChange {
     DirectorySeen {
         /// The entry's DN.
         dn: String,
+        /// What identifies the entry for good.
+        key: String,
         roles: Vec<String>,
         claims: Vec<(String, String)>,
         /// When (seconds since the epoch).
@@ -263,6 +269,7 @@ impl UserChange {
             Self::Enable => rec.disabled = false,
             Self::DirectorySeen {
                 dn,
+                key,
                 roles,
                 claims,
                 at,
@@ -272,6 +279,7 @@ impl UserChange {
                 }
                 rec.directory = Some(Box::new(DirectoryLink {
                     dn: dn.clone(),
+                    key: Some(key.clone()),
                     seen_at: *at,
                     gone: false,
                 }));

@@ -31,13 +31,17 @@ pub trait ThrottleBook: Send + Sync + std::fmt::Debug {
     ) -> Result<(), StoreError>;
 }
 
-/// Most keys a memory book tracks; beyond this, entries that no longer block anything go first.
+/// Most keys a memory book tracks.
 const MAX_ENTRIES: usize = 100_000;
+/// What a full memory book is pruned down to: a tenth of it is free again, so the scan of a
+/// full book happens at most once per [`MAX_ENTRIES`]` / 10` new keys (a bounded cost per
+/// update, averaged), however many of its entries still block.
+const PRUNED_TO: usize = MAX_ENTRIES / 10 * 9;
 /// An entry this long without a failure is forgiven and may be forgotten (twice the longest
 /// wait a policy may set).
 pub const FORGET_AFTER: u64 = 2 * 86_400;
 
-/// The counts in this process's memory.
+/// The counts in this process's memory, at most [`MAX_ENTRIES`] keys.
 #[derive(Debug)]
 pub struct MemoryBook {
     entries: Mutex<HashMap<String, Entry>>,
@@ -56,6 +60,29 @@ impl MemoryBook {
     }
 }
 
+/// Makes room in a full book: entries that block nothing and saw no failure for `prune_after`
+/// go first; if that leaves more than [`PRUNED_TO`], those whose last failure is oldest go,
+/// entries that block nothing before those that do.
+fn prune(all: &mut HashMap<String, Entry>, now: u64, prune_after: u64) {
+    all.retain(|_, e| e.blocked_until > now || now.saturating_sub(e.last_failure) < prune_after);
+    if all.len() <= PRUNED_TO {
+        return;
+    }
+    let mut by_age: Vec<(bool, u64, String)> = all
+        .iter()
+        .map(|(k, e)| (e.blocked_until > now, e.last_failure, k.clone()))
+        .collect();
+    let surplus = all.len() - PRUNED_TO;
+    by_age.select_nth_unstable(surplus - 1);
+    for (_, _, k) in &by_age[..surplus] {
+        all.remove(k);
+    }
+    tracing::warn!(
+        forgotten = surplus,
+        "the in-memory back-off book was full: the oldest counts were forgotten"
+    );
+}
+
 #[async_trait::async_trait]
 impl ThrottleBook for MemoryBook {
     async fn update(
@@ -66,9 +93,7 @@ impl ThrottleBook for MemoryBook {
     ) -> Result<(), StoreError> {
         let mut all = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if all.len() >= MAX_ENTRIES {
-            all.retain(|_, e| {
-                e.blocked_until > now || now.saturating_sub(e.last_failure) < self.prune_after
-            });
+            prune(&mut all, now, self.prune_after);
         }
         let mut some: HashMap<String, Entry> = keys
             .iter()
@@ -86,5 +111,76 @@ impl ThrottleBook for MemoryBook {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(blocked_until: u64, last_failure: u64) -> Entry {
+        Entry {
+            failures: 5,
+            blocked_until,
+            last_failure,
+        }
+    }
+
+    #[test]
+    fn a_full_book_is_pruned_to_nine_tenths_oldest_and_unblocking_first() {
+        let now = 1_000_000;
+        let mut all: HashMap<String, Entry> = (0..MAX_ENTRIES as u64)
+            .map(|i| {
+                // Every entry recent; the even ones still block.
+                let blocked = if i % 2 == 0 { now + 100 } else { 0 };
+                (format!("k{i}"), entry(blocked, now - 10 - i))
+            })
+            .collect();
+        prune(&mut all, now, 1_000_000);
+        assert_eq!(all.len(), PRUNED_TO);
+        let blocking = all.values().filter(|e| e.blocked_until > now).count();
+        assert_eq!(blocking, MAX_ENTRIES / 2, "every blocking entry kept");
+        // The unblocking entries kept are the most recent ones.
+        let oldest_kept = all
+            .values()
+            .filter(|e| e.blocked_until <= now)
+            .map(|e| e.last_failure)
+            .min()
+            .unwrap();
+        let newest_gone = (1..MAX_ENTRIES as u64)
+            .step_by(2)
+            .filter(|i| !all.contains_key(&format!("k{i}")))
+            .map(|i| now - 10 - i)
+            .max()
+            .unwrap();
+        assert!(newest_gone < oldest_kept);
+    }
+
+    #[tokio::test]
+    async fn a_full_book_scans_once_per_tenth_of_its_size() {
+        let book = MemoryBook::new(600);
+        let now = 1_000_000;
+        {
+            let mut all = book.entries.lock().unwrap();
+            for i in 0..MAX_ENTRIES {
+                all.insert(format!("k{i}"), entry(now + 100, now));
+            }
+        }
+        let book = &book;
+        let put = |k: String| async move {
+            let keys = [k.clone()];
+            book.update(&keys, now, &mut |m| {
+                m.insert(k.clone(), entry(now + 100, now));
+            })
+            .await
+            .unwrap();
+        };
+        put("new0".into()).await;
+        assert_eq!(book.entries.lock().unwrap().len(), PRUNED_TO + 1);
+        for i in 1..(MAX_ENTRIES - PRUNED_TO - 1) {
+            put(format!("new{i}")).await;
+        }
+        // Below the bound again: no scan until it is full.
+        assert_eq!(book.entries.lock().unwrap().len(), MAX_ENTRIES - 1);
     }
 }

@@ -8,7 +8,11 @@ async fn go<'t>(
     addr: Option<IpAddr>,
     now: u64,
 ) -> Result<Attempt<'t>, u64> {
-    match t.attempt(user, addr, now).await.unwrap() {
+    let account = match user.strip_prefix("dir:") {
+        Some(name) => Account::directory(name),
+        None => Account::Local(user.to_owned()),
+    };
+    match t.attempt(&account, addr, now).await.unwrap() {
         Turn::Go(a) => Ok(a),
         Turn::Wait(w) => Err(w),
     }
@@ -39,11 +43,16 @@ async fn a_lease_goes_to_one_taker_until_it_runs_out_and_charges_nobody() {
     );
 }
 
+/// Binds of one directory entry: charged before each is sent ([`Throttle::take_directory_bind`],
+/// as the grant asks it), so `true` when the bind goes.
+async fn bind(t: &Throttle, entry: &str, now: u64) -> bool {
+    t.take_directory_bind(entry, now).await.unwrap().is_ok()
+}
+
 /// Refused binds reach the directory at most [`DIRECTORY_FREE_FAILURES`] times in a row,
 /// then one per [`DIRECTORY_WAIT`], from any number of addresses and under any spelling of
 /// the name that finds the entry (case, UPN): with AD's counter reset after 10 minutes, its
-/// count never passes 4 through the issuer. The grant asks [`Throttle::directory_wait`] of
-/// the entry before it binds, as here.
+/// count never passes 4 through the issuer.
 #[tokio::test]
 async fn refused_binds_stay_below_the_directory_lock_out() {
     let t = Throttle::in_memory(ThrottlePolicy::default());
@@ -52,15 +61,15 @@ async fn refused_binds_stay_below_the_directory_lock_out() {
     let mut now = 1_000;
     for i in 0..400u32 {
         let addr = Some(IpAddr::from([10, 0, (i / 250) as u8, (i % 250) as u8]));
-        let name = names[i as usize % names.len()];
-        let Ok(a) = go(&t, name, addr, now).await else {
+        let name = format!("dir:{}", names[i as usize % names.len()]);
+        let Ok(a) = go(&t, &name, addr, now).await else {
             now += 15;
             continue;
         };
-        if t.directory_wait("uid=alice", now).await.unwrap().is_none() {
-            a.failed_in_directory(now, Some("uid=alice")).await.unwrap();
+        if bind(&t, "id:alice", now).await {
             reached.push(now);
         }
+        a.failed(now).await.unwrap();
         now += 15;
     }
     assert_eq!(&reached[..4], &[1_000, 1_015, 1_030, 1_045], "{reached:?}");
@@ -75,24 +84,85 @@ async fn refused_binds_stay_below_the_directory_lock_out() {
         reached.len() >= 6,
         "one every 15 minutes goes on: {reached:?}"
     );
-    // An unknown name meets the same count (no entry, the name's own): 429 alike.
+    // An unknown name meets the same count (no entry, the name's own), under any spelling: 429
+    // alike.
     for k in 0..DIRECTORY_FREE_FAILURES {
-        let a = go(&t, "nobody", None, now + u64::from(k)).await.unwrap();
-        a.failed_in_directory(now, None).await.unwrap();
+        let a = go(&t, "dir:nobody", None, now + u64::from(k))
+            .await
+            .unwrap();
+        a.failed(now).await.unwrap();
     }
-    assert!(
-        go(&t, "NOBODY", None, now + 5).await.is_err(),
-        "held like a real name"
-    );
+    for spelling in [
+        "dir:NOBODY",
+        "dir: nobody",
+        "dir:ｎｏｂｏｄｙ",
+        "dir:nobody\u{a0}",
+    ] {
+        assert!(
+            go(&t, spelling, None, now + 5).await.is_err(),
+            "{spelling:?} held like a real name"
+        );
+    }
     // Ordinary wrong passwords (a local user) are not held to it.
     for _ in 0..5 {
         fail(&t, "bob", None, now).await.unwrap();
     }
     // The real user's success starts the entry's count over.
     let later = now + DIRECTORY_WAIT + 1;
-    let a = go(&t, "alice", None, later).await.unwrap();
-    a.succeeded_in_directory(later, "uid=alice").await.unwrap();
-    assert_eq!(t.directory_wait("uid=alice", later).await.unwrap(), None);
+    let a = go(&t, "dir:alice", None, later).await.unwrap();
+    assert!(bind(&t, "id:alice", later).await);
+    a.succeeded_in_directory(later, "id:alice").await.unwrap();
+    for _ in 0..DIRECTORY_FREE_FAILURES {
+        assert!(bind(&t, "id:alice", later).await, "counted afresh");
+    }
+}
+
+/// Sign-ins of one entry under many spellings at once: each bind is counted before it is sent,
+/// so no more than the bound go, however many are in flight and none settled yet.
+#[tokio::test]
+async fn concurrent_binds_of_one_entry_are_counted_before_they_go() {
+    let t = throttle();
+    let mut went = 0;
+    for _ in 0..20 {
+        if bind(&t, "id:bob", 100).await {
+            went += 1;
+        }
+    }
+    assert_eq!(went, DIRECTORY_FREE_FAILURES);
+    assert!(bind(&t, "id:other", 100).await, "entries are counted apart");
+}
+
+/// Guesses at a name for the directory never charge the local user whose name folds alike:
+/// the break-glass account stays usable.
+#[tokio::test]
+async fn directory_guesses_never_hold_a_local_user() {
+    let t = throttle();
+    let ip = Some("203.0.113.5".parse().unwrap());
+    for _ in 0..60 {
+        if let Ok(a) = go(&t, "dir:BREAKGLASS", ip, 100).await {
+            a.failed(100).await.unwrap();
+        }
+    }
+    assert!(go(&t, "dir:breakglass", None, 100).await.is_err());
+    assert!(go(&t, "breakglass", None, 100).await.is_ok());
+    assert!(
+        go(&t, "breakglass", Some("198.51.100.1".parse().unwrap()), 100)
+            .await
+            .is_ok()
+    );
+}
+
+/// The addresses of one IPv6 /64 are one address to the back-off.
+#[tokio::test]
+async fn an_ipv6_prefix_is_one_address() {
+    let t = throttle();
+    let addr = |i: u16| Some(IpAddr::from([0x2001, 0xdb8, 1, 2, i, 0, 0, 1]));
+    for i in 0..21 {
+        assert!(fail(&t, &format!("user{i}"), addr(i), 50).await.is_ok());
+    }
+    assert!(go(&t, "fresh", addr(999), 50).await.is_err());
+    let elsewhere = Some(IpAddr::from([0x2001, 0xdb8, 1, 3, 0, 0, 0, 1]));
+    assert!(go(&t, "fresh", elsewhere, 50).await.is_ok());
 }
 
 async fn succeed(t: &Throttle, user: &str, addr: Option<IpAddr>, now: u64) {

@@ -6,6 +6,7 @@ mod connections;
 mod directory;
 mod directory_ad;
 mod directory_harness;
+mod directory_probe;
 mod edge;
 mod edge_outage;
 mod edges_report;
@@ -19,6 +20,7 @@ mod pg;
 mod pgbouncer;
 mod probe;
 mod probe2;
+mod probe3;
 mod revoked_and_restored;
 
 use e2e::{Options, Stack, Tools};
