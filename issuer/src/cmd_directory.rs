@@ -71,6 +71,8 @@ pub fn run(cmd: DirectoryCmd) -> anyhow::Result<()> {
             match crate::block_on(d.test(&name, &password))? {
                 Ok(user) => {
                     let out = serde_json::json!({
+                        "name": user.name,
+                        "id": user.key,
                         "dn": user.dn,
                         "roles": user.roles,
                         "claims": user.claims.iter().map(|(t, v)| serde_json::json!({"type": t, "value": v})).collect::<Vec<_>>(),

@@ -452,10 +452,13 @@ fn directory_check_and_test_name_the_failing_step() {
     let (ok, out) = issuer_with(&tools, &starttls_config, &["directory", "check"], "");
     assert!(ok && out.contains("tls:            ok"), "{out}");
     let alice = format!("{}\n", ldap.password("alice"));
-    let (ok, out) = issuer(&["directory", "test", "alice"], &alice);
+    let (ok, out) = issuer(&["directory", "test", "ALICE"], &alice);
     assert!(ok, "{out}");
     let v: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
     assert_eq!(v["dn"], ldap.user_dn("alice"));
+    assert_eq!(v["name"], "alice", "the entry's own name: {v}");
+    let id = v["id"].as_str().unwrap();
+    assert!(id.starts_with("id:") && id.len() == 39, "entryUUID: {v}");
     assert_eq!(v["roles"], serde_json::json!(["editor", "staff"]));
     assert_eq!(v["server"], ldap.ldaps_url());
     let (ok, out) = issuer(&["directory", "test", "alice"], "wrong\n");

@@ -41,6 +41,7 @@ async fn active_directory_users_sign_in_and_disabled_ones_are_refused_everywhere
         let (status, v) = sign_in(&s, &name, dc.password("alice")).await;
         assert_eq!(status, 200, "{name}: {v}");
         let seen = introspect(&s, &v).await;
+        assert_eq!(seen["sub"], "alice", "the entry's sAMAccountName: {seen}");
         assert_eq!(
             seen["roles"],
             json!(["editor", "staff"]),
