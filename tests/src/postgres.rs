@@ -160,6 +160,27 @@ impl PgCluster {
         )
     }
 
+    /// A login role `name` as `docs/deploy-postgres.md` sets one up, no superuser: it may create
+    /// tables in the `public` schema of `postgres` (which PostgreSQL 15 no longer grants every
+    /// role), so it owns what it creates there and the harness, as `app`, still reads and
+    /// changes them. Its new random password.
+    pub fn create_role(&self, name: &str) -> Result<String> {
+        let password = crate::random_hex()?;
+        self.psql(&format!(
+            "CREATE ROLE {name} LOGIN PASSWORD '{password}'; \
+             GRANT CREATE ON SCHEMA public TO {name}"
+        ))?;
+        Ok(password)
+    }
+
+    /// [`Self::url`] as the role `user` with `password`.
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        format!(
+            "postgres://{user}:{password}@127.0.0.1:{}/postgres",
+            self.port
+        )
+    }
+
     /// `app`'s password, for a password file (the URL of [`Self::url`] holds it too).
     pub fn password(&self) -> &str {
         &self.password

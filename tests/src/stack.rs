@@ -436,6 +436,9 @@ impl Drop for Stack {
     }
 }
 
+/// The PostgreSQL role the issuers of a stack run as.
+const ISSUER_ROLE: &str = "issuer";
+
 /// A primary and, maybe, its standby.
 type Clusters = (Option<postgres::PgCluster>, Option<postgres::PgCluster>);
 
@@ -457,9 +460,11 @@ fn issuer_state(
     } else {
         None
     };
+    // The issuers connect as the role the deployment guide creates, never as the superuser.
+    let password = pg.create_role(ISSUER_ROLE)?;
     let url = match &standby {
-        Some(standby) => pg.failover_url(standby),
-        None => pg.url(),
+        Some(standby) => pg.failover_url_as(ISSUER_ROLE, &password, standby),
+        None => pg.url_as(ISSUER_ROLE, &password),
     };
     let kek = dir.join("kek");
     write_private(&kek, format!("{}\n", random_hex()?).as_bytes())?;

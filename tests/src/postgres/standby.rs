@@ -82,9 +82,14 @@ impl PgCluster {
     /// them accepts writes: `postgres://app:PW@127.0.0.1:P1,127.0.0.1:P2/postgres?
     /// target_session_attrs=read-write`. It holds the password, as [`PgCluster::url`].
     pub fn failover_url(&self, standby: &PgCluster) -> String {
+        self.failover_url_as(USER, &self.password, standby)
+    }
+
+    /// [`Self::failover_url`] as the role `user` with `password`.
+    pub fn failover_url_as(&self, user: &str, password: &str, standby: &PgCluster) -> String {
         format!(
-            "postgres://{USER}:{}@127.0.0.1:{},127.0.0.1:{}/postgres?target_session_attrs=read-write",
-            self.password, self.port, standby.port
+            "postgres://{user}:{password}@127.0.0.1:{},127.0.0.1:{}/postgres?target_session_attrs=read-write",
+            self.port, standby.port
         )
     }
 
