@@ -341,11 +341,13 @@ impl Slapd {
         let dns = users
             .map(|u| (*u, self.user_dn(u)))
             .chain([(DUPLICATE_USER, dup_dn)]);
-        for (user, dn) in dns {
+        // Each user entry's `entryUUID` is the same on every server of a fixture, as replicas
+        // of one directory hold it (set under the Relax Rules control below).
+        for (i, (user, dn)) in dns.enumerate() {
             let _ = write!(
                 ldif,
                 "dn: {dn}\nobjectClass: inetOrgPerson\nuid: {user}\ncn: {user}\nsn: {user}\n\
-                 mail: {user}@{}\nuserPassword: {}\n\n",
+                 mail: {user}@{}\nuserPassword: {}\nentryUUID: 6d6d7300-0000-4000-8000-{i:012x}\n\n",
                 directory::MAIL_DOMAIN,
                 self.fixture.password(user)
             );
@@ -362,7 +364,7 @@ impl Slapd {
             ldif.push('\n');
         }
         self.admin()
-            .run("ldapmodify", &["-a"], Some(&ldif))
+            .run("ldapmodify", &["-a", "-e", "relax"], Some(&ldif))
             .context("seeding slapd")?;
         for (group, member) in LATE_MEMBERS {
             self.modify(&format!(

@@ -437,7 +437,7 @@ impl Drop for Stack {
 }
 
 /// The PostgreSQL role the issuers of a stack run as.
-const ISSUER_ROLE: &str = "issuer";
+pub const ISSUER_ROLE: &str = "issuer";
 
 /// A primary and, maybe, its standby.
 type Clusters = (Option<postgres::PgCluster>, Option<postgres::PgCluster>);

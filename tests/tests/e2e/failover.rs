@@ -9,7 +9,7 @@ use crate::alive;
 use crate::edge::{access, call, password, refused_everywhere, revoke, wait_for_sync};
 use e2e::failover::Target;
 use e2e::failover::{acknowledged, family_of, missing, stored_families, Load, Outcome, Stored};
-use e2e::{demo, Options, Stack, Tools};
+use e2e::{demo, Options, Stack, Tools, ISSUER_ROLE};
 use std::time::{Duration, Instant};
 
 /// Clients with a family of their own.
@@ -216,13 +216,13 @@ async fn a_killed_primary_fails_over_to_its_synchronous_standby_under_load() {
     assert!(s.stop());
 }
 
-/// Connections of the issuers' database user (`app`) to `pg`, but the one asking.
+/// Connections of the issuers' database role ([`ISSUER_ROLE`]) to `pg`.
 fn app_connections(pg: &e2e::postgres::PgCluster) -> u64 {
     let out = pg
-        .psql(
-            "SELECT count(*) FROM pg_stat_activity WHERE usename = 'app' \
-             AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
-        )
+        .psql(&format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = '{ISSUER_ROLE}' \
+             AND backend_type = 'client backend'"
+        ))
         .unwrap();
     out.trim().parse().unwrap()
 }
@@ -268,10 +268,10 @@ async fn a_primary_demoted_in_place_leaves_no_connection_in_the_pools() {
             Instant::now() < deadline,
             "connections left on the old primary: {}",
             primary
-                .psql(
+                .psql(&format!(
                     "SELECT state, application_name, left(query, 60), now() - state_change \
-                     FROM pg_stat_activity WHERE usename = 'app'"
-                )
+                     FROM pg_stat_activity WHERE usename = '{ISSUER_ROLE}'"
+                ))
                 .unwrap()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;

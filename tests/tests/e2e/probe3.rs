@@ -34,7 +34,7 @@ async fn a_token_behind_bearer_and_another_separator_is_refused_not_passed_on() 
     let http1 = s.client_builder().http1_only().build().unwrap();
     let http2 = s.client();
     for (version, http) in [("HTTP/1.1", &http1), ("HTTP/2", &http2)] {
-        for separator in [&b"\t"[..], b"\xc2\xa0", b"\x0b"] {
+        for separator in [&b"\t"[..], b"\xc2\xa0"] {
             let smuggled = [&b"Bearer"[..], separator, other.as_bytes()].concat();
             let smuggled = HeaderValue::from_bytes(&smuggled).unwrap();
             let r = http
