@@ -9,6 +9,7 @@ mod cmd_audit;
 mod cmd_backup;
 mod cmd_directory;
 mod cmd_edges;
+mod out;
 mod serve_listen;
 mod serve_store;
 
@@ -283,7 +284,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("issuer: {e:#}");
+            eprintln!("issuer: {}", issuer::display::lines(&format!("{e:#}")));
             std::process::ExitCode::FAILURE
         }
     }
@@ -479,11 +480,13 @@ async fn until_stopped(mut stopped: tokio::sync::watch::Receiver<bool>) {
 /// Runs an admin command: on the embedded store through the running server's socket, or directly
 /// on the data dir; on PostgreSQL directly on the database.
 fn run_admin(args: &DataDir, cmd: Command) -> anyhow::Result<()> {
-    print!(
-        "{}",
-        cmd_admin::run(&args.location()?, &args.pg_files(), &cmd)?
-    );
-    Ok(())
+    let reply = cmd_admin::run(&args.location()?, &args.pg_files(), &cmd)?;
+    match cmd {
+        Command::ClientListJson | Command::UserListJson | Command::KeysFilterConfig => {
+            out::json(&reply)
+        }
+        _ => out::text(&reply),
+    }
 }
 
 /// `keys rotate-kek`: re-seals the database's secrets under the current KEK.
