@@ -281,6 +281,37 @@ pub fn url_has_password(s: &str) -> bool {
     in_userinfo || in_query
 }
 
+/// The widest range a trusted proxy may be: an IPv4 /8, an IPv6 /7 (`fc00::/7`, the unique
+/// local addresses). A wider one holds much of the internet, whose `X-Forwarded-For` would then
+/// be believed.
+pub const WIDEST_PROXY_PREFIX: (u8, u8) = (8, 7);
+
+/// A `--trusted-proxy` (`trusted_proxy`): [`parse_net`], and no wider than
+/// [`WIDEST_PROXY_PREFIX`] (IPv4-mapped IPv6 ranges judged as the IPv4 they map).
+pub fn parse_proxy(s: &str) -> Result<ipnet::IpNet, String> {
+    let net = parse_net(s)?;
+    let too_wide = match net {
+        ipnet::IpNet::V4(n) => n.prefix_len() < WIDEST_PROXY_PREFIX.0,
+        ipnet::IpNet::V6(n) => {
+            // Every IPv4 address, as a dual-stack listener sees it.
+            let v4 = std::net::Ipv6Addr::new(0, 0, 0, 0, 0, 0xffff, 0, 0);
+            if n.network().to_ipv4_mapped().is_some() {
+                n.prefix_len() < 96 + WIDEST_PROXY_PREFIX.0
+            } else {
+                n.prefix_len() < WIDEST_PROXY_PREFIX.1 || n.contains(&v4)
+            }
+        }
+    };
+    if too_wide {
+        return Err(format!(
+            "{s} is wider than an IPv4 /8 or an IPv6 /7: X-Forwarded-For would be believed from \
+             most of the internet, and a guesser could choose the address the sign-in back-off \
+             counts; list the proxies' own addresses"
+        ));
+    }
+    Ok(net)
+}
+
 /// `s` as an IP network: a CIDR range, or an address (a network of one).
 pub fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
     s.parse::<ipnet::IpNet>()

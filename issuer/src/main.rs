@@ -17,7 +17,7 @@ use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
 use issuer::admin::{self, Command};
 use issuer::app::{now, App, Settings};
-use issuer::config::{parse_net, DirectoryConfig};
+use issuer::config::{parse_proxy, DirectoryConfig};
 use issuer::directory::Directory;
 use issuer::http::AppSlot;
 use issuer::logging::LogFormat;
@@ -196,13 +196,14 @@ struct Serve {
     #[arg(long)]
     trust_x_forwarded_for: bool,
     /// A proxy whose X-Forwarded-For is believed: an address or a CIDR range, repeatable or comma
-    /// separated. Entries are read from the right, skipping trusted proxies.
+    /// separated. Entries are read from the right, skipping trusted proxies. No range wider than
+    /// an IPv4 /8 or an IPv6 /7.
     #[arg(
         long = "trusted-proxy",
         env = "ISSUER_TRUSTED_PROXIES",
         value_delimiter = ',',
         default_values = ["127.0.0.1", "::1"],
-        value_parser = parse_net
+        value_parser = parse_proxy
     )]
     trusted_proxies: Vec<ipnet::IpNet>,
     /// Log format: `text` (coloured only on a terminal) or `json` (one object per line).

@@ -352,3 +352,27 @@ fn a_syntax_error_gives_its_place_not_its_text() {
     );
     assert!(!e.contains("hunter2"), "{e}");
 }
+
+#[test]
+fn a_trusted_proxy_is_no_wider_than_a_v4_slash_8_or_a_v6_slash_7() {
+    for ok in [
+        "10.0.0.0/8",
+        "192.168.1.7",
+        "fc00::/7",
+        "::1",
+        "::ffff:10.0.0.0/104",
+    ] {
+        assert!(parse_proxy(ok).is_ok(), "{ok}");
+    }
+    for wide in [
+        "0.0.0.0/0",
+        "10.0.0.0/7",
+        "::/0",
+        "2000::/3",
+        "::ffff:0.0.0.0/96",
+        "::/8",
+    ] {
+        let e = parse_proxy(wide).unwrap_err();
+        assert!(e.contains("wider than"), "{e}");
+    }
+}

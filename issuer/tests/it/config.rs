@@ -152,3 +152,22 @@ fn a_config_file_others_may_write_or_read_with_a_password_is_refused() {
         assert!(!e.contains("hunter2"), "{e}");
     }
 }
+
+/// A trusted proxy range wider than a /8 of IPv4 or a /7 of IPv6 (`0.0.0.0/0`, `::/0`, all
+/// IPv4-mapped addresses) would believe anyone's X-Forwarded-For, letting a guesser choose the
+/// address the sign-in back-off counts: refused, in the file as on the command line.
+#[test]
+fn a_trusted_proxy_range_that_covers_the_internet_is_refused() {
+    for range in [
+        "0.0.0.0/0",
+        "128.0.0.0/1",
+        "::/0",
+        "2000::/3",
+        "::ffff:0.0.0.0/96",
+    ] {
+        let e = refused(&format!(
+            "trust_x_forwarded_for = true\ntrusted_proxy = [\"10.0.0.0/8\", \"{range}\"]\n"
+        ));
+        assert!(e.contains(range) && e.contains("wider than"), "{e}");
+    }
+}
