@@ -8,7 +8,7 @@
 use crate::cmd_accounts::hash_key;
 use crate::cmd_admin::Session;
 use crate::cmd_apply_file::{read, sorted, Declared, DeclaredClient, DeclaredUser};
-use crate::DataDir;
+use crate::{out, DataDir};
 use clap::Args;
 use issuer::admin::{ClientView, Command, NewClient, NewUser, UserView};
 use issuer::secrets::{new_client_secret, HashKey};
@@ -54,14 +54,17 @@ pub fn run(args: ApplyArgs, dir: &DataDir) -> anyhow::Result<()> {
     let steps = plan(declared, clients, users, args.prune);
     let file = args.file.display();
     if steps.is_empty() {
-        println!("no change: the store matches {file}");
+        out::line(&format!("no change: the store matches {file}"))?;
         return Ok(());
     }
     for step in &steps {
-        println!("{}", step.text);
+        out::line(&step.text)?;
     }
     if args.dry_run {
-        println!("dry run: {} changes planned, nothing changed", steps.len());
+        out::line(&format!(
+            "dry run: {} changes planned, nothing changed",
+            steps.len()
+        ))?;
         return Ok(());
     }
     let key = match &session {
@@ -82,7 +85,7 @@ pub fn run(args: ApplyArgs, dir: &DataDir) -> anyhow::Result<()> {
             eprintln!("applied {} of {total} changes", done + 1);
         }
     }
-    println!("applied {total} changes from {file}");
+    out::line(&format!("applied {total} changes from {file}"))?;
     Ok(())
 }
 
@@ -108,7 +111,7 @@ fn execute(session: &Session, step: Step, key: Option<&HashKey>) -> anyhow::Resu
     });
     session.run(&cmd)?;
     if generated {
-        println!("secret of {}: {}", c.id, secret.as_str());
+        out::line(&format!("secret of {}: {}", c.id, secret.as_str()))?;
         eprintln!("(shown once: store it now; only a keyed hash is kept)");
     }
     Ok(())
@@ -137,7 +140,10 @@ fn plan(
         match users.remove(&u.name) {
             None => adds.push(add_user(u)),
             Some(old) if old.directory => {
-                eprintln!("user {}: a directory user, left alone", u.name);
+                eprintln!(
+                    "user {}: a directory user, left alone",
+                    issuer::display::text(&u.name)
+                );
             }
             Some(old) => changes.extend(user_changes(u, &old)),
         }

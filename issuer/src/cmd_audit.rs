@@ -2,12 +2,13 @@
 //! event for people or one JSON object per line for a SIEM; and the record of
 //! `issuer keys rotate-kek`, which runs outside the admin commands.
 
-use crate::cmd_admin;
 use crate::DataDir;
+use crate::{cmd_admin, out};
 use anyhow::{bail, Context as _};
 use clap::Args;
 use issuer::admin::{Command, MAX_AUDIT_READ};
 use issuer::app::now;
+use issuer::display;
 use issuer::store::{Audit, AuditAction, AuditEvent};
 use serde_json::json;
 
@@ -34,14 +35,12 @@ pub fn run(args: &AuditArgs) -> anyhow::Result<()> {
     let reply = cmd_admin::run(&args.dir.location()?, &args.dir.pg_files(), &cmd)?;
     let events: Vec<AuditEvent> =
         serde_json::from_str(&reply).context("reading the audit trail's reply")?;
-    let mut out = std::io::stdout().lock();
     for e in &events {
-        let line = if args.json {
-            json_line(e)
+        if args.json {
+            out::json_line(&json_line(e))?;
         } else {
-            text_line(e)
-        };
-        std::io::Write::write_all(&mut out, format!("{line}\n").as_bytes())?;
+            out::line(&text_line(e))?;
+        }
     }
     if events.len() >= MAX_AUDIT_READ {
         eprintln!(
@@ -64,15 +63,17 @@ fn json_line(e: &AuditEvent) -> String {
     .to_string()
 }
 
+/// One event as text: the actor and the target escaped ([`display::text`]), the values as JSON
+/// ([`display::json`]), so no name someone chose forges a line.
 fn text_line(e: &AuditEvent) -> String {
     format!(
         "{} {} {} {}: {} -> {}",
         rfc3339(e.at),
-        e.actor,
+        display::text(&e.actor),
         e.action.as_str(),
-        e.target,
-        e.before,
-        e.after
+        display::text(&e.target),
+        display::json(&e.before.to_string()),
+        display::json(&e.after.to_string())
     )
 }
 

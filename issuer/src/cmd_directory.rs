@@ -50,11 +50,15 @@ pub fn run(cmd: DirectoryCmd) -> anyhow::Result<()> {
             let d = directory(&config)?;
             let reports = crate::block_on(d.check())?;
             for r in &reports {
-                println!("{}", r.url);
-                println!("  reachable:      {}", step(&r.reachable));
-                println!("  tls:            {}", step(&r.tls));
-                println!("  service bind:   {}", step(&r.service_bind));
-                println!("  search base:    {}", step(&r.search_base));
+                crate::out::text(&format!(
+                    "{}\n  reachable:      {}\n  tls:            {}\n  service bind:   {}\n  \
+                     search base:    {}\n",
+                    r.url,
+                    step(&r.reachable),
+                    step(&r.tls),
+                    step(&r.service_bind),
+                    step(&r.search_base)
+                ))?;
             }
             let failed = reports.iter().filter(|r| !r.ok()).count();
             if failed > 0 {
@@ -78,11 +82,11 @@ pub fn run(cmd: DirectoryCmd) -> anyhow::Result<()> {
                         "claims": user.claims.iter().map(|(t, v)| serde_json::json!({"type": t, "value": v})).collect::<Vec<_>>(),
                         "server": user.server,
                     });
-                    println!("{out}");
+                    crate::out::json_line(&out.to_string())?;
                     Ok(())
                 }
                 Err(failure) => {
-                    println!("{}", serde_json::to_string(&failure)?);
+                    crate::out::json_line(&serde_json::to_string(&failure)?)?;
                     bail!("sign-in of {name:?} failed: {}", failure.error)
                 }
             }

@@ -2,10 +2,11 @@
 //! holds which keys and revocations, and a rotation that waits until every edge holds the new
 //! key before it signs with it.
 
-use crate::cmd_admin;
 use crate::DataDir;
+use crate::{cmd_admin, out};
 use anyhow::{bail, Context as _};
 use issuer::admin::{Command, EdgeRow, EdgesReport};
+use issuer::display;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -30,28 +31,28 @@ pub fn list(dir: &DataDir, json: bool) -> anyhow::Result<()> {
         for e in &r.edges {
             let mut v = serde_json::to_value(e)?;
             v["holds_newest_key"] = newest.is_some_and(|k| e.report.kids.contains(&k)).into();
-            println!("{v}");
+            out::json_line(&v.to_string())?;
         }
         return Ok(());
     }
-    println!("NODE/VM                          CLIENT        SEEN  KEYS              NEWEST  CURSOR  BEHIND  LAG");
+    out::line("NODE/VM                          CLIENT        SEEN  KEYS              NEWEST  CURSOR  BEHIND  LAG")?;
     for e in &r.edges {
         let holds = match newest {
             Some(k) if e.report.kids.contains(&k) => format!("has {k}"),
             Some(k) => format!("no {k}"),
             None => "-".into(),
         };
-        println!(
+        out::line(&format!(
             "{:<32} {:<13} {:>4}s {:<17} {:<7} {:>6} {:>7} {:>4}s",
-            name(e),
-            e.report.client,
+            display::text(&name(e)),
+            display::text(&e.report.client),
             r.now.saturating_sub(e.report.last_seen),
-            e.report.keys_version.as_deref().unwrap_or("-"),
+            display::text(e.report.keys_version.as_deref().unwrap_or("-")),
             holds,
             e.report.cursor,
             e.behind,
             e.lag_seconds
-        );
+        ))?;
     }
     Ok(())
 }
@@ -75,26 +76,29 @@ fn lacking(r: &EdgesReport, kid: u32, also: &BTreeSet<String>) -> Vec<String> {
 /// error (non-zero exit) naming those that do not.
 pub fn status(dir: &DataDir) -> anyhow::Result<()> {
     let r = report(dir)?;
-    match (r.signing, r.next) {
+    out::line(&match (r.signing, r.next) {
         (Some(s), Some(n)) if r.held => {
-            println!("key {s} signs; key {n} is published and held until every edge has it")
+            format!("key {s} signs; key {n} is published and held until every edge has it")
         }
-        (Some(s), Some(n)) => println!("key {s} signs; key {n} is published and signs soon"),
-        (Some(s), None) => println!("key {s} signs"),
-        (None, _) => println!("no key signs"),
-    }
+        (Some(s), Some(n)) => format!("key {s} signs; key {n} is published and signs soon"),
+        (Some(s), None) => format!("key {s} signs"),
+        (None, _) => "no key signs".to_owned(),
+    })?;
     let Some(kid) = r.newest() else {
         bail!("the store has no signing key");
     };
     let recent: Vec<_> = r.seen_within(RECENT).collect();
-    println!("{} edges seen in the last {RECENT} s", recent.len());
+    out::line(&format!(
+        "{} edges seen in the last {RECENT} s",
+        recent.len()
+    ))?;
     for e in &recent {
         let has = if e.report.kids.contains(&kid) {
             "has"
         } else {
             "lacks"
         };
-        println!("  {} {has} key {kid}", name(e));
+        out::line(&format!("  {} {has} key {kid}", name(e)))?;
     }
     let missing = lacking(&r, kid, &BTreeSet::new());
     if !missing.is_empty() {
@@ -119,10 +123,10 @@ pub fn rotate_when_ready(dir: &DataDir, timeout: u64) -> anyhow::Result<()> {
         .trim()
         .parse()
         .context("reading the published key's id")?;
-    println!(
+    out::line(&format!(
         "key {kid} is published (held, not signing); waiting up to {timeout} s for {} edges",
         waited.len()
-    );
+    ))?;
     let deadline = Instant::now() + Duration::from_secs(timeout);
     let held_by = loop {
         // A store that fails a moment (a database failover) does not end the wait.
@@ -152,17 +156,17 @@ pub fn rotate_when_ready(dir: &DataDir, timeout: u64) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_secs(1));
     };
-    print!(
-        "{}",
-        cmd_admin::run(
-            &dir.location()?,
-            &dir.pg_files(),
-            &Command::KeysPromote { kid }
-        )?
-    );
-    println!("edges that held key {kid} first: {}", held_by.len());
+    out::text(&cmd_admin::run(
+        &dir.location()?,
+        &dir.pg_files(),
+        &Command::KeysPromote { kid },
+    )?)?;
+    out::line(&format!(
+        "edges that held key {kid} first: {}",
+        held_by.len()
+    ))?;
     for e in held_by {
-        println!("  {e}");
+        out::line(&format!("  {e}"))?;
     }
     Ok(())
 }

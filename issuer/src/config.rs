@@ -20,7 +20,8 @@ pub const DIRECTORY: &str = "directory";
 /// The argument naming the file; no key of the file.
 pub const CONFIG_ARG: &str = "config";
 
-/// A configuration file that cannot be used; the message names the file.
+/// A configuration file that cannot be used; the message names the file, and never quotes its
+/// text (a database URL in it may hold a password).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("reading {path}")]
@@ -30,6 +31,15 @@ pub enum ConfigError {
     },
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
+    /// Group or others may change the file, and so what the issuer trusts.
+    #[error("{path} is writable by group or others: `chmod 0600 {path}`")]
+    Writable { path: String },
+    /// Group or others may read the file, and it holds the database's password.
+    #[error(
+        "{path} holds a database password and is readable by group or others: `chmod 0600 {path}` \
+         (or keep the password in --store-password-file)"
+    )]
+    Readable { path: String },
 }
 
 /// A configuration file, parsed but not yet applied.
@@ -43,20 +53,36 @@ pub struct ConfigFile {
 }
 
 impl ConfigFile {
-    /// Reads and parses `path`.
+    /// Reads and parses `path`: a file group or others may write is refused, and one they may
+    /// read if its `store` URL holds a password.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
+        use std::os::unix::fs::PermissionsExt;
+        let name = path.display().to_string();
+        let read_error = |source| ConfigError::Read {
+            path: name.clone(),
             source,
-        })?;
-        Self::parse(path, &text)
+        };
+        let mode = std::fs::metadata(path)
+            .map_err(read_error)?
+            .permissions()
+            .mode();
+        if mode & 0o022 != 0 {
+            return Err(ConfigError::Writable { path: name });
+        }
+        let text = zeroize::Zeroizing::new(std::fs::read_to_string(path).map_err(read_error)?);
+        let file = Self::parse(path, &text)?;
+        if mode & 0o044 != 0 && file.store_password() {
+            return Err(ConfigError::Readable { path: name });
+        }
+        Ok(file)
     }
 
-    /// Parses `text`, the contents of `path` (which error messages name).
+    /// Parses `text`, the contents of `path` (which error messages name). A syntax error is
+    /// told by its line, column and reason, never by the text there.
     pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
         let mut options: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Invalid {
             path: path.display().to_string(),
-            message: e.to_string().trim_end().to_owned(),
+            message: syntax_error(text, &e),
         })?;
         let directory = options.remove(DIRECTORY);
         Ok(Self {
@@ -64,6 +90,15 @@ impl ConfigFile {
             options,
             directory,
         })
+    }
+
+    /// Whether the `store` option is a PostgreSQL URL with a password (`USER:PASSWORD@` or a
+    /// `password` parameter).
+    fn store_password(&self) -> bool {
+        self.options
+            .get("store")
+            .and_then(toml::Value::as_str)
+            .is_some_and(url_has_password)
     }
 
     /// The file this came from.
@@ -209,6 +244,72 @@ pub fn parse_args<C: CommandFactory + FromArgMatches>(
         C::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()),
         file,
     ))
+}
+
+/// A TOML syntax error as `line L, column C: REASON`, without the text at that place.
+fn syntax_error(text: &str, e: &toml::de::Error) -> String {
+    let reason = e.message().trim_end();
+    let Some(at) = e.span().map(|s| s.start.min(text.len())) else {
+        return format!("TOML syntax: {reason}");
+    };
+    let before = text.get(..at).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    format!("TOML syntax, line {line}, column {column}: {reason}")
+}
+
+/// Whether `s`, a PostgreSQL URL, holds a password: in its user information (`USER:PASSWORD@`)
+/// or as a `password` parameter.
+pub fn url_has_password(s: &str) -> bool {
+    let Some(rest) = s
+        .strip_prefix("postgres://")
+        .or_else(|| s.strip_prefix("postgresql://"))
+    else {
+        return false;
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    let in_userinfo = authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'));
+    let in_query = rest.split_once('?').is_some_and(|(_, query)| {
+        query.split('&').any(|p| {
+            p.split('=')
+                .next()
+                .is_some_and(|k| k.eq_ignore_ascii_case("password"))
+        })
+    });
+    in_userinfo || in_query
+}
+
+/// The widest range a trusted proxy may be: an IPv4 /8, an IPv6 /7 (`fc00::/7`, the unique
+/// local addresses). A wider one holds much of the internet, whose `X-Forwarded-For` would then
+/// be believed.
+pub const WIDEST_PROXY_PREFIX: (u8, u8) = (8, 7);
+
+/// A `--trusted-proxy` (`trusted_proxy`): [`parse_net`], and no wider than
+/// [`WIDEST_PROXY_PREFIX`] (IPv4-mapped IPv6 ranges judged as the IPv4 they map).
+pub fn parse_proxy(s: &str) -> Result<ipnet::IpNet, String> {
+    let net = parse_net(s)?;
+    let too_wide = match net {
+        ipnet::IpNet::V4(n) => n.prefix_len() < WIDEST_PROXY_PREFIX.0,
+        ipnet::IpNet::V6(n) => {
+            // Every IPv4 address, as a dual-stack listener sees it.
+            let v4 = std::net::Ipv6Addr::new(0, 0, 0, 0, 0, 0xffff, 0, 0);
+            if n.network().to_ipv4_mapped().is_some() {
+                n.prefix_len() < 96 + WIDEST_PROXY_PREFIX.0
+            } else {
+                n.prefix_len() < WIDEST_PROXY_PREFIX.1 || n.contains(&v4)
+            }
+        }
+    };
+    if too_wide {
+        return Err(format!(
+            "{s} is wider than an IPv4 /8 or an IPv6 /7: X-Forwarded-For would be believed from \
+             most of the internet, and a guesser could choose the address the sign-in back-off \
+             counts; list the proxies' own addresses"
+        ));
+    }
+    Ok(net)
 }
 
 /// `s` as an IP network: a CIDR range, or an address (a network of one).

@@ -7,6 +7,7 @@
 //! - [`audit`]: recording the audit trail, and the names of its actors.
 //! - [`config`]: the configuration file of `issuer serve` and its `[directory]` table.
 //! - [`directory`]: sign-in of users from Active Directory or another LDAP directory.
+//! - [`display`]: untrusted text made safe to print (line separators, bidi controls escaped).
 //! - [`server`]: the accept loop (plain or TLS), admin socket, sweep and graceful shutdown.
 #![forbid(unsafe_code)]
 
@@ -15,6 +16,7 @@ pub mod app;
 pub mod audit;
 pub mod config;
 pub mod directory;
+pub mod display;
 pub mod http;
 pub mod logging;
 pub mod metrics;

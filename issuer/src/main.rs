@@ -9,6 +9,7 @@ mod cmd_audit;
 mod cmd_backup;
 mod cmd_directory;
 mod cmd_edges;
+mod out;
 mod serve_listen;
 mod serve_store;
 
@@ -16,7 +17,7 @@ use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
 use issuer::admin::{self, Command};
 use issuer::app::{now, App, Settings};
-use issuer::config::{parse_net, DirectoryConfig};
+use issuer::config::{parse_proxy, DirectoryConfig};
 use issuer::directory::Directory;
 use issuer::http::AppSlot;
 use issuer::logging::LogFormat;
@@ -195,13 +196,14 @@ struct Serve {
     #[arg(long)]
     trust_x_forwarded_for: bool,
     /// A proxy whose X-Forwarded-For is believed: an address or a CIDR range, repeatable or comma
-    /// separated. Entries are read from the right, skipping trusted proxies.
+    /// separated. Entries are read from the right, skipping trusted proxies. No range wider than
+    /// an IPv4 /8 or an IPv6 /7.
     #[arg(
         long = "trusted-proxy",
         env = "ISSUER_TRUSTED_PROXIES",
         value_delimiter = ',',
         default_values = ["127.0.0.1", "::1"],
-        value_parser = parse_net
+        value_parser = parse_proxy
     )]
     trusted_proxies: Vec<ipnet::IpNet>,
     /// Log format: `text` (coloured only on a terminal) or `json` (one object per line).
@@ -287,7 +289,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("issuer: {e:#}");
+            eprintln!("issuer: {}", issuer::display::lines(&format!("{e:#}")));
             std::process::ExitCode::FAILURE
         }
     }
@@ -484,11 +486,13 @@ async fn until_stopped(mut stopped: tokio::sync::watch::Receiver<bool>) {
 /// Runs an admin command: on the embedded store through the running server's socket, or directly
 /// on the data dir; on PostgreSQL directly on the database.
 fn run_admin(args: &DataDir, cmd: Command) -> anyhow::Result<()> {
-    print!(
-        "{}",
-        cmd_admin::run(&args.location()?, &args.pg_files(), &cmd)?
-    );
-    Ok(())
+    let reply = cmd_admin::run(&args.location()?, &args.pg_files(), &cmd)?;
+    match cmd {
+        Command::ClientListJson | Command::UserListJson | Command::KeysFilterConfig => {
+            out::json(&reply)
+        }
+        _ => out::text(&reply),
+    }
 }
 
 /// `keys rotate-kek`: re-seals the database's secrets under the current KEK.

@@ -3,7 +3,8 @@
 //!
 //! The embedded store opens before the issuer listens, and a data dir that does not open
 //! (damaged, locked by another issuer, unwritable) ends the command at once: waiting cannot fix
-//! it. PostgreSQL may be unreachable or still starting when the issuer starts (an orchestrator
+//! it. So does one another user owns, or group or others may write
+//! ([`issuer::store::redb::owner`]): they could replace its `hash.key`. PostgreSQL may be unreachable or still starting when the issuer starts (an orchestrator
 //! starts both at once): the issuer listens first, answering `/livez` with 200 and everything
 //! else with 503, and connects with a bounded back-off until the database answers, logging each
 //! failed attempt. What only the operator can fix (the KEK, the password, the URL, a missing
@@ -44,6 +45,7 @@ pub enum Source {
 pub fn prepare(s: &Serve) -> anyhow::Result<Source> {
     match s.dir.location()? {
         Location::Redb(dir) => {
+            issuer::store::redb::owner::check_data_dir(&dir)?;
             let cache = s
                 .store_cache_mib
                 .and_then(|m| usize::try_from(m << 20).ok());

@@ -129,10 +129,13 @@ impl DirectoryTable {
         text
     }
 
-    /// Writes the table as `DIR/issuer.toml`; its path.
+    /// Writes the table as `DIR/issuer.toml`, mode 0600 whatever the umask (the issuer refuses
+    /// a configuration file group or others may write); its path.
     pub fn write(&self, dir: &Path) -> Result<PathBuf> {
+        use std::os::unix::fs::PermissionsExt;
         let path = dir.join("issuer.toml");
         std::fs::write(&path, self.to_toml())?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
         Ok(path)
     }
 }

@@ -330,3 +330,63 @@ fn names_are_escaped_into_the_user_filter() {
     assert!(f("a\\b\0").contains("sAMAccountName=a\\5cb\\00)"));
     assert!(f("jürgen").contains("sAMAccountName=jürgen)"));
 }
+
+#[test]
+fn a_password_in_a_database_url_is_found() {
+    use super::url_has_password;
+    for with in [
+        "postgres://issuer:pw@db:5432/issuer",
+        "postgresql://issuer:pw@db/issuer",
+        "postgres://issuer@db/issuer?sslmode=require&password=pw",
+        "postgres://a:b@c@db/x",
+    ] {
+        assert!(url_has_password(with), "{with}");
+    }
+    for without in [
+        "postgres://issuer@db:5432/issuer",
+        "postgres://db:5432/issuer",
+        "postgres://issuer@[::1]:5432/issuer?sslmode=require",
+        "redb:/var/lib/issuer",
+    ] {
+        assert!(!url_has_password(without), "{without}");
+    }
+}
+
+#[test]
+fn a_syntax_error_gives_its_place_not_its_text() {
+    let e = ConfigFile::parse(
+        Path::new("issuer.toml"),
+        "access_ttl = 60\n\nstore = \"postgres://u:hunter2@db/x\" x\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("issuer.toml: TOML syntax, line 3, column 37: "),
+        "{e}"
+    );
+    assert!(!e.contains("hunter2"), "{e}");
+}
+
+#[test]
+fn a_trusted_proxy_is_no_wider_than_a_v4_slash_8_or_a_v6_slash_7() {
+    for ok in [
+        "10.0.0.0/8",
+        "192.168.1.7",
+        "fc00::/7",
+        "::1",
+        "::ffff:10.0.0.0/104",
+    ] {
+        assert!(parse_proxy(ok).is_ok(), "{ok}");
+    }
+    for wide in [
+        "0.0.0.0/0",
+        "10.0.0.0/7",
+        "::/0",
+        "2000::/3",
+        "::ffff:0.0.0.0/96",
+        "::/8",
+    ] {
+        let e = parse_proxy(wide).unwrap_err();
+        assert!(e.contains("wider than"), "{e}");
+    }
+}

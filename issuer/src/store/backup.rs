@@ -72,6 +72,9 @@ pub enum BackupError {
     /// The database is open in a process that does not answer on the admin socket.
     #[error("the database is open in a process that does not answer on its admin socket")]
     Locked,
+    /// The restore's target is another user's, or group or others may write it.
+    #[error(transparent)]
+    Unsafe(#[from] crate::store::redb::owner::DirError),
     /// Writing the new data dir failed (nothing of it is left behind).
     #[error("writing the new data dir: {0}")]
     Target(std::io::Error),

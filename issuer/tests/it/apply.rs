@@ -2,7 +2,7 @@
 //! embedded one through its admin socket, and PostgreSQL), and users moved in with bcrypt, PBKDF2
 //! and Argon2id hashes signing in over HTTP and having their hash upgraded to Argon2id.
 
-use super::{admin_output, assert_error, post, Server};
+use super::{admin_output, assert_error, assert_no_forging, post, Server, FORGER};
 use argon2::password_hash::{PasswordHasher, SaltString};
 use e2e::postgres::PgCluster;
 use serde_json::Value;
@@ -421,4 +421,33 @@ fn a_large_file_goes_through_the_socket_with_progress() {
     assert_eq!(state(&dir, &[]).1.as_array().unwrap().len(), 1200);
     let (again, err) = ok(&dir, &[], &["apply", file.to_str().unwrap()]);
     assert!(again.starts_with("no change") && !err.contains("applied"));
+}
+
+/// Names, roles and claims that carry line separators and bidi controls are printed escaped in
+/// the plan of `apply --dry-run`, as a change and as a removal.
+#[test]
+fn a_plan_prints_names_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let file = tmp.path().join("odd.toml");
+    let toml_text = |s: &str| serde_json::to_string(s).unwrap();
+    std::fs::write(
+        &file,
+        format!(
+            "[[user]]\nname = {n}\nroles = [{n}]\nclaims = {{ upn = {n} }}\n",
+            n = toml_text(FORGER)
+        ),
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let (plan, err) = ok(&dir, &[], &["apply", path, "--dry-run"]);
+    assert_no_forging("apply --dry-run", &plan);
+    assert_no_forging("apply --dry-run (stderr)", &err);
+    assert!(plan.contains("+ user eve\\u{2028}2026"), "{plan}");
+    assert_eq!(plan.lines().count(), 2, "{plan}");
+    ok(&dir, &[], &["apply", path]);
+    std::fs::write(&file, "").unwrap();
+    let (plan, _) = ok(&dir, &[], &["apply", path, "--dry-run", "--prune"]);
+    assert_no_forging("apply --dry-run --prune", &plan);
+    assert!(plan.contains("- user eve\\u{2028}2026"), "{plan}");
 }

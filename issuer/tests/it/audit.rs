@@ -3,7 +3,7 @@
 //! target, before and after, and no secret anywhere. On the embedded store through the admin
 //! socket (and on the stopped data dir), and on PostgreSQL.
 
-use super::{admin, admin_output, now, post, Server};
+use super::{admin, admin_output, assert_no_forging, now, post, Server, FORGER};
 use e2e::postgres::PgCluster;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -444,4 +444,79 @@ async fn a_large_trail_crosses_the_admin_socket() {
     assert!(out.len() > 8 << 20, "{} bytes", out.len());
     assert_eq!(read.len(), events.len());
     assert_eq!(read[19_999]["target"], events[19_999].target);
+}
+
+/// A sign-in name, an impersonated subject, a user name and a client id that carry line and
+/// paragraph separators and bidi controls are printed escaped by `issuer audit` (text and JSON
+/// lines), `user list` and `client list`: no forged line for a reader that splits lines as
+/// Python's `splitlines` or JavaScript does, every JSON line parses to the exact name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_cannot_forge_lines_in_the_audit_trail_or_the_lists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let server = Server::start(&dir, &[]);
+    let on = On {
+        dir: &dir,
+        store: vec![],
+    };
+    let grants = ["--grants", "password,client_credentials", "--impersonate"];
+    let secret = secret_of(&on.run(&[&["client", "add", "app"][..], &grants].concat(), None));
+    on.run(&["client", "activate", "app"], None);
+    let odd_client = "app\u{2028}x\u{202e}y";
+    on.run(&["client", "add", odd_client], None);
+    on.run(
+        &["user", "add", FORGER, "--role", FORGER],
+        Some("forger-pw-4e1a"),
+    );
+    let (token, app) = (server.token_url(), Some(("app", secret.as_str())));
+    let guess = [
+        ("grant_type", "password"),
+        ("username", FORGER),
+        ("password", "wrong"),
+    ];
+    for _ in 0..7 {
+        post(&token, app, &guess).await;
+    }
+    let imp = [
+        ("grant_type", "client_credentials"),
+        ("impersonate_as", FORGER),
+        ("roles", "ops"),
+    ];
+    assert_eq!(post(&token, app, &imp).await.status, 200);
+    let start = Instant::now();
+    let (json, events) = loop {
+        let (out, events) = on.audit(&[]);
+        let targets = events.iter().filter(|e| e["target"] == FORGER).count();
+        // user.add, login.backoff, token.impersonate
+        if targets >= 3 || start.elapsed() > Duration::from_secs(10) {
+            break (out, events);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for action in ["user.add", "login.backoff", "token.impersonate"] {
+        one(&events, action, FORGER);
+    }
+    assert_no_forging("audit --json", &json);
+    let text = on.run(&["audit"], None);
+    assert_no_forging("audit", &text);
+    assert_eq!(text.lines().count(), events.len(), "{text}");
+    assert!(
+        text.contains(" token.impersonate eve\\u{2028}2026-11-26T00:00:00Z root "),
+        "{text}"
+    );
+    for (cmd, key, name) in [("user", "name", FORGER), ("client", "id", odd_client)] {
+        let list = on.run(&[cmd, "list"], None);
+        assert_no_forging(&format!("{cmd} list"), &list);
+        let json = on.run(&[cmd, "list", "--json"], None);
+        assert_no_forging(&format!("{cmd} list --json"), &json);
+        let list: Value = serde_json::from_str(&json).unwrap();
+        let names: Vec<&str> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e[key].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&name), "{names:?}");
+    }
+    assert!(on.run(&["user", "list"], None).contains("eve\\u{2028}2026"));
 }

@@ -277,3 +277,87 @@ async fn a_stopped_data_dir_backs_up_and_a_bad_restore_writes_nothing() {
     assert_eq!(a.status, 200, "{}", a.json);
     assert!(admin(&target, &["client", "list"], None).contains("app"));
 }
+
+/// Gives `path` to uid and gid 65534 (`nobody`); false, said loudly, where this process may not
+/// (not root), and a failure under `CI`, where the test must run.
+fn give_away(path: &Path) -> bool {
+    match std::os::unix::fs::chown(path, Some(65534), Some(65534)) {
+        Ok(()) => true,
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("SKIPPED: chown to uid 65534 needs root ({e}); CI runs this test as root");
+            false
+        }
+        Err(e) => panic!("chown to uid 65534 failed under CI: {e}"),
+    }
+}
+
+/// `issuer serve` on `dir`, which must refuse to start within 20 s; its stderr.
+fn serve_refused(dir: &Path) -> String {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(20) {
+            child.kill().unwrap();
+            panic!("issuer serve started on {}", dir.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// A directory another user owns, or that group or others may write, could have its `hash.key`
+/// replaced: `restore` refuses it as a target even empty, and `serve` refuses it as its data dir;
+/// both say what to run, and nothing is written.
+#[tokio::test]
+async fn a_data_dir_another_user_owns_or_may_write_is_refused() {
+    let f = fixture();
+    let tmp = f.dir.parent().unwrap();
+    let backup = tmp.join("b.backup");
+    let out = issuer(&f.dir, &["backup", "--to", backup.to_str().unwrap()]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    let from = ["restore", "--from", backup.to_str().unwrap()];
+    let empty = |dir: &Path| std::fs::read_dir(dir).unwrap().next().is_none();
+
+    let writable = tmp.join("writable");
+    std::fs::create_dir(&writable).unwrap();
+    std::fs::set_permissions(&writable, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = issuer(&writable, &from).await;
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("chmod 700"), "{}", text(&out));
+    assert!(empty(&writable) && mode(&writable) == 0o777);
+
+    std::fs::set_permissions(&f.dir, std::fs::Permissions::from_mode(0o770)).unwrap();
+    let e = serve_refused(&f.dir);
+    assert!(
+        e.contains("writable by group or others") && e.contains("chmod 700"),
+        "{e}"
+    );
+    std::fs::set_permissions(&f.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+
+    let theirs = tmp.join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    if !give_away(&theirs) || !give_away(&f.dir) {
+        return;
+    }
+    let out = issuer(&theirs, &from).await;
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("owned by uid 65534") && text(&out).contains("chown"),
+        "{}",
+        text(&out)
+    );
+    assert!(empty(&theirs));
+    let e = serve_refused(&f.dir);
+    assert!(
+        e.contains("owned by uid 65534") && e.contains("chown"),
+        "{e}"
+    );
+}

@@ -3,10 +3,13 @@
 
 use super::*;
 
-/// Writes `text` as the configuration file `issuer.toml` next to the fixture's data dir.
+/// Writes `text` as the configuration file `issuer.toml` next to the fixture's data dir, mode
+/// 0644 whatever the umask (readable by all: it holds no password).
 fn write_config(f: &Fixture, text: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
     let path = f.dir.with_file_name("issuer.toml");
     std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     path
 }
 
@@ -57,19 +60,35 @@ async fn serve_takes_its_options_from_the_file_and_a_flag_overrides_it() {
 
 /// Runs `issuer serve --config FILE` with `text` as FILE, which must fail; returns its stderr.
 fn refused(text: &str) -> String {
+    refused_mode(text, 0o644)
+}
+
+/// [`refused`], the file of mode `mode`; a serve that has not stopped within 20 s fails the test.
+fn refused_mode(text: &str, mode: u32) -> String {
+    use std::os::unix::fs::PermissionsExt;
     let f = fixture();
     let config = write_config(&f, text);
-    let out = serve_command(&["--config", config.to_str().unwrap()], &[])
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(mode)).unwrap();
+    let mut child = serve_command(&["--config", config.to_str().unwrap()], &[])
         .args([
             "--data-dir",
             f.dir.to_str().unwrap(),
             "--listen",
             "127.0.0.1:0",
         ])
-        .stdout(Stdio::piped())
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .output()
+        .spawn()
         .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(20) {
+            child.kill().unwrap();
+            panic!("{text}: started");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
     assert!(!out.status.success(), "{text}: started");
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains(config.to_str().unwrap()), "{stderr}");
@@ -97,4 +116,58 @@ fn a_bad_directory_stops_serve() {
         password.display().to_string()
     ));
     assert!(e.contains("readable by group or others"), "{e}");
+}
+
+/// A TOML syntax error is reported by its line, column and reason, never with the text of the
+/// line, which may hold the database's password.
+#[test]
+fn a_syntax_error_names_its_line_and_column_but_never_the_text() {
+    let e = refused_mode(
+        "access_ttl = 60\nstore = \"postgres://issuer:hunter2-in-url@db:5432/issuer\" x\n",
+        0o600,
+    );
+    assert!(!e.contains("hunter2"), "{e}");
+    assert!(e.contains("line 2, column "), "{e}");
+}
+
+/// A configuration file group or others may write is refused (they could point the issuer at
+/// their own database or directory); one they may read is refused if its database URL holds a
+/// password. Each error says `chmod 0600`.
+#[test]
+fn a_config_file_others_may_write_or_read_with_a_password_is_refused() {
+    let e = refused_mode("access_ttl = 60\n", 0o664);
+    assert!(
+        e.contains("writable by group or others") && e.contains("chmod 0600"),
+        "{e}"
+    );
+    for url in [
+        "postgres://issuer:hunter2-in-url@db:5432/issuer",
+        "postgresql://issuer@db/issuer?password=hunter2-in-url",
+    ] {
+        let e = refused_mode(&format!("store = \"{url}\"\n"), 0o640);
+        assert!(
+            e.contains("readable by group or others") && e.contains("chmod 0600"),
+            "{e}"
+        );
+        assert!(!e.contains("hunter2"), "{e}");
+    }
+}
+
+/// A trusted proxy range wider than a /8 of IPv4 or a /7 of IPv6 (`0.0.0.0/0`, `::/0`, all
+/// IPv4-mapped addresses) would believe anyone's X-Forwarded-For, letting a guesser choose the
+/// address the sign-in back-off counts: refused, in the file as on the command line.
+#[test]
+fn a_trusted_proxy_range_that_covers_the_internet_is_refused() {
+    for range in [
+        "0.0.0.0/0",
+        "128.0.0.0/1",
+        "::/0",
+        "2000::/3",
+        "::ffff:0.0.0.0/96",
+    ] {
+        let e = refused(&format!(
+            "trust_x_forwarded_for = true\ntrusted_proxy = [\"10.0.0.0/8\", \"{range}\"]\n"
+        ));
+        assert!(e.contains(range) && e.contains("wider than"), "{e}");
+    }
 }

@@ -132,6 +132,34 @@ fn admin_output(dir: &Path, args: &[&str], stdin: Option<&str>) -> std::process:
     child.wait_with_output().unwrap()
 }
 
+/// A name made to forge output: a line separator, a paragraph separator and bidi controls
+/// (U+202E, U+2066, U+200F, U+061C), which the rules for names allow (they refuse control
+/// characters only), around the text of a made-up record.
+const FORGER: &str = "eve\u{2028}2026-11-26T00:00:00Z root user.add admin: null -> {}\u{2029}\u{202e}nimda\u{2066}\u{200f}\u{61c}";
+
+/// Whether a reader may take `c` for a line break (as Python's `splitlines` and JavaScript do) or
+/// a terminal reorder what it shows around it: only `\n` may reach the command line's output.
+fn forges(c: char) -> bool {
+    (c.is_control() && c != '\n')
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{61c}'
+        )
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
+}
+
+/// Asserts that `out` (what `what` printed) holds no character [`forges`] says a reader may take
+/// for a line break or a reordering.
+fn assert_no_forging(what: &str, out: &str) {
+    let raw: Vec<String> = out
+        .chars()
+        .filter(|&c| forges(c))
+        .map(|c| format!("U+{:04X}", u32::from(c)))
+        .collect();
+    assert!(raw.is_empty(), "{what} printed raw {raw:?}: {out:?}");
+}
+
 /// Adds and activates a client; returns its secret.
 fn add_client(dir: &Path, id: &str, extra: &[&str]) -> String {
     let mut args = vec!["client", "add", id];

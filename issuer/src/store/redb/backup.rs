@@ -327,11 +327,12 @@ fn empty_or_absent(dir: &Path) -> Result<bool, BackupError> {
     }
 }
 
-/// Makes the new data dir `dir` (absent or empty) of the backup at `from`: the directory 0700,
-/// the database and the hash key 0600. The backup is read and checked whole first; if it is
-/// damaged, or anything fails, nothing is left behind.
+/// Makes the new data dir `dir` (absent, or empty, this user's and writable by no one else) of
+/// the backup at `from`: the directory 0700, the database and the hash key 0600. The backup is
+/// read and checked whole first; if it is damaged, or anything fails, nothing is left behind.
 pub fn restore(from: &Path, dir: &Path) -> Result<Summary, BackupError> {
     empty_or_absent(dir)?;
+    super::owner::check_data_dir(dir)?;
     let summary = verify(from)?;
     let existed = empty_or_absent(dir)?;
     if !existed {

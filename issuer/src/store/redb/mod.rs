@@ -14,6 +14,7 @@ mod audit;
 pub mod backup;
 mod edges;
 pub mod journal;
+pub mod owner;
 mod refresh;
 mod revocations;
 mod store;
