@@ -60,11 +60,36 @@ impl Source {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Count {
+    /// Failures since the address was last forgiven.
     failures: u32,
     last_failure_ms: u64,
     blocked_until_ms: u64,
+}
+
+impl Count {
+    /// Seconds to wait at `now_ms`, if any.
+    fn wait(&self, now_ms: u64) -> Result<(), u64> {
+        if self.blocked_until_ms > now_ms {
+            Err((self.blocked_until_ms - now_ms).div_ceil(1000))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The count after a failure at `now_ms`.
+    fn fail(mut self, now_ms: u64) -> Self {
+        self.failures = self.failures.saturating_add(1);
+        self.last_failure_ms = now_ms;
+        if let Some(doublings) = self.failures.checked_sub(FREE_FAILURES + 1) {
+            let wait = BASE_WAIT_MS
+                .checked_shl(doublings.min(32))
+                .map_or(MAX_WAIT_MS, |w| w.min(MAX_WAIT_MS));
+            self.blocked_until_ms = self.blocked_until_ms.max(now_ms.saturating_add(wait));
+        }
+        self
+    }
 }
 
 /// The counts: the newer generation takes every update; the older is read, and an address found
@@ -76,22 +101,31 @@ struct Generations {
 }
 
 impl Generations {
-    fn get(&self, source: &Source) -> Option<Count> {
-        self.newer
+    /// The count of `source` at `now_ms`, forgiven if quiet long enough.
+    fn get(&self, source: &Source, now_ms: u64) -> Count {
+        let count = self
+            .newer
             .get(source)
             .or_else(|| self.older.get(source))
             .copied()
+            .unwrap_or_default();
+        let quiet = now_ms.saturating_sub(count.last_failure_ms) >= FORGIVE_AFTER_MS;
+        if quiet && count.blocked_until_ms <= now_ms {
+            Count::default()
+        } else {
+            count
+        }
     }
 
     /// Stores `count`; returns the generation dropped to make room, for the caller to free
     /// outside the lock.
     fn put(&mut self, source: Source, count: Count) -> Option<HashMap<Source, Count>> {
+        self.older.remove(&source);
         let mut dropped = None;
         if !self.newer.contains_key(&source) && self.newer.len() >= MAX_TRACKED / 2 {
             let newer = std::mem::take(&mut self.newer);
             dropped = Some(std::mem::replace(&mut self.older, newer));
         }
-        self.older.remove(&source);
         self.newer.insert(source, count);
         dropped
     }
@@ -110,49 +144,33 @@ impl ClientAuthThrottle {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Whether a client authentication from `ip` may be tried at `now_ms` (milliseconds since
-    /// the epoch): `Err(seconds)` to wait, rounded up.
+    /// Whether `ip` must wait at `now_ms` (milliseconds since the epoch): `Err(seconds)`. A cheap
+    /// look before the client is read; [`ClientAuthThrottle::attempt`] decides.
     pub fn check(&self, ip: Option<IpAddr>, now_ms: u64) -> Result<(), u64> {
-        let Some(count) = self.lock().get(&Source::of(ip)) else {
-            return Ok(());
-        };
-        if count.blocked_until_ms > now_ms {
-            Err((count.blocked_until_ms - now_ms).div_ceil(1000))
-        } else {
-            Ok(())
-        }
+        self.lock().get(&Source::of(ip), now_ms).wait(now_ms)
     }
 
-    /// Counts a failed client authentication from `ip` at `now_ms`.
-    pub fn failed(&self, ip: Option<IpAddr>, now_ms: u64) {
+    /// One client authentication from `ip` at `now_ms`: `Err(seconds)` if the address must wait
+    /// (then `authenticates` is not called), else whether `authenticates()` said yes, a no
+    /// counted. The look, the check and the count are one step under the lock (the check is one
+    /// keyed hash), so a burst of concurrent guesses cannot pass before the first is counted.
+    pub fn attempt(
+        &self,
+        ip: Option<IpAddr>,
+        now_ms: u64,
+        authenticates: impl FnOnce() -> bool,
+    ) -> Result<bool, u64> {
         let source = Source::of(ip);
         let mut counts = self.lock();
-        let count = match counts.get(&source) {
-            Some(c) if now_ms.saturating_sub(c.last_failure_ms) < FORGIVE_AFTER_MS => c,
-            _ => Count {
-                failures: 0,
-                last_failure_ms: now_ms,
-                blocked_until_ms: 0,
-            },
-        };
-        let failures = count.failures.saturating_add(1);
-        let blocked_until_ms = match failures.checked_sub(FREE_FAILURES + 1) {
-            None => count.blocked_until_ms,
-            Some(doublings) => {
-                let wait = BASE_WAIT_MS
-                    .checked_shl(doublings.min(32))
-                    .map_or(MAX_WAIT_MS, |w| w.min(MAX_WAIT_MS));
-                count.blocked_until_ms.max(now_ms.saturating_add(wait))
-            }
-        };
-        let count = Count {
-            failures,
-            last_failure_ms: now_ms,
-            blocked_until_ms,
-        };
-        let dropped = counts.put(source, count);
+        let count = counts.get(&source, now_ms);
+        count.wait(now_ms)?;
+        if authenticates() {
+            return Ok(true);
+        }
+        let dropped = counts.put(source, count.fail(now_ms));
         drop(counts);
         drop(dropped);
+        Ok(false)
     }
 
     #[cfg(test)]
@@ -170,11 +188,19 @@ mod tests {
         Some(s.parse().unwrap())
     }
 
+    fn fail(t: &ClientAuthThrottle, from: Option<IpAddr>, now_ms: u64) {
+        assert_eq!(t.attempt(from, now_ms, || false), Ok(false));
+    }
+
+    /// A successful authentication, or the wait.
+    fn succeed(t: &ClientAuthThrottle, from: Option<IpAddr>, now_ms: u64) -> Result<(), u64> {
+        t.attempt(from, now_ms, || true).map(|ok| assert!(ok))
+    }
+
     /// Fails from `from` until it must wait; returns the failures that were free.
     fn fail_until_held(t: &ClientAuthThrottle, from: Option<IpAddr>, now_ms: u64) -> u32 {
         let mut free = 0;
-        while t.check(from, now_ms).is_ok() {
-            t.failed(from, now_ms);
+        while t.attempt(from, now_ms, || false).is_ok() {
             free += 1;
             assert!(free <= FREE_FAILURES + 1, "never held");
         }
@@ -187,17 +213,28 @@ mod tests {
         let a = ip("192.0.2.1");
         assert_eq!(fail_until_held(&t, a, 0), FREE_FAILURES + 1);
         assert_eq!(t.check(a, 0), Err(1));
-        assert_eq!(t.check(a, 999), Err(1));
-        assert_eq!(t.check(a, 1_000), Ok(()));
+        assert_eq!(succeed(&t, a, 999), Err(1), "the right secret waits too");
+        assert_eq!(succeed(&t, a, 1_000), Ok(()), "a success clears nothing");
         let mut at = 1_000;
         for expected in [2, 4, 8, 16, 32, 64, 128, 256, 300, 300] {
-            t.failed(a, at);
+            fail(&t, a, at);
             assert_eq!(t.check(a, at), Err(expected));
             at += expected * 1_000;
         }
         // Others are not held, and nothing is held for good.
-        assert_eq!(t.check(ip("192.0.2.2"), at - 1), Ok(()));
+        assert_eq!(succeed(&t, ip("192.0.2.2"), at - 1), Ok(()));
         assert_eq!(t.check(a, at), Ok(()));
+    }
+
+    #[test]
+    fn a_held_address_has_no_secret_checked() {
+        let t = ClientAuthThrottle::default();
+        let a = ip("192.0.2.1");
+        fail_until_held(&t, a, 0);
+        assert_eq!(
+            t.attempt(a, 10, || unreachable!("checked while held")),
+            Err(1)
+        );
     }
 
     #[test]
@@ -205,9 +242,9 @@ mod tests {
         let t = ClientAuthThrottle::default();
         let a = ip("192.0.2.1");
         for _ in 0..FREE_FAILURES {
-            t.failed(a, 0);
+            fail(&t, a, 0);
         }
-        t.failed(a, FORGIVE_AFTER_MS);
+        fail(&t, a, FORGIVE_AFTER_MS);
         assert_eq!(t.check(a, FORGIVE_AFTER_MS), Ok(()), "counted afresh");
         assert_eq!(fail_until_held(&t, a, FORGIVE_AFTER_MS), FREE_FAILURES);
     }
@@ -216,15 +253,15 @@ mod tests {
     fn ipv6_counts_by_its_64_prefix_and_mapped_ipv4_as_ipv4() {
         let t = ClientAuthThrottle::default();
         for i in 0..=FREE_FAILURES {
-            t.failed(ip(&format!("2001:db8:1:1::{i:x}")), 0);
+            fail(&t, ip(&format!("2001:db8:1:1::{i:x}")), 0);
         }
         assert!(t.check(ip("2001:db8:1:1:ffff:ffff:ffff:ffff"), 0).is_err());
-        assert_eq!(t.check(ip("2001:db8:1:2::1"), 0), Ok(()));
+        assert_eq!(succeed(&t, ip("2001:db8:1:2::1"), 0), Ok(()));
         for _ in 0..=FREE_FAILURES {
-            t.failed(ip("::ffff:192.0.2.9"), 0);
+            fail(&t, ip("::ffff:192.0.2.9"), 0);
         }
         assert!(t.check(ip("192.0.2.9"), 0).is_err());
-        assert_eq!(t.check(None, 0), Ok(()));
+        assert_eq!(succeed(&t, None, 0), Ok(()));
     }
 
     #[test]
@@ -232,8 +269,11 @@ mod tests {
         let t = ClientAuthThrottle::default();
         let held = ip("198.51.100.1");
         fail_until_held(&t, held, 0);
+        // Successes leave nothing behind.
+        assert_eq!(succeed(&t, ip("192.0.2.1"), 0), Ok(()));
+        assert_eq!(t.tracked(), 1);
         for i in 0..(MAX_TRACKED as u32 + 10) {
-            t.failed(Some(IpAddr::V4(i.into())), 0);
+            fail(&t, Some(IpAddr::V4(i.into())), 0);
             assert!(t.tracked() <= MAX_TRACKED);
         }
         // Only a flood of this many addresses pushes an address out.

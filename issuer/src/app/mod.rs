@@ -263,13 +263,8 @@ impl App {
     ) -> Result<(String, ClientRecord), ApiError> {
         let creds = client_credentials(call)?;
         let ip = call.client_ip(&self.settings.trusted_proxies);
-        let at = now_ms();
-        if let Err(wait) = self.client_auth.check(ip, at) {
-            tracing::info!(
-                client = creds.id.as_str(),
-                "client authentication throttled"
-            );
-            return Err(ApiError::throttled(wait));
+        if let Err(wait) = self.client_auth.check(ip, now_ms()) {
+            return Err(Self::throttled_client(&creds.id, wait));
         }
         let client = self
             .clients
@@ -281,19 +276,30 @@ impl App {
             .as_ref()
             .and_then(ClientRecord::secret_hash_bytes)
             .unwrap_or([0; 32]);
-        let secret_ok = hash_key.client_secret_matches(&creds.id, &creds.secret, &stored);
-        match client {
-            Some(c) if secret_ok && c.active => return Ok((creds.id, c)),
-            Some(_) if secret_ok => {
+        let active = client.as_ref().is_some_and(|c| c.active);
+        let mut secret_ok = false;
+        // An inactive client counts like a wrong secret: the back-off tells nothing.
+        let authenticated = self.client_auth.attempt(ip, now_ms(), || {
+            secret_ok = hash_key.client_secret_matches(&creds.id, &creds.secret, &stored);
+            secret_ok && active
+        });
+        match (authenticated, client) {
+            (Err(wait), _) => Err(Self::throttled_client(&creds.id, wait)),
+            (Ok(true), Some(c)) => Ok((creds.id, c)),
+            _ if secret_ok => {
                 tracing::info!(client = creds.id.as_str(), "inactive client refused");
+                Err(ApiError::invalid_client())
             }
             _ => {
                 tracing::info!(client = creds.id.as_str(), "client authentication failed");
+                Err(ApiError::invalid_client())
             }
         }
-        // An inactive client counts like a wrong secret: the back-off tells nothing.
-        self.client_auth.failed(ip, at);
-        Err(ApiError::invalid_client())
+    }
+
+    fn throttled_client(client: &str, wait: u64) -> ApiError {
+        tracing::info!(client, "client authentication throttled");
+        ApiError::throttled(wait)
     }
 
     /// The body of an access token issued at `iat`: the moment the request arrived, before its
