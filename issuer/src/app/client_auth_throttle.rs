@@ -18,7 +18,8 @@
 //! PostgreSQL each counts on its own, so a guesser spread over N issuers gets N times the
 //! guesses (still far from any secret the rules allow). At most [`MAX_TRACKED`] addresses are
 //! held: in two generations, the older dropped whole when the newer fills, so an update costs
-//! O(1) amortised and never scans under the lock.
+//! O(1) amortised and never scans under the lock. Pushing a held address out takes failures from
+//! some 50,000 other addresses, each of which got its own free failures anyway.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
