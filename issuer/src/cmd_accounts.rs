@@ -133,7 +133,9 @@ pub fn client(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let secret = if secret_stdin {
-                read_secret("client secret")?
+                let secret = read_secret("client secret")?;
+                issuer::secrets::check_client_secret(&secret)?;
+                secret
             } else {
                 new_client_secret()
             };

@@ -176,11 +176,15 @@ fn client(
     })
 }
 
-/// A client's secret from its `secret_file`: the file's first line, not empty.
+/// A client's secret from its `secret_file`: the file's first line, which the secret rules
+/// accept (`issuer::secrets::check_client_secret`), from a file that group and others can neither
+/// read nor write (0600 or stricter), like every other secret file of the issuer.
 fn read_secret_file(
     lines: &Lines<'_>,
     file: Spanned<PathBuf>,
 ) -> anyhow::Result<Zeroizing<String>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::PermissionsExt as _;
     let span = file.span();
     // Relative to the file's directory, as the file is read from anywhere.
     let path = lines
@@ -188,13 +192,35 @@ fn read_secret_file(
         .parent()
         .unwrap_or(Path::new("."))
         .join(file.into_inner());
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => Zeroizing::new(text),
-        Err(e) => return lines.fail(span, format!("secret_file {}: {e}", path.display())),
-    };
+    let name = path.display();
+    let mut text = Zeroizing::new(String::new());
+    // The mode is read from the file opened, so it is the one whose content is taken; a file
+    // that fails it is not read. Only the first 64 KiB count (the secret is the first line).
+    let opened = std::fs::File::open(&path).and_then(|f| {
+        let mode = f.metadata()?.permissions().mode();
+        if mode & 0o077 == 0 {
+            f.take(64 * 1024).read_to_string(&mut text)?;
+        }
+        Ok(mode)
+    });
+    match opened {
+        Ok(mode) if mode & 0o077 != 0 => {
+            let msg = format!(
+                "secret_file {name} is readable or writable by group or others (mode {:04o}): \
+                 chmod 0600 it",
+                mode & 0o7777
+            );
+            return lines.fail(span, msg);
+        }
+        Ok(_) => {}
+        Err(e) => return lines.fail(span, format!("secret_file {name}: {e}")),
+    }
     let secret = text.lines().next().unwrap_or("").trim();
     if secret.is_empty() {
-        return lines.fail(span, format!("secret_file {} is empty", path.display()));
+        return lines.fail(span, format!("secret_file {name} is empty"));
+    }
+    if let Err(e) = issuer::secrets::check_client_secret(secret) {
+        return lines.fail(span, format!("secret_file {name}: {e}"));
     }
     Ok(Zeroizing::new(secret.to_owned()))
 }

@@ -46,6 +46,47 @@ pub fn new_client_secret() -> Zeroizing<String> {
     ))
 }
 
+/// Fewest bytes a client secret chosen by an operator may have (`client add --secret-stdin`, an
+/// apply file's `secret_file`). Generated secrets ([`new_client_secret`]) have 49.
+pub const MIN_CLIENT_SECRET_BYTES: usize = 16;
+/// Fewest different characters such a secret must hold: refuses `aaaa…` and `abab…`, and never a
+/// random one (16 random hex digits show fewer than 5 different ones about once in two million).
+pub const MIN_CLIENT_SECRET_CHARS: usize = 5;
+
+/// Why a client secret chosen by an operator is refused. The message never holds the secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WeakSecret {
+    /// Fewer than [`MIN_CLIENT_SECRET_BYTES`] bytes.
+    #[error(
+        "a client secret must be at least {MIN_CLIENT_SECRET_BYTES} bytes long (this one has \
+         {0}); omit --secret-stdin or secret_file to have a 256-bit secret generated"
+    )]
+    TooShort(usize),
+    /// Fewer than [`MIN_CLIENT_SECRET_CHARS`] different characters.
+    #[error(
+        "a client secret must hold at least {MIN_CLIENT_SECRET_CHARS} different characters; \
+         omit --secret-stdin or secret_file to have a 256-bit secret generated"
+    )]
+    TooUniform,
+}
+
+/// Checks a client secret an operator chose (see [`WeakSecret`]); generated ones always pass.
+pub fn check_client_secret(secret: &str) -> Result<(), WeakSecret> {
+    if secret.len() < MIN_CLIENT_SECRET_BYTES {
+        return Err(WeakSecret::TooShort(secret.len()));
+    }
+    let mut seen: Vec<char> = Vec::with_capacity(MIN_CLIENT_SECRET_CHARS);
+    for c in secret.chars() {
+        if !seen.contains(&c) {
+            seen.push(c);
+            if seen.len() >= MIN_CLIENT_SECRET_CHARS {
+                return Ok(());
+            }
+        }
+    }
+    Err(WeakSecret::TooUniform)
+}
+
 /// A verified refresh token: generation `generation` of family `family`. Only
 /// [`HashKey::verify_refresh`] makes one from a presented string, so holding one means the tag was
 /// made with this store's hash key.
@@ -229,6 +270,28 @@ mod tests {
             generation: u32::MAX,
         };
         assert_eq!(last.successor(), None);
+    }
+
+    #[test]
+    fn weak_client_secrets_are_refused() {
+        assert_eq!(check_client_secret(""), Err(WeakSecret::TooShort(0)));
+        assert_eq!(
+            check_client_secret("fifteen-bytes!!"),
+            Err(WeakSecret::TooShort(15))
+        );
+        assert_eq!(
+            check_client_secret(&"a".repeat(64)),
+            Err(WeakSecret::TooUniform)
+        );
+        assert_eq!(
+            check_client_secret(&"abcd".repeat(8)),
+            Err(WeakSecret::TooUniform)
+        );
+        assert_eq!(check_client_secret("sixteen-bytes-ok"), Ok(()));
+        assert_eq!(check_client_secret(&new_client_secret()), Ok(()));
+        // The message never holds the secret.
+        let e = check_client_secret("abababababababababab").unwrap_err();
+        assert!(!e.to_string().contains("abab"), "{e}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 mod audit_events;
 mod call;
+pub mod client_auth_throttle;
 mod client_cache;
 mod directory_users;
 mod edge;
@@ -41,6 +42,13 @@ pub fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Settings of a running issuer.
@@ -82,6 +90,8 @@ pub struct App {
     refresh: flow_refresh::RefreshGrant,
     client_credentials: flow_client_credentials::ClientCredentialsGrant,
     clients: client_cache::ClientCache,
+    /// The back-off of failed client authentication, per source address.
+    client_auth: client_auth_throttle::ClientAuthThrottle,
     /// Revocations of access tokens in force, read from the store every second.
     revoked: RwLock<RevocationSet>,
     /// What each client may still record in revocations.
@@ -171,6 +181,7 @@ impl App {
             refresh,
             client_credentials: flow_client_credentials::ClientCredentialsGrant,
             clients: Default::default(),
+            client_auth: Default::default(),
             revoked: RwLock::new(revoked),
             revoke_budget,
             edges: edge_book::EdgeBook::default(),
@@ -244,11 +255,18 @@ impl App {
         self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// The client a call authenticates as (HTTP Basic), active. Failures are counted per source
+    /// address, and an address that failed too often waits (429 `slow_down`, `Retry-After`)
+    /// before any client authentication from it is tried again ([`client_auth_throttle`]).
     pub(crate) async fn authenticate(
         &self,
         call: &Call,
     ) -> Result<(String, ClientRecord), ApiError> {
         let creds = client_credentials(call)?;
+        let ip = call.client_ip(&self.settings.trusted_proxies);
+        if let Err(wait) = self.client_auth.check(ip, now_ms()) {
+            return Err(Self::throttled_client(&creds.id, wait));
+        }
         let client = self
             .clients
             .get(self.store.as_ref(), &creds.id)
@@ -259,10 +277,17 @@ impl App {
             .as_ref()
             .and_then(ClientRecord::secret_hash_bytes)
             .unwrap_or([0; 32]);
-        let secret_ok = hash_key.client_secret_matches(&creds.id, &creds.secret, &stored);
-        match client {
-            Some(c) if secret_ok && c.active => Ok((creds.id, c)),
-            Some(c) if secret_ok && !c.active => {
+        let active = client.as_ref().is_some_and(|c| c.active);
+        let mut secret_ok = false;
+        // An inactive client counts like a wrong secret: the back-off tells nothing.
+        let authenticated = self.client_auth.attempt(ip, now_ms(), || {
+            secret_ok = hash_key.client_secret_matches(&creds.id, &creds.secret, &stored);
+            secret_ok && active
+        });
+        match (authenticated, client) {
+            (Err(wait), _) => Err(Self::throttled_client(&creds.id, wait)),
+            (Ok(true), Some(c)) => Ok((creds.id, c)),
+            _ if secret_ok => {
                 tracing::info!(client = creds.id.as_str(), "inactive client refused");
                 Err(ApiError::invalid_client())
             }
@@ -271,6 +296,11 @@ impl App {
                 Err(ApiError::invalid_client())
             }
         }
+    }
+
+    fn throttled_client(client: &str, wait: u64) -> ApiError {
+        tracing::info!(client, "client authentication throttled");
+        ApiError::throttled(wait)
     }
 
     /// The body of an access token issued at `iat`: the moment the request arrived, before its

@@ -162,6 +162,36 @@ async fn admin_commands_take_effect_on_a_running_server() {
 }
 
 #[test]
+fn weak_client_secrets_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let cases = [
+        ("x", "at least 16 bytes"),
+        ("fifteen-bytes!!", "at least 16 bytes"),
+        ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "different characters"),
+        ("abababababababababababab", "different characters"),
+    ];
+    for (weak, why) in cases {
+        let out = admin_output(&dir, &["client", "add", "c", "--secret-stdin"], Some(weak));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{weak:?} was taken");
+        assert!(err.contains(why), "{weak:?}: {err}");
+        assert!(
+            weak.len() < 8 || !err.contains(weak),
+            "the secret was echoed: {err}"
+        );
+    }
+    let list = admin(&dir, &["client", "list", "--json"], None);
+    assert_eq!(list.trim(), "[]", "a refused secret added a client");
+    // Sixteen bytes of some variety are enough (generated secrets are far longer).
+    admin(
+        &dir,
+        &["client", "add", "c", "--secret-stdin"],
+        Some("sixteen-bytes-ok"),
+    );
+}
+
+#[test]
 fn data_dir_permissions() {
     use std::os::unix::fs::PermissionsExt;
     let f = fixture();

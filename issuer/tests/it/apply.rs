@@ -70,11 +70,18 @@ fn pbkdf2_hash(password: &str) -> String {
         .to_string()
 }
 
+/// Writes `text` to a new file at `path` with mode 0600, as a secret file must be.
+fn write_private(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
 /// The first file: two clients (one with its secret in a file), users with each hash kind and
 /// one without a password.
 fn first_file(tmp: &Path) -> String {
     let secret_file = tmp.join("svc.secret");
-    std::fs::write(&secret_file, "svc-secret-from-file\n").unwrap();
+    write_private(&secret_file, "svc-secret-from-file\n");
     let bcrypt = bcrypt::hash("bob-pw", 10).unwrap();
     assert!(bcrypt.starts_with("$2b$10$"));
     let argon = issuer::passwords::hash_password("dave-pw");
@@ -318,7 +325,33 @@ fn broken_files(dir: &Path, store: &[String], tmp: &Path) {
     let before = state(dir, store);
     let good = "[[user]]\nname = \"new-one\"\n\n";
     let weak = bcrypt::hash("pw", 4).unwrap();
+    // Secret files: a short secret (0600), one of one repeated character, and a long one that
+    // group and others may read.
+    let short = tmp.join("short.secret");
+    write_private(&short, "s3cret\n");
+    let repeated = tmp.join("repeated.secret");
+    write_private(&repeated, &format!("{}\n", "x".repeat(40)));
+    let open = tmp.join("open.secret");
+    write_private(&open, "a-long-enough-secret-from-a-file\n");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let secret_file = |p: &Path| {
+        format!(
+            "[[client]]\nid = \"c\"\ngrants = []\nsecret_file = \"{}\"\n",
+            p.display()
+        )
+    };
+    let (short, repeated, open) = (
+        secret_file(&short),
+        secret_file(&repeated),
+        secret_file(&open),
+    );
     let cases = [
+        (short.as_str(), 4, "at least 16 bytes"),
+        (&repeated, 4, "different characters"),
+        (&open, 4, "chmod 0600"),
         (
             "[[client]]\nid = \"x\"\ngrants = [\"implicit\"]\n",
             3,

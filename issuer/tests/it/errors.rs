@@ -273,3 +273,77 @@ async fn password_guessing_is_throttled_with_retry_after() {
     tokio::time::sleep(Duration::from_secs(wait + 1)).await;
     assert_eq!(post(&s.token_url(), f.app(), &right).await.status, 200);
 }
+
+/// A `client_credentials` request for client `app` with `secret`, from address `from` (named by
+/// `X-Forwarded-For`, which the issuer believes from its loopback peer with
+/// `--trust-x-forwarded-for`, as from the shipped Envoy).
+async fn client_auth_from(s: &Server, from: &str, secret: &str) -> Answer {
+    let resp = reqwest::Client::new()
+        .post(s.token_url())
+        .header("x-forwarded-for", from)
+        .basic_auth("app", Some(secret))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .unwrap();
+    answer(resp).await
+}
+
+fn retry_after(a: &Answer) -> u64 {
+    a.headers["retry-after"].to_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn client_authentication_is_throttled_per_address() {
+    let f = fixture();
+    let s = Server::start(&f.dir, &["--trust-x-forwarded-for"]);
+    let guesser = "192.0.2.7";
+    // Ten free failures; the eleventh sets a wait of 1 s, which the twelfth meets.
+    for i in 0..11 {
+        let a = client_auth_from(&s, guesser, &format!("guess-{i}")).await;
+        assert_error(&a, 401, "invalid_client");
+    }
+    let a = client_auth_from(&s, guesser, "guess").await;
+    assert_error(&a, 429, "slow_down");
+    assert_eq!(retry_after(&a), 1);
+    // After the wait, one more failure doubles it.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let a = client_auth_from(&s, guesser, "guess").await;
+    assert_error(&a, 401, "invalid_client");
+    let a = client_auth_from(&s, guesser, "guess").await;
+    let held_at = std::time::Instant::now();
+    assert_error(&a, 429, "slow_down");
+    assert_eq!(retry_after(&a), 2);
+    // The right secret from the guesser's address waits too, at every endpoint that
+    // authenticates clients.
+    let a = client_auth_from(&s, guesser, &f.secret).await;
+    assert_error(&a, 429, "slow_down");
+    let introspect = reqwest::Client::new()
+        .post(format!("{}/apiv2/oauth/introspect", s.url))
+        .header("x-forwarded-for", guesser)
+        .basic_auth("app", Some(&f.secret))
+        .form(&[("token", "x")])
+        .send()
+        .await
+        .unwrap();
+    assert_error(&answer(introspect).await, 429, "slow_down");
+    // The client itself, from another address, is served; its success frees nobody else.
+    let elsewhere = client_auth_from(&s, "198.51.100.3", &f.secret).await;
+    assert_eq!(elsewhere.status, 200, "{}", elsewhere.json);
+    let a = client_auth_from(&s, guesser, &f.secret).await;
+    assert_error(&a, 429, "slow_down");
+    // The wait ends: the right secret from the guesser's address works again.
+    tokio::time::sleep(Duration::from_millis(2100).saturating_sub(held_at.elapsed())).await;
+    let a = client_auth_from(&s, guesser, &f.secret).await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    // An IPv6 address counts by its /64: guesses spread over one /64 are held as one address,
+    // and the next /64 is another address.
+    for i in 0..11 {
+        let a = client_auth_from(&s, &format!("2001:db8:1:1::{i:x}"), "guess").await;
+        assert_error(&a, 401, "invalid_client");
+    }
+    let a = client_auth_from(&s, "2001:db8:1:1:ffff::9", &f.secret).await;
+    assert_error(&a, 429, "slow_down");
+    let a = client_auth_from(&s, "2001:db8:1:2::1", &f.secret).await;
+    assert_eq!(a.status, 200, "{}", a.json);
+}

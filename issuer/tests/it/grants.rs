@@ -63,21 +63,21 @@ async fn basic_credentials_are_form_decoded() {
     admin(
         &dir,
         &["client", "add", "my app", "--secret-stdin"],
-        Some("s3cr:t+%"),
+        Some("s3cr:t+%-and-long-enough"),
     );
     admin(&dir, &["client", "activate", "my app"], None);
     let s = Server::start(&dir, &[]);
     // RFC 6749 2.3.1: id and secret are form-encoded before Basic encoding.
     let a = post(
         &s.token_url(),
-        Some(("my+app", "s3cr%3At%2B%25")),
+        Some(("my+app", "s3cr%3At%2B%25-and-long-enough")),
         &[("grant_type", "client_credentials")],
     )
     .await;
     assert_eq!(a.status, 200, "{}", a.json);
     let a = post(
         &s.token_url(),
-        Some(("my app", "s3cr:t+%")),
+        Some(("my app", "s3cr:t+%-and-long-enough")),
         &[("grant_type", "client_credentials")],
     )
     .await;
