@@ -41,23 +41,44 @@ async fn room(tx: &Transaction<'_>, forget_before: u64) -> Result<Admission, Sto
     })))
 }
 
-/// The rows stored for `keys`, locked.
+/// The reports stored of the edges of `keys`, locked, by key; with the rows of an issuer of an
+/// earlier version among `legacy` (keyed by node and VM: no client), merged in and deleted, as
+/// the edges they report are filed again under their keys.
 async fn stored(
     tx: &Transaction<'_>,
     keys: &[String],
+    legacy: &[String],
 ) -> Result<HashMap<String, EdgeReport>, StoreError> {
-    let mut stored = HashMap::new();
+    let (mut stored, mut refiled) = (HashMap::<String, EdgeReport>::new(), Vec::new());
     for r in tx
         .query(
-            "SELECT key, report FROM edges WHERE key = ANY($1) ORDER BY key FOR UPDATE",
-            &[&keys],
+            "SELECT key, report, client IS NULL FROM edges \
+             WHERE key = ANY($1) OR (client IS NULL AND key = ANY($2)) ORDER BY key FOR UPDATE",
+            &[&keys, &legacy],
         )
         .await?
     {
-        if let Some(report) = decode(r.get(1)) {
-            stored.insert(r.get::<_, String>(0), report);
+        let Some(report) = decode(r.get(1)) else {
+            continue;
+        };
+        let key = report.key();
+        if r.get::<_, bool>(2) {
+            if !keys.contains(&key) {
+                continue;
+            }
+            refiled.push(r.get::<_, String>(0));
         }
+        let report = match stored.remove(&key) {
+            Some(other) => report.merged_over(&other),
+            None => report,
+        };
+        stored.insert(key, report);
     }
+    tx.execute(
+        "DELETE FROM edges WHERE client IS NULL AND key = ANY($1)",
+        &[&refiled],
+    )
+    .await?;
     Ok(stored)
 }
 
@@ -118,6 +139,10 @@ impl Edges for PgStore {
         reports.sort_by_key(EdgeReport::key);
         reports.dedup_by_key(|r| r.key());
         let keys: Vec<String> = reports.iter().map(EdgeReport::key).collect();
+        let legacy: Vec<String> = reports
+            .iter()
+            .map(|r| format!("{}\n{}", r.node, r.vm))
+            .collect();
         // READ COMMITTED (not the pool's SERIALIZABLE), one writer at a time (the row of
         // `edge_writes` locked): issuers that write reports at once wait for each other, instead
         // of one failing and retrying at every flush, and each counts what the others recorded.
@@ -133,7 +158,7 @@ impl Edges for PgStore {
             )
             .await?;
             let room = room(&tx, forget_before).await?;
-            let stored = stored(&tx, &keys).await?;
+            let stored = stored(&tx, &keys, &legacy).await?;
             let rows = Rows::of(&reports, &stored, room, forget_before)?;
             tx.execute(
                 "INSERT INTO edges (key, client, last_seen, report) \
