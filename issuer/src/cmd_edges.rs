@@ -7,6 +7,7 @@ use crate::{cmd_admin, out};
 use anyhow::{bail, Context as _};
 use issuer::admin::{Command, EdgeRow, EdgesReport};
 use issuer::display;
+use issuer::store::edges::MAX_EDGES_PER_CLIENT;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -19,8 +20,65 @@ fn report(dir: &DataDir) -> anyhow::Result<EdgesReport> {
     serde_json::from_str(&json).context("reading the edges' report")
 }
 
+/// An edge: its edge client, node and VM. Edges whose names join alike (node `a/b` and VM `c`,
+/// node `a` and VM `b/c`) or of two clients are distinct edges.
+type Id = (String, String, String);
+
+fn id(e: &EdgeRow) -> Id {
+    let r = &e.report;
+    (r.client.clone(), r.node.clone(), r.vm.clone())
+}
+
+/// True for a name written as is: letters, digits and `-_.:@` only.
+fn plain(name: &str) -> bool {
+    let ok = |c: char| c.is_ascii_alphanumeric() || "-_.:@".contains(c);
+    !name.is_empty() && name.chars().all(ok)
+}
+
+/// A name as written: as is if [`plain`], else quoted (`"a b"`).
+fn quoted(name: &str) -> String {
+    if plain(name) {
+        name.to_owned()
+    } else {
+        format!("{name:?}")
+    }
+}
+
+/// Node and VM as written: `node/vm`, or both quoted unless both are [`plain`] (`"a"/"b/c"`,
+/// `"a/b"/"c"`), so no two edges are written alike.
+fn node_vm(node: &str, vm: &str) -> String {
+    if plain(node) && plain(vm) {
+        format!("{node}/{vm}")
+    } else {
+        format!("{node:?}/{vm:?}")
+    }
+}
+
 fn name(e: &EdgeRow) -> String {
-    format!("{}/{}", e.report.node, e.report.vm)
+    node_vm(&e.report.node, &e.report.vm)
+}
+
+/// An edge as the messages name it: node/VM and, in brackets, its edge client.
+fn shown((client, node, vm): &Id) -> String {
+    format!("{} ({})", node_vm(node, vm), quoted(client))
+}
+
+fn shown_all(ids: &[Id]) -> String {
+    ids.iter().map(shown).collect::<Vec<_>>().join(", ")
+}
+
+/// Why a rotation may not trust the edges listed: the clients at their bound of edges, whose
+/// new edges are not recorded; none if none is.
+fn unlisted(r: &EdgesReport) -> Option<String> {
+    (!r.clients_at_bound.is_empty()).then(|| {
+        let clients: Vec<_> = r.clients_at_bound.iter().map(|c| quoted(c)).collect();
+        format!(
+            "edge clients at their bound of {MAX_EDGES_PER_CLIENT} edges, whose new edges are \
+             not recorded: {} (give each Envoy fleet an edge client of its own; deactivate one \
+             that registers made-up edges)",
+            clients.join(", ")
+        )
+    })
 }
 
 /// `issuer edges [--json]`: every edge the store holds.
@@ -59,21 +117,22 @@ pub fn list(dir: &DataDir, json: bool) -> anyhow::Result<()> {
 
 /// The edges seen within [`RECENT`] of the report, or named in `also` and not replaced since,
 /// that do not hold `kid`.
-fn lacking(r: &EdgesReport, kid: u32, also: &BTreeSet<String>) -> Vec<String> {
-    let mut wanted: BTreeSet<String> = r.seen_within(RECENT).map(name).collect();
+fn lacking(r: &EdgesReport, kid: u32, also: &BTreeSet<Id>) -> Vec<Id> {
+    let mut wanted: BTreeSet<Id> = r.seen_within(RECENT).map(id).collect();
     wanted.extend(also.iter().cloned());
     wanted
         .into_iter()
         .filter(|n| {
             !r.edges
                 .iter()
-                .any(|e| &name(e) == n && (e.report.kids.contains(&kid) || r.replaced(e)))
+                .any(|e| &id(e) == n && (e.report.kids.contains(&kid) || r.replaced(e)))
         })
         .collect()
 }
 
 /// `issuer keys status`: whether every edge seen within [`RECENT`] holds the newest key; an
-/// error (non-zero exit) naming those that do not.
+/// error (non-zero exit) naming those that do not, or the edge clients at their bound (whose new
+/// edges are not listed).
 pub fn status(dir: &DataDir) -> anyhow::Result<()> {
     let r = report(dir)?;
     out::line(&match (r.signing, r.next) {
@@ -98,17 +157,19 @@ pub fn status(dir: &DataDir) -> anyhow::Result<()> {
         } else {
             "lacks"
         };
-        out::line(&format!("  {} {has} key {kid}", name(e)))?;
+        out::line(&format!("  {} {has} key {kid}", shown(&id(e))))?;
     }
     let missing = lacking(&r, kid, &BTreeSet::new());
-    if !missing.is_empty() {
-        bail!(
-            "{} edges lack key {kid}: {}",
+    match (missing.is_empty(), unlisted(&r)) {
+        (true, None) => Ok(()),
+        (true, Some(why)) => bail!("{why}"),
+        (false, why) => bail!(
+            "{} edges lack key {kid}: {}{}",
             missing.len(),
-            missing.join(", ")
-        );
+            shown_all(&missing),
+            why.map(|w| format!("; {w}")).unwrap_or_default()
+        ),
     }
-    Ok(())
 }
 
 /// `issuer keys rotate --when-edges-ready`: publishes a held key (or takes the one held
@@ -117,7 +178,7 @@ pub fn status(dir: &DataDir) -> anyhow::Result<()> {
 /// are named in the error.
 pub fn rotate_when_ready(dir: &DataDir, timeout: u64) -> anyhow::Result<()> {
     let before = report(dir)?;
-    let waited: BTreeSet<String> = before.seen_within(RECENT).map(name).collect();
+    let waited: BTreeSet<Id> = before.seen_within(RECENT).map(id).collect();
     let published = cmd_admin::run(&dir.location()?, &dir.pg_files(), &Command::KeysPublish)?;
     let kid: u32 = published
         .trim()
@@ -140,18 +201,20 @@ pub fn rotate_when_ready(dir: &DataDir, timeout: u64) -> anyhow::Result<()> {
             Err(e) => return Err(e),
         };
         let missing = lacking(&r, kid, &waited);
-        if missing.is_empty() {
-            let mut all: BTreeSet<String> = r.seen_within(RECENT).map(name).collect();
+        let unlisted = unlisted(&r);
+        if missing.is_empty() && unlisted.is_none() {
+            let mut all: BTreeSet<Id> = r.seen_within(RECENT).map(id).collect();
             all.extend(waited);
             break all;
         }
         if Instant::now() >= deadline {
             bail!(
                 "timed out after {timeout} s: key {kid} stays published and does not sign; \
-                 {} edges lack it: {} (run the command again to keep waiting, or `issuer keys \
+                 {} edges lack it: {}{} (run the command again to keep waiting, or `issuer keys \
                  rotate --delay 0` to switch regardless)",
                 missing.len(),
-                missing.join(", ")
+                shown_all(&missing),
+                unlisted.map(|w| format!("; {w}")).unwrap_or_default()
             );
         }
         std::thread::sleep(Duration::from_secs(1));
@@ -166,7 +229,78 @@ pub fn rotate_when_ready(dir: &DataDir, timeout: u64) -> anyhow::Result<()> {
         held_by.len()
     ))?;
     for e in held_by {
-        out::line(&format!("  {e}"))?;
+        out::line(&format!("  {}", shown(&e)))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use issuer::store::EdgeReport;
+
+    fn row(client: &str, node: &str, vm: &str, kids: &[u32]) -> EdgeRow {
+        EdgeRow {
+            report: EdgeReport {
+                node: node.into(),
+                vm: vm.into(),
+                client: client.into(),
+                first_seen: 100,
+                last_seen: 100,
+                keys_version: None,
+                kids: kids.to_vec(),
+                cursor: 0,
+                latest: 0,
+                synced_at: None,
+            },
+            behind: 0,
+            lag_seconds: 0,
+        }
+    }
+
+    fn edges(edges: Vec<EdgeRow>) -> EdgesReport {
+        EdgesReport {
+            now: 100,
+            signing: Some(2),
+            next: None,
+            held: false,
+            edges,
+            clients_at_bound: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_edge_that_holds_the_key_hides_no_other() {
+        let r = edges(vec![
+            row("edge", "a/b", "c", &[2]),
+            row("edge", "a", "b/c", &[1]),
+            row("fake", "n", "v", &[2]),
+            row("edge", "n", "v", &[1]),
+        ]);
+        let missing = lacking(&r, 2, &BTreeSet::new());
+        assert_eq!(shown_all(&missing), r#""a"/"b/c" (edge), n/v (edge)"#);
+        // Another client's VM replaces none of this client's.
+        let mut r = r;
+        r.edges.push(EdgeRow {
+            report: EdgeReport {
+                first_seen: 101,
+                last_seen: 101,
+                ..row("fake", "a", "new", &[]).report
+            },
+            ..row("fake", "a", "new", &[])
+        });
+        assert_eq!(lacking(&r, 2, &BTreeSet::new()).len(), 3);
+        assert_eq!(quoted("envoy-1.b:2@x"), "envoy-1.b:2@x");
+        assert_eq!(quoted(r#"a "b""#), r#""a \"b\"""#);
+    }
+
+    #[test]
+    fn a_client_at_its_bound_is_named() {
+        let mut r = edges(vec![row("edge", "n", "v", &[2])]);
+        assert_eq!(unlisted(&r), None);
+        r.clients_at_bound = vec!["flood".into()];
+        assert!(
+            unlisted(&r).is_some_and(|w| w.contains("bound of 256 edges") && w.contains("flood"))
+        );
+    }
 }

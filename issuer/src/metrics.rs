@@ -27,6 +27,7 @@ pub struct Metrics {
     latency: Histogram,
     edges: Gauge,
     edge_lag: Gauge,
+    edges_refused: Counter,
     audit_dropped: Counter,
     password_checks: Counter,
 }
@@ -65,6 +66,13 @@ impl Default for Metrics {
             prometheus_client::registry::Unit::Seconds,
             edge_lag.clone(),
         );
+        let edges_refused = Counter::default();
+        registry.register(
+            "edges_refused",
+            "Polls of new edges not recorded (counted at each write of the edges' reports): \
+             their edge client is at its bound of edges, or the registry is full",
+            edges_refused.clone(),
+        );
         let audit_dropped = Counter::default();
         registry.register(
             "audit_events_dropped",
@@ -86,6 +94,7 @@ impl Default for Metrics {
             latency,
             edges,
             edge_lag,
+            edges_refused,
             audit_dropped,
         }
     }
@@ -121,6 +130,12 @@ impl Metrics {
     pub fn set_edges(&self, count: usize, lag: u64) {
         self.edges.set(i64::try_from(count).unwrap_or(i64::MAX));
         self.edge_lag.set(i64::try_from(lag).unwrap_or(i64::MAX));
+    }
+
+    /// Counts `n` new edges not recorded.
+    pub fn edges_refused(&self, n: usize) {
+        self.edges_refused
+            .inc_by(u64::try_from(n).unwrap_or(u64::MAX));
     }
 
     /// The counter of audit events dropped ([`crate::audit::AuditLog`]).

@@ -3,6 +3,7 @@
 //! hold, as one JSON document the command line renders and waits on.
 
 use super::{refused, AdminError};
+use crate::store::edges::clients_at_bound;
 use crate::store::{EdgeReport, KeyState, PromoteOutcome, Store, HELD};
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +33,11 @@ pub struct EdgesReport {
     pub held: bool,
     /// Every edge the store holds, the most recently seen first.
     pub edges: Vec<EdgeRow>,
+    /// The edge clients at their bound of edges
+    /// ([`crate::store::edges::MAX_EDGES_PER_CLIENT`]): a new edge of theirs is not recorded,
+    /// so they may have edges not listed.
+    #[serde(default)]
+    pub clients_at_bound: Vec<String>,
 }
 
 impl EdgesReport {
@@ -48,11 +54,14 @@ impl EdgesReport {
             .filter(move |e| e.report.last_seen >= since && !self.replaced(e))
     }
 
-    /// True if `e` was replaced: its node has a VM first seen after `e` was last seen. Envoy makes
-    /// new VMs when it restarts or its plugin configuration changes; the old ones poll no more.
+    /// True if `e` was replaced: its node has a VM, of the same edge client, first seen after `e`
+    /// was last seen. Envoy makes new VMs when it restarts or its plugin configuration changes;
+    /// the old ones poll no more.
     pub fn replaced(&self, e: &EdgeRow) -> bool {
         let (e, mut others) = (&e.report, self.edges.iter().map(|o| &o.report));
-        others.any(|o| o.node == e.node && o.vm != e.vm && o.first_seen > e.last_seen)
+        others.any(|o| {
+            o.client == e.client && o.node == e.node && o.vm != e.vm && o.first_seen > e.last_seen
+        })
     }
 }
 
@@ -61,9 +70,9 @@ pub(super) async fn report(store: &dyn Store, now: u64) -> Result<String, AdminE
     let keys = store.key_infos(now).await?;
     let state_of = |s: KeyState| keys.iter().find(|k| k.state == s).map(|k| k.kid);
     let latest = store.revocations(u64::MAX, now, 0).await?.latest;
-    let edges = store
-        .edges()
-        .await?
+    let edges = store.edges().await?;
+    let clients_at_bound = clients_at_bound(&edges);
+    let edges = edges
         .into_iter()
         .map(|e| EdgeRow {
             behind: latest.saturating_sub(e.cursor),
@@ -78,6 +87,7 @@ pub(super) async fn report(store: &dyn Store, now: u64) -> Result<String, AdminE
         next: held.or(state_of(KeyState::Pending)),
         held: held.is_some(),
         edges,
+        clients_at_bound,
     };
     Ok(serde_json::to_string(&out).expect("a report serializes") + "\n")
 }

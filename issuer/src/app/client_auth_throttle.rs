@@ -1,5 +1,4 @@
-//! Back-off against guessing client secrets, per source address (third outside probe, finding
-//! 11: 3,000 wrong secrets in 2.5 s were all answered).
+//! Back-off against guessing client secrets, per source address.
 //!
 //! Counted per address only, never per client: a stranger who knows a client id must not be able
 //! to lock the client out. An address gets [`FREE_FAILURES`] failed client authentications free;
@@ -21,6 +20,7 @@
 //! O(1) amortised and never scans under the lock. Pushing a held address out takes failures from
 //! some 50,000 other addresses, each of which got its own free failures anyway.
 
+use crate::throttle::counted_address;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
@@ -38,27 +38,13 @@ pub const IPV6_PREFIX: u8 = 64;
 /// Most addresses held at once (two generations of half as many).
 pub const MAX_TRACKED: usize = 100_000;
 
-/// Where a client authentication came from, as counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Source {
-    /// No address known (never over TCP): all such calls count together.
-    Unknown,
-    V4(u32),
-    /// The first [`IPV6_PREFIX`] bits.
-    V6(u128),
-}
+/// Where a client authentication came from, as counted: the address by
+/// [`counted_address`] (an IPv6 address by its first [`IPV6_PREFIX`] bits), or `None` when no
+/// address is known (never over TCP: all such calls count together).
+type Source = Option<IpAddr>;
 
-impl Source {
-    fn of(ip: Option<IpAddr>) -> Self {
-        match ip.map(|ip| ip.to_canonical()) {
-            None => Self::Unknown,
-            Some(IpAddr::V4(a)) => Self::V4(a.into()),
-            Some(IpAddr::V6(a)) => {
-                let mask = u128::MAX << (128 - u32::from(IPV6_PREFIX));
-                Self::V6(u128::from(a) & mask)
-            }
-        }
-    }
+fn source_of(ip: Option<IpAddr>) -> Source {
+    ip.map(|ip| counted_address(ip, IPV6_PREFIX))
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -148,7 +134,7 @@ impl ClientAuthThrottle {
     /// Whether `ip` must wait at `now_ms` (milliseconds since the epoch): `Err(seconds)`. A cheap
     /// look before the client is read; [`ClientAuthThrottle::attempt`] decides.
     pub fn check(&self, ip: Option<IpAddr>, now_ms: u64) -> Result<(), u64> {
-        self.lock().get(&Source::of(ip), now_ms).wait(now_ms)
+        self.lock().get(&source_of(ip), now_ms).wait(now_ms)
     }
 
     /// One client authentication from `ip` at `now_ms`: `Err(seconds)` if the address must wait
@@ -161,7 +147,7 @@ impl ClientAuthThrottle {
         now_ms: u64,
         authenticates: impl FnOnce() -> bool,
     ) -> Result<bool, u64> {
-        let source = Source::of(ip);
+        let source = source_of(ip);
         let mut counts = self.lock();
         let count = counts.get(&source, now_ms);
         count.wait(now_ms)?;

@@ -20,6 +20,7 @@
 
 use super::{edge_book, now, App};
 use super::{ApiError, Call};
+use crate::store::edges::{MAX_EDGES, MAX_EDGES_PER_CLIENT};
 use crate::store::StoreError;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -213,6 +214,7 @@ impl App {
                 cursor = poll.cursor,
                 "edge poll"
             );
+            // A new edge beyond the bounds is not noted: the poll is answered all the same.
             self.edges.note(edge, poll, now());
         }
         let send_keys = q.keys.as_deref() != Some(version.as_str());
@@ -238,11 +240,23 @@ impl App {
         let now = now();
         let forget_before = now.saturating_sub(self.settings.edge_forget_after);
         let changed = self.edges.take_changed(forget_before);
+        let mut refused = self.edges.take_refused();
         if !changed.is_empty() {
-            self.store.record_edges(changed, forget_before).await?;
+            refused += self.store.record_edges(changed, forget_before).await?;
+        }
+        if refused > 0 {
+            tracing::warn!(
+                refused,
+                per_client = MAX_EDGES_PER_CLIENT,
+                most = MAX_EDGES,
+                "new edges not recorded: an edge client is at its bound (`issuer keys status` \
+                 names it), or the registry is full"
+            );
+            self.metrics.edges_refused(refused);
         }
         let mut edges = self.store.edges().await?;
         if edges.iter().any(|e| e.last_seen < forget_before) {
+            // Nothing new: the count of refused edges is the previous write's.
             self.store.record_edges(Vec::new(), forget_before).await?;
             edges = self.store.edges().await?;
         }

@@ -2,7 +2,7 @@
 //! polls arrive, and written to the store in one batch every [`EDGE_FLUSH_EVERY`], so a fleet of
 //! edges polling every second costs the store one write every few seconds, not one per poll.
 
-use crate::store::edges::{edge_key, EdgeReport, MAX_EDGES};
+use crate::store::edges::{edge_key, Admission, EdgeReport};
 use shared::edge_feed::{is_edge_name, NODE_HEADER, VM_HEADER};
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -38,25 +38,37 @@ pub fn identity(headers: &warp::http::HeaderMap) -> Option<(&str, &str)> {
     Some((name(NODE_HEADER)?, name(VM_HEADER)?))
 }
 
-/// The reports of the edges this issuer has seen, by node and VM, each with whether it changed
-/// since the last write.
+/// The reports of the edges this issuer has seen, by edge client, node and VM, each with whether
+/// it changed since the last write; bounded as the store is ([`Admission`]).
 #[derive(Default)]
 pub struct EdgeBook {
-    seen: Mutex<HashMap<String, (EdgeReport, bool)>>,
+    seen: Mutex<Seen>,
+}
+
+#[derive(Default)]
+struct Seen {
+    reports: HashMap<String, (EdgeReport, bool)>,
+    room: Admission,
+    /// Polls of new edges not noted since the last [`EdgeBook::take_refused`].
+    refused: usize,
 }
 
 impl EdgeBook {
-    /// Notes the poll of edge `node`/`vm` at `now`. An edge is known to hold the key ids of the
-    /// ring it says it holds when that is the ring served. It held everything this issuer had at
-    /// its previous poll here when its cursor reaches the latest revocation then (what that poll's
-    /// answer brought it; revocations made since are on their way), and its ring is current.
-    pub fn note(&self, (node, vm): (&str, &str), poll: Poll<'_>, now: u64) {
-        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        let key = edge_key(node, vm);
+    /// Notes the poll of edge `node`/`vm` at `now`; false, noting nothing, for a new edge of a
+    /// client at its bound or beyond the registry's ([`Admission`]). An edge is known to hold the
+    /// key ids of the ring it says it holds when that is the ring served. It held everything this
+    /// issuer had at its previous poll here when its cursor reaches the latest revocation then
+    /// (what that poll's answer brought it; revocations made since are on their way), and its
+    /// ring is current.
+    pub fn note(&self, (node, vm): (&str, &str), poll: Poll<'_>, now: u64) -> bool {
+        let mut guard = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let seen = &mut *guard;
+        let key = edge_key(poll.client, node, vm);
         let current = poll.keys == Some(poll.version);
-        let prev = seen.get(&key).map(|(r, _)| r);
-        if prev.is_none() && seen.len() >= MAX_EDGES {
-            return;
+        let prev = seen.reports.get(&key).map(|(r, _)| r);
+        if prev.is_none() && !seen.room.admit(poll.client) {
+            seen.refused += 1;
+            return false;
         }
         let synced_as_of = match prev {
             _ if current && poll.cursor >= poll.latest => Some(now),
@@ -81,15 +93,30 @@ impl EdgeBook {
             Some(p) => report.merged_over(p),
             None => report,
         };
-        seen.insert(key, (report, true));
+        seen.reports.insert(key, (report, true));
+        true
+    }
+
+    /// How many polls of new edges were not noted since the last call.
+    pub fn take_refused(&self) -> usize {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        std::mem::take(&mut seen.refused)
     }
 
     /// The reports changed since the last call, to write; edges last seen before
     /// `forget_before` are forgotten.
     pub fn take_changed(&self, forget_before: u64) -> Vec<EdgeReport> {
-        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        seen.retain(|_, (r, _)| r.last_seen >= forget_before);
-        seen.values_mut()
+        let mut guard = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let Seen { reports, room, .. } = &mut *guard;
+        reports.retain(|_, (r, _)| {
+            let keep = r.last_seen >= forget_before;
+            if !keep {
+                room.forget(&r.client);
+            }
+            keep
+        });
+        reports
+            .values_mut()
             .filter(|(_, changed)| *changed)
             .map(|(r, changed)| {
                 *changed = false;
@@ -146,7 +173,29 @@ mod tests {
         let r = &book.take_changed(0)[0];
         assert_eq!((r.kids.clone(), r.synced_at), (vec![], Some(103)));
         assert!(book.take_changed(106).is_empty());
-        assert!(book.seen.lock().unwrap().is_empty(), "forgotten");
+        assert!(book.seen.lock().unwrap().reports.is_empty(), "forgotten");
+    }
+
+    #[test]
+    fn one_client_notes_a_bounded_number_of_edges() {
+        use crate::store::edges::MAX_EDGES_PER_CLIENT;
+        let book = EdgeBook::default();
+        let of = |client| Poll {
+            client,
+            ..poll(None, 0)
+        };
+        for i in 0..MAX_EDGES_PER_CLIENT {
+            assert!(book.note((&format!("n{i}"), "vm"), of("flood"), 100));
+        }
+        assert!(!book.note(("one-more", "vm"), of("flood"), 100));
+        assert!(book.note(("n0", "vm"), of("flood"), 101), "a known edge");
+        assert!(book.note(("n0", "vm"), of("real"), 101), "another client's");
+        assert_eq!(book.take_refused(), 1);
+        assert_eq!(book.take_refused(), 0);
+        assert_eq!(book.take_changed(0).len(), MAX_EDGES_PER_CLIENT + 1);
+        // Forgotten, the flood leaves room again.
+        assert_eq!(book.take_changed(101).len(), 0);
+        assert!(book.note(("one-more", "vm"), of("flood"), 102));
     }
 
     #[test]

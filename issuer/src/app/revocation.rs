@@ -127,8 +127,8 @@ impl App {
         }
     }
 
-    /// Takes one of the revocations `client` may record, or answers 429 (finding 7 of issue 20:
-    /// the set every edge holds is bounded by what each client may add to it).
+    /// Takes one of the revocations `client` may record, or answers 429: the set every
+    /// edge holds is bounded by what each client may add to it.
     fn spend_revocation(&self, client: &str) -> Result<(), ApiError> {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

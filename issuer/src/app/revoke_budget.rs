@@ -2,7 +2,7 @@
 //!
 //! Every recorded revocation is kept until the tokens it covers have expired, and travels in
 //! every edge snapshot and every filter VM's set, so one client's credential must not be able to
-//! grow that set without bound (issue 20, finding 7). A client gets `per_minute` recordings as a
+//! grow that set without bound. A client gets `per_minute` recordings as a
 //! burst and then `per_minute` a minute; beyond that the revoke endpoint answers 429 with
 //! `Retry-After` and records nothing. What bounds the whole set is in `docs/issuer.md`.
 

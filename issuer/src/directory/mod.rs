@@ -1,5 +1,5 @@
 //! Directory sign-in: users of an Active Directory or another LDAP directory sign in with the
-//! password grant (issue 22, `docs/directory.md`).
+//! password grant (`docs/directory.md`).
 //!
 //! [`Directory::sign_in`] finds the user as the service account, binds as the user over a
 //! connection of its own ([`conn`]), and reads the roles (nested groups included) and claims

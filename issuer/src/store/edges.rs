@@ -4,13 +4,20 @@
 //! --when-edges-ready` knows when every edge holds a new key.
 
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// An edge unseen this long (seconds) is dropped from the store, by default
 /// (`issuer serve --edge-forget-after`).
 pub const EDGE_FORGET_AFTER: u64 = 600;
 
-/// Most edges the store keeps; beyond, the ones seen least recently are dropped.
+/// Most edges the store keeps: a new edge beyond is not recorded (until some are forgotten).
 pub const MAX_EDGES: usize = 10_000;
+
+/// Most edges one edge client has recorded at once: a new edge of a client at this bound is not
+/// recorded (until some of its edges are forgotten), so a flood of made-up edge names from one
+/// credential fills its own share alone and never pushes out, nor keeps out, the edges of
+/// another. Each Envoy fleet should have an edge client of its own (`docs/operate.md`).
+pub const MAX_EDGES_PER_CLIENT: usize = 256;
 
 /// The last report of one edge (one VM of one Envoy), as the issuer that served its poll saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,15 +46,17 @@ pub struct EdgeReport {
     pub synced_at: Option<u64>,
 }
 
-/// The key an edge is filed under: its node and VM.
-pub fn edge_key(node: &str, vm: &str) -> String {
-    format!("{node}\n{vm}")
+/// The key an edge is filed under: its edge client, node and VM, each but the last prefixed by
+/// its length in bytes, so no two edges share a key whatever their names hold (`a/b` and `c`, `a`
+/// and `b/c`).
+pub fn edge_key(client: &str, node: &str, vm: &str) -> String {
+    format!("{}:{client}{}:{node}{vm}", client.len(), node.len())
 }
 
 impl EdgeReport {
     /// The key the store files it under ([`edge_key`]).
     pub fn key(&self) -> String {
-        edge_key(&self.node, &self.vm)
+        edge_key(&self.client, &self.node, &self.vm)
     }
 
     /// Revocations it was behind when it last polled.
@@ -85,20 +94,104 @@ impl EdgeReport {
     }
 }
 
-/// Keeps the [`MAX_EDGES`] most recently seen of `edges`, dropping those unseen since `since`:
-/// what the store holds after a write.
-pub fn retained(edges: &mut Vec<EdgeReport>, since: u64) -> Vec<String> {
+/// `reports` with those of one edge merged into one ([`EdgeReport::merged_over`]), the most
+/// recently seen first: what [`crate::store::Edges::edges`] answers. A store may hold one edge
+/// twice for a while: under the key of an issuer of an earlier version (by node and VM) and
+/// under [`edge_key`].
+pub fn folded(reports: impl IntoIterator<Item = EdgeReport>) -> Vec<EdgeReport> {
+    let mut by_key: HashMap<String, EdgeReport> = HashMap::new();
+    for r in reports {
+        let key = r.key();
+        let r = match by_key.remove(&key) {
+            Some(other) => r.merged_over(&other),
+            None => r,
+        };
+        by_key.insert(key, r);
+    }
+    let mut all: Vec<_> = by_key.into_values().collect();
+    newest_first(&mut all);
+    all
+}
+
+/// Sorts `edges` the most recently seen first.
+pub fn newest_first(edges: &mut [EdgeReport]) {
     edges.sort_by(|a, b| {
         b.last_seen
             .cmp(&a.last_seen)
             .then_with(|| a.key().cmp(&b.key()))
     });
-    let keep = edges
-        .iter()
-        .take_while(|e| e.last_seen >= since)
-        .count()
-        .min(MAX_EDGES);
-    edges.split_off(keep).iter().map(EdgeReport::key).collect()
+}
+
+/// The room left in the registry: whether a new edge of a client may be recorded, given the edges
+/// it holds ([`MAX_EDGES`], [`MAX_EDGES_PER_CLIENT`]). An edge known already is always recorded.
+#[derive(Debug, Default)]
+pub struct Admission {
+    per_client: HashMap<String, usize>,
+    total: usize,
+}
+
+impl Admission {
+    /// The room left beside edges whose clients are `clients` (one item per edge).
+    pub fn of<'a>(clients: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut room = Self::default();
+        for c in clients {
+            room.count(c, 1);
+        }
+        room
+    }
+
+    /// The room left beside `counts`: edges held, by client.
+    pub fn of_counts(counts: impl IntoIterator<Item = (String, usize)>) -> Self {
+        let mut room = Self::default();
+        for (c, n) in counts {
+            room.count(&c, n);
+        }
+        room
+    }
+
+    fn count(&mut self, client: &str, n: usize) {
+        match self.per_client.get_mut(client) {
+            Some(held) => *held += n,
+            None => {
+                self.per_client.insert(client.to_owned(), n);
+            }
+        }
+        self.total += n;
+    }
+
+    /// True, counting it, if a new edge of `client` may be recorded.
+    pub fn admit(&mut self, client: &str) -> bool {
+        let held = self.per_client.get(client).copied().unwrap_or(0);
+        if held >= MAX_EDGES_PER_CLIENT || self.total >= MAX_EDGES {
+            return false;
+        }
+        self.count(client, 1);
+        true
+    }
+
+    /// Forgets one edge of `client`.
+    pub fn forget(&mut self, client: &str) {
+        if let Some(held) = self.per_client.get_mut(client) {
+            *held = held.saturating_sub(1);
+            self.total = self.total.saturating_sub(1);
+        }
+    }
+}
+
+/// The edge clients of `edges` with [`MAX_EDGES_PER_CLIENT`] edges or more: those whose new
+/// edges are not recorded.
+pub fn clients_at_bound(edges: &[EdgeReport]) -> Vec<String> {
+    let mut per_client: HashMap<&str, usize> = HashMap::new();
+    for e in edges {
+        *per_client.entry(e.client.as_str()).or_default() += 1;
+    }
+    let mut full: Vec<String> = per_client
+        .into_iter()
+        .filter(|(_, n)| *n >= MAX_EDGES_PER_CLIENT)
+        .map(|(c, _)| c.to_owned())
+        .collect();
+    full.sort();
+    full
 }
 
 #[cfg(test)]
@@ -161,15 +254,52 @@ mod tests {
     }
 
     #[test]
-    fn the_stale_and_the_surplus_are_dropped() {
-        let mut edges = vec![report("a", 0, 5), report("b", 0, 50), report("c", 0, 40)];
-        assert_eq!(retained(&mut edges, 10), vec!["n\na".to_string()]);
-        assert_eq!(edges.len(), 2);
-        let mut many: Vec<_> = (0..MAX_EDGES as u64 + 2)
-            .map(|i| report(&i.to_string(), 0, 100 + i))
+    fn keys_never_collide() {
+        let key = |c, n, v| edge_key(c, n, v);
+        assert_ne!(key("e", "a/b", "c"), key("e", "a", "b/c"));
+        assert_ne!(key("e", "a\nb", "c"), key("e", "a", "b\nc"));
+        assert_ne!(key("e:1", "a", "b"), key("e", "1a", "b"));
+        assert_ne!(key("e", "n", "v"), key("f", "n", "v"));
+        assert_eq!(report("a", 0, 0).key(), key("edge", "n", "a"));
+    }
+
+    #[test]
+    fn a_client_at_its_bound_records_no_new_edge() {
+        let mut room = Admission::of(["a"; MAX_EDGES_PER_CLIENT - 1]);
+        assert!(room.admit("a"));
+        assert!(!room.admit("a"), "at its bound");
+        assert!(room.admit("b"), "another client");
+        room.forget("a");
+        assert!(room.admit("a"), "room again once one is forgotten");
+        let full = (0..MAX_EDGES).map(|i| (format!("c{i}"), 1));
+        let mut room = Admission::of_counts(full);
+        assert!(!room.admit("new"), "the registry is full");
+        room.forget("c1");
+        assert!(room.admit("new"));
+        let mut edges: Vec<_> = (0..MAX_EDGES_PER_CLIENT)
+            .map(|_| report("a", 0, 0))
             .collect();
-        let dropped = retained(&mut many, 0);
-        assert_eq!(dropped, vec!["n\n1".to_string(), "n\n0".to_string()]);
-        assert_eq!(many.len(), MAX_EDGES);
+        edges.push(EdgeReport {
+            client: "other".into(),
+            ..report("a", 0, 0)
+        });
+        assert_eq!(clients_at_bound(&edges), ["edge"]);
+        edges.pop();
+        edges.pop();
+        assert!(clients_at_bound(&edges).is_empty());
+    }
+
+    #[test]
+    fn the_most_recently_seen_come_first() {
+        let mut edges = vec![report("a", 0, 5), report("b", 0, 50), report("c", 0, 50)];
+        newest_first(&mut edges);
+        let vms: Vec<_> = edges.iter().map(|e| e.vm.as_str()).collect();
+        assert_eq!(vms, ["b", "c", "a"]);
+        let twice = folded([report("a", 0, 5), report("b", 0, 50), report("a", 3, 9)]);
+        let seen: Vec<_> = twice
+            .iter()
+            .map(|e| (e.vm.as_str(), e.first_seen, e.last_seen))
+            .collect();
+        assert_eq!(seen, [("b", 0, 50), ("a", 0, 9)]);
     }
 }

@@ -80,14 +80,17 @@ pub trait SigningKeys: Send + Sync {
 /// What the edges said of themselves in their polls of the edge feed ([`super::edges`]).
 #[async_trait::async_trait]
 pub trait Edges: Send + Sync {
-    /// Records `reports`, each merged over the stored report of its edge
-    /// ([`EdgeReport::merged_over`]), and drops the edges last seen before `forget_before` and
-    /// those beyond [`super::edges::MAX_EDGES`].
+    /// Drops the edges last seen before `forget_before`, then records `reports`, each merged
+    /// over the stored report of its edge ([`EdgeReport::merged_over`]). An edge is its client,
+    /// node and VM. A new edge is recorded only if the registry has room for it
+    /// ([`super::edges::Admission`]: at most [`super::edges::MAX_EDGES_PER_CLIENT`] edges of one
+    /// client, [`super::edges::MAX_EDGES`] in all, even with several issuers writing at once);
+    /// answers how many new edges were not recorded.
     async fn record_edges(
         &self,
         reports: Vec<EdgeReport>,
         forget_before: u64,
-    ) -> Result<(), StoreError>;
+    ) -> Result<usize, StoreError>;
     /// Every edge held, the most recently seen first.
     async fn edges(&self) -> Result<Vec<EdgeReport>, StoreError>;
 }

@@ -15,6 +15,7 @@ mod config;
 mod crash;
 mod disk;
 mod documented;
+mod edges;
 mod endpoints;
 mod errors;
 mod grants;

@@ -17,7 +17,10 @@ mod audit;
 mod edges;
 mod restore;
 use audit::audit_is_recorded_read_since_and_swept;
-use edges::{a_held_key_signs_once_promoted, edges_are_kept_merged_and_forgotten};
+use edges::{
+    a_held_key_signs_once_promoted, an_edge_is_its_client_node_and_vm,
+    edges_are_kept_merged_and_forgotten, the_edges_of_one_client_are_bounded,
+};
 use restore::revocation_cursors_prove_the_history_they_belong_to;
 
 pub(crate) const POLICY: RefreshPolicy = RefreshPolicy {
@@ -586,6 +589,8 @@ conformance!(
     revocation_cursors_prove_the_history_they_belong_to,
     a_new_password_ends_older_families,
     edges_are_kept_merged_and_forgotten,
+    an_edge_is_its_client_node_and_vm,
+    the_edges_of_one_client_are_bounded,
     a_held_key_signs_once_promoted,
     audit_is_recorded_read_since_and_swept,
 );

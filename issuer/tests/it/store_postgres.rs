@@ -217,3 +217,49 @@ async fn one_issuer_of_several_takes_each_directory_recheck() {
         assert_eq!(taken, 1, "round {round}: {taken} issuers took the lease");
     }
 }
+
+/// PostgreSQL only: the row of an issuer of an earlier version (keyed by node and VM, no client)
+/// is read as its edge's, and filed again under the edge's key at its next report, merged (its
+/// first sighting kept).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edges_of_an_earlier_version_are_filed_again() {
+    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
+        return;
+    };
+    let s = PgStore::connect(&pg.url(), Kek::derive(&KEK), 1_000, POLICY)
+        .await
+        .unwrap();
+    let report = |client: &str, last_seen| issuer::store::EdgeReport {
+        node: "envoy-a".into(),
+        vm: "1".into(),
+        client: client.into(),
+        first_seen: 900,
+        last_seen,
+        keys_version: None,
+        kids: vec![],
+        cursor: 0,
+        latest: 0,
+        synced_at: None,
+    };
+    let old = serde_json::to_string(&report("edge", 1_000)).unwrap();
+    pg.psql(&format!(
+        "INSERT INTO edges (key, last_seen, report) VALUES (E'envoy-a\\n1', 1000, '{old}')"
+    ))
+    .unwrap();
+    assert_eq!(s.edges().await.unwrap(), [report("edge", 1_000)]);
+    // A newer report of the same edge, from an issuer of this version: one edge, merged.
+    let newer = issuer::store::EdgeReport {
+        first_seen: 1_010,
+        ..report("edge", 1_010)
+    };
+    assert_eq!(s.record_edges(vec![newer], 0).await.unwrap(), 0);
+    assert_eq!(s.edges().await.unwrap(), [report("edge", 1_010)]);
+    s.record_edges(vec![], 1_005).await.unwrap();
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM edges WHERE client IS NULL")
+            .unwrap()
+            .trim(),
+        "0"
+    );
+    assert_eq!(s.edges().await.unwrap(), [report("edge", 1_010)]);
+}

@@ -2,8 +2,7 @@
 //! impersonation flags, activation) and a user's (password hash, roles, claims, enabled state)
 //! carry a MAC in their row's `mac` column, under a key derived from the hash key, which only the
 //! key-encryption key opens. The MAC binds the table, the row's id and the whole record, so write
-//! access to the database alone can neither change a record nor move one to another id (issue 20,
-//! finding 2). A record that fails it is refused, as if it did not exist, and logged as tampered.
+//! access to the database alone can neither change a record nor move one to another id. A record that fails it is refused, as if it did not exist, and logged as tampered.
 //!
 //! The store reads and writes these records only through the methods here.
 //!

@@ -71,6 +71,13 @@ const MIGRATIONS: &[&str] = &[
     // (`storage::Liveness`): in a table of its own, so that it conflicts with no transaction
     // reading the settings.
     "CREATE TABLE IF NOT EXISTS liveness (name TEXT PRIMARY KEY, at BIGINT NOT NULL)",
+    // Each edge's client, counted against its bound (`store::edges::MAX_EDGES_PER_CLIENT`); the
+    // edges are keyed by client, node and VM now. NULL for a row of an issuer of an earlier
+    // version (keyed by node and VM), forgotten like any other once unseen.
+    "ALTER TABLE edges ADD COLUMN IF NOT EXISTS client TEXT",
+    // One row, locked by every write of the edges' reports: issuers write them one at a time,
+    // so the registry's bounds hold however many write at once.
+    "CREATE TABLE IF NOT EXISTS edge_writes (id INT PRIMARY KEY)",
 ];
 
 /// Seconds an issuer holds the migration lock at most: another takes it over after that.

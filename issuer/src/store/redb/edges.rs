@@ -1,10 +1,56 @@
-//! The edges' reports in the redb file: one JSON record per edge, by node and VM
+//! The edges' reports in the redb file: one JSON record per edge, by edge client, node and VM
 //! ([`crate::store::edges`]).
 
 use super::{dec, enc, RedbFile, EDGES};
-use crate::store::edges::{retained, EdgeReport};
+use crate::store::edges::{folded, Admission, EdgeReport};
 use crate::store::StoreError;
-use redb::ReadableTable;
+use redb::{ReadableTable, Table};
+use std::collections::HashMap;
+
+/// The edges `t` holds, by key, once the damaged and those last seen before `forget_before` are
+/// dropped, and those filed under another key (by an earlier version, by node and VM alone) are
+/// filed again under theirs.
+fn live(
+    t: &mut Table<'_, &str, &[u8]>,
+    forget_before: u64,
+) -> Result<HashMap<String, EdgeReport>, StoreError> {
+    let (mut held, mut dropped, mut refiled, mut damaged) =
+        (HashMap::new(), Vec::new(), Vec::new(), 0);
+    for r in t.iter()? {
+        let (k, v) = r?;
+        let key = k.value().to_owned();
+        let Ok(e) = dec::<EdgeReport>(v.value(), "edges") else {
+            damaged += 1;
+            dropped.push(key);
+            continue;
+        };
+        if e.last_seen < forget_before || key != e.key() {
+            dropped.push(key.clone());
+        }
+        if e.last_seen >= forget_before {
+            if key != e.key() {
+                refiled.push(e.key());
+            }
+            let e = match held.remove(&e.key()) {
+                Some(other) => e.merged_over(&other),
+                None => e,
+            };
+            held.insert(e.key(), e);
+        }
+    }
+    if damaged > 0 {
+        tracing::error!(count = damaged, "edge reports that do not decode, dropped");
+    }
+    for key in dropped {
+        t.remove(key.as_str())?;
+    }
+    for key in refiled {
+        if let Some(e) = held.get(&key) {
+            t.insert(key.as_str(), enc(e).as_slice())?;
+        }
+    }
+    Ok(held)
+}
 
 impl RedbFile {
     /// See [`crate::store::Edges::record_edges`].
@@ -12,40 +58,30 @@ impl RedbFile {
         &self,
         reports: Vec<EdgeReport>,
         forget_before: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<usize, StoreError> {
         let tx = self.begin_write()?;
+        let mut refused = 0;
         {
             let mut t = tx.open_table(EDGES)?;
+            let mut held = live(&mut t, forget_before)?;
+            let mut room = Admission::of(held.values().map(|e| e.client.as_str()));
             for report in reports {
                 let key = report.key();
-                let stored = t.get(key.as_str())?.map(|v| dec(v.value(), "edges"));
-                let report = match stored {
-                    Some(Ok(older)) => report.merged_over(&older),
-                    _ => report,
+                let report = match held.get(&key) {
+                    Some(older) => report.merged_over(older),
+                    None if report.last_seen < forget_before => continue,
+                    None if room.admit(&report.client) => report,
+                    None => {
+                        refused += 1;
+                        continue;
+                    }
                 };
                 t.insert(key.as_str(), enc(&report).as_slice())?;
-            }
-            let mut all = Vec::new();
-            let mut damaged = Vec::new();
-            for r in t.iter()? {
-                let (k, v) = r?;
-                match dec::<EdgeReport>(v.value(), "edges") {
-                    Ok(e) => all.push(e),
-                    Err(_) => damaged.push(k.value().to_owned()),
-                }
-            }
-            if !damaged.is_empty() {
-                tracing::error!(
-                    count = damaged.len(),
-                    "edge reports that do not decode, dropped"
-                );
-            }
-            for key in retained(&mut all, forget_before).into_iter().chain(damaged) {
-                t.remove(key.as_str())?;
+                held.insert(key, report);
             }
         }
         tx.commit()?;
-        Ok(())
+        Ok(refused)
     }
 
     /// See [`crate::store::Edges::edges`].
@@ -59,7 +95,6 @@ impl RedbFile {
                 all.push(e);
             }
         }
-        retained(&mut all, 0);
-        Ok(all)
+        Ok(folded(all))
     }
 }

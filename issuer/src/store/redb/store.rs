@@ -171,7 +171,7 @@ impl Edges for RedbStore {
         &self,
         reports: Vec<EdgeReport>,
         forget_before: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<usize, StoreError> {
         // A synchronous write with fsync: off the runtime's threads.
         let file = self.file.clone();
         let recorded =

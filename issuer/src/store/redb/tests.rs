@@ -312,3 +312,47 @@ fn the_sweep_covers_a_big_table_in_bounded_slices() {
     assert_eq!(s.family_count().unwrap(), 1);
     assert!(rotate(&s, &live, 1_121).is_ok());
 }
+
+/// A report an earlier version filed by node and VM alone is read as its edge's, and filed
+/// again under the edge's key (client, node and VM) at the next write, merged with a newer one.
+#[test]
+fn edges_filed_by_node_and_vm_are_filed_again() {
+    use crate::store::edges::EdgeReport;
+    let tmp = tempfile::tempdir().unwrap();
+    let s = RedbFile::open(tmp.path(), 1_000).unwrap();
+    let report = |last_seen| EdgeReport {
+        node: "envoy-a".into(),
+        vm: "1".into(),
+        client: "edge".into(),
+        first_seen: 900,
+        last_seen,
+        keys_version: None,
+        kids: vec![],
+        cursor: 0,
+        latest: 0,
+        synced_at: None,
+    };
+    let tx = s.begin_write().unwrap();
+    tx.open_table(EDGES)
+        .unwrap()
+        .insert("envoy-a\n1", enc(&report(1_000)).as_slice())
+        .unwrap();
+    tx.commit().unwrap();
+    assert_eq!(s.edges().unwrap(), [report(1_000)]);
+    let newer = EdgeReport {
+        first_seen: 1_010,
+        ..report(1_010)
+    };
+    assert_eq!(s.record_edges(vec![newer], 0).unwrap(), 0);
+    let keys: Vec<String> = s
+        .begin_read()
+        .unwrap()
+        .open_table(EDGES)
+        .unwrap()
+        .iter()
+        .unwrap()
+        .map(|r| r.unwrap().0.value().to_owned())
+        .collect();
+    assert_eq!(keys, [report(0).key()]);
+    assert_eq!(s.edges().unwrap(), [report(1_010)], "first seen at 900");
+}

@@ -101,3 +101,90 @@ pub(super) async fn a_held_key_signs_once_promoted(b: Backend) {
     let retire = 1_300 + 600 + issuer::store::KEY_RETIRE_MARGIN;
     assert!(s.key_ring(retire).await.unwrap().get(1).is_none());
 }
+
+fn of(client: &str, node: &str, vm: &str, last_seen: u64) -> EdgeReport {
+    EdgeReport {
+        client: client.into(),
+        node: node.into(),
+        ..report(vm, last_seen, &[])
+    }
+}
+
+/// An edge is its client, node and VM, each apart: no two of them join into the same edge.
+pub(super) async fn an_edge_is_its_client_node_and_vm(b: Backend) {
+    let s = b.open(1_000).await;
+    let edges = vec![
+        of("edge", "a/b", "c", 1_000),
+        of("edge", "a", "b/c", 1_000),
+        of("edge", "a\nb", "c", 1_000),
+        of("edge", "a", "b\nc", 1_000),
+        of("other", "a/b", "c", 1_000),
+    ];
+    s.record_edges(edges.clone(), 0).await.unwrap();
+    // A later report of one of them moves that one alone.
+    s.record_edges(vec![of("other", "a/b", "c", 1_010)], 0)
+        .await
+        .unwrap();
+    let mut stored: Vec<_> = s
+        .edges()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.client, e.node, e.vm, e.last_seen))
+        .collect();
+    stored.sort();
+    let mut expected: Vec<_> = edges
+        .into_iter()
+        .map(|e| (e.client, e.node, e.vm, e.last_seen))
+        .collect();
+    expected[4].3 = 1_010;
+    expected.sort();
+    assert_eq!(stored, expected);
+}
+
+/// One edge client registers at most `MAX_EDGES_PER_CLIENT` edges at once: its new edges beyond
+/// are not recorded, its known ones still are, and other clients' edges are unaffected.
+pub(super) async fn the_edges_of_one_client_are_bounded(b: Backend) {
+    const BOUND: usize = issuer::store::edges::MAX_EDGES_PER_CLIENT;
+    let s = b.open(1_000).await;
+    s.record_edges(vec![of("real", "envoy", "1", 1_000)], 0)
+        .await
+        .unwrap();
+    let flood: Vec<_> = (0..BOUND + 50)
+        .map(|i| of("flood", &format!("fake-{i}"), "vm", 1_001))
+        .collect();
+    let first = s.record_edges(flood[..BOUND - 10].to_vec(), 0).await;
+    assert_eq!(first.unwrap(), 0, "none refused");
+    let rest = s.record_edges(flood[BOUND - 10..].to_vec(), 0).await;
+    assert_eq!(rest.unwrap(), 50, "refused beyond the bound");
+    // A new edge of another client, and later reports of known edges.
+    let later = vec![
+        of("real", "envoy", "2", 1_002),
+        of("flood", "fake-0", "vm", 1_003),
+        of("flood", &format!("fake-{BOUND}"), "vm", 1_003),
+    ];
+    assert_eq!(s.record_edges(later, 0).await.unwrap(), 1);
+    let edges = s.edges().await.unwrap();
+    let count = |c: &str| edges.iter().filter(|e| e.client == c).count();
+    assert_eq!((count("flood"), count("real")), (BOUND, 2));
+    let seen = |node: &str| edges.iter().find(|e| e.node == node).map(|e| e.last_seen);
+    assert_eq!(
+        seen("fake-0"),
+        Some(1_003),
+        "a known edge is still recorded"
+    );
+    assert_eq!(seen(&format!("fake-{}", BOUND - 1)), Some(1_001));
+    assert_eq!(seen(&format!("fake-{BOUND}")), None, "beyond the bound");
+    // Once the flood is forgotten, the client registers new edges again.
+    s.record_edges(vec![of("flood", "new", "vm", 1_700)], 1_100)
+        .await
+        .unwrap();
+    let left: Vec<_> = s
+        .edges()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.node)
+        .collect();
+    assert_eq!(left, ["new"]);
+}
