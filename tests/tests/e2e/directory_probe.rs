@@ -32,24 +32,26 @@ fn spellings(name: &str) -> Vec<String> {
 }
 
 /// A stack signing in with one OpenLDAP, edge sync on; users are found by `uid` or by `mail`.
-async fn ldap_stack(tmp: &std::path::Path, tools: &Tools, ldap: &Slapd) -> Stack {
+/// `None` where the tools are missing outside CI (under `CI` a missing tool fails the test).
+async fn ldap_stack() -> Option<(tempfile::TempDir, Slapd, Stack)> {
+    let (tools, ldap) = (Tools::for_test()?, Slapd::for_test()?);
+    let tmp = tempfile::tempdir().unwrap();
     let by_uid_or_mail = "(&(objectClass=inetOrgPerson)(|(uid={username})(mail={username})))";
     let table = DirectoryTable {
         timeout_ms: Some(TIMEOUT_MS),
         user_filter: Some(by_uid_or_mail.into()),
-        ..DirectoryTable::slapd(&[ldap])
+        ..DirectoryTable::slapd(&[&ldap])
     }
     .role(ldap.group_dn("editors"), "editor");
-    directory_stack(tmp, tools, &table).await
+    let s = directory_stack(tmp.path(), &tools, &table).await;
+    Some((tmp, ldap, s))
 }
 
 #[tokio::test]
 async fn a_directory_user_is_the_entry_whatever_spelling_signs_in() {
-    let (Some(tools), Some(ldap)) = (Tools::for_test(), Slapd::for_test()) else {
+    let Some((_tmp, ldap, s)) = ldap_stack().await else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let s = ldap_stack(tmp.path(), &tools, &ldap).await;
 
     // Every spelling signs in as the entry's own name.
     let mut tokens = Vec::new();
@@ -91,11 +93,9 @@ async fn a_directory_user_is_the_entry_whatever_spelling_signs_in() {
 
 #[tokio::test]
 async fn guesses_for_the_directory_never_hold_a_local_user() {
-    let (Some(tools), Some(ldap)) = (Tools::for_test(), Slapd::for_test()) else {
+    let Some((_tmp, _ldap, s)) = ldap_stack().await else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let s = ldap_stack(tmp.path(), &tools, &ldap).await;
     let password = "break-glass-password-long-enough";
     s.admin(&["user", "add", "breakglass"], Some(password))
         .unwrap();
@@ -113,11 +113,9 @@ async fn guesses_for_the_directory_never_hold_a_local_user() {
 
 #[tokio::test]
 async fn concurrent_guesses_in_every_spelling_never_lock_the_entry_at_the_directory() {
-    let (Some(tools), Some(ldap)) = (Tools::for_test(), Slapd::for_test()) else {
+    let Some((_tmp, ldap, s)) = ldap_stack().await else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let s = ldap_stack(tmp.path(), &tools, &ldap).await;
     let names: Vec<String> = spellings("bob").into_iter().cycle().take(20).collect();
     let guesses = names.iter().map(|n| sign_in(&s, n, "not-bobs-password"));
     let answers = futures_util::future::join_all(guesses).await;
@@ -135,11 +133,9 @@ async fn concurrent_guesses_in_every_spelling_never_lock_the_entry_at_the_direct
 
 #[tokio::test]
 async fn a_held_entry_answers_like_a_name_without_one() {
-    let (Some(tools), Some(ldap)) = (Tools::for_test(), Slapd::for_test()) else {
+    let Some((_tmp, _ldap, s)) = ldap_stack().await else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let s = ldap_stack(tmp.path(), &tools, &ldap).await;
     let after = |name: &'static str| {
         let s = &s;
         async move {
@@ -166,11 +162,9 @@ async fn a_held_entry_answers_like_a_name_without_one() {
 /// `issuer_password_checks_total`.
 #[tokio::test]
 async fn a_name_the_store_lacks_costs_the_same_password_check() {
-    let (Some(tools), Some(ldap)) = (Tools::for_test(), Slapd::for_test()) else {
+    let Some((_tmp, _ldap, s)) = ldap_stack().await else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let s = ldap_stack(tmp.path(), &tools, &ldap).await;
     s.admin(
         &["user", "add", "svc-local"],
         Some("svc-local-password-long"),

@@ -3,25 +3,9 @@
 //! token in the other header, in HTTP/1.1 and HTTP/2. The directory's findings are in
 //! `directory_probe`.
 
+use crate::edge::client_token;
 use crate::stack;
-use e2e::{demo, Stack};
 use reqwest::header::HeaderValue;
-
-/// A token of the demo client (client credentials).
-async fn client_token(s: &Stack) -> String {
-    let v: serde_json::Value = s
-        .client()
-        .post(format!("{}/apiv2/oauth/token", s.url()))
-        .basic_auth(demo::CLIENT, Some(&s.secret))
-        .form(&[("grant_type", "client_credentials")])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    v["access_token"].as_str().unwrap().to_owned()
-}
 
 #[tokio::test]
 async fn a_token_behind_bearer_and_another_separator_is_refused_not_passed_on() {
