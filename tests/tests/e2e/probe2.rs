@@ -125,6 +125,9 @@ async fn database_writes_alone_grant_no_power() {
     s.admin(&["user", "remove", "victim"], None).unwrap();
     s.admin(&["user", "add", "victim"], Some("victim-password-2"))
         .unwrap();
+    // The removal revokes the name's tokens of its whole second (revocations count in seconds):
+    // the user added again signs in from the next one (`docs/issuer.md`, `user remove`).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     password(&s, "victim", "victim-password-2").await;
     let pg = s.postgres().unwrap();
     // The cluster refuses a connection without the password (its socket is in its 0700 dir).
