@@ -1,6 +1,6 @@
-//! `cargo xtask bench`: the benchmarks of PRODUCT.md section 7 and issues 11 and 12, side by side
-//! in one run, written to BENCHMARKS.md. Timings are reported, never asserted: only correctness
-//! (every response 2xx where it must be, filters really refusing what they must) fails the run.
+//! `cargo xtask bench`: the benchmarks of the product's performance targets, side by side in one
+//! run, written to BENCHMARKS.md. Timings are reported, never asserted: only correctness (every
+//! response 2xx where it must be, filters really refusing what they must) fails the run.
 //!
 //! Envoy (`traffic.rs`): one Envoy, one worker pinned to core 0, a listener per variant on a
 //! direct-response route, wrk on core 1, three workloads. Issuer (`issuer.rs`): the release build
@@ -362,7 +362,7 @@ fn publish(marker: &str, section: &str, started: Instant) -> Result<()> {
     Ok(())
 }
 
-/// The main section: the targets of PRODUCT.md section 7, the issuer's loads, the
+/// The main section: the product's performance targets, the issuer's loads, the
 /// micro-benchmarks.
 fn report(
     traffic: &Traffic,
@@ -374,7 +374,7 @@ fn report(
     targets(traffic, iss, micro, wasm_size) + &issuer_and_micro(iss, iss_cmd, micro)
 }
 
-/// The table of the targets of PRODUCT.md section 7.
+/// The table of the product's performance targets.
 fn targets(traffic: &Traffic, iss: &Results, micro: &[(&str, f64)], wasm_size: u64) -> String {
     let one = Workload::OneToken;
     let i = &iss.samples;

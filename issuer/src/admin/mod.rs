@@ -7,12 +7,12 @@
 //! Secrets never cross the socket: the command line hashes passwords and client secrets itself.
 //!
 //! - this module: the wire types ([`Command`], [`Reply`]) and [`execute`];
-//! - `cli`: the command line's side: [`run`] sends a command to the running server ([`send`]) or
-//!   executes it on the store itself;
+//! - `issuer/src/cmd_admin.rs` (in the `issuer` binary): the command line's side: its `run` sends
+//!   a command to the running server over the socket or executes it on the store itself;
 //! - [`input`]: the rules a command's names, roles and claims meet, checked by [`execute`]
 //!   whichever way the command came, and by the command line before it asks for a password;
 //! - `clients`, `users`, `keys`: what each command group does, its listings apart from its
-//!   changes;
+//!   changes; `edges`: the edges' reports behind `issuer edges` and `issuer keys status`;
 //! - `audit`: each change's record in the audit trail, and `issuer audit`'s read of it.
 
 use crate::store::{ClientChange, GrantKind, Store, StoreError};

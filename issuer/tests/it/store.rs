@@ -213,8 +213,9 @@ async fn keys_rotate_publish_and_retire(b: Backend) {
     );
 }
 
-/// A compromised key is cut at once whatever is pending (issue 20, finding 8): a rotation without
-/// delay retires the pending key and signs with a new one; the old signing key then retires.
+/// A compromised key is cut at once whatever is pending (a finding of the second outside probe):
+/// a rotation without delay retires the pending key and signs with a new one; the old signing key
+/// then retires.
 async fn an_emergency_rotation_replaces_a_pending_one(b: Backend) {
     let s = b.open(1_000).await;
     s.set_access_ttl(600).await.unwrap();

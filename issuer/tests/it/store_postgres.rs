@@ -7,7 +7,7 @@ use issuer::store::postgres::PgStore;
 use issuer::store::prelude::*;
 use issuer::store::ClientChange;
 
-/// PostgreSQL only (issue 20, finding 2): client and user records carry a MAC, so a write to the
+/// PostgreSQL only (a finding of the second outside probe): client and user records carry a MAC, so a write to the
 /// database alone changes no power; a database of an older version, whose records have none,
 /// gets them once when opened by this version, and never again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! The findings of the outside probe of the shipped stack (issue 13), each replayed through the
+//! The findings of the outside probe of the shipped stack, each replayed through the
 //! real stack as the probe sent it. Every test here failed before its fix; `docs/threat-model.md`
 //! says what each finding was and what is true now.
 

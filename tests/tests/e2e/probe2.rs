@@ -1,4 +1,4 @@
-//! Findings of the second outside probe of the shipped stack (issue 20) that live in the issuer,
+//! Findings of the second outside probe of the shipped stack that live in the issuer,
 //! each replayed through the real stack as the probe sent it. Every test here failed before its
 //! fix; `docs/threat-model.md` says what each finding was and what is true now.
 

@@ -1,4 +1,4 @@
-//! Issue 23's defect: a client deactivated and activated again, a user disabled and enabled
+//! A fixed defect: a client deactivated and activated again, a user disabled and enabled
 //! again, or given a new password, and a token issued right after, in the same second as the
 //! revocation or the next. The invariant, on both stores: a token the issuer answers with 200 is
 //! accepted at the edge and by introspection until it expires or something revokes it after it

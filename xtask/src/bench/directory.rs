@@ -1,4 +1,4 @@
-//! Directory sign-ins (issue 22): password grants of users from a throwaway OpenLDAP (LDAPS,
+//! Directory sign-ins (their targets): password grants of users from a throwaway OpenLDAP (LDAPS,
 //! pooled connections, roles through two levels of nested groups) beside users of the local store
 //! (Argon2id), 32 clients each (one user per connection, each its own address through
 //! `X-Forwarded-For`, as behind Envoy), interleaved round after round: flat out (the throughput

@@ -1,4 +1,4 @@
-//! Edge sync (issue 11's bounds): the memory of a filter VM holding no revocation and 100,000,
+//! Edge sync (its bounds): the memory of a filter VM holding no revocation and 100,000,
 //! the size of a steady-state poll answer and how many of them one issuer answers, the first full
 //! sync, and the time from a revocation's answer to its refusal at both workers of an Envoy. The
 //! throughput with 100,000 revocations in force is a variant of the traffic runs

@@ -1,4 +1,4 @@
-//! The failover runs (issue 25): two issuers (release build) on the multi-host URL of a
+//! The failover runs: two issuers (release build) on the multi-host URL of a
 //! PostgreSQL primary and its streaming standby (`target_session_attrs=read-write`), 32 clients
 //! refreshing a family each, half at each issuer. Mid-load every process of the primary is
 //! SIGKILLed and, a second later, the standby promoted. Measured: refreshes per second and p99

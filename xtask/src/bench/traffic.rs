@@ -1,5 +1,5 @@
-//! Envoy under load (PRODUCT.md section 7, issue 12): one Envoy (one worker on core 0) with a
-//! listener per variant on a direct-response route, wrk on core 1. Three workloads: one token
+//! Envoy under load (the filter's throughput and latency targets): one Envoy (one worker on
+//! core 0) with a listener per variant on a direct-response route, wrk on core 1. Three workloads: one token
 //! repeated (the first figures, kept for continuity), a pool of 10,000 distinct tokens (users,
 //! clients and impersonations, in both headers) that every wrk connection walks, and the pool with
 //! one request in ten carrying a token that must be refused (expired, forged, malformed, missing).
@@ -452,7 +452,7 @@ fn check(w: Workload, v: &Variant, x: &Sample) -> Result<()> {
     Ok(())
 }
 
-/// The throughput targets on the pool and mixed workloads (issues 11 and 12): what, the least
+/// The throughput targets on the pool and mixed workloads: what, the least
 /// ratio wanted, and the two variants compared.
 const TARGETS: [(&str, f64, Filter, Filter); 4] = [
     (
@@ -481,7 +481,7 @@ const TARGETS: [(&str, f64, Filter, Filter); 4] = [
     ),
 ];
 
-/// The native filter's throughput targets (issue 24): against `jwt_authn` with its cache and
+/// The native filter's throughput targets: against `jwt_authn` with its cache and
 /// against no auth filter.
 const NATIVE_TARGETS: [(&str, f64, Filter, Filter); 2] = [
     (
@@ -528,7 +528,7 @@ fn target_table(
     out
 }
 
-/// The native filter's targets (issue 24) on a workload, and its ratio to ours.
+/// The native filter's targets on a workload, and its ratio to ours.
 fn native_targets(r: &Traffic, w: Workload) -> String {
     use Filter::{JwtAuthnCached, Native, Ours};
     let mut out = target_table(
@@ -550,8 +550,8 @@ fn native_targets(r: &Traffic, w: Workload) -> String {
     out
 }
 
-/// The traffic section of the report: a table per workload, and the targets of issues 12 and 24
-/// on the pool and mixed workloads.
+/// The traffic section of the report: a table per workload, and the targets of the Wasm and the
+/// native filter on the pool and mixed workloads.
 pub(super) fn report(r: &Traffic) -> String {
     use Filter::{EmptyWasm, JwtAuthn, JwtAuthnCached, Ours, Reference};
     let mut out = format!("Command: `{}`.\n\n", r.command);
