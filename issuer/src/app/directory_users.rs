@@ -1,11 +1,12 @@
 //! Users of the directory in the store: the password grant records what the directory said at
 //! each sign-in (a record with no password, [`DirectoryLink`]), every refresh re-reads the user,
-//! and a user is the directory entry, not the spelling typed at sign-in: the record, the token's
-//! subject, a disable and a revocation all go by the entry's own name (`name_attribute`), and
-//! the entry by its key (`id_attribute`),
 //! and [`DirectoryUsers::recheck`] re-reads every directory user who may still hold a live
 //! refresh token family, disabling those the directory no longer vouches for (which revokes
 //! their tokens, so edge sync refuses them at every Envoy).
+//!
+//! A user is the directory entry, not the spelling typed at sign-in: the record, the token's
+//! subject, a disable and a revocation all go by the entry's own name (`name_attribute`), and
+//! entries are told apart by their key (`id_attribute`).
 
 use crate::directory::{
     normal_dn, BindGuard, Directory, DirectoryError, DirectoryUser, EntryRef, Refusal,
