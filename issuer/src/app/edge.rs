@@ -187,13 +187,13 @@ impl App {
         let mut full = q.since.is_none();
         // One more than a page, to know whether more are waiting.
         let read = |since| self.store.revocations(since, now(), PAGE + 1);
-        let mut page = read(since).await.map_err(|e| ApiError::store(&e))?;
+        let mut page = read(since).await?;
         if !full && !page.continues(asked.seq, asked.stamp) {
             // The edge's cursor is not of this store's history (it was restored from a backup),
             // or its entry was swept: a full snapshot, which the edge adds to what it holds.
             since = 0;
             full = true;
-            page = read(0).await.map_err(|e| ApiError::store(&e))?;
+            page = read(0).await?;
         }
         let (revoked, cursor, more) = cut(&page, since, full, PAGE, PAGE_BYTES, entry_json);
         let ring = self.ring();

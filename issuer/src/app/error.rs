@@ -93,10 +93,7 @@ impl ApiError {
     /// acknowledged), else 500 `server_error`. The cause is logged here and never sent.
     pub fn store(cause: &StoreError) -> Self {
         match cause {
-            StoreError::Unavailable(_)
-            | StoreError::Failover(..)
-            | StoreError::Contention
-            | StoreError::Disk(_) => {
+            cause if cause.is_transient() => {
                 tracing::warn!(error = cause.to_string(), "store unavailable");
                 let mut e = Self::new(
                     StatusCode::SERVICE_UNAVAILABLE,

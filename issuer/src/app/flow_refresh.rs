@@ -52,8 +52,7 @@ impl RefreshGrant {
         let outcome = self
             .families
             .rotate_family(&refresh_token, client_id, now())
-            .await
-            .map_err(|e| ApiError::store(&e))?;
+            .await?;
         let rotation = match outcome {
             RotateOutcome::Rotated(r) => r,
             RotateOutcome::Refused(why) => return Ok(Refreshed::Refused(why, family)),
@@ -81,11 +80,7 @@ impl RefreshGrant {
         let Some(directory) = &self.directory else {
             return Ok(true);
         };
-        let info = self
-            .families
-            .family_info(token, now())
-            .await
-            .map_err(|e| ApiError::store(&e))?;
+        let info = self.families.family_info(token, now()).await?;
         let Some(info) = info.filter(|i| i.client == client_id) else {
             return Ok(true);
         };

@@ -267,11 +267,7 @@ impl App {
         if let Err(wait) = self.client_auth.check(ip, now_ms()) {
             return Err(Self::throttled_client(&creds.id, wait));
         }
-        let client = self
-            .clients
-            .get(self.store.as_ref(), &creds.id)
-            .await
-            .map_err(|e| ApiError::store(&e))?;
+        let client = self.clients.get(self.store.as_ref(), &creds.id).await?;
         let hash_key = self.store.hash_key();
         let stored = client
             .as_ref()
@@ -341,12 +337,7 @@ impl App {
         if !self.settings.shared_store {
             return Ok(cached);
         }
-        match self
-            .store
-            .client(id)
-            .await
-            .map_err(|e| ApiError::store(&e))?
-        {
+        match self.store.client(id).await? {
             Some(c) if c.active => Ok(c),
             _ => {
                 tracing::info!(

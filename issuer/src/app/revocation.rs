@@ -85,8 +85,7 @@ impl App {
             let what = Revoked::Token { jti: b.jti_hex() };
             self.store
                 .revoke(what, now(), Some(b.exp + REVOCATION_MARGIN))
-                .await
-                .map_err(|e| ApiError::store(&e))?;
+                .await?;
             self.reload_revocations().await;
             self.audit_revoked_access(&client_id, b);
             tracing::info!(target: "audit", client = client_id.as_str(), jti = b.jti_hex().as_str(), "access token revoked");
@@ -104,11 +103,7 @@ impl App {
                 .filter(|i| i.client == client_id)
                 .map(|i| i.user);
         }
-        let revoked = self
-            .store
-            .revoke_family(&token, &client_id, now())
-            .await
-            .map_err(|e| ApiError::store(&e))?;
+        let revoked = self.store.revoke_family(&token, &client_id, now()).await?;
         match revoked {
             FamilyRevocation::OtherClient => Err(ApiError::unauthorized_client(
                 "the token was not issued to this client",
@@ -185,11 +180,7 @@ impl App {
             }
             return Ok(out);
         }
-        let info = self
-            .store
-            .family_info(&token, t)
-            .await
-            .map_err(|e| ApiError::store(&e))?;
+        let info = self.store.family_info(&token, t).await?;
         let out = match info {
             Some(i) if i.client == client_id => json!({
                 "active": true,

@@ -30,12 +30,21 @@ impl OpenError {
 
 impl StoreError {
     /// True for a failure of the moment ([`StoreError::Unavailable`], [`StoreError::Failover`],
-    /// [`StoreError::Contention`]), which a client is answered 503 for.
+    /// [`StoreError::Contention`], [`StoreError::Disk`]), which a client is answered 503 for and
+    /// `issuer serve` keeps trying to open a store through. The one definition of transient.
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Self::Unavailable(_) | Self::Failover(..) | Self::Contention
+            Self::Unavailable(_) | Self::Failover(..) | Self::Contention | Self::Disk(_)
         )
+    }
+
+    /// The SQLSTATE PostgreSQL answered with, if it was one it sent.
+    pub fn sql_state(&self) -> Option<&tokio_postgres::error::SqlState> {
+        match self {
+            Self::Postgres { code, .. } => code.as_ref(),
+            _ => None,
+        }
     }
 }
 
@@ -85,9 +94,13 @@ pub enum StoreError {
     /// client gets 503.
     #[error("the database connection is unusable ({0}): {1}")]
     Failover(ConnectionFault, String),
-    /// PostgreSQL reported an error.
-    #[error("postgres: {0}")]
-    Postgres(String),
+    /// PostgreSQL reported an error: its SQLSTATE when the server sent one (as tokio-postgres
+    /// keeps it), and what it said with its causes (never a password).
+    #[error("postgres: {message}")]
+    Postgres {
+        code: Option<tokio_postgres::error::SqlState>,
+        message: String,
+    },
     /// The group commit this operation was part of failed (logged once by the writer).
     #[error("refresh batch failed: {0}")]
     Batch(String),

@@ -43,10 +43,16 @@ pub(crate) fn classify(e: tokio_postgres::Error) -> StoreError {
             Class::Contention => StoreError::Contention,
             Class::Failover(fault) => StoreError::Failover(fault, describe(&e)),
             Class::Unavailable => StoreError::Unavailable(describe(&e)),
-            Class::Other => StoreError::Postgres(describe(&e)),
+            Class::Other => StoreError::Postgres {
+                code: Some(c.clone()),
+                message: describe(&e),
+            },
         },
         // A setting the server needs is missing (a password): no retry helps.
-        None if e.to_string() == "invalid configuration" => StoreError::Postgres(describe(&e)),
+        None if e.to_string() == "invalid configuration" => StoreError::Postgres {
+            code: None,
+            message: describe(&e),
+        },
         None => StoreError::Unavailable(describe(&e)),
     }
 }
@@ -103,8 +109,11 @@ mod tests {
         }
         let read_only = StoreError::Failover(ConnectionFault::ReadOnly, "25006".into());
         assert!(read_only.is_transient());
-        assert!(
-            !StoreError::Postgres("28P01: password authentication failed".into()).is_transient()
-        );
+        let refused = StoreError::Postgres {
+            code: Some(SqlState::INVALID_PASSWORD),
+            message: "28P01: password authentication failed".into(),
+        };
+        assert!(!refused.is_transient());
+        assert_eq!(refused.sql_state(), Some(&SqlState::INVALID_PASSWORD));
     }
 }

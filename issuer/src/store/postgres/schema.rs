@@ -97,8 +97,12 @@ const POSTGRES_ONLY: &[i64] = &[14];
 /// True for the errors of two issuers creating one object at once: the loser sees a duplicate in
 /// the catalog (23505) or the table (42P07) or index (42P07, 42710) already there.
 fn lost_create_race(e: &StoreError) -> bool {
-    matches!(e, StoreError::Postgres(m)
-        if m.starts_with("23505") || m.starts_with("42P07") || m.starts_with("42710"))
+    use tokio_postgres::error::SqlState;
+    e.sql_state().is_some_and(|c| {
+        *c == SqlState::UNIQUE_VIOLATION
+            || *c == SqlState::DUPLICATE_TABLE
+            || *c == SqlState::DUPLICATE_OBJECT
+    })
 }
 
 impl PgStore {
