@@ -48,7 +48,8 @@ pub(super) async fn answer(
             .and_then(|()| stream.set_write_timeout(Some(WRITE_TIMEOUT)))
             .map_err(Failed::Socket)?;
         let mut out = BufWriter::with_capacity(1 << 16, stream);
-        let snapshot = match store.snapshot() {
+        let snapshot = store.backups().ok_or(BackupError::Postgres);
+        let snapshot = match snapshot.and_then(|b| b.snapshot()) {
             Ok(s) => s,
             Err(e) => {
                 reply_line(&mut out, &Reply::Err(e.to_string()))?;

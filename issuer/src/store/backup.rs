@@ -110,9 +110,16 @@ pub trait Backup: Send + Sync {
     fn snapshot(&self) -> Result<Box<dyn Snapshot + '_>, BackupError>;
 }
 
-impl Backup for PgStore {
-    fn snapshot(&self) -> Result<Box<dyn Snapshot + '_>, BackupError> {
-        Err(BackupError::Postgres)
+/// Whether a store backs up itself: the embedded store does; PostgreSQL is backed up with
+/// PostgreSQL's own tools, so its store has no [`Backup`].
+pub trait Backups {
+    /// The store's [`Backup`], if it has one.
+    fn backups(&self) -> Option<&dyn Backup>;
+}
+
+impl Backups for PgStore {
+    fn backups(&self) -> Option<&dyn Backup> {
+        None
     }
 }
 

@@ -202,7 +202,7 @@ pub trait Store:
     + Edges
     + Sweep
     + Audit
-    + super::backup::Backup
+    + super::backup::Backups
     + std::fmt::Debug
 {
 }
@@ -219,7 +219,7 @@ impl<T> Store for T where
         + Edges
         + Sweep
         + Audit
-        + super::backup::Backup
+        + super::backup::Backups
         + std::fmt::Debug
 {
 }

@@ -3,7 +3,7 @@
 
 use super::{writer, RedbFile};
 use crate::secrets::HashKey;
-use crate::store::backup::{Backup, BackupError, Snapshot};
+use crate::store::backup::{Backup, BackupError, Backups, Snapshot};
 use crate::store::edges::EdgeReport;
 use crate::store::keys::{PromoteOutcome, RetireOutcome, Rotated};
 use crate::store::revocation::{RevocationPage, Revoked};
@@ -59,6 +59,12 @@ impl RedbStore {
 impl Backup for RedbStore {
     fn snapshot(&self) -> Result<Box<dyn Snapshot + '_>, BackupError> {
         Ok(Box::new(self.watch(self.file.snapshot())?))
+    }
+}
+
+impl Backups for RedbStore {
+    fn backups(&self) -> Option<&dyn Backup> {
+        Some(self)
     }
 }
 
