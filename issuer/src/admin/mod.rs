@@ -7,7 +7,7 @@
 //! Secrets never cross the socket: the command line hashes passwords and client secrets itself.
 //!
 //! - this module: the wire types ([`Command`], [`Reply`]) and [`execute`];
-//! - `issuer/src/cmd_admin.rs` (in the `issuer` binary): the command line's side: its `run` sends
+//! - `issuer/src/bin/issuer/admin.rs` (in the `issuer` binary): the command line's side: its `run` sends
 //!   a command to the running server over the socket or executes it on the store itself;
 //! - [`input`]: the rules a command's names, roles and claims meet, checked by [`execute`]
 //!   whichever way the command came, and by the command line before it asks for a password;

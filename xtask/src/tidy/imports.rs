@@ -118,7 +118,8 @@ pub fn layers(sources: &[Source]) -> Vec<Violation> {
 }
 
 /// The product's libraries, whose errors are enums: `anyhow` only in their binaries (a
-/// `main.rs` and the modules it declares).
+/// `main.rs` and the modules it declares, or any file under a package's `bin` folder, such as
+/// the issuer's command line in `issuer/src/bin/issuer/`).
 pub const LIBRARY_SRCS: [&str; 3] = ["shared/src/", "filter-wasm/src/", ISSUER_SRC];
 
 /// Uses of `anyhow` in the product's library code.

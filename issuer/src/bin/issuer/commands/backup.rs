@@ -9,8 +9,8 @@
 //! line; the command line checks the whole file (its digest) before it reports success, and
 //! removes what it wrote if anything fails.
 
-use crate::cmd_audit::rfc3339;
-use crate::DataDir;
+use super::audit::rfc3339;
+use crate::data_dir::DataDir;
 use anyhow::{bail, Context as _};
 use clap::Args;
 use issuer::admin::{Command, Reply, SOCKET_FILE};

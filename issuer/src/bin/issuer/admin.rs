@@ -1,6 +1,8 @@
 //! The command line's side of an admin command (part of the `issuer` binary): through the running
 //! server's socket, or straight on the store.
 
+use crate::data_dir::DataDir;
+use crate::out;
 use anyhow::{bail, Context as _};
 use issuer::admin::{execute, Command, Reply, SOCKET_FILE};
 use issuer::app::now;
@@ -36,6 +38,18 @@ pub fn run(location: &Location, files: &PgFiles<'_>, cmd: &Command) -> anyhow::R
                 Location::connect_postgres(url, files, now(), RefreshPolicy::default()).await?;
             anyhow::Ok(execute(store.as_ref(), cmd, now()).await?)
         })?,
+    }
+}
+
+/// Runs an admin command: on the embedded store through the running server's socket, or directly
+/// on the data dir; on PostgreSQL directly on the database.
+pub fn run_admin(args: &DataDir, cmd: Command) -> anyhow::Result<()> {
+    let reply = run(&args.location()?, &args.pg_files(), &cmd)?;
+    match cmd {
+        Command::ClientListJson | Command::UserListJson | Command::KeysFilterConfig => {
+            out::json(&reply)
+        }
+        _ => out::text(&reply),
     }
 }
 
@@ -94,7 +108,7 @@ impl Session {
 }
 
 /// Runs a future to completion on a runtime of its own (an admin command is one-shot).
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> anyhow::Result<T> {
+pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> anyhow::Result<T> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?

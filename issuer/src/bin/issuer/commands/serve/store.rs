@@ -10,7 +10,7 @@
 //! failed attempt. What only the operator can fix (the KEK, the password, the URL, a missing
 //! privilege) ends the command.
 
-use crate::Serve;
+use super::Serve;
 use anyhow::{bail, Context as _};
 use issuer::app::{now, App, Settings};
 use issuer::store::redb::RedbStore;

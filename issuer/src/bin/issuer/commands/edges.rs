@@ -1,30 +1,28 @@
-//! `issuer edges`, `issuer keys status` and `issuer keys rotate --when-edges-ready`: which edge
-//! holds which keys and revocations, and a rotation that waits until every edge holds the new
-//! key before it signs with it.
+//! `issuer edges`: which edge holds which keys and revocations. The edges' report read here is
+//! also what `issuer keys status` and `issuer keys rotate --when-edges-ready` (`keys.rs`) wait on.
 
-use crate::DataDir;
-use crate::{cmd_admin, out};
-use anyhow::{bail, Context as _};
+use crate::data_dir::DataDir;
+use crate::{admin, out};
+use anyhow::Context as _;
 use issuer::admin::{Command, EdgeRow, EdgesReport};
 use issuer::display;
 use issuer::store::edges::MAX_EDGES_PER_CLIENT;
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
 
 /// An edge counts as running, and a rotation waits for it, if it polled within this many seconds.
 pub const RECENT: u64 = 30;
 
 /// The store's report of the edges and keys.
-fn report(dir: &DataDir) -> anyhow::Result<EdgesReport> {
-    let json = cmd_admin::run(&dir.location()?, &dir.pg_files(), &Command::Edges)?;
+pub(super) fn report(dir: &DataDir) -> anyhow::Result<EdgesReport> {
+    let json = admin::run(&dir.location()?, &dir.pg_files(), &Command::Edges)?;
     serde_json::from_str(&json).context("reading the edges' report")
 }
 
 /// An edge: its edge client, node and VM. Edges whose names join alike (node `a/b` and VM `c`,
 /// node `a` and VM `b/c`) or of two clients are distinct edges.
-type Id = (String, String, String);
+pub(super) type Id = (String, String, String);
 
-fn id(e: &EdgeRow) -> Id {
+pub(super) fn id(e: &EdgeRow) -> Id {
     let r = &e.report;
     (r.client.clone(), r.node.clone(), r.vm.clone())
 }
@@ -59,17 +57,17 @@ fn name(e: &EdgeRow) -> String {
 }
 
 /// An edge as the messages name it: node/VM and, in brackets, its edge client.
-fn shown((client, node, vm): &Id) -> String {
+pub(super) fn shown((client, node, vm): &Id) -> String {
     format!("{} ({})", node_vm(node, vm), quoted(client))
 }
 
-fn shown_all(ids: &[Id]) -> String {
+pub(super) fn shown_all(ids: &[Id]) -> String {
     ids.iter().map(shown).collect::<Vec<_>>().join(", ")
 }
 
 /// Why a rotation may not trust the edges listed: the clients at their bound of edges, whose
 /// new edges are not recorded; none if none is.
-fn unlisted(r: &EdgesReport) -> Option<String> {
+pub(super) fn unlisted(r: &EdgesReport) -> Option<String> {
     (!r.clients_at_bound.is_empty()).then(|| {
         let clients: Vec<_> = r.clients_at_bound.iter().map(|c| quoted(c)).collect();
         format!(
@@ -82,7 +80,7 @@ fn unlisted(r: &EdgesReport) -> Option<String> {
 }
 
 /// `issuer edges [--json]`: every edge the store holds.
-pub fn list(dir: &DataDir, json: bool) -> anyhow::Result<()> {
+pub fn run(dir: &DataDir, json: bool) -> anyhow::Result<()> {
     let r = report(dir)?;
     let newest = r.newest();
     if json {
@@ -117,7 +115,7 @@ pub fn list(dir: &DataDir, json: bool) -> anyhow::Result<()> {
 
 /// The edges seen within [`RECENT`] of the report, or named in `also` and not replaced since,
 /// that do not hold `kid`.
-fn lacking(r: &EdgesReport, kid: u32, also: &BTreeSet<Id>) -> Vec<Id> {
+pub(super) fn lacking(r: &EdgesReport, kid: u32, also: &BTreeSet<Id>) -> Vec<Id> {
     let mut wanted: BTreeSet<Id> = r.seen_within(RECENT).map(id).collect();
     wanted.extend(also.iter().cloned());
     wanted
@@ -128,110 +126,6 @@ fn lacking(r: &EdgesReport, kid: u32, also: &BTreeSet<Id>) -> Vec<Id> {
                 .any(|e| &id(e) == n && (e.report.kids.contains(&kid) || r.replaced(e)))
         })
         .collect()
-}
-
-/// `issuer keys status`: whether every edge seen within [`RECENT`] holds the newest key; an
-/// error (non-zero exit) naming those that do not, or the edge clients at their bound (whose new
-/// edges are not listed).
-pub fn status(dir: &DataDir) -> anyhow::Result<()> {
-    let r = report(dir)?;
-    out::line(&match (r.signing, r.next) {
-        (Some(s), Some(n)) if r.held => {
-            format!("key {s} signs; key {n} is published and held until every edge has it")
-        }
-        (Some(s), Some(n)) => format!("key {s} signs; key {n} is published and signs soon"),
-        (Some(s), None) => format!("key {s} signs"),
-        (None, _) => "no key signs".to_owned(),
-    })?;
-    let Some(kid) = r.newest() else {
-        bail!("the store has no signing key");
-    };
-    let recent: Vec<_> = r.seen_within(RECENT).collect();
-    out::line(&format!(
-        "{} edges seen in the last {RECENT} s",
-        recent.len()
-    ))?;
-    for e in &recent {
-        let has = if e.report.kids.contains(&kid) {
-            "has"
-        } else {
-            "lacks"
-        };
-        out::line(&format!("  {} {has} key {kid}", shown(&id(e))))?;
-    }
-    let missing = lacking(&r, kid, &BTreeSet::new());
-    match (missing.is_empty(), unlisted(&r)) {
-        (true, None) => Ok(()),
-        (true, Some(why)) => bail!("{why}"),
-        (false, why) => bail!(
-            "{} edges lack key {kid}: {}{}",
-            missing.len(),
-            shown_all(&missing),
-            why.map(|w| format!("; {w}")).unwrap_or_default()
-        ),
-    }
-}
-
-/// `issuer keys rotate --when-edges-ready`: publishes a held key (or takes the one held
-/// already), waits until every edge seen within [`RECENT`] before or during the wait holds it,
-/// then makes it sign. On timeout the key stays published and held, and the edges without it
-/// are named in the error.
-pub fn rotate_when_ready(dir: &DataDir, timeout: u64) -> anyhow::Result<()> {
-    let before = report(dir)?;
-    let waited: BTreeSet<Id> = before.seen_within(RECENT).map(id).collect();
-    let published = cmd_admin::run(&dir.location()?, &dir.pg_files(), &Command::KeysPublish)?;
-    let kid: u32 = published
-        .trim()
-        .parse()
-        .context("reading the published key's id")?;
-    out::line(&format!(
-        "key {kid} is published (held, not signing); waiting up to {timeout} s for {} edges",
-        waited.len()
-    ))?;
-    let deadline = Instant::now() + Duration::from_secs(timeout);
-    let held_by = loop {
-        // A store that fails a moment (a database failover) does not end the wait.
-        let r = match report(dir) {
-            Ok(r) => r,
-            Err(e) if Instant::now() < deadline => {
-                eprintln!("issuer: reading the edges failed, trying again: {e:#}");
-                std::thread::sleep(Duration::from_secs(1));
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        let missing = lacking(&r, kid, &waited);
-        let unlisted = unlisted(&r);
-        if missing.is_empty() && unlisted.is_none() {
-            let mut all: BTreeSet<Id> = r.seen_within(RECENT).map(id).collect();
-            all.extend(waited);
-            break all;
-        }
-        if Instant::now() >= deadline {
-            bail!(
-                "timed out after {timeout} s: key {kid} stays published and does not sign; \
-                 {} edges lack it: {}{} (run the command again to keep waiting, or `issuer keys \
-                 rotate --delay 0` to switch regardless)",
-                missing.len(),
-                shown_all(&missing),
-                unlisted.map(|w| format!("; {w}")).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    };
-    out::text(&cmd_admin::run(
-        &dir.location()?,
-        &dir.pg_files(),
-        &Command::KeysPromote { kid },
-    )?)?;
-    out::line(&format!(
-        "edges that held key {kid} first: {}",
-        held_by.len()
-    ))?;
-    for e in held_by {
-        out::line(&format!("  {}", shown(&e)))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

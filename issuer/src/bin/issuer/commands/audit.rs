@@ -2,8 +2,8 @@
 //! event for people or one JSON object per line for a SIEM; and the record of
 //! `issuer keys rotate-kek`, which runs outside the admin commands.
 
-use crate::DataDir;
-use crate::{cmd_admin, out};
+use crate::data_dir::DataDir;
+use crate::{admin, out};
 use anyhow::{bail, Context as _};
 use clap::Args;
 use issuer::admin::{Command, MAX_AUDIT_READ};
@@ -32,7 +32,7 @@ pub fn run(args: &AuditArgs) -> anyhow::Result<()> {
     let cmd = Command::AuditRead {
         since: args.since.unwrap_or(0),
     };
-    let reply = cmd_admin::run(&args.dir.location()?, &args.dir.pg_files(), &cmd)?;
+    let reply = admin::run(&args.dir.location()?, &args.dir.pg_files(), &cmd)?;
     let events: Vec<AuditEvent> =
         serde_json::from_str(&reply).context("reading the audit trail's reply")?;
     for e in &events {

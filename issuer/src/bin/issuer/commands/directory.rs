@@ -48,7 +48,7 @@ pub fn run(cmd: DirectoryCmd) -> anyhow::Result<()> {
     match cmd {
         DirectoryCmd::Check { config } => {
             let d = directory(&config)?;
-            let reports = crate::block_on(d.check())?;
+            let reports = crate::admin::block_on(d.check())?;
             for r in &reports {
                 crate::out::text(&format!(
                     "{}\n  reachable:      {}\n  tls:            {}\n  service bind:   {}\n  \
@@ -71,8 +71,8 @@ pub fn run(cmd: DirectoryCmd) -> anyhow::Result<()> {
         }
         DirectoryCmd::Test { name, config } => {
             let d = directory(&config)?;
-            let password = crate::cmd_admin::read_secret("password")?;
-            match crate::block_on(d.test(&name, &password))? {
+            let password = crate::admin::read_secret("password")?;
+            match crate::admin::block_on(d.test(&name, &password))? {
                 Ok(user) => {
                     let out = serde_json::json!({
                         "name": user.name,

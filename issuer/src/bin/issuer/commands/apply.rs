@@ -1,15 +1,17 @@
 //! `issuer apply FILE [--dry-run] [--prune]`: makes the store's clients and local users match a
 //! file (docs/operate.md, "Clients and users in a file"). The file is read and checked whole
-//! first ([`crate::cmd_apply_file`]); the plan is computed against the store's current state
+//! first ([`file`]); the plan is computed against the store's current state
 //! (read with `client list --json` and `user list --json`); each planned change is then one admin
 //! command ([`Command`]), run and audited like the same change made by hand, through the running
 //! server's socket or on the store itself ([`Session`]).
 
-use crate::cmd_accounts::hash_key;
-use crate::cmd_admin::Session;
-use crate::cmd_apply_file::{read, sorted, Declared, DeclaredClient, DeclaredUser};
-use crate::{out, DataDir};
+mod file;
+
+use crate::admin::Session;
+use crate::data_dir::{hash_key, DataDir};
+use crate::out;
 use clap::Args;
+use file::{read, sorted, Declared, DeclaredClient, DeclaredUser};
 use issuer::admin::{ClientView, Command, NewClient, NewUser, UserView};
 use issuer::secrets::{new_client_secret, HashKey};
 use issuer::store::GrantKind;

@@ -1,0 +1,191 @@
+//! `issuer keys ...`: the token signing keys. Most are admin commands; `keys status` and
+//! `keys rotate --when-edges-ready` read the edges' report (`edges.rs`), and `keys rotate-kek`
+//! re-seals the PostgreSQL store's secrets.
+
+use super::audit;
+use super::edges::{id, lacking, report, shown, shown_all, unlisted, Id, RECENT};
+use crate::admin::{self, block_on, run_admin};
+use crate::data_dir::DataDir;
+use crate::out;
+use anyhow::{bail, Context as _};
+use clap::Subcommand;
+use issuer::admin::Command;
+use issuer::store::Location;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// Seconds `keys rotate` publishes a key before it signs by default: five polls of an edge
+/// with edge sync.
+const ROTATE_DELAY: u64 = 5;
+
+#[derive(Subcommand)]
+pub enum KeysCmd {
+    /// List signing keys and their state.
+    List,
+    /// Add a new signing key; older keys verify until they retire.
+    Rotate {
+        /// Publish the new key now (in `filter-config` and the edge feed) and start signing with
+        /// it only after this many seconds, so verifiers learn it first. The default is enough for
+        /// edges with edge sync (they poll each second); an Envoy with a static key ring needs
+        /// time for a new configuration (for example 300). 0 switches at once.
+        #[arg(long, default_value_t = ROTATE_DELAY, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+        delay: u64,
+        /// Publish the new key and make it sign once every edge seen in the last 30 s holds it
+        /// (see `issuer edges`), instead of after --delay.
+        #[arg(long, conflicts_with = "delay")]
+        when_edges_ready: bool,
+        /// With --when-edges-ready: give up after this many seconds; the key then stays
+        /// published, not signing, and the command fails naming the edges that lack it.
+        #[arg(long, default_value_t = 300, requires = "when_edges_ready", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        timeout: u64,
+    },
+    /// Whether every edge seen in the last 30 s holds the newest key (fails if not, naming them).
+    Status,
+    /// Retire a superseded key now, ahead of its time (a key thought compromised): it verifies
+    /// nothing more, at the issuers at once and at edges with edge sync within a poll.
+    Retire {
+        /// The key id (see `keys list`).
+        kid: u32,
+    },
+    /// Print the Envoy filter's plugin configuration (JSON) with the current key ring.
+    FilterConfig,
+    /// PostgreSQL store: re-seal every secret in the database under --kek-file, opening them with
+    /// it or --previous-kek-file (run once every issuer has both; then drop the previous one).
+    RotateKek,
+}
+
+/// Runs `issuer keys CMD`.
+pub fn run(cmd: KeysCmd, dir: &DataDir) -> anyhow::Result<()> {
+    match cmd {
+        KeysCmd::List => run_admin(dir, Command::KeysList),
+        KeysCmd::Rotate {
+            when_edges_ready: true,
+            timeout,
+            ..
+        } => rotate_when_ready(dir, timeout),
+        KeysCmd::Rotate { delay, .. } => run_admin(dir, Command::KeysRotate { delay }),
+        KeysCmd::Status => status(dir),
+        KeysCmd::Retire { kid } => run_admin(dir, Command::KeysRetire { kid }),
+        KeysCmd::FilterConfig => run_admin(dir, Command::KeysFilterConfig),
+        KeysCmd::RotateKek => rotate_kek(dir),
+    }
+}
+
+/// `keys rotate-kek`: re-seals the database's secrets under the current KEK.
+fn rotate_kek(args: &DataDir) -> anyhow::Result<()> {
+    let Location::Postgres(url) = args.location()? else {
+        bail!("rotate-kek is for the PostgreSQL store; the embedded store keeps its keys in 0600 files");
+    };
+    let n = block_on(async {
+        let store = args.connect(&url).await?;
+        let n = store.reseal().await?;
+        audit::record_rotate_kek(store.as_ref(), n).await?;
+        anyhow::Ok(n)
+    })??;
+    println!("{n} secrets re-sealed under the new key-encryption key; --previous-kek-file is no longer needed");
+    Ok(())
+}
+
+/// `issuer keys status`: whether every edge seen within [`RECENT`] holds the newest key; an
+/// error (non-zero exit) naming those that do not, or the edge clients at their bound (whose new
+/// edges are not listed).
+pub fn status(dir: &DataDir) -> anyhow::Result<()> {
+    let r = report(dir)?;
+    out::line(&match (r.signing, r.next) {
+        (Some(s), Some(n)) if r.held => {
+            format!("key {s} signs; key {n} is published and held until every edge has it")
+        }
+        (Some(s), Some(n)) => format!("key {s} signs; key {n} is published and signs soon"),
+        (Some(s), None) => format!("key {s} signs"),
+        (None, _) => "no key signs".to_owned(),
+    })?;
+    let Some(kid) = r.newest() else {
+        bail!("the store has no signing key");
+    };
+    let recent: Vec<_> = r.seen_within(RECENT).collect();
+    out::line(&format!(
+        "{} edges seen in the last {RECENT} s",
+        recent.len()
+    ))?;
+    for e in &recent {
+        let has = if e.report.kids.contains(&kid) {
+            "has"
+        } else {
+            "lacks"
+        };
+        out::line(&format!("  {} {has} key {kid}", shown(&id(e))))?;
+    }
+    let missing = lacking(&r, kid, &BTreeSet::new());
+    match (missing.is_empty(), unlisted(&r)) {
+        (true, None) => Ok(()),
+        (true, Some(why)) => bail!("{why}"),
+        (false, why) => bail!(
+            "{} edges lack key {kid}: {}{}",
+            missing.len(),
+            shown_all(&missing),
+            why.map(|w| format!("; {w}")).unwrap_or_default()
+        ),
+    }
+}
+
+/// `issuer keys rotate --when-edges-ready`: publishes a held key (or takes the one held
+/// already), waits until every edge seen within [`RECENT`] before or during the wait holds it,
+/// then makes it sign. On timeout the key stays published and held, and the edges without it
+/// are named in the error.
+pub fn rotate_when_ready(dir: &DataDir, timeout: u64) -> anyhow::Result<()> {
+    let before = report(dir)?;
+    let waited: BTreeSet<Id> = before.seen_within(RECENT).map(id).collect();
+    let published = admin::run(&dir.location()?, &dir.pg_files(), &Command::KeysPublish)?;
+    let kid: u32 = published
+        .trim()
+        .parse()
+        .context("reading the published key's id")?;
+    out::line(&format!(
+        "key {kid} is published (held, not signing); waiting up to {timeout} s for {} edges",
+        waited.len()
+    ))?;
+    let deadline = Instant::now() + Duration::from_secs(timeout);
+    let held_by = loop {
+        // A store that fails a moment (a database failover) does not end the wait.
+        let r = match report(dir) {
+            Ok(r) => r,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("issuer: reading the edges failed, trying again: {e:#}");
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let missing = lacking(&r, kid, &waited);
+        let unlisted = unlisted(&r);
+        if missing.is_empty() && unlisted.is_none() {
+            let mut all: BTreeSet<Id> = r.seen_within(RECENT).map(id).collect();
+            all.extend(waited);
+            break all;
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "timed out after {timeout} s: key {kid} stays published and does not sign; \
+                 {} edges lack it: {}{} (run the command again to keep waiting, or `issuer keys \
+                 rotate --delay 0` to switch regardless)",
+                missing.len(),
+                shown_all(&missing),
+                unlisted.map(|w| format!("; {w}")).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    out::text(&admin::run(
+        &dir.location()?,
+        &dir.pg_files(),
+        &Command::KeysPromote { kid },
+    )?)?;
+    out::line(&format!(
+        "edges that held key {kid} first: {}",
+        held_by.len()
+    ))?;
+    for e in held_by {
+        out::line(&format!("  {}", shown(&e)))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,272 @@
+//! `issuer serve`: the token server. Its flags and the `[directory]` of its configuration file
+//! here, the store opened in `store.rs` and the listeners made in `listen.rs`.
+
+mod listen;
+mod store;
+
+use crate::data_dir::DataDir;
+use anyhow::{bail, Context as _};
+use clap::Args;
+use issuer::admin;
+use issuer::app::{App, Settings};
+use issuer::config::{parse_proxy, ConfigFile, DirectoryConfig};
+use issuer::directory::Directory;
+use issuer::http::AppSlot;
+use issuer::logging::LogFormat;
+use issuer::store::RefreshPolicy;
+use issuer::throttle::ThrottlePolicy;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Args)]
+pub struct Serve {
+    /// A TOML file with options of `serve` under their flag names, `_` for `-` (a flag or an
+    /// environment variable overrides the file), and the `[directory]` table (see docs/issuer.md).
+    #[arg(long, env = "ISSUER_CONFIG")]
+    config: Option<PathBuf>,
+    /// The file's `[directory]`, validated at startup: users the store does not hold sign in
+    /// with it.
+    #[arg(skip)]
+    directory: Option<Box<DirectoryConfig>>,
+    #[command(flatten)]
+    dir: DataDir,
+    /// Address to listen on (port 0 picks a free port; the chosen address is printed).
+    #[arg(long, env = "ISSUER_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// PEM certificate chain: serve HTTPS (needs --tls-key).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Access token lifetime, seconds.
+    #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    access_ttl: u64,
+    /// A refresh token unused for this long expires, seconds.
+    #[arg(long, default_value_t = 14 * 86_400, value_parser = clap::value_parser!(u64).range(1..))]
+    refresh_idle_ttl: u64,
+    /// A refresh token family ends this long after sign-in, seconds.
+    #[arg(long, default_value_t = 90 * 86_400, value_parser = clap::value_parser!(u64).range(1..))]
+    refresh_absolute_ttl: u64,
+    /// A rotated refresh token presented again within this window gets the same successor, seconds.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=600))]
+    refresh_retry_window: u64,
+    /// Issuer identifier and base URL in the metadata document [default: from --listen].
+    #[arg(long)]
+    public_url: Option<String>,
+    /// Take the client address for throttling from X-Forwarded-For, when the connection comes from
+    /// a --trusted-proxy (such as the shipped Envoy configuration, which appends the address it
+    /// saw). From any other peer the header is ignored.
+    #[arg(long)]
+    trust_x_forwarded_for: bool,
+    /// A proxy whose X-Forwarded-For is believed: an address or a CIDR range, repeatable or comma
+    /// separated. Entries are read from the right, skipping trusted proxies. No range wider than
+    /// an IPv4 /8 or an IPv6 /7.
+    #[arg(
+        long = "trusted-proxy",
+        env = "ISSUER_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        default_values = ["127.0.0.1", "::1"],
+        value_parser = parse_proxy
+    )]
+    trusted_proxies: Vec<ipnet::IpNet>,
+    /// Log format: `text` (coloured only on a terminal) or `json` (one object per line).
+    #[arg(long, env = "ISSUER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// First wait after repeated failed sign-ins (per user from one address after 5, per user
+    /// from all addresses after 50, per address after 20), seconds; each further failure doubles
+    /// it.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    login_backoff_base: u64,
+    /// Longest wait after failed sign-ins, seconds.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    login_backoff_max: u64,
+    /// Leading bits of an IPv6 client address that the back-off counts as one address (one
+    /// host commonly holds a whole /64).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u8).range(32..=128))]
+    login_backoff_ipv6_prefix: u8,
+    /// Most memory the embedded store's page cache may use, MiB [default: redb's, 1024]. Resident
+    /// memory grows into it as the database is read; bound it on small hosts.
+    #[arg(long, env = "ISSUER_STORE_CACHE_MIB", value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    store_cache_mib: Option<u64>,
+    /// Password hashes verified at once (each takes 19 MiB) [default: CPU count].
+    #[arg(long)]
+    password_concurrency: Option<usize>,
+    /// Revocations (RFC 7009) one client may record a minute, and at once; beyond, the revoke
+    /// endpoint answers 429 with Retry-After and records nothing. Each recorded revocation is
+    /// kept by every edge until the tokens it covers expire.
+    #[arg(long, default_value_t = issuer::app::REVOCATIONS_PER_MINUTE, value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    revocations_per_minute: u32,
+    /// An edge that stopped polling leaves `issuer edges` and the edges a key rotation waits for
+    /// after this long, seconds.
+    #[arg(long, default_value_t = issuer::store::edges::EDGE_FORGET_AFTER, value_parser = clap::value_parser!(u64).range(5..=86_400))]
+    edge_forget_after: u64,
+    /// Days the audit trail keeps an event; older ones are swept.
+    #[arg(long, default_value_t = issuer::app::AUDIT_RETENTION_DAYS, value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    audit_retention_days: u64,
+}
+
+/// `issuer serve`, with the configuration file if it names one.
+pub fn run(mut s: Serve, file: Option<ConfigFile>) -> anyhow::Result<()> {
+    s.directory = file
+        .map(|f| f.directory())
+        .transpose()?
+        .flatten()
+        .map(Box::new);
+    serve(s)
+}
+
+impl Serve {
+    fn refresh_policy(&self) -> RefreshPolicy {
+        RefreshPolicy {
+            idle_ttl: self.refresh_idle_ttl,
+            absolute_ttl: self.refresh_absolute_ttl,
+            retry_window: self.refresh_retry_window,
+        }
+    }
+
+    fn throttle_policy(&self) -> ThrottlePolicy {
+        ThrottlePolicy {
+            base_delay: self.login_backoff_base,
+            max_delay: self.login_backoff_max.max(self.login_backoff_base),
+            ipv6_prefix: self.login_backoff_ipv6_prefix,
+            ..ThrottlePolicy::default()
+        }
+    }
+
+    /// The settings of an issuer listening on `addr`, with TLS or not.
+    fn settings(&self, addr: SocketAddr, tls: bool) -> Settings {
+        let scheme = if tls { "https" } else { "http" };
+        Settings {
+            access_ttl: self.access_ttl,
+            refresh: self.refresh_policy(),
+            trusted_proxies: if self.trust_x_forwarded_for {
+                self.trusted_proxies.clone()
+            } else {
+                Vec::new()
+            },
+            public_url: self
+                .public_url
+                .clone()
+                .unwrap_or_else(|| format!("{scheme}://{addr}")),
+            tls,
+            revocations_per_minute: self.revocations_per_minute,
+            edge_forget_after: self.edge_forget_after,
+            shared_store: false,
+        }
+    }
+}
+
+fn serve(s: Serve) -> anyhow::Result<()> {
+    issuer::logging::init(s.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let source = store::prepare(&s)?;
+    let tls = match (&s.tls_cert, &s.tls_key) {
+        (Some(c), Some(k)) => Some(listen::tls_acceptor(c, k)?),
+        (None, None) => None,
+        _ => bail!("tls_cert and tls_key go together"),
+    };
+    runtime.block_on(serve_on(s, source, tls))
+}
+
+/// Serves until SIGTERM or Ctrl-C: HTTP(S) from the start (503 but for `/livez` until the store
+/// opens), then the admin socket of the embedded store, and the periodic sweep and reloads.
+async fn serve_on(
+    mut s: Serve,
+    source: store::Source,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) -> anyhow::Result<()> {
+    let data_dir = match &source {
+        store::Source::Redb(opened) => opened.as_ref().and_then(|o| o.data_dir.clone()),
+        store::Source::Postgres(_) => None,
+    };
+    let listener = tokio::net::TcpListener::bind(s.listen)
+        .await
+        .with_context(|| format!("binding {}", s.listen))?;
+    let addr = listener.local_addr()?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let settings = Settings {
+        shared_store: data_dir.is_none(),
+        ..s.settings(addr, tls.is_some())
+    };
+    let slot = AppSlot::default();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        issuer::server::shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    let server = tokio::spawn(issuer::server::serve_http(
+        slot.clone(),
+        listener,
+        tls,
+        until_stopped(stopped.clone()),
+    ));
+    tracing::info!(%addr, scheme, "listening; opening the store");
+    let mut app = tokio::select! {
+        app = store::start(&s, source, settings) => app?,
+        () = until_stopped(stopped) => {
+            let _ = server.await;
+            return Ok(());
+        }
+    };
+    app.audit_retention = s.audit_retention_days * 86_400;
+    if let Some(d) = s.directory.take() {
+        tracing::info!(urls = ?d.urls, kind = ?d.kind, "directory sign-in");
+        app = app.with_directory(Arc::new(Directory::new(*d).map_err(anyhow::Error::msg)?));
+    }
+    if let Err(e) = app.probe_store().await {
+        tracing::warn!(
+            error = e.to_string(),
+            "the store refused the readiness probe's write"
+        );
+    }
+    let app = Arc::new(app);
+    slot.set(app.clone());
+    // The embedded store takes admin commands over its socket; with PostgreSQL they write to
+    // the database, and every issuer reads the change from there.
+    if let Some(dir) = &data_dir {
+        let admin_listener = listen::bind_admin_socket(dir)?;
+        tokio::spawn(issuer::server::serve_admin(app.clone(), admin_listener));
+    }
+    spawn_background(&app);
+    let name = data_dir.as_ref().map_or_else(
+        || "postgres".to_owned(),
+        |d| format!("redb:{}", d.display()),
+    );
+    tracing::info!(%addr, scheme, store = name, "issuer serving");
+    println!("listening on {scheme}://{addr}");
+    std::io::stdout().flush()?;
+    let audit = app.audit.clone();
+    drop(app);
+    let _ = server.await;
+    audit.flush().await;
+    if let Some(dir) = &data_dir {
+        let _ = std::fs::remove_file(dir.join(admin::SOCKET_FILE));
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The periodic work of a serving issuer: the sweep, the edges' reports, the key ring and the
+/// readiness probe, the directory recheck.
+fn spawn_background(app: &Arc<App>) {
+    tokio::spawn(issuer::server::sweep_forever(app.clone()));
+    tokio::spawn(issuer::server::flush_edges_forever(app.clone()));
+    tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
+    tokio::spawn(issuer::server::probe_store_forever(app.clone()));
+    if let Some(every) = app.directory_recheck_every() {
+        tokio::spawn(issuer::server::recheck_directory_forever(
+            app.clone(),
+            every,
+        ));
+    }
+}
+
+/// Completes once `stopped` turns true (SIGTERM or Ctrl-C).
+async fn until_stopped(mut stopped: tokio::sync::watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|s| *s).await;
+}

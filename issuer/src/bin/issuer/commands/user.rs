@@ -1,0 +1,76 @@
+//! `issuer user ...`: the command line of the user commands, which hashes a user's password
+//! here and sends the rest as an [`admin::Command`].
+
+use crate::admin::{read_secret, run_admin};
+use crate::data_dir::DataDir;
+use clap::Subcommand;
+use issuer::admin::input::{check_roles, check_user_name, parse_claim};
+use issuer::admin::{Command, NewUser};
+use issuer::passwords::hash_password;
+
+#[derive(Subcommand)]
+pub enum UserCmd {
+    /// Create a user; the password is read from stdin.
+    Add {
+        name: String,
+        /// A role (repeatable).
+        #[arg(long = "role")]
+        roles: Vec<String>,
+        /// A claim TYPE=VALUE (repeatable).
+        #[arg(long = "claim")]
+        claims: Vec<String>,
+    },
+    /// Disable a user (sign-in and refresh fail).
+    Disable { name: String },
+    /// Enable a user.
+    Enable { name: String },
+    /// Set a user's password, read from stdin.
+    Passwd { name: String },
+    /// List users.
+    List {
+        /// As a JSON array: name, roles, claims, enabled, password_scheme, directory.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a user.
+    Remove { name: String },
+}
+
+pub fn run(cmd: UserCmd, dir: &DataDir) -> anyhow::Result<()> {
+    let cmd = match cmd {
+        UserCmd::Add {
+            name,
+            roles,
+            claims,
+        } => {
+            // The rules `execute` applies, checked before the password is asked for.
+            check_user_name(&name)?;
+            check_roles(&roles)?;
+            let claims = claims
+                .iter()
+                .map(|c| parse_claim(c))
+                .collect::<Result<Vec<_>, _>>()?;
+            let password = read_secret("password")?;
+            Command::UserAdd(NewUser {
+                name,
+                roles,
+                claims,
+                password_hash: hash_password(&password),
+                disabled: false,
+            })
+        }
+        UserCmd::Disable { name } => Command::UserDisable { name },
+        UserCmd::Enable { name } => Command::UserEnable { name },
+        UserCmd::Passwd { name } => {
+            let password = read_secret("password")?;
+            Command::UserPasswd {
+                name,
+                password_hash: hash_password(&password),
+            }
+        }
+        UserCmd::List { json: false } => Command::UserList,
+        UserCmd::List { json: true } => Command::UserListJson,
+        UserCmd::Remove { name } => Command::UserRemove { name },
+    };
+    run_admin(dir, cmd)
+}

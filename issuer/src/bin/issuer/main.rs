@@ -1,0 +1,114 @@
+//! `issuer`: the token server (`issuer serve`) and its administration (`issuer client|user|keys`,
+//! `issuer apply`, `issuer directory`, `issuer audit`, `issuer backup|restore`). This file parses
+//! the command line and dispatches; each subcommand is a module of `commands/`.
+
+mod admin;
+mod commands;
+mod data_dir;
+mod out;
+
+use clap::{Parser, Subcommand};
+use commands::{apply, audit, backup, client, directory, edges, keys, serve, user};
+use data_dir::DataDir;
+
+#[derive(Parser)]
+#[command(
+    name = "issuer",
+    version,
+    about = "OAuth 2.0 token issuer of the media management service"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Top,
+}
+
+#[derive(Subcommand)]
+enum Top {
+    /// Run the token server.
+    Serve(serve::Serve),
+    /// Manage clients.
+    Client {
+        #[command(subcommand)]
+        cmd: client::ClientCmd,
+        #[command(flatten)]
+        dir: DataDir,
+    },
+    /// Manage users of the password grant.
+    User {
+        #[command(subcommand)]
+        cmd: user::UserCmd,
+        #[command(flatten)]
+        dir: DataDir,
+    },
+    /// Make the store's clients and local users match a TOML file (docs/operate.md).
+    Apply {
+        #[command(flatten)]
+        args: apply::ApplyArgs,
+        #[command(flatten)]
+        dir: DataDir,
+    },
+    /// Manage token signing keys.
+    Keys {
+        #[command(subcommand)]
+        cmd: keys::KeysCmd,
+        #[command(flatten)]
+        dir: DataDir,
+    },
+    /// List the edges (Envoy filter VMs with edge sync) and what each holds.
+    Edges {
+        /// One JSON object per edge and line.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        dir: DataDir,
+    },
+    /// Diagnose the `[directory]` of a configuration file.
+    #[command(subcommand)]
+    Directory(directory::DirectoryCmd),
+    /// Print the audit trail: administrative changes and security events.
+    Audit(audit::AuditArgs),
+    /// Write a consistent copy of the embedded store to one file: a running issuer's through its
+    /// admin socket, or a stopped data dir's (docs/operate.md).
+    Backup {
+        #[command(flatten)]
+        args: backup::BackupArgs,
+        #[command(flatten)]
+        dir: DataDir,
+    },
+    /// Make a new data dir (absent or empty) of a backup.
+    Restore {
+        #[command(flatten)]
+        args: backup::RestoreArgs,
+        #[command(flatten)]
+        dir: DataDir,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    let result = issuer::config::parse_args::<Cli>(std::env::args_os().collect(), "serve")
+        .map_err(anyhow::Error::from)
+        .and_then(run);
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("issuer: {}", issuer::display::lines(&format!("{e:#}")));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the command line, with the configuration file of `serve` if it names one.
+fn run((cli, file): (Cli, Option<issuer::config::ConfigFile>)) -> anyhow::Result<()> {
+    match cli.command {
+        Top::Serve(s) => serve::run(s, file),
+        Top::Directory(cmd) => directory::run(cmd),
+        Top::Edges { json, dir } => edges::run(&dir, json),
+        Top::Audit(args) => audit::run(&args),
+        Top::Backup { args, dir } => backup::backup(&args, &dir),
+        Top::Restore { args, dir } => backup::restore(&args, &dir),
+        Top::Client { cmd, dir } => client::run(cmd, &dir),
+        Top::User { cmd, dir } => user::run(cmd, &dir),
+        Top::Apply { args, dir } => apply::run(args, &dir),
+        Top::Keys { cmd, dir } => keys::run(cmd, &dir),
+    }
+}
