@@ -20,7 +20,6 @@
 //!
 //! The PostgreSQL store is backed up with PostgreSQL's own tools (`docs/deploy-postgres.md`).
 
-use super::postgres::PgStore;
 use super::StoreError;
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
@@ -115,12 +114,6 @@ pub trait Backup: Send + Sync {
 pub trait Backups {
     /// The store's [`Backup`], if it has one.
     fn backups(&self) -> Option<&dyn Backup>;
-}
-
-impl Backups for PgStore {
-    fn backups(&self) -> Option<&dyn Backup> {
-        None
-    }
 }
 
 /// The header of a backup.

@@ -1,9 +1,11 @@
+//! [`Audit`] for [`PgStore`].
+//!
 //! The audit trail on PostgreSQL: one row per event (`audit`), keyed by its time and a random
 //! number (no sequence: CockroachDB's rules, and no counter row that every issuer's events would
 //! contend on). Events of one second are read in the order of that number, not of recording.
 
 use super::{int, serializable, PgStore};
-use crate::store::{AuditEvent, StoreError};
+use crate::store::{Audit, AuditEvent, StoreError};
 
 /// Records `events` in one statement.
 pub(super) async fn record(store: &PgStore, events: &[AuditEvent]) -> Result<(), StoreError> {
@@ -56,4 +58,19 @@ pub(super) async fn sweep(store: &PgStore, before: u64) -> Result<u64, StoreErro
     Ok(conn
         .execute("DELETE FROM audit WHERE at < $1", &[&int(before)])
         .await?)
+}
+
+#[async_trait::async_trait]
+impl Audit for PgStore {
+    async fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
+        record(self, events).await
+    }
+
+    async fn audit_since(&self, since: u64, limit: usize) -> Result<Vec<AuditEvent>, StoreError> {
+        self::since(self, since, limit).await
+    }
+
+    async fn sweep_audit(&self, before: u64) -> Result<u64, StoreError> {
+        sweep(self, before).await
+    }
 }

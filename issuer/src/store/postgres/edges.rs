@@ -1,3 +1,5 @@
+//! [`Edges`] for [`PgStore`].
+//!
 //! The edges' reports on PostgreSQL: one row per edge (`edges`, by edge client, node and VM),
 //! written by whichever issuer served its poll, so every issuer lists the same edges
 //! ([`crate::store::edges`]).

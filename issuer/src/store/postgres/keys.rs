@@ -1,3 +1,5 @@
+//! [`SigningKeys`] for [`PgStore`].
+//!
 //! Signing keys on PostgreSQL: each sealed under the key-encryption key in its row, opened when
 //! read; and re-sealing every secret, the second step of a KEK rotation.
 

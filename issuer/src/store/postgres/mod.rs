@@ -15,9 +15,17 @@
 //! - client and user records carry a MAC under a key derived from the hash key ([`records`]), so
 //!   write access to the database alone grants no power.
 //!
-//! Refresh token operations are in [`refresh`].
+//! This file connects and holds the retrying transactions ([`retrying!`], [`serializable!`]); each
+//! trait of the store has its own file, named as in the redb backend: [`accounts`]
+//! ([`crate::store::Clients`], [`crate::store::Users`]), [`keys`] ([`crate::store::SigningKeys`]),
+//! [`refresh`] ([`crate::store::Families`]), [`revocations`], [`edges`], [`audit`], [`sweep`],
+//! [`settings`] ([`crate::store::HashKeyed`], [`crate::store::AccessLifetime`],
+//! [`crate::store::Liveness`]), [`backup`] ([`crate::store::backup::Backups`]) and [`throttle`]
+//! ([`crate::store::throttle::ThrottleBook`]).
 
+mod accounts;
 mod audit;
+mod backup;
 mod connect;
 mod edges;
 mod fault;
@@ -26,6 +34,8 @@ mod records;
 mod refresh;
 mod revocations;
 mod schema;
+mod settings;
+mod sweep;
 mod throttle;
 mod tls;
 
@@ -34,15 +44,10 @@ pub use connect::ConnectOptions;
 pub(crate) use fault::classify;
 
 use super::kek::{Kek, KekError};
-use super::revocation::{RevocationPage, Revoked};
-use super::{
-    AccessLifetime, Audit, AuditEvent, ClientChange, ClientRecord, Clients, Families,
-    FamilyRevocation, HashKeyed, Liveness, OpenError, RefreshInfo, RefreshPolicy, Revocations,
-    RotateOutcome, StoreError, Sweep, UserChange, UserRecord, Users, DEFAULT_ACCESS_TTL,
-};
+use super::{OpenError, RefreshPolicy, StoreError};
 use crate::secrets::HashKey;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use records::{RecordKey, Table};
+use records::RecordKey;
 use std::time::Duration;
 use zeroize::Zeroizing;
 
@@ -260,219 +265,5 @@ impl PgStore {
             deadpool_postgres::PoolError::Backend(e) => classify(e),
             other => StoreError::Unavailable(other.to_string()),
         })
-    }
-}
-
-impl HashKeyed for PgStore {
-    fn hash_key(&self) -> &HashKey {
-        &self.hash_key
-    }
-}
-
-#[async_trait::async_trait]
-impl AccessLifetime for PgStore {
-    async fn access_ttl(&self) -> Result<u64, StoreError> {
-        let conn = self.connection().await?;
-        let row = conn
-            .query_opt("SELECT value FROM settings WHERE name = 'access_ttl'", &[])
-            .await?;
-        Ok(row.map_or(DEFAULT_ACCESS_TTL, |r| uint(r.get(0))))
-    }
-
-    async fn set_access_ttl(&self, ttl: u64) -> Result<(), StoreError> {
-        serializable!(self, |tx| {
-            tx.execute(
-                "INSERT INTO settings (name, value) VALUES ('access_ttl', $1) \
-                 ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                &[&int(ttl)],
-            )
-            .await?;
-        })
-    }
-}
-
-#[async_trait::async_trait]
-impl Liveness for PgStore {
-    async fn probe_write(&self, now: u64) -> Result<(), StoreError> {
-        retrying!(self, |conn| {
-            conn.execute(
-                "INSERT INTO liveness (name, at) VALUES ('probe', $1) \
-                 ON CONFLICT (name) DO UPDATE SET at = excluded.at",
-                &[&int(now)],
-            )
-            .await?;
-        })
-    }
-}
-
-#[async_trait::async_trait]
-impl Clients for PgStore {
-    async fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError> {
-        self.read_record(Table::Clients, id).await
-    }
-
-    async fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError> {
-        self.read_records(Table::Clients).await
-    }
-
-    async fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
-        self.insert_record(Table::Clients, id, to_json(rec)).await
-    }
-
-    async fn update_client(
-        &self,
-        id: &str,
-        change: ClientChange,
-        now: u64,
-    ) -> Result<bool, StoreError> {
-        let revokes = change.revokes(id);
-        let apply = |rec: &mut ClientRecord| change.apply(rec, now);
-        self.update_record(Table::Clients, id, apply, revokes, now)
-            .await
-    }
-
-    async fn remove_client(&self, id: &str, now: u64) -> Result<bool, StoreError> {
-        serializable!(self, |tx| {
-            let n = tx
-                .execute("DELETE FROM clients WHERE id = $1", &[&id])
-                .await?;
-            if n == 1 {
-                let what = Revoked::Client { id: id.into() };
-                revocations::revoke_in(&tx, what, now, None).await?;
-            }
-            n == 1
-        })
-    }
-}
-
-#[async_trait::async_trait]
-impl Users for PgStore {
-    async fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError> {
-        self.read_record(Table::Users, name).await
-    }
-
-    async fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError> {
-        self.read_records(Table::Users).await
-    }
-
-    async fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError> {
-        self.insert_record(Table::Users, name, to_json(rec)).await
-    }
-
-    async fn update_user(
-        &self,
-        name: &str,
-        change: &UserChange,
-        now: u64,
-    ) -> Result<bool, StoreError> {
-        let revokes = change.revokes(name);
-        let apply = |rec: &mut UserRecord| change.apply(rec);
-        self.update_record(Table::Users, name, apply, revokes, now)
-            .await
-    }
-
-    async fn remove_user(&self, name: &str, now: u64) -> Result<bool, StoreError> {
-        serializable!(self, |tx| {
-            let n = tx
-                .execute("DELETE FROM users WHERE name = $1", &[&name])
-                .await?;
-            if n == 1 {
-                let what = Revoked::User { name: name.into() };
-                revocations::revoke_in(&tx, what, now, None).await?;
-            }
-            n == 1
-        })
-    }
-}
-
-#[async_trait::async_trait]
-impl Families for PgStore {
-    async fn start_family(
-        &self,
-        client: &str,
-        user: &str,
-        now: u64,
-    ) -> Result<Zeroizing<String>, StoreError> {
-        refresh::start(self, client, user, now).await
-    }
-
-    async fn rotate_family(
-        &self,
-        presented: &str,
-        client: &str,
-        now: u64,
-    ) -> Result<RotateOutcome, StoreError> {
-        refresh::rotate(self, presented, client, now).await
-    }
-
-    async fn revoke_family(
-        &self,
-        token: &str,
-        client: &str,
-        now: u64,
-    ) -> Result<FamilyRevocation, StoreError> {
-        refresh::revoke(self, token, client, now).await
-    }
-
-    async fn family_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError> {
-        refresh::info(self, token, now).await
-    }
-}
-
-#[async_trait::async_trait]
-impl Revocations for PgStore {
-    async fn revoke(&self, what: Revoked, now: u64, until: Option<u64>) -> Result<u64, StoreError> {
-        revocations::revoke(self, what, now, until).await
-    }
-
-    async fn revocations(
-        &self,
-        since: u64,
-        now: u64,
-        limit: usize,
-    ) -> Result<RevocationPage, StoreError> {
-        revocations::revocations(self, since, now, limit).await
-    }
-}
-
-#[async_trait::async_trait]
-impl Sweep for PgStore {
-    async fn sweep(&self, now: u64) -> Result<u64, StoreError> {
-        let families = refresh::sweep(self, now).await? + revocations::sweep(self, now).await?;
-        let ttl = self.access_ttl().await?;
-        let retired_before = int(now.saturating_sub(ttl + super::KEY_RETIRE_MARGIN));
-        let rest = serializable!(self, |tx| {
-            let t = int(now);
-            let keys = tx
-                .execute(
-                    "DELETE FROM signing_keys WHERE (superseded_at IS NOT NULL \
-                     AND superseded_at <= $1) OR retired_at <= $2",
-                    &[&retired_before, &t],
-                )
-                .await?;
-            let throttle = tx
-                .execute(
-                    "DELETE FROM login_throttle WHERE blocked_until <= $1 AND last_failure <= $2",
-                    &[&t, &int(now.saturating_sub(super::throttle::FORGET_AFTER))],
-                )
-                .await?;
-            keys + throttle
-        })?;
-        Ok(families + rest)
-    }
-}
-
-#[async_trait::async_trait]
-impl Audit for PgStore {
-    async fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
-        audit::record(self, events).await
-    }
-
-    async fn audit_since(&self, since: u64, limit: usize) -> Result<Vec<AuditEvent>, StoreError> {
-        audit::since(self, since, limit).await
-    }
-
-    async fn sweep_audit(&self, before: u64) -> Result<u64, StoreError> {
-        audit::sweep(self, before).await
     }
 }

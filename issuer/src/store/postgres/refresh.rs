@@ -1,3 +1,5 @@
+//! [`Families`] for [`PgStore`].
+//!
 //! Refresh token families on PostgreSQL, one row per family, under the same rules as the
 //! embedded store ([`Family::step`]): rotation on every use, the identical successor for a retry
 //! inside the window, reuse outside it revokes that family only.
@@ -20,10 +22,11 @@ use super::{int, retrying, serializable, uint, PgStore};
 use crate::secrets::RefreshToken;
 use crate::store::family::{admit, Family, Step};
 use crate::store::{
-    ClientRecord, FamilyRevocation, RefreshInfo, RefreshRejection, RotateOutcome, Rotation,
-    StoreError, UserRecord,
+    ClientRecord, Families, FamilyRevocation, RefreshInfo, RefreshRejection, RotateOutcome,
+    Rotation, StoreError, UserRecord,
 };
 use tokio_postgres::Row;
+use zeroize::Zeroizing;
 
 /// Rows deleted per statement by the sweep.
 const SWEEP_BATCH: i64 = 10_000;
@@ -343,5 +346,39 @@ pub(super) async fn sweep(store: &PgStore, now: u64) -> Result<u64, StoreError> 
         if n < SWEEP_BATCH.unsigned_abs() {
             return Ok(removed);
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl Families for PgStore {
+    async fn start_family(
+        &self,
+        client: &str,
+        user: &str,
+        now: u64,
+    ) -> Result<Zeroizing<String>, StoreError> {
+        start(self, client, user, now).await
+    }
+
+    async fn rotate_family(
+        &self,
+        presented: &str,
+        client: &str,
+        now: u64,
+    ) -> Result<RotateOutcome, StoreError> {
+        rotate(self, presented, client, now).await
+    }
+
+    async fn revoke_family(
+        &self,
+        token: &str,
+        client: &str,
+        now: u64,
+    ) -> Result<FamilyRevocation, StoreError> {
+        revoke(self, token, client, now).await
+    }
+
+    async fn family_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError> {
+        info(self, token, now).await
     }
 }

@@ -1,3 +1,5 @@
+//! [`Revocations`] for [`PgStore`].
+//!
 //! Revocations on PostgreSQL: numbered rows (`revocations`), numbered from a counter in the
 //! settings (`revocation_seq`) that is only ever raised, in the transaction of the change that
 //! causes them. Revocations are rare (an admin change, a revoke request), so the counter row is
@@ -8,7 +10,7 @@
 use super::{int, serializable, uint, PgStore};
 use crate::store::revocation::REVOCATION_MARGIN;
 use crate::store::revocation::{Revocation, RevocationPage, Revoked};
-use crate::store::{StoreError, DEFAULT_ACCESS_TTL};
+use crate::store::{Revocations, StoreError, DEFAULT_ACCESS_TTL};
 
 /// Records `what` as revoked at `now` inside `tx` (see [`crate::store::Store::revoke`]).
 pub(super) async fn revoke_in(
@@ -136,4 +138,20 @@ pub(super) async fn sweep(store: &PgStore, now: u64) -> Result<u64, StoreError> 
             &[&int(now)],
         )
         .await?)
+}
+
+#[async_trait::async_trait]
+impl Revocations for PgStore {
+    async fn revoke(&self, what: Revoked, now: u64, until: Option<u64>) -> Result<u64, StoreError> {
+        revoke(self, what, now, until).await
+    }
+
+    async fn revocations(
+        &self,
+        since: u64,
+        now: u64,
+        limit: usize,
+    ) -> Result<RevocationPage, StoreError> {
+        revocations(self, since, now, limit).await
+    }
 }

@@ -1,3 +1,5 @@
+//! [`ThrottleBook`] for [`PgStore`].
+//!
 //! The password back-off in the database, so that every issuer counts the same failures: guesses
 //! spread over N issuers meet the back-off of one. Each update is one SERIALIZABLE transaction over
 //! the few keys of one sign-in attempt, their rows locked.

@@ -1,10 +1,14 @@
+//! [`Clients`] and [`Users`] for [`RedbStore`].
+//!
 //! Clients and users in the redb file: JSON records by name, through one set of helpers. A
 //! change that takes tokens away (deactivating a client, disabling a user, a new password,
 //! removal) records the revocation in the same transaction.
 
-use super::{dec, enc, Records, RedbFile, CLIENT_RECORDS, USER_RECORDS};
+use super::{dec, enc, Records, RedbFile, RedbStore, CLIENT_RECORDS, USER_RECORDS};
 use crate::store::revocation::Revoked;
-use crate::store::{ClientChange, ClientRecord, StoreError, UserChange, UserRecord};
+use crate::store::{
+    ClientChange, ClientRecord, Clients, StoreError, UserChange, UserRecord, Users,
+};
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
@@ -157,5 +161,61 @@ impl RedbFile {
     /// Removes a user at `now` and revokes the user's tokens; false if there was none.
     pub fn remove_user(&self, name: &str, now: u64) -> Result<bool, StoreError> {
         self.remove_record(USER_RECORDS, name, Revoked::User { name: name.into() }, now)
+    }
+}
+
+#[async_trait::async_trait]
+impl Clients for RedbStore {
+    async fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError> {
+        self.watch(self.file.client(id))
+    }
+
+    async fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError> {
+        self.watch(self.file.clients())
+    }
+
+    async fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
+        self.watch(self.file.add_client(id, rec))
+    }
+
+    async fn update_client(
+        &self,
+        id: &str,
+        change: ClientChange,
+        now: u64,
+    ) -> Result<bool, StoreError> {
+        self.watch(self.file.update_client(id, change, now))
+    }
+
+    async fn remove_client(&self, id: &str, now: u64) -> Result<bool, StoreError> {
+        self.watch(self.file.remove_client(id, now))
+    }
+}
+
+#[async_trait::async_trait]
+impl Users for RedbStore {
+    async fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError> {
+        self.watch(self.file.user(name))
+    }
+
+    async fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError> {
+        self.watch(self.file.users())
+    }
+
+    async fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError> {
+        self.watch(self.file.add_user(name, rec))
+    }
+
+    async fn update_user(
+        &self,
+        name: &str,
+        change: &UserChange,
+        now: u64,
+    ) -> Result<bool, StoreError> {
+        self.watch(self.file.update_user(name, change, now))
+    }
+
+    async fn remove_user(&self, name: &str, now: u64) -> Result<bool, StoreError> {
+        self.watch(self.file.remove_user(name, now))
     }
 }

@@ -1,8 +1,10 @@
+//! [`Audit`] for [`RedbStore`].
+//!
 //! The audit trail in the redb file: entries keyed by (time, number), numbered from a counter in
 //! the settings (`audit_seq`), so reading from a time is a range and the sweep deletes a prefix.
 
-use super::{enc, RedbFile, AUDIT, SETTINGS};
-use crate::store::{AuditEvent, StoreError};
+use super::{enc, RedbFile, RedbStore, AUDIT, SETTINGS};
+use crate::store::{Audit, AuditEvent, StoreError};
 use redb::ReadableTable;
 
 impl RedbFile {
@@ -61,5 +63,30 @@ impl RedbFile {
         }
         tx.commit()?;
         Ok(removed)
+    }
+}
+
+#[async_trait::async_trait]
+impl Audit for RedbStore {
+    async fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
+        // A write with fsync: off the runtime's threads, as a revocation.
+        let file = self.file.clone();
+        let events = events.to_vec();
+        let recorded = tokio::task::spawn_blocking(move || file.record_audit(&events))
+            .await
+            .map_err(|_| StoreError::Stopped("audit task"))?;
+        self.watch(recorded)
+    }
+
+    async fn audit_since(&self, since: u64, limit: usize) -> Result<Vec<AuditEvent>, StoreError> {
+        self.watch(self.file.audit_since(since, limit))
+    }
+
+    async fn sweep_audit(&self, before: u64) -> Result<u64, StoreError> {
+        let file = self.file.clone();
+        let swept = tokio::task::spawn_blocking(move || file.sweep_audit(before))
+            .await
+            .map_err(|_| StoreError::Stopped("audit task"))?;
+        self.watch(swept)
     }
 }

@@ -1,3 +1,5 @@
+//! [`Backup`] and [`Backups`] for [`RedbStore`].
+//!
 //! The embedded store's backup and restore, in the format of [`crate::store::backup`].
 //!
 //! A backup copies every table from one redb read transaction: redb's read transactions see the
@@ -16,12 +18,12 @@
 //! gives them their names only when all is written and synced.
 
 use super::{
-    RedbFile, AUDIT, CLIENTS, DB_FILE, EDGES, FAMILY_JOURNAL, FAMILY_RECORDS, HASH_KEY_FILE, KEYS,
-    REVOCATIONS, SETTINGS, USERS,
+    RedbFile, RedbStore, AUDIT, CLIENTS, DB_FILE, EDGES, FAMILY_JOURNAL, FAMILY_RECORDS,
+    HASH_KEY_FILE, KEYS, REVOCATIONS, SETTINGS, USERS,
 };
 use crate::secrets::HashKey;
 use crate::store::backup::{
-    BackupError, BackupReader, BackupWriter, Frame, Header, Snapshot, Summary,
+    Backup, BackupError, BackupReader, BackupWriter, Backups, Frame, Header, Snapshot, Summary,
 };
 use crate::store::StoreError;
 use redb::{
@@ -395,6 +397,18 @@ fn write_data_dir(from: &Path, dir: &Path) -> Result<(), BackupError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(BackupError::Target)
+}
+
+impl Backup for RedbStore {
+    fn snapshot(&self) -> Result<Box<dyn Snapshot + '_>, BackupError> {
+        Ok(Box::new(self.watch(self.file.snapshot())?))
+    }
+}
+
+impl Backups for RedbStore {
+    fn backups(&self) -> Option<&dyn Backup> {
+        Some(self)
+    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,11 @@
+//! [`Edges`] for [`RedbStore`].
+//!
 //! The edges' reports in the redb file: one JSON record per edge, by edge client, node and VM
 //! ([`crate::store::edges`]).
 
-use super::{dec, enc, RedbFile, EDGES};
+use super::{dec, enc, RedbFile, RedbStore, EDGES};
 use crate::store::edges::{folded, Admission, EdgeReport};
-use crate::store::StoreError;
+use crate::store::{Edges, StoreError};
 use redb::{ReadableTable, Table};
 use std::collections::HashMap;
 
@@ -96,5 +98,26 @@ impl RedbFile {
             }
         }
         Ok(folded(all))
+    }
+}
+
+#[async_trait::async_trait]
+impl Edges for RedbStore {
+    async fn record_edges(
+        &self,
+        reports: Vec<EdgeReport>,
+        forget_before: u64,
+    ) -> Result<usize, StoreError> {
+        // A synchronous write with fsync: off the runtime's threads.
+        let file = self.file.clone();
+        let recorded =
+            tokio::task::spawn_blocking(move || file.record_edges(reports, forget_before))
+                .await
+                .map_err(|_| StoreError::Stopped("edge report task"))?;
+        self.watch(recorded)
+    }
+
+    async fn edges(&self) -> Result<Vec<EdgeReport>, StoreError> {
+        self.watch(self.file.edges())
     }
 }

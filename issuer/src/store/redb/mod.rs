@@ -5,6 +5,14 @@
 //! [`RedbFile`] is the synchronous store; [`RedbStore`] puts it behind [`Store`], with refresh
 //! token writes group-committed by one writer thread ([`writer`]).
 //!
+//! This file opens the data dir and defines both; each trait of the store has its own file, named
+//! as in the PostgreSQL backend: `accounts` ([`crate::store::Clients`], [`crate::store::Users`]),
+//! `keys` ([`crate::store::SigningKeys`]), `refresh` ([`crate::store::Families`]), `revocations`,
+//! `edges`, `audit`, [`sweep`], `settings` ([`crate::store::HashKeyed`],
+//! [`crate::store::AccessLifetime`], [`crate::store::Liveness`]) and [`backup`]
+//! ([`crate::store::backup::Backups`]). The password back-off of this backend is in memory
+//! ([`crate::store::throttle::MemoryBook`]).
+//!
 //! Writes use redb's default `Durability::Immediate`: when a function returns, its change is on
 //! disk. A refresh rotation is one write transaction, so a successor handed to a client is never
 //! lost by a crash and two clients can never receive different successors of one token.
@@ -14,27 +22,26 @@ mod audit;
 pub mod backup;
 mod edges;
 pub mod journal;
+mod keys;
 pub mod owner;
 mod refresh;
 mod revocations;
-mod store;
+mod settings;
 pub mod sweep;
 pub mod writer;
 
-use super::keys::{KeyRecord, PromoteOutcome, Promotion, RetireOutcome, Rotated, RotationPlan};
-use super::{KeyInfo, KeyState, OpenError, StoreError, DEFAULT_ACCESS_TTL};
+use super::keys::KeyRecord;
+use super::{OpenError, RefreshPolicy, StoreError};
 use crate::secrets::{self, HashKey};
-use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTableMetadata, TableDefinition};
 pub use refresh::{FamilyDone, FamilyOp};
 use serde::{Deserialize, Serialize};
-use shared::{Key, KeyRing};
 use std::fs::{self, OpenOptions};
 use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-pub use store::RedbStore;
 use zeroize::Zeroizing;
 
 const CLIENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("clients");
@@ -290,169 +297,45 @@ impl RedbFile {
     pub fn hash_key(&self) -> &HashKey {
         &self.hash_key
     }
+}
 
-    // ----- settings -----
+/// [`RedbFile`] behind the [`crate::store::Store`] traits. Refresh operations, journal merges and the sweep
+/// go through one writer thread that group-commits the operations.
+#[derive(Debug)]
+pub struct RedbStore {
+    file: std::sync::Arc<RedbFile>,
+    writer: writer::RefreshWriter,
+}
 
-    /// The access token lifetime last recorded by `issuer serve`.
-    pub fn access_ttl(&self) -> Result<u64, StoreError> {
-        let tx = self.begin_read()?;
-        let t = tx.open_table(SETTINGS)?;
-        Ok(t.get("access_ttl")?
-            .map(|v| v.value())
-            .unwrap_or(DEFAULT_ACCESS_TTL))
+impl RedbStore {
+    /// Opens the data dir (see [`RedbFile::open`]) and starts its refresh writer with `policy`.
+    pub fn open(dir: &Path, now: u64, policy: RefreshPolicy) -> Result<Self, OpenError> {
+        Self::open_with_cache(dir, now, policy, None)
     }
 
-    /// Records the access token lifetime (it decides when superseded keys retire).
-    pub fn set_access_ttl(&self, ttl: u64) -> Result<(), StoreError> {
-        let tx = self.begin_write()?;
-        tx.open_table(SETTINGS)?.insert("access_ttl", ttl)?;
-        tx.commit()?;
-        Ok(())
+    /// [`RedbStore::open`] with the page cache bounded (see [`RedbFile::open_with_cache`]).
+    pub fn open_with_cache(
+        dir: &Path,
+        now: u64,
+        policy: RefreshPolicy,
+        cache_bytes: Option<usize>,
+    ) -> Result<Self, OpenError> {
+        let file = std::sync::Arc::new(RedbFile::open_with_cache(dir, now, cache_bytes)?);
+        let writer = writer::RefreshWriter::spawn(file.clone(), policy)?;
+        Ok(Self { file, writer })
     }
 
-    /// The readiness probe: a durable write of the time to one settings row.
-    pub fn probe_write(&self, now: u64) -> Result<(), StoreError> {
-        let tx = self.begin_write()?;
-        tx.open_table(SETTINGS)?.insert("probe_at", now)?;
-        tx.commit()?;
-        Ok(())
+    /// The data dir.
+    pub fn dir(&self) -> &Path {
+        self.file.dir()
     }
 
-    // ----- keys -----
-
-    /// Every key still on record, with its state at `now`.
-    pub fn key_infos(&self, now: u64) -> Result<Vec<KeyInfo>, StoreError> {
-        let ttl = self.access_ttl()?;
-        let tx = self.begin_read()?;
-        let t = tx.open_table(KEYS)?;
-        t.iter()?
-            .map(|r| {
-                let (k, v) = r?;
-                let rec: KeyRecord = dec(v.value(), "keys")?;
-                Ok(rec.info(k.value(), now, ttl))
-            })
-            .collect()
-    }
-
-    /// The key ring at `now`: the signing key, a pending key (so verifiers learn it before it
-    /// signs) and every superseded key not yet retired.
-    pub fn key_ring(&self, now: u64) -> Result<KeyRing, StoreError> {
-        let ttl = self.access_ttl()?;
-        let tx = self.begin_read()?;
-        let t = tx.open_table(KEYS)?;
-        let mut keys = Vec::new();
-        let mut signing = None;
-        for r in t.iter()? {
-            let (k, v) = r?;
-            let rec: KeyRecord = dec(v.value(), "keys")?;
-            match rec.state(now, ttl) {
-                KeyState::Retired => continue,
-                KeyState::Signing => signing = Some(k.value()),
-                KeyState::Pending | KeyState::Held | KeyState::Verifying => {}
-            }
-            let secret =
-                Zeroizing::new(hex::decode(&rec.secret).map_err(|_| StoreError::Corrupt("keys"))?);
-            keys.push(Key::from_slice(k.value(), &secret).ok_or(StoreError::Corrupt("keys"))?);
+    /// Passes `result` on, noting a failed write so that the next operation reopens the database.
+    fn watch<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Err(StoreError::Disk(_)) = &result {
+            self.file.mark_failed();
         }
-        KeyRing::new(keys, signing).ok_or(StoreError::Corrupt("keys"))
-    }
-
-    /// Adds a new key that becomes the signing key `delay` seconds from `now`; until then it is
-    /// published (in the ring and the filter configuration) but does not sign. The current signing
-    /// key keeps verifying until it retires. Returns the new key id, or `None` while another
-    /// rotation is still pending.
-    pub fn rotate_key(&self, now: u64, delay: u64) -> Result<Option<Rotated>, StoreError> {
-        let ttl = self.access_ttl()?;
-        let tx = self.begin_write()?;
-        let rotated = {
-            let mut t = tx.open_table(KEYS)?;
-            let mut records = Vec::new();
-            for r in t.iter()? {
-                let (k, v) = r?;
-                records.push((k.value(), dec::<KeyRecord>(v.value(), "keys")?));
-            }
-            let Some(plan) =
-                RotationPlan::of(records.iter().map(|(k, r)| (*k, r)), now, delay, ttl)
-            else {
-                return Ok(None);
-            };
-            let last = records.last().map_or(0, |(k, _)| *k);
-            for (kid, mut rec) in records {
-                if plan.supersede.contains(&kid) {
-                    rec.superseded_at = Some(plan.signs_from);
-                } else if plan.drop_pending.contains(&kid) {
-                    rec.retired_at = Some(now);
-                } else {
-                    continue;
-                }
-                t.insert(kid, enc(&rec).as_slice())?;
-            }
-            let kid = last + 1;
-            let rec = KeyRecord {
-                secret: hex::encode(*secrets::random32()),
-                created_at: now,
-                signs_from: plan.signs_from,
-                superseded_at: None,
-                retired_at: None,
-            };
-            t.insert(kid, enc(&rec).as_slice())?;
-            Rotated {
-                kid,
-                dropped: plan.drop_pending,
-            }
-        };
-        tx.commit()?;
-        Ok(Some(rotated))
-    }
-
-    /// See [`Store::retire_key`].
-    pub fn retire_key(&self, kid: u32, now: u64) -> Result<RetireOutcome, StoreError> {
-        let ttl = self.access_ttl()?;
-        let tx = self.begin_write()?;
-        let outcome = {
-            let mut t = tx.open_table(KEYS)?;
-            let found = t.get(kid)?.map(|v| dec::<KeyRecord>(v.value(), "keys"));
-            match found {
-                None => RetireOutcome::Unknown,
-                Some(rec) => {
-                    let mut rec = rec?;
-                    let outcome = RetireOutcome::of(&rec, now, ttl);
-                    if outcome == RetireOutcome::Retired {
-                        rec.retired_at = Some(now);
-                        t.insert(kid, enc(&rec).as_slice())?;
-                    }
-                    outcome
-                }
-            }
-        };
-        tx.commit()?;
-        Ok(outcome)
-    }
-
-    /// See [`crate::store::SigningKeys::promote_key`].
-    pub fn promote_key(&self, kid: u32, now: u64) -> Result<PromoteOutcome, StoreError> {
-        let ttl = self.access_ttl()?;
-        let tx = self.begin_write()?;
-        {
-            let mut t = tx.open_table(KEYS)?;
-            let mut records = Vec::new();
-            for r in t.iter()? {
-                let (k, v) = r?;
-                records.push((k.value(), dec::<KeyRecord>(v.value(), "keys")?));
-            }
-            let held = records.iter().find(|(k, _)| *k == kid).map(|(_, r)| r);
-            let promotion = match Promotion::of(kid, held, now, ttl) {
-                Ok(p) => p,
-                Err(outcome) => return Ok(outcome),
-            };
-            for (k, mut rec) in records {
-                if promotion.apply(k, &mut rec, now) {
-                    t.insert(k, enc(&rec).as_slice())?;
-                }
-            }
-        }
-        tx.commit()?;
-        Ok(PromoteOutcome::Promoted)
+        result
     }
 }
 

@@ -1,15 +1,17 @@
+//! [`Families`] for [`RedbStore`]: its calls go through the writer thread ([`super::writer`]).
+//!
 //! Refresh token families in the redb file, one small record per family keyed by its id
 //! ([`Family`]). Operations apply in one write transaction per batch
 //! ([`RedbFile::apply_refresh_ops`], the group commit behind [`super::writer`]), which appends the
 //! families it changed to the journal ([`super::journal`]); the sweep deletes what has expired,
 //! retired keys included.
 
-use super::{dec, RedbFile, CLIENTS, USERS};
+use super::{dec, RedbFile, RedbStore, CLIENTS, USERS};
 use crate::secrets::RefreshToken;
 use crate::store::family::{admit, Family, Step};
 use crate::store::{
-    ClientRecord, FamilyRevocation, RefreshInfo, RefreshPolicy, RefreshRejection, RotateOutcome,
-    Rotation, StoreError, UserRecord,
+    ClientRecord, Families, FamilyRevocation, RefreshInfo, RefreshPolicy, RefreshRejection,
+    RotateOutcome, Rotation, StoreError, UserRecord,
 };
 use redb::{ReadableTable, WriteTransaction};
 use std::collections::HashMap;
@@ -272,5 +274,39 @@ impl RedbFile {
                 user: f.user,
                 expires_at: f.expires_at,
             }))
+    }
+}
+
+#[async_trait::async_trait]
+impl Families for RedbStore {
+    async fn start_family(
+        &self,
+        client: &str,
+        user: &str,
+        now: u64,
+    ) -> Result<Zeroizing<String>, StoreError> {
+        self.watch(self.writer.start(client, user, now).await)
+    }
+
+    async fn rotate_family(
+        &self,
+        presented: &str,
+        client: &str,
+        now: u64,
+    ) -> Result<RotateOutcome, StoreError> {
+        self.watch(self.writer.rotate(presented, client, now).await)
+    }
+
+    async fn revoke_family(
+        &self,
+        token: &str,
+        client: &str,
+        now: u64,
+    ) -> Result<FamilyRevocation, StoreError> {
+        self.watch(self.writer.revoke(token, client, now).await)
+    }
+
+    async fn family_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError> {
+        self.watch(self.file.refresh_info(token, now))
     }
 }

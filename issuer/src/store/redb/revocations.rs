@@ -1,13 +1,15 @@
+//! [`Revocations`] for [`RedbStore`].
+//!
 //! Revocations in the redb file: numbered entries (`revocations`), the last number given out in
 //! the settings (`revocation_seq`, never lowered, so a number is never reused after a sweep).
 //! Each entry carries a random stamp, the proof of the history a reader's cursor belongs to
 //! (`shared::revocation`); the sweep never deletes the newest entry, so the cursor of a reader
 //! that is up to date can always be checked.
 
-use super::{enc, RedbFile, REVOCATIONS, SETTINGS};
+use super::{enc, RedbFile, RedbStore, REVOCATIONS, SETTINGS};
 use crate::store::revocation::REVOCATION_MARGIN;
 use crate::store::revocation::{Revocation, RevocationPage, Revoked};
-use crate::store::{StoreError, DEFAULT_ACCESS_TTL};
+use crate::store::{Revocations, StoreError, DEFAULT_ACCESS_TTL};
 use redb::{ReadableTable, WriteTransaction};
 
 impl RedbFile {
@@ -117,5 +119,27 @@ impl RedbFile {
             keep
         })?;
         Ok(removed)
+    }
+}
+
+#[async_trait::async_trait]
+impl Revocations for RedbStore {
+    async fn revoke(&self, what: Revoked, now: u64, until: Option<u64>) -> Result<u64, StoreError> {
+        // A synchronous write with fsync, which also waits for the refresh writer's transaction:
+        // off the runtime's threads.
+        let file = self.file.clone();
+        let recorded = tokio::task::spawn_blocking(move || file.revoke(what, now, until))
+            .await
+            .map_err(|_| StoreError::Stopped("revocation task"))?;
+        self.watch(recorded)
+    }
+
+    async fn revocations(
+        &self,
+        since: u64,
+        now: u64,
+        limit: usize,
+    ) -> Result<RevocationPage, StoreError> {
+        self.watch(self.file.revocations(since, now, limit))
     }
 }

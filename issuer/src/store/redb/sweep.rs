@@ -1,3 +1,5 @@
+//! [`Sweep`] for [`RedbStore`].
+//!
 //! The sweep: deletes refresh state whose lifetime has passed, and retired keys.
 //!
 //! It runs on the writer thread (so it never races the journal, see [`super::journal`]) and must
@@ -7,10 +9,10 @@
 //! N / [`SWEEP_SLICE`] passes; what has expired but is not yet swept is refused all the same,
 //! as expiry is checked on every use.
 
-use super::{RedbFile, FAMILY_RECORDS, KEYS};
+use super::{RedbFile, RedbStore, FAMILY_RECORDS, KEYS};
 use crate::store::family::Family;
 use crate::store::keys::KeyRecord;
-use crate::store::{KeyState, StoreError};
+use crate::store::{KeyState, StoreError, Sweep};
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use std::sync::PoisonError;
 
@@ -108,5 +110,12 @@ impl RedbFile {
         })?;
         tx.commit()?;
         Ok(removed)
+    }
+}
+
+#[async_trait::async_trait]
+impl Sweep for RedbStore {
+    async fn sweep(&self, now: u64) -> Result<u64, StoreError> {
+        self.watch(self.writer.sweep(now).await)
     }
 }

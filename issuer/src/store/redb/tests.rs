@@ -7,6 +7,7 @@ use crate::store::{
     ClientRecord, GrantKind, RefreshPolicy, RefreshRejection, RotateOutcome, Rotation, UserRecord,
     KEY_RETIRE_MARGIN,
 };
+use redb::ReadableTable;
 use shared::Key;
 
 const POLICY: RefreshPolicy = RefreshPolicy {
