@@ -30,6 +30,7 @@ pub struct Metrics {
     edges_refused: Counter,
     audit_dropped: Counter,
     password_checks: Counter,
+    password_check_typical: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
 impl Default for Metrics {
@@ -86,8 +87,17 @@ impl Default for Metrics {
              without one cost the same)",
             password_checks.clone(),
         );
+        let password_check_typical = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register_with_unit(
+            "password_check_typical",
+            "A moving average of one password hash check's time: the least time a refused \
+             sign-in that needed no check (a name for the directory) takes",
+            prometheus_client::registry::Unit::Seconds,
+            password_check_typical.clone(),
+        );
         Self {
             password_checks,
+            password_check_typical,
             registry,
             requests,
             refresh,
@@ -143,9 +153,13 @@ impl Metrics {
         self.audit_dropped.clone()
     }
 
-    /// The counter of password hash checks ([`crate::passwords::PasswordChecker`]).
-    pub fn password_checks(&self) -> Counter {
-        self.password_checks.clone()
+    /// The counter of password hash checks and the gauge of their typical time
+    /// ([`crate::passwords::PasswordChecker`]).
+    pub fn password_checks(&self) -> (Counter, Gauge<f64, std::sync::atomic::AtomicU64>) {
+        (
+            self.password_checks.clone(),
+            self.password_check_typical.clone(),
+        )
     }
 
     /// Adds the directory's metrics (`issuer_directory_*`).

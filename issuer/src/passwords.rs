@@ -176,22 +176,50 @@ pub struct PasswordChecker {
     dummy: Arc<String>,
     /// Checks done.
     done: prometheus_client::metrics::counter::Counter,
+    /// A moving average of one check's time, in seconds ([`PasswordChecker::typical`]).
+    typical: Typical,
 }
+
+/// The moving average of a password check's time, in seconds.
+type Typical = prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// Weight of the newest check in [`PasswordChecker::typical`].
+const TYPICAL_WEIGHT: f64 = 0.125;
 
 impl PasswordChecker {
     /// A checker allowing `concurrency` simultaneous verifications.
     pub fn new(concurrency: usize) -> Self {
+        let started = std::time::Instant::now();
+        let dummy = Arc::new(hash_password("unknown user placeholder"));
+        let typical = Typical::default();
+        typical.set(started.elapsed().as_secs_f64());
         Self {
             permits: Arc::new(Semaphore::new(concurrency.max(1))),
             buffers: Arc::default(),
-            dummy: Arc::new(hash_password("unknown user placeholder")),
+            dummy,
             done: Default::default(),
+            typical,
         }
     }
 
-    /// The checker, counting its checks in `done`.
-    pub fn counting(self, done: prometheus_client::metrics::counter::Counter) -> Self {
-        Self { done, ..self }
+    /// The checker, counting its checks in `done` and keeping its typical time in `typical`.
+    pub fn counting(
+        self,
+        done: prometheus_client::metrics::counter::Counter,
+        typical: Typical,
+    ) -> Self {
+        typical.set(self.typical.get());
+        Self {
+            done,
+            typical,
+            ..self
+        }
+    }
+
+    /// How long one check typically takes (a moving average, first the placeholder's hashing):
+    /// what a refusal that needed no check waits for, so that its time tells nothing.
+    pub fn typical(&self) -> std::time::Duration {
+        std::time::Duration::try_from_secs_f64(self.typical.get()).unwrap_or_default()
     }
 
     /// Checks `password` against `hash` of any [`PasswordScheme`], or against a placeholder when
@@ -208,6 +236,7 @@ impl PasswordChecker {
         let dummy = self.dummy.clone();
         let buffers = self.buffers.clone();
         let checked = tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
             let mut memory = buffers
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -219,11 +248,17 @@ impl PasswordChecker {
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(memory);
             drop(permit);
-            checked
+            (checked, started.elapsed())
         })
         .await
-        .unwrap_or(Checked::Wrong);
+        .unwrap_or((Checked::Wrong, std::time::Duration::ZERO));
+        let (checked, took) = checked;
         self.done.inc();
+        if !took.is_zero() {
+            let before = self.typical.get();
+            let now = before + TYPICAL_WEIGHT * (took.as_secs_f64() - before);
+            self.typical.set(now);
+        }
         if known {
             checked
         } else {

@@ -141,12 +141,8 @@ impl PasswordGrant {
         password: Zeroizing<String>,
     ) -> Result<(UserRecord, String), ApiError> {
         let guard = DirectoryHold(&self.throttle);
-        // A local user's check costs an Argon2id hash: a name the store lacks costs the same,
-        // alongside the directory, so the time of a refusal does not tell which names are local.
-        let (_, outcome) = tokio::join!(
-            self.passwords.check(password.clone(), None),
-            directory.sign_in(typed, &password, &guard, now())
-        );
+        let started = tokio::time::Instant::now();
+        let outcome = directory.sign_in(typed, &password, &guard, now()).await;
         let why = match outcome? {
             // An administrator's disable holds whatever the directory says.
             SignIn::User(Found { record, .. }) if record.disabled => "disabled user refused",
@@ -158,6 +154,9 @@ impl PasswordGrant {
             SignIn::Held => "held: the entry met the bound on refused binds",
             SignIn::Unavailable => return Err(ApiError::directory_unavailable()),
         };
+        // A local user's refusal costs a password check: this one takes as long (a wait, not the
+        // work), so the time of a refusal does not tell which names are local.
+        tokio::time::sleep_until(started + self.passwords.typical()).await;
         // Every refusal counts alike, so a name that exists looks like one that does not.
         Err(refuse(attempt, &self.audit, client_id, typed, why).await)
     }

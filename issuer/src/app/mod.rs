@@ -162,8 +162,10 @@ impl App {
             directory: None,
             families: store.clone(),
             hash: store.clone(),
-            passwords: PasswordChecker::new(password_concurrency)
-                .counting(metrics.password_checks()),
+            passwords: {
+                let (done, typical) = metrics.password_checks();
+                PasswordChecker::new(password_concurrency).counting(done, typical)
+            },
             throttle,
             turns: flow_password::LoginTurns::default(),
             audit: audit.clone(),
