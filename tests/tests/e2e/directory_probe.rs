@@ -167,8 +167,11 @@ async fn a_refusal_for_the_directory_lasts_as_long_as_a_password_check() {
     let Some((_tmp, _ldap, s)) = ldap_stack().await else {
         return;
     };
-    s.admin(&["user", "add", "svc-local"], Some("svc-local-password-long"))
-        .unwrap();
+    s.admin(
+        &["user", "add", "svc-local"],
+        Some("svc-local-password-long"),
+    )
+    .unwrap();
     sign_in(&s, "svc-local", "wrong").await;
     let m = metrics(&s).await;
     let typical: f64 = m
@@ -179,7 +182,11 @@ async fn a_refusal_for_the_directory_lasts_as_long_as_a_password_check() {
         .parse()
         .unwrap();
     assert!(typical > 0.0, "{m}");
-    for (name, password) in [("nobody-here", "wrong"), ("bob", "wrong"), ("ALICE", "wrong")] {
+    for (name, password) in [
+        ("nobody-here", "wrong"),
+        ("bob", "wrong"),
+        ("ALICE", "wrong"),
+    ] {
         let started = std::time::Instant::now();
         let (status, v) = sign_in(&s, name, password).await;
         let took = started.elapsed().as_secs_f64();
