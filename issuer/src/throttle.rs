@@ -357,28 +357,20 @@ fn entry_key(entry: &str) -> String {
 
 impl Throttle {
     /// Counts a bind of the directory entry whose key is `entry` before it is sent, in one step
-    /// with the check: `Ok(Err(wait))` while the entry is held (nothing counted), else
-    /// `Ok(Ok(()))`, the bind counted as refused until [`Attempt::succeeded_in_directory`]
-    /// clears it. However many sign-ins of one entry arrive at once, under whatever spelling,
+    /// with the check: `Ok(false)` while the entry is held (nothing counted), else `Ok(true)`,
+    /// the bind counted as refused until [`Attempt::succeeded_in_directory`] clears it. However many sign-ins of one entry arrive at once, under whatever spelling,
     /// at most [`DIRECTORY_FREE_FAILURES`] binds go before the wait.
-    pub async fn take_directory_bind(
-        &self,
-        entry: &str,
-        now: u64,
-    ) -> Result<Result<(), u64>, StoreError> {
+    pub async fn take_directory_bind(&self, entry: &str, now: u64) -> Result<bool, StoreError> {
         let subject = Subject::Directory(entry_key(entry));
         let key = subject.key();
-        let mut taken = Ok(());
+        let mut taken = true;
         self.book
             .update(std::slice::from_ref(&key), now, &mut |entries| {
                 // Decided afresh each call: a book may run this again after a conflict.
-                taken = match entries.get(&key).filter(|e| e.blocked_until > now) {
-                    Some(e) => Err(e.blocked_until - now),
-                    None => {
-                        self.charge(entries, &subject, now);
-                        Ok(())
-                    }
-                };
+                taken = entries.get(&key).is_none_or(|e| e.blocked_until <= now);
+                if taken {
+                    self.charge(entries, &subject, now);
+                }
             })
             .await?;
         Ok(taken)

@@ -117,8 +117,7 @@ impl DirectoryUsers {
                 })
             }
             Err(DirectoryError::Refused {
-                why: Refusal::Held(_),
-                ..
+                why: Refusal::Held, ..
             }) => Ok(SignIn::Held),
             Err(DirectoryError::Refused { why, entry }) => {
                 if gone_by(why) {

@@ -206,18 +206,17 @@ async fn refuse(
 }
 
 /// The back-off's word on binding a directory entry: each bind counted before it is sent, held
-/// while the entry met the bound on refused binds (a store failure holds too, for a second).
+/// while the entry met the bound on refused binds (a store failure holds it too).
 struct DirectoryHold<'a>(&'a Throttle);
 
 #[async_trait::async_trait]
 impl BindGuard for DirectoryHold<'_> {
-    async fn take_bind(&self, entry: &str) -> Result<(), u64> {
+    async fn take_bind(&self, entry: &str) -> bool {
         match self.0.take_directory_bind(entry, now()).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(wait)) => Err(wait),
+            Ok(taken) => taken,
             Err(e) => {
                 tracing::warn!(error = e.to_string(), "back-off unreadable: bind held");
-                Err(1)
+                false
             }
         }
     }

@@ -58,9 +58,9 @@ pub enum Refusal {
     WrongPassword,
     #[error("an empty password (never sent to the directory)")]
     EmptyPassword,
-    /// The entry met the lock-out bound: no bind was sent; wait this many seconds.
+    /// The entry met the lock-out bound: no bind was sent.
     #[error("held back: too many refused sign-ins of this entry")]
-    Held(u64),
+    Held,
 }
 
 impl Refusal {
@@ -72,7 +72,7 @@ impl Refusal {
             Self::Disabled => "disabled",
             Self::WrongPassword => "bind_refused",
             Self::EmptyPassword => "empty_password",
-            Self::Held(_) => "held",
+            Self::Held => "held",
         }
     }
 }
@@ -157,11 +157,11 @@ pub struct Directory {
 
 /// Asked before a user's bind with the entry's key ([`EntryRef::key`]): the bind is counted
 /// against the entry before it is sent, in one step with the check, so that binds of one entry
-/// under any spelling, however many at once, never exceed the bound; `Err(wait)` holds it back
+/// under any spelling, however many at once, never exceed the bound; `false` holds it back
 /// (the issuer's bound on what reaches the directory's lock-out count).
 #[async_trait::async_trait]
 pub trait BindGuard: Send + Sync {
-    async fn take_bind(&self, entry: &str) -> Result<(), u64>;
+    async fn take_bind(&self, entry: &str) -> bool;
 }
 
 /// A guard that lets every bind go (`issuer directory test`, which an operator runs by hand).
@@ -169,8 +169,8 @@ pub struct Unguarded;
 
 #[async_trait::async_trait]
 impl BindGuard for Unguarded {
-    async fn take_bind(&self, _entry: &str) -> Result<(), u64> {
-        Ok(())
+    async fn take_bind(&self, _entry: &str) -> bool {
+        true
     }
 }
 
@@ -407,8 +407,8 @@ impl Directory {
             return Err(conn.release(Step::Refused(Refusal::NoSuchUser, Some(found))));
         };
         if let Some(bind) = bind {
-            if let Err(wait) = bind.guard.take_bind(&found.key).await {
-                return Err(conn.release(Step::Refused(Refusal::Held(wait), Some(found))));
+            if !bind.guard.take_bind(&found.key).await {
+                return Err(conn.release(Step::Refused(Refusal::Held, Some(found))));
             }
             // Set while the bind is under way: left set only if it never comes back (the
             // timeout), when the server may have counted a wrong password. An answer, or an

@@ -46,7 +46,7 @@ async fn a_lease_goes_to_one_taker_until_it_runs_out_and_charges_nobody() {
 /// Binds of one directory entry: charged before each is sent ([`Throttle::take_directory_bind`],
 /// as the grant asks it), so `true` when the bind goes.
 async fn bind(t: &Throttle, entry: &str, now: u64) -> bool {
-    t.take_directory_bind(entry, now).await.unwrap().is_ok()
+    t.take_directory_bind(entry, now).await.unwrap()
 }
 
 /// Refused binds reach the directory at most [`DIRECTORY_FREE_FAILURES`] times in a row,
