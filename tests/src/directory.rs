@@ -293,3 +293,6 @@ pub(crate) fn wait_ready(
         std::thread::sleep(Duration::from_millis(25));
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -217,21 +217,22 @@ pub fn start_envoy_epoch(
     launch_envoy(command, dir, config, listener, workers, log)
 }
 
-/// Fails when the running test (libtest names its thread after it) is in a module of
-/// [`crate::MODULES_WITHOUT_ENVOY`]: such a test would run against the Wasm filter only.
-fn refuse_in_modules_without_envoy() -> Result<()> {
-    let thread = std::thread::current();
-    let test = thread.name().unwrap_or_default();
-    match crate::MODULES_WITHOUT_ENVOY
-        .iter()
-        .find(|m| test.starts_with(*m))
-    {
-        Some(module) => bail!(
-            "{test} starts Envoy, but {module} is in MODULES_WITHOUT_ENVOY: take it off that \
-             list so that the native filter's run covers it too"
-        ),
-        None => Ok(()),
+/// Fails when this process is the test binary [`crate::BINARY_WITHOUT_ENVOY`] (cargo names a
+/// test executable after its target, then a hash): its tests run against the Wasm filter only.
+fn refuse_without_envoy() -> Result<()> {
+    let exe = std::env::current_exe().unwrap_or_default();
+    refuse_in_binary(&exe.file_name().unwrap_or_default().to_string_lossy())
+}
+
+fn refuse_in_binary(exe: &str) -> Result<()> {
+    let without = crate::BINARY_WITHOUT_ENVOY;
+    if exe == without || exe.starts_with(&format!("{without}-")) {
+        bail!(
+            "a test in {without} starts Envoy: move it to tests/through_envoy/ so that the native \
+             filter's run covers it too"
+        );
     }
+    Ok(())
 }
 
 /// Runs `command` (Envoy, or a wrapper that execs it, with its restart arguments) on `config`
@@ -244,7 +245,7 @@ fn launch_envoy(
     workers: u32,
     log: &Path,
 ) -> Result<Proc> {
-    refuse_in_modules_without_envoy()?;
+    refuse_without_envoy()?;
     let admin = dir.join(ADMIN_SOCKET);
     let _ = std::fs::remove_file(&admin);
     let has_admin = std::fs::read_to_string(config)?.contains(ADMIN_SOCKET);
@@ -513,19 +514,14 @@ mod tests {
     }
 
     #[test]
-    fn a_module_listed_without_envoy_cannot_start_it() {
-        let check = |name: &str| {
-            std::thread::Builder::new()
-                .name(name.into())
-                .spawn(refuse_in_modules_without_envoy)
-                .unwrap()
-                .join()
-                .unwrap()
-        };
-        let err = check("pg::a_test").unwrap_err().to_string();
-        assert!(err.contains("pg:: is in MODULES_WITHOUT_ENVOY"), "{err}");
-        assert!(check("pgbouncer::a_test").is_err());
-        assert!(check("edge::a_test").is_ok());
-        assert!(check("main").is_ok());
+    fn the_binary_without_envoy_cannot_start_it() {
+        let err = refuse_in_binary("without_envoy-0123abcd")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("move it to tests/through_envoy/"), "{err}");
+        assert!(refuse_in_binary("without_envoy").is_err());
+        assert!(refuse_in_binary("through_envoy-0123abcd").is_ok());
+        assert!(refuse_in_binary("e2e-0123abcd").is_ok());
+        assert!(refuse_in_binary("stack").is_ok());
     }
 }

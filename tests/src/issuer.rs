@@ -234,3 +234,35 @@ pub fn launch(mut command: Command, log: &Path) -> Result<(Proc, String)> {
         .to_owned();
     Ok((proc, url))
 }
+
+/// A token request of the demo client to the token endpoint `url`, which must succeed.
+pub async fn token(
+    http: &reqwest::Client,
+    url: &str,
+    secret: &str,
+    form: &[(&str, &str)],
+) -> serde_json::Value {
+    let r = http
+        .post(url)
+        .basic_auth(crate::demo::CLIENT, Some(secret))
+        .form(form)
+        .send()
+        .await
+        .expect("an answer");
+    let status = r.status();
+    let body: serde_json::Value = r.json().await.unwrap_or(serde_json::Value::Null);
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// A refresh at the token endpoint `url`: the successor.
+pub async fn refresh(http: &reqwest::Client, url: &str, secret: &str, rt: &str) -> String {
+    let v = token(
+        http,
+        url,
+        secret,
+        &[("grant_type", "refresh_token"), ("refresh_token", rt)],
+    )
+    .await;
+    v["refresh_token"].as_str().unwrap().to_owned()
+}

@@ -19,6 +19,8 @@ use std::process::{Command, Stdio};
 
 pub mod pgbouncer;
 pub mod standby;
+#[cfg(test)]
+mod tests;
 pub use standby::Replication;
 
 /// The role tests connect as (SCRAM-SHA-256, with the cluster's random password).

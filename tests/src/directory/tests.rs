@@ -1,13 +1,13 @@
-//! The throwaway directory servers (`e2e::slapd`, OpenLDAP, and `e2e::samba`, a Samba AD domain
+//! The throwaway directory servers (`crate::slapd`, OpenLDAP, and `crate::samba`, a Samba AD domain
 //! controller) themselves, driven by the ldap-utils clients as any client would: users bind over
 //! `ldaps://` and StartTLS with the test CA verified, wrong passwords and other CAs are refused,
 //! group membership shows as the product will read it (`memberOf` on OpenLDAP, nested groups by
 //! `LDAP_MATCHING_RULE_IN_CHAIN` on AD), a killed OpenLDAP restarts in place, two servers hold
 //! the same entries, and nothing (process, port, dir) is left behind.
 
+use crate::directory::values;
 use crate::{alive, port_open};
-use e2e::directory::values;
-use e2e::{LdapClient, SambaDc, Slapd};
+use crate::{LdapClient, SambaDc, Slapd};
 use std::path::Path;
 use std::time::Instant;
 
@@ -43,7 +43,7 @@ fn slapd_binds_users_over_ldaps_and_starttls_with_the_ca_verified() {
     // A client trusting another CA does not get through the handshake.
     let other = tempfile::tempdir().unwrap();
     let other_ca = other.path().join("ca.pem");
-    std::fs::write(&other_ca, e2e::Fixture::new().unwrap().ca_pem()).unwrap();
+    std::fs::write(&other_ca, crate::Fixture::new().unwrap().ca_pem()).unwrap();
     let untrusted = LdapClient::new(&slapd.ldaps_url(), &other_ca);
     let e = whoami(untrusted, &alice, password).unwrap_err();
     assert!(

@@ -5,8 +5,8 @@
 //! 503 with `Retry-After`, both issuers serve again without a restart, and edge sync goes on. And
 //! a primary demoted in place (read-only, still answering) leaves no connection in the pools.
 
-use crate::alive;
 use crate::edge::{access, call, password, refused_everywhere, revoke, wait_for_sync};
+use e2e::alive;
 use e2e::failover::Target;
 use e2e::failover::{acknowledged, family_of, missing, stored_families, Load, Outcome, Stored};
 use e2e::{demo, Options, Stack, Tools, ISSUER_ROLE};

@@ -1,6 +1,8 @@
 //! Two issuers on one PostgreSQL behind the shipped Envoy configuration: many clients refreshing
 //! the same and different families through both, and one issuer killed with SIGKILL mid-load.
 
+use crate::edge::{feed_direct, password, token_request};
+use e2e::issuer::{refresh, token};
 use e2e::{demo, Options, Stack, Tools};
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,38 +13,6 @@ const CLIENTS: usize = 64;
 /// Clients of the one family they all refresh at once.
 const RACERS: usize = 16;
 const ROUNDS: usize = 12;
-
-/// A token request of the demo client to the token endpoint `url`, which must succeed.
-pub(crate) async fn token(
-    http: &reqwest::Client,
-    url: &str,
-    secret: &str,
-    form: &[(&str, &str)],
-) -> Value {
-    let r = http
-        .post(url)
-        .basic_auth(demo::CLIENT, Some(secret))
-        .form(form)
-        .send()
-        .await
-        .expect("an answer");
-    let status = r.status();
-    let body: Value = r.json().await.unwrap_or(Value::Null);
-    assert_eq!(status, 200, "{body}");
-    body
-}
-
-/// A refresh at the token endpoint `url`: the successor.
-pub(crate) async fn refresh(http: &reqwest::Client, url: &str, secret: &str, rt: &str) -> String {
-    let v = token(
-        http,
-        url,
-        secret,
-        &[("grant_type", "refresh_token"), ("refresh_token", rt)],
-    )
-    .await;
-    v["refresh_token"].as_str().unwrap().to_owned()
-}
 
 /// Two issuers on a throwaway PostgreSQL behind Envoy, in a temp dir kept by the guard.
 async fn postgres_stack() -> Option<(tempfile::TempDir, Stack)> {
@@ -210,4 +180,131 @@ async fn a_database_outage_under_load_is_503_and_loses_nothing_acknowledged() {
         refresh(&http, &url, &s.secret, &rt).await;
     }
     s.stop();
+}
+
+/// The second outside probe's finding 2 (medium): with write access to the database alone (no key-encryption key) a client
+/// could be made an edge client or an impersonator, and one user's password hash copied into
+/// another's record. Every such record is now refused as tampered, and the cluster asks for a
+/// password even on loopback.
+#[tokio::test]
+async fn database_writes_alone_grant_no_power() {
+    let Some(tools) = Tools::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options {
+        postgres: true,
+        ..Options::default()
+    };
+    let mut s = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
+    let grants = ["--grants", "client_credentials"];
+    let plain = e2e::issuer::add_client(&s.tools, &s.store, "plain-app", &grants).unwrap();
+    s.admin(&["user", "add", "victim"], Some("victim-password"))
+        .unwrap();
+    // Everyone starts out fine.
+    let (status, _) = token_request(
+        &s,
+        ("plain-app", &plain),
+        &[("grant_type", "client_credentials")],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(feed_direct(&s, ("plain-app", &plain), &[]).await.0, 403);
+
+    let pg = s.postgres().unwrap();
+    // The probe's writes, as the database's owner.
+    pg.psql(
+        "UPDATE clients SET record = jsonb_set(record::jsonb, '{edge}', 'true')::text \
+         WHERE id = 'plain-app'",
+    )
+    .unwrap();
+    pg.psql(
+        "UPDATE clients SET record = jsonb_set(record::jsonb, '{impersonate}', 'true')::text \
+         WHERE id = 'plain-app'",
+    )
+    .unwrap();
+    pg.psql(
+        "UPDATE users SET record = jsonb_set(record::jsonb, '{password_hash}', \
+         (SELECT record::jsonb -> 'password_hash' FROM users WHERE name = 'demo'))::text \
+         WHERE name = 'victim'",
+    )
+    .unwrap();
+    // Past the issuers' client cache.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let (status, body) = feed_direct(&s, ("plain-app", &plain), &[]).await;
+    assert_ne!(status, 200, "a tampered client read the edge feed: {body}");
+    assert!(!body.contains("\"keys\""), "{body}");
+    let (status, v) = token_request(
+        &s,
+        ("plain-app", &plain),
+        &[
+            ("grant_type", "client_credentials"),
+            ("impersonate_as", demo::USER),
+            ("roles", "admin"),
+        ],
+    )
+    .await;
+    assert_ne!(status, 200, "a tampered client impersonated: {v}");
+    assert_eq!(status, 401, "{v}");
+    let victim = s
+        .client()
+        .post(format!("{}/apiv2/oauth/token", s.url()))
+        .basic_auth(demo::CLIENT, Some(&s.secret))
+        .form(&[
+            ("grant_type", "password"),
+            ("username", "victim"),
+            ("password", demo::PASSWORD),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let status = victim.status();
+    let body = victim.text().await.unwrap();
+    assert_eq!(status, 400, "signed in with a copied hash: {body}");
+    assert!(body.contains("invalid_grant"), "{body}");
+    // Both issuers' logs: Envoy sends a sign-in to either.
+    let logs: String = ["issuer.log", "issuer2.log"]
+        .iter()
+        .map(|f| std::fs::read_to_string(s.dir.join(f)).unwrap_or_default())
+        .collect();
+    for name in ["plain-app", "victim"] {
+        assert!(
+            logs.lines()
+                .any(|l| l.contains("tampered") && l.contains(name)),
+            "tampering with {name} is logged:\n{logs}"
+        );
+    }
+    // Untouched records still work. A change through the issuer never gives a tampered record a
+    // valid MAC: it is refused, and the record can be removed and added again.
+    password(&s, demo::USER, demo::PASSWORD).await;
+    let e = s
+        .admin(&["user", "passwd", "victim"], Some("victim-password-2"))
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("tampered"), "{e:#}");
+    s.admin(&["user", "remove", "victim"], None).unwrap();
+    s.admin(&["user", "add", "victim"], Some("victim-password-2"))
+        .unwrap();
+    // The removal revokes the name's tokens of its whole second (revocations count in seconds):
+    // the user added again signs in from the next one (`docs/issuer.md`, `user remove`).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    password(&s, "victim", "victim-password-2").await;
+    let pg = s.postgres().unwrap();
+    // The cluster refuses a connection without the password (its socket is in its 0700 dir).
+    let no_password = std::process::Command::new(pg.bin_dir().join("psql"))
+        .arg(format!("postgres://app@127.0.0.1:{}/postgres", pg.port()))
+        .args(["-w", "-Atc", "SELECT 1"])
+        .env_remove("PGPASSWORD")
+        .output()
+        .unwrap();
+    assert!(
+        !no_password.status.success(),
+        "the cluster let a local user in without a password"
+    );
+    let mode = |p: &std::path::Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    };
+    assert_eq!(mode(pg.data_dir()), 0o700, "the cluster's files");
+    assert!(s.stop());
 }

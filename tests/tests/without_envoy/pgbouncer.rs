@@ -4,8 +4,9 @@
 //! statements (1.21 and later), and where it does not (Debian 12 ships 1.18) the issuer is not
 //! ready and says why, instead of answering from a store it cannot use.
 
-use crate::multi_issuer::{refresh, token};
-use e2e::issuer::{demo, issuer_admin_on, provision_on, start_issuer_on, StoreArgs};
+use e2e::issuer::{
+    demo, issuer_admin_on, provision_on, refresh, start_issuer_on, token, StoreArgs,
+};
 use e2e::postgres::pgbouncer::{PgBouncer, PoolMode};
 use e2e::postgres::PgCluster;
 use e2e::{write_private, Proc, Tools};

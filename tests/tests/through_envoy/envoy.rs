@@ -502,3 +502,29 @@ async fn the_native_filter_speaks_this_envoys_abi() {
         e2e::Filter::Wasm => assert!(!log.contains("Dynamic module"), "{log}"),
     }
 }
+
+/// The first outside probe's finding 8 (info): the metadata named the internal address as the issuer.
+#[tokio::test]
+async fn the_metadata_names_the_public_url() {
+    let Some((_tmp, s)) = stack(&[]).await else {
+        return;
+    };
+    let m: Value = s
+        .client()
+        .get(format!(
+            "{}/.well-known/oauth-authorization-server",
+            s.url()
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(m["issuer"], s.url());
+    assert_eq!(
+        m["token_endpoint"],
+        format!("{}/apiv2/oauth/token", s.url())
+    );
+    assert!(s.stop());
+}

@@ -1,11 +1,11 @@
-//! The throwaway PostgreSQL harness (`e2e::postgres`) itself: a cluster starts with the settings
+//! The throwaway PostgreSQL harness (`crate::postgres`) itself: a cluster starts with the settings
 //! the product relies on, serves `psql` from its own bin dir, can be paused and resumed in place,
 //! and leaves neither a process, a listening port nor a directory behind; a synchronous standby
 //! has every acknowledged commit, and takes over once the primary is killed and it is promoted.
 
+use crate::postgres::standby::STANDBY_NAME;
+use crate::postgres::{PgCluster, Replication};
 use crate::{alive, port_open};
-use e2e::postgres::standby::STANDBY_NAME;
-use e2e::postgres::{PgCluster, Replication};
 use std::process::Command;
 
 /// `BIN/psql URL -Atc SQL`, as any client would run it: Ok(output) or Err(stderr).

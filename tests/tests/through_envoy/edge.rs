@@ -267,3 +267,129 @@ async fn revocations_reach_both_workers_within_two_seconds() {
     assert!(took.iter().all(|t| *t < PROPAGATION), "{took:?}");
     assert!(s.stop());
 }
+
+/// GET the edge feed straight from the first issuer (a loopback peer) as `client`.
+pub(crate) async fn feed_direct(
+    s: &Stack,
+    client: (&str, &str),
+    headers: &[(&str, &str)],
+) -> (u16, String) {
+    let mut req = reqwest::Client::new()
+        .get(format!("{}/apiv2/oauth/edge", s.issuer_url()))
+        .basic_auth(client.0, Some(client.1));
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let r = req.send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// The second outside probe's finding 5 (low): the edge feed, with every key, answered through Envoy's public listener, where
+/// the issuer saw Envoy's loopback address. The shipped configuration no longer routes it, and the
+/// issuer refuses a feed request that came through a proxy, while the edges' own polls go on.
+#[tokio::test]
+async fn the_edge_feed_is_not_served_through_a_proxy() {
+    let Some((_tmp, s)) = edge_stack().await else {
+        return;
+    };
+    let secret = s.edge_secret.clone().unwrap();
+    let through_envoy = s
+        .client()
+        .get(format!("{}/apiv2/oauth/edge", s.url()))
+        .basic_auth(demo::EDGE_CLIENT, Some(&secret))
+        .send()
+        .await
+        .unwrap();
+    let status = through_envoy.status();
+    let body = through_envoy.text().await.unwrap();
+    assert_ne!(status, 200, "the feed answered through Envoy: {body}");
+    assert!(!body.contains("\"keys\""), "{body}");
+    for header in [
+        ("x-forwarded-for", "203.0.113.9"),
+        ("forwarded", "for=203.0.113.9"),
+        ("via", "1.1 envoy"),
+        ("x-forwarded-proto", "https"),
+    ] {
+        let (status, body) = feed_direct(&s, (demo::EDGE_CLIENT, &secret), &[header]).await;
+        assert_eq!(status, 403, "{header:?}: {body}");
+        assert!(body.contains("proxy"), "{body}");
+    }
+    // What Envoy's own HTTP client adds to a native module's poll, had the feed's cluster
+    // (`issuer_feed`) not stripped it: refused as well.
+    let envoys_own = [
+        ("x-envoy-internal", "true"),
+        ("x-forwarded-for", "127.0.0.1"),
+    ];
+    let (status, body) = feed_direct(&s, (demo::EDGE_CLIENT, &secret), &envoys_own).await;
+    assert_eq!(status, 403, "{body}");
+    // The edges' own polls, through the `issuer_feed` cluster, still succeed.
+    let before = counters(&s).await.get("edge_sync_ok").copied().unwrap_or(0);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let after = counters(&s).await.get("edge_sync_ok").copied().unwrap_or(0);
+    assert!(after > before, "edge sync stopped: {before} -> {after}");
+    assert_eq!(
+        feed_direct(&s, (demo::EDGE_CLIENT, &secret), &[]).await.0,
+        200
+    );
+    // The logs name users and clients: only the stack's owner reads them (an info finding).
+    for log in ["issuer.log", "envoy.log"] {
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(s.dir.join(log)).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600, "{log}");
+    }
+    assert!(s.stop());
+}
+
+/// The second outside probe's finding 8 (low): after `keys rotate --delay 86400`, neither `keys rotate --delay 0` nor
+/// `keys retire` was accepted, so a compromised key kept verifying for up to a day. Now a new key
+/// signs at once whatever is pending (the pending key is dropped), and the old one is retired at
+/// every issuer and edge.
+#[tokio::test]
+async fn a_compromised_key_is_cut_at_once_while_a_rotation_is_pending() {
+    let Some((_tmp, s)) = edge_stack().await else {
+        return;
+    };
+    let old = access(&password(&s, demo::USER, demo::PASSWORD).await);
+    assert_eq!(call(&s, &old).await.0, 200);
+    let kid = |t: &str| shared::token::inspect(t).unwrap().kid;
+    let old_kid = kid(&old);
+    s.admin(&["keys", "rotate", "--delay", "86400"], None)
+        .unwrap();
+    let pending_kid = old_kid + 1;
+    let out = s
+        .admin(&["keys", "rotate", "--delay", "0"], None)
+        .expect("an emergency rotation is accepted while one is pending");
+    assert!(out.contains("now signs"), "{out}");
+    let list = s.admin(&["keys", "list"], None).unwrap();
+    let state_of = |list: &str, kid: u32| {
+        list.lines()
+            .find(|l| l.split_whitespace().next() == Some(&kid.to_string()))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .map(str::to_owned)
+    };
+    assert_ne!(
+        state_of(&list, pending_kid).as_deref(),
+        Some("pending"),
+        "{list}"
+    );
+    // The new key signs at once.
+    let fresh = access(&password(&s, demo::USER, demo::PASSWORD).await);
+    assert!(kid(&fresh) > pending_kid, "{list}");
+    // The old key is cut: refused at every issuer and edge.
+    let start = Instant::now();
+    s.admin(&["keys", "retire", &old_kid.to_string()], None)
+        .expect("the superseded key retires");
+    refused_everywhere(&s, &old, start, "a token of the retired key").await;
+    assert_eq!(call(&s, &fresh).await.0, 200);
+    // The dropped pending key never signs, and leaves the edges' ring.
+    let later = s.admin(&["keys", "list"], None).unwrap();
+    assert!(
+        matches!(
+            state_of(&later, pending_kid).as_deref(),
+            None | Some("retired")
+        ),
+        "{later}"
+    );
+    assert!(s.stop());
+}

@@ -2,9 +2,15 @@
 //! case's expected answer is documented in `docs/hostile-input.md`; no client mistake may produce a
 //! 5xx, and the filter's VM must survive all of it.
 
+use crate::edge::client_token;
+use crate::sign_in::sign_in;
 use crate::stack;
+use e2e::raw::http_get;
+use e2e::Tools;
 use e2e::{demo, Stack};
+use reqwest::header::HeaderValue;
 use reqwest::{Method, StatusCode};
+use serde_json::Value;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -322,5 +328,216 @@ async fn slow_clients_are_cut_off() {
         issuer_body.contains("\"error\":\"invalid_request\""),
         "{issuer_body}"
     );
+    assert!(s.stop());
+}
+
+/// The first outside probe's finding 1 (high): `/apiv2/oauth/*` reached the media service without a token through
+/// `envoy/minimal.yaml`, and `..;` slipped past the filter's own path parser.
+#[tokio::test]
+async fn no_path_reaches_the_media_service_without_a_token() {
+    let Some((_tmp, s)) = stack(&[]).await else {
+        return;
+    };
+    let (_minimal, port) = s.start_minimal_envoy().unwrap();
+    let paths = [
+        "/apiv2/oauth/anything",
+        "/apiv2/oauth/token",
+        "/apiv2/oauth/%2e%2e;/MediaService/Find",
+        "/apiv2/oauth/..;/MediaService/Find",
+        "/apiv2/oauth/%2e%2e/MediaService/Find",
+    ];
+    for path in paths {
+        let a = http_get(port, path, &[]).await.unwrap();
+        assert!(
+            matches!(a.status, 400 | 401) && !a.from_media(),
+            "minimal.yaml let {path} through: {a:?}"
+        );
+    }
+    // It is checked, not closed: with a token the same paths reach the media service.
+    let token = client_token(&s).await;
+    let bearer = format!("Authorization: Bearer {token}");
+    let a = http_get(port, "/apiv2/oauth/anything", &[&bearer])
+        .await
+        .unwrap();
+    assert!(a.status == 200 && a.from_media(), "{a:?}");
+    // The full stack routes /apiv2/oauth/ to the issuer, whatever follows; never to the media
+    // service, and the filter is off on that route because Envoy's router chose it.
+    for path in paths {
+        let a = s.raw_get(path, &[]).await.unwrap();
+        assert!(!a.from_media(), "{path} reached the media service: {a:?}");
+    }
+    let c = s.counters().await.unwrap();
+    assert_eq!(c.get("exempt"), Some(&0), "{c:?}");
+    assert!(s.stop());
+}
+
+/// The first outside probe's findings 3 and 4 (medium, low): `X_Auth_Roles` and other spellings, and `x-auth-*` names
+/// beyond the seven the filter sets, reached the upstream.
+#[tokio::test]
+async fn no_spelling_of_an_identity_header_reaches_the_upstream() {
+    let Some((_tmp, s)) = stack(&[]).await else {
+        return;
+    };
+    let token = client_token(&s).await;
+    let spoofed = [
+        ("X_Auth_Roles", "admin"),
+        ("x_auth_subject", "root"),
+        ("x-auth_subject", "root"),
+        ("X-Auth-Admin", "true"),
+        ("x-auth-user", "root"),
+        ("X-Auth-Subject-", "root"),
+        ("x-auth", "root"),
+    ];
+    // HTTP/2 (the client's choice over TLS) and HTTP/1.1 on the wire.
+    let mut req = s
+        .client()
+        .post(format!("{}/apiv2/MediaService/Find", s.url()))
+        .bearer_auth(&token)
+        .body("{}");
+    for (n, v) in spoofed {
+        req = req.header(n, v);
+    }
+    let seen: Value = req.send().await.unwrap().json().await.unwrap();
+    let mut raw_headers: Vec<String> = spoofed.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+    raw_headers.push(format!("Authorization: Bearer {token}"));
+    let raw_headers: Vec<&str> = raw_headers.iter().map(String::as_str).collect();
+    let raw = s
+        .raw_get("/apiv2/MediaService/Find", &raw_headers)
+        .await
+        .unwrap();
+    let body = raw.text.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let raw_seen: Value = serde_json::from_str(body.trim()).unwrap_or_else(|_| panic!("{raw:?}"));
+    for seen in [seen, raw_seen] {
+        let mut names: Vec<&str> = seen["identity"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "x-auth-client",
+                "x-auth-expires",
+                "x-auth-subject",
+                "x-auth-subject-kind",
+                "x-auth-token-id"
+            ],
+            "only the filter's own headers: {seen}"
+        );
+        assert_eq!(seen["identity"]["x-auth-subject"], demo::CLIENT);
+    }
+    assert!(s.stop());
+}
+
+/// The first outside probe's finding 6 (low): client ids and user names went to the log unquoted, so a client id could plant
+/// fields, U+2028 was written raw, and a log file got ANSI colour codes.
+#[tokio::test]
+async fn client_values_cannot_plant_log_fields() {
+    let Some((_tmp, s)) = stack(&[]).await else {
+        return;
+    };
+    let evil = "evil\" client=demo-app user=demo admin=true";
+    let r = s
+        .client()
+        .post(format!("{}/apiv2/oauth/token", s.url()))
+        .basic_auth(evil, Some("x"))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    // Control characters are refused before anything is logged; U+2028 is not a control.
+    let line_breaker = "eve\u{2028}user=demo admin=true\"";
+    assert_eq!(sign_in(&s, &s.client(), line_breaker, "x").await, 400);
+    let log = std::fs::read_to_string(s.dir.join("issuer.log")).unwrap();
+    assert!(
+        log.contains(r#"client="evil\" client=demo-app user=demo admin=true""#),
+        "{log}"
+    );
+    assert!(
+        log.contains(r#"user="eve\u{2028}user=demo admin=true\"""#),
+        "{log}"
+    );
+    assert!(
+        !log.contains('\u{2028}') && !log.contains('\u{1b}'),
+        "{log}"
+    );
+    assert!(s.stop());
+
+    // JSON logs: one object per line, values as sent.
+    let tools = Tools::for_test().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let secret = e2e::provision(&tools, tmp.path(), &data).unwrap();
+    let log = tmp.path().join("issuer.log");
+    let (mut issuer, url) = e2e::start_issuer(
+        &tools,
+        &data,
+        e2e::free_port(),
+        &["--log-format", "json"],
+        &log,
+    )
+    .unwrap();
+    let http = reqwest::Client::new();
+    for (id, user) in [(evil, demo::USER), (demo::CLIENT, line_breaker)] {
+        let secret = if id == demo::CLIENT {
+            secret.as_str()
+        } else {
+            "x"
+        };
+        http.post(format!("{url}/apiv2/oauth/token"))
+            .basic_auth(id, Some(secret))
+            .form(&[
+                ("grant_type", "password"),
+                ("username", user),
+                ("password", "x"),
+            ])
+            .send()
+            .await
+            .unwrap();
+    }
+    assert!(issuer.stop());
+    let lines: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(lines.iter().any(|l| l["client"] == evil), "{lines:?}");
+    assert!(lines.iter().any(|l| l["user"] == line_breaker), "{lines:?}");
+}
+
+#[tokio::test]
+async fn a_token_behind_bearer_and_another_separator_is_refused_not_passed_on() {
+    let Some((_tmp, s)) = stack(&[]).await else {
+        return;
+    };
+    let valid = client_token(&s).await;
+    let other = "mmat1.forged.token";
+    let find = format!("{}/apiv2/MediaService/Find", s.url());
+    let http1 = s.client_builder().http1_only().build().unwrap();
+    let http2 = s.client();
+    for (version, http) in [("HTTP/1.1", &http1), ("HTTP/2", &http2)] {
+        for separator in [&b"\t"[..], b"\xc2\xa0"] {
+            let smuggled = [&b"Bearer"[..], separator, other.as_bytes()].concat();
+            let smuggled = HeaderValue::from_bytes(&smuggled).unwrap();
+            let r = http
+                .post(&find)
+                .header("serviceauthorization", format!("Bearer {valid}"))
+                .header("authorization", smuggled.clone())
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let body = r.text().await.unwrap_or_default();
+            assert_eq!(status, 400, "{version}, separator {separator:?}: {body}");
+            // Alone, it is malformed too, never "no token".
+            let r = http.post(&find).header("authorization", smuggled);
+            assert_eq!(r.send().await.unwrap().status(), 400, "{version} alone");
+        }
+        let r = http.post(&find).bearer_auth(&valid).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{version}: the valid token alone");
+    }
     assert!(s.stop());
 }

@@ -1,0 +1,116 @@
+//! Local sign-ins through the real stack: what a refused sign-in tells a guesser, and that guesses
+//! from one address never hold a user signing in from another.
+
+use crate::stack;
+use e2e::{demo, Stack};
+use reqwest::StatusCode;
+use std::net::IpAddr;
+
+/// A password grant through Envoy from `client`: the status.
+pub(crate) async fn sign_in(
+    s: &Stack,
+    client: &reqwest::Client,
+    user: &str,
+    password: &str,
+) -> StatusCode {
+    client
+        .post(format!("{}/apiv2/oauth/token", s.url()))
+        .basic_auth(demo::CLIENT, Some(&s.secret))
+        .form(&[
+            ("grant_type", "password"),
+            ("username", user),
+            ("password", password),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+fn loopback(last: u8) -> IpAddr {
+    IpAddr::from([127, 0, 0, last])
+}
+
+/// The first outside probe's finding 5 (low): after the free failures, a right password for a disabled user reset the
+/// throttle, so the next answer (400 or 429) told whether the guess was right.
+#[tokio::test]
+async fn a_disabled_user_answers_like_a_wrong_password() {
+    // A long first wait, so that the answer after the sixth guess cannot outlive it.
+    let Some((_tmp, s)) = stack(&["--login-backoff-base", "60"]).await else {
+        return;
+    };
+    for user in ["gone-right", "gone-wrong"] {
+        s.admin(&["user", "add", user], Some("right-password"))
+            .unwrap();
+        s.admin(&["user", "disable", user], None).unwrap();
+    }
+    let http = s.client();
+    let mut next = Vec::new();
+    for (user, sixth) in [
+        ("gone-right", "right-password"),
+        ("gone-wrong", "wrong-password"),
+    ] {
+        for _ in 0..5 {
+            let st = sign_in(&s, &http, user, "wrong-password").await;
+            assert_eq!(st, 400);
+        }
+        assert_eq!(sign_in(&s, &http, user, sixth).await, 400);
+        next.push(sign_in(&s, &http, user, "right-password").await);
+    }
+    assert_eq!(
+        next,
+        [StatusCode::TOO_MANY_REQUESTS, StatusCode::TOO_MANY_REQUESTS],
+        "a right guess for a disabled user must not be told apart"
+    );
+    assert!(s.stop());
+}
+
+/// The first outside probe's finding 7 (low): anyone could keep a user's right password answered 429 by guessing wrong for
+/// that user, and `X-Forwarded-For` was believed from any peer.
+#[tokio::test]
+async fn a_guesser_cannot_lock_out_a_user_signing_in_elsewhere() {
+    let Some((_tmp, s)) = stack(&["--login-backoff-base", "60"]).await else {
+        return;
+    };
+    let attacker = s.client_from(loopback(2));
+    let mut statuses = Vec::new();
+    for _ in 0..8 {
+        statuses.push(sign_in(&s, &attacker, demo::USER, "guess").await.as_u16());
+    }
+    assert_eq!(statuses, [400, 400, 400, 400, 400, 400, 429, 429]);
+    // The user, from another host, signs in; the attacker still waits, even with the password.
+    assert_eq!(
+        sign_in(&s, &s.client_from(loopback(3)), demo::USER, demo::PASSWORD).await,
+        200
+    );
+    assert_eq!(
+        sign_in(&s, &attacker, demo::USER, demo::PASSWORD).await,
+        429
+    );
+
+    // Straight to the issuer from a peer that is not a trusted proxy: its X-Forwarded-For is not
+    // believed, so a new spoofed address per guess does not escape the per-address back-off.
+    let direct = reqwest::Client::builder()
+        .local_address(loopback(4))
+        .build()
+        .unwrap();
+    let mut throttled = 0;
+    for i in 0..30 {
+        let st = direct
+            .post(format!("{}/apiv2/oauth/token", s.issuer_url()))
+            .basic_auth(demo::CLIENT, Some(&s.secret))
+            .header("x-forwarded-for", format!("198.51.100.{i}"))
+            .form(&[
+                ("grant_type", "password"),
+                ("username", &format!("nobody{i}")),
+                ("password", "guess"),
+            ])
+            .send()
+            .await
+            .unwrap()
+            .status();
+        throttled += usize::from(st == 429);
+    }
+    assert_eq!(throttled, 9, "20 free failures per address, then a wait");
+    assert!(s.stop());
+}
