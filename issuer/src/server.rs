@@ -246,6 +246,17 @@ pub async fn recheck_directory_forever(app: Arc<App>, every: std::time::Duration
     }
 }
 
+/// Probes the directory's servers every `every`, so that each issuer knows which answer without
+/// waiting for a sign-in to fail, and uses a server that came back at once.
+pub async fn probe_directory_forever(app: Arc<App>, every: std::time::Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        app.probe_directory().await;
+    }
+}
+
 /// Completes on SIGTERM or Ctrl-C.
 pub async fn shutdown_signal() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

@@ -20,6 +20,8 @@ pub struct DirectoryTable {
     pub starttls: bool,
     pub timeout_ms: Option<u64>,
     pub recheck_seconds: Option<u64>,
+    /// `probe_seconds`, if not the default.
+    pub probe_seconds: Option<u64>,
     /// `user_filter`, if not the kind's default.
     pub user_filter: Option<String>,
     /// (group DN, role)
@@ -74,6 +76,7 @@ impl DirectoryTable {
             starttls: false,
             timeout_ms: None,
             recheck_seconds: None,
+            probe_seconds: None,
             user_filter: None,
             roles: Vec::new(),
             claims: Vec::new(),
@@ -117,6 +120,9 @@ impl DirectoryTable {
         }
         if let Some(s) = self.recheck_seconds {
             let _ = writeln!(text, "recheck_seconds = {s}");
+        }
+        if let Some(s) = self.probe_seconds {
+            let _ = writeln!(text, "probe_seconds = {s}");
         }
         text.push_str("[directory.roles]\n");
         for (group, role) in &self.roles {

@@ -213,6 +213,19 @@ impl App {
         Some(users.directory.recheck_every())
     }
 
+    /// Seconds between probes of the directory's servers, with a directory.
+    pub fn directory_probe_every(&self) -> Option<std::time::Duration> {
+        let users = self.password.directory.as_ref()?;
+        Some(users.directory.probe_every())
+    }
+
+    /// Probes every directory server once ([`crate::directory::Directory::probe`]).
+    pub async fn probe_directory(&self) {
+        if let Some(users) = &self.password.directory {
+            users.directory.probe().await;
+        }
+    }
+
     /// One round of the directory recheck, if this issuer takes the round's lease (one issuer of
     /// several on PostgreSQL does it for all): every directory user who may hold a live refresh
     /// token family is re-read, and those disabled or removed are disabled here, their tokens

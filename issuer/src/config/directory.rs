@@ -19,6 +19,8 @@ pub const USERNAME: &str = "{username}";
 pub const TIMEOUT_MS: u64 = 2000;
 /// Seconds between rechecks of a signed-in user by default.
 pub const RECHECK_SECONDS: u64 = 60;
+/// Default of `probe_seconds`.
+pub const PROBE_SECONDS: u64 = 5;
 
 /// What the directory is; it sets the defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -98,6 +100,8 @@ pub struct DirectoryConfig {
     /// Per server and operation, milliseconds (more than 0).
     pub timeout_ms: u64,
     pub recheck_seconds: u64,
+    /// Seconds between probes of every server (more than 0).
+    pub probe_seconds: u64,
     /// Group DN → role.
     pub roles: BTreeMap<String, String>,
     /// Claim type → attribute.
@@ -123,6 +127,8 @@ struct Table {
     timeout_ms: u64,
     #[serde(default = "recheck_seconds")]
     recheck_seconds: u64,
+    #[serde(default = "probe_seconds")]
+    probe_seconds: u64,
     #[serde(default)]
     roles: BTreeMap<String, String>,
     #[serde(default)]
@@ -135,6 +141,10 @@ fn timeout_ms() -> u64 {
 
 fn recheck_seconds() -> u64 {
     RECHECK_SECONDS
+}
+
+fn probe_seconds() -> u64 {
+    PROBE_SECONDS
 }
 
 impl DirectoryConfig {
@@ -172,6 +182,9 @@ impl DirectoryConfig {
         if t.timeout_ms == 0 {
             return Err("`timeout_ms` must be more than 0".into());
         }
+        if t.probe_seconds == 0 {
+            return Err("`probe_seconds` must be more than 0".into());
+        }
         for (name, value) in [("bind_dn", &t.bind_dn), ("base_dn", &t.base_dn)] {
             if value.trim().is_empty() {
                 return Err(format!("`{name}` is empty"));
@@ -203,6 +216,7 @@ impl DirectoryConfig {
             starttls: t.starttls,
             timeout_ms: t.timeout_ms,
             recheck_seconds: t.recheck_seconds,
+            probe_seconds: t.probe_seconds,
             roles: t.roles,
             claims: t.claims,
         })

@@ -213,23 +213,18 @@ impl Directory {
                 }
             })
             .collect::<Vec<_>>();
-        let metrics = DirectoryMetrics::default();
-        for s in &servers {
-            metrics
-                .up
-                .get_or_create(&UpLabels {
-                    server: s.url.clone(),
-                })
-                .set(1);
-        }
-        Ok(Self {
+        let directory = Self {
             health: Health::new(servers.len(), timeout),
             config: Arc::new(config),
             servers,
             timeout,
-            metrics,
+            metrics: DirectoryMetrics::default(),
             parents: Default::default(),
-        })
+        };
+        for s in &directory.servers {
+            directory.set_up(&s.url, 1);
+        }
+        Ok(directory)
     }
 
     /// The metrics, for the caller's registry.
@@ -240,6 +235,52 @@ impl Directory {
     /// Seconds between rechecks of signed-in users (`recheck_seconds`).
     pub fn recheck_every(&self) -> Duration {
         Duration::from_secs(self.config.recheck_seconds.max(1))
+    }
+
+    /// Seconds between probes of every server (`probe_seconds`).
+    pub fn probe_every(&self) -> Duration {
+        Duration::from_secs(self.config.probe_seconds.max(1))
+    }
+
+    /// Asks every server at once whether it answers (the service account's connection and a read
+    /// of the root DSE, within the timeout) and records each outcome as a sign-in's would: a
+    /// server that answers is used again at once, one that fails cools down. Every issuer so
+    /// reports the same `directory_server_up`, with sign-ins or without.
+    pub async fn probe(&self) {
+        let probes = self
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(i, server)| async move {
+                let ms = self.timeout.as_millis();
+                let outcome = tokio::time::timeout(self.timeout, self.probe_one(server))
+                    .await
+                    .unwrap_or_else(|_| Err(format!("no answer within {ms} ms")));
+                (i, outcome)
+            });
+        for (i, outcome) in futures_util::future::join_all(probes).await {
+            match outcome {
+                Ok(()) => self.mark_answered(i),
+                Err(why) => self.mark_failed(i, &why),
+            }
+        }
+    }
+
+    async fn probe_one(&self, server: &Server) -> Result<(), String> {
+        let password = self.config.bind_password.expose();
+        let mut conn = server
+            .search
+            .get(password)
+            .await
+            .map_err(|e| e.to_string())?;
+        let root_dse = conn
+            .ldap()
+            .with_timeout(self.timeout)
+            .search("", ldap3::Scope::Base, "(objectClass=*)", vec!["1.1"])
+            .await
+            .and_then(|r| r.success());
+        root_dse.map_err(|e| e.to_string())?;
+        conn.release(Ok(()))
     }
 
     /// Signs `username` in with `password`: found by the service account, bound as over a
@@ -324,25 +365,30 @@ impl Directory {
     }
 
     fn answered(&self, i: usize) {
+        self.count(&self.servers[i].url, "answered");
+        self.mark_answered(i);
+    }
+
+    fn failed(&self, i: usize, why: &str) {
+        self.count(&self.servers[i].url, "failed");
+        self.mark_failed(i, why);
+    }
+
+    /// Server `i` answered (an operation or a probe): used again at once.
+    fn mark_answered(&self, i: usize) {
         let url = &self.servers[i].url;
-        self.count(url, "answered");
         if self.health.answered(i) == Change::CameBack {
             tracing::info!(
                 server = url.as_str(),
                 "directory server answers again (failback)"
             );
-            self.metrics
-                .up
-                .get_or_create(&UpLabels {
-                    server: url.clone(),
-                })
-                .set(1);
+            self.set_up(url, 1);
         }
     }
 
-    fn failed(&self, i: usize, why: &str) {
+    /// Server `i` failed (an operation or a probe): it cools down.
+    fn mark_failed(&self, i: usize, why: &str) {
         let url = &self.servers[i].url;
-        self.count(url, "failed");
         match self.health.failed(i, Instant::now()) {
             Change::FellOver => {
                 tracing::warn!(
@@ -350,12 +396,7 @@ impl Directory {
                     error = why,
                     "directory server failed; trying the next one, this one after a cool-down"
                 );
-                self.metrics
-                    .up
-                    .get_or_create(&UpLabels {
-                        server: url.clone(),
-                    })
-                    .set(0);
+                self.set_up(url, 0);
             }
             _ => tracing::debug!(
                 server = url.as_str(),
@@ -363,6 +404,13 @@ impl Directory {
                 "directory server failed again"
             ),
         }
+    }
+
+    fn set_up(&self, url: &str, up: i64) {
+        let labels = UpLabels {
+            server: url.to_owned(),
+        };
+        self.metrics.up.get_or_create(&labels).set(up);
     }
 
     fn count(&self, server: &str, outcome: &'static str) {

@@ -331,6 +331,50 @@ async fn a_dead_ldap_server_costs_one_timeout_and_is_used_again_once_back() {
     drop(second);
 }
 
+/// Waits until the issuer's `directory_server_up` for `url` is `up`, with no sign-in meanwhile:
+/// only the issuer's own probes can change it.
+async fn until_server_up_is(s: &Stack, url: &str, up: u8) {
+    let line = format!("_directory_server_up{{server=\"{url}\"}} {up}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !metrics(s).await.lines().any(|l| l.ends_with(&line)) {
+        assert!(Instant::now() < deadline, "never {line}\n{}", s.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn probes_find_a_dead_server_and_use_a_server_back_at_once() {
+    let Some(tools) = Tools::for_test() else {
+        return;
+    };
+    let Some(mut first) = Slapd::for_test() else {
+        return;
+    };
+    let mut second = first.start_another().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let table = DirectoryTable {
+        probe_seconds: Some(1),
+        ..ldap_server(&[&first, &second], 60)
+    };
+    let s = directory_stack(tmp.path(), &tools, &table).await;
+    let (status, v) = sign_in(&s, "alice", first.password("alice")).await;
+    assert_eq!(status, 200, "{v}");
+
+    first.kill();
+    until_server_up_is(&s, &first.ldaps_url(), 0).await;
+    first.restart().unwrap();
+    until_server_up_is(&s, &first.ldaps_url(), 1).await;
+    assert!(s.logs().contains("directory server answers again"));
+    // The first server came back within its cool-down; with the second dead now, sign-ins go to
+    // the first at once.
+    second.kill();
+    for user in ["alice", "bob", "carol"] {
+        let (status, v) = sign_in(&s, user, first.password(user)).await;
+        assert_eq!(status, 200, "{user}: {v}\n{}", s.logs());
+    }
+    until_server_up_is(&s, &second.ldaps_url(), 0).await;
+}
+
 #[tokio::test]
 async fn with_every_server_down_sign_ins_are_503_and_charge_nothing() {
     let Some(tools) = Tools::for_test() else {

@@ -252,12 +252,15 @@ async fn serve_on(
 }
 
 /// The periodic work of a serving issuer: the sweep, the edges' reports, the key ring and the
-/// readiness probe, the directory recheck.
+/// readiness probe, the directory's probes and recheck.
 fn spawn_background(app: &Arc<App>) {
     tokio::spawn(issuer::server::sweep_forever(app.clone()));
     tokio::spawn(issuer::server::flush_edges_forever(app.clone()));
     tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
     tokio::spawn(issuer::server::probe_store_forever(app.clone()));
+    if let Some(every) = app.directory_probe_every() {
+        tokio::spawn(issuer::server::probe_directory_forever(app.clone(), every));
+    }
     if let Some(every) = app.directory_recheck_every() {
         tokio::spawn(issuer::server::recheck_directory_forever(
             app.clone(),
