@@ -12,12 +12,13 @@
 //! - `dist`: release artifacts in `dist/`: the issuer, the Envoy module and configurations, and the
 //!   npm packages of the browser/Node module.
 //!
-//! `cargo xtask --help` lists the commands and their flags, declared in `flags.rs`; anything
-//! undeclared is an error. One module per command; `install`, `wasm` and `fuzz` are what they
-//! share, `util` the rest.
+//! `cargo xtask --help` lists the commands and their flags, declared with clap in `flags.rs`;
+//! anything undeclared is clap's error (exit status 2). One module per command; `install`, `wasm`
+//! and `fuzz` are what they share, `util` the rest.
 
 use anyhow::Result;
-use flags::Task;
+use clap::Parser as _;
+use flags::{Cli, Task};
 
 mod bench;
 mod demo;
@@ -33,25 +34,14 @@ mod util;
 mod wasm;
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let task = match flags::parse(&args) {
-        Ok(task) => task,
-        Err(e) => {
-            eprint!("{e}");
-            std::process::exit(2);
-        }
-    };
+    let task = Cli::parse().task;
     std::env::set_current_dir(util::root())?;
     match task {
-        Task::Help(text) => {
-            print!("{text}");
-            Ok(())
-        }
         Task::Test => test::test(),
         Task::Tidy => tidy::tidy(),
         Task::Demo { postgres, native } => demo::demo(postgres, native),
         Task::Dist => dist::dist(),
-        Task::Bench { quick, sections } => bench::bench(quick, sections),
+        Task::Bench { quick, only } => bench::bench(quick, only.sections()),
         Task::Soak { minutes } => soak::soak(minutes),
     }
 }

@@ -1,19 +1,27 @@
 //! `cargo xtask tidy` (and the second step of `cargo xtask test`): the repository's rules,
 //! checked mechanically. It fails listing every violation with its file and line:
 //!
-//! 1. imports (`imports.rs`): the issuer's layers, `main` → `server` → `http` → `app` → `store`,
-//!    each module using only those below it; no import cycle among the filter's modules; no
-//!    `anyhow` in the libraries of `shared`, `filter-wasm` and `issuer` (only in their binaries);
-//! 2. sizes (`sizes.rs`): a Rust source file of at most 600 lines (the packages' `src/`, `tests/`,
+//! 1. imports (`imports.rs`): no import cycle among the filter's modules; no `anyhow` in the
+//!    libraries of `shared`, `filter-wasm` and `issuer` (only in their binaries);
+//! 2. layers (`layers.rs`): every module of the issuer's library has a layer in one table
+//!    (`ISSUER_LAYERS`, mirrored in `docs/architecture.md`), and uses only its own layer and
+//!    those below;
+//! 3. binary (`binary.rs`): the issuer's binary (`issuer/src/bin/`) and its library include no
+//!    file of each other, and the library declares no module of the binary;
+//! 4. sizes (`sizes.rs`): a Rust source file of at most 600 lines (the packages' `src/`, `tests/`,
 //!    `benches/`, `examples/`, all of `xtask/`, and `fuzz/fuzz_targets/`);
-//! 3. sizes: a function of at most 80 lines outside tests (`#[cfg(test)]`, `#[test]`, a
+//! 5. sizes: a function of at most 80 lines outside tests (`#[cfg(test)]`, `#[test]`, a
 //!    package's `tests/`);
-//! 4. doc links (`links.rs`): a path cited by a `*.md` file or a `//!`/`///` comment exists.
+//! 6. doc links (`links.rs`): a path cited by a `*.md` file or a `//!`/`///` comment exists.
 //!
-//! Known violations are listed in `xtask/tidy-allow.txt` (`allow.rs`) until they are fixed.
+//! A new rule is a module of `tidy/` with a pure function of the sources (and documents) that
+//! returns [`Violation`]s, called from [`check`], and its name in `allow.rs`. Known violations are
+//! listed in `xtask/tidy-allow.txt` (`allow.rs`) until they are fixed.
 
 mod allow;
+mod binary;
 mod imports;
+mod layers;
 mod links;
 mod sizes;
 mod source;
@@ -98,7 +106,8 @@ pub fn check(
     packages: &[String],
     exists: &dyn Fn(&str) -> bool,
 ) -> Vec<Violation> {
-    let mut out = imports::layers(sources);
+    let mut out = layers::check(sources, docs);
+    out.extend(binary::check(sources, &binary::ISSUER));
     out.extend(imports::cycles(sources));
     out.extend(imports::anyhow_in_libraries(sources));
     for s in sources {
@@ -291,7 +300,7 @@ mod tests {
             ],
             "{found:#?}"
         );
-        assert_eq!(found[0], "issuer/src/store/mod.rs:1: layer: `store` uses `crate::app`, a layer above it (main → server → http → app → directory → store: a module uses only those below it)");
+        assert_eq!(found[0], "issuer/src/store/mod.rs:1: layer: `store` (layer store) uses `crate::app` (layer app), a layer above it (server → http → app → admin → services → directory → store → base: a module uses only its own layer and those below it)");
         assert!(found[3].starts_with("shared/src/f.rs:2: fn-length: fn `long` is 82 lines"));
         assert_eq!(
             found[5],

@@ -1,8 +1,8 @@
-//! Rule 1, imports: the issuer's layers (`main` → `server` → `http` → grants (`app`) → `store`,
-//! each using only those below it), no import cycle among the filter's top-level modules, and no
-//! `anyhow` in the product's library code (its binaries may).
+//! Rule 1, imports: no import cycle among the filter's top-level modules, and no `anyhow` in the
+//! product's library code (its binaries may). The issuer's layers (`layers.rs`) read imports the
+//! same way, with the helpers here.
 //!
-//! Both read the `crate::` paths of the product code (test items left out: a test may reach
+//! They read the `crate::` paths of the product code (test items left out: a test may reach
 //! anywhere), `use crate::{a, b::c}` groups included, and attribute each to the file's top-level
 //! module.
 
@@ -10,8 +10,6 @@ use super::source::{is_ident, Source};
 use super::Violation;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The issuer's layers, lowest first.
-pub const LAYERS: [&str; 6] = ["store", "directory", "app", "http", "server", "main"];
 /// Where the issuer's modules are.
 pub const ISSUER_SRC: &str = "issuer/src/";
 /// Where the filter's modules are.
@@ -89,34 +87,6 @@ fn path_heads(code: &str, start: usize) -> Vec<(String, usize)> {
     heads
 }
 
-/// The issuer's layers: a module uses no module above it.
-pub fn layers(sources: &[Source]) -> Vec<Violation> {
-    let rank = |m: &str| LAYERS.iter().position(|l| *l == m);
-    let mut out = Vec::new();
-    for s in sources {
-        let Some(module) = top_module(&s.path, ISSUER_SRC) else {
-            continue;
-        };
-        let Some(own) = rank(&module) else {
-            continue;
-        };
-        for (target, offset) in crate_refs(&s.product_code()) {
-            if rank(&target).is_some_and(|r| r > own) {
-                out.push(Violation {
-                    rule: "layer",
-                    file: s.path.clone(),
-                    line: s.line(offset),
-                    detail: target.clone(),
-                    message: format!(
-                        "`{module}` uses `crate::{target}`, a layer above it (main → server → http → app → directory → store: a module uses only those below it)"
-                    ),
-                });
-            }
-        }
-    }
-    out
-}
-
 /// The product's libraries, whose errors are enums: `anyhow` only in their binaries (a
 /// `main.rs` and the modules it declares, or any file under a package's `bin` folder, such as
 /// the issuer's command line in `issuer/src/bin/issuer/`).
@@ -158,7 +128,7 @@ pub fn anyhow_in_libraries(sources: &[Source]) -> Vec<Violation> {
 }
 
 /// The names of the `mod NAME;` declarations of `code`.
-fn declared_mods(code: &str) -> Vec<String> {
+pub fn declared_mods(code: &str) -> Vec<String> {
     code.split(';')
         .filter_map(|item| {
             let words: Vec<&str> = item.split_whitespace().collect();
@@ -262,47 +232,6 @@ mod tests {
         let code = "use crate::a::B;\nuse crate::{b, c::{D, E}, self};\nlet x = crate :: d::f();\npub(crate) fn g() {}\n$crate::h; notcrate::i;";
         let names: Vec<String> = crate_refs(code).into_iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["a", "b", "c", "d"]);
-    }
-
-    #[test]
-    fn a_layer_using_one_above_it_fails() {
-        let v = layers(&sources(&[
-            (
-                "issuer/src/app/mod.rs",
-                "use crate::store::Store;\nuse crate::http::ApiError;\n",
-            ),
-            (
-                "issuer/src/store/redb/mod.rs",
-                "fn f() { let t = crate::app::now(); }\n",
-            ),
-            ("issuer/src/http.rs", "use crate::{app::App, server};\n"),
-            ("issuer/src/server.rs", "use crate::main;\n"),
-        ]));
-        let found: Vec<(&str, usize, &str)> = v
-            .iter()
-            .map(|v| (v.file.as_str(), v.line, v.detail.as_str()))
-            .collect();
-        assert_eq!(
-            found,
-            [
-                ("issuer/src/app/mod.rs", 2, "http"),
-                ("issuer/src/store/redb/mod.rs", 1, "app"),
-                ("issuer/src/http.rs", 1, "server"),
-                ("issuer/src/server.rs", 1, "main"),
-            ]
-        );
-    }
-
-    #[test]
-    fn layers_below_unlisted_modules_comments_and_tests_pass() {
-        let v = layers(&sources(&[
-            ("issuer/src/server.rs", "use crate::{http, app::App, store, admin};\n"),
-            ("issuer/src/http.rs", "use crate::app::App; use crate::store::StoreError;\n"),
-            ("issuer/src/admin.rs", "use crate::server::x; use crate::http::y;\n"),
-            ("issuer/src/store/mod.rs", "use crate::secrets::HashKey; // crate::app::now\nconst S: &str = \"crate::http\";\n#[cfg(test)]\nmod tests { use crate::app::now; }\n"),
-            ("issuer/src/main.rs", "use issuer::server;\n"),
-        ]));
-        assert!(v.is_empty(), "{v:?}");
     }
 
     #[test]
