@@ -6,7 +6,7 @@
 //! large each connection may be is in [`conn`]; how the loop weathers failing accepts (out of file
 //! descriptors) in `accept`.
 
-use crate::admin::{self, Command, Reply};
+use crate::admin::{self, Answer, Command};
 use crate::app::{now, App};
 use crate::http::{routes_in, AppSlot};
 use accept::AcceptErrors;
@@ -84,7 +84,8 @@ pub async fn serve_http(
     }
 }
 
-/// Answers admin commands on the socket, one JSON line each way per connection. The audit trail
+/// Answers admin commands on the socket, one JSON line each way per connection (the protocol is
+/// in [`crate::admin`]'s doc). The audit trail
 /// names the operating-system user of the peer process, from the socket's credentials. Changes
 /// run one at a time, so that each audit record's before and after hold that change alone.
 pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
@@ -109,12 +110,12 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
             let (read, mut write) = stream.into_split();
             let mut line = String::new();
             let mut reader = BufReader::new(read.take(admin::MAX_LINE as u64));
-            let reply = match reader.read_line(&mut line).await {
-                Err(e) => Reply::Err(format!("reading the command: {e}")),
+            let answer = match reader.read_line(&mut line).await {
+                Err(e) => Answer::Err(format!("reading the command: {e}")),
                 Ok(_) => match (serde_json::from_str::<Command>(&line), actor) {
-                    (Err(e), _) => Reply::Err(format!("malformed command: {e}")),
+                    (Err(e), _) => Answer::Err(format!("malformed command: {e}")),
                     // No command without its actor for the audit trail.
-                    (Ok(_), Err(e)) => Reply::Err(format!("the socket's peer is unknown: {e}")),
+                    (Ok(_), Err(e)) => Answer::Err(format!("the socket's peer is unknown: {e}")),
                     (Ok(Command::Backup), Ok(actor)) => {
                         let read = reader.into_inner().into_inner();
                         backup::answer(&app, read, write, &actor).await;
@@ -130,14 +131,14 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
                     }
                 },
             };
-            let mut text = serde_json::to_string(&reply).expect("reply serializes");
+            let mut text = serde_json::to_string(&answer).expect("an answer serializes");
             text.push('\n');
             let _ = write.write_all(text.as_bytes()).await;
         });
     }
 }
 
-async fn run_admin(app: &Arc<App>, cmd: Command, actor: &str) -> Reply {
+async fn run_admin(app: &Arc<App>, cmd: Command, actor: &str) -> Answer {
     let done = admin::execute_as(app.store.as_ref(), &cmd, now(), actor).await;
     // A listing changed nothing. A change is reloaded even when it failed: it may have been made
     // before the failure (its audit record failed to be written).
@@ -146,13 +147,13 @@ async fn run_admin(app: &Arc<App>, cmd: Command, actor: &str) -> Reply {
         app.reload_revocations().await;
         if cmd.changes_keys() {
             if let Err(e) = app.reload_keys().await {
-                return Reply::Err(format!("the key was rotated, but reloading failed: {e}"));
+                return Answer::Err(format!("the key was rotated, but reloading failed: {e}"));
             }
         }
     }
     match done {
-        Ok(text) => Reply::Ok(text),
-        Err(e) => Reply::Err(e.to_string()),
+        Ok(reply) => Answer::Ok(reply),
+        Err(e) => Answer::Err(e.to_string()),
     }
 }
 

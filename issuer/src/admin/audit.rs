@@ -49,9 +49,8 @@ pub(super) fn record_of(cmd: &Command) -> Option<(AuditAction, Subject)> {
         Command::KeysPromote { .. } => (A::KeysPromote, Subject::Keys),
         Command::ClientUpdate { id, .. } => (A::ClientUpdate, client(id)),
         Command::UserUpdate { name, .. } => (A::UserUpdate, user(name)),
-        Command::ClientList
-        | Command::ClientListJson
-        | Command::UserListJson
+        Command::Ping
+        | Command::ClientList
         | Command::Edges
         | Command::UserList
         | Command::KeysList
@@ -102,10 +101,8 @@ pub(super) async fn record(
     Ok(())
 }
 
-/// The events at or after `since`, oldest first (at most [`MAX_READ`]), as a JSON array of
-/// [`AuditEvent`]s: the reply the command line formats.
-pub(super) async fn read(store: &dyn Store, since: u64) -> Result<String, AdminError> {
-    let events = store.audit_since(since, MAX_READ).await?;
-    serde_json::to_string(&events)
-        .map_err(|e| AdminError::Refused(format!("encoding the audit trail: {e}")))
+/// The events at or after `since`, oldest first (at most [`MAX_READ`]): the reply the command
+/// line formats.
+pub(super) async fn read(store: &dyn Store, since: u64) -> Result<Vec<AuditEvent>, AdminError> {
+    Ok(store.audit_since(since, MAX_READ).await?)
 }

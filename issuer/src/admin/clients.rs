@@ -65,7 +65,7 @@ pub(super) async fn update(
     Ok(format!("client {id} changed\n"))
 }
 
-/// A client as `client list --json` shows it.
+/// A client as `client list` shows it, in a table or as JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientView {
     /// Client id.
@@ -82,9 +82,9 @@ pub struct ClientView {
     pub edge: bool,
 }
 
-/// `client list --json`: a JSON array of [`ClientView`].
-pub(super) async fn list_json(store: &dyn Store) -> Result<String, AdminError> {
-    let views: Vec<ClientView> = store
+/// `client list`: every client, in the store's order.
+pub(super) async fn list(store: &dyn Store) -> Result<Vec<ClientView>, AdminError> {
+    Ok(store
         .clients()
         .await?
         .into_iter()
@@ -96,8 +96,7 @@ pub(super) async fn list_json(store: &dyn Store) -> Result<String, AdminError> {
             active: c.active,
             edge: c.edge,
         })
-        .collect();
-    Ok(serde_json::to_string_pretty(&views).unwrap_or_default() + "\n")
+        .collect())
 }
 
 /// `client activate` (`active`) and `client deactivate`.
@@ -117,43 +116,4 @@ pub(super) async fn set_active(
 pub(super) async fn remove(store: &dyn Store, id: &str, now: u64) -> Result<String, AdminError> {
     found(store.remove_client(id, now).await?, "client", id)?;
     Ok(format!("client {id} removed\n"))
-}
-
-/// `client list`: one line per client.
-pub(super) async fn list(store: &dyn Store) -> Result<String, AdminError> {
-    let mut out =
-        String::from("ID                   ACTIVE  GRANTS                          IMPERSONATE\n");
-    for (id, c) in store.clients().await? {
-        out += &format!(
-            "{id:<20} {:<7} {:<31} {}\n",
-            if c.active { "yes" } else { "no" },
-            grant_names(&c).join(","),
-            impersonation(&c)
-        );
-    }
-    Ok(out)
-}
-
-/// The client's grants by their wire names, and `edge` for an edge client.
-fn grant_names(c: &ClientRecord) -> Vec<String> {
-    c.grants
-        .iter()
-        .map(|g| {
-            serde_json::to_value(g)
-                .unwrap_or_default()
-                .as_str()
-                .unwrap_or("?")
-                .to_owned()
-        })
-        .chain(c.edge.then(|| "edge".to_owned()))
-        .collect()
-}
-
-/// Whether the client may impersonate, and with which claim types.
-fn impersonation(c: &ClientRecord) -> String {
-    match (c.impersonate, c.impersonate_claim_types.is_empty()) {
-        (false, _) => "no".to_string(),
-        (true, true) => "yes".to_string(),
-        (true, false) => format!("claims: {}", c.impersonate_claim_types.join(",")),
-    }
 }

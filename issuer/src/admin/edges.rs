@@ -1,6 +1,6 @@
 //! `issuer edges` and the edge side of `issuer keys status|rotate --when-edges-ready`: what the
 //! store holds of the edges' reports ([`crate::store::edges`]) with the key ring they should
-//! hold, as one JSON document the command line renders and waits on.
+//! hold, as one report the command line renders and waits on.
 
 use super::{refused, AdminError};
 use crate::store::edges::clients_at_bound;
@@ -8,7 +8,7 @@ use crate::store::{EdgeReport, KeyState, PromoteOutcome, Store, HELD};
 use serde::{Deserialize, Serialize};
 
 /// One edge, as `issuer edges` lists it: its last report, and what that means now.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EdgeRow {
     /// The edge's last report.
     #[serde(flatten)]
@@ -20,7 +20,7 @@ pub struct EdgeRow {
 }
 
 /// The edges and the keys they should hold: the answer of [`super::Command::Edges`].
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EdgesReport {
     /// The store's time of the report (seconds since the epoch).
     pub now: u64,
@@ -65,8 +65,8 @@ impl EdgesReport {
     }
 }
 
-/// `edges`: the report, as JSON.
-pub(super) async fn report(store: &dyn Store, now: u64) -> Result<String, AdminError> {
+/// `edges`: the report.
+pub(super) async fn report(store: &dyn Store, now: u64) -> Result<EdgesReport, AdminError> {
     let keys = store.key_infos(now).await?;
     let state_of = |s: KeyState| keys.iter().find(|k| k.state == s).map(|k| k.kid);
     let latest = store.revocations(u64::MAX, now, 0).await?.latest;
@@ -81,25 +81,25 @@ pub(super) async fn report(store: &dyn Store, now: u64) -> Result<String, AdminE
         })
         .collect();
     let held = state_of(KeyState::Held);
-    let out = EdgesReport {
+    Ok(EdgesReport {
         now,
         signing: state_of(KeyState::Signing),
         next: held.or(state_of(KeyState::Pending)),
         held: held.is_some(),
         edges,
         clients_at_bound,
-    };
-    Ok(serde_json::to_string(&out).expect("a report serializes") + "\n")
+    })
 }
 
-/// `keys publish`: a new key that signs only once promoted, or the one held already.
-pub(super) async fn publish(store: &dyn Store, now: u64) -> Result<String, AdminError> {
+/// `keys publish`: the id of a new key that signs only once promoted, or of the one held
+/// already.
+pub(super) async fn publish(store: &dyn Store, now: u64) -> Result<u32, AdminError> {
     let keys = store.key_infos(now).await?;
     if let Some(k) = keys.iter().find(|k| k.state == KeyState::Held) {
-        return Ok(format!("{}\n", k.kid));
+        return Ok(k.kid);
     }
     match store.rotate_key(now, HELD).await? {
-        Some(r) => Ok(format!("{}\n", r.kid)),
+        Some(r) => Ok(r.kid),
         None => refused(
             "a rotation is pending already (see `issuer keys list`); wait until its key signs"
                 .into(),

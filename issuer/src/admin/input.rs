@@ -82,13 +82,12 @@ impl Command {
                 check_roles(roles)?;
                 check_claims(claims)
             }
-            Self::ClientActivate { .. }
+            Self::Ping
+            | Self::ClientActivate { .. }
             | Self::ClientDeactivate { .. }
             | Self::ClientRemove { .. }
             | Self::ClientList
-            | Self::ClientListJson
             | Self::ClientUpdate { .. }
-            | Self::UserListJson
             | Self::UserDisable { .. }
             | Self::UserEnable { .. }
             | Self::UserPasswd { .. }

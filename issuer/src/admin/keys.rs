@@ -1,8 +1,8 @@
-//! `issuer keys ...`: rotating and retiring signing keys, listing them, and printing the Envoy
-//! filter's configuration with the current key ring.
+//! `issuer keys ...`: rotating and retiring signing keys, and the Envoy filter's configuration
+//! with the current key ring (the listing is the store's [`crate::store::KeyInfo`]s).
 
 use super::{refused, AdminError};
-use crate::store::{KeyInfo, RetireOutcome, Store, HELD};
+use crate::store::{RetireOutcome, Store};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
@@ -25,43 +25,15 @@ pub fn filter_config(ring: &shared::KeyRing, access_ttl: u64) -> serde_json::Val
     })
 }
 
-/// `keys filter-config`: [`filter_config`] for the store's ring at `now`, pretty-printed.
-pub(super) async fn print_filter_config(store: &dyn Store, now: u64) -> Result<String, AdminError> {
-    let cfg = filter_config(&store.key_ring(now).await?, store.access_ttl().await?);
-    Ok(format!(
-        "{}\n",
-        serde_json::to_string_pretty(&cfg).expect("JSON value serializes")
+/// `keys filter-config`: [`filter_config`] for the store's ring at `now`.
+pub(super) async fn store_filter_config(
+    store: &dyn Store,
+    now: u64,
+) -> Result<serde_json::Value, AdminError> {
+    Ok(filter_config(
+        &store.key_ring(now).await?,
+        store.access_ttl().await?,
     ))
-}
-
-/// `keys list`: one line per key with its state and times.
-pub(super) async fn list(store: &dyn Store, now: u64) -> Result<String, AdminError> {
-    Ok(key_table(&store.key_infos(now).await?))
-}
-
-fn key_table(keys: &[KeyInfo]) -> String {
-    let mut out = String::from("KID  STATE      CREATED     SIGNS-FROM  SUPERSEDED  RETIRES\n");
-    // A held key's times lie `HELD` ahead: it signs, and its predecessor stops, when promoted.
-    let time = |t: u64| {
-        if t >= HELD {
-            "held".to_string()
-        } else {
-            t.to_string()
-        }
-    };
-    let opt = |v: Option<u64>| v.map_or("-".to_string(), time);
-    for k in keys {
-        out += &format!(
-            "{:<4} {:<10} {:<11} {:<11} {:<11} {}\n",
-            k.kid,
-            k.state,
-            k.created_at,
-            time(k.signs_from),
-            opt(k.superseded_at),
-            opt(k.retires_at)
-        );
-    }
-    out
 }
 
 /// `keys rotate`: a new key, published now, that signs from `delay` seconds on.

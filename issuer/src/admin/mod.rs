@@ -6,7 +6,24 @@
 //! so the change takes effect at once, without a restart and without any network listener.
 //! Secrets never cross the socket: the command line hashes passwords and client secrets itself.
 //!
-//! - this module: the wire types ([`Command`], [`Reply`]) and [`execute`];
+//! [`execute`] returns a typed [`Reply`]: the data a listing asked for, or the sentence that
+//! confirms a change. Whichever way the command went, the command line renders it (tables, JSON,
+//! text): this module formats no listing.
+//!
+//! The socket's protocol, one connection per command:
+//!
+//! 1. the command line writes one line: the [`Command`] as a JSON object whose `op` names it
+//!    (`{"op":"client_remove","id":"app"}`), ended by `\n`, at most [`MAX_LINE`] bytes;
+//! 2. the server answers one line: an [`Answer`], `{"ok":REPLY}` or `{"err":"why"}`, where
+//!    `REPLY` is the [`Reply`] as `{"reply":"clients","value":[...]}` (`{"reply":"pong"}` for a
+//!    unit variant), ended by `\n`, of any length (an audit trail may be megabytes);
+//! 3. only after `{"ok":{"reply":"backup"}}`, the answer to [`Command::Backup`], the server writes
+//!    the backup's bytes ([`crate::store::backup`]) until it closes the connection.
+//!
+//! [`Command::Ping`] asks whether a server answers on the socket at all, and reads nothing. The
+//! command line and the server are the same binary, so the protocol has no version.
+//!
+//! - this module: the wire types ([`Command`], [`Reply`], [`Answer`]) and [`execute`];
 //! - `issuer/src/bin/issuer/admin.rs` (in the `issuer` binary): the command line's side: its `run` sends
 //!   a command to the running server over the socket or executes it on the store itself;
 //! - [`input`]: the rules a command's names, roles and claims meet, checked by [`execute`]
@@ -15,7 +32,7 @@
 //!   changes; `edges`: the edges' reports behind `issuer edges` and `issuer keys status`;
 //! - `audit`: each change's record in the audit trail, and `issuer audit`'s read of it.
 
-use crate::store::{ClientChange, GrantKind, Store, StoreError};
+use crate::store::{AuditEvent, ClientChange, GrantKind, KeyInfo, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
 mod audit;
@@ -40,6 +57,8 @@ pub const MAX_LINE: usize = 64 * 1024;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Command {
+    /// Whether a server answers ([`Reply::Pong`]); reads nothing.
+    Ping,
     /// Register a client (inactive).
     ClientAdd(NewClient),
     /// Allow a client to get tokens.
@@ -52,10 +71,8 @@ pub enum Command {
         /// Client id.
         id: String,
     },
-    /// List clients.
+    /// List clients ([`Reply::Clients`]).
     ClientList,
-    /// List clients as JSON (`client list --json`).
-    ClientListJson,
     /// Set what a client may do (`issuer apply`).
     ClientUpdate {
         /// Client id.
@@ -91,10 +108,8 @@ pub enum Command {
         /// Argon2id PHC string.
         password_hash: String,
     },
-    /// List users.
+    /// List users ([`Reply::Users`]).
     UserList,
-    /// List users as JSON (`user list --json`).
-    UserListJson,
     /// Set a local user's roles and claims (`issuer apply`).
     UserUpdate {
         /// User name.
@@ -109,7 +124,7 @@ pub enum Command {
         /// User name.
         name: String,
     },
-    /// List signing keys.
+    /// List signing keys ([`Reply::Keys`]).
     KeysList,
     /// Add a new key that starts signing after `delay` seconds.
     KeysRotate {
@@ -122,24 +137,25 @@ pub enum Command {
         /// Key id.
         kid: u32,
     },
-    /// Print the Envoy filter's plugin configuration.
+    /// The Envoy filter's plugin configuration ([`Reply::FilterConfig`]).
     KeysFilterConfig,
-    /// The edges and the keys they hold, as JSON ([`EdgesReport`]).
+    /// The edges and the keys they hold ([`Reply::Edges`]).
     Edges,
-    /// Publish a key that signs only once promoted (or name the one held already).
+    /// Publish a key that signs only once promoted, or name the one held already
+    /// ([`Reply::Published`]).
     KeysPublish,
     /// Make the held key `kid` the signing key.
     KeysPromote {
         /// Key id.
         kid: u32,
     },
-    /// Read the audit trail from a time on (`issuer audit`); the reply is a JSON array.
+    /// Read the audit trail from a time on (`issuer audit`, [`Reply::Audit`]).
     AuditRead {
         /// Seconds since the epoch.
         since: u64,
     },
-    /// A backup of the whole store (`issuer backup`), only through the socket: the reply line
-    /// is followed by the backup's bytes ([`crate::store::backup`]).
+    /// A backup of the whole store (`issuer backup`), only through the socket: the answer
+    /// [`Reply::Backup`] is followed by the backup's bytes ([`crate::store::backup`]).
     Backup,
 }
 
@@ -173,12 +189,39 @@ pub enum AdminError {
     Store(#[from] StoreError),
 }
 
-/// The socket's answer to one command.
+/// What a command answers: the data a listing asked for, for the command line to render, or the
+/// sentence that confirms a change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", content = "value", rename_all = "snake_case")]
+pub enum Reply {
+    /// A server answers ([`Command::Ping`]).
+    Pong,
+    /// A change was made: the text to print.
+    Text(String),
+    /// The clients, in the store's order ([`Command::ClientList`]).
+    Clients(Vec<ClientView>),
+    /// The users, in the store's order ([`Command::UserList`]).
+    Users(Vec<UserView>),
+    /// The signing keys and their state ([`Command::KeysList`]).
+    Keys(Vec<KeyInfo>),
+    /// The Envoy filter's plugin configuration ([`filter_config`], [`Command::KeysFilterConfig`]).
+    FilterConfig(serde_json::Value),
+    /// The edges and the keys they should hold ([`Command::Edges`]).
+    Edges(EdgesReport),
+    /// Audit events, oldest first, at most [`MAX_AUDIT_READ`] ([`Command::AuditRead`]).
+    Audit(Vec<AuditEvent>),
+    /// The id of the key published and held ([`Command::KeysPublish`]).
+    Published(u32),
+    /// The backup's bytes follow this answer on the socket ([`Command::Backup`]).
+    Backup,
+}
+
+/// One answer line on the socket: the command's [`Reply`], or why it failed.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Reply {
-    /// Done; the text to print.
-    Ok(String),
+pub enum Answer {
+    /// Done.
+    Ok(Reply),
     /// Refused or failed; the message to print.
     Err(String),
 }
@@ -197,11 +240,11 @@ fn found(ok: bool, what: &str, name: &str) -> Result<(), AdminError> {
 
 /// [`execute_as`] by the operating-system user of this process (a command run on the store
 /// directly).
-pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<String, AdminError> {
+pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Reply, AdminError> {
     execute_as(store, cmd, now, &crate::audit::process_user()).await
 }
 
-/// Executes `cmd` on `store` at time `now` for `actor` and returns the text to print. The
+/// Executes `cmd` on `store` at time `now` for `actor` and returns its reply. The
 /// command's input is checked first ([`Command::check`]), whether it came from the command line
 /// or the socket. The listings only read; every other command is a change, recorded in the audit
 /// trail with the state of what it changed before and after, before this returns.
@@ -210,7 +253,7 @@ pub async fn execute_as(
     cmd: &Command,
     now: u64,
     actor: &str,
-) -> Result<String, AdminError> {
+) -> Result<Reply, AdminError> {
     cmd.check()?;
     let Some(change) = audit::record_of(cmd) else {
         return run_command(store, cmd, now).await;
@@ -224,19 +267,23 @@ pub async fn execute_as(
 }
 
 /// Runs `cmd`, unaudited.
-async fn run_command(store: &dyn Store, cmd: &Command, now: u64) -> Result<String, AdminError> {
-    Ok(match cmd {
-        Command::AuditRead { since } => return audit::read(store, *since).await,
+async fn run_command(store: &dyn Store, cmd: &Command, now: u64) -> Result<Reply, AdminError> {
+    let text = match cmd {
+        Command::Ping => return Ok(Reply::Pong),
+        Command::AuditRead { since } => return Ok(Reply::Audit(audit::read(store, *since).await?)),
         Command::Backup => {
             return refused("a backup goes through the admin socket: `issuer backup`".into())
         }
-        Command::ClientList => return clients::list(store).await,
-        Command::UserList => return users::list(store).await,
-        Command::ClientListJson => return clients::list_json(store).await,
-        Command::UserListJson => return users::list_json(store).await,
-        Command::KeysList => return keys::list(store, now).await,
-        Command::KeysFilterConfig => return keys::print_filter_config(store, now).await,
-        Command::Edges => return edges::report(store, now).await,
+        Command::ClientList => return Ok(Reply::Clients(clients::list(store).await?)),
+        Command::UserList => return Ok(Reply::Users(users::list(store).await?)),
+        Command::KeysList => return Ok(Reply::Keys(store.key_infos(now).await?)),
+        Command::KeysFilterConfig => {
+            return Ok(Reply::FilterConfig(
+                keys::store_filter_config(store, now).await?,
+            ))
+        }
+        Command::Edges => return Ok(Reply::Edges(edges::report(store, now).await?)),
+        Command::KeysPublish => return Ok(Reply::Published(edges::publish(store, now).await?)),
         Command::ClientAdd(c) => clients::add(store, c, now).await?,
         Command::ClientActivate { id } => clients::set_active(store, id, true, now).await?,
         Command::ClientDeactivate { id } => clients::set_active(store, id, false, now).await?,
@@ -269,9 +316,9 @@ async fn run_command(store: &dyn Store, cmd: &Command, now: u64) -> Result<Strin
         Command::UserRemove { name } => users::remove(store, name, now).await?,
         Command::KeysRotate { delay } => keys::rotate(store, *delay, now).await?,
         Command::KeysRetire { kid } => keys::retire(store, *kid, now).await?,
-        Command::KeysPublish => edges::publish(store, now).await?,
         Command::KeysPromote { kid } => edges::promote(store, *kid, now).await?,
-    })
+    };
+    Ok(Reply::Text(text))
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ fn from_json(json: serde_json::Value) -> Command {
     serde_json::from_value(json).unwrap()
 }
 
-fn refusal(result: Result<String, AdminError>) -> String {
+fn refusal(result: Result<Reply, AdminError>) -> String {
     match result {
         Err(AdminError::Refused(msg)) => msg,
         other => panic!("not refused: {other:?}"),
@@ -71,14 +71,18 @@ async fn commands_from_the_socket_meet_the_command_lines_rules() {
     assert!(store.users().await.unwrap().is_empty());
     assert!(store.clients().await.unwrap().is_empty());
     let ok = user("bob", "r", ("t", "v"));
-    assert_eq!(execute(&store, &ok, NOW).await.unwrap(), "user bob added\n");
+    assert_eq!(
+        execute(&store, &ok, NOW).await.unwrap(),
+        Reply::Text("user bob added\n".into())
+    );
     // Without a password: stored, and no hash scheme shows.
     let none = from_json(serde_json::json!({
         "op": "user_add", "name": "carol", "roles": [], "claims": [], "password_hash": "",
     }));
     execute(&store, &none, NOW).await.unwrap();
-    let listed = execute(&store, &Command::UserListJson, NOW).await.unwrap();
-    let listed: Vec<UserView> = serde_json::from_str(&listed).unwrap();
+    let Reply::Users(listed) = execute(&store, &Command::UserList, NOW).await.unwrap() else {
+        panic!("not a listing of users");
+    };
     let schemes: Vec<_> = listed
         .iter()
         .map(|u| u.password_scheme.as_deref())
@@ -143,10 +147,50 @@ fn the_wire_format_is_unchanged() {
 }
 
 #[tokio::test]
+async fn replies_cross_the_socket_as_the_module_doc_says() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = store(&tmp.path().join("data"));
+    let ping: Command = from_json(serde_json::json!({"op": "ping"}));
+    let pong = Answer::Ok(execute(&store, &ping, NOW).await.unwrap());
+    assert_eq!(
+        serde_json::to_value(&pong).unwrap(),
+        serde_json::json!({"ok": {"reply": "pong"}})
+    );
+    let done = Answer::Ok(Reply::Text("client app removed\n".into()));
+    assert_eq!(
+        serde_json::to_value(&done).unwrap(),
+        serde_json::json!({"ok": {"reply": "text", "value": "client app removed\n"}})
+    );
+    let err = Answer::Err("no client named \"app\"".into());
+    assert_eq!(
+        serde_json::to_value(&err).unwrap(),
+        serde_json::json!({"err": "no client named \"app\""})
+    );
+    // Every listing reads back as it was sent.
+    for cmd in [
+        Command::ClientList,
+        Command::UserList,
+        Command::KeysList,
+        Command::KeysFilterConfig,
+        Command::Edges,
+        Command::AuditRead { since: 0 },
+    ] {
+        let reply = execute(&store, &cmd, NOW).await.unwrap();
+        let line = serde_json::to_string(&Answer::Ok(reply.clone())).unwrap();
+        assert!(!line.contains('\n'), "{line}");
+        let Answer::Ok(back) = serde_json::from_str(&line).unwrap() else {
+            panic!("{line}");
+        };
+        assert_eq!(back, reply, "{cmd:?}");
+    }
+}
+
+#[tokio::test]
 async fn listings_change_nothing_and_are_not_changes() {
     let tmp = tempfile::tempdir().unwrap();
     let store = store(&tmp.path().join("data"));
     for cmd in [
+        Command::Ping,
         Command::ClientList,
         Command::UserList,
         Command::KeysList,

@@ -100,7 +100,7 @@ pub(super) async fn update(
     Ok(format!("user {name} changed\n"))
 }
 
-/// A user as `user list --json` shows it.
+/// A user as `user list` shows it, in a table or as JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UserView {
     /// User name.
@@ -117,9 +117,9 @@ pub struct UserView {
     pub directory: bool,
 }
 
-/// `user list --json`: a JSON array of [`UserView`].
-pub(super) async fn list_json(store: &dyn Store) -> Result<String, AdminError> {
-    let views: Vec<UserView> = store
+/// `user list`: every user, in the store's order.
+pub(super) async fn list(store: &dyn Store) -> Result<Vec<UserView>, AdminError> {
+    Ok(store
         .users()
         .await?
         .into_iter()
@@ -131,25 +131,11 @@ pub(super) async fn list_json(store: &dyn Store) -> Result<String, AdminError> {
             enabled: !u.disabled,
             directory: u.directory.is_some(),
         })
-        .collect();
-    Ok(serde_json::to_string_pretty(&views).unwrap_or_default() + "\n")
+        .collect())
 }
 
 /// `user remove`.
 pub(super) async fn remove(store: &dyn Store, name: &str, now: u64) -> Result<String, AdminError> {
     found(store.remove_user(name, now).await?, "user", name)?;
     Ok(format!("user {name} removed\n"))
-}
-
-/// `user list`: one line per user.
-pub(super) async fn list(store: &dyn Store) -> Result<String, AdminError> {
-    let mut out = String::from("NAME                 ENABLED  ROLES\n");
-    for (name, u) in store.users().await? {
-        out += &format!(
-            "{name:<20} {:<8} {}\n",
-            if u.disabled { "no" } else { "yes" },
-            u.roles.join(",")
-        );
-    }
-    Ok(out)
 }

@@ -1,9 +1,9 @@
 //! A backup through the admin socket (`issuer backup`): the server takes a snapshot of its store
-//! ([`crate::store::backup`]), answers the command's line with [`Reply::Ok`] (or why not), and
+//! ([`crate::store::backup`]), answers the command's line with [`Reply::Backup`] (or why not), and
 //! writes the backup after that line; the command line writes it to its file. The backup never
 //! passes through a JSON line, and the server writes no file of its own.
 
-use crate::admin::Reply;
+use crate::admin::{Answer, Reply};
 use crate::app::{now, App};
 use crate::store::backup::{BackupError, Summary};
 use std::io::{BufWriter, Write};
@@ -23,8 +23,8 @@ enum Failed {
     Backup(#[from] BackupError),
 }
 
-fn reply_line(out: &mut dyn Write, reply: &Reply) -> Result<(), Failed> {
-    let mut text = serde_json::to_string(reply).expect("reply serializes");
+fn answer_line(out: &mut dyn Write, answer: &Answer) -> Result<(), Failed> {
+    let mut text = serde_json::to_string(answer).expect("an answer serializes");
     text.push('\n');
     out.write_all(text.as_bytes()).map_err(Failed::Socket)
 }
@@ -52,12 +52,12 @@ pub(super) async fn answer(
         let snapshot = match snapshot.and_then(|b| b.snapshot()) {
             Ok(s) => s,
             Err(e) => {
-                reply_line(&mut out, &Reply::Err(e.to_string()))?;
+                answer_line(&mut out, &Answer::Err(e.to_string()))?;
                 out.flush().map_err(Failed::Socket)?;
                 return Err(e.into());
             }
         };
-        reply_line(&mut out, &Reply::Ok(String::new()))?;
+        answer_line(&mut out, &Answer::Ok(Reply::Backup))?;
         Ok(snapshot.write_to(&mut out, now())?)
     })
     .await;

@@ -12,7 +12,7 @@ pub const KEY_RETIRE_MARGIN: u64 = 300;
 pub const HELD: u64 = 1 << 62;
 
 /// Where a key is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KeyState {
     /// Published (in the ring and the filter configuration), not signing yet.
@@ -232,7 +232,7 @@ impl Promotion {
 }
 
 /// A signing key's place in its life, as `keys list` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyInfo {
     /// Key id.
     pub kid: u32,

@@ -1,10 +1,11 @@
 //! The command line's side of an admin command (part of the `issuer` binary): through the running
-//! server's socket, or straight on the store.
+//! server's socket, or straight on the store. Either way the command's [`Reply`] comes back typed
+//! and the command that asked renders it; [`run_admin`] prints the text that confirms a change.
 
 use crate::data_dir::DataDir;
 use crate::out;
 use anyhow::{bail, Context as _};
-use issuer::admin::{execute, Command, Reply, SOCKET_FILE};
+use issuer::admin::{execute, Answer, Command, Reply, SOCKET_FILE};
 use issuer::app::now;
 use issuer::store::redb::RedbStore;
 use issuer::store::{Location, OpenError, PgFiles, RefreshPolicy, Store};
@@ -14,22 +15,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use zeroize::Zeroizing;
 
-/// Runs `cmd` on the store at `location` and returns the text to print: on the embedded store
-/// through the running server's socket, or directly on the data dir when no server answers
-/// there; on PostgreSQL directly on the database (`files` open it).
-pub fn run(location: &Location, files: &PgFiles<'_>, cmd: &Command) -> anyhow::Result<String> {
+/// Runs `cmd` on the store at `location` and returns its reply: on the embedded store through
+/// the running server's socket, or directly on the data dir when no server answers there; on
+/// PostgreSQL directly on the database (`files` open it).
+pub fn run(location: &Location, files: &PgFiles<'_>, cmd: &Command) -> anyhow::Result<Reply> {
     match location {
         Location::Redb(dir) => match send(dir, cmd)? {
-            Some(Reply::Ok(text)) => Ok(text),
-            Some(Reply::Err(msg)) => bail!("{msg}"),
+            Some(answer) => answered(answer),
             None => {
-                let store = match RedbStore::open(dir, now(), RefreshPolicy::default()) {
-                    Err(OpenError::Locked) => bail!(
-                        "{} is in use by a process that does not answer on its admin socket",
-                        dir.display()
-                    ),
-                    other => other.with_context(|| format!("opening {}", dir.display()))?,
-                };
+                let store = open_redb(dir)?;
                 Ok(block_on(execute(&store, cmd, now()))??)
             }
         },
@@ -41,15 +35,50 @@ pub fn run(location: &Location, files: &PgFiles<'_>, cmd: &Command) -> anyhow::R
     }
 }
 
-/// Runs an admin command: on the embedded store through the running server's socket, or directly
-/// on the data dir; on PostgreSQL directly on the database.
+/// [`run`] on the store `args` name.
+pub fn run_on(args: &DataDir, cmd: &Command) -> anyhow::Result<Reply> {
+    run(&args.location()?, &args.pg_files(), cmd)
+}
+
+/// Runs an admin command that changes something (see [`run`]) and prints what it says it did.
 pub fn run_admin(args: &DataDir, cmd: Command) -> anyhow::Result<()> {
-    let reply = run(&args.location()?, &args.pg_files(), &cmd)?;
-    match cmd {
-        Command::ClientListJson | Command::UserListJson | Command::KeysFilterConfig => {
-            out::json(&reply)
-        }
-        _ => out::text(&reply),
+    let reply = run_on(args, &cmd)?;
+    out::text(&text(reply)?)
+}
+
+/// The text of a change's reply.
+pub fn text(reply: Reply) -> anyhow::Result<String> {
+    match reply {
+        Reply::Text(text) => Ok(text),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// A reply of another kind than the command asks for.
+pub fn unexpected(reply: &Reply) -> anyhow::Error {
+    let kind = serde_json::to_value(reply)
+        .ok()
+        .and_then(|v| v["reply"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    anyhow::anyhow!("the admin command got a reply of another kind ({kind:?})")
+}
+
+/// The reply an answer from the socket carries, or its refusal as an error.
+fn answered(answer: Answer) -> anyhow::Result<Reply> {
+    match answer {
+        Answer::Ok(reply) => Ok(reply),
+        Answer::Err(msg) => bail!("{msg}"),
+    }
+}
+
+/// Opens the embedded store in `dir`, which no server answers for.
+fn open_redb(dir: &Path) -> anyhow::Result<RedbStore> {
+    match RedbStore::open(dir, now(), RefreshPolicy::default()) {
+        Err(OpenError::Locked) => bail!(
+            "{} is in use by a process that does not answer on its admin socket",
+            dir.display()
+        ),
+        other => other.with_context(|| format!("opening {}", dir.display())),
     }
 }
 
@@ -71,16 +100,10 @@ impl Session {
             .build()?;
         let store: Arc<dyn Store> = match location {
             Location::Redb(dir) => {
-                if send(dir, &Command::ClientList)?.is_some() {
+                if send(dir, &Command::Ping)?.is_some() {
                     return Ok(Self::Socket(dir.clone()));
                 }
-                match RedbStore::open(dir, now(), RefreshPolicy::default()) {
-                    Err(OpenError::Locked) => bail!(
-                        "{} is in use by a process that does not answer on its admin socket",
-                        dir.display()
-                    ),
-                    other => Arc::new(other.with_context(|| format!("opening {}", dir.display()))?),
-                }
+                Arc::new(open_redb(dir)?)
             }
             Location::Postgres(url) => runtime.block_on(Location::connect_postgres(
                 url,
@@ -92,12 +115,11 @@ impl Session {
         Ok(Self::Store(store, runtime))
     }
 
-    /// Runs `cmd`; the text to print.
-    pub fn run(&self, cmd: &Command) -> anyhow::Result<String> {
+    /// Runs `cmd`; its reply.
+    pub fn run(&self, cmd: &Command) -> anyhow::Result<Reply> {
         match self {
             Self::Socket(dir) => match send(dir, cmd)? {
-                Some(Reply::Ok(text)) => Ok(text),
-                Some(Reply::Err(msg)) => bail!("{msg}"),
+                Some(answer) => answered(answer),
                 None => bail!("the server on {} stopped answering", dir.display()),
             },
             Self::Store(store, runtime) => {
@@ -115,9 +137,10 @@ pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> anyhow::Result<T>
         .block_on(f))
 }
 
-/// Sends `cmd` to the server listening on the data dir's socket. `Ok(None)` if no server answers
-/// there (no socket, or a stale one), so the caller opens the database itself.
-fn send(data_dir: &Path, cmd: &Command) -> anyhow::Result<Option<Reply>> {
+/// Sends `cmd` to the server listening on the data dir's socket, one line each way (the protocol
+/// is in [`issuer::admin`]'s doc). `Ok(None)` if no server answers there (no socket, or a stale
+/// one), so the caller opens the database itself.
+fn send(data_dir: &Path, cmd: &Command) -> anyhow::Result<Option<Answer>> {
     let path = data_dir.join(SOCKET_FILE);
     let mut stream = match UnixStream::connect(&path) {
         Ok(s) => s,

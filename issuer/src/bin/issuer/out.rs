@@ -3,6 +3,7 @@
 //! through [`issuer::display::json`], so no such name prints a line break or a bidi control raw.
 
 use issuer::display;
+use serde::Serialize;
 use std::io::Write as _;
 
 fn write(s: &str) -> anyhow::Result<()> {
@@ -30,4 +31,9 @@ pub fn json(s: &str) -> anyhow::Result<()> {
 /// One line of JSON output.
 pub fn json_line(s: &str) -> anyhow::Result<()> {
     json(&format!("{s}\n"))
+}
+
+/// A JSON document, pretty-printed, then a line break.
+pub fn json_document(value: &impl Serialize) -> anyhow::Result<()> {
+    json(&(serde_json::to_string_pretty(value)? + "\n"))
 }

@@ -1,18 +1,18 @@
 //! `issuer apply FILE [--dry-run] [--prune]`: makes the store's clients and local users match a
 //! file (docs/operate.md, "Clients and users in a file"). The file is read and checked whole
 //! first ([`file`]); the plan is computed against the store's current state
-//! (read with `client list --json` and `user list --json`); each planned change is then one admin
+//! (read with the listings of `client list` and `user list`); each planned change is then one admin
 //! command ([`Command`]), run and audited like the same change made by hand, through the running
 //! server's socket or on the store itself ([`Session`]).
 
 mod file;
 
-use crate::admin::Session;
+use crate::admin::{unexpected, Session};
 use crate::data_dir::{hash_key, DataDir};
 use crate::out;
 use clap::Args;
 use file::{read, sorted, Declared, DeclaredClient, DeclaredUser};
-use issuer::admin::{ClientView, Command, NewClient, NewUser, UserView};
+use issuer::admin::{ClientView, Command, NewClient, NewUser, Reply, UserView};
 use issuer::secrets::{new_client_secret, HashKey};
 use issuer::store::GrantKind;
 use std::collections::HashMap;
@@ -51,8 +51,14 @@ enum Change {
 pub fn run(args: ApplyArgs, dir: &DataDir) -> anyhow::Result<()> {
     let declared = read(&args.file)?;
     let session = Session::open(&dir.location()?, &dir.pg_files())?;
-    let clients: Vec<ClientView> = serde_json::from_str(&session.run(&Command::ClientListJson)?)?;
-    let users: Vec<UserView> = serde_json::from_str(&session.run(&Command::UserListJson)?)?;
+    let clients = match session.run(&Command::ClientList)? {
+        Reply::Clients(clients) => clients,
+        other => return Err(unexpected(&other)),
+    };
+    let users = match session.run(&Command::UserList)? {
+        Reply::Users(users) => users,
+        other => return Err(unexpected(&other)),
+    };
     let steps = plan(declared, clients, users, args.prune);
     let file = args.file.display();
     if steps.is_empty() {

@@ -2,11 +2,12 @@
 //! event for people or one JSON object per line for a SIEM; and the record of
 //! `issuer keys rotate-kek`, which runs outside the admin commands.
 
+use crate::admin::{run_on, unexpected};
 use crate::data_dir::DataDir;
-use crate::{admin, out};
+use crate::out;
 use anyhow::{bail, Context as _};
 use clap::Args;
-use issuer::admin::{Command, MAX_AUDIT_READ};
+use issuer::admin::{Command, Reply, MAX_AUDIT_READ};
 use issuer::app::now;
 use issuer::display;
 use issuer::store::{Audit, AuditAction, AuditEvent};
@@ -32,9 +33,10 @@ pub fn run(args: &AuditArgs) -> anyhow::Result<()> {
     let cmd = Command::AuditRead {
         since: args.since.unwrap_or(0),
     };
-    let reply = admin::run(&args.dir.location()?, &args.dir.pg_files(), &cmd)?;
-    let events: Vec<AuditEvent> =
-        serde_json::from_str(&reply).context("reading the audit trail's reply")?;
+    let events = match run_on(&args.dir, &cmd)? {
+        Reply::Audit(events) => events,
+        other => return Err(unexpected(&other)),
+    };
     for e in &events {
         if args.json {
             out::json_line(&json_line(e))?;

@@ -13,7 +13,7 @@ use super::audit::rfc3339;
 use crate::data_dir::DataDir;
 use anyhow::{bail, Context as _};
 use clap::Args;
-use issuer::admin::{Command, Reply, SOCKET_FILE};
+use issuer::admin::{Answer, Command, Reply, SOCKET_FILE};
 use issuer::app::now;
 use issuer::store::backup::{BackupError, Summary};
 use issuer::store::redb::backup as redb_backup;
@@ -152,9 +152,10 @@ fn receive(mut stream: UnixStream, out: &mut dyn Write) -> anyhow::Result<()> {
     reader
         .read_line(&mut answer)
         .context("reading the server's answer")?;
-    match serde_json::from_str::<Reply>(&answer) {
-        Ok(Reply::Ok(_)) => {}
-        Ok(Reply::Err(msg)) => bail!("{msg}"),
+    match serde_json::from_str::<Answer>(&answer) {
+        Ok(Answer::Ok(Reply::Backup)) => {}
+        Ok(Answer::Ok(other)) => return Err(crate::admin::unexpected(&other)),
+        Ok(Answer::Err(msg)) => bail!("{msg}"),
         Err(_) if answer.is_empty() => {
             bail!("the server closed the admin socket without an answer")
         }

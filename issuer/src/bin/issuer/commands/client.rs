@@ -1,11 +1,12 @@
 //! `issuer client ...`: the command line of the client commands, which hashes a client's secret
-//! here and sends the rest as an [`admin::Command`].
+//! here and sends the rest as an [`admin::Command`], and renders the clients' listing.
 
-use crate::admin::{read_secret, run_admin};
+use crate::admin::{read_secret, run_admin, run_on, unexpected};
 use crate::data_dir::{hash_key, DataDir};
+use crate::out;
 use clap::Subcommand;
 use issuer::admin::input::check_client_id;
-use issuer::admin::{Command, NewClient};
+use issuer::admin::{ClientView, Command, NewClient, Reply};
 use issuer::secrets::new_client_secret;
 use issuer::store::GrantKind;
 
@@ -102,9 +103,55 @@ pub fn run(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
         }
         ClientCmd::Activate { id } => Command::ClientActivate { id },
         ClientCmd::Deactivate { id } => Command::ClientDeactivate { id },
-        ClientCmd::List { json: false } => Command::ClientList,
-        ClientCmd::List { json: true } => Command::ClientListJson,
+        ClientCmd::List { json } => return list(dir, json),
         ClientCmd::Remove { id } => Command::ClientRemove { id },
     };
     run_admin(dir, cmd)
+}
+
+/// `client list [--json]`: a table, one line per client, or a JSON array of [`ClientView`].
+fn list(dir: &DataDir, json: bool) -> anyhow::Result<()> {
+    let clients = match run_on(dir, &Command::ClientList)? {
+        Reply::Clients(clients) => clients,
+        other => return Err(unexpected(&other)),
+    };
+    if json {
+        return out::json_document(&clients);
+    }
+    let mut table =
+        String::from("ID                   ACTIVE  GRANTS                          IMPERSONATE\n");
+    for c in &clients {
+        table += &format!(
+            "{:<20} {:<7} {:<31} {}\n",
+            c.id,
+            if c.active { "yes" } else { "no" },
+            grant_names(c).join(","),
+            impersonation(c)
+        );
+    }
+    out::text(&table)
+}
+
+/// The client's grants by their wire names, and `edge` for an edge client.
+fn grant_names(c: &ClientView) -> Vec<String> {
+    c.grants
+        .iter()
+        .map(|g| {
+            serde_json::to_value(g)
+                .unwrap_or_default()
+                .as_str()
+                .unwrap_or("?")
+                .to_owned()
+        })
+        .chain(c.edge.then(|| "edge".to_owned()))
+        .collect()
+}
+
+/// Whether the client may impersonate, and with which claim types.
+fn impersonation(c: &ClientView) -> String {
+    match (c.impersonate, c.impersonate_claim_types.is_empty()) {
+        (false, _) => "no".to_string(),
+        (true, true) => "yes".to_string(),
+        (true, false) => format!("claims: {}", c.impersonate_claim_types.join(",")),
+    }
 }

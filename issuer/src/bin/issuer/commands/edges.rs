@@ -1,10 +1,10 @@
 //! `issuer edges`: which edge holds which keys and revocations. The edges' report read here is
 //! also what `issuer keys status` and `issuer keys rotate --when-edges-ready` (`keys.rs`) wait on.
 
+use crate::admin::{run_on, unexpected};
 use crate::data_dir::DataDir;
-use crate::{admin, out};
-use anyhow::Context as _;
-use issuer::admin::{Command, EdgeRow, EdgesReport};
+use crate::out;
+use issuer::admin::{Command, EdgeRow, EdgesReport, Reply};
 use issuer::display;
 use issuer::store::edges::MAX_EDGES_PER_CLIENT;
 use std::collections::BTreeSet;
@@ -14,8 +14,10 @@ pub const RECENT: u64 = 30;
 
 /// The store's report of the edges and keys.
 pub(super) fn report(dir: &DataDir) -> anyhow::Result<EdgesReport> {
-    let json = admin::run(&dir.location()?, &dir.pg_files(), &Command::Edges)?;
-    serde_json::from_str(&json).context("reading the edges' report")
+    match run_on(dir, &Command::Edges)? {
+        Reply::Edges(report) => Ok(report),
+        other => Err(unexpected(&other)),
+    }
 }
 
 /// An edge: its edge client, node and VM. Edges whose names join alike (node `a/b` and VM `c`,

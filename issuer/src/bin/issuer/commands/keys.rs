@@ -1,16 +1,16 @@
-//! `issuer keys ...`: the token signing keys. Most are admin commands; `keys status` and
-//! `keys rotate --when-edges-ready` read the edges' report (`edges.rs`), and `keys rotate-kek`
-//! re-seals the PostgreSQL store's secrets.
+//! `issuer keys ...`: the token signing keys. Most are admin commands, whose listing and filter
+//! configuration are rendered here; `keys status` and `keys rotate --when-edges-ready` read the
+//! edges' report (`edges.rs`), and `keys rotate-kek` re-seals the PostgreSQL store's secrets.
 
 use super::audit;
 use super::edges::{id, lacking, report, shown, shown_all, unlisted, Id, RECENT};
-use crate::admin::{self, block_on, run_admin};
+use crate::admin::{self, block_on, run_admin, run_on, unexpected};
 use crate::data_dir::DataDir;
 use crate::out;
-use anyhow::{bail, Context as _};
+use anyhow::bail;
 use clap::Subcommand;
-use issuer::admin::Command;
-use issuer::store::Location;
+use issuer::admin::{Command, Reply};
+use issuer::store::{KeyInfo, Location, HELD};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -57,7 +57,10 @@ pub enum KeysCmd {
 /// Runs `issuer keys CMD`.
 pub fn run(cmd: KeysCmd, dir: &DataDir) -> anyhow::Result<()> {
     match cmd {
-        KeysCmd::List => run_admin(dir, Command::KeysList),
+        KeysCmd::List => match run_on(dir, &Command::KeysList)? {
+            Reply::Keys(keys) => out::text(&key_table(&keys)),
+            other => Err(unexpected(&other)),
+        },
         KeysCmd::Rotate {
             when_edges_ready: true,
             timeout,
@@ -66,9 +69,38 @@ pub fn run(cmd: KeysCmd, dir: &DataDir) -> anyhow::Result<()> {
         KeysCmd::Rotate { delay, .. } => run_admin(dir, Command::KeysRotate { delay }),
         KeysCmd::Status => status(dir),
         KeysCmd::Retire { kid } => run_admin(dir, Command::KeysRetire { kid }),
-        KeysCmd::FilterConfig => run_admin(dir, Command::KeysFilterConfig),
+        KeysCmd::FilterConfig => match run_on(dir, &Command::KeysFilterConfig)? {
+            Reply::FilterConfig(config) => out::json_document(&config),
+            other => Err(unexpected(&other)),
+        },
         KeysCmd::RotateKek => rotate_kek(dir),
     }
+}
+
+/// `keys list`: one line per key with its state and times.
+fn key_table(keys: &[KeyInfo]) -> String {
+    let mut out = String::from("KID  STATE      CREATED     SIGNS-FROM  SUPERSEDED  RETIRES\n");
+    // A held key's times lie `HELD` ahead: it signs, and its predecessor stops, when promoted.
+    let time = |t: u64| {
+        if t >= HELD {
+            "held".to_string()
+        } else {
+            t.to_string()
+        }
+    };
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), time);
+    for k in keys {
+        out += &format!(
+            "{:<4} {:<10} {:<11} {:<11} {:<11} {}\n",
+            k.kid,
+            k.state,
+            k.created_at,
+            time(k.signs_from),
+            opt(k.superseded_at),
+            opt(k.retires_at)
+        );
+    }
+    out
 }
 
 /// `keys rotate-kek`: re-seals the database's secrets under the current KEK.
@@ -135,11 +167,10 @@ pub fn status(dir: &DataDir) -> anyhow::Result<()> {
 pub fn rotate_when_ready(dir: &DataDir, timeout: u64) -> anyhow::Result<()> {
     let before = report(dir)?;
     let waited: BTreeSet<Id> = before.seen_within(RECENT).map(id).collect();
-    let published = admin::run(&dir.location()?, &dir.pg_files(), &Command::KeysPublish)?;
-    let kid: u32 = published
-        .trim()
-        .parse()
-        .context("reading the published key's id")?;
+    let kid = match run_on(dir, &Command::KeysPublish)? {
+        Reply::Published(kid) => kid,
+        other => return Err(unexpected(&other)),
+    };
     out::line(&format!(
         "key {kid} is published (held, not signing); waiting up to {timeout} s for {} edges",
         waited.len()
@@ -175,11 +206,7 @@ pub fn rotate_when_ready(dir: &DataDir, timeout: u64) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_secs(1));
     };
-    out::text(&admin::run(
-        &dir.location()?,
-        &dir.pg_files(),
-        &Command::KeysPromote { kid },
-    )?)?;
+    out::text(&admin::text(run_on(dir, &Command::KeysPromote { kid })?)?)?;
     out::line(&format!(
         "edges that held key {kid} first: {}",
         held_by.len()

@@ -1,11 +1,12 @@
 //! `issuer user ...`: the command line of the user commands, which hashes a user's password
-//! here and sends the rest as an [`admin::Command`].
+//! here and sends the rest as an [`admin::Command`], and renders the users' listing.
 
-use crate::admin::{read_secret, run_admin};
+use crate::admin::{read_secret, run_admin, run_on, unexpected};
 use crate::data_dir::DataDir;
+use crate::out;
 use clap::Subcommand;
 use issuer::admin::input::{check_roles, check_user_name, parse_claim};
-use issuer::admin::{Command, NewUser};
+use issuer::admin::{Command, NewUser, Reply};
 use issuer::passwords::hash_password;
 
 #[derive(Subcommand)]
@@ -68,9 +69,30 @@ pub fn run(cmd: UserCmd, dir: &DataDir) -> anyhow::Result<()> {
                 password_hash: hash_password(&password),
             }
         }
-        UserCmd::List { json: false } => Command::UserList,
-        UserCmd::List { json: true } => Command::UserListJson,
+        UserCmd::List { json } => return list(dir, json),
         UserCmd::Remove { name } => Command::UserRemove { name },
     };
     run_admin(dir, cmd)
+}
+
+/// `user list [--json]`: a table, one line per user, or a JSON array of
+/// [`issuer::admin::UserView`].
+fn list(dir: &DataDir, json: bool) -> anyhow::Result<()> {
+    let users = match run_on(dir, &Command::UserList)? {
+        Reply::Users(users) => users,
+        other => return Err(unexpected(&other)),
+    };
+    if json {
+        return out::json_document(&users);
+    }
+    let mut table = String::from("NAME                 ENABLED  ROLES\n");
+    for u in &users {
+        table += &format!(
+            "{:<20} {:<8} {}\n",
+            u.name,
+            if u.enabled { "yes" } else { "no" },
+            u.roles.join(",")
+        );
+    }
+    out::text(&table)
 }
