@@ -40,6 +40,9 @@ pub enum ConfigError {
          (or keep the password in --store-password-file)"
     )]
     Readable { path: String },
+    /// The command line, with the file's options, no longer parses (on a reload).
+    #[error("{0}")]
+    CommandLine(String),
 }
 
 /// A configuration file, parsed but not yet applied.
@@ -227,23 +230,47 @@ pub fn parse_args<C: CommandFactory + FromArgMatches>(
     args: Vec<OsString>,
     sub: &str,
 ) -> Result<(C, Option<ConfigFile>), ConfigError> {
-    let first = C::command().ignore_errors(true).try_get_matches_from(&args);
+    let (cmd, file) = with_file(&args, C::command(), sub)?;
+    let matches = cmd.try_get_matches_from(&args).unwrap_or_else(|e| e.exit());
+    Ok((
+        C::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()),
+        file,
+    ))
+}
+
+/// [`parse_args`] again, as a reload does: the same command line with the file as it is now. A
+/// command line that no longer parses is an error, never an exit.
+pub fn reparse_args<C: CommandFactory + FromArgMatches>(
+    args: &[OsString],
+    sub: &str,
+) -> Result<(C, Option<ConfigFile>), ConfigError> {
+    let (cmd, file) = with_file(args, C::command(), sub)?;
+    let first_line = |e: clap::Error| {
+        let text = e.to_string();
+        ConfigError::CommandLine(text.lines().next().unwrap_or_default().to_owned())
+    };
+    let matches = cmd.try_get_matches_from(args).map_err(first_line)?;
+    Ok((C::from_arg_matches(&matches).map_err(first_line)?, file))
+}
+
+/// `cmd` with the options of the file that `args` name for `sub` as defaults, and the file.
+fn with_file(
+    args: &[OsString],
+    mut cmd: Command,
+    sub: &str,
+) -> Result<(Command, Option<ConfigFile>), ConfigError> {
+    let first = cmd.clone().ignore_errors(true).try_get_matches_from(args);
     let path = first.ok().and_then(|m| {
         m.subcommand_matches(sub)?
             .get_one::<PathBuf>(CONFIG_ARG)
             .cloned()
     });
     let file = path.map(|p| ConfigFile::read(&p)).transpose()?;
-    let mut cmd = C::command();
     if let Some(file) = &file {
         let applied = file.apply(cmd.find_subcommand(sub).cloned().expect("subcommand"))?;
         cmd = cmd.mut_subcommand(sub, |_| applied);
     }
-    let matches = cmd.try_get_matches_from(&args).unwrap_or_else(|e| e.exit());
-    Ok((
-        C::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()),
-        file,
-    ))
+    Ok((cmd, file))
 }
 
 /// A TOML syntax error as `line L, column C: REASON`, without the text at that place.

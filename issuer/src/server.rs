@@ -231,12 +231,10 @@ pub async fn sweep_forever(app: Arc<App>) {
     }
 }
 
-/// Rechecks the directory's users every `every` (see [`App::recheck_directory`]).
-pub async fn recheck_directory_forever(app: Arc<App>, every: std::time::Duration) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
+/// Rechecks the directory's users every `recheck_seconds`, read again each round (a reload may
+/// change it), for as long as the issuer has a directory.
+pub async fn recheck_directory_forever(app: Arc<App>) {
+    while let Some(every) = app.directory_recheck_every() {
         match app.recheck_directory().await {
             Ok(Some(n)) if n > 0 => {
                 tracing::info!(disabled = n, "directory recheck disabled users")
@@ -244,17 +242,17 @@ pub async fn recheck_directory_forever(app: Arc<App>, every: std::time::Duration
             Ok(_) => {}
             Err(e) => tracing::error!(error = e.to_string(), "directory recheck failed"),
         }
+        tokio::time::sleep(every).await;
     }
 }
 
-/// Probes the directory's servers every `every`, so that each issuer knows which answer without
-/// waiting for a sign-in to fail, and uses a server that came back at once.
-pub async fn probe_directory_forever(app: Arc<App>, every: std::time::Duration) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
+/// Probes the directory's servers every `probe_seconds`, read again each round, so that each
+/// issuer knows which answer without waiting for a sign-in to fail, and uses a server that came
+/// back at once.
+pub async fn probe_directory_forever(app: Arc<App>) {
+    while let Some(every) = app.directory_probe_every() {
         app.probe_directory().await;
+        tokio::time::sleep(every).await;
     }
 }
 

@@ -8,16 +8,18 @@
 //! subject, a disable and a revocation all go by the entry's own name (`name_attribute`), and
 //! entries are told apart by their key (`id_attribute`).
 
+use crate::config::DirectoryConfig;
 use crate::directory::{
     normal_dn, BindGuard, Directory, DirectoryError, DirectoryUser, EntryRef, Refusal,
 };
 use crate::store::{DirectoryLink, StoreError, UserChange, UserRecord, Users};
 use futures_util::StreamExt as _;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 /// The directory and the users it is recorded for.
 pub(super) struct DirectoryUsers {
-    pub(super) directory: Arc<Directory>,
+    /// Replaced whole by a reload; a request keeps the one it started with.
+    pub(super) directory: RwLock<Arc<Directory>>,
     pub(super) users: Arc<dyn Users>,
 }
 
@@ -89,6 +91,21 @@ fn gone_by(why: Refusal) -> bool {
 }
 
 impl DirectoryUsers {
+    /// The directory in use now.
+    pub(super) fn directory(&self) -> Arc<Directory> {
+        self.directory
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Puts the directory of a new `[directory]` table in place of the one in use.
+    pub(super) fn replace(&self, config: DirectoryConfig) -> Result<(), String> {
+        let new = Arc::new(Directory::replacing(config, &self.directory())?);
+        *self.directory.write().unwrap_or_else(|p| p.into_inner()) = new;
+        Ok(())
+    }
+
     /// Signs in the user whose entry the name `typed` finds: the record is the entry's name's,
     /// whatever spelling found it.
     pub(super) async fn sign_in(
@@ -98,7 +115,7 @@ impl DirectoryUsers {
         guard: &dyn BindGuard,
         now: u64,
     ) -> Result<SignIn, StoreError> {
-        match self.directory.sign_in(typed, password, guard).await {
+        match self.directory().sign_in(typed, password, guard).await {
             Ok(d) => {
                 let server = d.server.as_str();
                 tracing::info!(user = d.name, typed, server, "directory sign-in");
@@ -216,7 +233,7 @@ impl DirectoryUsers {
             // A local user, or one refused anyway by the rotation.
             return Ok(true);
         }
-        match self.directory.lookup(name).await {
+        match self.directory().lookup(name).await {
             Ok(d) if d.name != name => {
                 self.gone(name, Refusal::NoSuchUser, now)
                     .await
@@ -253,7 +270,7 @@ impl DirectoryUsers {
             .collect();
         let mut lookups = futures_util::stream::iter(due)
             .map(|(name, rec)| async move {
-                let answer = self.directory.lookup(&name).await;
+                let answer = self.directory().lookup(&name).await;
                 (name, rec, answer)
             })
             .buffer_unordered(RECHECK_CONCURRENCY);

@@ -10,6 +10,7 @@ mod audit_events;
 mod call;
 pub mod client_auth_throttle;
 mod client_cache;
+mod directory_upkeep;
 mod directory_users;
 mod edge;
 pub mod edge_book;
@@ -20,7 +21,6 @@ mod flow_refresh;
 mod revocation;
 mod revoke_budget;
 
-use crate::directory::Directory;
 use crate::metrics::Metrics;
 use crate::passwords::PasswordChecker;
 use crate::store::revocation::{RevocationSet, FAMILY_TAG_LEN};
@@ -193,62 +193,6 @@ impl App {
             audit,
             audit_retention: AUDIT_RETENTION_DAYS * 86_400,
         })
-    }
-
-    /// Signs users the store does not hold in with `directory` (and re-reads them at refresh).
-    pub fn with_directory(mut self, directory: Arc<Directory>) -> Self {
-        self.metrics.add_directory(directory.metrics());
-        let users = Arc::new(directory_users::DirectoryUsers {
-            directory,
-            users: self.store.clone(),
-        });
-        self.password.directory = Some(users.clone());
-        self.refresh.directory = Some(users);
-        self
-    }
-
-    /// How often the directory's users are rechecked; `None` without a directory.
-    pub fn directory_recheck_every(&self) -> Option<std::time::Duration> {
-        let users = self.password.directory.as_ref()?;
-        Some(users.directory.recheck_every())
-    }
-
-    /// Seconds between probes of the directory's servers, with a directory.
-    pub fn directory_probe_every(&self) -> Option<std::time::Duration> {
-        let users = self.password.directory.as_ref()?;
-        Some(users.directory.probe_every())
-    }
-
-    /// Probes every directory server once ([`crate::directory::Directory::probe`]).
-    pub async fn probe_directory(&self) {
-        if let Some(users) = &self.password.directory {
-            users.directory.probe().await;
-        }
-    }
-
-    /// One round of the directory recheck, if this issuer takes the round's lease (one issuer of
-    /// several on PostgreSQL does it for all): every directory user who may hold a live refresh
-    /// token family is re-read, and those disabled or removed are disabled here, their tokens
-    /// revoked. `None` without a directory or the lease.
-    pub async fn recheck_directory(&self) -> Result<Option<usize>, StoreError> {
-        let Some(users) = &self.password.directory else {
-            return Ok(None);
-        };
-        let at = now();
-        // Held a second less than a round, so the next round's taker finds it free.
-        let every = users.directory.recheck_every().as_secs();
-        let lease = every.saturating_sub(1).max(1);
-        let throttle = &self.password.throttle;
-        if !throttle.try_lease("directory-recheck", at, lease).await? {
-            return Ok(None);
-        }
-        let disabled = users
-            .recheck(at, self.settings.refresh.absolute_ttl)
-            .await?;
-        if disabled > 0 {
-            self.reload_revocations().await;
-        }
-        Ok(Some(disabled))
     }
 
     /// Re-reads the key ring (after a rotation, and periodically so retired keys drop out). A

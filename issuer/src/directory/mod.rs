@@ -191,6 +191,25 @@ impl From<LdapError> for Step {
 impl Directory {
     /// The directory of a validated `[directory]` table; no connection is made yet.
     pub fn new(config: DirectoryConfig) -> Result<Self, String> {
+        Self::with_metrics(config, DirectoryMetrics::default())
+    }
+
+    /// The directory of a new `[directory]` table in place of `old` (a reload): the same metrics,
+    /// without the servers no longer named.
+    pub fn replacing(config: DirectoryConfig, old: &Directory) -> Result<Self, String> {
+        let new = Self::with_metrics(config, old.metrics.clone())?;
+        for s in &old.servers {
+            if !new.config.urls.contains(&s.url) {
+                let labels = UpLabels {
+                    server: s.url.clone(),
+                };
+                new.metrics.up.remove(&labels);
+            }
+        }
+        Ok(new)
+    }
+
+    fn with_metrics(config: DirectoryConfig, metrics: DirectoryMetrics) -> Result<Self, String> {
         let tls = Arc::new(crate::tls_client::client_config(
             config.ca_file.as_deref(),
             "the directory",
@@ -218,7 +237,7 @@ impl Directory {
             config: Arc::new(config),
             servers,
             timeout,
-            metrics: DirectoryMetrics::default(),
+            metrics,
             parents: Default::default(),
         };
         for s in &directory.servers {

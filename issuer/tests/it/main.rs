@@ -24,6 +24,7 @@ mod impersonation;
 mod multi;
 mod oauth2_crate;
 mod refresh;
+mod reload;
 mod store;
 mod store_postgres;
 

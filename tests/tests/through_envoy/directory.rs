@@ -8,7 +8,7 @@
 use crate::edge::{call, token_request, wait_for_sync};
 use e2e::slapd::Slapd;
 use e2e::{demo, DirectoryTable, Options, Stack, Tools};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -329,6 +329,46 @@ async fn a_dead_ldap_server_costs_one_timeout_and_is_used_again_once_back() {
         "the failback is logged"
     );
     drop(second);
+}
+
+#[tokio::test]
+async fn sighup_puts_a_changed_directory_table_in_force() {
+    let Some(tools) = Tools::for_test() else {
+        return;
+    };
+    let Some(ldap) = Slapd::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let s = directory_stack(tmp.path(), &tools, &ldap_server(&[&ldap], 60)).await;
+    let roles = |v: Value| v["roles"].clone();
+    let (status, alice) = sign_in(&s, "alice", ldap.password("alice")).await;
+    assert_eq!(status, 200, "{alice}");
+    assert_eq!(
+        roles(introspect(&s, &alice).await),
+        json!(["editor", "staff"])
+    );
+
+    let changed = DirectoryTable {
+        timeout_ms: Some(TIMEOUT_MS),
+        ..DirectoryTable::slapd(&[&ldap])
+    }
+    .role(ldap.group_dn("editors"), "chief");
+    changed.write(tmp.path()).unwrap();
+    let pid = s.pids().0.to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !s.logs().contains("[directory] reloaded") {
+        assert!(Instant::now() < deadline, "no reload:\n{}", s.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, again) = sign_in(&s, "alice", ldap.password("alice")).await;
+    assert_eq!(status, 200, "the issuer serves on after SIGHUP: {again}");
+    assert_eq!(roles(introspect(&s, &again).await), json!(["chief"]));
 }
 
 /// Waits until the issuer's `directory_server_up` for `url` is `up`, with no sign-in meanwhile:

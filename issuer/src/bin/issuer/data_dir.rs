@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use zeroize::Zeroizing;
 
-#[derive(Args, Clone)]
+#[derive(Args, Clone, PartialEq)]
 pub struct DataDir {
     /// Data dir of the embedded store (created 0700; database and key files 0600).
     #[arg(

@@ -25,7 +25,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Top {
     /// Run the token server.
-    Serve(serve::Serve),
+    Serve(Box<serve::Serve>),
     /// Manage clients.
     Client {
         #[command(subcommand)]
@@ -97,10 +97,21 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// `issuer serve`'s command line parsed again, with its configuration file as it is now (a
+/// reload).
+fn reparse_serve() -> anyhow::Result<serve::Serve> {
+    let args: Vec<_> = std::env::args_os().collect();
+    let (cli, file) = issuer::config::reparse_args::<Cli>(&args, "serve")?;
+    match cli.command {
+        Top::Serve(s) => serve::with_file(*s, file),
+        _ => anyhow::bail!("the command line is no longer `issuer serve`"),
+    }
+}
+
 /// Runs the command line, with the configuration file of `serve` if it names one.
 fn run((cli, file): (Cli, Option<issuer::config::ConfigFile>)) -> anyhow::Result<()> {
     match cli.command {
-        Top::Serve(s) => serve::run(s, file),
+        Top::Serve(s) => serve::run(*s, file, reparse_serve),
         Top::Directory(cmd) => directory::run(cmd),
         Top::Edges { json, dir } => edges::run(&dir, json),
         Top::Audit(args) => audit::run(&args),

@@ -2,6 +2,7 @@
 //! here, the store opened in `store.rs` and the listeners made in `listen.rs`.
 
 mod listen;
+mod reload;
 mod store;
 
 use crate::data_dir::DataDir;
@@ -20,7 +21,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct Serve {
     /// A TOML file with options of `serve` under their flag names, `_` for `-` (a flag or an
     /// environment variable overrides the file), and the `[directory]` table (see docs/issuer.md).
@@ -75,6 +76,10 @@ pub struct Serve {
     /// Log format: `text` (coloured only on a terminal) or `json` (one object per line).
     #[arg(long, env = "ISSUER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// What to log: a level (`error`, `warn`, `info`, `debug`, `trace`) or filter directives
+    /// (`info,issuer::directory=debug`); SIGHUP applies a new one. `RUST_LOG`, when set, wins.
+    #[arg(long, env = "ISSUER_LOG_LEVEL", default_value = "info", value_parser = issuer::logging::parse_level)]
+    log_level: String,
     /// First wait after repeated failed sign-ins (per user from one address after 5, per user
     /// from all addresses after 50, per address after 20), seconds; each further failure doubles
     /// it.
@@ -108,17 +113,62 @@ pub struct Serve {
     audit_retention_days: u64,
 }
 
-/// `issuer serve`, with the configuration file if it names one.
-pub fn run(mut s: Serve, file: Option<ConfigFile>) -> anyhow::Result<()> {
+/// `issuer serve`, with the configuration file if it names one; `reparse` reads both again on
+/// SIGHUP.
+pub fn run(s: Serve, file: Option<ConfigFile>, reparse: reload::Reparse) -> anyhow::Result<()> {
+    serve(with_file(s, file)?, reparse)
+}
+
+/// `s` with the `[directory]` of its configuration file.
+pub fn with_file(mut s: Serve, file: Option<ConfigFile>) -> anyhow::Result<Serve> {
     s.directory = file
         .map(|f| f.directory())
         .transpose()?
         .flatten()
         .map(Box::new);
-    serve(s)
+    Ok(s)
 }
 
 impl Serve {
+    /// The options that differ in `new` and take effect only at a restart, by their file keys.
+    fn changed_until_restart(&self, new: &Serve) -> Vec<&'static str> {
+        let mut changed = Vec::new();
+        macro_rules! compare {
+            ($($field:ident),*) => {
+                $(if self.$field != new.$field {
+                    changed.push(stringify!($field));
+                })*
+            };
+        }
+        compare!(
+            dir,
+            listen,
+            tls_cert,
+            tls_key,
+            access_ttl,
+            refresh_idle_ttl,
+            refresh_absolute_ttl,
+            refresh_retry_window,
+            public_url,
+            trust_x_forwarded_for,
+            trusted_proxies,
+            log_format,
+            login_backoff_base,
+            login_backoff_max,
+            login_backoff_ipv6_prefix,
+            store_cache_mib,
+            password_concurrency,
+            revocations_per_minute,
+            edge_forget_after,
+            audit_retention_days
+        );
+        if changed.contains(&"dir") {
+            changed.retain(|c| *c != "dir");
+            changed.push("data_dir or store");
+        }
+        changed
+    }
+
     fn refresh_policy(&self) -> RefreshPolicy {
         RefreshPolicy {
             idle_ttl: self.refresh_idle_ttl,
@@ -159,18 +209,28 @@ impl Serve {
     }
 }
 
-fn serve(s: Serve) -> anyhow::Result<()> {
-    issuer::logging::init(s.log_format);
+fn serve(s: Serve, reparse: reload::Reparse) -> anyhow::Result<()> {
+    let log = issuer::logging::init(s.log_format, &s.log_level);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let source = store::prepare(&s)?;
-    let tls = match (&s.tls_cert, &s.tls_key) {
-        (Some(c), Some(k)) => Some(listen::tls_acceptor(c, k)?),
-        (None, None) => None,
+    let (tls, certificates) = match (&s.tls_cert, &s.tls_key) {
+        (Some(c), Some(k)) => {
+            let (acceptor, certificates) = listen::tls_acceptor(c, k)?;
+            (Some(acceptor), Some(certificates))
+        }
+        (None, None) => (None, None),
         _ => bail!("tls_cert and tls_key go together"),
     };
-    runtime.block_on(serve_on(s, source, tls))
+    let reload = move |running: Serve, app| reload::Reloader {
+        running,
+        reparse,
+        log,
+        certificates,
+        app,
+    };
+    runtime.block_on(serve_on(s, source, tls, reload))
 }
 
 /// Serves until SIGTERM or Ctrl-C: HTTP(S) from the start (503 but for `/livez` until the store
@@ -179,7 +239,9 @@ async fn serve_on(
     mut s: Serve,
     source: store::Source,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    reload: impl FnOnce(Serve, Arc<App>) -> reload::Reloader,
 ) -> anyhow::Result<()> {
+    let hup = reload::Reloader::listen()?;
     let data_dir = match &source {
         store::Source::Redb(opened) => opened.as_ref().and_then(|o| o.data_dir.clone()),
         store::Source::Postgres(_) => None,
@@ -214,17 +276,7 @@ async fn serve_on(
         }
     };
     app.audit_retention = s.audit_retention_days * 86_400;
-    if let Some(d) = s.directory.take() {
-        tracing::info!(urls = ?d.urls, kind = ?d.kind, "directory sign-in");
-        app = app.with_directory(Arc::new(Directory::new(*d).map_err(anyhow::Error::msg)?));
-    }
-    if let Err(e) = app.probe_store().await {
-        tracing::warn!(
-            error = e.to_string(),
-            "the store refused the readiness probe's write"
-        );
-    }
-    let app = Arc::new(app);
+    let app = Arc::new(ready(app, s.directory.take()).await?);
     slot.set(app.clone());
     // The embedded store takes admin commands over its socket; with PostgreSQL they write to
     // the database, and every issuer reads the change from there.
@@ -233,6 +285,11 @@ async fn serve_on(
         tokio::spawn(issuer::server::serve_admin(app.clone(), admin_listener));
     }
     spawn_background(&app);
+    let running = Serve {
+        directory: None,
+        ..s.clone()
+    };
+    tokio::spawn(reload(running, app.clone()).on_sighup(hup));
     let name = data_dir.as_ref().map_or_else(
         || "postgres".to_owned(),
         |d| format!("redb:{}", d.display()),
@@ -251,6 +308,21 @@ async fn serve_on(
     Ok(())
 }
 
+/// `app` with the directory of `[directory]`, if any, its store probed once for `/readyz`.
+async fn ready(mut app: App, directory: Option<Box<DirectoryConfig>>) -> anyhow::Result<App> {
+    if let Some(d) = directory {
+        tracing::info!(urls = ?d.urls, kind = ?d.kind, "directory sign-in");
+        app = app.with_directory(Arc::new(Directory::new(*d).map_err(anyhow::Error::msg)?));
+    }
+    if let Err(e) = app.probe_store().await {
+        tracing::warn!(
+            error = e.to_string(),
+            "the store refused the readiness probe's write"
+        );
+    }
+    Ok(app)
+}
+
 /// The periodic work of a serving issuer: the sweep, the edges' reports, the key ring and the
 /// readiness probe, the directory's probes and recheck.
 fn spawn_background(app: &Arc<App>) {
@@ -258,15 +330,8 @@ fn spawn_background(app: &Arc<App>) {
     tokio::spawn(issuer::server::flush_edges_forever(app.clone()));
     tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
     tokio::spawn(issuer::server::probe_store_forever(app.clone()));
-    if let Some(every) = app.directory_probe_every() {
-        tokio::spawn(issuer::server::probe_directory_forever(app.clone(), every));
-    }
-    if let Some(every) = app.directory_recheck_every() {
-        tokio::spawn(issuer::server::recheck_directory_forever(
-            app.clone(),
-            every,
-        ));
-    }
+    tokio::spawn(issuer::server::probe_directory_forever(app.clone()));
+    tokio::spawn(issuer::server::recheck_directory_forever(app.clone()));
 }
 
 /// Completes once `stopped` turns true (SIGTERM or Ctrl-C).

@@ -1,33 +1,80 @@
 //! The listeners `issuer serve` opens before it serves (part of the `issuer` binary): the TLS
-//! acceptor from the operator's PEM files, and the admin socket in the data dir.
+//! acceptor from the operator's PEM files (read again on a reload), and the admin socket in the
+//! data dir.
 
 use anyhow::Context as _;
 use issuer::admin;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 use tokio::net::UnixListener;
+use tokio_rustls::rustls::crypto::CryptoProvider;
+use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
+use tokio_rustls::rustls::sign::CertifiedKey;
 use tokio_rustls::TlsAcceptor;
 
-/// A TLS acceptor from PEM files (certificate chain, private key).
-pub fn tls_acceptor(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
+/// The server's certificate and key, read from their PEM files at start and again on a reload
+/// (SIGHUP): connections after the reload get the new certificate, those open keep theirs.
+#[derive(Debug)]
+pub struct Certificates {
+    cert: PathBuf,
+    key: PathBuf,
+    current: RwLock<Arc<CertifiedKey>>,
+}
+
+impl Certificates {
+    /// Reads the files again; on any error the certificate in use stays.
+    pub fn reload(&self) -> anyhow::Result<()> {
+        let fresh = Arc::new(certified_key(&self.cert, &self.key)?);
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+        Ok(())
+    }
+}
+
+impl ResolvesServerCert for Certificates {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        )
+    }
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(tokio_rustls::rustls::crypto::ring::default_provider())
+}
+
+/// The certificate chain and key of PEM files, checked to be a pair.
+fn certified_key(cert: &Path, key: &Path) -> anyhow::Result<CertifiedKey> {
     let certs = CertificateDer::pem_file_iter(cert)
         .with_context(|| format!("reading certificate {}", cert.display()))?
         .collect::<Result<Vec<_>, _>>()
         .with_context(|| format!("parsing certificate {}", cert.display()))?;
     let key = PrivateKeyDer::from_pem_file(key)
         .with_context(|| format!("reading private key {}", key.display()))?;
-    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-    let mut config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+    CertifiedKey::from_der(certs, key, &provider())
+        .context("certificate and key do not form a usable pair")
+}
+
+/// A TLS acceptor from PEM files (certificate chain, private key), and its certificates to
+/// reload.
+pub fn tls_acceptor(cert: &Path, key: &Path) -> anyhow::Result<(TlsAcceptor, Arc<Certificates>)> {
+    let certificates = Arc::new(Certificates {
+        current: RwLock::new(Arc::new(certified_key(cert, key)?)),
+        cert: cert.to_owned(),
+        key: key.to_owned(),
+    });
+    let mut config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .context("TLS protocol versions")?
         .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .context("certificate and key do not form a usable pair")?;
+        .with_cert_resolver(certificates.clone());
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(config)))
+    Ok((TlsAcceptor::from(Arc::new(config)), certificates))
 }
 
 /// Binds the admin socket in the data dir (0600), replacing a stale one.
