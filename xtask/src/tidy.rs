@@ -2,17 +2,21 @@
 //! checked mechanically. It fails listing every violation with its file and line:
 //!
 //! 1. imports (`imports.rs`): the issuer's layers, `main` → `server` → `http` → `app` → `store`,
-//!    each module using only those below it; no import cycle among the filter's modules; no
-//!    `anyhow` in the libraries of `shared`, `filter-wasm` and `issuer` (only in their binaries);
+//!    each module using only those below it; no import cycle among the filter core's modules; no
+//!    `anyhow` in the libraries of `shared`, the filter's crates and `issuer` (only in their
+//!    binaries);
 //! 2. sizes (`sizes.rs`): a Rust source file of at most 600 lines (the packages' `src/`, `tests/`,
 //!    `benches/`, `examples/`, all of `xtask/`, and `fuzz/fuzz_targets/`);
 //! 3. sizes: a function of at most 80 lines outside tests (`#[cfg(test)]`, `#[test]`, a
 //!    package's `tests/`);
-//! 4. doc links (`links.rs`): a path cited by a `*.md` file or a `//!`/`///` comment exists.
+//! 4. doc links (`links.rs`): a path cited by a `*.md` file or a `//!`/`///` comment exists;
+//! 5. the filter's core is pure (`core.rs`): `filter-wasm/core/` has no `unsafe` and names no
+//!    proxy-wasm or Envoy ABI type.
 //!
 //! Known violations are listed in `xtask/tidy-allow.txt` (`allow.rs`) until they are fixed.
 
 mod allow;
+mod core;
 mod imports;
 mod links;
 mod sizes;
@@ -101,6 +105,7 @@ pub fn check(
     let mut out = imports::layers(sources);
     out.extend(imports::cycles(sources));
     out.extend(imports::anyhow_in_libraries(sources));
+    out.extend(core::purity(sources));
     for s in sources {
         out.extend(sizes::file_length(&s.path, &s.text));
         out.extend(sizes::fn_lengths(s));
@@ -260,8 +265,12 @@ mod tests {
                 "issuer/src/store/mod.rs",
                 "use crate::app::now;\n".to_owned(),
             ),
-            ("filter-wasm/src/a.rs", "use crate::b::x;\n".to_owned()),
-            ("filter-wasm/src/b.rs", "use crate::a::y;\n".to_owned()),
+            ("filter-wasm/core/src/a.rs", "use crate::b::x;\n".to_owned()),
+            ("filter-wasm/core/src/b.rs", "use crate::a::y;\n".to_owned()),
+            (
+                "filter-wasm/core/src/c.rs",
+                "fn f() { unsafe {} }\n".to_owned(),
+            ),
             ("shared/src/big.rs", "//\n".repeat(601)),
             (
                 "shared/src/f.rs",
@@ -284,6 +293,7 @@ mod tests {
             [
                 "layer",
                 "cycle",
+                "core-purity",
                 "file-length",
                 "fn-length",
                 "doc-link",
@@ -292,9 +302,10 @@ mod tests {
             "{found:#?}"
         );
         assert_eq!(found[0], "issuer/src/store/mod.rs:1: layer: `store` uses `crate::app`, a layer above it (main → server → http → app → directory → store: a module uses only those below it)");
-        assert!(found[3].starts_with("shared/src/f.rs:2: fn-length: fn `long` is 82 lines"));
+        assert!(found[2].starts_with("filter-wasm/core/src/c.rs:1: core-purity: `unsafe`"));
+        assert!(found[4].starts_with("shared/src/f.rs:2: fn-length: fn `long` is 82 lines"));
         assert_eq!(
-            found[5],
+            found[6],
             "README.md:1: doc-link: `docs/gone.md` does not exist"
         );
     }
