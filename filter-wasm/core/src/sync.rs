@@ -165,3 +165,6 @@ fn poll<H: EdgeHost>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
