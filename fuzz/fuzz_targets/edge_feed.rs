@@ -2,8 +2,8 @@
 //! would trap the VM in Envoy), and an accepted answer never moves the cursor backwards unless it
 //! is a full snapshot, nor drops a revocation held.
 #![no_main]
-use filter_wasm::config::Config;
-use filter_wasm::edge::{parse_answer, EdgeState};
+use filter_core::config::Config;
+use filter_core::edge::{parse_answer, EdgeState};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|body: &[u8]| {

@@ -4,8 +4,8 @@
 #![no_main]
 use arbitrary::Arbitrary;
 use filter_common::{a_token_verifies, config, STATE};
-use filter_wasm::decision::{decide, Decision};
-use filter_wasm::edge::EdgeState;
+use filter_core::decision::{decide, Decision};
+use filter_core::edge::EdgeState;
 use libfuzzer_sys::fuzz_target;
 
 mod filter_common;

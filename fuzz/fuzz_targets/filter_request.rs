@@ -1,4 +1,4 @@
-//! What both Envoy adapters do with a request ([`filter_wasm::request::handle`], over headers
+//! What both Envoy adapters do with a request ([`filter_core::request::handle`], over headers
 //! read as the native adapter reads Envoy's, names of any bytes): never a panic (which in the
 //! native filter would take Envoy down), an answer only with headers Envoy can send, and a
 //! forwarded request that keeps no identity header it came with and carries one only when a
@@ -6,10 +6,10 @@
 #![no_main]
 use arbitrary::Arbitrary;
 use filter_common::{a_token_verifies, config, STATE};
-use filter_wasm::config::is_identity_header;
-use filter_wasm::decision::Outcome;
-use filter_wasm::edge::EdgeState;
-use filter_wasm::request::{handle, name, Action};
+use filter_core::config::is_identity_header;
+use filter_core::decision::Outcome;
+use filter_core::edge::EdgeState;
+use filter_core::request::{handle, name, Action};
 use libfuzzer_sys::fuzz_target;
 
 mod filter_common;

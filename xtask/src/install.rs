@@ -62,7 +62,7 @@ pub fn ensure_envoy() -> Result<PathBuf> {
     Ok(path)
 }
 
-/// The wasm-bindgen version; the crate is pinned to it with `=` in `filter-wasm/Cargo.toml`.
+/// The wasm-bindgen version; the crate is pinned to it with `=` in `filter-wasm/js/Cargo.toml`.
 const WASM_BINDGEN_VERSION: &str = "0.2.130";
 
 /// The wasm-bindgen CLI of exactly the crate's version, installed into `.tools/wasm-bindgen`.

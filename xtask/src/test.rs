@@ -10,8 +10,9 @@ use crate::{fuzz, install, native, tidy, wasm};
 use anyhow::Result;
 use std::process::Command;
 
-/// Packages checked natively (the filter's Envoy and JS builds are checked on their own).
-const PACKAGES: [&str; 5] = ["mms-token", "issuer", "filter-wasm", "e2e", "xtask"];
+/// Packages checked natively (the filter's adapters, `filter-envoy`, `filter-native` and
+/// `filter-js`, are checked as each is built: `crate::wasm`, `crate::native`).
+const PACKAGES: [&str; 5] = ["mms-token", "issuer", "filter-core", "e2e", "xtask"];
 
 /// Tidy and clippy: natively, on wasm32, on each wasm module and on the native module.
 fn lint() -> Result<()> {

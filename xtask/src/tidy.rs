@@ -1,8 +1,8 @@
 //! `cargo xtask tidy` (and the second step of `cargo xtask test`): the repository's rules,
 //! checked mechanically. It fails listing every violation with its file and line:
 //!
-//! 1. imports (`imports.rs`): no import cycle among the filter's modules; no `anyhow` in the
-//!    libraries of `shared`, `filter-wasm` and `issuer` (only in their binaries);
+//! 1. imports (`imports.rs`): no import cycle among the filter core's modules; no `anyhow` in
+//!    the libraries of `shared`, the filter's crates and `issuer` (only in their binaries);
 //! 2. layers (`layers.rs`): every module of the issuer's library has a layer in one table
 //!    (`ISSUER_LAYERS`, mirrored in `docs/architecture.md`), and uses only its own layer and
 //!    those below;
@@ -12,7 +12,9 @@
 //!    `benches/`, `examples/`, all of `xtask/`, and `fuzz/fuzz_targets/`);
 //! 5. sizes: a function of at most 80 lines outside tests (`#[cfg(test)]`, `#[test]`, a
 //!    package's `tests/`);
-//! 6. doc links (`links.rs`): a path cited by a `*.md` file or a `//!`/`///` comment exists.
+//! 6. doc links (`links.rs`): a path cited by a `*.md` file or a `//!`/`///` comment exists;
+//! 7. the filter's core is pure (`core.rs`): `filter-wasm/core/` has no `unsafe` and names no
+//!    proxy-wasm or Envoy ABI type.
 //!
 //! A new rule is a module of `tidy/` with a pure function of the sources (and documents) that
 //! returns [`Violation`]s, called from [`check`], and its name in `allow.rs`. Known violations are
@@ -20,6 +22,7 @@
 
 mod allow;
 mod binary;
+mod core;
 mod imports;
 mod layers;
 mod links;
@@ -110,6 +113,7 @@ pub fn check(
     out.extend(binary::check(sources, &binary::ISSUER));
     out.extend(imports::cycles(sources));
     out.extend(imports::anyhow_in_libraries(sources));
+    out.extend(core::purity(sources));
     for s in sources {
         out.extend(sizes::file_length(&s.path, &s.text));
         out.extend(sizes::fn_lengths(s));
@@ -269,8 +273,12 @@ mod tests {
                 "issuer/src/store/mod.rs",
                 "use crate::app::now;\n".to_owned(),
             ),
-            ("filter-wasm/src/a.rs", "use crate::b::x;\n".to_owned()),
-            ("filter-wasm/src/b.rs", "use crate::a::y;\n".to_owned()),
+            ("filter-wasm/core/src/a.rs", "use crate::b::x;\n".to_owned()),
+            ("filter-wasm/core/src/b.rs", "use crate::a::y;\n".to_owned()),
+            (
+                "filter-wasm/core/src/c.rs",
+                "fn f() { unsafe {} }\n".to_owned(),
+            ),
             ("shared/src/big.rs", "//\n".repeat(601)),
             (
                 "shared/src/f.rs",
@@ -293,6 +301,7 @@ mod tests {
             [
                 "layer",
                 "cycle",
+                "core-purity",
                 "file-length",
                 "fn-length",
                 "doc-link",
@@ -301,9 +310,10 @@ mod tests {
             "{found:#?}"
         );
         assert_eq!(found[0], "issuer/src/store/mod.rs:1: layer: `store` (layer store) uses `crate::app` (layer app), a layer above it (server → http → app → admin → services → directory → store → base: a module uses only its own layer and those below it)");
-        assert!(found[3].starts_with("shared/src/f.rs:2: fn-length: fn `long` is 82 lines"));
+        assert!(found[2].starts_with("filter-wasm/core/src/c.rs:1: core-purity: `unsafe`"));
+        assert!(found[4].starts_with("shared/src/f.rs:2: fn-length: fn `long` is 82 lines"));
         assert_eq!(
-            found[5],
+            found[6],
             "README.md:1: doc-link: `docs/gone.md` does not exist"
         );
     }

@@ -1,6 +1,6 @@
-//! Building the wasm modules of `filter-wasm`: the Envoy module (optimised with `wasm-opt` and
-//! checked), its benchmark variants, and the npm packages of the browser/Node module
-//! (wasm-bindgen); and clippy on each as it is built.
+//! Building the wasm modules of `filter-wasm/`: the Envoy module (the crate `filter-envoy`,
+//! optimised with `wasm-opt` and checked), its benchmark variants, and the npm packages of the
+//! browser/Node module (the crate `filter-js`, wasm-bindgen); and clippy on each as it is built.
 
 use crate::install::{ensure_wasm_bindgen, ensure_wasm_opt};
 use crate::util::{root, run};
@@ -13,29 +13,37 @@ pub const MAX_MODULE_BYTES: u64 = 250_000;
 /// Target dir of the Envoy module: its own, so no other build's features can leak into it.
 const ENVOY_TARGET_DIR: &str = "target/envoy-wasm";
 
-/// `cargo CMD` for one build of the `filter-wasm` crate: only `feature`, wasm32, in `target_dir`.
-/// The Envoy and JS modules each have a target dir of their own, so no other build's features can
-/// leak into them; the benchmark variants share one.
-fn module_command(cmd: &str, feature: &str, target_dir: &str) -> Command {
-    let mut c = crate::native::crate_command(cmd, feature, target_dir);
+/// The crate of the Envoy module, and the file its build writes.
+const ENVOY_PACKAGE: &str = "filter-envoy";
+const ENVOY_BUILT: &str = "wasm32-unknown-unknown/wasm/filter_envoy.wasm";
+
+/// `cargo CMD` for one wasm32 build of `package`: only `feature` (none for `""`), in
+/// `target_dir`. The Envoy and JS modules each have a target dir of their own, so no other build's
+/// features can leak into them; the benchmark variants share one.
+fn module_command(cmd: &str, package: &str, feature: &str, target_dir: &str) -> Command {
+    let mut c = crate::native::crate_command(cmd, package, feature, target_dir);
     c.args(["--target", "wasm32-unknown-unknown"]);
     c
 }
 
 fn envoy_module(cmd: &str) -> Command {
-    module_command(cmd, "envoy", ENVOY_TARGET_DIR)
+    module_command(cmd, ENVOY_PACKAGE, "", ENVOY_TARGET_DIR)
+}
+
+fn variant_module(cmd: &str, feature: &str) -> Command {
+    module_command(cmd, ENVOY_PACKAGE, feature, BENCH_TARGET_DIR)
 }
 
 /// Clippy on the Envoy adapter as it is built, and on the benchmark variants of it.
 pub fn clippy_envoy_module() -> Result<()> {
     run(envoy_module("clippy").args(["--", "-D", "warnings"]))?;
     for feature in BENCH_VARIANTS {
-        run(module_command("clippy", feature, BENCH_TARGET_DIR).args(["--", "-D", "warnings"]))?;
+        run(variant_module("clippy", feature).args(["--", "-D", "warnings"]))?;
     }
     Ok(())
 }
 
-/// Features of the benchmark-only Envoy modules (see `filter-wasm/Cargo.toml`).
+/// Features of the benchmark-only Envoy modules (see `filter-wasm/envoy/Cargo.toml`).
 const BENCH_VARIANTS: [&str; 4] = ["passthrough", "reference", "ablate-read", "ablate-decide"];
 const BENCH_TARGET_DIR: &str = "target/bench-wasm";
 
@@ -45,10 +53,7 @@ pub fn build_envoy_module() -> Result<PathBuf> {
     run(envoy_module("build").args(["--profile", "wasm"]))?;
     let dir = root().join(ENVOY_TARGET_DIR);
     let out = dir.join("filter.wasm");
-    wasm_opt(
-        &dir.join("wasm32-unknown-unknown/wasm/filter_wasm.wasm"),
-        &out,
-    )?;
+    wasm_opt(&dir.join(ENVOY_BUILT), &out)?;
     Ok(out)
 }
 
@@ -111,7 +116,8 @@ pub fn check_envoy_module(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Target dir of the JS module: its own, like the Envoy module's.
+/// The crate of the JS module, and its target dir: its own, like the Envoy module's.
+const JS_PACKAGE: &str = "filter-js";
 const JS_TARGET_DIR: &str = "target/js-wasm";
 /// npm package names.
 pub const NODE_PACKAGE: &str = "mms-token-inspect";
@@ -119,16 +125,16 @@ pub const WEB_PACKAGE: &str = "mms-token-inspect-web";
 
 /// Clippy on the JS binding, as it is built.
 pub fn clippy_js_module() -> Result<()> {
-    run(module_command("clippy", "js", JS_TARGET_DIR).args(["--", "-D", "warnings"]))
+    run(module_command("clippy", JS_PACKAGE, "", JS_TARGET_DIR).args(["--", "-D", "warnings"]))
 }
 
 /// Builds the npm packages for Node (`dest/node`) and browsers (`dest/web`).
 pub fn build_js_packages(dest: &Path) -> Result<()> {
     let bindgen = ensure_wasm_bindgen()?;
-    run(module_command("build", "js", JS_TARGET_DIR).args(["--profile", "wasm-js"]))?;
+    run(module_command("build", JS_PACKAGE, "", JS_TARGET_DIR).args(["--profile", "wasm-js"]))?;
     let module = root()
         .join(JS_TARGET_DIR)
-        .join("wasm32-unknown-unknown/wasm-js/filter_wasm.wasm");
+        .join("wasm32-unknown-unknown/wasm-js/filter_js.wasm");
     let version = env!("CARGO_PKG_VERSION");
     for (target, dir, name) in [
         ("nodejs", "node", NODE_PACKAGE),
@@ -176,12 +182,9 @@ pub fn build_js_packages(dest: &Path) -> Result<()> {
 /// Builds a benchmark variant of the Envoy module (one of [`BENCH_VARIANTS`]) and returns the path
 /// of a copy of it. All variants share one target dir, so their dependencies are built once.
 pub fn build_variant_module(feature: &str) -> Result<PathBuf> {
-    run(module_command("build", feature, BENCH_TARGET_DIR).args(["--profile", "wasm"]))?;
+    run(variant_module("build", feature).args(["--profile", "wasm"]))?;
     let dir = root().join(BENCH_TARGET_DIR);
     let copy = dir.join(format!("{feature}.wasm"));
-    wasm_opt(
-        &dir.join("wasm32-unknown-unknown/wasm/filter_wasm.wasm"),
-        &copy,
-    )?;
+    wasm_opt(&dir.join(ENVOY_BUILT), &copy)?;
     Ok(copy)
 }

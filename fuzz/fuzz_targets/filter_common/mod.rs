@@ -2,8 +2,8 @@
 //! configuration, one edge state for the whole run, and the check that a request carried a
 //! token that verifies.
 
-use filter_wasm::config::Config;
-use filter_wasm::edge::EdgeState;
+use filter_core::config::Config;
+use filter_core::edge::EdgeState;
 use std::sync::OnceLock;
 
 /// A key ring of one key, and the issuer's path exempt.

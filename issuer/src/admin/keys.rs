@@ -92,7 +92,7 @@ mod tests {
         )
         .unwrap();
         let json = serde_json::to_vec(&filter_config(&ring, 900)).unwrap();
-        let cfg = filter_wasm::config::Config::parse(&json).unwrap();
+        let cfg = filter_core::config::Config::parse(&json).unwrap();
         assert_eq!(cfg.ring.get(1).unwrap().secret(), &[1; 32]);
         assert_eq!(cfg.ring.get(2).unwrap().secret(), &[2; 32]);
         assert_eq!(cfg.alternative_header, "serviceauthorization");

@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Where the issuer's modules are.
 pub const ISSUER_SRC: &str = "issuer/src/";
-/// Where the filter's modules are.
-pub const FILTER_SRC: &str = "filter-wasm/src/";
+/// Where the filter core's modules are (the adapters are a module or two each).
+pub const FILTER_SRC: &str = "filter-wasm/core/src/";
 
 /// The top-level module of a file under `src` (`main`, `lib`, or the module's name).
 pub fn top_module(path: &str, src: &str) -> Option<String> {
@@ -90,7 +90,14 @@ fn path_heads(code: &str, start: usize) -> Vec<(String, usize)> {
 /// The product's libraries, whose errors are enums: `anyhow` only in their binaries (a
 /// `main.rs` and the modules it declares, or any file under a package's `bin` folder, such as
 /// the issuer's command line in `issuer/src/bin/issuer/`).
-pub const LIBRARY_SRCS: [&str; 3] = ["shared/src/", "filter-wasm/src/", ISSUER_SRC];
+pub const LIBRARY_SRCS: [&str; 6] = [
+    "shared/src/",
+    "filter-wasm/core/src/",
+    "filter-wasm/envoy/src/",
+    "filter-wasm/native/src/",
+    "filter-wasm/js/src/",
+    ISSUER_SRC,
+];
 
 /// Uses of `anyhow` in the product's library code.
 pub fn anyhow_in_libraries(sources: &[Source]) -> Vec<Violation> {
@@ -257,32 +264,32 @@ mod tests {
     fn a_cycle_among_the_filters_modules_fails() {
         let v = cycles(&sources(&[
             (
-                "filter-wasm/src/config.rs",
+                "filter-wasm/core/src/config.rs",
                 "use crate::edge::EdgeSync;\nuse crate::cache::X;\n",
             ),
             (
-                "filter-wasm/src/edge.rs",
+                "filter-wasm/core/src/edge.rs",
                 "use crate::cache::TokenCache;\nuse crate::config::Config;\n",
             ),
-            ("filter-wasm/src/cache.rs", "use crate::bearer::x;\n"),
+            ("filter-wasm/core/src/cache.rs", "use crate::bearer::x;\n"),
         ]));
         assert_eq!(v.len(), 1, "{v:?}");
         assert_eq!(v[0].detail, "config,edge");
         assert!(v[0]
             .message
-            .contains("filter-wasm/src/config.rs:1: `config` uses `crate::edge`"));
+            .contains("filter-wasm/core/src/config.rs:1: `config` uses `crate::edge`"));
         assert!(v[0]
             .message
-            .contains("filter-wasm/src/edge.rs:2: `edge` uses `crate::config`"));
+            .contains("filter-wasm/core/src/edge.rs:2: `edge` uses `crate::config`"));
     }
 
     #[test]
     fn a_dag_and_a_test_only_edge_pass() {
         let v = cycles(&sources(&[
-            ("filter-wasm/src/lib.rs", "mod config; use crate::config::x;\n"),
-            ("filter-wasm/src/decision.rs", "use crate::edge::EdgeState;\nuse crate::config::Config;\n"),
-            ("filter-wasm/src/edge.rs", "use crate::config::Config;\nuse crate::edge::inner;\n#[cfg(test)]\nmod tests { use crate::decision::decide; }\n"),
-            ("filter-wasm/src/config.rs", "use crate::cache::DEFAULT;\n"),
+            ("filter-wasm/core/src/lib.rs", "mod config; use crate::config::x;\n"),
+            ("filter-wasm/core/src/decision.rs", "use crate::edge::EdgeState;\nuse crate::config::Config;\n"),
+            ("filter-wasm/core/src/edge.rs", "use crate::config::Config;\nuse crate::edge::inner;\n#[cfg(test)]\nmod tests { use crate::decision::decide; }\n"),
+            ("filter-wasm/core/src/config.rs", "use crate::cache::DEFAULT;\n"),
         ]));
         assert!(v.is_empty(), "{v:?}");
     }

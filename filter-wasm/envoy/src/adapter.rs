@@ -1,25 +1,22 @@
 //! The proxy-wasm adapter: reads the request headers once, asks [`request::handle`], applies the
 //! answer (at most one more host call). The clock and the counters are the root context's, on a
-//! tick; so is edge sync: with an `edge_sync` block, each VM's root context polls the issuer's
-//! edge feed with `dispatch_http_call` when its [`Poller`] says so, and has it apply what
-//! [`parse_answer`] accepts to the state its requests are decided with (`docs/filter.md`, "Edge
-//! sync"). What to poll, count and log is all the poller's; this module only makes the host
-//! calls.
+//! tick; so is edge sync: with an `edge_sync` block, each VM's root context runs the core's steps
+//! ([`filter_core::sync`]) over its [`Host`], which polls the issuer's edge feed with
+//! `dispatch_http_call` when the [`Poller`] says so (`docs/filter.md`, "Edge sync"). What to poll,
+//! count and log is all the core's; this module only makes the host calls.
 //!
 //! Nothing here may panic on request data. Headers are read as bytes
 //! (`get_http_request_headers_bytes`): the SDK's `String` variant unwraps UTF-8 conversion of
 //! values, which a client controls.
 
-use crate::config::{Config, EdgeSync};
-use crate::decision::Outcome;
-use crate::edge::{
-    parse_answer, EdgeIdentity, EdgeState, FeedError, PollEnd, Poller, Todo, MAX_ANSWER_BYTES,
-};
-use crate::request::{self, Handled};
+use filter_core::config::Config;
+use filter_core::decision::Outcome;
+use filter_core::edge::{EdgeIdentity, EdgeState, Poller};
+use filter_core::request::{self, Handled};
+use filter_core::sync::{EdgeHost, SyncCounter};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action, ContextType, LogLevel, MapType, MetricType};
-use shared::edge_feed::{NODE_HEADER, VM_HEADER};
+use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType, MetricType};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -160,101 +157,90 @@ impl Root {
         let _ = hostcalls::record_metric(self.memory, vm_memory_bytes());
         let cfg = self.config.clone();
         let sync = cfg.as_ref().and_then(|c| c.edge_sync.as_ref());
-        let todo = {
-            let state = self.shared.state.borrow();
-            if let (Some(_), Some(state)) = (sync, state.as_ref()) {
-                let _ = hostcalls::record_metric(self.sync.age, state.age(now));
-            }
-            self.poller.tick(now, refused, sync, state.as_ref())
+        let mut host = Host {
+            poller: &mut self.poller,
+            shared: &self.shared,
+            metrics: &self.sync,
         };
-        self.run(todo, sync, now);
+        filter_core::sync::tick(&mut host, sync, self.identity.as_ref(), refused);
     }
 
-    /// Does what the poller said: count, log, poll.
-    fn run(&mut self, todo: Todo, sync: Option<&EdgeSync>, now: u64) {
-        match todo.count {
-            Some(PollEnd::Ok { first_whole }) => {
-                if first_whole {
-                    let _ = hostcalls::increment_metric(self.sync.first_ok, 1);
-                }
-                let _ = hostcalls::increment_metric(self.sync.ok, 1);
-                let _ = hostcalls::record_metric(self.sync.age, 0);
-            }
-            Some(PollEnd::Failed) => {
-                let _ = hostcalls::increment_metric(self.sync.failed, 1);
-            }
-            None => {}
-        }
-        if let Some(warning) = &todo.warn {
-            let _ = hostcalls::log(LogLevel::Warn, warning);
-        }
-        if let (Some(path), Some(sync)) = (&todo.poll, sync) {
-            self.poll(sync, path, now);
-        }
-    }
-
-    /// Asks the issuer's edge feed for what changed.
-    fn poll(&mut self, sync: &EdgeSync, path: &str, now: u64) {
-        let mut headers = vec![
-            (":method", "GET"),
-            (":path", path),
-            (":authority", sync.authority.as_str()),
-            ("authorization", sync.authorization()),
-            ("accept", "application/json"),
-        ];
-        if let Some(id) = &self.identity {
-            headers.push((NODE_HEADER, id.node_or(sync.node.as_deref())));
-            headers.push((VM_HEADER, id.vm.as_str()));
-        }
-        let timeout = Duration::from_millis(sync.timeout_ms);
-        match hostcalls::dispatch_http_call(&sync.cluster, headers, None, vec![], timeout) {
-            Ok(call) => self.poller.dispatched(call, now),
-            Err(status) => {
-                let why = format!("cannot call cluster {:?}: {status:?}", sync.cluster);
-                let todo = match self.shared.state.borrow().as_ref() {
-                    Some(state) => self.poller.failed(now, sync, state, &why),
-                    None => return,
-                };
-                // A failure asks for no poll: this ends here.
-                self.run(todo, Some(sync), now);
-            }
-        }
-    }
-
-    /// The answer to the poll under way has arrived, `body_size` bytes.
-    fn answered(&mut self, body_size: usize) {
+    /// The answer to a poll, `call`, has arrived, `body_size` bytes.
+    fn answered(&mut self, call: u32, body_size: usize) {
         let Some(cfg) = self.config.clone() else {
             return;
         };
         let Some(sync) = &cfg.edge_sync else {
             return;
         };
-        let now = self.shared.now.get();
-        let status = hostcalls::get_map_value_bytes(MapType::HttpCallResponseHeaders, ":status")
-            .ok()
-            .flatten()
-            .and_then(|v| std::str::from_utf8(&v).ok()?.parse::<u32>().ok())
-            // No status: the call failed or timed out in Envoy.
-            .unwrap_or(0);
-        // The answer holds the keys: wiped once read. One over the limit is not read.
-        let body = (body_size <= MAX_ANSWER_BYTES).then(|| {
-            zeroize::Zeroizing::new(
-                self.get_http_call_response_body(0, body_size)
-                    .unwrap_or_default(),
-            )
-        });
-        let todo = {
-            let mut state = self.shared.state.borrow_mut();
-            let Some(state) = state.as_mut() else {
-                return;
-            };
-            let checked = match &body {
-                Some(body) => parse_answer(status, body, state),
-                None => Err(FeedError::TooLarge(body_size)),
-            };
-            self.poller.answered(now, sync, state, checked)
+        let mut host = Host {
+            poller: &mut self.poller,
+            shared: &self.shared,
+            metrics: &self.sync,
         };
-        self.run(todo, Some(sync), now);
+        let status = || {
+            hostcalls::get_map_value_bytes(MapType::HttpCallResponseHeaders, ":status")
+                .ok()
+                .flatten()
+                .and_then(|v| std::str::from_utf8(&v).ok()?.parse::<u32>().ok())
+                // No status: the call failed or timed out in Envoy.
+                .unwrap_or(0)
+        };
+        let body = || {
+            hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body_size)
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+        };
+        let identity = self.identity.as_ref();
+        filter_core::sync::answered(&mut host, sync, identity, call, body_size, status, body);
+    }
+}
+
+/// Edge sync's host: the root context's poller, its VM's state, metrics and host calls.
+struct Host<'a> {
+    poller: &'a mut Poller,
+    shared: &'a Shared,
+    metrics: &'a SyncMetrics,
+}
+
+impl EdgeHost for Host<'_> {
+    fn now(&self) -> u64 {
+        // The time of the last tick: a host call per use would cost more than it tells.
+        self.shared.now.get()
+    }
+
+    fn with_edge<R>(&mut self, f: impl FnOnce(&mut Poller, &mut EdgeState) -> R) -> Option<R> {
+        let mut state = self.shared.state.borrow_mut();
+        Some(f(self.poller, state.as_mut()?))
+    }
+
+    fn count(&mut self, counter: SyncCounter) {
+        let id = match counter {
+            SyncCounter::Ok => self.metrics.ok,
+            SyncCounter::FirstOk => self.metrics.first_ok,
+            SyncCounter::Failed => self.metrics.failed,
+        };
+        let _ = hostcalls::increment_metric(id, 1);
+    }
+
+    fn set_age(&mut self, seconds: u64) {
+        let _ = hostcalls::record_metric(self.metrics.age, seconds);
+    }
+
+    fn warn(&mut self, message: &str) {
+        let _ = hostcalls::log(LogLevel::Warn, message);
+    }
+
+    fn dispatch(
+        &mut self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        timeout_ms: u64,
+    ) -> Result<u32, String> {
+        let timeout = Duration::from_millis(timeout_ms);
+        hostcalls::dispatch_http_call(cluster, headers.to_vec(), None, vec![], timeout)
+            .map_err(|status| format!("cannot call cluster {cluster:?}: {status:?}"))
     }
 }
 
@@ -266,9 +252,7 @@ impl Context for Root {
         body_size: usize,
         _num_trailers: usize,
     ) {
-        if self.poller.answer_to(token_id) {
-            self.answered(body_size);
-        }
+        self.answered(token_id, body_size);
     }
 }
 

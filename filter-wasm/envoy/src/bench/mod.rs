@@ -1,6 +1,6 @@
 //! Benchmark-only Envoy modules, never shipped: `cargo xtask bench` builds each with its feature
 //! and measures it beside the shipped module (`BENCHMARKS.md`). None of this is compiled into
-//! the shipped module (feature `envoy` alone), whose request path holds no benchmark code.
+//! the shipped module (no feature), whose request path holds no benchmark code.
 //!
 //! - [`passthrough`] (features `passthrough` and `reference`): the floor of the V8 runtime, and
 //!   the least work of any header-based filter;

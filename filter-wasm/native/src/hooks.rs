@@ -5,9 +5,9 @@
 //!
 //! The stream's module pointer is the configuration itself: the filter keeps no per-stream state.
 
-use super::abi::{self, EnvoyBuffer, EnvoyHeader};
-use super::filter::{unavailable, NativeConfig};
-use super::host::{self, ConfigHandle, Level, Stream};
+use crate::abi::{self, EnvoyBuffer, EnvoyHeader};
+use crate::filter::{unavailable, NativeConfig};
+use crate::host::{self, ConfigHandle, Level, Stream};
 use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -145,7 +145,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
             #[cfg(not(feature = "native-ablation"))]
             Some(cfg) => cfg.on_request(&mut stream),
             #[cfg(feature = "native-ablation")]
-            Some(cfg) => super::ablation::on_request(cfg, &mut stream),
+            Some(cfg) => crate::ablation::on_request(cfg, &mut stream),
             None => unavailable(&stream, 503),
         })
     });

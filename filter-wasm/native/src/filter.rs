@@ -1,5 +1,6 @@
-//! The native filter's state and what its hooks do, over the same pure logic as the Wasm filter:
-//! [`crate::request::handle`] for each request, [`Poller`] and [`parse_answer`] for edge sync.
+//! The native filter's state and what its hooks do, over the same pure core as the Wasm filter:
+//! [`filter_core::request::handle`] for each request, [`filter_core::sync`]'s steps for edge sync,
+//! over [`MainThread`], this filter's [`EdgeHost`].
 //!
 //! Where the Wasm filter has a VM per worker, each polling the feed, the native filter has one
 //! configuration shared by every worker: its main-thread side ([`Master`]) polls the feed (Envoy
@@ -8,14 +9,12 @@
 //! ([`EdgeState::follow`]), with its own token cache, brought up to date when the master's
 //! changes. So one poll per second per Envoy, and no lock shared by workers on the request path.
 
-use super::host::{self, ConfigHandle, Level, Metric, Scheduler, Stream};
-use crate::config::Config;
-use crate::decision::Outcome;
-use crate::edge::{
-    parse_answer, EdgeIdentity, EdgeState, FeedError, PollEnd, Poller, Todo, MAX_ANSWER_BYTES,
-};
-use crate::request::{Action, Handled};
-use shared::edge_feed::{NODE_HEADER, VM_HEADER};
+use crate::host::{self, ConfigHandle, Level, Metric, Scheduler, Stream};
+use filter_core::config::Config;
+use filter_core::decision::Outcome;
+use filter_core::edge::{EdgeIdentity, EdgeState, Poller};
+use filter_core::request::{Action, Handled};
+use filter_core::sync::{self, EdgeHost, SyncCounter};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -193,7 +192,7 @@ impl NativeConfig {
     pub fn on_request(&self, stream: &mut Stream) -> bool {
         let now = unix_now();
         let handled = self.with_worker(stream, |state, stream| {
-            crate::request::handle(&self.config, state, &stream.request_headers(), now)
+            filter_core::request::handle(&self.config, state, &stream.request_headers(), now)
         });
         let Some(handled) = handled else {
             return unavailable(stream, 503);
@@ -268,72 +267,9 @@ impl NativeConfig {
 
     /// The once-a-second tick, on the main thread: the edge sync gauge, warnings, a poll.
     pub fn tick(&self) {
-        let now = unix_now();
         let refused = self.unsynced.swap(0, Ordering::Relaxed);
         let sync = self.config.edge_sync.as_ref();
-        let mut master = lock(&self.master);
-        if let (Some(_), Some(id)) = (sync, self.metrics.sync_age) {
-            self.envoy.set_gauge(id, master.state.age(now));
-        }
-        let Master { state, poller } = &mut *master;
-        let todo = poller.tick(now, refused, sync, Some(state));
-        self.run(master, todo, now);
-    }
-
-    /// Does what the poller said: count, log, poll. The state's lock is not held while the poll
-    /// is sent: Envoy may answer it inline, and the answer takes the lock.
-    fn run(&self, master: MutexGuard<'_, Master>, todo: Todo, now: u64) {
-        let count = |id: Option<usize>| {
-            if let Some(id) = id {
-                self.envoy.increment(id, 1);
-            }
-        };
-        match todo.count {
-            Some(PollEnd::Ok { first_whole }) => {
-                if first_whole {
-                    count(self.metrics.sync_first_ok);
-                }
-                count(self.metrics.sync_ok);
-                if let Some(id) = self.metrics.sync_age {
-                    self.envoy.set_gauge(id, 0);
-                }
-            }
-            Some(PollEnd::Failed) => count(self.metrics.sync_failed),
-            None => {}
-        }
-        if let Some(warning) = &todo.warn {
-            host::log(Level::Warn, warning);
-        }
-        let (Some(path), Some(sync)) = (&todo.poll, &self.config.edge_sync) else {
-            return;
-        };
-        drop(master);
-        let node = self.identity.node_or(sync.node.as_deref());
-        let headers = [
-            (":method", "GET"),
-            (":path", path.as_str()),
-            ("host", sync.authority.as_str()),
-            ("authorization", sync.authorization()),
-            ("accept", "application/json"),
-            (NODE_HEADER, node),
-            (VM_HEADER, self.identity.vm.as_str()),
-        ];
-        self.answered_inline.store(false, Ordering::Relaxed);
-        self.sending.store(true, Ordering::Relaxed);
-        let sent = self.envoy.callout(&sync.cluster, &headers, sync.timeout_ms);
-        self.sending.store(false, Ordering::Relaxed);
-        let inline = self.answered_inline.swap(false, Ordering::Relaxed);
-        let mut master = lock(&self.master);
-        let why = match sent {
-            // The poller's call ids are 32 bits, as proxy-wasm's; Envoy counts from 1.
-            Ok(id) if !inline => return master.poller.dispatched(id as u32, now),
-            Ok(_) => "the call ended before it was sent (no healthy host?)".to_owned(),
-            Err(code) => format!("cannot call cluster {:?}: init result {code}", sync.cluster),
-        };
-        let Master { state, poller } = &mut *master;
-        let todo = poller.failed(now, sync, state, &why);
-        // A failure asks for no poll: this ends here.
-        self.run(master, todo, now);
+        sync::tick(&mut MainThread(self), sync, Some(&self.identity), refused);
     }
 
     /// The answer to a poll arrived (main thread): its status (0 without an answer) and body.
@@ -345,27 +281,88 @@ impl NativeConfig {
             self.answered_inline.store(true, Ordering::Relaxed);
             return;
         }
-        let now = unix_now();
-        let mut master = lock(&self.master);
-        if !master.poller.answer_to(callout as u32) {
-            return;
-        }
-        let size: usize = chunks.iter().map(|c| c.len()).sum();
-        // The answer holds the keys: wiped once read. One over the limit is not read.
-        let body = (size <= MAX_ANSWER_BYTES).then(|| zeroize::Zeroizing::new(chunks.concat()));
-        let Master { state, poller } = &mut *master;
-        let checked = match &body {
-            Some(body) => parse_answer(status, body, state),
-            None => Err(FeedError::TooLarge(size)),
-        };
-        let todo = poller.answered(now, sync, state, checked);
-        self.version.fetch_add(1, Ordering::Release);
-        self.run(master, todo, now);
+        let size = chunks.iter().map(|c| c.len()).sum();
+        // The poller's call ids are 32 bits, as proxy-wasm's; Envoy counts from 1.
+        sync::answered(
+            &mut MainThread(self),
+            sync,
+            Some(&self.identity),
+            callout as u32,
+            size,
+            || status,
+            || chunks.concat(),
+        );
     }
 
     /// Stops the tick thread (before Envoy destroys the config and its scheduler).
     pub fn stop(&mut self) {
         self.ticker = None;
+    }
+}
+
+/// Edge sync's host: a configuration on Envoy's main thread, where its polls are sent and
+/// answered. The master state's lock is held only in [`EdgeHost::with_edge`], never while a poll
+/// is sent: Envoy may answer it inline, and the answer takes the lock.
+struct MainThread<'a>(&'a NativeConfig);
+
+impl EdgeHost for MainThread<'_> {
+    fn now(&self) -> u64 {
+        unix_now()
+    }
+
+    fn with_edge<R>(&mut self, f: impl FnOnce(&mut Poller, &mut EdgeState) -> R) -> Option<R> {
+        let mut master = lock(&self.0.master);
+        let Master { state, poller } = &mut *master;
+        Some(f(poller, state))
+    }
+
+    fn count(&mut self, counter: SyncCounter) {
+        let metrics = &self.0.metrics;
+        let id = match counter {
+            SyncCounter::Ok => metrics.sync_ok,
+            SyncCounter::FirstOk => metrics.sync_first_ok,
+            SyncCounter::Failed => metrics.sync_failed,
+        };
+        if let Some(id) = id {
+            self.0.envoy.increment(id, 1);
+        }
+    }
+
+    fn set_age(&mut self, seconds: u64) {
+        if let Some(id) = self.0.metrics.sync_age {
+            self.0.envoy.set_gauge(id, seconds);
+        }
+    }
+
+    fn warn(&mut self, message: &str) {
+        host::log(Level::Warn, message);
+    }
+
+    fn dispatch(
+        &mut self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        timeout_ms: u64,
+    ) -> Result<u32, String> {
+        let cfg = self.0;
+        cfg.answered_inline.store(false, Ordering::Relaxed);
+        cfg.sending.store(true, Ordering::Relaxed);
+        let sent = cfg.envoy.callout(cluster, headers, timeout_ms);
+        cfg.sending.store(false, Ordering::Relaxed);
+        let inline = cfg.answered_inline.swap(false, Ordering::Relaxed);
+        match sent {
+            // The poller's call ids are 32 bits, as proxy-wasm's; Envoy counts from 1.
+            Ok(id) if !inline => Ok(id as u32),
+            Ok(_) => Err("the call ended before it was sent (no healthy host?)".to_owned()),
+            Err(code) => Err(format!(
+                "cannot call cluster {cluster:?}: init result {code}"
+            )),
+        }
+    }
+
+    fn answer_handled(&mut self) {
+        // The workers follow the master state at their next request.
+        self.0.version.fetch_add(1, Ordering::Release);
     }
 }
 

@@ -4,9 +4,9 @@
 //! `native-empty` takes the worker's state and returns, `native-read` also reads the header map,
 //! `native-decide` also decides and counts, without changing the headers.
 
-use super::filter::{unavailable, unix_now, NativeConfig};
-use super::host::Stream;
-use crate::request;
+use crate::filter::{unavailable, unix_now, NativeConfig};
+use crate::host::Stream;
+use filter_core::request;
 
 /// The request hook of an ablation build, in place of the shipped `NativeConfig::on_request`.
 pub fn on_request(cfg: &NativeConfig, stream: &mut Stream) -> bool {

@@ -1,7 +1,6 @@
-//! Ablations of the shipped filter (features `ablate-read` and `ablate-decide`, each with
-//! `envoy`): its root context as shipped ([`Root`]: configuration, clock, counters, edge sync),
-//! with an HTTP context that stops early, so the benchmark shows what each step of a request
-//! costs.
+//! Ablations of the shipped filter (features `ablate-read` and `ablate-decide`): its root context
+//! as shipped ([`Root`]: configuration, clock, counters, edge sync), with an HTTP context that
+//! stops early, so the benchmark shows what each step of a request costs.
 //!
 //! - `ablate-read`: read the request's headers (one host call), then forward it untouched;
 //! - `ablate-decide`: read them and decide (the token cache included), then forward without
@@ -10,7 +9,7 @@
 //!
 //! With both features, `ablate-read`.
 
-use crate::envoy::{Filter, Root};
+use crate::adapter::{Filter, Root};
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType, LogLevel};
 
@@ -69,7 +68,9 @@ impl HttpContext for Cut {
             return Action::Continue;
         }
         match self.0.decide(&headers) {
-            Some(handled) if matches!(handled.action, crate::request::Action::Answer { .. }) => {
+            Some(handled)
+                if matches!(handled.action, filter_core::request::Action::Answer { .. }) =>
+            {
                 self.0.apply(&headers, handled)
             }
             Some(_) => Action::Continue,

@@ -1,10 +1,10 @@
-//! The one safe wrapper around Envoy's callbacks ([`super::abi`]): every `unsafe` call of the
+//! The one safe wrapper around Envoy's callbacks ([`crate::abi`]): every `unsafe` call of the
 //! native filter is here, each with what makes it sound. Pointers from Envoy are valid for the
 //! hook that gave them ([`Stream`] for one stream's hook, [`ConfigHandle`] from
 //! `on_http_filter_config_new` to `on_http_filter_config_destroy`); what Envoy lends is copied
 //! before the hook returns, and what it reads of ours lives through the call.
 
-use super::abi::{self, EnvoyBuffer, EnvoyHeader, ModuleBuffer, ModuleHeader};
+use crate::abi::{self, EnvoyBuffer, EnvoyHeader, ModuleBuffer, ModuleHeader};
 use std::ffi::c_void;
 
 fn buffer(bytes: &[u8]) -> ModuleBuffer {
@@ -73,7 +73,7 @@ impl Stream {
     }
 
     /// The request's headers as Envoy holds them, lent until the next call on this stream (the
-    /// exclusive borrow keeps the map unchanged meanwhile): names as [`crate::request::name`]
+    /// exclusive borrow keeps the map unchanged meanwhile): names as [`filter_core::request::name`]
     /// reads them, raw values.
     pub fn request_headers(&mut self) -> Vec<(&str, &[u8])> {
         // SAFETY: a valid stream pointer (`Stream::new`); the header type is Envoy's enum.
@@ -108,7 +108,7 @@ impl Stream {
                         envoy_bytes(h.value_ptr, h.value_length),
                     )
                 };
-                (crate::request::name(name), value)
+                (filter_core::request::name(name), value)
             })
             .collect()
     }

@@ -1,11 +1,11 @@
 //! The part of Envoy's dynamic-module C ABI (`envoy.filters.http.dynamic_modules`, ABI `v0.2.0`
 //! of Envoy 1.40) that the filter uses, declared here from Envoy's public `abi.h`: the types, the
 //! status enums as the integers C gives them, and the callbacks Envoy exports. The hooks Envoy
-//! calls are the `extern "C"` functions of [`super::hooks`].
+//! calls are the `extern "C"` functions of [`crate::hooks`].
 //!
 //! Only callbacks the Envoy binary exports may be declared: Rust links a `cdylib` with immediate
 //! binding, so one unknown name makes `dlopen` fail for the whole module (the e2e test that loads
-//! it says so loudly). Nothing here is called outside [`super::host`], the one safe wrapper.
+//! it says so loudly). Nothing here is called outside [`crate::host`], the one safe wrapper.
 
 use std::ffi::{c_char, c_void};
 
@@ -163,7 +163,8 @@ extern "C" {
         scheduler: SchedulerPtr,
         event_id: u64,
     );
-    /// Main thread only; `:method`, `:path` and `host` are required.
+    /// Main thread only; `:method`, `:path` and `:authority` are required (Envoy files a `host`
+    /// header under `:authority`, its legacy name).
     pub fn envoy_dynamic_module_callback_http_filter_config_http_callout(
         config: ConfigEnvoyPtr,
         callout_id: *mut u64,

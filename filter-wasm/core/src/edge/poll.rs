@@ -1,10 +1,10 @@
 //! The poll schedule of edge sync, as pure logic: when each VM asks the issuer's feed, with which
 //! `:path`, and which warnings it logs while the feed fails or before its first good answer.
 //!
-//! The Envoy adapter tells a [`Poller`] what happened (a tick, a poll dispatched, a poll's answer,
-//! a call that failed) and does what the returned [`Todo`] says: count, log one warning, dispatch
-//! one poll. No host call here, so the schedule is tested natively (below), like
-//! [`crate::decision::decide`].
+//! Edge sync's steps ([`crate::sync`], run by each adapter over its host) tell a [`Poller`] what
+//! happened (a tick, a poll dispatched, a poll's answer, a call that failed) and do what the
+//! returned [`Todo`] says: count, log one warning, dispatch one poll. No host call here, so the
+//! schedule is tested natively (below), like [`crate::decision::decide`].
 //!
 //! The schedule: the first poll at the first tick after the configuration is applied; at most one
 //! poll under way; the next one a poll interval after the last one ended, or at once after an
@@ -38,7 +38,7 @@ pub enum PollEnd {
     Failed,
 }
 
-/// What the adapter does after an event: count how the poll ended, log the warning, then
+/// What edge sync's steps do after an event: count how the poll ended, log the warning, then
 /// dispatch the poll (and tell [`Poller::dispatched`] or [`Poller::failed`] how that went).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Todo {

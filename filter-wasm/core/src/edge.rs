@@ -1,9 +1,9 @@
 //! Edge sync: what the filter learns from the issuer's edge feed (`GET /apiv2/oauth/edge`, see
 //! `docs/issuer.md`) after Envoy loaded it, as pure logic. Where the feed is and how often to
 //! poll it is the configuration's ([`crate::config::EdgeSync`]); the answer's JSON is the one
-//! type the issuer writes ([`shared::edge_feed::FeedAnswer`]). The Envoy adapter fetches; this
-//! module says what to ask for ([`EdgeState::request_path`]), whether an answer is acceptable
-//! ([`parse_answer`]) and what it changes ([`EdgeState::apply`]).
+//! type the issuer writes ([`shared::edge_feed::FeedAnswer`]). The adapters fetch, through
+//! [`crate::sync`]; this module says what to ask for ([`EdgeState::request_path`]), whether an
+//! answer is acceptable ([`parse_answer`]) and what it changes ([`EdgeState::apply`]).
 //!
 //! An answer changes the state only as a whole and only if every part of it is valid: a wrong
 //! status, an oversized or malformed body, or a cursor older than the one held is refused and
