@@ -35,6 +35,34 @@ pub fn is_edge_name(name: &str) -> bool {
     (1..=MAX_EDGE_NAME).contains(&name.len()) && name.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
 
+/// The node name of an edge whose Envoy has no `node.id` (and none configured): shared by every
+/// such Envoy, so nothing can be told of one VM from another's there.
+pub const UNKNOWN_NODE: &str = "unknown";
+
+/// The name of a VM ([`VM_HEADER`]): 12 hex digits, the low 40 bits of the nanosecond it was
+/// configured first, then its number among the VMs its Envoy process started (low 8 bits). Envoy
+/// names no worker, and two workers' VMs can start in the same tick of the clock: the number tells
+/// them apart. A restarted Envoy numbers its VMs from 0 again.
+pub fn vm_name(started_nanos: u128, ordinal: u32) -> String {
+    format!(
+        "{:010x}{:02x}",
+        started_nanos & 0xff_ffff_ffff,
+        ordinal & 0xff
+    )
+}
+
+/// The number of the VM named `vm` among the VMs of its Envoy process ([`vm_name`]), if `vm` is
+/// such a name.
+pub fn vm_ordinal(vm: &str) -> Option<u8> {
+    let hex = |s: &str| {
+        s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    (vm.len() == 12 && hex(vm))
+        .then(|| u8::from_str_radix(&vm[10..], 16).ok())
+        .flatten()
+}
+
 /// Longest user name or client id a revocation of the feed may name, in bytes.
 pub const MAX_NAME: usize = 256;
 

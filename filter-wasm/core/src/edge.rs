@@ -35,7 +35,7 @@ pub const MAX_ANSWER_BYTES: usize = 2 << 20;
 pub const MAX_ENTRIES: usize = 20_000;
 
 /// The node name of an edge whose Envoy gives none and whose configuration names none.
-pub const UNKNOWN_NODE: &str = "unknown";
+pub use shared::edge_feed::UNKNOWN_NODE;
 
 /// Who an edge is, as each of its polls says ([`shared::edge_feed::NODE_HEADER`] and
 /// [`shared::edge_feed::VM_HEADER`]), so the issuer can list which edge holds which keys and
@@ -44,9 +44,7 @@ pub const UNKNOWN_NODE: &str = "unknown";
 pub struct EdgeIdentity {
     /// Envoy's `node.id`, or `unknown` when it has none that is a valid name.
     pub node: String,
-    /// The VM, 12 hex digits: the low 40 bits of the nanosecond it was configured first, then
-    /// its number among the VMs of its Envoy (low 8 bits). Envoy names no worker, and two
-    /// workers' VMs can start in the same tick of the clock: the number tells them apart.
+    /// The VM ([`shared::edge_feed::vm_name`]).
     pub vm: String,
 }
 
@@ -60,11 +58,7 @@ impl EdgeIdentity {
             .unwrap_or(UNKNOWN_NODE);
         Self {
             node: node.to_owned(),
-            vm: format!(
-                "{:010x}{:02x}",
-                started_nanos & 0xff_ffff_ffff,
-                ordinal & 0xff
-            ),
+            vm: shared::edge_feed::vm_name(started_nanos, ordinal),
         }
     }
 

@@ -4,6 +4,7 @@
 //! --when-edges-ready` knows when every edge holds a new key.
 
 use serde::{Deserialize, Serialize};
+use shared::edge_feed::{vm_ordinal, UNKNOWN_NODE};
 use std::collections::HashMap;
 
 /// An edge unseen this long (seconds) is dropped from the store, by default
@@ -109,8 +110,38 @@ pub fn folded(reports: impl IntoIterator<Item = EdgeReport>) -> Vec<EdgeReport> 
         by_key.insert(key, r);
     }
     let mut all: Vec<_> = by_key.into_values().collect();
+    without_replaced(&mut all);
     newest_first(&mut all);
     all
+}
+
+/// How long after a VM's first sighting the VM of the same number it replaced may still have
+/// polled: an Envoy draining after a hot restart stops within it, while two Envoys that share a
+/// node name both poll on, and neither is then taken for the other's successor.
+pub const REPLACED_WITHIN: u64 = 60;
+
+/// `edges` without the VMs that a restart of their Envoy replaced. A restarted Envoy numbers its
+/// VMs from 0 again ([`vm_ordinal`]): a VM of an edge client and node is replaced by a VM of the
+/// same number first seen after it, if it stopped polling within [`REPLACED_WITHIN`] of that. VMs
+/// of the node [`UNKNOWN_NODE`] (Envoys without a node id, all alike) are never replaced.
+pub fn without_replaced(edges: &mut Vec<EdgeReport>) {
+    let slot = |e: &EdgeReport| {
+        let ordinal = vm_ordinal(&e.vm).filter(|_| e.node != UNKNOWN_NODE)?;
+        Some((e.client.clone(), e.node.clone(), ordinal))
+    };
+    let mut newest: HashMap<(String, String, u8), u64> = HashMap::new();
+    for e in edges.iter() {
+        if let Some(s) = slot(e) {
+            let first = newest.entry(s).or_insert(e.first_seen);
+            *first = (*first).max(e.first_seen);
+        }
+    }
+    edges.retain(|e| {
+        let successor = slot(e).and_then(|s| newest.get(&s).copied());
+        !successor.is_some_and(|first| {
+            e.first_seen < first && e.last_seen <= first.saturating_add(REPLACED_WITHIN)
+        })
+    });
 }
 
 /// Sorts `edges` the most recently seen first.
@@ -251,6 +282,44 @@ mod tests {
         assert_eq!(older.behind(), 2);
         assert_eq!(older.lag(100), 10);
         assert_eq!(report("b", 40, 100).lag(100), 60);
+    }
+
+    #[test]
+    fn a_restarted_envoy_replaces_its_vms_by_number() {
+        let vm = |node: &str, stamp: u128, n: u32, first: u64, last: u64| EdgeReport {
+            node: node.into(),
+            vm: shared::edge_feed::vm_name(stamp, n),
+            ..report("x", first, last)
+        };
+        let mut edges = vec![
+            vm("envoy-a", 1, 0, 100, 500),
+            vm("envoy-a", 1, 1, 100, 500),
+            vm("envoy-a", 2, 0, 499, 900),
+            vm("envoy-a", 2, 1, 500, 900),
+            // Polled on long after its successor came: two Envoys share the name.
+            vm("envoy-b", 3, 0, 100, 900),
+            vm("envoy-b", 4, 0, 400, 900),
+            // Envoys without a node id are never told apart.
+            vm(UNKNOWN_NODE, 5, 0, 100, 200),
+            vm(UNKNOWN_NODE, 6, 0, 300, 900),
+            // Not a VM name of the filter's.
+            vm("envoy-a", 1, 0, 100, 200),
+        ];
+        edges.last_mut().unwrap().vm = "worker-0".into();
+        without_replaced(&mut edges);
+        let left: Vec<(&str, u64)> = edges.iter().map(|e| (&e.node[..], e.first_seen)).collect();
+        assert_eq!(
+            left,
+            [
+                ("envoy-a", 499),
+                ("envoy-a", 500),
+                ("envoy-b", 100),
+                ("envoy-b", 400),
+                (UNKNOWN_NODE, 100),
+                (UNKNOWN_NODE, 300),
+                ("envoy-a", 100),
+            ]
+        );
     }
 
     #[test]

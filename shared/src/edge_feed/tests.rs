@@ -185,3 +185,20 @@ fn keys_round_trip_and_never_show_their_secret() {
     );
     assert_eq!(bad("c2hvcnQ"), Some(BadSecret::Length));
 }
+
+#[test]
+fn a_vm_name_gives_back_its_number() {
+    let name = vm_name(0x1234_5678_9abc_def0, 3);
+    assert_eq!(name, "789abcdef003");
+    assert_eq!(vm_ordinal(&name), Some(3));
+    assert_eq!(vm_ordinal(&vm_name(7, 256 + 17)), Some(17));
+    for other in [
+        "worker-1",
+        "789ABCDEF003",
+        "789abcdef0031",
+        "789abcdef0g3",
+        "",
+    ] {
+        assert_eq!(vm_ordinal(other), None, "{other}");
+    }
+}

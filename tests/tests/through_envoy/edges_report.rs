@@ -266,3 +266,38 @@ async fn edges_and_rotation(postgres: bool) {
     );
     metrics_with(&s, "issuer_edges 0").await;
 }
+
+/// After two restarts of one Envoy, `issuer edges` and the gauges count its new VMs only: each
+/// replaced the VM of the same number before it, at once, instead of lagging until forgotten.
+#[tokio::test]
+async fn a_restarted_envoy_replaces_its_vms_at_once() {
+    let Some(tools) = Tools::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options {
+        edge_sync: true,
+        ..Options::default()
+    };
+    let mut s = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
+    wait_for_sync(&s).await;
+    let pollers = s.edge_pollers() as usize;
+    let vm = |e: &Value| e["vm"].as_str().unwrap().to_owned();
+    let mut before: std::collections::BTreeSet<String> =
+        edges_until(&s, pollers, Duration::from_secs(20), |_| true)
+            .await
+            .iter()
+            .map(vm)
+            .collect();
+    for restart in 0..2 {
+        s.restart_envoy().unwrap();
+        let now = edges_until(&s, pollers, Duration::from_secs(20), |e| {
+            !before.contains(&vm(e)) && e["behind"] == 0
+        })
+        .await;
+        assert_eq!(now.len(), pollers, "restart {restart}: {now:#?}");
+        before.extend(now.iter().map(vm));
+    }
+    metrics_with(&s, &format!("issuer_edges {pollers}")).await;
+    assert!(s.stop());
+}
