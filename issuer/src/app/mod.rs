@@ -201,6 +201,7 @@ impl App {
         let users = Arc::new(directory_users::DirectoryUsers {
             directory,
             users: self.store.clone(),
+            audit: self.audit.clone(),
         });
         self.password.directory = Some(users.clone());
         self.refresh.directory = Some(users);
