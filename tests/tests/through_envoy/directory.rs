@@ -462,6 +462,32 @@ async fn directory_changes_reach_refresh_and_through_the_recheck_envoy() {
     refused_at_envoy_within(&s, &carol, within, "carol removed").await;
     assert_eq!(refresh(&s, &carol).await.0, 400);
     assert_eq!(introspect(&s, &carol).await["active"], false);
+    // Both disables are in the audit trail, like an administrator's, by the directory.
+    assert_disabled_by_directory(&s, &["bob", "carol"]).await;
+}
+
+/// `issuer audit` shows a `user.disable` by the actor `directory` of each of `users` (the
+/// security events are written every 100 ms: read again a few times).
+async fn assert_disabled_by_directory(s: &Stack, users: &[&str]) {
+    let mut trail = String::new();
+    for _ in 0..20 {
+        trail = s.admin(&["audit", "--json"], None).unwrap();
+        let disabled = |user: &str| {
+            trail.lines().any(|l| {
+                let e: Value = serde_json::from_str(l).unwrap_or_default();
+                e["action"] == "user.disable"
+                    && e["actor"] == "directory"
+                    && e["target"] == user
+                    && e["after"]["disabled"] == true
+                    && e["after"]["reason"] == "no_such_user"
+            })
+        };
+        if users.iter().all(|u| disabled(u)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the directory's disables of {users:?} are not in the audit trail:\n{trail}");
 }
 
 /// `issuer directory check` and `issuer directory test`, as an operator runs them.
