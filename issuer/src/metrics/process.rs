@@ -89,16 +89,53 @@ fn open_fds() -> Option<u64> {
     Some((entries.count() as u64).saturating_sub(1))
 }
 
-fn gauge(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    value: Option<f64>,
-) -> Result<(), std::fmt::Error> {
-    let Some(value) = value else { return Ok(()) };
-    let metric = ConstGauge::new(value);
-    metric.encode(encoder.encode_descriptor(name, help, unit, metric.metric_type())?)
+/// The gauges of one scrape: name (unit aside), help, unit, value (`None`: unreadable).
+type GaugeRow = (&'static str, &'static str, Option<Unit>, Option<f64>);
+
+/// Reads the gauges' files once: `stat` is `/proc/self/stat`, already read.
+fn gauges(stat: Option<Stat>) -> Vec<GaugeRow> {
+    let resident = read("/proc/self/status").and_then(|t| parse_resident_bytes(&t));
+    let max = read("/proc/self/limits").and_then(|t| parse_max_fds(&t));
+    let boot = read("/proc/stat").and_then(|t| parse_boot_time(&t));
+    let start = stat.zip(boot).map(|(s, b)| b as f64 + s.started_after_boot);
+    vec![
+        (
+            "process_resident_memory",
+            "Resident memory size in bytes.",
+            Some(Unit::Bytes),
+            resident.map(|b| b as f64),
+        ),
+        (
+            "process_virtual_memory",
+            "Virtual memory size in bytes.",
+            Some(Unit::Bytes),
+            stat.map(|s| s.virtual_bytes as f64),
+        ),
+        (
+            "process_open_fds",
+            "Number of open file descriptors.",
+            None,
+            open_fds().map(|n| n as f64),
+        ),
+        (
+            "process_max_fds",
+            "Maximum number of open file descriptors.",
+            None,
+            max.map(|n| n as f64),
+        ),
+        (
+            "process_start_time",
+            "Start time of the process since unix epoch in seconds.",
+            Some(Unit::Seconds),
+            start,
+        ),
+        (
+            "process_threads",
+            "Number of OS threads in the process.",
+            None,
+            stat.map(|s| s.threads as f64),
+        ),
+    ]
 }
 
 impl Collector for ProcessCollector {
@@ -107,60 +144,17 @@ impl Collector for ProcessCollector {
         if let Some(stat) = stat {
             let cpu = ConstCounter::new(stat.cpu_seconds);
             let help = "Total user and system CPU time spent in seconds.";
-            let descriptor = encoder.encode_descriptor(
-                "process_cpu",
-                help,
-                Some(&Unit::Seconds),
-                cpu.metric_type(),
-            )?;
-            cpu.encode(descriptor)?;
+            let unit = Some(&Unit::Seconds);
+            cpu.encode(encoder.encode_descriptor("process_cpu", help, unit, cpu.metric_type())?)?;
         }
-        let e = &mut encoder;
-        let bytes = Some(&Unit::Bytes);
-        let resident = read("/proc/self/status").and_then(|t| parse_resident_bytes(&t));
-        gauge(
-            e,
-            "process_resident_memory",
-            "Resident memory size in bytes.",
-            bytes,
-            resident.map(|b| b as f64),
-        )?;
-        let virt = stat.map(|s| s.virtual_bytes as f64);
-        gauge(
-            e,
-            "process_virtual_memory",
-            "Virtual memory size in bytes.",
-            bytes,
-            virt,
-        )?;
-        let open = open_fds().map(|n| n as f64);
-        gauge(
-            e,
-            "process_open_fds",
-            "Number of open file descriptors.",
-            None,
-            open,
-        )?;
-        let max = read("/proc/self/limits").and_then(|t| parse_max_fds(&t));
-        gauge(
-            e,
-            "process_max_fds",
-            "Maximum number of open file descriptors.",
-            None,
-            max.map(|n| n as f64),
-        )?;
-        let boot = read("/proc/stat").and_then(|t| parse_boot_time(&t));
-        let start = stat.zip(boot).map(|(s, b)| b as f64 + s.started_after_boot);
-        let help = "Start time of the process since unix epoch in seconds.";
-        gauge(e, "process_start_time", help, Some(&Unit::Seconds), start)?;
-        let threads = stat.map(|s| s.threads as f64);
-        gauge(
-            e,
-            "process_threads",
-            "Number of OS threads in the process.",
-            None,
-            threads,
-        )
+        for (name, help, unit, value) in gauges(stat) {
+            let Some(value) = value else { continue };
+            let gauge = ConstGauge::new(value);
+            let descriptor =
+                encoder.encode_descriptor(name, help, unit.as_ref(), gauge.metric_type())?;
+            gauge.encode(descriptor)?;
+        }
+        Ok(())
     }
 }
 

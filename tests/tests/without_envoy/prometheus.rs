@@ -25,37 +25,13 @@ async fn first_sample(p: &Prometheus, query: &str) -> (Value, String) {
     (sample["metric"].clone(), value)
 }
 
-#[tokio::test]
-async fn prometheus_scrapes_an_issuer_with_the_shipped_rules() {
-    let Some(tools) = Tools::for_test() else {
-        return;
-    };
-    let Some(binary) = prometheus::for_test() else {
-        return;
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let secret = provision(&tools, tmp.path(), &data).unwrap();
-    let port = free_port();
-    let log = tmp.path().join("issuer.log");
-    let (_issuer, url) = start_issuer(&tools, &data, port, &[], &log).unwrap();
-    // Some traffic for the recording rules.
-    let sign_in = [
-        ("grant_type", "password"),
-        ("username", demo::USER),
-        ("password", demo::PASSWORD),
-    ];
-    let token_url = format!("{url}/apiv2/oauth/token");
-    e2e::issuer::token(&reqwest::Client::new(), &token_url, &secret, &sign_in).await;
-
-    let target = format!("127.0.0.1:{port}");
-    let p = Prometheus::start(&binary, &tmp.path().join("prometheus"), &[target.clone()])
-        .await
-        .unwrap();
+/// Waits until `p` has scraped `target` (job `issuer`, health `up`) and evaluated every rule of
+/// both shipped groups with health `ok`.
+async fn target_up_and_rules_ok(p: &Prometheus, target: &str) {
     p.wait_for("targets", LIMIT, |d| {
         d["activeTargets"].as_array().is_some_and(|ts| {
             ts.iter().any(|t| {
-                t["labels"]["instance"] == target.as_str()
+                t["labels"]["instance"] == target
                     && t["labels"]["job"] == "issuer"
                     && t["health"] == "up"
             })
@@ -85,7 +61,36 @@ async fn prometheus_scrapes_an_issuer_with_the_shipped_rules() {
         names.contains(&"issuer.alerts") && names.contains(&"issuer.recording"),
         "{names:?}"
     );
+}
 
+#[tokio::test]
+async fn prometheus_scrapes_an_issuer_with_the_shipped_rules() {
+    let Some(tools) = Tools::for_test() else {
+        return;
+    };
+    let Some(binary) = prometheus::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let secret = provision(&tools, tmp.path(), &data).unwrap();
+    let port = free_port();
+    let log = tmp.path().join("issuer.log");
+    let (_issuer, url) = start_issuer(&tools, &data, port, &[], &log).unwrap();
+    // Some traffic for the recording rules.
+    let sign_in = [
+        ("grant_type", "password"),
+        ("username", demo::USER),
+        ("password", demo::PASSWORD),
+    ];
+    let token_url = format!("{url}/apiv2/oauth/token");
+    e2e::issuer::token(&reqwest::Client::new(), &token_url, &secret, &sign_in).await;
+
+    let target = format!("127.0.0.1:{port}");
+    let p = Prometheus::start(&binary, &tmp.path().join("prometheus"), &[target.clone()])
+        .await
+        .unwrap();
+    target_up_and_rules_ok(&p, &target).await;
     let (labels, value) = first_sample(&p, "issuer_build_info").await;
     assert_eq!(value, "1", "{labels}");
     for label in ["version", "revision", "rustc"] {
