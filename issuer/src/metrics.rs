@@ -51,30 +51,37 @@ pub struct Metrics {
     password_check_typical: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
+/// Registers `issuer_build_info` and `issuer_ready` in `registry`; returns the readiness gauge
+/// and the registry of the metrics without the prefix (the process metrics).
+fn register_build_ready_process(registry: &mut Registry) -> (Gauge, Registry) {
+    let build = Family::<BuildLabels, Gauge>::default();
+    build
+        .get_or_create(&BuildLabels {
+            version: env!("CARGO_PKG_VERSION"),
+            revision: REVISION,
+            rustc: RUSTC,
+        })
+        .set(1);
+    registry.register(
+        "build_info",
+        "Always 1: the version, git revision and compiler the issuer was built with",
+        build,
+    );
+    let ready = Gauge::default();
+    registry.register(
+        "ready",
+        "1 while the issuer is ready (what /readyz answers 200 for), else 0; read at the scrape",
+        ready.clone(),
+    );
+    let mut unprefixed = Registry::default();
+    unprefixed.register_collector(Box::new(process::ProcessCollector));
+    (ready, unprefixed)
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("issuer");
-        let build = Family::<BuildLabels, Gauge>::default();
-        build
-            .get_or_create(&BuildLabels {
-                version: env!("CARGO_PKG_VERSION"),
-                revision: REVISION,
-                rustc: RUSTC,
-            })
-            .set(1);
-        registry.register(
-            "build_info",
-            "Always 1: the version, git revision and compiler the issuer was built with",
-            build,
-        );
-        let ready = Gauge::default();
-        registry.register(
-            "ready",
-            "1 while the issuer is ready (what /readyz answers 200 for), else 0; read at the scrape",
-            ready.clone(),
-        );
-        let mut unprefixed = Registry::default();
-        unprefixed.register_collector(Box::new(process::ProcessCollector));
+        let (ready, unprefixed) = register_build_ready_process(&mut registry);
         let requests = Family::<TokenLabels, Counter>::default();
         registry.register(
             "oauth_requests",

@@ -87,9 +87,13 @@ async fn prometheus_scrapes_an_issuer_with_the_shipped_rules() {
     e2e::issuer::token(&reqwest::Client::new(), &token_url, &secret, &sign_in).await;
 
     let target = format!("127.0.0.1:{port}");
-    let p = Prometheus::start(&binary, &tmp.path().join("prometheus"), &[target.clone()])
-        .await
-        .unwrap();
+    let p = Prometheus::start(
+        &binary,
+        &tmp.path().join("prometheus"),
+        std::slice::from_ref(&target),
+    )
+    .await
+    .unwrap();
     target_up_and_rules_ok(&p, &target).await;
     let (labels, value) = first_sample(&p, "issuer_build_info").await;
     assert_eq!(value, "1", "{labels}");
