@@ -56,12 +56,20 @@ impl ApiError {
         e
     }
 
-    /// Renders the answer.
-    pub fn into_response(self) -> Response {
+    /// Logs this refusal of a request to `path`: a server error at WARN (the issuer is ready:
+    /// something it depends on failed), a client's mistake at DEBUG.
+    fn log(&self, path: &str) {
         if self.status.is_server_error() {
-            tracing::warn!(status = %self.status, "answered with a server error");
+            tracing::warn!(status = %self.status, path, reason = %self.description, "answered with a server error");
         } else {
-            tracing::debug!(status = %self.status, error = self.code, description = %self.description, "request refused");
+            tracing::debug!(status = %self.status, path, error = self.code, description = %self.description, "request refused");
+        }
+    }
+
+    /// Renders the answer (logged here unless it was where it was decided).
+    pub fn into_response(self) -> Response {
+        if !self.logged {
+            self.log("");
         }
         let body = serde_json::json!({"error": self.code, "error_description": self.description});
         let mut resp = json_response(self.status, &body);
@@ -201,14 +209,24 @@ impl AppSlot {
     }
 }
 
-/// 503 `temporarily_unavailable` with `Retry-After`: the store is not open yet.
-fn starting() -> ApiError {
+/// 503 `temporarily_unavailable` with `Retry-After`: the store is not open yet. Logged with the
+/// path and the reason at INFO, not WARN: a load balancer or a client trying before the issuer is
+/// ready is expected while it starts (`/readyz` says when it is).
+fn starting(path: &str) -> ApiError {
+    let reason = Readiness::Starting.reason();
+    tracing::info!(
+        status = 503,
+        path,
+        reason,
+        "answered 503: the issuer is starting"
+    );
     let mut e = ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "temporarily_unavailable",
         "the service is starting; retry later",
     );
     e.retry_after = Some(1);
+    e.logged = true;
     e
 }
 
@@ -221,9 +239,9 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
 /// `/livez`), with every rejection rendered as JSON.
 pub fn routes_in(slot: AppSlot) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
     let probes = health_routes(slot.clone());
-    let app = warp::any().and_then(move || {
+    let app = warp::path::full().and_then(move |path: warp::path::FullPath| {
         let app = slot.get();
-        async move { app.ok_or_else(|| warp::reject::custom(starting())) }
+        async move { app.ok_or_else(|| warp::reject::custom(starting(path.as_str()))) }
     });
     let post_form = |endpoint: &'static str| {
         warp::path("apiv2")
@@ -316,6 +334,7 @@ fn readiness(state: Readiness) -> Response {
 
 /// `GET /metrics`, in the OpenMetrics text format.
 fn metrics(app: &App) -> Response {
+    app.metrics.set_ready(app.readiness() == Readiness::Ready);
     let mut resp = Response::new(app.metrics.render().into());
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -338,7 +357,11 @@ fn answer<T: Serialize>(
         .request(endpoint, grant, outcome, timer.seconds());
     match result {
         Ok(body) => json_response(StatusCode::OK, &body),
-        Err(e) => e.into_response(),
+        Err(mut e) => {
+            e.log(&format!("/apiv2/oauth/{endpoint}"));
+            e.logged = true;
+            e.into_response()
+        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! Prometheus metrics served at `/metrics`.
+//! Prometheus metrics served at `/metrics`: the issuer's own (`issuer_*`), what the build was
+//! (`issuer_build_info`), and the standard process metrics ([`process`]).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -7,11 +8,25 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+mod process;
+
+/// The commit the issuer was built from (`build.rs`), `unknown` without git.
+pub const REVISION: &str = env!("ISSUER_REVISION");
+/// The compiler that built the issuer (`build.rs`), `unknown` if it did not say.
+pub const RUSTC: &str = env!("ISSUER_RUSTC");
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TokenLabels {
     endpoint: &'static str,
     grant: &'static str,
     outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    revision: &'static str,
+    rustc: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -22,6 +37,9 @@ struct RefreshLabels {
 /// The issuer's metrics.
 pub struct Metrics {
     registry: Registry,
+    /// The metrics without the `issuer_` prefix: the standard process metrics.
+    unprefixed: Registry,
+    ready: Gauge,
     requests: Family<TokenLabels, Counter>,
     refresh: Family<RefreshLabels, Counter>,
     latency: Histogram,
@@ -33,9 +51,37 @@ pub struct Metrics {
     password_check_typical: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
+/// Registers `issuer_build_info` and `issuer_ready` in `registry`; returns the readiness gauge
+/// and the registry of the metrics without the prefix (the process metrics).
+fn register_build_ready_process(registry: &mut Registry) -> (Gauge, Registry) {
+    let build = Family::<BuildLabels, Gauge>::default();
+    build
+        .get_or_create(&BuildLabels {
+            version: env!("CARGO_PKG_VERSION"),
+            revision: REVISION,
+            rustc: RUSTC,
+        })
+        .set(1);
+    registry.register(
+        "build_info",
+        "Always 1: the version, git revision and compiler the issuer was built with",
+        build,
+    );
+    let ready = Gauge::default();
+    registry.register(
+        "ready",
+        "1 while the issuer is ready (what /readyz answers 200 for), else 0; read at the scrape",
+        ready.clone(),
+    );
+    let mut unprefixed = Registry::default();
+    unprefixed.register_collector(Box::new(process::ProcessCollector));
+    (ready, unprefixed)
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("issuer");
+        let (ready, unprefixed) = register_build_ready_process(&mut registry);
         let requests = Family::<TokenLabels, Counter>::default();
         registry.register(
             "oauth_requests",
@@ -96,6 +142,8 @@ impl Default for Metrics {
             password_check_typical.clone(),
         );
         Self {
+            unprefixed,
+            ready,
             password_checks,
             password_check_typical,
             registry,
@@ -129,6 +177,11 @@ impl Metrics {
         if endpoint == "token" {
             self.latency.observe(seconds);
         }
+    }
+
+    /// Sets `issuer_ready`: whether the issuer is ready now.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.set(i64::from(ready));
     }
 
     /// Counts one refresh token presentation.
@@ -169,9 +222,11 @@ impl Metrics {
 
     /// The OpenMetrics text of every metric.
     pub fn render(&self) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)
-            .expect("writing to a String");
+        encode_registry(&mut out, &self.registry).expect("writing to a String");
+        encode_registry(&mut out, &self.unprefixed).expect("writing to a String");
+        encode_eof(&mut out).expect("writing to a String");
         out
     }
 }

@@ -19,6 +19,7 @@ pub mod envoy;
 pub mod failover;
 pub mod issuer;
 pub mod postgres;
+pub mod prometheus;
 pub mod raw;
 pub mod samba;
 pub mod slapd;

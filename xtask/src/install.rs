@@ -229,6 +229,25 @@ pub fn ensure_pgbouncer() -> Result<PathBuf> {
     Ok(bin)
 }
 
+/// Debian's Prometheus (2.42) and its `promtool`, for the shipped rules (`dist-assets/prometheus/`:
+/// `promtool check rules` and `promtool test rules`) and the e2e test that scrapes a stack with
+/// them, installed with apt when missing; the package's service is neither started nor enabled.
+/// Returns the `prometheus` binary (`promtool` is beside it).
+pub fn ensure_prometheus() -> Result<PathBuf> {
+    let bin = PathBuf::from("/usr/bin/prometheus");
+    if !bin.exists() || !bin.with_file_name("promtool").exists() {
+        eprintln!("installing prometheus from Debian (apt-get install prometheus)");
+        apt_install_without_services(&["prometheus"], &["prometheus"])?;
+    }
+    let version = Command::new(&bin)
+        .arg("--version")
+        .output()
+        .context("running prometheus --version")?;
+    let text = String::from_utf8_lossy(&version.stdout);
+    eprintln!("{}", text.lines().next().unwrap_or_default());
+    Ok(bin)
+}
+
 /// [`apt_install`] without starting the packages' services (a `policy-rc.d` that forbids it,
 /// unless one is there), and with the `services` disabled for the next boot under systemd.
 fn apt_install_without_services(packages: &[&str], services: &[&str]) -> Result<()> {

@@ -27,6 +27,7 @@ mod flags;
 mod fuzz;
 mod install;
 mod native;
+mod rules;
 mod soak;
 mod test;
 mod tidy;

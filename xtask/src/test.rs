@@ -1,12 +1,13 @@
 //! `cargo xtask test`: every check and test (what `.ci/run` runs), installing what it needs:
 //! fmt, tidy, clippy (native, wasm32, and each wasm module as it is built), the Envoy module's
 //! checks, every package's tests against real tools (the directory servers included), every
-//! end-to-end test that runs Envoy again with the native filter, the demo
+//! end-to-end test that runs Envoy again with the native filter, the shipped Prometheus rules
+//! (`promtool check rules` and `promtool test rules`, [`rules`]), the demo
 //! walked through (embedded store and PostgreSQL), and a bounded run of every fuzz target
 //! (`FUZZ_SECONDS`, default 30 each).
 
 use crate::util::{cargo, root, run};
-use crate::{fuzz, install, native, tidy, wasm};
+use crate::{fuzz, install, native, rules, tidy, wasm};
 use anyhow::Result;
 use std::process::Command;
 
@@ -53,6 +54,8 @@ pub fn test() -> Result<()> {
     install::ensure_directories()?;
     let pgbouncer = install::ensure_pgbouncer()?;
     let native = native::build_native_module()?;
+    let prometheus = install::ensure_prometheus()?;
+    rules::check_rules(&prometheus)?;
     run(cargo().args(["build", "-p", "issuer", "-p", "e2e"]))?;
     let with_tools = |c: &mut Command| {
         c.env("MMS_ENVOY", &envoy)
@@ -62,7 +65,8 @@ pub fn test() -> Result<()> {
             .env("MMS_CHROMIUM", &chromium)
             .env("MMS_PG_BIN", &pg_bin)
             .env("MMS_PGBOUNCER", &pgbouncer)
-            .env("MMS_NATIVE_MODULE", &native);
+            .env("MMS_NATIVE_MODULE", &native)
+            .env("MMS_PROMETHEUS", &prometheus);
     };
     let mut validate = Command::new(root().join("target/debug/stack"));
     validate.arg("validate");

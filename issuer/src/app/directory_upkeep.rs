@@ -14,6 +14,7 @@ impl App {
         let users = Arc::new(directory_users::DirectoryUsers {
             directory: std::sync::RwLock::new(directory),
             users: self.store.clone(),
+            audit: self.audit.clone(),
         });
         self.password.directory = Some(users.clone());
         self.refresh.directory = Some(users);

@@ -8,11 +8,14 @@
 //! subject, a disable and a revocation all go by the entry's own name (`name_attribute`), and
 //! entries are told apart by their key (`id_attribute`).
 
+use crate::audit::AuditLog;
 use crate::config::DirectoryConfig;
 use crate::directory::{
     normal_dn, BindGuard, Directory, DirectoryError, DirectoryUser, EntryRef, Refusal,
 };
-use crate::store::{DirectoryLink, StoreError, UserChange, UserRecord, Users};
+use crate::store::{
+    AuditAction, AuditEvent, DirectoryLink, StoreError, UserChange, UserRecord, Users,
+};
 use futures_util::StreamExt as _;
 use std::sync::{Arc, RwLock};
 
@@ -21,6 +24,8 @@ pub(super) struct DirectoryUsers {
     /// Replaced whole by a reload; a request keeps the one it started with.
     pub(super) directory: RwLock<Arc<Directory>>,
     pub(super) users: Arc<dyn Users>,
+    /// Where a disable by the directory is recorded, like an administrator's.
+    pub(super) audit: AuditLog,
 }
 
 /// What a directory sign-in came to.
@@ -46,6 +51,9 @@ pub(super) struct Found {
     pub(super) key: String,
 }
 
+/// The actor of the audit trail's disables that the directory decided (a user gone or disabled
+/// there), found at a sign-in, a refresh or the recheck.
+pub(super) const DIRECTORY_ACTOR: &str = "directory";
 /// Lookups of the recheck at once.
 const RECHECK_CONCURRENCY: usize = 8;
 /// A record unchanged is written again this often at a sign-in or refresh, to keep `seen_at`
@@ -209,12 +217,21 @@ impl DirectoryUsers {
         Ok(Some(rec))
     }
 
-    /// Disables `name` because the directory no longer vouches for it (revoking its tokens).
+    /// Disables `name` because the directory no longer vouches for it (revoking its tokens), and
+    /// records it in the audit trail as a `user.disable` by the actor [`DIRECTORY_ACTOR`].
     async fn gone(&self, name: &str, why: Refusal, now: u64) -> Result<(), StoreError> {
         tracing::warn!(target: "audit", user = name, reason = why.reason(), "directory user gone: disabled, tokens revoked");
         self.users
             .update_user(name, &UserChange::DirectoryGone { at: now }, now)
             .await?;
+        self.audit.record(AuditEvent::new(
+            now,
+            DIRECTORY_ACTOR,
+            AuditAction::UserDisable,
+            name,
+            serde_json::json!({ "disabled": false }),
+            serde_json::json!({ "disabled": true, "reason": why.reason() }),
+        ));
         Ok(())
     }
 

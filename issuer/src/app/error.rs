@@ -19,6 +19,8 @@ pub struct ApiError {
     pub(crate) allow: Option<&'static str>,
     /// Close the connection after the answer (the request was not read to its end).
     pub(crate) close: bool,
+    /// Already logged where it was decided, with more than rendering knows (the path).
+    pub(crate) logged: bool,
 }
 
 impl ApiError {
@@ -35,6 +37,7 @@ impl ApiError {
             basic_challenge: false,
             allow: None,
             close: false,
+            logged: false,
         }
     }
 

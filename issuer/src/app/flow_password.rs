@@ -70,6 +70,13 @@ impl PasswordGrant {
                 let user = self
                     .check_locally(attempt, client_id, &username, password, user)
                     .await?;
+                let address = ip.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
+                tracing::info!(
+                    user = username,
+                    client = client_id,
+                    address,
+                    "local sign-in"
+                );
                 (user, username)
             }
         };

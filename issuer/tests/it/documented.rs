@@ -1,6 +1,6 @@
 //! What `docs/issuer.md` says about the running server, checked against it: every metric its
-//! table names (but the directory's, which need a directory) is served at `/metrics`, and every
-//! JSON log line has the fields it promises.
+//! table names (but the directory's, which need a directory) is served at `/metrics`, every
+//! JSON log line has the fields it promises, and a local sign-in is logged (never its password).
 
 use super::{fixture, password_grant, refresh, Server};
 use serde_json::Value;
@@ -10,8 +10,9 @@ fn documented_metrics() -> Vec<String> {
     let doc = std::fs::read_to_string(e2e::root().join("docs/issuer.md")).unwrap();
     let names: Vec<String> = doc
         .lines()
-        .filter_map(|l| l.strip_prefix("| `issuer_"))
-        .filter_map(|l| l.split_once('`').map(|(name, _)| format!("issuer_{name}")))
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter(|l| l.starts_with("issuer_") || l.starts_with("process_"))
+        .filter_map(|l| l.split_once('`').map(|(name, _)| name.to_owned()))
         .collect();
     assert!(names.len() >= 8, "the metrics table: {names:?}");
     names
@@ -37,6 +38,16 @@ async fn the_documented_metrics_and_log_fields_are_what_the_server_gives() {
             "{name} is documented but not served:\n{metrics}"
         );
     }
+    assert!(metrics.contains("issuer_ready 1"), "{metrics}");
+    let build = metrics
+        .lines()
+        .find(|l| l.starts_with("issuer_build_info{"))
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert!(build.ends_with(" 1"), "{build}");
+    for label in ["version=\"", "revision=\"", "rustc=\""] {
+        assert!(build.contains(label), "{build}");
+    }
+    assert!(!build.contains("=\"\""), "an empty label: {build}");
     drop(s);
     let log = std::fs::read_to_string(f.dir.with_extension("log")).unwrap();
     let lines: Vec<Value> = log
@@ -56,4 +67,12 @@ async fn the_documented_metrics_and_log_fields_are_what_the_server_gives() {
         lines.iter().any(|l| l["message"] == "issuer serving"),
         "{log}"
     );
+    let sign_in = lines
+        .iter()
+        .find(|l| l["message"] == "local sign-in")
+        .unwrap_or_else(|| panic!("no local sign-in logged:\n{log}"));
+    assert_eq!(sign_in["user"], "alice", "{sign_in}");
+    assert_eq!(sign_in["client"], "app", "{sign_in}");
+    assert_eq!(sign_in["address"], "127.0.0.1", "{sign_in}");
+    assert!(!log.contains("alice-pw"), "the log shows a password");
 }

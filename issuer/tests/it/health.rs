@@ -219,6 +219,19 @@ async fn an_issuer_started_while_postgres_is_down_waits_then_serves() {
     assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(refused.json["error"], "temporarily_unavailable");
     assert!(refused.headers.contains_key(RETRY_AFTER));
+    // Logged with its path and reason, at INFO: expected while starting.
+    let starting = std::fs::read_to_string(&log).unwrap();
+    let line = starting
+        .lines()
+        .find(|l| l.contains("answered 503: the issuer is starting"))
+        .unwrap_or_else(|| panic!("no start-up 503 logged:\n{starting}"));
+    assert!(line.contains("INFO"), "{line}");
+    assert!(line.contains("/apiv2/oauth/token"), "{line}");
+    assert!(line.contains("the store is not open yet"), "{line}");
+    assert!(
+        !starting.contains("answered with a server error"),
+        "{starting}"
+    );
     // It keeps trying (at least two attempts logged) and has not exited.
     within(Duration::from_secs(30), || async {
         std::fs::read_to_string(&log)

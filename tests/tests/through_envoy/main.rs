@@ -5,6 +5,7 @@
 
 mod directory;
 mod directory_ad;
+mod directory_failover;
 mod directory_probe;
 mod edge;
 mod edge_outage;

@@ -1,0 +1,122 @@
+//! The shipped Prometheus rules (`dist-assets/prometheus/`) loaded by a real Prometheus (Debian's,
+//! `MMS_PROMETHEUS`) scraping a real issuer every second: the target is up, every rule group is
+//! loaded and evaluates with health `ok` against what the issuer serves, and the issuer's
+//! `issuer_build_info`, `issuer_ready` and process metrics are ingested. The rules' own logic is
+//! tested by `promtool test rules` (`cargo xtask test`).
+
+use e2e::prometheus::{self, Prometheus};
+use e2e::{demo, free_port, provision, start_issuer, Tools};
+use serde_json::Value;
+use std::time::Duration;
+
+/// How long Prometheus gets to scrape and evaluate (1 s intervals).
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The first sample of an instant query's result: its labels and value.
+async fn first_sample(p: &Prometheus, query: &str) -> (Value, String) {
+    let data = p
+        .wait_for(&format!("query?query={query}"), LIMIT, |d| {
+            d["result"].as_array().is_some_and(|r| !r.is_empty())
+        })
+        .await
+        .unwrap();
+    let sample = &data["result"][0];
+    let value = sample["value"][1].as_str().unwrap_or_default().to_owned();
+    (sample["metric"].clone(), value)
+}
+
+/// Waits until `p` has scraped `target` (job `issuer`, health `up`) and evaluated every rule of
+/// both shipped groups with health `ok`.
+async fn target_up_and_rules_ok(p: &Prometheus, target: &str) {
+    p.wait_for("targets", LIMIT, |d| {
+        d["activeTargets"].as_array().is_some_and(|ts| {
+            ts.iter().any(|t| {
+                t["labels"]["instance"] == target
+                    && t["labels"]["job"] == "issuer"
+                    && t["health"] == "up"
+            })
+        })
+    })
+    .await
+    .unwrap();
+    let rules = p
+        .wait_for("rules", LIMIT, |d| {
+            let groups = d["groups"].as_array().cloned().unwrap_or_default();
+            groups.len() >= 2
+                && groups.iter().all(|g| {
+                    g["rules"]
+                        .as_array()
+                        .is_some_and(|rs| !rs.is_empty() && rs.iter().all(|r| r["health"] == "ok"))
+                })
+        })
+        .await
+        .unwrap();
+    let names: Vec<&str> = rules["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|g| g["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"issuer.alerts") && names.contains(&"issuer.recording"),
+        "{names:?}"
+    );
+}
+
+#[tokio::test]
+async fn prometheus_scrapes_an_issuer_with_the_shipped_rules() {
+    let Some(tools) = Tools::for_test() else {
+        return;
+    };
+    let Some(binary) = prometheus::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let secret = provision(&tools, tmp.path(), &data).unwrap();
+    let port = free_port();
+    let log = tmp.path().join("issuer.log");
+    let (_issuer, url) = start_issuer(&tools, &data, port, &[], &log).unwrap();
+    // Some traffic for the recording rules.
+    let sign_in = [
+        ("grant_type", "password"),
+        ("username", demo::USER),
+        ("password", demo::PASSWORD),
+    ];
+    let token_url = format!("{url}/apiv2/oauth/token");
+    e2e::issuer::token(&reqwest::Client::new(), &token_url, &secret, &sign_in).await;
+
+    let target = format!("127.0.0.1:{port}");
+    let p = Prometheus::start(
+        &binary,
+        &tmp.path().join("prometheus"),
+        std::slice::from_ref(&target),
+    )
+    .await
+    .unwrap();
+    target_up_and_rules_ok(&p, &target).await;
+    let (labels, value) = first_sample(&p, "issuer_build_info").await;
+    assert_eq!(value, "1", "{labels}");
+    for label in ["version", "revision", "rustc"] {
+        assert!(
+            labels[label].as_str().is_some_and(|v| !v.is_empty()),
+            "{label}: {labels}"
+        );
+    }
+    assert_eq!(first_sample(&p, "issuer_ready").await.1, "1");
+    let (_, rss) = first_sample(&p, "process_resident_memory_bytes").await;
+    assert!(rss.parse::<f64>().unwrap() > 1e6, "{rss}");
+    let (_, rate) = first_sample(&p, "issuer:oauth_requests:rate5m").await;
+    assert!(rate.parse::<f64>().is_ok(), "{rate}");
+    // No alert fires on a healthy issuer.
+    let alerts = p.api("alerts").await.unwrap();
+    let firing: Vec<&Value> = alerts["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["state"] == "firing")
+        .collect();
+    assert!(firing.is_empty(), "{firing:?}");
+    // Prometheus is stopped by its pid when `p` drops, and its folder goes with `tmp`.
+    drop(p);
+}
