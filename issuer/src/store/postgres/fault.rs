@@ -3,6 +3,7 @@
 //! database unreachable, or a fault to report.
 
 use crate::store::{ConnectionFault, StoreError};
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio_postgres::error::SqlState;
 
 /// What a SQLSTATE says about the operation and the connection it failed on.
@@ -57,6 +58,50 @@ pub(crate) fn classify(e: tokio_postgres::Error) -> StoreError {
     }
 }
 
+/// How long the readiness probe fails after a prepared statement was found missing.
+const NOT_READY_AFTER_LOST: u64 = 60;
+
+/// Prepared statements found missing on a connection, which only a pooler that hands one
+/// connection's transactions to different server connections does (PgBouncer in transaction
+/// mode without `max_prepared_statements`). Such a store fails some operations at random,
+/// however often others pass, so the readiness probe fails from the first one seen until
+/// [`NOT_READY_AFTER_LOST`] after the last, saying why.
+#[derive(Debug, Default)]
+pub(crate) struct LostStatements {
+    /// How many were seen, and how many the last probe had seen.
+    seen: AtomicU64,
+    probed: AtomicU64,
+    /// The probe fails until then (seconds since the epoch).
+    until: AtomicU64,
+}
+
+impl LostStatements {
+    /// Counts `result` if it is a missing prepared statement.
+    pub(crate) fn note<T>(&self, result: &Result<T, StoreError>) {
+        if let Err(e) = result {
+            if e.sql_state() == Some(&SqlState::INVALID_SQL_STATEMENT_NAME) {
+                self.seen.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The readiness probe's verdict at `now`: an error while a missing statement was seen lately.
+    pub(crate) fn check(&self, now: u64) -> Result<(), StoreError> {
+        let seen = self.seen.load(Ordering::Relaxed);
+        if self.probed.swap(seen, Ordering::Relaxed) != seen {
+            self.until
+                .store(now + NOT_READY_AFTER_LOST, Ordering::Relaxed);
+        }
+        if now < self.until.load(Ordering::Relaxed) {
+            return Err(StoreError::Postgres {
+                code: Some(SqlState::INVALID_SQL_STATEMENT_NAME),
+                message: format!("26000: prepared statements went missing{POOLER_HINT}"),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Said after a prepared statement of this connection went missing: what causes that.
 const POOLER_HINT: &str = " (the connection's prepared statements are gone: is this a pooler in \
      transaction mode that does not keep them, PgBouncer before 1.21 or without \
@@ -87,6 +132,22 @@ fn describe(e: &tokio_postgres::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_statement_fails_the_probe_a_minute_after_the_last() {
+        let lost = LostStatements::default();
+        assert!(lost.check(100).is_ok());
+        lost.note::<()>(&Err(StoreError::Postgres {
+            code: Some(SqlState::INVALID_SQL_STATEMENT_NAME),
+            message: "26000".into(),
+        }));
+        lost.note::<()>(&Err(StoreError::Contention));
+        lost.note(&Ok(()));
+        let err = lost.check(101).unwrap_err().to_string();
+        assert!(err.contains("max_prepared_statements"), "{err}");
+        assert!(lost.check(160).is_err());
+        assert!(lost.check(161).is_ok());
+    }
 
     #[test]
     fn failover_codes_spoil_the_connection() {

@@ -111,7 +111,10 @@ macro_rules! retrying {
                 {
                     fresh = true;
                 }
-                other => break other,
+                other => {
+                    $store.lost.note(&other);
+                    break other;
+                }
             }
         }
     }};
@@ -151,6 +154,8 @@ pub struct PgStore {
     hash_key: HashKey,
     records: RecordKey,
     policy: RefreshPolicy,
+    /// Prepared statements found missing (a pooler in transaction mode): not ready a while.
+    lost: fault::LostStatements,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -242,6 +247,7 @@ impl PgStore {
             records: RecordKey::derive(&placeholder),
             hash_key: placeholder,
             policy,
+            lost: Default::default(),
         };
         store.migrate(now).await?;
         store.hash_key = store.init_secrets(now).await?;

@@ -37,6 +37,7 @@ impl AccessLifetime for PgStore {
 #[async_trait::async_trait]
 impl Liveness for PgStore {
     async fn probe_write(&self, now: u64) -> Result<(), StoreError> {
+        self.lost.check(now)?;
         retrying!(self, |conn| {
             conn.execute(
                 "INSERT INTO liveness (name, at) VALUES ('probe', $1) \
