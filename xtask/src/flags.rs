@@ -50,9 +50,16 @@ pub enum Task {
     },
     /// Release artifacts in dist/
     ///
-    /// Release artifacts in dist/: the issuer, the Envoy module and configurations, the npm
-    /// packages of the browser/Node module.
-    Dist,
+    /// Release artifacts in dist/, versioned and checksummed (SHA256SUMS): the static issuer
+    /// (musl) and its tarball, its OCI image (from scratch) and Debian package, the filter's OCI
+    /// image for Istio, the Envoy modules and configurations, the npm packages of the
+    /// browser/Node module.
+    Dist {
+        /// Then check them with the real tools, as `cargo xtask test` does (podman, dpkg,
+        /// systemd-analyze, sha256sum; installs what is missing; as root)
+        #[arg(long)]
+        check: bool,
+    },
     /// The benchmarks, side by side, written to BENCHMARKS.md
     Bench {
         /// A short run: one round of 2 s, a small store
@@ -139,7 +146,8 @@ mod tests {
     fn every_documented_command_line_parses_as_before() {
         assert_eq!(parse("test").unwrap(), Task::Test);
         assert_eq!(parse("tidy").unwrap(), Task::Tidy);
-        assert_eq!(parse("dist").unwrap(), Task::Dist);
+        assert_eq!(parse("dist").unwrap(), Task::Dist { check: false });
+        assert_eq!(parse("dist --check").unwrap(), Task::Dist { check: true });
         let demo = |postgres, native| Task::Demo { postgres, native };
         assert_eq!(parse("demo").unwrap(), demo(false, false));
         assert_eq!(parse("demo --postgres").unwrap(), demo(true, false));
