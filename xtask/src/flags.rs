@@ -59,6 +59,10 @@ pub enum Task {
         /// systemd-analyze, sha256sum; installs what is missing; as root)
         #[arg(long)]
         check: bool,
+        /// With --check: also build the issuer again from nothing in another target dir and
+        /// compare the binaries (minutes)
+        #[arg(long, requires = "check")]
+        rebuild: bool,
     },
     /// The benchmarks, side by side, written to BENCHMARKS.md
     Bench {
@@ -146,8 +150,10 @@ mod tests {
     fn every_documented_command_line_parses_as_before() {
         assert_eq!(parse("test").unwrap(), Task::Test);
         assert_eq!(parse("tidy").unwrap(), Task::Tidy);
-        assert_eq!(parse("dist").unwrap(), Task::Dist { check: false });
-        assert_eq!(parse("dist --check").unwrap(), Task::Dist { check: true });
+        let dist = |check, rebuild| Task::Dist { check, rebuild };
+        assert_eq!(parse("dist").unwrap(), dist(false, false));
+        assert_eq!(parse("dist --check").unwrap(), dist(true, false));
+        assert_eq!(parse("dist --check --rebuild").unwrap(), dist(true, true));
         let demo = |postgres, native| Task::Demo { postgres, native };
         assert_eq!(parse("demo").unwrap(), demo(false, false));
         assert_eq!(parse("demo --postgres").unwrap(), demo(true, false));
@@ -186,6 +192,7 @@ mod tests {
             ("soak --minutes --quick", ErrorKind::UnknownArgument),
             ("soak --minutes ten", ErrorKind::ValueValidation),
             ("soak --minutes 0", ErrorKind::ValueValidation),
+            ("dist --rebuild", ErrorKind::MissingRequiredArgument),
             ("soak --minute 5", ErrorKind::UnknownArgument),
             ("help bogus", ErrorKind::InvalidSubcommand),
         ] {

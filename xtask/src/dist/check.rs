@@ -6,6 +6,8 @@
 //! - [`check_sums`]: `sha256sum -c SHA256SUMS` passes and lists every file;
 //! - [`check_reproducible`]: the archives written again from the same inputs are the same bytes
 //!   (so the same image digests);
+//! - [`check_binary_reproducible`] (`cargo xtask dist --check --rebuild`, minutes): the binary
+//!   built again from nothing in another target dir is the same bytes;
 //! - `check_image.rs`: the issuer image loaded and served with podman, the filter image's layout;
 //! - `check_deb.rs`: the package installed, its unit verified and run as its user, purged.
 //!
@@ -22,8 +24,9 @@ use std::time::{Duration, Instant};
 pub use super::check_deb::check_deb;
 pub use super::check_image::{check_filter_image, check_issuer_image};
 
-/// Builds every artifact (`cargo xtask dist`) and runs every check on them.
-pub fn build_and_check_all() -> Result<()> {
+/// Builds every artifact (`cargo xtask dist`) and runs every check on them; with `rebuild`,
+/// [`check_binary_reproducible`] too.
+pub fn build_and_check_all(rebuild: bool) -> Result<()> {
     let started = Instant::now();
     let made = super::build_all()?;
     eprintln!("\ndist built in {} s", started.elapsed().as_secs());
@@ -33,6 +36,9 @@ pub fn build_and_check_all() -> Result<()> {
     check_filter_image(&made)?;
     check_issuer_image(&made)?;
     check_deb(&made)?;
+    if rebuild {
+        check_binary_reproducible(&made)?;
+    }
     eprintln!(
         "\ndist checked ({} s in all); issuer image {}, filter image {}",
         started.elapsed().as_secs(),
@@ -117,6 +123,21 @@ pub fn check_reproducible(made: &Artifacts) -> Result<()> {
         eprintln!("reproducible: {}", name.to_string_lossy());
     }
     std::fs::remove_dir_all(&again)?;
+    Ok(())
+}
+
+/// The static issuer, built again from nothing in `target/dist-rebuild/` (another folder than
+/// the first build's), is byte for byte `dist/issuer`; the folder is removed after.
+pub fn check_binary_reproducible(made: &Artifacts) -> Result<()> {
+    let dir = "target/dist-rebuild";
+    if root().join(dir).exists() {
+        std::fs::remove_dir_all(root().join(dir))?;
+    }
+    let again = super::release::build_static_issuer_in(dir)?;
+    let same = std::fs::read(&again)? == std::fs::read(made.dir.join("issuer"))?;
+    std::fs::remove_dir_all(root().join(dir))?;
+    ensure!(same, "the issuer built again differs from dist/issuer");
+    eprintln!("reproducible: issuer (built again from nothing)");
     Ok(())
 }
 

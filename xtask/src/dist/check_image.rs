@@ -4,7 +4,8 @@
 //! - the issuer image: `podman load` takes it under its name, with the config's digest as its
 //!   id and the labels; an admin command in the image against a fresh volume adds a client;
 //!   the image's command serves on a free port of 127.0.0.1 (a config mounted at
-//!   `/etc/issuer/issuer.toml`), as uid 65532, `/readyz` answers and the client gets a token.
+//!   `/etc/issuer/issuer.toml`), as uid 65532, `/readyz` answers, the client gets a token, and
+//!   `podman exec … issuer client list` (through the admin socket) lists it.
 //!   The container, the volume and the image are removed, failed or not;
 //! - the filter image: one layer holding exactly `plugin.wasm`, `dist/filter.wasm`'s bytes, the
 //!   compat annotation, and `podman load` takes it.
@@ -157,7 +158,15 @@ pub fn check_issuer_image(made: &Artifacts) -> Result<()> {
         return Err(e);
     }
     client_credentials_token(port, "dist-check", &secret)?;
-    let pid = podman.out(&["inspect", "--format", "{{.State.Pid}}", &container])?;
+    // An admin command beside the running server, through its admin socket in the volume.
+    let listed = podman.out(&["exec", &container, "issuer", "client", "list"])?;
+    ensure!(listed.contains("dist-check"), "client list: {listed}");
+    check_runs_as_user(&podman, &container)
+}
+
+/// The container's process runs as [`UID`].
+fn check_runs_as_user(podman: &Podman, container: &str) -> Result<()> {
+    let pid = podman.out(&["inspect", "--format", "{{.State.Pid}}", container])?;
     let status = std::fs::read_to_string(format!("/proc/{}/status", pid.trim()))?;
     let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap_or("");
     ensure!(

@@ -84,6 +84,11 @@ fn source_url() -> Option<String> {
 /// Builds the issuer for [`MUSL_TARGET`] (release profile) and returns the binary, checked to be
 /// statically linked. `ring` compiles C: musl's `musl-gcc` (Debian's `musl-tools`) does.
 pub fn build_static_issuer() -> Result<PathBuf> {
+    build_static_issuer_in("target")
+}
+
+/// [`build_static_issuer`] with `target_dir` (relative to the root) as cargo's target dir.
+pub fn build_static_issuer_in(target_dir: &str) -> Result<PathBuf> {
     install::ensure_musl_target()?;
     install::ensure_musl_gcc()?;
     let cargo_home = std::env::var("CARGO_HOME")
@@ -105,11 +110,12 @@ pub fn build_static_issuer() -> Result<PathBuf> {
             "-p",
             "issuer",
         ])
+        .args(["--target-dir", target_dir])
         .env("CC_x86_64_unknown_linux_musl", "musl-gcc")
         .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS", remap))?;
     eprintln!("static issuer built in {} s", started.elapsed().as_secs());
     let bin = root()
-        .join("target")
+        .join(target_dir)
         .join(MUSL_TARGET)
         .join("release/issuer");
     check_static(&bin)?;
