@@ -4,8 +4,9 @@
 //! --offline` rates it at most [`MAX_EXPOSURE`]. With no systemd running here, the unit's
 //! `ExecStart` runs as its user (`runuser -u issuer`, the unit's `Environment=`, a free port
 //! through `ISSUER_LISTEN`), `/readyz` answers, a client added as that user gets a token, and
-//! the server is stopped by its process group. Then `dpkg --purge` leaves no user, group,
-//! `/var/lib/issuer` or `/etc/issuer`. The package is purged however the check ends.
+//! the server is stopped by its process group. `dpkg -i` again keeps a changed conffile and the
+//! store. Then `dpkg --purge` leaves no user, group, `/var/lib/issuer` or `/etc/issuer`. The
+//! package is purged however the check ends.
 
 use super::check::{client_credentials_token, free_port, output_of, printed_secret, wait_ready};
 use super::deb::{file_name, CONFIG_PATH, UNIT_PATH};
@@ -57,6 +58,7 @@ pub fn check_deb(made: &Artifacts) -> Result<()> {
         .and_then(|()| client_credentials_token(port, "deb-check", &secret));
     stop(&mut server)?;
     served?;
+    check_reinstall_keeps_changes(&package, &env)?;
     drop(guard);
     check_purged()
 }
@@ -215,6 +217,28 @@ fn stop(server: &mut Child) -> Result<()> {
     let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
     server.wait()?;
     bail!("the server did not stop on SIGTERM within 10 s")
+}
+
+/// `dpkg -i` again over a changed conffile and a used data dir keeps both: the operator's line,
+/// root:issuer 0640, and the client.
+fn check_reinstall_keeps_changes(package: &Path, env: &[(String, String)]) -> Result<()> {
+    let mut text = std::fs::read_to_string(CONFIG_PATH)?;
+    text.push_str("# changed by the operator\n");
+    std::fs::write(CONFIG_PATH, &text)?;
+    output_of(Command::new("dpkg").arg("-i").arg(package))?;
+    ensure!(
+        std::fs::read_to_string(CONFIG_PATH)? == text,
+        "reinstalling replaced the changed {CONFIG_PATH}"
+    );
+    check_installed()?;
+    let argv = ["/usr/bin/issuer", "client", "list"].map(str::to_owned);
+    let listed = output_of(&mut as_issuer(&argv, env))?;
+    ensure!(
+        String::from_utf8_lossy(&listed).contains("deb-check"),
+        "reinstalling lost the store"
+    );
+    eprintln!("reinstalled: the changed conffile and the store kept");
+    Ok(())
 }
 
 /// After `dpkg --purge`: no package, user, group, state, configuration or enablement left.
