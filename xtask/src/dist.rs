@@ -1,42 +1,131 @@
-//! `cargo xtask dist`: release artifacts in `dist/`: the issuer, the Envoy modules (Wasm and
-//! native) and configurations, and the npm packages of the browser/Node module.
+//! `cargo xtask dist`: release artifacts in `dist/`, versioned with the workspace version and
+//! checksummed:
+//!
+//! - `issuer`: the issuer, statically linked (musl); `release.rs` builds it;
+//! - `issuer-VERSION-x86_64-unknown-linux-musl.tar.gz`: the same binary with its docs
+//!   (`tarball.rs`);
+//! - `issuer-image.tar`: an OCI image archive of the issuer, built from scratch (`oci.rs`,
+//!   `image.rs`);
+//! - `filter-image.tar`: an OCI image of `filter.wasm` for Istio's `WasmPlugin` (`image.rs`);
+//! - `issuer_VERSION_amd64.deb`: a Debian package with a hardened systemd unit (`deb.rs`);
+//! - `filter.wasm`, `libmms_auth.so`, `envoy/*.yaml` (the configurations load the modules by
+//!   these names, so they stay unversioned), `js/` (npm packages, versioned inside);
+//! - `prometheus/`: the alert and recording rules and their tests (`dist-assets/prometheus`);
+//! - `SHA256SUMS` over every other file (`sums.rs`), checkable with `sha256sum -c`.
+//!
+//! Every archive is reproducible: entries sorted, owner 0 (or the image's user), mtime the
+//! commit's time (`SOURCE_DATE_EPOCH`, from git unless set), so one commit gives the same bytes
+//! and the same image digests. `check*.rs` test the artifacts with the real tools (`podman`,
+//! `dpkg`, `systemd-analyze`, `sha256sum`) for `cargo xtask test`.
 
-use crate::util::{cargo, root, run};
+pub mod archive;
+pub mod check;
+mod check_deb;
+mod check_image;
+mod deb;
+mod image;
+mod oci;
+pub mod release;
+mod sums;
+mod tarball;
+
+use crate::util::root;
 use crate::{install, native, wasm};
 use anyhow::{Context, Result};
+use release::Release;
+use std::path::{Path, PathBuf};
 
+/// What `dist` made: the folder and the digests of the two images' manifests.
+pub struct Artifacts {
+    pub dir: PathBuf,
+    pub release: Release,
+    pub issuer_image_digest: String,
+    pub filter_image_digest: String,
+}
+
+/// `cargo xtask dist`.
 pub fn dist() -> Result<()> {
+    let started = std::time::Instant::now();
+    let made = build_all()?;
+    eprintln!("\ndist/ ({} s):", started.elapsed().as_secs());
+    for line in sums::listing(&made.dir)? {
+        eprintln!("  {line}");
+    }
+    eprintln!("issuer image: {}", made.issuer_image_digest);
+    eprintln!("filter image: {}", made.filter_image_digest);
+    Ok(())
+}
+
+/// Builds every artifact into a fresh `dist/`.
+pub fn build_all() -> Result<Artifacts> {
+    let release = Release::of_checkout()?;
     install::ensure_wasm_target()?;
     let wasm = wasm::build_envoy_module()?;
     wasm::check_envoy_module(&wasm)?;
     let native = native::build_native_module()?;
-    run(cargo().args(["build", "--release", "-p", "issuer"]))?;
+    let issuer = release::build_static_issuer()?;
     let dist = root().join("dist");
+    if dist.exists() {
+        std::fs::remove_dir_all(&dist)?;
+    }
+    std::fs::create_dir_all(&dist)?;
     wasm::build_js_packages(&dist.join("js"))?;
+    copy_modules_and_configs(&dist, &issuer, &wasm, &native)?;
+    tarball::write(&release, &issuer, &dist)?;
+    let issuer_image_digest = image::write_issuer_image(&release, &issuer, &dist)?;
+    let filter_image_digest = image::write_filter_image(&release, &wasm, &dist)?;
+    deb::write(&release, &issuer, &dist)?;
+    copy_prometheus(&dist)?;
+    sums::write(&dist)?;
+    Ok(Artifacts {
+        dir: dist,
+        release,
+        issuer_image_digest,
+        filter_image_digest,
+    })
+}
+
+/// The binary, both filters, the JS example page and the shipped Envoy configurations.
+fn copy_modules_and_configs(dist: &Path, issuer: &Path, wasm: &Path, native: &Path) -> Result<()> {
     let example = dist.join("js/example");
     std::fs::create_dir_all(&example)?;
     std::fs::copy(
         root().join("filter-wasm/js/example/index.html"),
         example.join("index.html"),
     )?;
+    std::fs::copy(issuer, dist.join("issuer"))?;
+    std::fs::copy(wasm, dist.join("filter.wasm"))?;
+    std::fs::copy(native, dist.join("libmms_auth.so"))?;
     std::fs::create_dir_all(dist.join("envoy"))?;
-    std::fs::copy(root().join("target/release/issuer"), dist.join("issuer"))?;
-    std::fs::copy(&wasm, dist.join("filter.wasm"))?;
-    std::fs::copy(&native, dist.join("libmms_auth.so"))?;
     for entry in std::fs::read_dir(root().join("envoy"))? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "yaml") {
-            std::fs::copy(
-                &path,
-                dist.join("envoy")
-                    .join(path.file_name().context("file name")?),
-            )?;
+            let name = path.file_name().context("file name")?;
+            std::fs::copy(&path, dist.join("envoy").join(name))?;
         }
     }
-    eprintln!(
-        "\ndist/: issuer, filter.wasm ({} bytes), libmms_auth.so ({} bytes), envoy/*.yaml",
-        std::fs::metadata(dist.join("filter.wasm"))?.len(),
-        std::fs::metadata(dist.join("libmms_auth.so"))?.len()
-    );
+    Ok(())
+}
+
+/// The Prometheus alert and recording rules and their `promtool` tests
+/// (`dist-assets/prometheus`), copied as they are into `dist/prometheus/`.
+fn copy_prometheus(dist: &Path) -> Result<()> {
+    let from = root().join("dist-assets/prometheus");
+    copy_tree(&from, &dist.join("prometheus"))
+        .with_context(|| format!("copying {}", from.display()))
+}
+
+/// Copies the files under `from` into `to`, folders included.
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
     Ok(())
 }

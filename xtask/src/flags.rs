@@ -50,9 +50,20 @@ pub enum Task {
     },
     /// Release artifacts in dist/
     ///
-    /// Release artifacts in dist/: the issuer, the Envoy module and configurations, the npm
-    /// packages of the browser/Node module.
-    Dist,
+    /// Release artifacts in dist/, versioned and checksummed (SHA256SUMS): the static issuer
+    /// (musl) and its tarball, its OCI image (from scratch) and Debian package, the filter's OCI
+    /// image for Istio, the Envoy modules and configurations, the npm packages of the
+    /// browser/Node module.
+    Dist {
+        /// Then check them with the real tools, as `cargo xtask test` does (podman, dpkg,
+        /// systemd-analyze, sha256sum; installs what is missing; as root)
+        #[arg(long)]
+        check: bool,
+        /// With --check: also build the issuer again from nothing in another target dir and
+        /// compare the binaries (minutes)
+        #[arg(long, requires = "check")]
+        rebuild: bool,
+    },
     /// The benchmarks, side by side, written to BENCHMARKS.md
     Bench {
         /// A short run: one round of 2 s, a small store
@@ -139,7 +150,10 @@ mod tests {
     fn every_documented_command_line_parses_as_before() {
         assert_eq!(parse("test").unwrap(), Task::Test);
         assert_eq!(parse("tidy").unwrap(), Task::Tidy);
-        assert_eq!(parse("dist").unwrap(), Task::Dist);
+        let dist = |check, rebuild| Task::Dist { check, rebuild };
+        assert_eq!(parse("dist").unwrap(), dist(false, false));
+        assert_eq!(parse("dist --check").unwrap(), dist(true, false));
+        assert_eq!(parse("dist --check --rebuild").unwrap(), dist(true, true));
         let demo = |postgres, native| Task::Demo { postgres, native };
         assert_eq!(parse("demo").unwrap(), demo(false, false));
         assert_eq!(parse("demo --postgres").unwrap(), demo(true, false));
@@ -178,6 +192,7 @@ mod tests {
             ("soak --minutes --quick", ErrorKind::UnknownArgument),
             ("soak --minutes ten", ErrorKind::ValueValidation),
             ("soak --minutes 0", ErrorKind::ValueValidation),
+            ("dist --rebuild", ErrorKind::MissingRequiredArgument),
             ("soak --minute 5", ErrorKind::UnknownArgument),
             ("help bogus", ErrorKind::InvalidSubcommand),
         ] {

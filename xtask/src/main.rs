@@ -9,8 +9,11 @@
 //! - `soak [--minutes N]`: a bounded soak of the full stack, written to docs/soak.md.
 //! - `bench`: the benchmarks, side by side, written to BENCHMARKS.md (`--quick` for a short run,
 //!   `--stores` for the store runs alone).
-//! - `dist`: release artifacts in `dist/`: the issuer, the Envoy module and configurations, and the
-//!   npm packages of the browser/Node module.
+//! - `dist`: release artifacts in `dist/`, versioned and checksummed: the static issuer, its
+//!   tarball, its OCI image, its Debian package, the filter's OCI image for Istio, the Envoy
+//!   modules and configurations, and the npm packages of the browser/Node module; `--check` then
+//!   checks them with the real tools, as `test` does (`--rebuild`: and builds the issuer again
+//!   to compare).
 //!
 //! `cargo xtask --help` lists the commands and their flags, declared with clap in `flags.rs`;
 //! anything undeclared is clap's error (exit status 2). One module per command; `install`, `wasm`
@@ -41,7 +44,14 @@ fn main() -> Result<()> {
         Task::Test => test::test(),
         Task::Tidy => tidy::tidy(),
         Task::Demo { postgres, native } => demo::demo(postgres, native),
-        Task::Dist => dist::dist(),
+        Task::Dist {
+            check: false,
+            rebuild: _,
+        } => dist::dist(),
+        Task::Dist {
+            check: true,
+            rebuild,
+        } => dist::check::build_and_check_all(rebuild),
         Task::Bench { quick, only } => bench::bench(quick, only.sections()),
         Task::Soak { minutes } => soak::soak(minutes),
     }

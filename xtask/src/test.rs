@@ -2,12 +2,14 @@
 //! fmt, tidy, clippy (native, wasm32, and each wasm module as it is built), the Envoy module's
 //! checks, every package's tests against real tools (the directory servers included), every
 //! end-to-end test that runs Envoy again with the native filter, the shipped Prometheus rules
-//! (`promtool check rules` and `promtool test rules`, [`rules`]), the demo
-//! walked through (embedded store and PostgreSQL), and a bounded run of every fuzz target
-//! (`FUZZ_SECONDS`, default 30 each).
+//! (`promtool check rules` and `promtool test rules`, [`rules`]), the demo walked through
+//! (embedded store and PostgreSQL), the release artifacts of `cargo xtask dist` built and checked
+//! (`xtask/src/dist/check.rs`: the image run with podman, the package installed, run and purged,
+//! the checksums, reproducibility), and a bounded run of every fuzz target (`FUZZ_SECONDS`,
+//! default 30 each).
 
 use crate::util::{cargo, root, run};
-use crate::{fuzz, install, native, rules, tidy, wasm};
+use crate::{dist, fuzz, install, native, rules, tidy, wasm};
 use anyhow::Result;
 use std::process::Command;
 
@@ -102,6 +104,9 @@ pub fn test() -> Result<()> {
         }
         run(&mut smoke)?;
     }
+    // The release artifacts, built as `cargo xtask dist` builds them and checked with podman,
+    // dpkg, systemd-analyze and sha256sum.
+    dist::check::build_and_check_all(false)?;
     let seconds = std::env::var("FUZZ_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
