@@ -1,6 +1,8 @@
 //! The configuration file of `issuer serve` (`--config FILE`, env `ISSUER_CONFIG`): TOML holding
 //! any `serve` option under its flag's long name with `_` for `-` (`listen`, `store`,
-//! `access_ttl`, `trusted_proxy`, …), and the `[directory]` table ([`DirectoryConfig`]).
+//! `access_ttl`, `trusted_proxy`, …), and the `[directory]` table ([`DirectoryConfig`]). Every
+//! admin command takes the same file, and of it the options it has (where the store is, and
+//! `access_ttl` for `keys filter-config`).
 //!
 //! The file's options become the defaults of the command line, so a flag or an environment
 //! variable overrides the file, and the file the built-in default. The keys a file may hold are
@@ -120,19 +122,39 @@ impl ConfigFile {
     /// A key that names no option, or a value its option would refuse, is an error. As clap does
     /// not count a default as given, no option of `cmd` then requires another (`--tls-cert` on
     /// the command line may pair with `tls_key` in the file): the command checks its pairs itself.
-    pub fn apply(&self, mut cmd: Command) -> Result<Command, ConfigError> {
-        cmd = cmd.mut_args(|a| a.requires(clap::builder::Resettable::<clap::Id>::Reset));
+    pub fn apply(&self, cmd: Command) -> Result<Command, ConfigError> {
+        let serve = cmd.clone();
+        self.apply_to(cmd, &serve)
+    }
+
+    /// `cmd` (any subcommand, and its own subcommands) with the file's options as the defaults
+    /// of the arguments it has, as [`ConfigFile::apply`] does for `serve`: a key must name an
+    /// option of `serve` (else it is an error), and one `cmd` lacks is left for `serve`.
+    pub fn apply_to(&self, mut cmd: Command, serve: &Command) -> Result<Command, ConfigError> {
+        if cmd.get_name() == serve.get_name() {
+            cmd = cmd.mut_args(|a| a.requires(clap::builder::Resettable::<clap::Id>::Reset));
+        }
         for (key, value) in &self.options {
-            let arg = option_arg(&cmd, key).ok_or_else(|| {
+            let known = option_arg(serve, key).ok_or_else(|| {
                 self.error(format!(
                     "unknown key `{key}` (the keys are the options of `issuer serve --help`, \
                      `_` for `-`, and the [{DIRECTORY}] table)"
                 ))
             })?;
-            let values = self.values(key, value, arg)?;
-            check_values(arg, &values).map_err(|e| self.error(format!("`{key}`: {e}")))?;
-            let id = arg.get_id().clone();
-            cmd = cmd.mut_arg(id, |a| a.default_values(values));
+            let values = self.values(key, value, known)?;
+            check_values(known, &values).map_err(|e| self.error(format!("`{key}`: {e}")))?;
+            if let Some(id) = option_arg(&cmd, key).map(|a| a.get_id().clone()) {
+                cmd = cmd.mut_arg(id, |a| a.default_values(values));
+            }
+        }
+        let subs: Vec<String> = cmd
+            .get_subcommands()
+            .map(|c| c.get_name().to_owned())
+            .collect();
+        for name in subs {
+            let sub = cmd.find_subcommand(&name).cloned().expect("subcommand");
+            let applied = self.apply_to(sub, serve)?;
+            cmd = cmd.mut_subcommand(name, |_| applied);
         }
         Ok(cmd)
     }
@@ -222,15 +244,18 @@ fn check_values(arg: &Arg, values: &[String]) -> Result<(), String> {
         })
 }
 
-/// Parses the command line `args` of `C`, whose subcommand `sub` may name a configuration file
-/// with its `config` argument: a first, lenient pass finds the file; the real one parses with the
-/// file's options as the defaults of `sub`. Returns the parsed command line and the file. A
-/// command-line error (and `--help`) exits, as [`clap::Parser::parse`] does.
+/// Parses the command line `args` of `C`, whose subcommands may name a configuration file with a
+/// `config` argument: a first, lenient pass finds the file; the real one parses with the file's
+/// options as the defaults of the subcommand given (and its subcommands), each key checked
+/// against the options of `serve`, the subcommand every key is an option of (an admin command
+/// takes the keys it has, `data_dir`, `store`, …, and leaves the rest). Returns the parsed
+/// command line and the file. A command-line error (and `--help`) exits, as
+/// [`clap::Parser::parse`] does.
 pub fn parse_args<C: CommandFactory + FromArgMatches>(
     args: Vec<OsString>,
-    sub: &str,
+    serve: &str,
 ) -> Result<(C, Option<ConfigFile>), ConfigError> {
-    let (cmd, file) = with_file(&args, C::command(), sub)?;
+    let (cmd, file) = with_file(&args, C::command(), serve)?;
     let matches = cmd.try_get_matches_from(&args).unwrap_or_else(|e| e.exit());
     Ok((
         C::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()),
@@ -242,9 +267,9 @@ pub fn parse_args<C: CommandFactory + FromArgMatches>(
 /// command line that no longer parses is an error, never an exit.
 pub fn reparse_args<C: CommandFactory + FromArgMatches>(
     args: &[OsString],
-    sub: &str,
+    serve: &str,
 ) -> Result<(C, Option<ConfigFile>), ConfigError> {
-    let (cmd, file) = with_file(args, C::command(), sub)?;
+    let (cmd, file) = with_file(args, C::command(), serve)?;
     let first_line = |e: clap::Error| {
         let text = e.to_string();
         ConfigError::CommandLine(text.lines().next().unwrap_or_default().to_owned())
@@ -253,24 +278,42 @@ pub fn reparse_args<C: CommandFactory + FromArgMatches>(
     Ok((C::from_arg_matches(&matches).map_err(first_line)?, file))
 }
 
-/// `cmd` with the options of the file that `args` name for `sub` as defaults, and the file.
+/// `cmd` with the options of the file that `args` name (with the `config` argument of the
+/// subcommand given, or of one of its subcommands) as the defaults of that subcommand, each key
+/// checked against the options of `serve`; and the file.
 fn with_file(
     args: &[OsString],
     mut cmd: Command,
-    sub: &str,
+    serve: &str,
 ) -> Result<(Command, Option<ConfigFile>), ConfigError> {
     let first = cmd.clone().ignore_errors(true).try_get_matches_from(args);
-    let path = first.ok().and_then(|m| {
-        m.subcommand_matches(sub)?
-            .get_one::<PathBuf>(CONFIG_ARG)
-            .cloned()
+    let given = first.ok().and_then(|m| {
+        let (name, mut sub) = m.subcommand()?;
+        let mut path = config_of(sub);
+        while let Some((_, deeper)) = sub.subcommand() {
+            sub = deeper;
+            path = config_of(sub).or(path);
+        }
+        Some((name.to_owned(), path?))
     });
-    let file = path.map(|p| ConfigFile::read(&p)).transpose()?;
-    if let Some(file) = &file {
-        let applied = file.apply(cmd.find_subcommand(sub).cloned().expect("subcommand"))?;
-        cmd = cmd.mut_subcommand(sub, |_| applied);
-    }
-    Ok((cmd, file))
+    let Some((name, path)) = given else {
+        return Ok((cmd, None));
+    };
+    let file = ConfigFile::read(&path)?;
+    let serve = cmd.find_subcommand(serve).cloned().expect("serve");
+    let sub = cmd.find_subcommand(&name).cloned().expect("subcommand");
+    let applied = file.apply_to(sub, &serve)?;
+    cmd = cmd.mut_subcommand(name, |_| applied);
+    Ok((cmd, Some(file)))
+}
+
+/// The configuration file `matches` name with their `config` argument, if they have one.
+fn config_of(matches: &clap::ArgMatches) -> Option<PathBuf> {
+    matches
+        .try_get_one::<PathBuf>(CONFIG_ARG)
+        .ok()
+        .flatten()
+        .cloned()
 }
 
 /// A TOML syntax error as `line L, column C: REASON`, without the text at that place.

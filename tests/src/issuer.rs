@@ -92,8 +92,15 @@ pub mod demo {
     pub const EDGE_CLIENT: &str = "envoy-edge";
 }
 
-/// Adds client `id` with these `client add` options and activates it; returns its secret.
+/// Creates the store (`issuer init`) unless it exists, as before the first `issuer serve`.
+pub fn init(tools: &Tools, store: &StoreArgs) -> Result<()> {
+    issuer_admin_on(tools, store, &["init"], None).map(drop)
+}
+
+/// Adds client `id` with these `client add` options and activates it, creating the store first
+/// if need be ([`init`]); returns its secret.
 pub fn add_client(tools: &Tools, store: &StoreArgs, id: &str, options: &[&str]) -> Result<String> {
+    init(tools, store)?;
     let mut args = vec!["client", "add", id];
     args.extend(options);
     let out = issuer_admin_on(tools, store, &args, None)?;

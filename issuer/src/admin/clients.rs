@@ -44,7 +44,11 @@ pub(super) async fn add(store: &dyn Store, c: &NewClient, now: u64) -> Result<St
     }
     let id = &c.id;
     if !store.add_client(id, &rec).await? {
-        return refused(format!("a client named {id:?} exists"));
+        return refused(format!(
+            "a client named {id:?} exists: choose another id, or remove it first (`issuer client \
+             remove {id}`, which revokes its tokens); a client an `issuer apply` file declares is \
+             changed in that file (`edge = true` makes it an edge client)"
+        ));
     }
     if c.active {
         return Ok(format!("client {id} added (active)\n"));

@@ -390,3 +390,65 @@ fn a_trusted_proxy_is_no_wider_than_a_v4_slash_8_or_a_v6_slash_7() {
         assert!(e.contains("wider than"), "{e}");
     }
 }
+
+/// A stand-in for an admin command: `store`, a switch no `serve` option has, and a subcommand
+/// taking `access_ttl`.
+#[derive(clap::Args, Debug)]
+struct Admin {
+    #[arg(long, global = true)]
+    store: Option<String>,
+    #[arg(long)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: AdminCmd,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum AdminCmd {
+    Show {
+        #[arg(long)]
+        access_ttl: Option<u64>,
+    },
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "t")]
+enum Both {
+    Serve(Opts),
+    Admin(Admin),
+}
+
+#[test]
+fn an_admin_command_takes_the_keys_it_has_and_leaves_serves() {
+    let admin = |text: &str| {
+        let cmd = Both::command();
+        let serve = cmd.find_subcommand("serve").unwrap().clone();
+        let sub = cmd.find_subcommand("admin").unwrap().clone();
+        let applied = file(text)
+            .apply_to(sub, &serve)
+            .map_err(|e| e.to_string())?;
+        let matches = cmd
+            .mut_subcommand("admin", |_| applied)
+            .try_get_matches_from(["t", "admin", "show"])
+            .map_err(|e| e.to_string())?;
+        match Both::from_arg_matches(&matches).map_err(|e| e.to_string())? {
+            Both::Admin(a) => Ok(a),
+            Both::Serve(_) => Err("serve".to_owned()),
+        }
+    };
+    let a = admin("store = \"redb:/d\"\naccess_ttl = 900\nlisten = \"127.0.0.1:1\"\n").unwrap();
+    assert_eq!(a.store.as_deref(), Some("redb:/d"));
+    assert!(!a.json);
+    assert!(matches!(
+        a.cmd,
+        AdminCmd::Show {
+            access_ttl: Some(900)
+        }
+    ));
+    // Checked by serve's parser even where the command has no such option.
+    let e = admin("listen = \"nowhere\"").unwrap_err();
+    assert!(e.contains("`listen`"), "{e}");
+    // A key no option of serve has is an error, even one the admin command has.
+    let e = admin("json = true").unwrap_err();
+    assert!(e.contains("unknown key `json`"), "{e}");
+}

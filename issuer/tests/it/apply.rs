@@ -484,3 +484,74 @@ fn a_plan_prints_names_escaped() {
     assert_no_forging("apply --dry-run --prune", &plan);
     assert!(plan.contains("- user eve\\u{2028}2026"), "{plan}");
 }
+
+/// An edge client declared in the file (`edge = true`, no grants unless named): planned and
+/// added as one, read the edge feed with the file's secret, then left alone; its name taken, a
+/// `client add` says what to do; a file that would change its `edge` is refused whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_client_is_declared_in_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let none: &[String] = &[];
+    let secret = "an-edge-secret-from-a-file-0123";
+    write_private(&tmp.path().join("edge.secret"), &format!("{secret}\n"));
+    let file = tmp.path().join("clients.toml");
+    std::fs::write(
+        &file,
+        "[[client]]\nid = \"envoy-edge\"\nedge = true\nsecret_file = \"edge.secret\"\n\n\
+         [[client]]\nid = \"app\"\ngrants = [\"client_credentials\"]\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let (plan, _) = ok(&dir, none, &["apply", path, "--dry-run"]);
+    assert!(plan.contains("+ client envoy-edge: grants=[] impersonate=false impersonate_claim_types=[] active=true edge=true\n"), "{plan}");
+    assert!(plan.contains("+ client app: grants=[client_credentials] impersonate=false impersonate_claim_types=[] active=true\n"), "{plan}");
+    let s = Server::start(&dir, &[]);
+    let (out, _) = ok(&dir, none, &["apply", path]);
+    assert!(out.contains("applied 2 changes"), "{out}");
+    let (clients, _) = state(&dir, none);
+    let edge = find(&clients, "id", "envoy-edge");
+    assert_eq!(
+        (&edge["edge"], &edge["grants"], &edge["active"]),
+        (
+            &Value::Bool(true),
+            &serde_json::json!([]),
+            &Value::Bool(true)
+        )
+    );
+    assert_eq!(find(&clients, "id", "app")["edge"], false);
+    let feed = reqwest::Client::new()
+        .get(format!("{}/apiv2/oauth/edge", s.url))
+        .basic_auth("envoy-edge", Some(secret))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(feed.status(), 200);
+    let (out, _) = ok(&dir, none, &["apply", path]);
+    assert!(out.contains("no change"), "{out}");
+
+    let out = run(&dir, none, &["client", "add", "envoy-edge", "--edge"]);
+    assert!(!out.status.success());
+    let why = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        why.contains("exists")
+            && why.contains("issuer client remove envoy-edge")
+            && why.contains("edge = true"),
+        "{why}"
+    );
+
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("edge = true", "edge = false\ngrants = []")
+        + "\n[[client]]\nid = \"later\"\ngrants = []\n";
+    std::fs::write(&file, text).unwrap();
+    let before = state(&dir, none);
+    let out = run(&dir, none, &["apply", path]);
+    assert!(!out.status.success());
+    let why = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        why.contains("envoy-edge (edge true -> false)") && why.contains("nothing was changed"),
+        "{why}"
+    );
+    assert_eq!(state(&dir, none), before);
+}

@@ -1,11 +1,12 @@
 //! Integration tests of the issuer: the real binary, serving real HTTP on 127.0.0.1, with a real
 //! redb data dir in a per-test temp dir. Routes are also exercised without sockets (`warp::test`).
 //! This file is the shared harness (issuers start through the e2e harness's
-//! [`e2e::issuer::launch`], as every other test's do); the tests are in one module per topic. `store` runs the
-//! store conformance suite against redb and a real PostgreSQL, `store_postgres` what only the
-//! PostgreSQL store does (sealed secrets, MACed records, TLS), `multi` several issuers on one
-//! PostgreSQL, `disk` the embedded store on a full disk, `config` the configuration file, `health`
-//! the probes and starting before the database.
+//! [`e2e::issuer::launch`], as every other test's do); the tests are in one module per topic.
+//! `store` runs the store conformance suite against redb and a real PostgreSQL, `store_postgres`
+//! what only the PostgreSQL store does (sealed secrets, MACed records, TLS), `multi` several
+//! issuers on one PostgreSQL, `disk` the embedded store on a full disk, `config` the
+//! configuration file, `locate` where admin commands find the store, `health` the probes and
+//! starting before the database.
 
 mod admin;
 mod apply;
@@ -21,6 +22,7 @@ mod errors;
 mod grants;
 mod health;
 mod impersonation;
+mod locate;
 mod multi;
 mod oauth2_crate;
 mod refresh;
@@ -116,11 +118,27 @@ fn admin(dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Runs an admin command on the data dir `dir`, made first with `issuer init` if it holds no
+/// store yet (as an operator does before the first `serve`), but for `backup` and `restore`,
+/// whose tests ask for a missing data dir.
 fn admin_output(dir: &Path, args: &[&str], stdin: Option<&str>) -> std::process::Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .arg("--data-dir")
-        .arg(dir)
+    let plain = !matches!(args.first(), Some(&("backup" | "restore")));
+    if plain && !dir.join("issuer.redb").exists() {
+        let init = Command::new(BIN)
+            .args(["init", "--data-dir"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(init.status.success(), "issuer init: {init:?}");
+    }
+    let mut command = Command::new(BIN);
+    command.args(args).arg("--data-dir").arg(dir);
+    run_admin(command, stdin)
+}
+
+/// Runs the admin command line `command` with `stdin` on its standard input.
+fn run_admin(mut command: Command, stdin: Option<&str>) -> std::process::Output {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

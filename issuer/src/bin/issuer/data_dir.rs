@@ -1,26 +1,63 @@
 //! Where the commands find the store: `--data-dir`, `--store` and the PostgreSQL store's files,
-//! global flags of every command that opens it.
+//! global flags of every command that opens it, or the same keys of the configuration file
+//! (`--config`, [`ConfigArg`]).
+//!
+//! Only `issuer serve` and `issuer init` create a data dir (its hash key and first signing
+//! key): every other command finds one there or fails naming where it looked, and none has a
+//! default location (`serve` alone defaults to [`SERVE_DEFAULT`]).
 
 use crate::admin::block_on;
 use clap::Args;
 use issuer::app::now;
 use issuer::store::postgres::PgStore;
-use issuer::store::redb::{RedbFile, HASH_KEY_FILE};
+use issuer::store::redb::{RedbFile, DB_FILE, HASH_KEY_FILE};
 use issuer::store::{HashKeyed, Location, PgFiles, RefreshPolicy};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use zeroize::Zeroizing;
 
+/// The data dir of `issuer serve` when neither a flag, the environment nor the file names a
+/// store.
+pub const SERVE_DEFAULT: &str = "./issuer-data";
+
+/// The configuration file of an admin command: where the store is (`data_dir`, `store`,
+/// `kek_file`, …) and what else the command takes of `serve`'s options.
+#[derive(Args, Clone)]
+pub struct ConfigArg {
+    /// The configuration file of `issuer serve` (see docs/issuer.md): the command finds the
+    /// store there (`data_dir`, `store`, `kek_file`, …); a flag or an environment variable
+    /// overrides it.
+    #[arg(long, env = "ISSUER_CONFIG", global = true)]
+    config: Option<PathBuf>,
+}
+
+/// Why a command has no store to work on.
+#[derive(Debug, thiserror::Error)]
+pub enum Missing {
+    /// Neither a flag, the environment nor a configuration file names a store.
+    #[error(
+        "no store given: name it with --data-dir DIR or --store URL (env ISSUER_DATA_DIR, \
+         ISSUER_STORE), or --config FILE (env ISSUER_CONFIG) holding `data_dir` or `store`"
+    )]
+    Unnamed,
+    /// The data dir named holds no store.
+    #[error(
+        "{dir} holds no data dir of the issuer (no {DB_FILE}): check --data-dir (or `data_dir` \
+         of the configuration file), or create it with `issuer init --data-dir {dir}` (or \
+         `issuer serve` on it)"
+    )]
+    NoDataDir { dir: String },
+    /// The data dir cannot be looked at.
+    #[error("looking at the data dir {dir}")]
+    Unreadable { dir: String, source: std::io::Error },
+}
+
 #[derive(Args, Clone, PartialEq)]
 pub struct DataDir {
-    /// Data dir of the embedded store (created 0700; database and key files 0600).
-    #[arg(
-        long,
-        env = "ISSUER_DATA_DIR",
-        default_value = "./issuer-data",
-        global = true
-    )]
-    data_dir: PathBuf,
+    /// Data dir of the embedded store (made by `issuer serve` or `issuer init`: 0700, database
+    /// and key files 0600) [serve's default: ./issuer-data; other commands have none].
+    #[arg(long, env = "ISSUER_DATA_DIR", global = true)]
+    data_dir: Option<PathBuf>,
     /// Where the state lives: `redb:DIR` (the embedded store, the same as --data-dir DIR) or a
     /// PostgreSQL URL `postgres://USER@HOST:PORT/DATABASE` shared by any number of issuers.
     #[arg(long, env = "ISSUER_STORE", global = true)]
@@ -43,8 +80,34 @@ pub struct DataDir {
 }
 
 impl DataDir {
+    /// The store named, which must exist: a data dir holding the database, or a PostgreSQL URL.
     pub fn location(&self) -> anyhow::Result<Location> {
-        Ok(Location::parse(self.store.as_deref(), &self.data_dir)?)
+        let location = self.target()?;
+        if let Location::Redb(dir) = &location {
+            existing(dir)?;
+        }
+        Ok(location)
+    }
+
+    /// The store named, existing or not (`issuer init`, `issuer restore`).
+    pub fn target(&self) -> anyhow::Result<Location> {
+        match (&self.store, &self.data_dir) {
+            (None, None) => Err(Missing::Unnamed.into()),
+            (store, dir) => Ok(Location::parse(
+                store.as_deref(),
+                dir.as_deref().unwrap_or(Path::new("")),
+            )?),
+        }
+    }
+
+    /// The store `issuer serve` runs on: as [`DataDir::target`], [`SERVE_DEFAULT`] if none is
+    /// named.
+    pub fn serve_location(&self) -> anyhow::Result<Location> {
+        let dir = self
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(SERVE_DEFAULT));
+        Ok(Location::parse(self.store.as_deref(), &dir)?)
     }
 
     pub fn pg_files(&self) -> PgFiles<'_> {
@@ -63,8 +126,45 @@ impl DataDir {
     }
 }
 
-/// The hash key of the store: from the data dir's file (creating the data dir if needed, without
-/// opening the database, which the server may have open), or opened from PostgreSQL.
+/// Fails unless `dir` holds the embedded store's database, naming it.
+fn existing(dir: &Path) -> Result<(), Missing> {
+    let name = || dir.display().to_string();
+    match dir.join(DB_FILE).try_exists() {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Missing::NoDataDir { dir: name() }),
+        Err(source) => Err(Missing::Unreadable {
+            dir: name(),
+            source,
+        }),
+    }
+}
+
+/// `issuer init`: creates the store named (a data dir with its hash key and first signing key;
+/// on PostgreSQL, the schema and sealed keys), or says it exists.
+pub fn init(args: &DataDir) -> anyhow::Result<()> {
+    match args.target()? {
+        Location::Redb(dir) => {
+            if existing(&dir).is_ok() {
+                println!("{} is a data dir already; nothing changed", dir.display());
+                return Ok(());
+            }
+            issuer::store::redb::owner::check_data_dir(&dir)?;
+            drop(RedbFile::open(&dir, now())?);
+            println!(
+                "created the data dir {} (hash key and first signing key)",
+                dir.display()
+            );
+        }
+        Location::Postgres(url) => {
+            block_on(args.connect(&url))??;
+            println!("the PostgreSQL store is ready");
+        }
+    }
+    Ok(())
+}
+
+/// The hash key of the store: from the data dir's file (without opening the database, which the
+/// server may have open), or opened from PostgreSQL.
 pub fn hash_key(args: &DataDir) -> anyhow::Result<issuer::secrets::HashKey> {
     let dir = match args.location()? {
         Location::Redb(dir) => dir,
@@ -81,10 +181,9 @@ pub fn hash_key(args: &DataDir) -> anyhow::Result<issuer::secrets::HashKey> {
                 .map_err(|_| anyhow::anyhow!("damaged hash.key"))?;
             Ok(issuer::secrets::HashKey::new(Zeroizing::new(arr)))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            drop(RedbFile::open(&dir, now())?);
-            hash_key(args)
+        Err(e) => {
+            Err(anyhow::Error::new(e)
+                .context(format!("reading {}", dir.join(HASH_KEY_FILE).display())))
         }
-        Err(e) => Err(e.into()),
     }
 }

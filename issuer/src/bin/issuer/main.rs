@@ -1,6 +1,8 @@
 //! `issuer`: the token server (`issuer serve`) and its administration (`issuer client|user|keys`,
-//! `issuer apply`, `issuer directory`, `issuer audit`, `issuer backup|restore`). This file parses
-//! the command line and dispatches; each subcommand is a module of `commands/`.
+//! `issuer apply`, `issuer directory`, `issuer audit`, `issuer backup|restore`, `issuer init`).
+//! This file parses the command line, with the configuration file's options as defaults of any
+//! subcommand's ([`issuer::config::parse_args`]), and dispatches; each subcommand is a module of
+//! `commands/`.
 
 mod admin;
 mod commands;
@@ -9,7 +11,7 @@ mod out;
 
 use clap::{Parser, Subcommand};
 use commands::{apply, audit, backup, client, directory, edges, keys, serve, user};
-use data_dir::DataDir;
+use data_dir::{ConfigArg, DataDir};
 
 #[derive(Parser)]
 #[command(
@@ -24,14 +26,24 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Top {
-    /// Run the token server.
+    /// Run the token server (it creates its data dir on first start).
     Serve(Box<serve::Serve>),
+    /// Create the store (a data dir, or the PostgreSQL schema) with its hash key and first
+    /// signing key, for admin commands run before the first `serve`; a store there is left as is.
+    Init {
+        #[command(flatten)]
+        dir: DataDir,
+        #[command(flatten)]
+        config: ConfigArg,
+    },
     /// Manage clients.
     Client {
         #[command(subcommand)]
         cmd: client::ClientCmd,
         #[command(flatten)]
         dir: DataDir,
+        #[command(flatten)]
+        config: ConfigArg,
     },
     /// Manage users of the password grant.
     User {
@@ -39,6 +51,8 @@ enum Top {
         cmd: user::UserCmd,
         #[command(flatten)]
         dir: DataDir,
+        #[command(flatten)]
+        config: ConfigArg,
     },
     /// Make the store's clients and local users match a TOML file (docs/operate.md).
     Apply {
@@ -46,6 +60,8 @@ enum Top {
         args: apply::ApplyArgs,
         #[command(flatten)]
         dir: DataDir,
+        #[command(flatten)]
+        config: ConfigArg,
     },
     /// Manage token signing keys.
     Keys {
@@ -53,6 +69,8 @@ enum Top {
         cmd: keys::KeysCmd,
         #[command(flatten)]
         dir: DataDir,
+        #[command(flatten)]
+        config: ConfigArg,
     },
     /// List the edges (Envoy filter VMs with edge sync) and what each holds.
     Edges {
@@ -61,6 +79,8 @@ enum Top {
         json: bool,
         #[command(flatten)]
         dir: DataDir,
+        #[command(flatten)]
+        config: ConfigArg,
     },
     /// Diagnose the `[directory]` of a configuration file.
     #[command(subcommand)]
@@ -74,6 +94,8 @@ enum Top {
         args: backup::BackupArgs,
         #[command(flatten)]
         dir: DataDir,
+        #[command(flatten)]
+        config: ConfigArg,
     },
     /// Make a new data dir (absent or empty) of a backup.
     Restore {
@@ -81,6 +103,8 @@ enum Top {
         args: backup::RestoreArgs,
         #[command(flatten)]
         dir: DataDir,
+        #[command(flatten)]
+        config: ConfigArg,
     },
 }
 
@@ -108,18 +132,19 @@ fn reparse_serve() -> anyhow::Result<serve::Serve> {
     }
 }
 
-/// Runs the command line, with the configuration file of `serve` if it names one.
+/// Runs the command line, with the configuration file if it names one.
 fn run((cli, file): (Cli, Option<issuer::config::ConfigFile>)) -> anyhow::Result<()> {
     match cli.command {
         Top::Serve(s) => serve::run(*s, file, reparse_serve),
+        Top::Init { dir, .. } => data_dir::init(&dir),
         Top::Directory(cmd) => directory::run(cmd),
-        Top::Edges { json, dir } => edges::run(&dir, json),
+        Top::Edges { json, dir, .. } => edges::run(&dir, json),
         Top::Audit(args) => audit::run(&args),
-        Top::Backup { args, dir } => backup::backup(&args, &dir),
-        Top::Restore { args, dir } => backup::restore(&args, &dir),
-        Top::Client { cmd, dir } => client::run(cmd, &dir),
-        Top::User { cmd, dir } => user::run(cmd, &dir),
-        Top::Apply { args, dir } => apply::run(args, &dir),
-        Top::Keys { cmd, dir } => keys::run(cmd, &dir),
+        Top::Backup { args, dir, .. } => backup::backup(&args, &dir),
+        Top::Restore { args, dir, .. } => backup::restore(&args, &dir),
+        Top::Client { cmd, dir, .. } => client::run(cmd, &dir),
+        Top::User { cmd, dir, .. } => user::run(cmd, &dir),
+        Top::Apply { args, dir, .. } => apply::run(args, &dir),
+        Top::Keys { cmd, dir, .. } => keys::run(cmd, &dir),
     }
 }

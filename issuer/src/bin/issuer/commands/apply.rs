@@ -59,6 +59,7 @@ pub fn run(args: ApplyArgs, dir: &DataDir) -> anyhow::Result<()> {
         Reply::Users(users) => users,
         other => return Err(unexpected(&other)),
     };
+    refuse_edge_changes(&declared, &clients)?;
     let steps = plan(declared, clients, users, args.prune);
     let file = args.file.display();
     if steps.is_empty() {
@@ -114,7 +115,7 @@ fn execute(session: &Session, step: Step, key: Option<&HashKey>) -> anyhow::Resu
         grants: c.grants,
         impersonate: c.impersonate,
         claim_types: c.claim_types,
-        edge: false,
+        edge: c.edge.unwrap_or(false),
         active: c.active,
     });
     session.run(&cmd)?;
@@ -123,6 +124,29 @@ fn execute(session: &Session, step: Step, key: Option<&HashKey>) -> anyhow::Resu
         eprintln!("(shown once: store it now; only a keyed hash is kept)");
     }
     Ok(())
+}
+
+/// Fails, before anything changes, if the file declares an existing client's `edge` other than
+/// it is: no admin command changes it, so the plan could not be carried out.
+fn refuse_edge_changes(declared: &Declared, clients: &[ClientView]) -> anyhow::Result<()> {
+    let edge: HashMap<&str, bool> = clients.iter().map(|c| (c.id.as_str(), c.edge)).collect();
+    let wrong: Vec<String> = declared
+        .clients
+        .iter()
+        .filter_map(|c| {
+            let (&old, new) = (edge.get(c.id.as_str())?, c.edge?);
+            (old != new).then(|| format!("{} (edge {old} -> {new})", c.id))
+        })
+        .collect();
+    if wrong.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "whether a client is an edge client is fixed when it is added, and the file changes it \
+         for {}: remove the client (`issuer client remove ID`) and apply again to add it anew \
+         (with a new secret), or change `edge` in the file; nothing was changed",
+        wrong.join(", ")
+    )
 }
 
 /// The changes that make the store (`clients`, `users`) match `declared`: additions, then
@@ -203,12 +227,17 @@ fn claim_list(claims: &[(String, String)]) -> String {
 
 fn add_client(c: DeclaredClient) -> Step {
     let text = format!(
-        "+ client {}: grants={} impersonate={} impersonate_claim_types={} active={}",
+        "+ client {}: grants={} impersonate={} impersonate_claim_types={} active={}{}",
         c.id,
         grant_names(&c.grants),
         c.impersonate,
         list(&c.claim_types),
-        c.active
+        c.active,
+        if c.edge == Some(true) {
+            " edge=true"
+        } else {
+            ""
+        }
     );
     Step {
         text,

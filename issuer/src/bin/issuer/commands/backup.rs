@@ -43,9 +43,11 @@ pub struct RestoreArgs {
     from: PathBuf,
 }
 
-/// The embedded store's data dir of `dir`; the PostgreSQL store is refused.
-fn data_dir(dir: &DataDir) -> anyhow::Result<PathBuf> {
-    match dir.location()? {
+/// The embedded store's data dir of `dir` (which must exist, unless `new`); the PostgreSQL store
+/// is refused.
+fn data_dir(dir: &DataDir, new: bool) -> anyhow::Result<PathBuf> {
+    let location = if new { dir.target()? } else { dir.location()? };
+    match location {
         Location::Redb(path) => Ok(path),
         Location::Postgres(_) => bail!("{}", BackupError::Postgres),
     }
@@ -53,7 +55,7 @@ fn data_dir(dir: &DataDir) -> anyhow::Result<PathBuf> {
 
 /// `issuer backup --to FILE`.
 pub fn backup(args: &BackupArgs, dir: &DataDir) -> anyhow::Result<()> {
-    let data = data_dir(dir)?;
+    let data = data_dir(dir, false)?;
     let file = match OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -167,7 +169,7 @@ fn receive(mut stream: UnixStream, out: &mut dyn Write) -> anyhow::Result<()> {
 
 /// `issuer restore --from FILE`: a new data dir of the backup.
 pub fn restore(args: &RestoreArgs, dir: &DataDir) -> anyhow::Result<()> {
-    let data = data_dir(dir)?;
+    let data = data_dir(dir, true)?;
     let summary = redb_backup::restore(&args.from, &data).with_context(|| {
         format!(
             "restoring {} into {} (nothing was written)",

@@ -48,7 +48,12 @@ pub enum KeysCmd {
         kid: u32,
     },
     /// Print the Envoy filter's plugin configuration (JSON) with the current key ring.
-    FilterConfig,
+    FilterConfig {
+        /// The access token lifetime the filter allows, seconds (`access_ttl` of the
+        /// configuration file) [default: the one `issuer serve` last started with].
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        access_ttl: Option<u64>,
+    },
     /// PostgreSQL store: re-seal every secret in the database under --kek-file, opening them with
     /// it or --previous-kek-file (run once every issuer has both; then drop the previous one).
     RotateKek,
@@ -69,8 +74,13 @@ pub fn run(cmd: KeysCmd, dir: &DataDir) -> anyhow::Result<()> {
         KeysCmd::Rotate { delay, .. } => run_admin(dir, Command::KeysRotate { delay }),
         KeysCmd::Status => status(dir),
         KeysCmd::Retire { kid } => run_admin(dir, Command::KeysRetire { kid }),
-        KeysCmd::FilterConfig => match run_on(dir, &Command::KeysFilterConfig)? {
-            Reply::FilterConfig(config) => out::json_document(&config),
+        KeysCmd::FilterConfig { access_ttl } => match run_on(dir, &Command::KeysFilterConfig)? {
+            Reply::FilterConfig(mut config) => {
+                if let Some(ttl) = access_ttl {
+                    config["max_token_lifetime_seconds"] = ttl.into();
+                }
+                out::json_document(&config)
+            }
             other => Err(unexpected(&other)),
         },
         KeysCmd::RotateKek => rotate_kek(dir),

@@ -27,7 +27,11 @@ struct FileDoc {
 #[serde(deny_unknown_fields)]
 struct ClientEntry {
     id: Spanned<String>,
-    grants: Spanned<Vec<String>>,
+    /// Required but of an edge client (whose grants are none unless named).
+    grants: Option<Spanned<Vec<String>>>,
+    /// An edge client (`client add --edge`); absent: not one, or as it is for a client that
+    /// exists.
+    edge: Option<bool>,
     #[serde(default)]
     impersonate: bool,
     #[serde(default)]
@@ -61,6 +65,9 @@ pub struct DeclaredClient {
     /// Sorted, without repeats.
     pub claim_types: Vec<String>,
     pub active: bool,
+    /// `edge` as declared: absent means a new client is no edge client, and an existing one is
+    /// left as it is.
+    pub edge: Option<bool>,
     /// Read from `secret_file`; used only if the client is new.
     pub secret: Option<Zeroizing<String>>,
 }
@@ -145,19 +152,11 @@ fn client(
     if !ids.insert(id.clone()) {
         return lines.fail(id_span, format!("client {id:?} is declared twice"));
     }
-    let grants_span = c.grants.span();
-    let mut grants = Vec::new();
-    for g in c.grants.into_inner() {
-        match GrantKind::parse(&g) {
-            Some(kind) => grants.push(kind),
-            None => {
-                let msg = format!("unknown grant {g:?}: use password or client_credentials");
-                return lines.fail(grants_span, msg);
-            }
-        }
-    }
-    grants.sort_by_key(|g| *g as u8);
-    grants.dedup();
+    let grants = match c.grants {
+        Some(declared) => grants(lines, declared)?,
+        None if c.edge == Some(true) => Vec::new(),
+        None => return lines.fail(span, "missing field `grants` (`grants = []` for none)"),
+    };
     if !c.impersonate && !c.impersonate_claim_types.is_empty() {
         let msg = "impersonate_claim_types needs impersonate = true";
         return lines.fail(span, msg);
@@ -172,8 +171,27 @@ fn client(
         impersonate: c.impersonate,
         claim_types: sorted(c.impersonate_claim_types),
         active: c.active,
+        edge: c.edge,
         secret,
     })
+}
+
+/// The grants declared, by name: sorted, without repeats.
+fn grants(lines: &Lines<'_>, declared: Spanned<Vec<String>>) -> anyhow::Result<Vec<GrantKind>> {
+    let span = declared.span();
+    let mut grants = Vec::new();
+    for g in declared.into_inner() {
+        match GrantKind::parse(&g) {
+            Some(kind) => grants.push(kind),
+            None => {
+                let msg = format!("unknown grant {g:?}: use password or client_credentials");
+                return lines.fail(span, msg);
+            }
+        }
+    }
+    grants.sort_by_key(|g| *g as u8);
+    grants.dedup();
+    Ok(grants)
 }
 
 /// A client's secret from its `secret_file`: the file's first line, which the secret rules

@@ -43,7 +43,7 @@ pub enum Source {
 
 /// The embedded store, opened now; a PostgreSQL location, connected to later ([`start`]).
 pub fn prepare(s: &Serve) -> anyhow::Result<Source> {
-    match s.dir.location()? {
+    match s.dir.serve_location()? {
         Location::Redb(dir) => {
             issuer::store::redb::owner::check_data_dir(&dir)?;
             let cache = s
