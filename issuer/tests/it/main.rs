@@ -25,6 +25,7 @@ mod multi;
 mod oauth2_crate;
 mod refresh;
 mod store;
+mod store_move;
 mod store_postgres;
 
 use e2e::Proc;

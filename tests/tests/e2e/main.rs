@@ -22,6 +22,7 @@ mod probe;
 mod probe2;
 mod probe3;
 mod revoked_and_restored;
+mod store_move;
 
 use e2e::{Options, Stack, Tools};
 use std::net::{SocketAddr, TcpStream};

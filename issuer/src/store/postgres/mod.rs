@@ -28,7 +28,9 @@ mod audit;
 mod backup;
 mod connect;
 mod edges;
+mod export;
 mod fault;
+mod import;
 mod keys;
 mod records;
 mod refresh;
@@ -42,6 +44,7 @@ mod tls;
 use connect::pool_config;
 pub use connect::ConnectOptions;
 pub(crate) use fault::classify;
+pub use import::SERVING_WINDOW;
 
 use super::kek::{Kek, KekError};
 use super::{OpenError, RefreshPolicy, StoreError};

@@ -20,6 +20,7 @@
 mod accounts;
 mod audit;
 pub mod backup;
+pub mod contents;
 mod edges;
 pub mod journal;
 mod keys;
