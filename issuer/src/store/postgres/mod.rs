@@ -21,7 +21,9 @@
 //! [`refresh`] ([`crate::store::Families`]), [`revocations`], [`edges`], [`audit`], [`sweep`],
 //! [`settings`] ([`crate::store::HashKeyed`], [`crate::store::AccessLifetime`],
 //! [`crate::store::Liveness`]), [`backup`] ([`crate::store::backup::Backups`]) and [`throttle`]
-//! ([`crate::store::throttle::ThrottleBook`]).
+//! ([`crate::store::throttle::ThrottleBook`]). Beside them, `import` and `export` move the
+//! whole store in and out as [`crate::store::contents::Contents`] (`issuer restore` and `issuer
+//! backup --store URL`).
 
 mod accounts;
 mod audit;
