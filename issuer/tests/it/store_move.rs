@@ -1,8 +1,9 @@
 //! A store moved from the embedded backend to PostgreSQL and back, at the store's level
 //! (`issuer::store::contents`): a data dir's backup imported into an empty database holds every
 //! record it had, and behaves as it did (the hash key, the key ring, the families, the
-//! revocations with their stamps); exported again and restored into a data dir, the same. A
-//! second import is refused and changes nothing, and a tampered record stops an export.
+//! revocations with their stamps); exported again and restored into a data dir, the same. An
+//! import while an issuer serves, and a second import, are refused and change nothing, and a
+//! tampered record stops an export.
 
 use crate::store::{client, user, KEK, POLICY};
 use issuer::store::backup::{Backup, BackupError};
@@ -144,7 +145,12 @@ async fn a_store_moves_to_postgres_and_back_record_for_record() {
     let fresh = PgStore::connect(&pg.url(), kek(), 1_005, POLICY)
         .await
         .unwrap();
-    fresh.import(&before, 1_005).await.unwrap();
+    // An issuer serving on it (its probe wrote 5 s ago) keeps its own hash key: refused.
+    fresh.probe_write(1_000).await.unwrap();
+    let serving = fresh.import(&before, 1_005).await.unwrap_err();
+    assert!(matches!(serving, BackupError::Serving(5)), "{serving}");
+    let quiet = 1_000 + issuer::store::postgres::SERVING_WINDOW;
+    fresh.import(&before, quiet).await.unwrap();
     drop(fresh);
     let p = PgStore::connect(&pg.url(), kek(), 1_005, POLICY)
         .await
