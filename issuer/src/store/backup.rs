@@ -18,7 +18,9 @@
 //! ```
 //! Integers are little-endian.
 //!
-//! The PostgreSQL store is backed up with PostgreSQL's own tools (`docs/deploy-postgres.md`).
+//! The same format carries a PostgreSQL store to a data dir and back
+//! ([`crate::store::contents`]); PostgreSQL's own tools back up the database as well
+//! (`docs/deploy-postgres.md`).
 
 use super::StoreError;
 use sha2::{Digest, Sha256};
@@ -77,9 +79,16 @@ pub enum BackupError {
     /// Writing the new data dir failed (nothing of it is left behind).
     #[error("writing the new data dir: {0}")]
     Target(std::io::Error),
-    /// This store is not the embedded one.
-    #[error("the PostgreSQL store is backed up with PostgreSQL's tools (pg_basebackup, pg_dump; see docs/deploy-postgres.md)")]
+    /// A backup asked of a server on the PostgreSQL store, through its admin socket.
+    #[error("a server on the PostgreSQL store takes no backup through its admin socket: run `issuer backup --store URL --kek-file FILE --to FILE`, or use PostgreSQL's own tools (docs/deploy-postgres.md)")]
     Postgres,
+    /// The database a restore was to fill holds data already.
+    #[error("the database is not empty: it holds {0}; restore into a new, empty database")]
+    DatabaseNotEmpty(String),
+    /// An issuer serves on the database a restore was to fill (its readiness probe wrote this
+    /// many seconds ago).
+    #[error("an issuer serves on this database (its readiness probe wrote {0} s ago); stop every issuer on it before a restore")]
+    Serving(u64),
 }
 
 /// What a backup holds, for the operator.
@@ -109,8 +118,9 @@ pub trait Backup: Send + Sync {
     fn snapshot(&self) -> Result<Box<dyn Snapshot + '_>, BackupError>;
 }
 
-/// Whether a store backs up itself: the embedded store does; PostgreSQL is backed up with
-/// PostgreSQL's own tools, so its store has no [`Backup`].
+/// Whether a store backs up itself while it serves: the embedded store does. The PostgreSQL store
+/// has no [`Backup`]: several issuers serve on it, and `issuer backup --store URL` reads it
+/// whole instead ([`crate::store::postgres::PgStore::export`]).
 pub trait Backups {
     /// The store's [`Backup`], if it has one.
     fn backups(&self) -> Option<&dyn Backup>;

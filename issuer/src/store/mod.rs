@@ -13,6 +13,7 @@
 pub mod accounts;
 pub mod audit;
 pub mod backup;
+pub mod contents;
 pub mod edges;
 pub mod error;
 pub mod family;

@@ -28,6 +28,7 @@ mod oauth2_crate;
 mod refresh;
 mod reload;
 mod store;
+mod store_move;
 mod store_postgres;
 
 use e2e::Proc;

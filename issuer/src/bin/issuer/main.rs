@@ -87,8 +87,9 @@ enum Top {
     Directory(directory::DirectoryCmd),
     /// Print the audit trail: administrative changes and security events.
     Audit(audit::AuditArgs),
-    /// Write a consistent copy of the embedded store to one file: a running issuer's through its
-    /// admin socket, or a stopped data dir's (docs/operate.md).
+    /// Write a consistent copy of the store to one file: a running issuer's data dir through its
+    /// admin socket, a stopped data dir's, or a PostgreSQL store's (--store URL --kek-file FILE),
+    /// which `issuer restore` makes a data dir of (docs/operate.md).
     Backup {
         #[command(flatten)]
         args: backup::BackupArgs,
@@ -97,7 +98,8 @@ enum Top {
         #[command(flatten)]
         config: ConfigArg,
     },
-    /// Make a new data dir (absent or empty) of a backup.
+    /// Make a new data dir (absent or empty) of a backup, or fill an empty PostgreSQL database
+    /// with it (--store URL --kek-file FILE): the move to PostgreSQL (docs/operate.md).
     Restore {
         #[command(flatten)]
         args: backup::RestoreArgs,

@@ -14,7 +14,7 @@ use zeroize::Zeroizing;
 
 /// A key's record from `row`, whose columns from `at` on are `created_at, signs_from,
 /// superseded_at, retired_at`, with `secret`.
-fn key_record(row: &tokio_postgres::Row, at: usize, secret: String) -> KeyRecord {
+pub(super) fn key_record(row: &tokio_postgres::Row, at: usize, secret: String) -> KeyRecord {
     KeyRecord {
         secret,
         created_at: uint(row.get(at)),

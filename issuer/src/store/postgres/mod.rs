@@ -21,14 +21,18 @@
 //! [`refresh`] ([`crate::store::Families`]), [`revocations`], [`edges`], [`audit`], [`sweep`],
 //! [`settings`] ([`crate::store::HashKeyed`], [`crate::store::AccessLifetime`],
 //! [`crate::store::Liveness`]), [`backup`] ([`crate::store::backup::Backups`]) and [`throttle`]
-//! ([`crate::store::throttle::ThrottleBook`]).
+//! ([`crate::store::throttle::ThrottleBook`]). Beside them, `import` and `export` move the
+//! whole store in and out as [`crate::store::contents::Contents`] (`issuer restore` and `issuer
+//! backup --store URL`).
 
 mod accounts;
 mod audit;
 mod backup;
 mod connect;
 mod edges;
+mod export;
 mod fault;
+mod import;
 mod keys;
 mod records;
 mod refresh;
@@ -42,6 +46,7 @@ mod tls;
 use connect::pool_config;
 pub use connect::ConnectOptions;
 pub(crate) use fault::classify;
+pub use import::SERVING_WINDOW;
 
 use super::kek::{Kek, KekError};
 use super::{OpenError, RefreshPolicy, StoreError};

@@ -49,11 +49,11 @@ pub(super) async fn revoke_in(
 }
 
 /// A stamp as the BIGINT column holds it: the same 64 bits.
-fn to_column(stamp: u64) -> i64 {
+pub(super) fn to_column(stamp: u64) -> i64 {
     i64::from_be_bytes(stamp.to_be_bytes())
 }
 
-fn from_column(stamp: i64) -> u64 {
+pub(super) fn from_column(stamp: i64) -> u64 {
     u64::from_be_bytes(stamp.to_be_bytes())
 }
 

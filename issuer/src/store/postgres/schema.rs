@@ -86,7 +86,7 @@ const MIGRATION_LEASE: i64 = 60;
 /// The row of `sealed_secrets` holding the hash key. Its name says that every client and user
 /// record carries a MAC under it: a database of an older version holds it as [`LEGACY_HASH_KEY`]
 /// instead, and its records get their MACs when an issuer of this version first opens it.
-const HASH_KEY: &str = "hash-key+records";
+pub(super) const HASH_KEY: &str = "hash-key+records";
 /// The hash key's row before records carried MACs.
 const LEGACY_HASH_KEY: &str = "hash-key";
 
@@ -358,7 +358,7 @@ impl PgStore {
     }
 }
 
-fn hash_key_of(plain: &[u8]) -> Result<HashKey, StoreError> {
+pub(super) fn hash_key_of(plain: &[u8]) -> Result<HashKey, StoreError> {
     let arr: [u8; 32] = plain
         .try_into()
         .map_err(|_| StoreError::Corrupt("sealed hash key"))?;

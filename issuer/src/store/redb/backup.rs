@@ -81,8 +81,8 @@ impl<K: Checked + Key, V: Checked> Load for Loader<'_, K, V> {
 type OpenLoad = for<'t> fn(&'t WriteTransaction, &str) -> Result<Box<dyn Load + 't>, BackupError>;
 
 /// One table of the data dir: its name, and its copy out and in for its types.
-struct TableCopy {
-    name: String,
+pub(super) struct TableCopy {
+    pub(super) name: String,
     dump: fn(&ReadTransaction, &str, &mut BackupWriter<'_>) -> Result<(), BackupError>,
     well_formed: fn(&[u8], &[u8]) -> bool,
     load: OpenLoad,
@@ -222,7 +222,7 @@ pub fn snapshot_stopped(dir: &Path) -> Result<RedbSnapshot, BackupError> {
 }
 
 /// Where the frames of a backup go as [`walk`] checks them.
-trait Sink {
+pub(super) trait Sink {
     fn table(&mut self, table: &TableCopy) -> Result<(), BackupError>;
     fn record(&mut self, key: &[u8], value: &[u8]) -> Result<(), BackupError>;
 }
@@ -230,7 +230,7 @@ trait Sink {
 /// Reads the frames of `reader` to its end into `sink`, checking that each table is known and
 /// comes once, and each record is a well-formed record of its table. Returns the tables and
 /// records seen.
-fn walk<R: Read>(
+pub(super) fn walk<R: Read>(
     reader: &mut BackupReader<R>,
     sink: &mut dyn Sink,
 ) -> Result<(usize, u64), BackupError> {
@@ -302,7 +302,7 @@ impl Sink for Restore<'_> {
     }
 }
 
-fn open_backup(from: &Path) -> Result<BackupReader<BufReader<File>>, BackupError> {
+pub(super) fn open_backup(from: &Path) -> Result<BackupReader<BufReader<File>>, BackupError> {
     let file = File::open(from).map_err(BackupError::Read)?;
     BackupReader::open(BufReader::with_capacity(1 << 20, file))
 }

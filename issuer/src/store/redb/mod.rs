@@ -10,7 +10,9 @@
 //! `keys` ([`crate::store::SigningKeys`]), `refresh` ([`crate::store::Families`]), `revocations`,
 //! `edges`, `audit`, [`sweep`], `settings` ([`crate::store::HashKeyed`],
 //! [`crate::store::AccessLifetime`], [`crate::store::Liveness`]) and [`backup`]
-//! ([`crate::store::backup::Backups`]). The password back-off of this backend is in memory
+//! ([`crate::store::backup::Backups`]), with [`contents`] (a backup file as
+//! [`crate::store::contents::Contents`], the move to PostgreSQL and back). The password back-off
+//! of this backend is in memory
 //! ([`crate::store::throttle::MemoryBook`]).
 //!
 //! Writes use redb's default `Durability::Immediate`: when a function returns, its change is on
@@ -20,6 +22,7 @@
 mod accounts;
 mod audit;
 pub mod backup;
+pub mod contents;
 mod edges;
 pub mod journal;
 mod keys;

@@ -1,22 +1,26 @@
 //! `issuer backup` and `issuer restore` (part of the `issuer` binary): a consistent copy of the
-//! embedded store in one file, taken through the running server's admin socket or from a stopped
-//! data dir, and a new data dir made of one (docs/operate.md, "Backup and restore"; the format in
-//! `issuer::store::backup`).
+//! store in one file, taken through the running server's admin socket, from a stopped data dir, or
+//! from a PostgreSQL store; and a new data dir, or an empty PostgreSQL database, made of one
+//! (docs/operate.md, "Backup and restore" and "Moving to PostgreSQL"; the format in
+//! `issuer::store::backup`, what moves in `issuer::store::contents`).
 //!
 //! The command line writes the backup file itself, as the user who runs it: reaching the admin
 //! socket (0600 in the 0700 data dir) takes the server's user or root, and the file is theirs,
 //! created new with mode 0600. Through the socket the server sends the backup after its answer
 //! line; the command line checks the whole file (its digest) before it reports success, and
-//! removes what it wrote if anything fails.
+//! removes what it wrote if anything fails. A PostgreSQL store is read in one snapshot with the
+//! key-encryption key of `--kek-file`, and written in the data dir's format.
 
 use super::audit::rfc3339;
+use crate::admin::block_on;
 use crate::data_dir::DataDir;
 use anyhow::{bail, Context as _};
 use clap::Args;
 use issuer::admin::{Answer, Command, Reply, SOCKET_FILE};
 use issuer::app::now;
-use issuer::store::backup::{BackupError, Summary};
+use issuer::store::backup::Summary;
 use issuer::store::redb::backup as redb_backup;
+use issuer::store::redb::contents as redb_contents;
 use issuer::store::Location;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -31,54 +35,33 @@ const READ_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Args)]
 pub struct BackupArgs {
     /// The backup file to write: created new (an existing file is refused), mode 0600, owned by
-    /// the user running the command. It holds every secret of the store.
+    /// the user running the command. It holds every secret of the store, a PostgreSQL store's
+    /// signing keys and hash key included (opened with --kek-file), in the data dir's format.
     #[arg(long)]
     to: PathBuf,
 }
 
 #[derive(Args)]
 pub struct RestoreArgs {
-    /// The backup file, as `issuer backup` wrote it.
+    /// The backup file, as `issuer backup` wrote it (of a data dir or of a PostgreSQL store).
+    /// Restored into --data-dir (absent or empty), or with --store postgres://… into an empty
+    /// database, its secrets sealed under --kek-file, in one transaction.
     #[arg(long)]
     from: PathBuf,
 }
 
-/// The embedded store's data dir of `dir` (which must exist, unless `new`); the PostgreSQL store
-/// is refused.
-fn data_dir(dir: &DataDir, new: bool) -> anyhow::Result<PathBuf> {
-    let location = if new { dir.target()? } else { dir.location()? };
-    match location {
-        Location::Redb(path) => Ok(path),
-        Location::Postgres(_) => bail!("{}", BackupError::Postgres),
-    }
-}
-
 /// `issuer backup --to FILE`.
 pub fn backup(args: &BackupArgs, dir: &DataDir) -> anyhow::Result<()> {
-    let data = data_dir(dir, false)?;
-    let file = match OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&args.to)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
-            "{} exists: a backup is written to a new file, never over one",
-            args.to.display()
-        ),
-        Err(e) => return Err(e).with_context(|| format!("creating {}", args.to.display())),
+    let location = dir.location()?;
+    let file = new_backup_file(&args.to)?;
+    let written = match &location {
+        Location::Redb(data) => backup_data_dir(args, data, file),
+        Location::Postgres(url) => backup_postgres(args, dir, url, file),
     };
-    let written = write_backup(&data, file).and_then(|how| {
-        let summary = redb_backup::verify(&args.to)
-            .context("the backup written does not read back whole (see the server's log)")?;
-        Ok((how, summary))
-    });
     match written {
-        Ok((how, summary)) => {
+        Ok((from, summary)) => {
             println!(
-                "backup of {} ({how}) written to {}: {}; it holds every secret of the store",
-                data.display(),
+                "backup of {from} written to {}: {}; it holds every secret of the store",
                 args.to.display(),
                 describe(&summary)
             );
@@ -89,6 +72,62 @@ pub fn backup(args: &BackupArgs, dir: &DataDir) -> anyhow::Result<()> {
             Err(e)
         }
     }
+}
+
+/// The backup file `to`, created new with mode 0600.
+fn new_backup_file(to: &Path) -> anyhow::Result<File> {
+    match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(to)
+    {
+        Ok(f) => Ok(f),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
+            "{} exists: a backup is written to a new file, never over one",
+            to.display()
+        ),
+        Err(e) => Err(e).with_context(|| format!("creating {}", to.display())),
+    }
+}
+
+/// The backup of the data dir `data` in `file`; what it was of, and what it holds.
+fn backup_data_dir(
+    args: &BackupArgs,
+    data: &Path,
+    file: File,
+) -> anyhow::Result<(String, Summary)> {
+    let how = write_backup(data, file)?;
+    let summary = redb_backup::verify(&args.to)
+        .context("the backup written does not read back whole (see the server's log)")?;
+    Ok((format!("{} ({how})", data.display()), summary))
+}
+
+/// The backup of the PostgreSQL store at `url` in `file`, read in one snapshot.
+fn backup_postgres(
+    args: &BackupArgs,
+    dir: &DataDir,
+    url: &str,
+    file: File,
+) -> anyhow::Result<(String, Summary)> {
+    let contents = block_on(async {
+        let store = dir.connect(url).await?;
+        anyhow::Ok(
+            store
+                .export()
+                .await
+                .context("reading the PostgreSQL store")?,
+        )
+    })??;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    redb_contents::write_backup(&contents, &mut out, now())?;
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    let summary = redb_backup::verify(&args.to).context("the backup written does not read back")?;
+    Ok((
+        format!("the PostgreSQL store ({})", contents.describe()),
+        summary,
+    ))
 }
 
 fn describe(s: &Summary) -> String {
@@ -167,9 +206,13 @@ fn receive(mut stream: UnixStream, out: &mut dyn Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `issuer restore --from FILE`: a new data dir of the backup.
+/// `issuer restore --from FILE`: a new data dir of the backup, or an empty PostgreSQL database
+/// filled with it.
 pub fn restore(args: &RestoreArgs, dir: &DataDir) -> anyhow::Result<()> {
-    let data = data_dir(dir, true)?;
+    let data = match dir.target()? {
+        Location::Redb(data) => data,
+        Location::Postgres(url) => return restore_postgres(args, dir, &url),
+    };
     let summary = redb_backup::restore(&args.from, &data).with_context(|| {
         format!(
             "restoring {} into {} (nothing was written)",
@@ -182,6 +225,31 @@ pub fn restore(args: &RestoreArgs, dir: &DataDir) -> anyhow::Result<()> {
         args.from.display(),
         describe(&summary),
         data.display()
+    );
+    Ok(())
+}
+
+/// `issuer restore --from FILE --store URL --kek-file FILE`: the backup, read and checked whole,
+/// into the empty database at `url` in one transaction.
+fn restore_postgres(args: &RestoreArgs, dir: &DataDir, url: &str) -> anyhow::Result<()> {
+    let failed = || {
+        format!(
+            "restoring {} into the PostgreSQL store (nothing was restored)",
+            args.from.display()
+        )
+    };
+    let summary = redb_backup::verify(&args.from).with_context(failed)?;
+    let contents = redb_contents::read_backup(&args.from).with_context(failed)?;
+    block_on(async {
+        let store = dir.connect(url).await?;
+        store.import(&contents, now()).await.with_context(failed)
+    })??;
+    println!(
+        "restored the backup {} ({}; {}) into the PostgreSQL store; start `issuer serve` on it \
+         with the same --kek-file",
+        args.from.display(),
+        describe(&summary),
+        contents.describe()
     );
     Ok(())
 }
