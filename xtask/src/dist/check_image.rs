@@ -177,13 +177,15 @@ fn check_runs_as_user(podman: &Podman, container: &str) -> Result<()> {
     Ok(())
 }
 
-/// `client add` and `client activate` run in the image against `volume`; returns the secret.
+/// `init`, `client add` and `client activate` run in the image against `volume`; returns the
+/// secret.
 fn add_client(podman: &Podman, volume: &str, image: &str) -> Result<String> {
     let data = format!("{volume}:/var/lib/issuer");
     let admin = |args: &[&str]| {
         let base = ["run", "--rm", "--network", "host", "-v", &data, image];
         podman.out(&[&base[..], args].concat())
     };
+    admin(&["init"])?;
     let said = admin(&[
         "client",
         "add",
