@@ -504,7 +504,7 @@ fn start_issuers(
 }
 
 /// Serves the media upstream on `port` until the handle is aborted.
-async fn start_upstream(port: u16) -> Result<tokio::task::JoinHandle<()>> {
+pub async fn start_upstream(port: u16) -> Result<tokio::task::JoinHandle<()>> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .with_context(|| format!("media upstream port {port}"))?;

@@ -15,9 +15,11 @@ mod failover;
 mod hostile;
 mod hot_restart;
 mod multi_issuer;
+mod prometheus;
 mod revocation;
 mod secrets;
 mod sign_in;
+mod store_move;
 
 use e2e::{Options, Stack, Tools};
 

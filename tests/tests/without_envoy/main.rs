@@ -1,11 +1,8 @@
 //! End-to-end tests that start no Envoy: the issuer's own connections, the issuer through
-//! PgBouncer, the move between the embedded store and PostgreSQL, the JS module in Node and a
-//! headless Chromium, and a real Prometheus scraping an issuer with the shipped rules. Each starts its own real parts on
+//! PgBouncer, and the JS module in Node and a headless Chromium. Each starts its own real parts on
 //! free loopback ports in a temp dir, through the harness in `tests/src/`. The harness refuses to
 //! start Envoy from this binary, so that no test here escapes the run with the native filter.
 
 mod connections;
 mod js;
 mod pgbouncer;
-mod prometheus;
-mod store_move;

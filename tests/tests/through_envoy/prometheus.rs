@@ -1,11 +1,13 @@
 //! The shipped Prometheus rules (`dist-assets/prometheus/`) loaded by a real Prometheus (Debian's,
-//! `MMS_PROMETHEUS`) scraping a real issuer every second: the target is up, every rule group is
-//! loaded and evaluates with health `ok` against what the issuer serves, and the issuer's
-//! `issuer_build_info`, `issuer_ready` and process metrics are ingested. The rules' own logic is
+//! `MMS_PROMETHEUS`) scraping the issuer of a demo stack (Envoy with edge sync in front) every
+//! second: the target is up, every rule group is loaded and evaluates with health `ok` against
+//! what the issuer serves, and the issuer's `issuer_build_info`, `issuer_ready`, edge and process
+//! metrics are ingested, with no alert firing. The rules' own logic is
 //! tested by `promtool test rules` (`cargo xtask test`).
 
 use e2e::prometheus::{self, Prometheus};
-use e2e::{demo, free_port, provision, start_issuer, Tools};
+use crate::edge::wait_for_sync;
+use e2e::{demo, Options, Stack, Tools};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -64,7 +66,7 @@ async fn target_up_and_rules_ok(p: &Prometheus, target: &str) {
 }
 
 #[tokio::test]
-async fn prometheus_scrapes_an_issuer_with_the_shipped_rules() {
+async fn prometheus_scrapes_the_demo_stack_with_the_shipped_rules() {
     let Some(tools) = Tools::for_test() else {
         return;
     };
@@ -72,19 +74,23 @@ async fn prometheus_scrapes_an_issuer_with_the_shipped_rules() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let secret = provision(&tools, tmp.path(), &data).unwrap();
-    let port = free_port();
-    let log = tmp.path().join("issuer.log");
-    let (_issuer, url) = start_issuer(&tools, &data, port, &[], &log).unwrap();
-    // Some traffic for the recording rules.
+    let opts = Options {
+        edge_sync: true,
+        ..Options::default()
+    };
+    let s = Stack::start(&tmp.path().join("stack"), &tools, &opts)
+        .await
+        .unwrap();
+    wait_for_sync(&s).await;
+    // Some traffic for the recording rules, through Envoy.
     let sign_in = [
         ("grant_type", "password"),
         ("username", demo::USER),
         ("password", demo::PASSWORD),
     ];
-    let token_url = format!("{url}/apiv2/oauth/token");
-    e2e::issuer::token(&reqwest::Client::new(), &token_url, &secret, &sign_in).await;
+    let token_url = format!("{}/apiv2/oauth/token", s.url());
+    e2e::issuer::token(&s.client(), &token_url, &s.secret, &sign_in).await;
+    let port = s.ports.issuer;
 
     let target = format!("127.0.0.1:{port}");
     let p = Prometheus::start(
@@ -104,6 +110,8 @@ async fn prometheus_scrapes_an_issuer_with_the_shipped_rules() {
         );
     }
     assert_eq!(first_sample(&p, "issuer_ready").await.1, "1");
+    let (_, edges) = first_sample(&p, "issuer_edges > 0").await;
+    assert!(edges.parse::<f64>().unwrap() >= 1.0, "{edges}");
     let (_, rss) = first_sample(&p, "process_resident_memory_bytes").await;
     assert!(rss.parse::<f64>().unwrap() > 1e6, "{rss}");
     let (_, rate) = first_sample(&p, "issuer:oauth_requests:rate5m").await;
@@ -119,4 +127,5 @@ async fn prometheus_scrapes_an_issuer_with_the_shipped_rules() {
     assert!(firing.is_empty(), "{firing:?}");
     // Prometheus is stopped by its pid when `p` drops, and its folder goes with `tmp`.
     drop(p);
+    assert!(s.stop());
 }

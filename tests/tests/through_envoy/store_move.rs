@@ -2,13 +2,15 @@
 //! into a fresh PostgreSQL (`issuer restore --store URL --kek-file FILE`), two issuers serving on
 //! it, then its backup (`issuer backup --store URL`) restored into a new data dir. At each step a
 //! token minted before the move still verifies, the refresh chain keeps rotating, the revoked
-//! token stays revoked, and the client and the user sign in with the same secrets. And a restore
-//! into a database that holds data is refused and changes nothing.
+//! token stays revoked, and the client and the user sign in with the same secrets; and a real
+//! Envoy given the moved store's plugin configuration accepts the tokens minted before the move.
+//! And a restore into a database that holds data is refused and changes nothing.
 
 use e2e::issuer::add_client;
 use e2e::postgres::PgCluster;
 use e2e::{demo, issuer_admin, issuer_admin_on, provision, start_issuer, start_issuer_on};
-use e2e::{Proc, StoreArgs, Tools};
+use e2e::envoy::{self, Ports};
+use e2e::{ensure_tls, start_upstream, Proc, StoreArgs, Tools};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -116,6 +118,49 @@ async fn check(bases: &[&str], secret: &str, m: &mut Minted, when: &str) {
     }
 }
 
+/// Starts Envoy (the shipped full-stack configuration, the tools' filter) in `dir` in front of the
+/// issuer on `issuer` with the plugin configuration of `store`, and checks that every token minted
+/// before the move reaches the media service through it; returns Envoy, stopped when dropped.
+async fn accepted_at_envoy(tools: &Tools, store: &StoreArgs, dir: &Path, issuer: &str, m: &Minted) -> Proc {
+    let port = issuer.rsplit(':').next().unwrap().parse().unwrap();
+    let ports = Ports {
+        listener: e2e::free_port(),
+        issuer: port,
+        media: e2e::free_port(),
+    };
+    let upstream = start_upstream(ports.media).await.unwrap();
+    let pem = ensure_tls(dir).unwrap();
+    tools.install_filter(dir).unwrap();
+    let cfg = issuer_admin_on(tools, store, &["keys", "filter-config"], None).unwrap();
+    let yaml = envoy::render_full_stack(tools, ports, &cfg).unwrap();
+    let path = envoy::write_config(dir, "envoy.yaml", &yaml).unwrap();
+    let proc = envoy::start_envoy(tools, dir, &path, ports.listener, 1, &dir.join("envoy.log")).unwrap();
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes()).unwrap())
+        .resolve("localhost", ([127, 0, 0, 1], ports.listener).into())
+        .build()
+        .unwrap();
+    for token in [access(&m.signed_in), m.client_token.clone()] {
+        let r = client
+            .post(format!("https://localhost:{}/apiv2/MediaService/Find", ports.listener))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "a token minted before the move, at Envoy");
+    }
+    let forged = format!("{}x", access(&m.signed_in));
+    let r = client
+        .post(format!("https://localhost:{}/apiv2/MediaService/Find", ports.listener))
+        .bearer_auth(forged)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401, "Envoy verifies, it does not wave tokens through");
+    upstream.abort();
+    proc
+}
+
 /// A KEK file (0600) in `dir`.
 fn kek_file(dir: &Path) -> PathBuf {
     use std::io::Read;
@@ -161,6 +206,10 @@ async fn a_data_dir_moves_to_postgres_and_back_losing_nothing() {
     let (mut one, a) = serve(&tools, &store, &dir.join("pg-1.log"));
     let (mut two, b) = serve(&tools, &store, &dir.join("pg-2.log"));
     check(&[&a, &b], &secret, &mut minted, "on PostgreSQL").await;
+    let envoy_dir = dir.join("envoy");
+    std::fs::create_dir_all(&envoy_dir).unwrap();
+    let envoy = accepted_at_envoy(&tools, &store, &envoy_dir, &a, &minted).await;
+    drop(envoy);
 
     // Backed up while both serve: one snapshot.
     let back = dir.join("from-pg.backup");
