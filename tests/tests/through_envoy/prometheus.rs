@@ -5,8 +5,8 @@
 //! metrics are ingested, with no alert firing. The rules' own logic is
 //! tested by `promtool test rules` (`cargo xtask test`).
 
-use e2e::prometheus::{self, Prometheus};
 use crate::edge::wait_for_sync;
+use e2e::prometheus::{self, Prometheus};
 use e2e::{demo, Options, Stack, Tools};
 use serde_json::Value;
 use std::time::Duration;

@@ -6,10 +6,10 @@
 //! Envoy given the moved store's plugin configuration accepts the tokens minted before the move.
 //! And a restore into a database that holds data is refused and changes nothing.
 
+use e2e::envoy::{self, Ports};
 use e2e::issuer::add_client;
 use e2e::postgres::PgCluster;
 use e2e::{demo, issuer_admin, issuer_admin_on, provision, start_issuer, start_issuer_on};
-use e2e::envoy::{self, Ports};
 use e2e::{ensure_tls, start_upstream, Proc, StoreArgs, Tools};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -121,7 +121,13 @@ async fn check(bases: &[&str], secret: &str, m: &mut Minted, when: &str) {
 /// Starts Envoy (the shipped full-stack configuration, the tools' filter) in `dir` in front of the
 /// issuer on `issuer` with the plugin configuration of `store`, and checks that every token minted
 /// before the move reaches the media service through it; returns Envoy, stopped when dropped.
-async fn accepted_at_envoy(tools: &Tools, store: &StoreArgs, dir: &Path, issuer: &str, m: &Minted) -> Proc {
+async fn accepted_at_envoy(
+    tools: &Tools,
+    store: &StoreArgs,
+    dir: &Path,
+    issuer: &str,
+    m: &Minted,
+) -> Proc {
     let port = issuer.rsplit(':').next().unwrap().parse().unwrap();
     let ports = Ports {
         listener: e2e::free_port(),
@@ -134,7 +140,8 @@ async fn accepted_at_envoy(tools: &Tools, store: &StoreArgs, dir: &Path, issuer:
     let cfg = issuer_admin_on(tools, store, &["keys", "filter-config"], None).unwrap();
     let yaml = envoy::render_full_stack(tools, ports, &cfg).unwrap();
     let path = envoy::write_config(dir, "envoy.yaml", &yaml).unwrap();
-    let proc = envoy::start_envoy(tools, dir, &path, ports.listener, 1, &dir.join("envoy.log")).unwrap();
+    let proc =
+        envoy::start_envoy(tools, dir, &path, ports.listener, 1, &dir.join("envoy.log")).unwrap();
     let client = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes()).unwrap())
         .resolve("localhost", ([127, 0, 0, 1], ports.listener).into())
@@ -142,7 +149,10 @@ async fn accepted_at_envoy(tools: &Tools, store: &StoreArgs, dir: &Path, issuer:
         .unwrap();
     for token in [access(&m.signed_in), m.client_token.clone()] {
         let r = client
-            .post(format!("https://localhost:{}/apiv2/MediaService/Find", ports.listener))
+            .post(format!(
+                "https://localhost:{}/apiv2/MediaService/Find",
+                ports.listener
+            ))
             .bearer_auth(&token)
             .send()
             .await
@@ -151,12 +161,19 @@ async fn accepted_at_envoy(tools: &Tools, store: &StoreArgs, dir: &Path, issuer:
     }
     let forged = format!("{}x", access(&m.signed_in));
     let r = client
-        .post(format!("https://localhost:{}/apiv2/MediaService/Find", ports.listener))
+        .post(format!(
+            "https://localhost:{}/apiv2/MediaService/Find",
+            ports.listener
+        ))
         .bearer_auth(forged)
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 401, "Envoy verifies, it does not wave tokens through");
+    assert_eq!(
+        r.status(),
+        401,
+        "Envoy verifies, it does not wave tokens through"
+    );
     upstream.abort();
     proc
 }
