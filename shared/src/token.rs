@@ -20,6 +20,13 @@ pub const FAMILY: &str = "mmat";
 pub const VERSION: u8 = 1;
 /// Everything before the body: family, version and the separating dot.
 pub const PREFIX: &str = "mmat1.";
+/// The version of a bound (sender-constrained) token: the body of version 1 followed by the
+/// 32-byte confirmation. An edge that knows only version 1 refuses it as an unknown version.
+pub const BOUND_VERSION: u8 = 2;
+/// The prefix of a bound token.
+pub const BOUND_PREFIX: &str = "mmat2.";
+/// Length of a confirmation: the RFC 7638 SHA-256 thumbprint of the holder's public key.
+pub const JKT_LEN: usize = 32;
 /// Longest token accepted, in bytes. Longer input is rejected before any decoding.
 pub const MAX_TOKEN_LEN: usize = 4096;
 /// Longest string field (client, subject, role, claim type or value), in bytes.
@@ -114,6 +121,10 @@ pub struct TokenBody {
     pub client: String,
     /// Whom the token speaks for.
     pub identity: Identity,
+    /// The confirmation of a bound token: the RFC 7638 SHA-256 thumbprint (`jkt`) of the key
+    /// whose DPoP proof must accompany every use. `Some` is minted as `mmat2`, `None` as `mmat1`.
+    /// A verifier must refuse a bound token presented as `Bearer`.
+    pub cnf: Option<[u8; JKT_LEN]>,
 }
 
 impl TokenBody {
@@ -138,6 +149,11 @@ impl VerifiedToken {
     /// The verified contents, by value.
     pub fn into_body(self) -> TokenBody {
         self.0
+    }
+
+    /// The key thumbprint a bound token is confirmed with; `None` for a bearer token.
+    pub fn confirmation(&self) -> Option<&[u8; JKT_LEN]> {
+        self.0.cnf.as_ref()
     }
 }
 
@@ -192,8 +208,13 @@ pub fn mint(key: &Key, body: &TokenBody) -> Result<String, MintError> {
     }
     identity_ok(&body.identity)?;
     let raw = encode_body(body);
-    let mut token = String::with_capacity(PREFIX.len() + raw.len() * 4 / 3 + 2 + TAG_B64_LEN);
-    token.push_str(PREFIX);
+    let prefix = if body.cnf.is_some() {
+        BOUND_PREFIX
+    } else {
+        PREFIX
+    };
+    let mut token = String::with_capacity(prefix.len() + raw.len() * 4 / 3 + 2 + TAG_B64_LEN);
+    token.push_str(prefix);
     URL_SAFE_NO_PAD.encode_string(&raw, &mut token);
     let mac = tag(key, token.as_bytes()).finalize().into_bytes();
     token.push('.');
@@ -210,13 +231,20 @@ struct Parts<'a> {
     signed: &'a str,
     body_b64: &'a str,
     tag: [u8; TAG_LEN],
+    /// Whether the prefix is [`BOUND_PREFIX`]: the body must end with a confirmation.
+    bound: bool,
 }
 
 fn split(token: &str) -> Result<Parts<'_>, VerifyError> {
     if token.len() > MAX_TOKEN_LEN {
         return Err(VerifyError::Malformed);
     }
-    let Some(rest) = token.strip_prefix(PREFIX) else {
+    let (prefix, bound) = if token.starts_with(BOUND_PREFIX) {
+        (BOUND_PREFIX, true)
+    } else {
+        (PREFIX, false)
+    };
+    let Some(rest) = token.strip_prefix(prefix) else {
         let family_dot = token.find('.').map(|i| &token[..i]);
         let other_version = family_dot.and_then(|head| head.strip_prefix(FAMILY));
         return match other_version {
@@ -237,11 +265,12 @@ fn split(token: &str) -> Result<Parts<'_>, VerifyError> {
     if n != TAG_LEN {
         return Err(VerifyError::Malformed);
     }
-    let signed = &token[..PREFIX.len() + body_b64.len()];
+    let signed = &token[..prefix.len() + body_b64.len()];
     Ok(Parts {
         signed,
         body_b64,
         tag,
+        bound,
     })
 }
 
@@ -324,7 +353,7 @@ pub fn verify_with(
     tag(key, parts.signed.as_bytes())
         .verify_slice(&parts.tag)
         .map_err(|_| VerifyError::BadSignature)?;
-    let body = decode_body(raw).ok_or(VerifyError::Malformed)?;
+    let body = decode_body(raw, parts.bound).ok_or(VerifyError::Malformed)?;
     if body.exp.saturating_add(skew) <= now {
         return Err(VerifyError::Expired);
     }
@@ -342,8 +371,12 @@ pub fn verify_with(
 pub fn inspect(token: &str) -> Result<TokenBody, VerifyError> {
     let parts = split(token)?;
     let (mut small, mut large) = ([0u8; SMALL_BODY_LEN], Vec::new());
-    decode_body(decode_raw(parts.body_b64, &mut small, &mut large)?).ok_or(VerifyError::Malformed)
+    let raw = decode_raw(parts.body_b64, &mut small, &mut large)?;
+    decode_body(raw, parts.bound).ok_or(VerifyError::Malformed)
 }
+
+#[cfg(test)]
+mod bound_tests;
 
 #[cfg(test)]
 mod tests {
@@ -370,6 +403,7 @@ mod tests {
                     value: "a@example.com".into(),
                 }],
             },
+            cnf: None,
         }
     }
 
@@ -521,12 +555,12 @@ mod tests {
         let long = format!("mmat1.{}.{}", "A".repeat(MAX_TOKEN_LEN), "A".repeat(43));
         assert_eq!(verify(&ring, &long, 0, 0), Err(VerifyError::Malformed));
         let t = mint(&key(1), &body(1)).unwrap();
-        let v2 = t.replacen("mmat1.", "mmat2.", 1);
+        let v3 = t.replacen("mmat1.", "mmat3.", 1);
         assert_eq!(
-            verify(&ring, &v2, 1_500, 0),
+            verify(&ring, &v3, 1_500, 0),
             Err(VerifyError::UnknownVersion)
         );
-        assert_eq!(inspect(&v2), Err(VerifyError::UnknownVersion));
+        assert_eq!(inspect(&v3), Err(VerifyError::UnknownVersion));
     }
 
     fn arb_identity() -> impl Strategy<Value = Identity> {
@@ -574,8 +608,9 @@ mod tests {
             life in 1u64..1_000_000,
             client in "[^\\p{Cc}]{1,40}",
             identity in arb_identity(),
+            cnf in any::<Option<[u8; 32]>>(),
         ) {
-            let body = TokenBody { kid, jti, iat, exp: iat + life, client, identity };
+            let body = TokenBody { kid, jti, iat, exp: iat + life, client, identity, cnf };
             let ring = KeyRing::new((1..5).map(key).collect(), Some(kid)).unwrap();
             let t = mint(&key(kid), &body).unwrap();
             prop_assert!(t.len() <= MAX_TOKEN_LEN);

@@ -99,6 +99,7 @@ fn all_vectors() {
                     })
                     .collect(),
             },
+            cnf: None,
         };
         let key = ring.get(case.kid).unwrap();
         assert_eq!(
