@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes tokens.json: test vectors for the mmat1 token format.
+"""Writes tokens.json: test vectors for the mmat1 token format, bound mmat2 tokens and JWK
+thumbprints (RFC 7638).
 
 This is a second, independent implementation of docs/token-format.md (standard library only), so
 the vectors check the Rust code against the specification rather than against itself.
@@ -46,20 +47,49 @@ valid_specs = [
      ["role-%02d" % i for i in range(48)], [("email", "dave@example.com")]),
 ]
 
+# RFC 7638 thumbprints: the canonical JSON of the required members, sorted, no whitespace.
+def thumbprint(jwk):
+    required = {"EC": ("crv", "kty", "x", "y"), "OKP": ("crv", "kty", "x")}[jwk["kty"]]
+    canonical = json.dumps({k: jwk[k] for k in required}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).digest()
+
+
+# The P-256 key of RFC 7515 appendix A.3 and the Ed25519 key of RFC 8037 appendix A.2.
+JWKS = [
+    {"kty": "EC", "crv": "P-256", "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+     "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"},
+    {"kty": "OKP", "crv": "Ed25519", "x": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"},
+]
+JKT = thumbprint(JWKS[0])
+
+bound_specs = [
+    ("bound client token", 1, bytes([4] * 16), 1700000000, 1700000300, "client", "spa", "", [], [], JKT),
+    ("bound user token", 2, bytes([5] * 16), 1700000000, 1700003600, "user", "spa", "erin", ["viewer"], [],
+     thumbprint(JWKS[1])),
+]
+
 valid = []
-for name, kid, jti, iat, exp, kind, client, subject, roles, claims in valid_specs:
+for name, kid, jti, iat, exp, kind, client, subject, roles, claims, *cnf in valid_specs + bound_specs:
     raw = body(kid, jti, iat, exp, kind, client, subject, roles, claims)
+    cnf = cnf[0] if cnf else None
     valid.append({
         "name": name, "kid": kid, "jti": jti.hex(), "iat": iat, "exp": exp, "kind": kind,
         "client": client, "subject": subject, "roles": roles,
         "claims": [{"type": t, "value": v} for t, v in claims],
-        "verify_at": iat, "token": sign(raw, kid),
+        "cnf": cnf.hex() if cnf else None,
+        "verify_at": iat,
+        "token": sign(raw + cnf, kid, prefix="mmat2.") if cnf else sign(raw, kid),
     })
 
 good = valid[0]["token"]
 good_raw = body(*valid_specs[0][1:])
 prefix_body, tag = good.rsplit(".", 1)
 now = valid[0]["iat"] + 10
+
+bound = valid[len(valid_specs)]["token"]
+bound_raw = body(*bound_specs[0][1:-1]) + bound_specs[0][-1]
+bound_prefix_body, bound_tag = bound.rsplit(".", 1)
+
 
 def flip(ch):
     return "B" if ch != "B" else "C"
@@ -69,7 +99,16 @@ invalid = [
     ("prefix only", "mmat1.", "malformed"),
     ("no tag", prefix_body, "malformed"),
     ("other family", good.replace("mmat1.", "xmat1.", 1), "malformed"),
-    ("unknown version", sign(good_raw, 1, prefix="mmat2."), "unknown_version"),
+    ("unknown version", sign(good_raw, 1, prefix="mmat3."), "unknown_version"),
+    ("bound token relabelled mmat1", bound.replace("mmat2.", "mmat1.", 1), "bad_signature"),
+    ("bearer token relabelled mmat2", good.replace("mmat1.", "mmat2.", 1), "bad_signature"),
+    # The last base64url characters of the body encode the jkt's last bytes.
+    ("bound token with the jkt altered", bound_prefix_body[:-2] + flip(bound_prefix_body[-2]) + bound_prefix_body[-1] + "." + bound_tag,
+     "bad_signature"),
+    ("bound body without its jkt", sign(bound_raw[:-32], 1, prefix="mmat2."), "malformed"),
+    ("bound body with a truncated jkt", sign(bound_raw[:-1], 1, prefix="mmat2."), "malformed"),
+    ("bound body signed as mmat1", sign(bound_raw, 1), "malformed"),
+    ("bound token truncated", bound[:-5], "malformed"),
     ("tag altered", prefix_body + "." + flip(tag[0]) + tag[1:], "bad_signature"),
     ("body altered", prefix_body[:30] + flip(prefix_body[30]) + prefix_body[31:] + "." + tag, "bad_signature"),
     ("signed with another key under kid 1", sign(good_raw, 2), "bad_signature"),
@@ -104,7 +143,8 @@ lifetime = [
 ]
 
 out = {
-    "format": "mmat1",
+    "format": "mmat1 and mmat2",
+    "thumbprints": [{"jwk": j, "jkt": b64(thumbprint(j))} for j in JWKS],
     "keys": [{"kid": k, "secret": v.hex()} for k, v in sorted(KEYS.items())],
     "valid": valid,
     "invalid": [{"name": n, "token": t, "now": now, "skew": 0, "reason": r} for n, t, r in invalid]

@@ -10,6 +10,13 @@ struct Vectors {
     keys: Vec<VKey>,
     valid: Vec<Valid>,
     invalid: Vec<Invalid>,
+    thumbprints: Vec<Thumbprint>,
+}
+
+#[derive(Deserialize)]
+struct Thumbprint {
+    jwk: serde_json::Value,
+    jkt: String,
 }
 
 #[derive(Deserialize)]
@@ -37,6 +44,8 @@ struct Valid {
     subject: String,
     roles: Vec<String>,
     claims: Vec<VClaim>,
+    /// The confirmation of a bound (`mmat2`) token, hex; `null` for `mmat1`.
+    cnf: Option<String>,
     verify_at: u64,
     token: String,
 }
@@ -73,6 +82,7 @@ fn load() -> (Vectors, KeyRing) {
 fn all_vectors() {
     let (v, ring) = load();
     assert!(v.valid.len() >= 4 && v.invalid.len() >= 25);
+    assert!(v.valid.iter().any(|c| c.cnf.is_some()));
     for case in &v.valid {
         let kind = match case.kind.as_str() {
             "user" => SubjectKind::User,
@@ -99,7 +109,7 @@ fn all_vectors() {
                     })
                     .collect(),
             },
-            cnf: None,
+            cnf: case.cnf.as_deref().map(|c| hex(c).try_into().unwrap()),
         };
         let key = ring.get(case.kid).unwrap();
         assert_eq!(
@@ -130,4 +140,29 @@ fn all_vectors() {
             case.name
         );
     }
+}
+
+#[test]
+fn thumbprints_match_the_independent_generator() {
+    let (v, _) = load();
+    assert!(v.thumbprints.len() >= 2);
+    for t in &v.thumbprints {
+        let jkt = shared::dpop::jkt(&t.jwk.to_string()).expect("an allowed key");
+        assert_eq!(base64_url(&jkt), t.jkt, "{}", t.jwk);
+    }
+}
+
+fn base64_url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..=chunk.len() {
+            out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+        }
+    }
+    out
 }
