@@ -233,7 +233,6 @@ async fn refusals_follow_rfc_6750() {
         &TokenBody {
             kid: 77,
             ..body.clone()
-            cnf: None,
         },
     )
     .unwrap();
