@@ -6,7 +6,10 @@ This is a second, independent implementation of docs/token-format.md (standard l
 the vectors check the Rust code against the specification rather than against itself.
 Run: python3 shared/test_vectors/generate.py > shared/test_vectors/tokens.json
 """
-import base64, hashlib, hmac, json, struct
+import base64, hashlib, hmac, json, os, struct, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ed25519  # noqa: E402  (the pure-Python signer next to this file)
 
 KEYS = {1: bytes(range(32)), 2: bytes([0xA5] * 32)}
 KIND = {"user": 1, "client": 2, "impersonation": 3}
@@ -142,11 +145,68 @@ lifetime = [
     ("issued in the future", good, valid[0]["iat"] - 31, 30, "not_yet_valid"),
 ]
 
+# DPoP proofs (RFC 9449 section 4.3), signed with the Ed25519 key of RFC 8037 appendix A.1.
+ED_SECRET = base64.urlsafe_b64decode("nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A=")
+assert b64(ed25519.public_key(ED_SECRET)) == JWKS[1]["x"]
+# RFC 8037 appendix A.4: the signer reproduces the RFC's own signature.
+assert b64(ed25519.sign(ED_SECRET, b"eyJhbGciOiJFZERTQSJ9.RXhhbXBsZSBvZiBFZDI1NTE5IHNpZ25pbmc")) == (
+    "hgyY0il_MGCjP0JzlnLWG1PPOt7-09PGcvMg3AIbQR6dWbhijcNR4ki4iylGjg5BhVsPt9g7sVvpAr_MuM0KAg")
+
+D_NOW, D_URL, D_TOKEN = 1700000100, "https://media.example.com/apiv2/MediaService/Find", bound
+
+
+def jws(header, claims, secret=ED_SECRET):
+    signed = b64(json.dumps(header).encode()) + "." + b64(json.dumps(claims).encode())
+    return signed + "." + b64(ed25519.sign(secret, signed.encode()))
+
+
+def proof(header_extra=None, jwk_extra=None, **claims_extra):
+    header = {"typ": "dpop+jwt", "alg": "EdDSA", "jwk": dict(JWKS[1], **(jwk_extra or {}))}
+    header.update(header_extra or {})
+    claims = {"jti": "e1j3V_bKic8-LAEB", "htm": "POST", "htu": D_URL, "iat": D_NOW,
+              "ath": b64(hashlib.sha256(D_TOKEN.encode()).digest())}
+    claims.update(claims_extra)
+    return jws(header, {k: v for k, v in claims.items() if v is not None})
+
+
+good_proof = proof()
+dpop = [
+    ("good EdDSA proof", good_proof, None),
+    ("htu differing only in case, default port, query and fragment",
+     proof(htu="HTTPS://Media.Example.COM:443/apiv2/MediaService/Find?q=1#x"), None),
+    ("iat at the edge of the window", proof(iat=D_NOW - 60), None),
+    ("iat past the window", proof(iat=D_NOW - 61), "Stale"),
+    ("iat ahead of the window", proof(iat=D_NOW + 61), "FromTheFuture"),
+    ("other method", proof(htm="GET"), "MethodMismatch"),
+    ("other path", proof(htu=D_URL + "/x"), "UrlMismatch"),
+    ("no ath", proof(ath=None), "MissingAth"),
+    ("ath of another token", proof(ath=b64(hashlib.sha256(b"other").digest())), "AthMismatch"),
+    ("empty jti", proof(jti=""), "BadJti"),
+    ("typ jwt", proof(header_extra={"typ": "jwt"}), "BadType"),
+    ("alg none", b64(json.dumps({"typ": "dpop+jwt", "alg": "none", "jwk": JWKS[1]}).encode()) + "."
+     + good_proof.split(".")[1] + ".", "BadAlgorithm"),
+    ("alg HS256", proof(header_extra={"alg": "HS256"}), "BadAlgorithm"),
+    ("private key in the jwk", proof(jwk_extra={"d": b64(ED_SECRET)}), "PrivateKey"),
+    ("EdDSA with a P-256 jwk", proof(header_extra={"jwk": JWKS[0]}), "BadKey"),
+    ("signature altered", good_proof[:-3] + ("A" if good_proof[-3] != "A" else "B") + good_proof[-2:],
+     "BadSignature"),
+    ("signed by another key", jws(json.loads(base64.urlsafe_b64decode(good_proof.split(".")[0] + "==")),
+                                  json.loads(base64.urlsafe_b64decode(good_proof.split(".")[1] + "==")),
+                                  secret=bytes(32)), "BadSignature"),
+    ("two parts", good_proof.rsplit(".", 1)[0], "Malformed"),
+    ("oversize", "A" * 8193, "TooLong"),
+]
+
 out = {
     "format": "mmat1 and mmat2",
     "thumbprints": [{"jwk": j, "jkt": b64(thumbprint(j))} for j in JWKS],
     "keys": [{"kid": k, "secret": v.hex()} for k, v in sorted(KEYS.items())],
     "valid": valid,
+    "dpop": {
+        "now": D_NOW, "method": "POST", "url": D_URL, "access_token": D_TOKEN, "window": 60,
+        "jkt": b64(thumbprint(JWKS[1])),
+        "proofs": [{"name": n, "proof": pr, "error": e} for n, pr, e in dpop],
+    },
     "invalid": [{"name": n, "token": t, "now": now, "skew": 0, "reason": r} for n, t, r in invalid]
              + [{"name": n, "token": t, "now": at, "skew": sk, "reason": r} for n, t, at, sk, r in lifetime],
 }

@@ -1,9 +1,10 @@
 //! Runs every JSON test vector of `test_vectors/tokens.json`: valid tokens must mint byte for byte
-//! and verify; must-fail tokens must fail for the stated reason.
+//! and verify; must-fail tokens must fail for the stated reason. JWK thumbprints and DPoP proofs
+//! made by the generator's own Ed25519 signer must give its thumbprints and its verdicts.
 
 use serde::Deserialize;
 use shared::token::{self, Claim, Identity, SubjectKind, TokenBody};
-use shared::{Key, KeyRing};
+use shared::{dpop, Key, KeyRing};
 
 #[derive(Deserialize)]
 struct Vectors {
@@ -11,6 +12,26 @@ struct Vectors {
     valid: Vec<Valid>,
     invalid: Vec<Invalid>,
     thumbprints: Vec<Thumbprint>,
+    dpop: Dpop,
+}
+
+#[derive(Deserialize)]
+struct Dpop {
+    now: u64,
+    method: String,
+    url: String,
+    access_token: String,
+    window: u64,
+    jkt: String,
+    proofs: Vec<DpopCase>,
+}
+
+#[derive(Deserialize)]
+struct DpopCase {
+    name: String,
+    proof: String,
+    /// The `DpopError` variant the proof must fail with; `null` for a good proof.
+    error: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -149,6 +170,29 @@ fn thumbprints_match_the_independent_generator() {
     for t in &v.thumbprints {
         let jkt = shared::dpop::jkt(&t.jwk.to_string()).expect("an allowed key");
         assert_eq!(base64_url(&jkt), t.jkt, "{}", t.jwk);
+    }
+}
+
+#[test]
+fn dpop_proofs_from_the_independent_signer() {
+    let (v, _) = load();
+    let d = &v.dpop;
+    let expect = dpop::Expect {
+        method: &d.method,
+        url: &d.url,
+        access_token: Some(&d.access_token),
+        now: d.now,
+        window_seconds: d.window,
+        nonce_check: dpop::NonceCheck::Off,
+    };
+    assert!(d.proofs.len() >= 15);
+    for case in &d.proofs {
+        let got = dpop::check_proof(&case.proof, &expect);
+        match (&case.error, got) {
+            (None, Ok(p)) => assert_eq!(p.jkt_b64(), d.jkt, "{}", case.name),
+            (Some(want), Err(e)) => assert_eq!(&format!("{e:?}"), want, "{}", case.name),
+            (want, got) => panic!("{}: want {want:?}, got {got:?}", case.name),
+        }
     }
 }
 
