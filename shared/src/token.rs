@@ -341,14 +341,51 @@ pub fn verify(
 /// lifetime (`exp - iat`) longer than `limits.max_lifetime` ([`VerifyError::LifetimeTooLong`]).
 /// The lifetime is checked last: a token that is expired and claims too long a lifetime is
 /// [`VerifyError::Expired`].
+///
+/// Bearer tokens only: a bound token (`mmat2`) is refused as [`VerifyError::UnknownVersion`],
+/// exactly as before bound tokens existed, so a caller that knows nothing of DPoP can never
+/// accept one as `Bearer`. A caller that checks DPoP proofs uses [`verify_any_with`].
 pub fn verify_with(
     ring: &KeyRing,
     token: &str,
     now: u64,
     limits: Limits,
 ) -> Result<VerifiedToken, VerifyError> {
+    verify_parts(ring, token, now, limits, false)
+}
+
+/// Verifies a bearer (`mmat1`) or a bound (`mmat2`) token as [`verify_with`] does. The caller
+/// must then hold a bound token ([`VerifiedToken::confirmation`] is `Some`) to a DPoP proof by
+/// that key ([`crate::dpop::Proof::confirms`]); a token presented as `Bearer` goes through
+/// [`verify_with`] instead.
+pub fn verify_any_with(
+    ring: &KeyRing,
+    token: &str,
+    now: u64,
+    limits: Limits,
+) -> Result<VerifiedToken, VerifyError> {
+    verify_parts(ring, token, now, limits, true)
+}
+
+/// Whether `token` has the prefix of a bound token: lets a verifier of `Bearer` tokens tell
+/// "bound, present it with a DPoP proof" apart from other unknown versions. Says nothing of
+/// whether the token is authentic.
+pub fn is_bound(token: &str) -> bool {
+    token.starts_with(BOUND_PREFIX)
+}
+
+fn verify_parts(
+    ring: &KeyRing,
+    token: &str,
+    now: u64,
+    limits: Limits,
+    allow_bound: bool,
+) -> Result<VerifiedToken, VerifyError> {
     let skew = limits.skew;
     let parts = split(token)?;
+    if parts.bound && !allow_bound {
+        return Err(VerifyError::UnknownVersion);
+    }
     let (mut small, mut large) = ([0u8; SMALL_BODY_LEN], Vec::new());
     let raw = decode_raw(parts.body_b64, &mut small, &mut large)?;
     let kid = raw.first_chunk().map(|b| u32::from_be_bytes(*b));

@@ -11,6 +11,14 @@ fn ring() -> KeyRing {
     KeyRing::new(vec![key()], Some(1)).unwrap()
 }
 
+fn verify(ring: &KeyRing, token: &str, now: u64, skew: u64) -> Result<VerifiedToken, VerifyError> {
+    let limits = Limits {
+        skew,
+        max_lifetime: u64::MAX,
+    };
+    verify_any_with(ring, token, now, limits)
+}
+
 fn bound_body() -> TokenBody {
     TokenBody {
         kid: 1,
@@ -42,6 +50,35 @@ fn a_bound_token_is_mmat2_and_carries_its_confirmation() {
     let t1 = mint(&key(), &bearer).unwrap();
     assert!(t1.starts_with(PREFIX));
     assert_eq!(verify(&ring(), &t1, 1_500, 0).unwrap().confirmation(), None);
+}
+
+#[test]
+fn the_bearer_verifiers_refuse_a_bound_token_as_an_unknown_version() {
+    let t = mint(&key(), &bound_body()).unwrap();
+    assert!(is_bound(&t));
+    assert_eq!(
+        super::verify(&ring(), &t, 1_500, 0),
+        Err(VerifyError::UnknownVersion)
+    );
+    let limits = Limits {
+        skew: 0,
+        max_lifetime: 900,
+    };
+    assert_eq!(
+        verify_with(&ring(), &t, 1_500, limits),
+        Err(VerifyError::UnknownVersion)
+    );
+    assert!(verify_any_with(&ring(), &t, 1_500, limits).is_ok());
+    let bearer = mint(
+        &key(),
+        &TokenBody {
+            cnf: None,
+            ..bound_body()
+        },
+    )
+    .unwrap();
+    assert!(!is_bound(&bearer));
+    assert!(verify_with(&ring(), &bearer, 1_500, limits).is_ok());
 }
 
 #[test]
