@@ -41,6 +41,7 @@ fuzz_target!(|i: Input| {
                 .map(|(typ, value)| Claim { typ, value })
                 .collect(),
         },
+        cnf: None,
     };
     let key = Key::new(i.kid, i.secret);
     let Ok(t) = token::mint(&key, &body) else {

@@ -22,6 +22,7 @@ fn body() -> TokenBody {
                 value: "alice@example.com".into(),
             }],
         },
+        cnf: None,
     }
 }
 

@@ -12,6 +12,7 @@
 
 pub mod basic;
 pub mod claims;
+pub mod dpop;
 pub mod edge_feed;
 pub mod error;
 pub mod grant;

@@ -3,6 +3,11 @@
 //! A token is `mmat1.<body>.<tag>`: the family `mmat` and version `1`, the body in unpadded
 //! base64url, and an HMAC-SHA256 tag (unpadded base64url) over everything before the last dot.
 //! The prefix is inside the MAC, so a body can never be replayed under another version or purpose.
+//!
+//! A bound (sender-constrained) token is `mmat2.<body>.<tag>`: the same body followed by the
+//! 32-byte RFC 7638 thumbprint of the holder's key ([`TokenBody::cnf`]). A verifier that knows only
+//! version 1 refuses it as an unknown version; one that knows both must refuse it as `Bearer` and
+//! accept it only with a DPoP proof by that key ([`crate::dpop`]).
 
 use crate::error::VerifyError;
 use crate::key::{HmacSha256, Key, KeyRing};
@@ -20,6 +25,13 @@ pub const FAMILY: &str = "mmat";
 pub const VERSION: u8 = 1;
 /// Everything before the body: family, version and the separating dot.
 pub const PREFIX: &str = "mmat1.";
+/// The version of a bound (sender-constrained) token: the body of version 1 followed by the
+/// 32-byte confirmation. An edge that knows only version 1 refuses it as an unknown version.
+pub const BOUND_VERSION: u8 = 2;
+/// The prefix of a bound token.
+pub const BOUND_PREFIX: &str = "mmat2.";
+/// Length of a confirmation: the RFC 7638 SHA-256 thumbprint of the holder's public key.
+pub const JKT_LEN: usize = 32;
 /// Longest token accepted, in bytes. Longer input is rejected before any decoding.
 pub const MAX_TOKEN_LEN: usize = 4096;
 /// Longest string field (client, subject, role, claim type or value), in bytes.
@@ -114,6 +126,10 @@ pub struct TokenBody {
     pub client: String,
     /// Whom the token speaks for.
     pub identity: Identity,
+    /// The confirmation of a bound token: the RFC 7638 SHA-256 thumbprint (`jkt`) of the key
+    /// whose DPoP proof must accompany every use. `Some` is minted as `mmat2`, `None` as `mmat1`.
+    /// A verifier must refuse a bound token presented as `Bearer`.
+    pub cnf: Option<[u8; JKT_LEN]>,
 }
 
 impl TokenBody {
@@ -138,6 +154,11 @@ impl VerifiedToken {
     /// The verified contents, by value.
     pub fn into_body(self) -> TokenBody {
         self.0
+    }
+
+    /// The key thumbprint a bound token is confirmed with; `None` for a bearer token.
+    pub fn confirmation(&self) -> Option<&[u8; JKT_LEN]> {
+        self.0.cnf.as_ref()
     }
 }
 
@@ -192,8 +213,13 @@ pub fn mint(key: &Key, body: &TokenBody) -> Result<String, MintError> {
     }
     identity_ok(&body.identity)?;
     let raw = encode_body(body);
-    let mut token = String::with_capacity(PREFIX.len() + raw.len() * 4 / 3 + 2 + TAG_B64_LEN);
-    token.push_str(PREFIX);
+    let prefix = if body.cnf.is_some() {
+        BOUND_PREFIX
+    } else {
+        PREFIX
+    };
+    let mut token = String::with_capacity(prefix.len() + raw.len() * 4 / 3 + 2 + TAG_B64_LEN);
+    token.push_str(prefix);
     URL_SAFE_NO_PAD.encode_string(&raw, &mut token);
     let mac = tag(key, token.as_bytes()).finalize().into_bytes();
     token.push('.');
@@ -210,13 +236,20 @@ struct Parts<'a> {
     signed: &'a str,
     body_b64: &'a str,
     tag: [u8; TAG_LEN],
+    /// Whether the prefix is [`BOUND_PREFIX`]: the body must end with a confirmation.
+    bound: bool,
 }
 
 fn split(token: &str) -> Result<Parts<'_>, VerifyError> {
     if token.len() > MAX_TOKEN_LEN {
         return Err(VerifyError::Malformed);
     }
-    let Some(rest) = token.strip_prefix(PREFIX) else {
+    let (prefix, bound) = if token.starts_with(BOUND_PREFIX) {
+        (BOUND_PREFIX, true)
+    } else {
+        (PREFIX, false)
+    };
+    let Some(rest) = token.strip_prefix(prefix) else {
         let family_dot = token.find('.').map(|i| &token[..i]);
         let other_version = family_dot.and_then(|head| head.strip_prefix(FAMILY));
         return match other_version {
@@ -237,11 +270,12 @@ fn split(token: &str) -> Result<Parts<'_>, VerifyError> {
     if n != TAG_LEN {
         return Err(VerifyError::Malformed);
     }
-    let signed = &token[..PREFIX.len() + body_b64.len()];
+    let signed = &token[..prefix.len() + body_b64.len()];
     Ok(Parts {
         signed,
         body_b64,
         tag,
+        bound,
     })
 }
 
@@ -307,14 +341,51 @@ pub fn verify(
 /// lifetime (`exp - iat`) longer than `limits.max_lifetime` ([`VerifyError::LifetimeTooLong`]).
 /// The lifetime is checked last: a token that is expired and claims too long a lifetime is
 /// [`VerifyError::Expired`].
+///
+/// Bearer tokens only: a bound token (`mmat2`) is refused as [`VerifyError::UnknownVersion`],
+/// exactly as before bound tokens existed, so a caller that knows nothing of DPoP can never
+/// accept one as `Bearer`. A caller that checks DPoP proofs uses [`verify_any_with`].
 pub fn verify_with(
     ring: &KeyRing,
     token: &str,
     now: u64,
     limits: Limits,
 ) -> Result<VerifiedToken, VerifyError> {
+    verify_parts(ring, token, now, limits, false)
+}
+
+/// Verifies a bearer (`mmat1`) or a bound (`mmat2`) token as [`verify_with`] does. The caller
+/// must then hold a bound token ([`VerifiedToken::confirmation`] is `Some`) to a DPoP proof by
+/// that key ([`crate::dpop::Proof::confirms`]); a token presented as `Bearer` goes through
+/// [`verify_with`] instead.
+pub fn verify_any_with(
+    ring: &KeyRing,
+    token: &str,
+    now: u64,
+    limits: Limits,
+) -> Result<VerifiedToken, VerifyError> {
+    verify_parts(ring, token, now, limits, true)
+}
+
+/// Whether `token` has the prefix of a bound token: lets a verifier of `Bearer` tokens tell
+/// "bound, present it with a DPoP proof" apart from other unknown versions. Says nothing of
+/// whether the token is authentic.
+pub fn is_bound(token: &str) -> bool {
+    token.starts_with(BOUND_PREFIX)
+}
+
+fn verify_parts(
+    ring: &KeyRing,
+    token: &str,
+    now: u64,
+    limits: Limits,
+    allow_bound: bool,
+) -> Result<VerifiedToken, VerifyError> {
     let skew = limits.skew;
     let parts = split(token)?;
+    if parts.bound && !allow_bound {
+        return Err(VerifyError::UnknownVersion);
+    }
     let (mut small, mut large) = ([0u8; SMALL_BODY_LEN], Vec::new());
     let raw = decode_raw(parts.body_b64, &mut small, &mut large)?;
     let kid = raw.first_chunk().map(|b| u32::from_be_bytes(*b));
@@ -324,7 +395,7 @@ pub fn verify_with(
     tag(key, parts.signed.as_bytes())
         .verify_slice(&parts.tag)
         .map_err(|_| VerifyError::BadSignature)?;
-    let body = decode_body(raw).ok_or(VerifyError::Malformed)?;
+    let body = decode_body(raw, parts.bound).ok_or(VerifyError::Malformed)?;
     if body.exp.saturating_add(skew) <= now {
         return Err(VerifyError::Expired);
     }
@@ -342,254 +413,12 @@ pub fn verify_with(
 pub fn inspect(token: &str) -> Result<TokenBody, VerifyError> {
     let parts = split(token)?;
     let (mut small, mut large) = ([0u8; SMALL_BODY_LEN], Vec::new());
-    decode_body(decode_raw(parts.body_b64, &mut small, &mut large)?).ok_or(VerifyError::Malformed)
+    let raw = decode_raw(parts.body_b64, &mut small, &mut large)?;
+    decode_body(raw, parts.bound).ok_or(VerifyError::Malformed)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
+mod bound_tests;
 
-    fn key(id: u32) -> Key {
-        Key::new(id, [id as u8; 32])
-    }
-
-    fn body(kid: u32) -> TokenBody {
-        TokenBody {
-            kid,
-            jti: [7; JTI_LEN],
-            iat: 1_000,
-            exp: 1_900,
-            client: "app".into(),
-            identity: Identity {
-                kind: SubjectKind::User,
-                subject: "alice".into(),
-                roles: vec!["editor".into()],
-                claims: vec![Claim {
-                    typ: "email".into(),
-                    value: "a@example.com".into(),
-                }],
-            },
-        }
-    }
-
-    #[test]
-    fn mint_then_verify_round_trips() {
-        let ring = KeyRing::new(vec![key(1)], Some(1)).unwrap();
-        let t = mint(&key(1), &body(1)).unwrap();
-        assert!(t.starts_with("mmat1."));
-        assert_eq!(verify(&ring, &t, 1_500, 0).unwrap().body(), &body(1));
-        assert_eq!(inspect(&t).unwrap(), body(1));
-    }
-
-    #[test]
-    fn lifetime_is_checked_with_skew() {
-        let ring = KeyRing::new(vec![key(1)], Some(1)).unwrap();
-        let t = mint(&key(1), &body(1)).unwrap();
-        assert_eq!(verify(&ring, &t, 1_900, 0), Err(VerifyError::Expired));
-        assert!(verify(&ring, &t, 1_900, 30).is_ok());
-        assert_eq!(verify(&ring, &t, 1_930, 30), Err(VerifyError::Expired));
-        assert_eq!(verify(&ring, &t, 999, 0), Err(VerifyError::NotYetValid));
-        assert!(verify(&ring, &t, 990, 10).is_ok());
-    }
-
-    #[test]
-    fn a_lifetime_over_the_limit_is_refused_after_every_other_check() {
-        let ring = KeyRing::new(vec![key(1)], Some(1)).unwrap();
-        // iat 1,000, exp 1,900: a lifetime of 900 s.
-        let t = mint(&key(1), &body(1)).unwrap();
-        let within = |max_lifetime| {
-            verify_with(
-                &ring,
-                &t,
-                1_500,
-                Limits {
-                    skew: 0,
-                    max_lifetime,
-                },
-            )
-        };
-        assert_eq!(within(900).unwrap().body(), &body(1));
-        assert_eq!(within(899), Err(VerifyError::LifetimeTooLong));
-        assert_eq!(within(0), Err(VerifyError::LifetimeTooLong));
-        assert!(verify(&ring, &t, 1_500, 0).is_ok(), "no limit");
-        let limits = Limits {
-            skew: 30,
-            max_lifetime: 1,
-        };
-        assert_eq!(
-            verify_with(&ring, &t, 1_930, limits),
-            Err(VerifyError::Expired),
-            "expiry first"
-        );
-        assert_eq!(
-            verify_with(&ring, &t, 969, limits),
-            Err(VerifyError::NotYetValid)
-        );
-        assert!(verify_with(
-            &ring,
-            &t,
-            1_929,
-            Limits {
-                max_lifetime: 900,
-                ..limits
-            }
-        )
-        .is_ok());
-        let other = KeyRing::new(vec![key(2)], Some(2)).unwrap();
-        assert_eq!(
-            verify_with(&other, &t, 1_500, limits),
-            Err(VerifyError::UnknownKey)
-        );
-    }
-
-    #[test]
-    fn the_tag_is_checked_before_the_body_is_read() {
-        // A body whose subject kind byte is 9: broken, but with a readable key id.
-        let broken = |kid: u32, signer: &Key| {
-            let mut raw = encode_body(&body(kid));
-            raw[4 + JTI_LEN + 16] = 9;
-            let signed = format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(&raw));
-            let tag = tag(signer, signed.as_bytes()).finalize().into_bytes();
-            format!("{signed}.{}", URL_SAFE_NO_PAD.encode(tag))
-        };
-        let ring = KeyRing::new(vec![key(1)], Some(1)).unwrap();
-        let check = |t: &str| verify(&ring, t, 1_500, 0);
-        assert_eq!(check(&broken(1, &key(1))), Err(VerifyError::Malformed));
-        assert_eq!(check(&broken(7, &key(1))), Err(VerifyError::UnknownKey));
-        assert_eq!(check(&broken(1, &key(2))), Err(VerifyError::BadSignature));
-    }
-
-    #[test]
-    fn unknown_key_and_wrong_key_fail() {
-        let t = mint(&key(1), &body(1)).unwrap();
-        let other = KeyRing::new(vec![key(2)], Some(2)).unwrap();
-        assert_eq!(verify(&other, &t, 1_500, 0), Err(VerifyError::UnknownKey));
-        let same_id_other_secret = KeyRing::new(vec![Key::new(1, [9; 32])], Some(1)).unwrap();
-        assert_eq!(
-            verify(&same_id_other_secret, &t, 1_500, 0),
-            Err(VerifyError::BadSignature)
-        );
-    }
-
-    #[test]
-    fn every_single_byte_change_fails() {
-        let ring = KeyRing::new(vec![key(1)], Some(1)).unwrap();
-        let t = mint(&key(1), &body(1)).unwrap();
-        for i in 0..t.len() {
-            for replacement in 0u8..128 {
-                let mut bytes = t.clone().into_bytes();
-                if bytes[i] == replacement {
-                    continue;
-                }
-                bytes[i] = replacement;
-                let tampered = String::from_utf8(bytes).unwrap();
-                assert!(
-                    verify(&ring, &tampered, 1_500, 0).is_err(),
-                    "byte {i} -> {replacement:#x} verified"
-                );
-            }
-        }
-        for cut in 0..t.len() {
-            assert!(
-                verify(&ring, &t[..cut], 1_500, 0).is_err(),
-                "prefix of {cut} bytes verified"
-            );
-        }
-    }
-
-    #[test]
-    fn mint_refuses_bad_identities() {
-        let mut b = body(1);
-        b.identity.roles.push("a,b".into());
-        assert_eq!(mint(&key(1), &b), Err(MintError::InvalidField("role")));
-        let mut b = body(1);
-        b.identity.kind = SubjectKind::Client;
-        assert_eq!(mint(&key(1), &b), Err(MintError::InconsistentIdentity));
-        let mut b = body(1);
-        b.client = "x\ny".into();
-        assert_eq!(mint(&key(1), &b), Err(MintError::InvalidField("client")));
-        assert_eq!(mint(&key(2), &body(1)), Err(MintError::KeyMismatch));
-        let mut b = body(1);
-        b.exp = 10;
-        assert_eq!(mint(&key(1), &b), Err(MintError::ExpiresBeforeIssued));
-    }
-
-    #[test]
-    fn oversize_and_other_versions_are_rejected() {
-        let ring = KeyRing::new(vec![key(1)], Some(1)).unwrap();
-        let long = format!("mmat1.{}.{}", "A".repeat(MAX_TOKEN_LEN), "A".repeat(43));
-        assert_eq!(verify(&ring, &long, 0, 0), Err(VerifyError::Malformed));
-        let t = mint(&key(1), &body(1)).unwrap();
-        let v2 = t.replacen("mmat1.", "mmat2.", 1);
-        assert_eq!(
-            verify(&ring, &v2, 1_500, 0),
-            Err(VerifyError::UnknownVersion)
-        );
-        assert_eq!(inspect(&v2), Err(VerifyError::UnknownVersion));
-    }
-
-    fn arb_identity() -> impl Strategy<Value = Identity> {
-        let item = "[^,=\\p{Cc}]{1,20}";
-        (
-            0u8..3,
-            "[^\\p{Cc}]{1,30}",
-            proptest::collection::vec(item, 0..5),
-            proptest::collection::vec((item, item), 0..5),
-        )
-            .prop_map(|(k, subject, roles, claims)| {
-                let claims = claims
-                    .into_iter()
-                    .map(|(typ, value)| Claim { typ, value })
-                    .collect();
-                match k {
-                    0 => Identity {
-                        kind: SubjectKind::User,
-                        subject,
-                        roles,
-                        claims,
-                    },
-                    1 => Identity {
-                        kind: SubjectKind::Client,
-                        subject: String::new(),
-                        roles: vec![],
-                        claims: vec![],
-                    },
-                    _ => Identity {
-                        kind: SubjectKind::Impersonation,
-                        subject,
-                        roles,
-                        claims,
-                    },
-                }
-            })
-    }
-
-    proptest! {
-        #[test]
-        fn any_valid_body_round_trips(
-            kid in 1u32..5,
-            jti in any::<[u8; 16]>(),
-            iat in 0u64..u64::MAX / 2,
-            life in 1u64..1_000_000,
-            client in "[^\\p{Cc}]{1,40}",
-            identity in arb_identity(),
-        ) {
-            let body = TokenBody { kid, jti, iat, exp: iat + life, client, identity };
-            let ring = KeyRing::new((1..5).map(key).collect(), Some(kid)).unwrap();
-            let t = mint(&key(kid), &body).unwrap();
-            prop_assert!(t.len() <= MAX_TOKEN_LEN);
-            prop_assert!(t.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)));
-            let verified = verify(&ring, &t, iat, 0).unwrap();
-            prop_assert_eq!(verified.body(), &body);
-            prop_assert_eq!(inspect(&t).unwrap(), body);
-        }
-
-        #[test]
-        fn random_input_never_verifies(s in "\\PC{0,300}|mmat1\\.[A-Za-z0-9_-]{0,200}\\.[A-Za-z0-9_-]{43}") {
-            let ring = KeyRing::new(vec![key(1)], Some(1)).unwrap();
-            prop_assert!(verify(&ring, &s, 1_500, u64::MAX).is_err());
-            let _ = inspect(&s);
-        }
-    }
-}
+#[cfg(test)]
+mod tests;

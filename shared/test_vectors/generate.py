@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Writes tokens.json: test vectors for the mmat1 token format.
+"""Writes tokens.json: test vectors for the mmat1 token format, bound mmat2 tokens and JWK
+thumbprints (RFC 7638).
 
 This is a second, independent implementation of docs/token-format.md (standard library only), so
 the vectors check the Rust code against the specification rather than against itself.
 Run: python3 shared/test_vectors/generate.py > shared/test_vectors/tokens.json
 """
-import base64, hashlib, hmac, json, struct
+import base64, hashlib, hmac, json, os, struct, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ed25519  # noqa: E402  (the pure-Python signer next to this file)
 
 KEYS = {1: bytes(range(32)), 2: bytes([0xA5] * 32)}
 KIND = {"user": 1, "client": 2, "impersonation": 3}
@@ -46,20 +50,49 @@ valid_specs = [
      ["role-%02d" % i for i in range(48)], [("email", "dave@example.com")]),
 ]
 
+# RFC 7638 thumbprints: the canonical JSON of the required members, sorted, no whitespace.
+def thumbprint(jwk):
+    required = {"EC": ("crv", "kty", "x", "y"), "OKP": ("crv", "kty", "x")}[jwk["kty"]]
+    canonical = json.dumps({k: jwk[k] for k in required}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).digest()
+
+
+# The P-256 key of RFC 7515 appendix A.3 and the Ed25519 key of RFC 8037 appendix A.2.
+JWKS = [
+    {"kty": "EC", "crv": "P-256", "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+     "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"},
+    {"kty": "OKP", "crv": "Ed25519", "x": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"},
+]
+JKT = thumbprint(JWKS[0])
+
+bound_specs = [
+    ("bound client token", 1, bytes([4] * 16), 1700000000, 1700000300, "client", "spa", "", [], [], JKT),
+    ("bound user token", 2, bytes([5] * 16), 1700000000, 1700003600, "user", "spa", "erin", ["viewer"], [],
+     thumbprint(JWKS[1])),
+]
+
 valid = []
-for name, kid, jti, iat, exp, kind, client, subject, roles, claims in valid_specs:
+for name, kid, jti, iat, exp, kind, client, subject, roles, claims, *cnf in valid_specs + bound_specs:
     raw = body(kid, jti, iat, exp, kind, client, subject, roles, claims)
+    cnf = cnf[0] if cnf else None
     valid.append({
         "name": name, "kid": kid, "jti": jti.hex(), "iat": iat, "exp": exp, "kind": kind,
         "client": client, "subject": subject, "roles": roles,
         "claims": [{"type": t, "value": v} for t, v in claims],
-        "verify_at": iat, "token": sign(raw, kid),
+        "cnf": cnf.hex() if cnf else None,
+        "verify_at": iat,
+        "token": sign(raw + cnf, kid, prefix="mmat2.") if cnf else sign(raw, kid),
     })
 
 good = valid[0]["token"]
 good_raw = body(*valid_specs[0][1:])
 prefix_body, tag = good.rsplit(".", 1)
 now = valid[0]["iat"] + 10
+
+bound = valid[len(valid_specs)]["token"]
+bound_raw = body(*bound_specs[0][1:-1]) + bound_specs[0][-1]
+bound_prefix_body, bound_tag = bound.rsplit(".", 1)
+
 
 def flip(ch):
     return "B" if ch != "B" else "C"
@@ -69,7 +102,16 @@ invalid = [
     ("prefix only", "mmat1.", "malformed"),
     ("no tag", prefix_body, "malformed"),
     ("other family", good.replace("mmat1.", "xmat1.", 1), "malformed"),
-    ("unknown version", sign(good_raw, 1, prefix="mmat2."), "unknown_version"),
+    ("unknown version", sign(good_raw, 1, prefix="mmat3."), "unknown_version"),
+    ("bound token relabelled mmat1", bound.replace("mmat2.", "mmat1.", 1), "bad_signature"),
+    ("bearer token relabelled mmat2", good.replace("mmat1.", "mmat2.", 1), "bad_signature"),
+    # The last base64url characters of the body encode the jkt's last bytes.
+    ("bound token with the jkt altered", bound_prefix_body[:-2] + flip(bound_prefix_body[-2]) + bound_prefix_body[-1] + "." + bound_tag,
+     "bad_signature"),
+    ("bound body without its jkt", sign(bound_raw[:-32], 1, prefix="mmat2."), "malformed"),
+    ("bound body with a truncated jkt", sign(bound_raw[:-1], 1, prefix="mmat2."), "malformed"),
+    ("bound body signed as mmat1", sign(bound_raw, 1), "malformed"),
+    ("bound token truncated", bound[:-5], "malformed"),
     ("tag altered", prefix_body + "." + flip(tag[0]) + tag[1:], "bad_signature"),
     ("body altered", prefix_body[:30] + flip(prefix_body[30]) + prefix_body[31:] + "." + tag, "bad_signature"),
     ("signed with another key under kid 1", sign(good_raw, 2), "bad_signature"),
@@ -103,10 +145,68 @@ lifetime = [
     ("issued in the future", good, valid[0]["iat"] - 31, 30, "not_yet_valid"),
 ]
 
+# DPoP proofs (RFC 9449 section 4.3), signed with the Ed25519 key of RFC 8037 appendix A.1.
+ED_SECRET = base64.urlsafe_b64decode("nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A=")
+assert b64(ed25519.public_key(ED_SECRET)) == JWKS[1]["x"]
+# RFC 8037 appendix A.4: the signer reproduces the RFC's own signature.
+assert b64(ed25519.sign(ED_SECRET, b"eyJhbGciOiJFZERTQSJ9.RXhhbXBsZSBvZiBFZDI1NTE5IHNpZ25pbmc")) == (
+    "hgyY0il_MGCjP0JzlnLWG1PPOt7-09PGcvMg3AIbQR6dWbhijcNR4ki4iylGjg5BhVsPt9g7sVvpAr_MuM0KAg")
+
+D_NOW, D_URL, D_TOKEN = 1700000100, "https://media.example.com/apiv2/MediaService/Find", bound
+
+
+def jws(header, claims, secret=ED_SECRET):
+    signed = b64(json.dumps(header).encode()) + "." + b64(json.dumps(claims).encode())
+    return signed + "." + b64(ed25519.sign(secret, signed.encode()))
+
+
+def proof(header_extra=None, jwk_extra=None, **claims_extra):
+    header = {"typ": "dpop+jwt", "alg": "EdDSA", "jwk": dict(JWKS[1], **(jwk_extra or {}))}
+    header.update(header_extra or {})
+    claims = {"jti": "e1j3V_bKic8-LAEB", "htm": "POST", "htu": D_URL, "iat": D_NOW,
+              "ath": b64(hashlib.sha256(D_TOKEN.encode()).digest())}
+    claims.update(claims_extra)
+    return jws(header, {k: v for k, v in claims.items() if v is not None})
+
+
+good_proof = proof()
+dpop = [
+    ("good EdDSA proof", good_proof, None),
+    ("htu differing only in case, default port, query and fragment",
+     proof(htu="HTTPS://Media.Example.COM:443/apiv2/MediaService/Find?q=1#x"), None),
+    ("iat at the edge of the window", proof(iat=D_NOW - 60), None),
+    ("iat past the window", proof(iat=D_NOW - 61), "Stale"),
+    ("iat ahead of the window", proof(iat=D_NOW + 61), "FromTheFuture"),
+    ("other method", proof(htm="GET"), "MethodMismatch"),
+    ("other path", proof(htu=D_URL + "/x"), "UrlMismatch"),
+    ("no ath", proof(ath=None), "MissingAth"),
+    ("ath of another token", proof(ath=b64(hashlib.sha256(b"other").digest())), "AthMismatch"),
+    ("empty jti", proof(jti=""), "BadJti"),
+    ("typ jwt", proof(header_extra={"typ": "jwt"}), "BadType"),
+    ("alg none", b64(json.dumps({"typ": "dpop+jwt", "alg": "none", "jwk": JWKS[1]}).encode()) + "."
+     + good_proof.split(".")[1] + ".", "BadAlgorithm"),
+    ("alg HS256", proof(header_extra={"alg": "HS256"}), "BadAlgorithm"),
+    ("private key in the jwk", proof(jwk_extra={"d": b64(ED_SECRET)}), "PrivateKey"),
+    ("EdDSA with a P-256 jwk", proof(header_extra={"jwk": JWKS[0]}), "BadKey"),
+    ("signature altered", good_proof[:-3] + ("A" if good_proof[-3] != "A" else "B") + good_proof[-2:],
+     "BadSignature"),
+    ("signed by another key", jws(json.loads(base64.urlsafe_b64decode(good_proof.split(".")[0] + "==")),
+                                  json.loads(base64.urlsafe_b64decode(good_proof.split(".")[1] + "==")),
+                                  secret=bytes(32)), "BadSignature"),
+    ("two parts", good_proof.rsplit(".", 1)[0], "Malformed"),
+    ("oversize", "A" * 8193, "TooLong"),
+]
+
 out = {
-    "format": "mmat1",
+    "format": "mmat1 and mmat2",
+    "thumbprints": [{"jwk": j, "jkt": b64(thumbprint(j))} for j in JWKS],
     "keys": [{"kid": k, "secret": v.hex()} for k, v in sorted(KEYS.items())],
     "valid": valid,
+    "dpop": {
+        "now": D_NOW, "method": "POST", "url": D_URL, "access_token": D_TOKEN, "window": 60,
+        "jkt": b64(thumbprint(JWKS[1])),
+        "proofs": [{"name": n, "proof": pr, "error": e} for n, pr, e in dpop],
+    },
     "invalid": [{"name": n, "token": t, "now": now, "skew": 0, "reason": r} for n, t, r in invalid]
              + [{"name": n, "token": t, "now": at, "skew": sk, "reason": r} for n, t, at, sk, r in lifetime],
 }

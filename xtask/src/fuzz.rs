@@ -6,7 +6,7 @@ use anyhow::Result;
 use std::process::Command;
 
 /// The cargo-fuzz targets (`fuzz/fuzz_targets/`).
-pub const FUZZ_TARGETS: [&str; 8] = [
+pub const FUZZ_TARGETS: [&str; 9] = [
     "edge_feed",
     "token_decode",
     "token_roundtrip",
@@ -15,6 +15,7 @@ pub const FUZZ_TARGETS: [&str; 8] = [
     "claims",
     "filter_decide",
     "filter_request",
+    "dpop_proof",
 ];
 
 /// Runs every fuzz target for `seconds` (libFuzzer with AddressSanitizer, nightly).

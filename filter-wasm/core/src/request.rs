@@ -128,6 +128,7 @@ mod tests {
                 roles: vec![],
                 claims: vec![],
             },
+            cnf: None,
         };
         let t = token::mint(&Key::new(3, SECRET), &body).unwrap();
         format!("Bearer {t}")

@@ -283,6 +283,7 @@ impl App {
             exp: iat + self.settings.access_ttl,
             client: client.to_owned(),
             identity,
+            cnf: None,
         }
     }
 

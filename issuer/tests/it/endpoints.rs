@@ -68,6 +68,7 @@ async fn revocation_and_introspection() {
                 roles: vec!["admin".into()],
                 claims: vec![],
             },
+            cnf: None,
         };
         token::mint(&ring.keys()[0], &body).unwrap()
     };

@@ -14,6 +14,7 @@ fn body(kind: SubjectKind, subject: &str, client: &str, iat: u64) -> TokenBody {
             roles: vec![],
             claims: vec![],
         },
+        cnf: None,
     }
 }
 

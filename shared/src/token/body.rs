@@ -63,6 +63,9 @@ pub(super) fn encode_body(body: &TokenBody) -> Vec<u8> {
         put_str(&mut out, &c.typ);
         put_str(&mut out, &c.value);
     }
+    if let Some(jkt) = &body.cnf {
+        out.extend_from_slice(jkt);
+    }
     out
 }
 
@@ -94,7 +97,8 @@ impl<'a> Reader<'a> {
     }
 }
 
-pub(super) fn decode_body(raw: &[u8]) -> Option<TokenBody> {
+/// Decodes a body; `bound` (an `mmat2` token) means it ends with the 32-byte confirmation.
+pub(super) fn decode_body(raw: &[u8], bound: bool) -> Option<TokenBody> {
     let mut r = Reader(raw);
     let kid = u32::from_be_bytes(r.array()?);
     let jti = r.array()?;
@@ -122,6 +126,7 @@ pub(super) fn decode_body(raw: &[u8]) -> Option<TokenBody> {
             })
         })
         .collect::<Option<Vec<_>>>()?;
+    let cnf = if bound { Some(r.array()?) } else { None };
     if !r.0.is_empty() || exp < iat {
         return None;
     }
@@ -142,5 +147,6 @@ pub(super) fn decode_body(raw: &[u8]) -> Option<TokenBody> {
         exp,
         client,
         identity,
+        cnf,
     })
 }

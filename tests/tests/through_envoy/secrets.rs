@@ -85,6 +85,7 @@ async fn the_key_stays_private_and_long_lived_forgeries_are_refused() {
                 roles: vec!["admin".into()],
                 claims: vec![],
             },
+            cnf: None,
         };
         token::mint(&key, &body).unwrap()
     };

@@ -125,6 +125,7 @@ pub(super) fn our_token(key: &shared::Key, i: usize, exp: u64) -> String {
             roles,
             claims,
         },
+        cnf: None,
     };
     shared::token::mint(key, &body).expect("valid body")
 }

@@ -1,0 +1,133 @@
+//! The public key of a DPoP proof: an RFC 7517 JWK of one of the two allowed kinds (P-256 for
+//! `ES256`, Ed25519 per RFC 8037 for `EdDSA`), its RFC 7638 thumbprint, and signature checks.
+
+use super::DpopError;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// JWK members that hold private or symmetric key material (RFC 7518 section 6): a proof whose
+/// key has any of them is refused, whatever their value.
+const PRIVATE_MEMBERS: [&str; 8] = ["d", "p", "q", "dp", "dq", "qi", "oth", "k"];
+
+/// A public key a proof may be signed with, with its coordinates checked.
+#[derive(Clone, Debug)]
+pub(super) enum PublicJwk {
+    /// P-256: the base64url `x` and `y` as sent (canonical, 32 bytes each) and the key.
+    P256 {
+        x: String,
+        y: String,
+        key: p256::ecdsa::VerifyingKey,
+    },
+    /// Ed25519: the base64url `x` as sent (canonical, 32 bytes) and the key.
+    Ed25519 {
+        x: String,
+        key: ed25519_dalek::VerifyingKey,
+    },
+}
+
+fn member<'a>(jwk: &'a Map<String, Value>, name: &str) -> Result<&'a str, DpopError> {
+    jwk.get(name)
+        .and_then(Value::as_str)
+        .ok_or(DpopError::BadKey)
+}
+
+/// Exactly 32 bytes of canonical unpadded base64url (the engine refuses padding and non-zero
+/// trailing bits, so the text is the one encoding of the bytes and the thumbprint is stable).
+fn coordinate(b64: &str) -> Result<[u8; 32], DpopError> {
+    let mut out = [0u8; 32];
+    if b64.len() != 43 {
+        return Err(DpopError::BadKey);
+    }
+    match URL_SAFE_NO_PAD.decode_slice(b64, &mut out) {
+        Ok(32) => Ok(out),
+        _ => Err(DpopError::BadKey),
+    }
+}
+
+impl PublicJwk {
+    /// The key of a proof header signed with `alg`. The key type must match the algorithm.
+    pub(super) fn parse(alg: &str, jwk: &Map<String, Value>) -> Result<Self, DpopError> {
+        if PRIVATE_MEMBERS.iter().any(|m| jwk.contains_key(*m)) {
+            return Err(DpopError::PrivateKey);
+        }
+        let (kty, crv) = (member(jwk, "kty")?, member(jwk, "crv")?);
+        match (alg, kty, crv) {
+            ("ES256", "EC", "P-256") => {
+                let (x, y) = (member(jwk, "x")?, member(jwk, "y")?);
+                let (xb, yb) = (coordinate(x)?, coordinate(y)?);
+                let point =
+                    p256::EncodedPoint::from_affine_coordinates(&xb.into(), &yb.into(), false);
+                // Refuses a point that is not on the curve, and the identity.
+                let key = p256::ecdsa::VerifyingKey::from_encoded_point(&point)
+                    .map_err(|_| DpopError::BadKey)?;
+                Ok(Self::P256 {
+                    x: x.to_owned(),
+                    y: y.to_owned(),
+                    key,
+                })
+            }
+            ("EdDSA", "OKP", "Ed25519") => {
+                let x = member(jwk, "x")?;
+                let key = ed25519_dalek::VerifyingKey::from_bytes(&coordinate(x)?)
+                    .map_err(|_| DpopError::BadKey)?;
+                Ok(Self::Ed25519 {
+                    x: x.to_owned(),
+                    key,
+                })
+            }
+            _ => Err(DpopError::BadKey),
+        }
+    }
+
+    /// The RFC 7638 canonical JSON: the required members in lexicographic order, no whitespace.
+    pub(super) fn canonical(&self) -> String {
+        match self {
+            Self::P256 { x, y, .. } => {
+                format!(r#"{{"crv":"P-256","kty":"EC","x":"{x}","y":"{y}"}}"#)
+            }
+            Self::Ed25519 { x, .. } => format!(r#"{{"crv":"Ed25519","kty":"OKP","x":"{x}"}}"#),
+        }
+    }
+
+    /// The RFC 7638 SHA-256 thumbprint.
+    pub(super) fn thumbprint(&self) -> [u8; 32] {
+        Sha256::digest(self.canonical().as_bytes()).into()
+    }
+
+    /// Whether `sig` (the JWS signature bytes) signs `signed` under this key: ES256 is the raw
+    /// 64-byte `r || s` of RFC 7518 section 3.4 (either `s`, as WebCrypto makes both), EdDSA the
+    /// 64-byte RFC 8032 signature checked strictly (no small-order keys, canonical `s`).
+    pub(super) fn verifies(&self, signed: &[u8], sig: &[u8]) -> bool {
+        match self {
+            Self::P256 { key, .. } => {
+                use p256::ecdsa::signature::Verifier as _;
+                let Ok(sig) = p256::ecdsa::Signature::from_slice(sig) else {
+                    return false;
+                };
+                key.verify(signed, &sig).is_ok()
+            }
+            Self::Ed25519 { key, .. } => {
+                let Ok(bytes) = <[u8; 64]>::try_from(sig) else {
+                    return false;
+                };
+                let sig = ed25519_dalek::Signature::from_bytes(&bytes);
+                key.verify_strict(signed, &sig).is_ok()
+            }
+        }
+    }
+}
+
+/// The RFC 7638 SHA-256 thumbprint of a public JWK given as JSON text, for the two allowed key
+/// types (`EC` P-256 and `OKP` Ed25519). `None` for anything else, for a key with private
+/// members, and for invalid coordinates.
+pub fn jkt(jwk_json: &str) -> Option<[u8; 32]> {
+    let map: Map<String, Value> = serde_json::from_str(jwk_json).ok()?;
+    let alg = match map.get("kty").and_then(Value::as_str)? {
+        "EC" => "ES256",
+        "OKP" => "EdDSA",
+        _ => return None,
+    };
+    PublicJwk::parse(alg, &map).ok().map(|k| k.thumbprint())
+}
