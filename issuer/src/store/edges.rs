@@ -120,10 +120,24 @@ pub fn folded(reports: impl IntoIterator<Item = EdgeReport>) -> Vec<EdgeReport> 
 /// node name both poll on, and neither is then taken for the other's successor.
 pub const REPLACED_WITHIN: u64 = 60;
 
-/// `edges` without the VMs that a restart of their Envoy replaced. A restarted Envoy numbers its
-/// VMs from 0 again ([`vm_ordinal`]): a VM of an edge client and node is replaced by a VM of the
-/// same number first seen after it, if it stopped polling within [`REPLACED_WITHIN`] of that. VMs
-/// of the node [`UNKNOWN_NODE`] (Envoys without a node id, all alike) are never replaced.
+/// A VM first seen this long (seconds) after another of its node belongs to a later generation
+/// of that Envoy (a restart, or a plugin configuration given anew): the VMs of one generation start
+/// within seconds of each other.
+pub const LATER_GENERATION_BY: u64 = 30;
+
+/// How long (seconds) a VM may go without polling while a VM of a later generation of its node
+/// polls before it counts as replaced: more than the longest poll interval (60 s) with its back-off.
+pub const STOPPED_FOR: u64 = 120;
+
+/// `edges` without the VMs their Envoy replaced. VMs of the node [`UNKNOWN_NODE`] (Envoys without
+/// a node id, all alike) are never replaced. A VM of an edge client and node is replaced
+/// - at once, by a VM of the same number ([`vm_ordinal`]) first seen after it, if it stopped
+///   polling within [`REPLACED_WITHIN`] of that: a restarted Envoy numbers its VMs from 0 again;
+/// - or by any VM of a later generation of its node ([`LATER_GENERATION_BY`]) that polled
+///   [`STOPPED_FOR`] after it last did: a plugin configuration given anew (new root contexts of the
+///   Wasm filter, numbered on), or a restart with fewer workers.
+///
+/// A VM that keeps polling is never replaced, so two Envoys sharing a node name both stay listed.
 pub fn without_replaced(edges: &mut Vec<EdgeReport>) {
     let slot = |e: &EdgeReport| {
         let ordinal = vm_ordinal(&e.vm).filter(|_| e.node != UNKNOWN_NODE)?;
@@ -136,12 +150,27 @@ pub fn without_replaced(edges: &mut Vec<EdgeReport>) {
             *first = (*first).max(e.first_seen);
         }
     }
-    edges.retain(|e| {
+    let by_number = |e: &EdgeReport| {
         let successor = slot(e).and_then(|s| newest.get(&s).copied());
-        !successor.is_some_and(|first| {
+        successor.is_some_and(|first| {
             e.first_seen < first && e.last_seen <= first.saturating_add(REPLACED_WITHIN)
         })
-    });
+    };
+    let by_generation = |e: &EdgeReport| {
+        e.node != UNKNOWN_NODE
+            && edges.iter().any(|w| {
+                w.client == e.client
+                    && w.node == e.node
+                    && w.first_seen >= e.first_seen.saturating_add(LATER_GENERATION_BY)
+                    && w.last_seen >= e.last_seen.saturating_add(STOPPED_FOR)
+            })
+    };
+    let replaced: Vec<bool> = edges
+        .iter()
+        .map(|e| by_number(e) || by_generation(e))
+        .collect();
+    let mut replaced = replaced.into_iter();
+    edges.retain(|_| !replaced.next().unwrap_or(false));
 }
 
 /// Sorts `edges` the most recently seen first.
@@ -285,7 +314,7 @@ mod tests {
     }
 
     #[test]
-    fn a_restarted_envoy_replaces_its_vms_by_number() {
+    fn an_envoy_restarted_or_configured_anew_replaces_its_vms() {
         let vm = |node: &str, stamp: u128, n: u32, first: u64, last: u64| EdgeReport {
             node: node.into(),
             vm: shared::edge_feed::vm_name(stamp, n),
@@ -302,10 +331,16 @@ mod tests {
             // Envoys without a node id are never told apart.
             vm(UNKNOWN_NODE, 5, 0, 100, 200),
             vm(UNKNOWN_NODE, 6, 0, 300, 900),
-            // Not a VM name of the filter's.
-            vm("envoy-a", 1, 0, 100, 200),
+            // Not a VM name of the filter's, and polling on.
+            vm("envoy-a", 1, 0, 100, 900),
         ];
         edges.last_mut().unwrap().vm = "worker-0".into();
+        // A plugin configuration given anew: a later generation, numbered on; the old VM stopped.
+        edges.push(vm("envoy-c", 7, 0, 100, 1000));
+        edges.push(vm("envoy-c", 8, 3, 1100, 1200));
+        // A worker of the same generation that stopped (cut off) is not replaced: it lags.
+        edges.push(vm("envoy-d", 9, 0, 100, 500));
+        edges.push(vm("envoy-d", 9, 1, 101, 900));
         without_replaced(&mut edges);
         let left: Vec<(&str, u64)> = edges.iter().map(|e| (&e.node[..], e.first_seen)).collect();
         assert_eq!(
@@ -318,6 +353,9 @@ mod tests {
                 (UNKNOWN_NODE, 100),
                 (UNKNOWN_NODE, 300),
                 ("envoy-a", 100),
+                ("envoy-c", 1100),
+                ("envoy-d", 100),
+                ("envoy-d", 101),
             ]
         );
     }
