@@ -197,6 +197,17 @@ dpop = [
     ("oversize", "A" * 8193, "TooLong"),
 ]
 
+# Whether a key-less reader (inspection: the browser/Node module) reads the token: every body that
+# decodes under its own version prefix does, forged or expired or not. A token moved to the other
+# version's prefix does not: the body's length no longer fits.
+UNREADABLE = {"malformed", "unknown_version"}
+RELABELLED = {"bound token relabelled mmat1", "bearer token relabelled mmat2"}
+
+
+def inspects(name, reason):
+    return reason not in UNREADABLE and name not in RELABELLED
+
+
 out = {
     "format": "mmat1 and mmat2",
     "thumbprints": [{"jwk": j, "jkt": b64(thumbprint(j))} for j in JWKS],
@@ -207,7 +218,9 @@ out = {
         "jkt": b64(thumbprint(JWKS[1])),
         "proofs": [{"name": n, "proof": pr, "error": e} for n, pr, e in dpop],
     },
-    "invalid": [{"name": n, "token": t, "now": now, "skew": 0, "reason": r} for n, t, r in invalid]
-             + [{"name": n, "token": t, "now": at, "skew": sk, "reason": r} for n, t, at, sk, r in lifetime],
+    "invalid": [{"name": n, "token": t, "now": now, "skew": 0, "reason": r, "inspects": inspects(n, r)}
+                for n, t, r in invalid]
+             + [{"name": n, "token": t, "now": at, "skew": sk, "reason": r, "inspects": inspects(n, r)}
+                for n, t, at, sk, r in lifetime],
 }
 print(json.dumps(out, indent=2, ensure_ascii=False))

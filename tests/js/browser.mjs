@@ -1,7 +1,7 @@
 // Runs in headless Chromium with the web package; writes what it saw into #results for the Rust
 // test `js::browser_package` to compare with the native results.
 import init, { inspectToken } from "/pkg/mms_token.js";
-import { view, vectorView, sameData, INSPECTION_FAILS, ERROR_PATTERN } from "/common.mjs";
+import { view, vectorView, sameData, inspectionFails, ERROR_PATTERN } from "/common.mjs";
 
 const out = document.getElementById("results");
 try {
@@ -32,7 +32,7 @@ try {
   for (const v of fx.vectors.invalid) {
     let message = null;
     try { inspectToken(v.token); } catch (e) { message = e instanceof Error ? e.message : String(e); }
-    check(INSPECTION_FAILS.has(v.reason) ? message !== null && ERROR_PATTERN.test(message) : message === null, `vector ${v.name}: ${message}`);
+    check(inspectionFails(v) ? message !== null && ERROR_PATTERN.test(message) : message === null, `vector ${v.name}: ${message}`);
     checks++;
   }
   for (const bad of fx.malformed) {

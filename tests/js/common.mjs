@@ -31,8 +31,12 @@ export function vectorView(v) {
   };
 }
 
-/** Invalid vectors that inspection (which has no key) must refuse; the rest only fail verification. */
-export const INSPECTION_FAILS = new Set(["malformed", "unknown_version"]);
+/** Whether inspection (which has no key) must refuse an invalid vector; the others only fail
+ * verification. The generator says so of each (`inspects`). */
+export function inspectionFails(v) {
+  if (typeof v.inspects !== "boolean") throw new Error(`vector ${v.name} says nothing of inspection`);
+  return !v.inspects;
+}
 
 export const ERROR_PATTERN = /inspectToken: (malformed token|the token is empty|unsupported token version)/;
 
