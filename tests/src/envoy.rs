@@ -450,9 +450,39 @@ fn validate_in(tools: &Tools, dir: &Path, config: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Every shipped configuration (the files of `envoy/`) and every whole configuration the docs
+/// show, as (a name, its text).
+pub fn configs_to_check() -> Result<Vec<(String, String)>> {
+    let mut files: Vec<_> = std::fs::read_dir(root().join("envoy"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|f| f.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("no configuration in envoy/");
+    }
+    let mut configs = Vec::new();
+    for f in files {
+        let name = format!(
+            "envoy/{}",
+            f.file_name().unwrap_or_default().to_string_lossy()
+        );
+        configs.push((name, std::fs::read_to_string(&f)?));
+    }
+    let documented = documented_configs()?;
+    if documented.is_empty() {
+        bail!("no whole Envoy configuration in docs/ (docs/deploy-envoy.md shows one)");
+    }
+    configs.extend(documented);
+    Ok(configs)
+}
+
 /// Validates every file of `envoy/` with `envoy --mode validate`, as shipped, and every whole
-/// configuration the docs show, in a directory set up as they expect (filter.wasm and tls/ beside
-/// them). Returns what was checked.
+/// configuration the docs show, in a directory set up as they expect (filter.wasm,
+/// libmms_auth.so and tls/ beside them). Each with the issuer behind it is validated again with
+/// edge sync added as `docs/deploy-envoy.md` says, and each must define the cluster its
+/// `edge_sync` polls, which Envoy does not check ([`crate::feed_cluster`]). Returns what was
+/// checked.
 pub fn validate_shipped_configs(tools: &Tools) -> Result<Vec<String>> {
     let dir = tempfile::tempdir()?;
     ensure_tls(dir.path())?;
@@ -466,35 +496,23 @@ pub fn validate_shipped_configs(tools: &Tools) -> Result<Vec<String>> {
     };
     std::fs::copy(&native, dir.path().join(crate::NATIVE_LIBRARY))
         .with_context(|| format!("copying {}", native.display()))?;
+    let edge_sync = crate::feed_cluster::documented_edge_sync()?;
     let mut checked = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(root().join("envoy"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|f| f.extension().is_some_and(|e| e == "yaml"))
-        .map(|f| {
-            let name = format!(
-                "envoy/{}",
-                f.file_name().unwrap_or_default().to_string_lossy()
-            );
-            (name, f)
-        })
-        .collect();
-    files.sort();
-    let documented = documented_configs()?;
-    if documented.is_empty() {
-        bail!("no whole Envoy configuration in docs/ (docs/deploy-envoy.md shows one)");
-    }
-    for (i, (name, yaml)) in documented.into_iter().enumerate() {
-        let path = dir.path().join(format!("documented-{i}.yaml"));
-        std::fs::write(&path, yaml)?;
-        files.push((name, path));
-    }
-    for (name, file) in &files {
-        validate_in(tools, dir.path(), file)
-            .with_context(|| format!("{name} does not validate"))?;
-        checked.push(name.clone());
-    }
-    if checked.is_empty() {
-        bail!("no configuration in envoy/");
+    for (i, (name, yaml)) in configs_to_check()?.into_iter().enumerate() {
+        let synced = crate::feed_cluster::with_edge_sync(&yaml, &edge_sync)?;
+        let variants = [
+            (name.clone(), Some(yaml)),
+            (format!("{name} with edge_sync"), synced),
+        ];
+        for (j, (name, yaml)) in variants.into_iter().enumerate() {
+            let Some(yaml) = yaml else { continue };
+            let path = dir.path().join(format!("config-{i}-{j}.yaml"));
+            write_private(&path, yaml.as_bytes())?;
+            validate_in(tools, dir.path(), &path)
+                .with_context(|| format!("{name} does not validate"))?;
+            crate::feed_cluster::check_feed_clusters(&yaml).with_context(|| name.clone())?;
+            checked.push(name);
+        }
     }
     Ok(checked)
 }

@@ -17,6 +17,7 @@ pub mod directory;
 pub mod directory_table;
 pub mod envoy;
 pub mod failover;
+pub mod feed_cluster;
 pub mod issuer;
 pub mod postgres;
 pub mod prometheus;

@@ -6,6 +6,7 @@ use super::error::ApiError;
 use bytes::Bytes;
 use shared::basic::parse_basic;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use warp::http::{header, HeaderMap, HeaderValue};
 
 /// What a form endpoint receives: headers, peer and the whole (bounded) body.
@@ -25,6 +26,9 @@ impl Call {
     /// address ends the walk at the last address known good, so a client can never choose its
     /// own address by sending the header itself.
     pub fn client_ip(&self, trusted: &[ipnet::IpNet]) -> Option<IpAddr> {
+        if self.relayed_unheard(trusted) {
+            warn_forwarding_ignored();
+        }
         let is_trusted = |ip: &IpAddr| trusted.iter().any(|n| n.contains(ip));
         let mut addr = self.peer?.ip().to_canonical();
         if !is_trusted(&addr) {
@@ -49,6 +53,18 @@ impl Call {
             }
         }
         Some(addr)
+    }
+
+    /// Whether the call came through a proxy on this host (a loopback peer that sent
+    /// `X-Forwarded-For`, as the shipped Envoy does) to an issuer that believes no proxy
+    /// (`--trust-x-forwarded-for` off): every client behind that proxy then counts, in the
+    /// back-offs and the audit trail, as the proxy's one address.
+    fn relayed_unheard(&self, trusted: &[ipnet::IpNet]) -> bool {
+        trusted.is_empty()
+            && self
+                .peer
+                .is_some_and(|p| p.ip().to_canonical().is_loopback())
+            && self.headers.contains_key("x-forwarded-for")
     }
 
     /// The one `Authorization` header, if exactly one was sent.
@@ -76,6 +92,19 @@ impl Call {
                 "content type must be application/x-www-form-urlencoded",
             ))
         }
+    }
+}
+
+/// Says once per process that a proxy on this host relays to an issuer that ignores its
+/// `X-Forwarded-For` ([`Call::relayed_unheard`]).
+fn warn_forwarding_ignored() {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "X-Forwarded-For from a proxy on this host ignored: every client behind it counts \
+             as its one address in the sign-in back-off and the audit trail; run the issuer with \
+             --trust-x-forwarded-for (docs/deploy-envoy.md)"
+        );
     }
 }
 
@@ -144,5 +173,32 @@ mod tests {
             .client_ip(&trusted),
             None
         );
+    }
+
+    /// Without `--trust-x-forwarded-for` every caller behind the shipped Envoy is the peer
+    /// 127.0.0.1: that is what the issuer warns of, and only that.
+    #[test]
+    fn a_proxy_on_this_host_that_is_not_believed_is_noticed() {
+        let call = |peer: &str, xff: Option<&str>| {
+            let mut headers = HeaderMap::new();
+            if let Some(v) = xff {
+                headers.insert("x-forwarded-for", HeaderValue::from_str(v).unwrap());
+            }
+            Call {
+                headers,
+                peer: Some(peer.parse().unwrap()),
+                body: Bytes::new(),
+            }
+        };
+        let loopback: Vec<ipnet::IpNet> = vec!["127.0.0.1/32".parse().unwrap()];
+        let relayed = call("127.0.0.1:1", Some("192.0.2.1"));
+        assert!(relayed.relayed_unheard(&[]));
+        assert_eq!(relayed.client_ip(&[]), Some("127.0.0.1".parse().unwrap()));
+        assert!(call("[::1]:1", Some("192.0.2.1")).relayed_unheard(&[]));
+        assert!(call("[::ffff:127.0.0.1]:1", Some("192.0.2.1")).relayed_unheard(&[]));
+        // Believed, not a proxy, or from afar: nothing to say.
+        assert!(!relayed.relayed_unheard(&loopback));
+        assert!(!call("127.0.0.1:1", None).relayed_unheard(&[]));
+        assert!(!call("192.0.2.9:1", Some("198.51.100.1")).relayed_unheard(&[]));
     }
 }

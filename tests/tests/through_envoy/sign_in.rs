@@ -114,3 +114,41 @@ async fn a_guesser_cannot_lock_out_a_user_signing_in_elsewhere() {
     assert_eq!(throttled, 9, "20 free failures per address, then a wait");
     assert!(s.stop());
 }
+
+/// Behind the shipped Envoy, whose `use_remote_address` appends the caller's address to
+/// `X-Forwarded-For`, the issuer run as the docs say (`--trust-x-forwarded-for`, the loopback
+/// Envoy a trusted proxy by default) counts and audits each caller by its own address: two
+/// loopback callers are two addresses, and neither is Envoy's own 127.0.0.1.
+#[tokio::test]
+async fn each_caller_behind_envoy_is_throttled_and_audited_by_its_own_address() {
+    let Some((_tmp, s)) = stack(&["--login-backoff-base", "60"]).await else {
+        return;
+    };
+    for last in [2, 3] {
+        let caller = s.client_from(loopback(last));
+        // 20 failures from one address are free; the 21st blocks the address.
+        let mut statuses = Vec::new();
+        for i in 0..21 {
+            let user = format!("nobody-{last}-{i}");
+            statuses.push(sign_in(&s, &caller, &user, "guess").await.as_u16());
+        }
+        assert_eq!(statuses, [400; 21], "from 127.0.0.{last}");
+    }
+    let audit = s.admin(&["audit", "--json"], None).unwrap();
+    let mut blocked: Vec<String> = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["action"] == "login.backoff")
+        .filter_map(|e| e["after"]["subject"]["address"].as_str().map(str::to_owned))
+        .collect();
+    blocked.sort();
+    assert_eq!(blocked, ["127.0.0.2", "127.0.0.3"], "{audit}");
+    // Each address is held on its own: the other one still gets a free failure.
+    let third = s.client_from(loopback(4));
+    assert_eq!(sign_in(&s, &third, "nobody-4", "guess").await, 400);
+    assert_eq!(
+        sign_in(&s, &s.client_from(loopback(2)), "nobody-2-x", "guess").await,
+        429
+    );
+    assert!(s.stop());
+}
