@@ -134,15 +134,23 @@ async fn each_caller_behind_envoy_is_throttled_and_audited_by_its_own_address() 
         }
         assert_eq!(statuses, [400; 21], "from 127.0.0.{last}");
     }
-    let audit = s.admin(&["audit", "--json"], None).unwrap();
-    let mut blocked: Vec<String> = audit
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["action"] == "login.backoff")
-        .filter_map(|e| e["after"]["subject"]["address"].as_str().map(str::to_owned))
-        .collect();
-    blocked.sort();
-    assert_eq!(blocked, ["127.0.0.2", "127.0.0.3"], "{audit}");
+    // The audit trail is written from a queue (every 100 ms): read it until both are there.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let audit = s.admin(&["audit", "--json"], None).unwrap();
+        let mut blocked: Vec<String> = audit
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["action"] == "login.backoff")
+            .filter_map(|e| e["after"]["subject"]["address"].as_str().map(str::to_owned))
+            .collect();
+        blocked.sort();
+        if blocked.len() >= 2 || std::time::Instant::now() >= deadline {
+            assert_eq!(blocked, ["127.0.0.2", "127.0.0.3"], "{audit}");
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     // Each address is held on its own: the other one still gets a free failure.
     let third = s.client_from(loopback(4));
     assert_eq!(sign_in(&s, &third, "nobody-4", "guess").await, 400);
