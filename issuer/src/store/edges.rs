@@ -156,13 +156,21 @@ pub fn without_replaced(edges: &mut Vec<EdgeReport>) {
             e.first_seen < first && e.last_seen <= first.saturating_add(REPLACED_WITHIN)
         })
     };
+    // The sightings of each edge client's node, so that a VM is compared with its node's VMs only
+    // (at most an edge client's bound of them), not with the whole registry.
+    let mut nodes: HashMap<(&str, &str), Vec<(u64, u64)>> = HashMap::new();
+    for e in edges.iter().filter(|e| e.node != UNKNOWN_NODE) {
+        let sightings = nodes.entry((&e.client, &e.node)).or_default();
+        sightings.push((e.first_seen, e.last_seen));
+    }
     let by_generation = |e: &EdgeReport| {
-        e.node != UNKNOWN_NODE
-            && edges.iter().any(|w| {
-                w.client == e.client
-                    && w.node == e.node
-                    && w.first_seen >= e.first_seen.saturating_add(LATER_GENERATION_BY)
-                    && w.last_seen >= e.last_seen.saturating_add(STOPPED_FOR)
+        nodes
+            .get(&(&e.client[..], &e.node[..]))
+            .is_some_and(|sightings| {
+                sightings.iter().any(|&(first, last)| {
+                    first >= e.first_seen.saturating_add(LATER_GENERATION_BY)
+                        && last >= e.last_seen.saturating_add(STOPPED_FOR)
+                })
             })
     };
     let replaced: Vec<bool> = edges
