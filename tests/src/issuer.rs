@@ -273,3 +273,31 @@ pub async fn refresh(http: &reqwest::Client, url: &str, secret: &str, rt: &str) 
     .await;
     v["refresh_token"].as_str().unwrap().to_owned()
 }
+
+/// Runs `issuer ARGS --config CONFIG` with `stdin` (an admin or `directory` command, as an
+/// operator runs it): whether it succeeded, and what it printed on stdout then stderr.
+pub fn run_with_config(
+    tools: &Tools,
+    config: &Path,
+    args: &[&str],
+    stdin: &str,
+) -> Result<(bool, String)> {
+    let mut child = Command::new(&tools.issuer)
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting the issuer")?;
+    child
+        .stdin
+        .take()
+        .context("stdin")?
+        .write_all(stdin.as_bytes())?;
+    let out = child.wait_with_output()?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    Ok((out.status.success(), text))
+}

@@ -395,29 +395,7 @@ fn directory_check_and_test_name_the_failing_step() {
     assert!(!ok && out.contains("reachable:      FAILED"), "{out}");
 }
 
-/// Runs `issuer ARGS --config CONFIG` with `stdin`: whether it succeeded, and what it printed.
+/// `issuer ARGS --config CONFIG` with `stdin`: whether it succeeded, and what it printed.
 fn issuer_with(tools: &Tools, config: &Path, args: &[&str], stdin: &str) -> (bool, String) {
-    use std::io::Write;
-    let mut child = std::process::Command::new(&tools.issuer)
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    e2e::issuer::run_with_config(tools, config, args, stdin).unwrap()
 }

@@ -50,23 +50,7 @@ fn for_server(table: &str, ldap: &Slapd, url: &str, starttls: bool) -> String {
 
 /// `issuer ARGS --config CONFIG` with `stdin`: whether it succeeded, and what it printed.
 fn issuer(tools: &Tools, config: &Path, args: &[&str], stdin: &str) -> (bool, String) {
-    use std::io::Write;
-    let mut child = std::process::Command::new(&tools.issuer)
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.as_bytes()).unwrap();
-    drop(input);
-    let out = child.wait_with_output().unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
+    e2e::issuer::run_with_config(tools, config, args, stdin).unwrap()
 }
 
 #[test]
