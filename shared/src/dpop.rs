@@ -15,6 +15,8 @@ use subtle::ConstantTimeEq as _;
 mod htu;
 mod jwk;
 mod nonce;
+#[cfg(feature = "sign")]
+pub mod sign;
 #[cfg(test)]
 mod tests;
 
