@@ -32,6 +32,9 @@ pub const MAX_PROOF_LEN: usize = 8192;
 pub const MAX_JTI_LEN: usize = 128;
 /// Longest `nonce` accepted, in bytes.
 pub const MAX_NONCE_LEN: usize = 256;
+/// The nonce slot length every issuer and edge uses (seconds): a nonce is good for one to two
+/// slots ([`nonce_ok`]). A constant, so that no two configurations can disagree about it.
+pub const NONCE_SLOT_SECONDS: u64 = 60;
 /// The largest clock window a caller may ask for, in seconds.
 pub const MAX_WINDOW: u64 = 600;
 
