@@ -1,7 +1,7 @@
 // Runs in headless Chromium with the web package; writes what it saw into #results for the Rust
 // test `js::browser_package` to compare with the native results.
 import init, { inspectToken } from "/pkg/mms_token.js";
-import { view, vectorView, sameData, inspectionFails, ERROR_PATTERN } from "/common.mjs";
+import { view, vectorView, sameData, inspectionFails, hexToBase64url, ERROR_PATTERN } from "/common.mjs";
 
 const out = document.getElementById("results");
 try {
@@ -29,6 +29,14 @@ try {
     check(same(view(inspectToken(v.token)), vectorView(v)), `vector ${v.name}`);
     checks++;
   }
+  for (const v of fx.vectors.valid.filter((v) => v.cnf)) {
+    const i = inspectToken(v.token);
+    check(i.version === 2 && i.bound === true && i.jkt === hexToBase64url(v.cnf), `bound vector ${v.name}`);
+    checks++;
+  }
+  const bearer = inspectToken(fx.fresh.token);
+  check(bearer.version === 1 && bearer.bound === false && bearer.jkt === null, "bearer token unbound");
+  checks++;
   for (const v of fx.vectors.invalid) {
     let message = null;
     try { inspectToken(v.token); } catch (e) { message = e instanceof Error ? e.message : String(e); }

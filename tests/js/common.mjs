@@ -3,6 +3,8 @@
 export function view(info) {
   return {
     version: info.version,
+    bound: info.bound,
+    jkt: info.jkt,
     keyId: info.keyId,
     tokenId: info.tokenId,
     issuedAtMs: info.issuedAt.getTime(),
@@ -18,7 +20,9 @@ export function view(info) {
 /** The expected view of a valid test vector of shared/test_vectors/tokens.json. */
 export function vectorView(v) {
   return {
-    version: 1,
+    version: v.cnf ? 2 : 1,
+    bound: Boolean(v.cnf),
+    jkt: v.cnf ? hexToBase64url(v.cnf) : null,
     keyId: v.kid,
     tokenId: v.jti,
     issuedAtMs: v.iat * 1000,
@@ -31,11 +35,58 @@ export function vectorView(v) {
   };
 }
 
+/** Unpadded base64url of the bytes written in hex (the vectors give `cnf` in hex). */
+export function hexToBase64url(hex) {
+  const bytes = hex.match(/../g).map((h) => parseInt(h, 16));
+  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+/** The header and claims of a compact JWS, decoded (no signature check). */
+export function jwsParts(jws) {
+  const decode = (part) => {
+    const b64 = part.replace(/-/g, "+").replace(/_/g, "/");
+    const text = new TextDecoder().decode(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)));
+    return JSON.parse(text);
+  };
+  const [header, claims, signature] = jws.split(".");
+  return { header: decode(header), claims: decode(claims), signatureLength: signature.length };
+}
+
+/** What every proof the module makes must look like, whatever the platform: the problems found,
+ * as strings (empty when none). `req` is what the proof was asked for; `key` the DpopKey. */
+export function proofProblems(proof, req, key, nowSeconds) {
+  const out = [];
+  const { header, claims, signatureLength } = jwsParts(proof);
+  const expect = (ok, what) => { if (!ok) out.push(`${what}: ${JSON.stringify({ header, claims })}`); };
+  expect(header.typ === "dpop+jwt", "typ");
+  expect(header.alg === key.algorithm, "alg");
+  expect(sameData(header.jwk, key.publicJwk), "jwk is the public key");
+  expect(!("d" in header.jwk), "no private member");
+  expect(Object.keys(header).sort().join() === "alg,jwk,typ", "header members");
+  expect(signatureLength === 86, "64-byte signature");
+  expect(claims.htm === req.method.toUpperCase(), "htm");
+  expect(claims.htu === String(req.url).split(/[?#]/)[0], "htu without query or fragment");
+  expect(Math.abs(claims.iat - nowSeconds) <= 5, "iat is now");
+  expect(typeof claims.jti === "string" && claims.jti.length === 22, "jti of 128 random bits");
+  expect(req.accessToken ? typeof claims.ath === "string" && claims.ath.length === 43 : !("ath" in claims), "ath");
+  expect(req.nonce ? claims.nonce === req.nonce : !("nonce" in claims), "nonce");
+  return out;
+}
+
 /** Whether inspection (which has no key) must refuse an invalid vector; the others only fail
  * verification. The generator says so of each (`inspects`). */
 export function inspectionFails(v) {
   if (typeof v.inspects !== "boolean") throw new Error(`vector ${v.name} says nothing of inspection`);
   return !v.inspects;
+}
+
+/** The requests the DPoP suites make proofs for (the Rust side checks every proof made). */
+export function proofRequests(dpop) {
+  return [
+    { method: "GET", url: dpop.url, accessToken: dpop.accessToken, nonce: dpop.nonce },
+    { method: "post", url: dpop.tokenUrl },
+    { method: "PUT", url: `${dpop.url}?page=2#top`, accessToken: dpop.accessToken },
+  ];
 }
 
 export const ERROR_PATTERN = /inspectToken: (malformed token|the token is empty|unsupported token version)/;

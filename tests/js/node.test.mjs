@@ -4,11 +4,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
-import { readFileSync } from "node:fs";
-import { view, vectorView, inspectionFails, ERROR_PATTERN } from "./common.mjs";
+import { readFileSync, writeFileSync } from "node:fs";
+import { view, vectorView, inspectionFails, ERROR_PATTERN, proofProblems, proofRequests } from "./common.mjs";
 
 const require = createRequire(import.meta.url);
-const { inspectToken } = require(process.env.MMS_JS_NODE);
+const { inspectToken, DpopKey } = require(process.env.MMS_JS_NODE);
 const fx = JSON.parse(readFileSync(process.env.MMS_JS_FIXTURE, "utf8"));
 
 test("tokens of every grant read as the issuer minted them", () => {
@@ -57,4 +57,64 @@ test("malformed input throws a clear Error", () => {
     assert.throws(() => inspectToken(bad), (e) => e instanceof Error && ERROR_PATTERN.test(e.message), JSON.stringify(bad));
   }
   assert.throws(() => inspectToken(fx.fresh.token, new Date(NaN)), /invalid Date/);
+});
+
+test("bound vectors show their binding", () => {
+  const bound = fx.vectors.valid.filter((v) => v.cnf);
+  assert.ok(bound.length >= 2);
+  for (const v of bound) {
+    const i = inspectToken(v.token);
+    assert.equal(i.version, 2, v.name);
+    assert.equal(i.bound, true, v.name);
+    assert.match(i.jkt, /^[A-Za-z0-9_-]{43}$/, v.name);
+  }
+  const bearer = inspectToken(fx.fresh.token);
+  assert.equal(bearer.version, 1);
+  assert.equal(bearer.bound, false);
+  assert.equal(bearer.jkt, null);
+});
+
+// Every proof made here, for the Rust side to check (MMS_JS_PROOFS).
+const made = [];
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+test("DPoP proofs under a non-extractable WebCrypto key", async () => {
+  for (const algorithm of ["ES256", "EdDSA"]) {
+    const key = await DpopKey.generate({ algorithm });
+    assert.equal(key.algorithm, algorithm);
+    assert.match(key.thumbprint, /^[A-Za-z0-9_-]{43}$/);
+    assert.equal(key.keyPair.privateKey.extractable, false);
+    await assert.rejects(crypto.subtle.exportKey("jwk", key.keyPair.privateKey), "the private key never leaves WebCrypto");
+    await assert.rejects(crypto.subtle.exportKey("pkcs8", key.keyPair.privateKey));
+    // Node has no IndexedDB: the caller keeps the key pair and makes the key again from it.
+    const again = await DpopKey.fromKeyPair(key.keyPair);
+    assert.equal(again.thumbprint, key.thumbprint);
+    const jtis = new Set();
+    for (const req of proofRequests(fx.dpop)) {
+      const proof = await key.proof(req);
+      assert.deepEqual(proofProblems(proof, req, key, nowSeconds()), [], algorithm);
+      jtis.add(proof.split(".")[1]);
+      made.push({ algorithm, thumbprint: key.thumbprint, proof, ...req });
+    }
+    assert.equal(jtis.size, 3, "a fresh jti for every proof");
+  }
+  writeFileSync(process.env.MMS_JS_PROOFS, JSON.stringify(made));
+});
+
+test("DPoP: bad input is refused with a clear Error", async () => {
+  const key = await DpopKey.generate();
+  const refused = async (req, pattern) => assert.rejects(key.proof(req), (e) => e instanceof Error && pattern.test(e.message), JSON.stringify(req));
+  await refused({ method: "", url: fx.dpop.url }, /`method` must be an HTTP method/);
+  await refused({ method: "GET /x", url: fx.dpop.url }, /`method` must be an HTTP method/);
+  await refused({ method: "GET", url: "ftp://example.com/x" }, /not an absolute http or https URL/);
+  await refused({ method: "GET", url: "/relative/without/a/page" }, /not an absolute http or https URL/);
+  await refused({ method: "GET", url: 42 }, /`url` must be a string or a URL/);
+  await refused({ method: "GET", url: fx.dpop.url, accessToken: 7 }, /`accessToken` must be a string/);
+  await assert.rejects(DpopKey.generate({ algorithm: "HS256" }), /must be "ES256" or "EdDSA"/);
+  await assert.rejects(DpopKey.open(), /no IndexedDB here/);
+  const extractable = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, ["sign", "verify"]);
+  await assert.rejects(DpopKey.fromKeyPair(extractable), /extractable/);
+  const rsa = await crypto.subtle.generateKey({ name: "RSASSA-PKCS1-v1_5", modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: "SHA-256" }, false, ["sign", "verify"]);
+  await assert.rejects(DpopKey.fromKeyPair(rsa), /neither ECDSA P-256 nor Ed25519/);
+  await assert.rejects(DpopKey.fromKeyPair({}), /expected a CryptoKeyPair/);
 });

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod browser;
 pub mod directory;
 pub mod directory_table;
 pub mod envoy;

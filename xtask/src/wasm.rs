@@ -152,7 +152,7 @@ pub fn build_js_packages(dest: &Path) -> Result<()> {
         let package = serde_json::json!({
             "name": name,
             "version": version,
-            "description": format!("Inspect media service access tokens (expiry, identity) without a key; {} build", if esm { "browser" } else { "Node.js" }),
+            "description": format!("Inspect media service access tokens (expiry, identity, binding) without a key, and make DPoP proofs under a non-extractable WebCrypto key; {} build", if esm { "browser" } else { "Node.js" }),
             "license": "Apache-2.0",
             "type": if esm { "module" } else { "commonjs" },
             "main": "mms_token.js",
@@ -166,9 +166,17 @@ pub fn build_js_packages(dest: &Path) -> Result<()> {
             serde_json::to_string_pretty(&package)? + "\n",
         )?;
         let dts = std::fs::read_to_string(out.join("mms_token.d.ts"))?;
-        if !dts
+        // The web build's `InitOutput` (the raw exports of the wasm module) is typed `any` by
+        // wasm-bindgen; what a user calls comes before it and must be typed throughout.
+        let api = dts
+            .split("export type InitInput")
+            .next()
+            .unwrap_or_default();
+        if !api
             .contains("export function inspectToken(token: string, now?: Date | null): TokenInfo;")
-            || dts.contains(": any")
+            || !api.contains("proof(request: DpopRequest): Promise<string>;")
+            || !api.contains("static open(name?: string | null, options?: DpopKeyOptions | null): Promise<DpopKey>;")
+            || api.contains(": any")
         {
             bail!(
                 "unexpected typings in {}:\n{dts}",

@@ -1,13 +1,18 @@
-//! Token inspection for browsers and Node (feature `js`, built with wasm-bindgen).
+//! Token inspection and DPoP proofs for browsers and Node (built with wasm-bindgen).
 //!
-//! Web and Node clients learn when their token expires and whom it represents, to refresh ahead of
-//! time and show the signed-in identity. Inspection needs no key and proves nothing: anyone can
-//! make a token that inspects well. Only the issuer, the filter and introspection verify.
+//! Web and Node clients learn when their token expires, whom it represents and whether it is
+//! bound to a key, to refresh ahead of time and show the signed-in identity. Inspection needs no
+//! key and proves nothing: anyone can make a token that inspects well. Only the issuer, the filter
+//! and introspection verify. Clients of bound (DPoP) tokens make their proofs with [`dpop`].
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
 use js_sys::{Array, Date, Object, Reflect};
 use shared::token::{self, TokenBody};
 use shared::VerifyError;
 use wasm_bindgen::prelude::*;
+
+pub mod dpop;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
@@ -22,8 +27,14 @@ export interface Claim {
 
 /** What a token says. Not verified: inspection needs no key and cannot detect forgery. */
 export interface TokenInfo {
-  /** Format version (1 for `mmat1.` tokens). */
+  /** Format version: 1 for `mmat1.` (bearer) tokens, 2 for `mmat2.` (bound) tokens. */
   version: number;
+  /** Whether the token is bound to a key (DPoP): it is then sent as `Authorization: DPoP
+   * <token>` with a proof by that key, never as `Bearer`. */
+  bound: boolean;
+  /** The thumbprint of the key a bound token is bound to (base64url, as `DpopKey.thumbprint`);
+   * null for a bearer token. */
+  jkt: string | null;
   /** Id of the key that signed it. */
   keyId: number;
   /** Random token id, 32 lower-case hex digits. */
@@ -63,7 +74,19 @@ fn info(b: &TokenBody, now_ms: f64) -> Object {
     let id = &b.identity;
     let exp_ms = b.exp as f64 * 1000.0;
     let left = ((exp_ms - now_ms) / 1000.0).floor().max(0.0);
-    set(&o, "version", token::VERSION);
+    let version = if b.cnf.is_some() {
+        token::BOUND_VERSION
+    } else {
+        token::VERSION
+    };
+    set(&o, "version", version);
+    set(&o, "bound", b.cnf.is_some());
+    set(
+        &o,
+        "jkt",
+        b.cnf
+            .map_or(JsValue::NULL, |c| URL_SAFE_NO_PAD.encode(c).into()),
+    );
     set(&o, "keyId", b.kid);
     set(&o, "tokenId", b.jti_hex());
     set(&o, "issuedAt", date(b.iat));
@@ -105,7 +128,7 @@ fn info(b: &TokenBody, now_ms: f64) -> Object {
 
 /// Reads a token without any key. `now` (default: the current time) is the moment `secondsLeft`
 /// and `expired` are computed for. Throws an `Error` with a clear message for anything that is not
-/// exactly a well-formed `mmat1` token (surrounding whitespace included, as every implementation of
+/// exactly a well-formed `mmat1` or `mmat2` token (surrounding whitespace included, as every implementation of
 /// the format refuses it).
 #[wasm_bindgen(js_name = inspectToken, unchecked_return_type = "TokenInfo")]
 pub fn inspect_token(token: &str, now: Option<Date>) -> Result<JsValue, JsError> {
@@ -116,13 +139,15 @@ pub fn inspect_token(token: &str, now: Option<Date>) -> Result<JsValue, JsError>
     match token::inspect(token) {
         Ok(body) => Ok(info(&body, now_ms).into()),
         Err(VerifyError::UnknownVersion) => Err(JsError::new(&format!(
-            "inspectToken: unsupported token version (this module reads {})",
-            token::PREFIX.trim_end_matches('.')
+            "inspectToken: unsupported token version (this module reads {} and {})",
+            token::PREFIX.trim_end_matches('.'),
+            token::BOUND_PREFIX.trim_end_matches('.')
         ))),
         Err(_) if token.is_empty() => Err(JsError::new("inspectToken: the token is empty")),
         Err(_) => Err(JsError::new(&format!(
-            "inspectToken: malformed token (expected {}<body>.<tag>, at most {} characters)",
+            "inspectToken: malformed token (expected {}<body>.<tag> or {}<body>.<tag>, at most {} characters)",
             token::PREFIX,
+            token::BOUND_PREFIX,
             token::MAX_TOKEN_LEN
         ))),
     }

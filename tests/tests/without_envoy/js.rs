@@ -1,10 +1,12 @@
 //! The browser/Node module against tokens from the real issuer and the shared vectors: Node's own
-//! test runner on the Node package, `npm install` of it into an empty folder, and headless
-//! Chromium loading the web package from a page served on 127.0.0.1.
+//! test runner on the Node package (its DPoP proofs then checked here with the token crate's
+//! checker, `crate::js_dpop`), `npm install` of it into an empty folder, and headless Chromium
+//! loading the web package from a page served on 127.0.0.1.
 //!
 //! `cargo xtask test` sets MMS_JS_NODE and MMS_JS_WEB (the packages), MMS_CHROMIUM and the
 //! variables of [`e2e::Tools`].
 
+use base64::Engine as _;
 use e2e::{free_port, provision, start_issuer, Tools};
 use serde_json::{json, Value};
 use shared::token;
@@ -12,14 +14,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use warp::Filter;
 
-struct Js {
-    node_pkg: PathBuf,
-    web_pkg: PathBuf,
-    chromium: PathBuf,
-    tools: Tools,
+pub(crate) struct Js {
+    pub(crate) node_pkg: PathBuf,
+    pub(crate) web_pkg: PathBuf,
+    pub(crate) chromium: PathBuf,
+    pub(crate) tools: Tools,
 }
 
-fn js() -> Option<Js> {
+pub(crate) fn js() -> Option<Js> {
     let tools = Tools::for_test()?;
     let var = |n: &str| {
         std::env::var_os(n)
@@ -46,8 +48,13 @@ fn js() -> Option<Js> {
 fn expect(t: &str) -> Value {
     let b = token::inspect(t).unwrap();
     let id = &b.identity;
+    let jkt = b
+        .cnf
+        .map(|c| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(c));
     json!({
-        "version": token::VERSION,
+        "version": if b.cnf.is_some() { token::BOUND_VERSION } else { token::VERSION },
+        "bound": b.cnf.is_some(),
+        "jkt": jkt,
         "keyId": b.kid,
         "tokenId": b.jti_hex(),
         "issuedAtMs": b.iat * 1000,
@@ -73,7 +80,7 @@ async fn grant(url: &str, secret: &str, form: &[(&str, &str)]) -> Value {
 }
 
 /// Tokens of every grant from the real issuer, one of them expired, with their native inspection.
-async fn fixture(tools: &Tools, dir: &Path) -> Value {
+pub(crate) async fn fixture(tools: &Tools, dir: &Path) -> Value {
     let data = dir.join("data");
     let secret = provision(tools, dir, &data).unwrap();
     let (mut short, url) = start_issuer(
@@ -170,22 +177,33 @@ async fn fixture(tools: &Tools, dir: &Path) -> Value {
 async fn node_package() {
     let Some(js) = js() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let fx = fixture(&js.tools, tmp.path()).await;
+    let mut fx = fixture(&js.tools, tmp.path()).await;
+    let target = crate::js_dpop::ProofTarget::new(fx["fresh"]["token"].as_str().unwrap());
+    fx["dpop"] = target.json();
     let fx_path = tmp.path().join("fixture.json");
     std::fs::write(&fx_path, fx.to_string()).unwrap();
+    let proofs_path = tmp.path().join("proofs.json");
     let out = Command::new("node")
         .arg("--test")
         .arg(e2e::root().join("tests/js/node.test.mjs"))
         .env("MMS_JS_NODE", &js.node_pkg)
         .env("MMS_JS_FIXTURE", &fx_path)
+        .env("MMS_JS_PROOFS", &proofs_path)
         .output()
         .expect("node runs");
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "node --test failed:\n{text}");
     assert!(
-        text.contains("# pass 4") && text.contains("# fail 0"),
+        text.contains("# pass 7") && text.contains("# fail 0"),
         "{text}"
+    );
+    // Node's WebCrypto has both curves: three proofs each, every one good for the Rust checker.
+    let proofs: Value =
+        serde_json::from_str(&std::fs::read_to_string(&proofs_path).unwrap()).unwrap();
+    assert_eq!(
+        target.check(&proofs),
+        ["ES256", "ES256", "ES256", "EdDSA", "EdDSA", "EdDSA"]
     );
 
     // `npm install ./dist/js/node` in an empty folder, then use it as a user would.
@@ -241,7 +259,7 @@ async fn node_package() {
     assert!(!dts.contains(": any"), "{dts}");
 }
 
-fn chromium_dump(chromium: &Path, url: &str, profile: &Path) -> String {
+pub(crate) fn chromium_dump(chromium: &Path, url: &str, profile: &Path) -> String {
     let out = Command::new(chromium)
         .args([
             "--headless",
@@ -266,7 +284,7 @@ fn chromium_dump(chromium: &Path, url: &str, profile: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn element_text(dom: &str, id: &str) -> String {
+pub(crate) fn element_text(dom: &str, id: &str) -> String {
     let open = format!("id=\"{id}\">");
     let start = dom
         .find(&open)
@@ -318,7 +336,15 @@ async fn browser_package() {
     assert_eq!(results["failures"], json!([]), "{results}");
     let vectors = fx["vectors"]["valid"].as_array().unwrap().len()
         + fx["vectors"]["invalid"].as_array().unwrap().len();
-    let expected_checks = 5 * 4 + 2 + vectors + fx["malformed"].as_array().unwrap().len();
+    let bound = fx["vectors"]["valid"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["cnf"].is_string())
+        .count();
+    assert!(bound >= 2, "the vectors hold bound tokens");
+    let expected_checks =
+        5 * 4 + 2 + vectors + bound + 1 + fx["malformed"].as_array().unwrap().len();
     assert_eq!(results["checks"], expected_checks, "{results}");
     assert!(
         results["userAgent"].as_str().unwrap().contains("Chrome"),

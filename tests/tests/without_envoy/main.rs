@@ -7,4 +7,5 @@
 mod connections;
 mod directory_doc;
 mod js;
+mod js_dpop;
 mod pgbouncer;
