@@ -34,7 +34,7 @@ pub fn report_route() -> (
 
 /// Opens `url` in headless Chromium on the profile folder `profile` (the same folder again is
 /// the same browser profile, IndexedDB included) and returns the page's report, or fails after
-/// `limit`. Chromium's output goes to `log`.
+/// `limit`. Chromium's output goes to `log`; `extra` are more Chromium arguments.
 pub async fn run_page(
     chromium: &Path,
     url: &str,
@@ -42,6 +42,7 @@ pub async fn run_page(
     reports: &mut Reports,
     limit: Duration,
     log: &Path,
+    extra: &[&str],
 ) -> Result<serde_json::Value> {
     let log_file = std::fs::File::create(log).with_context(|| format!("{}", log.display()))?;
     let mut child = tokio::process::Command::new(chromium)
@@ -56,6 +57,7 @@ pub async fn run_page(
             "--disable-sync",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
         .arg(url)
         .stdout(Stdio::null())
         .stderr(log_file)

@@ -200,14 +200,34 @@ impl Stack {
             .with_context(|| self.logs())
     }
 
+    /// (Re)starts Envoy with the shipped configuration changed by `edit` (a test's own routes
+    /// and clusters beside the shipped ones) and [`Stack::filter_config`]; with edge sync, waits
+    /// until every poller has had its first answer.
+    pub fn restart_envoy_yaml_edited(
+        &mut self,
+        edit: impl FnOnce(String) -> Result<String>,
+    ) -> Result<()> {
+        let yaml = edit(self.envoy_yaml(&self.filter_config()?)?)?;
+        self.launch_envoy_yaml(&yaml)?;
+        if self.edge_secret.is_some() {
+            self.wait_for_edge_sync()?;
+        }
+        Ok(())
+    }
+
     /// (Re)starts Envoy with the shipped configuration and this plugin configuration JSON, and
     /// waits until it is ready (but not for edge sync).
     fn launch_envoy(&mut self, filter_config: &str) -> Result<()> {
+        let yaml = self.envoy_yaml(filter_config)?;
+        self.launch_envoy_yaml(&yaml)
+    }
+
+    /// (Re)starts Envoy with this configuration and waits until it is ready.
+    fn launch_envoy_yaml(&mut self, yaml: &str) -> Result<()> {
         if let Some(mut e) = self.envoy.take() {
             e.stop();
         }
-        let yaml = self.envoy_yaml(filter_config)?;
-        let path = envoy::write_config(&self.dir, "envoy.yaml", &yaml)?;
+        let path = envoy::write_config(&self.dir, "envoy.yaml", yaml)?;
         let (dir, listener, workers) = (&self.dir, self.ports.listener, self.envoy_workers());
         self.envoy = Some(match &mut self.hot_restart {
             Some(restart) => {

@@ -135,7 +135,7 @@ impl ProofTarget {
 async fn open(chromium: &Path, url: String, profile: &Path, reports: &mut Reports) -> Value {
     let log = profile.with_extension("log");
     let limit = std::time::Duration::from_secs(30);
-    let results = run_page(chromium, &url, profile, reports, limit, &log)
+    let results = run_page(chromium, &url, profile, reports, limit, &log, &[])
         .await
         .unwrap();
     assert_eq!(results["failures"], json!([]), "{results}");
