@@ -158,9 +158,13 @@ pub fn build_js_packages(dest: &Path) -> Result<()> {
             "main": "mms_token.js",
             "types": "mms_token.d.ts",
             "exports": { ".": { "types": "./mms_token.d.ts", "default": "./mms_token.js" } },
-            "files": ["mms_token.js", "mms_token.d.ts", "mms_token_bg.wasm", "mms_token_bg.wasm.d.ts"],
+            "files": ["mms_token.js", "mms_token.d.ts", "mms_token_bg.wasm", "mms_token_bg.wasm.d.ts", "README.md"],
             "sideEffects": !esm,
         });
+        std::fs::copy(
+            root().join("filter-wasm/js/README.md"),
+            out.join("README.md"),
+        )?;
         std::fs::write(
             out.join("package.json"),
             serde_json::to_string_pretty(&package)? + "\n",

@@ -361,7 +361,31 @@ async fn browser_package() {
     assert_eq!(element_text(&dom, "subject"), e2e::demo::USER, "{dom}");
     assert_eq!(element_text(&dom, "kind"), "user");
     assert_eq!(element_text(&dom, "claims"), "email=demo@example.com");
+    assert_eq!(element_text(&dom, "binding"), "bearer");
     assert!(element_text(&dom, "left").ends_with(" s"), "{dom}");
     assert_eq!(element_text(&dom, "error"), "");
+
+    // A bound token shows its binding.
+    let bound = fx["vectors"]["valid"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["cnf"].is_string())
+        .unwrap();
+    let body = token::inspect(bound["token"].as_str().unwrap()).unwrap();
+    let jkt = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(body.cnf.unwrap());
+    let (chromium, profile) = (js.chromium.clone(), tmp.path().join("profile3"));
+    let url = format!(
+        "http://{addr}/example/?token={}",
+        bound["token"].as_str().unwrap()
+    );
+    let dom = tokio::task::spawn_blocking(move || chromium_dump(&chromium, &url, &profile))
+        .await
+        .unwrap();
+    assert_eq!(
+        element_text(&dom, "binding"),
+        format!("DPoP, key thumbprint {jkt}"),
+        "{dom}"
+    );
     server.abort();
 }
