@@ -194,6 +194,8 @@ async fn page_through_envoy() {
         access_token: Some(&token),
         nonce: None,
     });
+    // What each refusal must say: a DPoP challenge with an error under the DPoP scheme, and
+    // `invalid_token` for a bound token presented as Bearer (never a downgrade).
     let attempts = [
         (
             "a proof by another key",
@@ -201,20 +203,28 @@ async fn page_through_envoy() {
                 ("authorization", format!("DPoP {token}")),
                 ("dpop", foreign),
             ],
+            "DPoP ",
         ),
         (
             "as Bearer",
             vec![("authorization", format!("Bearer {token}"))],
+            "error=\"invalid_token\"",
+        ),
+        (
+            "as Bearer in the alternative header",
+            vec![("serviceauthorization", format!("Bearer {token}"))],
+            "error=\"invalid_token\"",
         ),
         (
             "with no proof",
             vec![("authorization", format!("DPoP {token}"))],
+            "DPoP ",
         ),
     ];
-    for (what, headers) in attempts {
+    for (what, headers, says) in attempts {
         let (status, challenge) = outside_call(&s, &headers).await;
         assert_eq!(status, 401, "{what}: {challenge}");
-        assert!(challenge.contains("DPoP"), "{what}: {challenge}");
+        assert!(challenge.contains(says), "{what}: {challenge}");
         assert!(challenge.contains("error="), "{what}: {challenge}");
     }
 
