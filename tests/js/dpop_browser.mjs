@@ -30,15 +30,18 @@ try {
   const calls = [];
   for (let i = 0; i < 3; i++) {
     const url = new URL(`/apiv2/MediaService/Find?page=${i}`, location.href);
-    const r = await fetch(url, {
-      method: "POST",
-      headers: {
-        Authorization: `DPoP ${token}`,
-        DPoP: await key.proof({ method: "POST", url, accessToken: token }),
-        "content-type": "application/json",
-      },
-      body: "{}",
-    });
+    // Two calls with the headers made by hand, the last one by the module's fetch.
+    const r = i < 2
+      ? await fetch(url, {
+        method: "POST",
+        headers: {
+          Authorization: `DPoP ${token}`,
+          DPoP: await key.proof({ method: "POST", url, accessToken: token }),
+          "content-type": "application/json",
+        },
+        body: "{}",
+      })
+      : await key.fetch(url, { method: "POST", accessToken: token, headers: { "content-type": "application/json" }, body: "{}" });
     const text = await r.text();
     let body = null;
     try { body = JSON.parse(text); } catch { body = text; }

@@ -5,7 +5,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import { readFileSync, writeFileSync } from "node:fs";
-import { view, vectorView, inspectionFails, ERROR_PATTERN, proofProblems, proofRequests } from "./common.mjs";
+import { createServer } from "node:http";
+import { view, vectorView, inspectionFails, ERROR_PATTERN, proofProblems, proofRequests, jwsParts } from "./common.mjs";
 
 const require = createRequire(import.meta.url);
 const { inspectToken, DpopKey } = require(process.env.MMS_JS_NODE);
@@ -117,4 +118,74 @@ test("DPoP: bad input is refused with a clear Error", async () => {
   const rsa = await crypto.subtle.generateKey({ name: "RSASSA-PKCS1-v1_5", modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: "SHA-256" }, false, ["sign", "verify"]);
   await assert.rejects(DpopKey.fromKeyPair(rsa), /neither ECDSA P-256 nor Ed25519/);
   await assert.rejects(DpopKey.fromKeyPair({}), /expected a CryptoKeyPair/);
+});
+
+test("DpopKey.fetch: the DPoP headers, and one retry with the server's nonce", async () => {
+  // An API that wants the nonce "n1" (401, as an edge answers) and a token endpoint that wants
+  // "n2" (400, as the issuer answers); each answers with what it got.
+  const seen = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => { body += c; });
+    req.on("end", () => {
+      const proof = jwsParts(req.headers.dpop);
+      seen.push({ path: req.url, method: req.method, authorization: req.headers.authorization ?? null, claims: proof.claims, body, custom: req.headers["x-custom"] ?? null });
+      const want = req.url.startsWith("/token") ? "n2" : "n1";
+      if (req.url.startsWith("/stubborn") || proof.claims.nonce !== want) {
+        if (req.url.startsWith("/token")) {
+          res.writeHead(400, { "content-type": "application/json", "DPoP-Nonce": want });
+          res.end(JSON.stringify({ error: "use_dpop_nonce", error_description: "a nonce is required" }));
+        } else {
+          res.writeHead(401, { "WWW-Authenticate": 'DPoP realm="media", error="use_dpop_nonce", algs="ES256 EdDSA"', "DPoP-Nonce": want });
+          res.end();
+        }
+        return;
+      }
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ ok: true }));
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const base = `http://127.0.0.1:${server.address().port}`;
+  try {
+    const key = await DpopKey.generate();
+    const api = `${base}/apiv2/x?page=1`;
+    const r = await key.fetch(api, { method: "post", accessToken: "mmat2.t", body: "{\"a\":1}", headers: { "x-custom": "kept" } });
+    assert.equal(r.status, 200);
+    assert.equal(seen.length, 2, "asked once, then sent again with the nonce");
+    for (const s of seen) {
+      assert.equal(s.method, "POST");
+      assert.equal(s.authorization, "DPoP mmat2.t");
+      assert.equal(s.claims.htu, `${base}/apiv2/x`);
+      assert.equal(s.claims.htm, "POST");
+      assert.equal(typeof s.claims.ath, "string");
+      assert.equal(s.body, '{"a":1}', "the body is sent again");
+      assert.equal(s.custom, "kept", "the caller's headers are kept");
+    }
+    assert.equal(seen[0].claims.nonce, undefined);
+    assert.equal(seen[1].claims.nonce, "n1");
+    assert.notEqual(seen[0].claims.jti, seen[1].claims.jti);
+    // The origin's nonce is remembered: the next call sends it at once.
+    assert.equal((await key.fetch(`${base}/apiv2/y`, { accessToken: "mmat2.t" })).status, 200);
+    assert.equal(seen.length, 3);
+    assert.equal(seen[2].claims.nonce, "n1");
+    assert.equal(seen[2].method, "GET");
+    // The token endpoint's 400 use_dpop_nonce: no token, the caller's Authorization kept.
+    const form = new URLSearchParams({ grant_type: "client_credentials" });
+    const t = await key.fetch(`${base}/token`, { method: "POST", body: form, headers: { Authorization: "Basic Yzpz" } });
+    assert.equal(t.status, 200);
+    assert.equal(seen.length, 5);
+    assert.deepEqual(seen.slice(3).map((s) => [s.authorization, s.claims.nonce ?? null, "ath" in s.claims, s.body]), [
+      ["Basic Yzpz", "n1", false, "grant_type=client_credentials"],
+      ["Basic Yzpz", "n2", false, "grant_type=client_credentials"],
+    ]);
+    // A server that keeps refusing the nonce it sent gets it once, not again and again.
+    assert.equal((await key.fetch(`${base}/stubborn`, { accessToken: "mmat2.t" })).status, 401);
+    assert.equal(seen.length, 7);
+    assert.deepEqual(seen.slice(5).map((s) => s.claims.nonce), ["n2", "n1"]);
+    assert.equal((await key.fetch(`${base}/stubborn`, { accessToken: "mmat2.t" })).status, 401);
+    assert.equal(seen.length, 8, "its own nonce already sent: no retry");
+  } finally {
+    server.close();
+  }
 });

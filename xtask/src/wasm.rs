@@ -179,6 +179,9 @@ pub fn build_js_packages(dest: &Path) -> Result<()> {
         if !api
             .contains("export function inspectToken(token: string, now?: Date | null): TokenInfo;")
             || !api.contains("proof(request: DpopRequest): Promise<string>;")
+            || !api.contains(
+                "fetch(url: string | URL, init?: DpopFetchInit | null): Promise<Response>;",
+            )
             || !api.contains("static open(name?: string | null, options?: DpopKeyOptions | null): Promise<DpopKey>;")
             || api.contains(": any")
         {

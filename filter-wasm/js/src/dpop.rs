@@ -24,6 +24,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, JsFuture};
 
+mod fetch;
 mod store;
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -51,6 +52,13 @@ export interface DpopRequest {
   /** The last `DPoP-Nonce` the server sent, when it asks for one. */
   nonce?: string | null;
 }
+
+/** `fetch`'s options, and the access token to send under the DPoP scheme. */
+export type DpopFetchInit = RequestInit & {
+  /** Sent as `Authorization: DPoP <token>`, its hash in the proof. Leave it out at the token
+   * endpoint. */
+  accessToken?: string | null;
+};
 
 /** The public half of a proof key, as JWK (RFC 7517). */
 export interface DpopPublicJwk {
@@ -194,6 +202,8 @@ pub struct DpopKey {
     public_jwk: String,
     header_b64: String,
     thumbprint: String,
+    /// The last `DPoP-Nonce` each origin sent to [`DpopKey::fetch`], shared by the clones.
+    nonces: fetch::Nonces,
 }
 
 #[wasm_bindgen]
@@ -342,6 +352,7 @@ impl DpopKey {
             header_b64: URL_SAFE_NO_PAD.encode(header),
             thumbprint: URL_SAFE_NO_PAD.encode(jkt),
             public_jwk,
+            nonces: fetch::Nonces::default(),
         })
     }
 

@@ -195,7 +195,7 @@ async fn node_package() {
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "node --test failed:\n{text}");
     assert!(
-        text.contains("# pass 7") && text.contains("# fail 0"),
+        text.contains("# pass 8") && text.contains("# fail 0"),
         "{text}"
     );
     // Node's WebCrypto has both curves: three proofs each, every one good for the Rust checker.
