@@ -10,7 +10,9 @@
 //! one origin and no CORS is involved. Chromium is told to accept the stack's self-signed
 //! certificate.
 
-use e2e::browser::{report_route, run_page};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use e2e::browser::{report_route, run_page, Reports};
 use e2e::{demo, Options, Stack, Tools};
 use serde_json::{json, Value};
 use shared::dpop::sign::{ProofClaims, ProofKey};
@@ -88,23 +90,9 @@ async fn outside_call(s: &Stack, headers: &[(&str, String)]) -> (u16, String) {
     (r.status().as_u16(), challenge)
 }
 
-#[tokio::test]
-async fn page_through_envoy() {
-    let Some(tools) = Tools::for_test() else {
-        return;
-    };
-    let Some((web_pkg, chromium)) = browser_tools() else {
-        return;
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let opts = Options {
-        edge_sync: true,
-        ..Options::default()
-    };
-    let mut s = Stack::start(&tmp.path().join("stack"), &tools, &opts)
-        .await
-        .unwrap();
-
+/// Serves the page and the web package under `/dpop-page/` on a free port, with the demo client's
+/// credentials in `config.json`; the server, the port and the page's reports.
+async fn serve_page(s: &Stack, web_pkg: PathBuf) -> (tokio::task::JoinHandle<()>, u16, Reports) {
     let pages = e2e::root().join("tests/js");
     let config = json!({
         "client": demo::CLIENT,
@@ -113,7 +101,7 @@ async fn page_through_envoy() {
         "password": demo::PASSWORD,
     })
     .to_string();
-    let (report, mut reports) = report_route();
+    let (report, reports) = report_route();
     let routes = warp::path("dpop-page")
         .and(
             report
@@ -134,21 +122,12 @@ async fn page_through_envoy() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let server = tokio::spawn(async move { warp::serve(routes).incoming(listener).run().await });
-    s.restart_envoy_yaml_edited(|yaml| with_page_route(&yaml, port))
-        .unwrap();
+    (server, port, reports)
+}
 
-    let page = format!("{}{PAGE_PREFIX}", s.url());
-    let seen = run_page(
-        &chromium,
-        &page,
-        &tmp.path().join("profile"),
-        &mut reports,
-        Duration::from_secs(60),
-        &tmp.path().join("chromium.log"),
-        &["--ignore-certificate-errors"],
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e:#}\n{}", s.logs()));
+/// Checks what the page saw: a non-extractable key, a bound token from the token endpoint, and
+/// protected calls that passed bound to that key. Returns the token.
+fn check_page(s: &Stack, seen: &Value) -> String {
     assert_eq!(seen["failures"], json!([]), "{seen}");
     assert_eq!(seen["secureContext"], true, "{seen}");
     assert_eq!(seen["extractable"], false, "{seen}");
@@ -164,12 +143,8 @@ async fn page_through_envoy() {
         json!({"version": 2, "bound": true, "jkt": thumbprint}),
         "{seen}"
     );
-    let body = shared::token::inspect(&token).unwrap();
-    assert_eq!(
-        body.cnf
-            .map(|c| base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, c)),
-        Some(thumbprint.to_owned())
-    );
+    let cnf = shared::token::inspect(&token).unwrap().cnf.unwrap();
+    assert_eq!(URL_SAFE_NO_PAD.encode(cnf), thumbprint);
 
     // Its protected calls passed, and the upstream learnt that they were bound, to which key.
     let calls = seen["calls"].as_array().unwrap();
@@ -181,55 +156,52 @@ async fn page_through_envoy() {
         assert_eq!(identity["x-auth-jkt"], thumbprint, "{call}");
         assert_eq!(identity["x-auth-subject"], demo::USER, "{call}");
     }
+    token
+}
 
-    // The same token from outside the page: never accepted without the page's key.
+/// The page's token sent from outside it: refused every way, while a bearer token passes.
+async fn check_outside(s: &Stack, token: &str) {
     let htu = format!("{}/apiv2/MediaService/Find", s.url());
-    let other = ProofKey::es256([0x42; 32]).unwrap();
     let jti = format!("outside-{}", e2e::unix_now());
-    let foreign = other.proof(&ProofClaims {
+    let foreign = ProofKey::es256([0x42; 32]).unwrap().proof(&ProofClaims {
         htm: "POST",
         htu: &htu,
         jti: &jti,
         iat: e2e::unix_now(),
-        access_token: Some(&token),
+        access_token: Some(token),
         nonce: None,
     });
     // What each refusal must say: a DPoP challenge with an error under the DPoP scheme, and
     // `invalid_token` for a bound token presented as Bearer (never a downgrade).
+    let dpop = ("authorization", format!("DPoP {token}"));
+    let bearer = format!("Bearer {token}");
     let attempts = [
         (
             "a proof by another key",
-            vec![
-                ("authorization", format!("DPoP {token}")),
-                ("dpop", foreign),
-            ],
+            vec![dpop.clone(), ("dpop", foreign)],
             "DPoP ",
         ),
         (
             "as Bearer",
-            vec![("authorization", format!("Bearer {token}"))],
+            vec![("authorization", bearer.clone())],
             "error=\"invalid_token\"",
         ),
         (
             "as Bearer in the alternative header",
-            vec![("serviceauthorization", format!("Bearer {token}"))],
+            vec![("serviceauthorization", bearer)],
             "error=\"invalid_token\"",
         ),
-        (
-            "with no proof",
-            vec![("authorization", format!("DPoP {token}"))],
-            "DPoP ",
-        ),
+        ("with no proof", vec![dpop], "DPoP "),
     ];
     for (what, headers, says) in attempts {
-        let (status, challenge) = outside_call(&s, &headers).await;
+        let (status, challenge) = outside_call(s, &headers).await;
         assert_eq!(status, 401, "{what}: {challenge}");
         assert!(challenge.contains(says), "{what}: {challenge}");
         assert!(challenge.contains("error="), "{what}: {challenge}");
     }
 
     // Outside the page is not refused as such: a bearer token of the same client passes.
-    let bearer: Value = s
+    let answer: Value = s
         .client()
         .post(format!("{}/apiv2/oauth/token", s.url()))
         .basic_auth(demo::CLIENT, Some(&s.secret))
@@ -240,10 +212,46 @@ async fn page_through_envoy() {
         .json()
         .await
         .unwrap();
-    assert_eq!(bearer["token_type"], "Bearer", "{bearer}");
-    let bearer = bearer["access_token"].as_str().unwrap();
+    assert_eq!(answer["token_type"], "Bearer", "{answer}");
+    let bearer = answer["access_token"].as_str().unwrap();
     let (status, challenge) =
-        outside_call(&s, &[("authorization", format!("Bearer {bearer}"))]).await;
+        outside_call(s, &[("authorization", format!("Bearer {bearer}"))]).await;
     assert_eq!(status, 200, "{challenge}");
+}
+
+#[tokio::test]
+async fn page_through_envoy() {
+    let Some(tools) = Tools::for_test() else {
+        return;
+    };
+    let Some((web_pkg, chromium)) = browser_tools() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options {
+        edge_sync: true,
+        ..Options::default()
+    };
+    let mut s = Stack::start(&tmp.path().join("stack"), &tools, &opts)
+        .await
+        .unwrap();
+    let (server, port, mut reports) = serve_page(&s, web_pkg).await;
+    s.restart_envoy_yaml_edited(|yaml| with_page_route(&yaml, port))
+        .unwrap();
+
+    let page = format!("{}{PAGE_PREFIX}", s.url());
+    let seen = run_page(
+        &chromium,
+        &page,
+        &tmp.path().join("profile"),
+        &mut reports,
+        Duration::from_secs(60),
+        &tmp.path().join("chromium.log"),
+        &["--ignore-certificate-errors"],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", s.logs()));
+    let token = check_page(&s, &seen);
+    check_outside(&s, &token).await;
     server.abort();
 }
