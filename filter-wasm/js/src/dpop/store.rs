@@ -3,30 +3,95 @@
 //! non-extractable key stays non-extractable there: its bytes are never exposed to script).
 
 use super::{call, error, get};
-use js_sys::{Function, Promise};
+use js_sys::{Function, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
 const DATABASE: &str = "mms-dpop";
 const STORE: &str = "keys";
 
-/// The result of an IndexedDB request, or its error.
-async fn settle(request: &JsValue) -> Result<JsValue, JsValue> {
+/// What an event does to the promise [`first_event`] returns.
+#[derive(Clone, Copy)]
+enum Outcome {
+    /// Resolves it with the target's `result` (a request's `success`).
+    Result,
+    /// Resolves it (a transaction's `complete`).
+    Done,
+    /// Rejects it with the target's `error`, the event handled (`error`, `abort`).
+    Error,
+}
+
+/// Event handlers set on a target; removed (and their closures freed) when this drops, so that
+/// no event can reach a freed closure, whether the future that holds them ran or not.
+struct Handlers {
+    target: JsValue,
+    events: &'static [(&'static str, Outcome)],
+    _closures: Vec<Closure<dyn FnMut(JsValue)>>,
+}
+
+impl Drop for Handlers {
+    fn drop(&mut self) {
+        for (name, _) in self.events {
+            let _ = Reflect::set(&self.target, &(*name).into(), &JsValue::NULL);
+        }
+    }
+}
+
+/// The first of `events` (handler property and outcome) on `target`. The handlers are set now,
+/// before anything can fire, and removed when the returned future completes or drops.
+fn first_event(
+    target: &JsValue,
+    events: &'static [(&'static str, Outcome)],
+) -> impl std::future::Future<Output = Result<JsValue, JsValue>> {
+    let mut closures = Vec::new();
     let promise = Promise::new(&mut |resolve: Function, reject: Function| {
-        let target = request.clone();
-        let ok = Closure::once_into_js(move |_event: JsValue| {
-            let _ = resolve.call1(&JsValue::NULL, &get(&target, "result"));
-        });
-        let target = request.clone();
-        let failed = Closure::once_into_js(move |event: JsValue| {
-            // Handled here: the error is the promise's, not an uncaught one.
-            let _ = call(&event, "preventDefault", &[]);
-            let _ = reject.call1(&JsValue::NULL, &get(&target, "error"));
-        });
-        let _ = js_sys::Reflect::set(request, &"onsuccess".into(), &ok);
-        let _ = js_sys::Reflect::set(request, &"onerror".into(), &failed);
+        for &(name, outcome) in events {
+            let (t, resolve, reject) = (target.clone(), resolve.clone(), reject.clone());
+            let handler = Closure::<dyn FnMut(JsValue)>::new(move |event: JsValue| {
+                let _ = match outcome {
+                    Outcome::Result => resolve.call1(&JsValue::NULL, &get(&t, "result")),
+                    Outcome::Done => resolve.call0(&JsValue::NULL),
+                    Outcome::Error => {
+                        // Handled here: the error is the promise's, not an uncaught one.
+                        let _ = call(&event, "preventDefault", &[]);
+                        reject.call1(&JsValue::NULL, &get(&t, "error"))
+                    }
+                };
+            });
+            let _ = Reflect::set(target, &name.into(), handler.as_ref());
+            closures.push(handler);
+        }
     });
-    JsFuture::from(promise).await
+    let handlers = Handlers {
+        target: target.clone(),
+        events,
+        _closures: closures,
+    };
+    async move {
+        let _handlers = handlers;
+        JsFuture::from(promise).await
+    }
+}
+
+/// The result of an IndexedDB request, or its error.
+fn settle(request: &JsValue) -> impl std::future::Future<Output = Result<JsValue, JsValue>> {
+    first_event(
+        request,
+        &[("onsuccess", Outcome::Result), ("onerror", Outcome::Error)],
+    )
+}
+
+/// Resolves when the transaction `tx` has committed (its `complete` event), rejects when it
+/// fails or aborts: a key is only kept once it is on disk.
+fn committed(tx: &JsValue) -> impl std::future::Future<Output = Result<JsValue, JsValue>> {
+    first_event(
+        tx,
+        &[
+            ("oncomplete", Outcome::Done),
+            ("onerror", Outcome::Error),
+            ("onabort", Outcome::Error),
+        ],
+    )
 }
 
 /// The database, created on first use.
@@ -39,30 +104,17 @@ async fn database() -> Result<JsValue, JsValue> {
     }
     let request = call(&idb, "open", &[DATABASE.into(), 1.into()])?;
     let target = request.clone();
-    let upgrade = Closure::once_into_js(move |_event: JsValue| {
+    let upgrade = Closure::<dyn FnMut(JsValue)>::new(move |_event: JsValue| {
         let db = get(&target, "result");
         let _ = call(&db, "createObjectStore", &[STORE.into()]);
     });
-    js_sys::Reflect::set(&request, &"onupgradeneeded".into(), &upgrade)?;
+    Reflect::set(&request, &"onupgradeneeded".into(), upgrade.as_ref())?;
+    let _upgrade = Handlers {
+        target: request.clone(),
+        events: &[("onupgradeneeded", Outcome::Done)],
+        _closures: vec![upgrade],
+    };
     settle(&request).await
-}
-
-/// Resolves when the transaction `tx` has committed (its `complete` event), rejects when it
-/// fails or aborts: a key is only kept once it is on disk.
-fn committed(tx: &JsValue) -> JsFuture {
-    let promise = Promise::new(&mut |resolve: Function, reject: Function| {
-        let done = Closure::once_into_js(move |_event: JsValue| {
-            let _ = resolve.call0(&JsValue::NULL);
-        });
-        let target = tx.clone();
-        let failed = Function::from(Closure::once_into_js(move |_event: JsValue| {
-            let _ = reject.call1(&JsValue::NULL, &get(&target, "error"));
-        }));
-        let _ = js_sys::Reflect::set(tx, &"oncomplete".into(), &done);
-        let _ = js_sys::Reflect::set(tx, &"onerror".into(), &failed);
-        let _ = js_sys::Reflect::set(tx, &"onabort".into(), &failed);
-    });
-    JsFuture::from(promise)
 }
 
 /// Runs `op` with `args` on the object store in a transaction of `mode` and waits for it to
