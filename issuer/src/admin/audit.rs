@@ -47,7 +47,9 @@ pub(super) fn record_of(cmd: &Command) -> Option<(AuditAction, Subject)> {
         Command::KeysRetire { .. } => (A::KeysRetire, Subject::Keys),
         Command::KeysPublish => (A::KeysPublish, Subject::Keys),
         Command::KeysPromote { .. } => (A::KeysPromote, Subject::Keys),
-        Command::ClientUpdate { id, .. } => (A::ClientUpdate, client(id)),
+        Command::ClientUpdate { id, .. } | Command::ClientDpop { id, .. } => {
+            (A::ClientUpdate, client(id))
+        }
         Command::UserUpdate { name, .. } => (A::UserUpdate, user(name)),
         Command::Ping
         | Command::ClientList

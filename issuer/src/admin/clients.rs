@@ -2,7 +2,7 @@
 //! listing them.
 
 use super::{found, refused, AdminError};
-use crate::store::{ClientChange, ClientRecord, GrantKind, Store};
+use crate::store::{ClientChange, ClientRecord, DpopPolicy, GrantKind, Store};
 use serde::{Deserialize, Serialize};
 
 /// A client to register (`issuer client add`): it starts inactive unless `active` (as
@@ -20,6 +20,9 @@ pub struct NewClient {
     /// May read the edge feed.
     #[serde(default)]
     pub edge: bool,
+    /// Whether its tokens must be bound with DPoP.
+    #[serde(default, skip_serializing_if = "DpopPolicy::is_allowed")]
+    pub dpop: DpopPolicy,
     /// Keyed hash of the secret, hex.
     pub secret_hash: String,
     /// Active from the start.
@@ -36,6 +39,7 @@ pub(super) async fn add(store: &dyn Store, c: &NewClient, now: u64) -> Result<St
         impersonate: c.impersonate,
         impersonate_claim_types: c.claim_types.clone(),
         edge: c.edge,
+        dpop: c.dpop,
         created_at: now,
         deactivated_at: None,
     };
@@ -84,6 +88,9 @@ pub struct ClientView {
     pub active: bool,
     /// May read the edge feed.
     pub edge: bool,
+    /// Whether its tokens must be bound with DPoP.
+    #[serde(default)]
+    pub dpop: DpopPolicy,
 }
 
 /// `client list`: every client, in the store's order.
@@ -99,6 +106,7 @@ pub(super) async fn list(store: &dyn Store) -> Result<Vec<ClientView>, AdminErro
             impersonate_claim_types: c.impersonate_claim_types,
             active: c.active,
             edge: c.edge,
+            dpop: c.dpop,
         })
         .collect())
 }
@@ -114,6 +122,18 @@ pub(super) async fn set_active(
     found(store.update_client(id, change, now).await?, "client", id)?;
     let done = if active { "activated" } else { "deactivated" };
     Ok(format!("client {id} {done}\n"))
+}
+
+/// `client dpop ID required|allowed`.
+pub(super) async fn set_dpop(
+    store: &dyn Store,
+    id: &str,
+    dpop: DpopPolicy,
+    now: u64,
+) -> Result<String, AdminError> {
+    let change = ClientChange::SetDpop(dpop);
+    found(store.update_client(id, change, now).await?, "client", id)?;
+    Ok(format!("client {id}: DPoP {}\n", dpop.as_str()))
 }
 
 /// `client remove`.

@@ -88,6 +88,7 @@ impl Command {
             | Self::ClientRemove { .. }
             | Self::ClientList
             | Self::ClientUpdate { .. }
+            | Self::ClientDpop { .. }
             | Self::UserDisable { .. }
             | Self::UserEnable { .. }
             | Self::UserPasswd { .. }

@@ -32,7 +32,7 @@
 //!   changes; `edges`: the edges' reports behind `issuer edges` and `issuer keys status`;
 //! - `audit`: each change's record in the audit trail, and `issuer audit`'s read of it.
 
-use crate::store::{AuditEvent, ClientChange, GrantKind, KeyInfo, Store, StoreError};
+use crate::store::{AuditEvent, ClientChange, DpopPolicy, GrantKind, KeyInfo, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
 mod audit;
@@ -83,6 +83,16 @@ pub enum Command {
         impersonate: bool,
         /// If not empty, the claim types it may impersonate with.
         claim_types: Vec<String>,
+        /// Whether its tokens must be bound with DPoP.
+        #[serde(default)]
+        dpop: DpopPolicy,
+    },
+    /// Require DPoP of a client, or not.
+    ClientDpop {
+        /// Client id.
+        id: String,
+        /// The policy.
+        dpop: DpopPolicy,
     },
     /// Delete a client.
     ClientRemove {
@@ -288,16 +298,19 @@ async fn run_command(store: &dyn Store, cmd: &Command, now: u64) -> Result<Reply
         Command::ClientActivate { id } => clients::set_active(store, id, true, now).await?,
         Command::ClientDeactivate { id } => clients::set_active(store, id, false, now).await?,
         Command::ClientRemove { id } => clients::remove(store, id, now).await?,
+        Command::ClientDpop { id, dpop } => clients::set_dpop(store, id, *dpop, now).await?,
         Command::ClientUpdate {
             id,
             grants,
             impersonate,
             claim_types,
+            dpop,
         } => {
             let change = ClientChange::SetAccess {
                 grants: grants.clone(),
                 impersonate: *impersonate,
                 claim_types: claim_types.clone(),
+                dpop: *dpop,
             };
             clients::update(store, id, change, now).await?
         }

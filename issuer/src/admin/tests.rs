@@ -113,6 +113,7 @@ fn the_wire_format_is_unchanged() {
         impersonate: true,
         claim_types: vec!["email".into()],
         edge: false,
+        dpop: Default::default(),
         secret_hash: "ab".into(),
         active: false,
     });

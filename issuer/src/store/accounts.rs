@@ -25,6 +25,41 @@ impl GrantKind {
     }
 }
 
+/// Whether a client must bind its tokens to a key with DPoP (`docs/dpop.md`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum DpopPolicy {
+    /// A proof gets a bound token, no proof a bearer token.
+    #[default]
+    Allowed,
+    /// No token without a proof, from any grant.
+    Required,
+}
+
+impl DpopPolicy {
+    /// Parses `allowed` or `required`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "allowed" => Some(Self::Allowed),
+            "required" => Some(Self::Required),
+            _ => None,
+        }
+    }
+
+    /// The word [`DpopPolicy::parse`] reads.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Required => "required",
+        }
+    }
+
+    /// The default, which records leave out.
+    pub fn is_allowed(&self) -> bool {
+        *self == Self::Allowed
+    }
+}
+
 /// A registered client.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ClientRecord {
@@ -41,6 +76,9 @@ pub struct ClientRecord {
     /// May read the edge feed (verification keys and revocations), as an Envoy filter does.
     #[serde(default)]
     pub edge: bool,
+    /// Whether its tokens must be bound with DPoP.
+    #[serde(default, skip_serializing_if = "DpopPolicy::is_allowed")]
+    pub dpop: DpopPolicy,
     /// Seconds since the epoch.
     pub created_at: u64,
     /// When it was last deactivated: the time of the revocation of its tokens, which covers
@@ -150,7 +188,11 @@ pub enum ClientChange {
         impersonate: bool,
         /// If not empty, the only claim types it may impersonate with.
         claim_types: Vec<String>,
+        /// Whether its tokens must be bound with DPoP.
+        dpop: DpopPolicy,
     },
+    /// Require DPoP of it, or not (`issuer client dpop`). Tokens already issued stay as they are.
+    SetDpop(DpopPolicy),
 }
 
 impl ClientChange {
@@ -158,7 +200,7 @@ impl ClientChange {
     pub fn revokes(&self, id: &str) -> Option<revocation::Revoked> {
         match self {
             Self::SetActive(false) => Some(revocation::Revoked::Client { id: id.into() }),
-            Self::SetActive(true) | Self::SetAccess { .. } => None,
+            Self::SetActive(true) | Self::SetAccess { .. } | Self::SetDpop(_) => None,
         }
     }
 
@@ -175,11 +217,14 @@ impl ClientChange {
                 grants,
                 impersonate,
                 claim_types,
+                dpop,
             } => {
                 rec.grants.clone_from(grants);
                 rec.impersonate = *impersonate;
                 rec.impersonate_claim_types.clone_from(claim_types);
+                rec.dpop = *dpop;
             }
+            Self::SetDpop(dpop) => rec.dpop = *dpop,
         }
     }
 }

@@ -175,6 +175,7 @@ pub fn client_view(c: &ClientRecord) -> Value {
         "impersonate": c.impersonate,
         "impersonate_claim_types": c.impersonate_claim_types,
         "edge": c.edge,
+        "dpop": c.dpop,
     })
 }
 

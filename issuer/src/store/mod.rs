@@ -33,7 +33,9 @@ pub mod revocation {
     pub const REVOCATION_MARGIN: u64 = shared::token::MAX_CLOCK_SKEW;
 }
 
-pub use accounts::{ClientChange, ClientRecord, DirectoryLink, GrantKind, UserChange, UserRecord};
+pub use accounts::{
+    ClientChange, ClientRecord, DirectoryLink, DpopPolicy, GrantKind, UserChange, UserRecord,
+};
 pub use audit::{AuditAction, AuditEvent};
 pub use edges::EdgeReport;
 pub use error::{ConnectionFault, OpenError, StoreError};
@@ -44,7 +46,7 @@ pub use keys::{
 pub use location::{Location, PgFiles};
 pub use storage::{
     AccessLifetime, Audit, Clients, Edges, Families, FamilyRevocation, HashKeyed, Liveness,
-    RefreshInfo, RefreshPolicy, RefreshRejection, Revocations, RotateOutcome, Rotation,
+    ProofIds, RefreshInfo, RefreshPolicy, RefreshRejection, Revocations, RotateOutcome, Rotation,
     SigningKeys, Store, Sweep, Users,
 };
 

@@ -189,6 +189,16 @@ pub trait Audit: Send + Sync {
     async fn sweep_audit(&self, before: u64) -> Result<u64, StoreError>;
 }
 
+/// The ids of the DPoP proofs the token endpoint accepted, each until its proof expires: a
+/// proof is accepted once by all the issuers of a store (`docs/dpop.md`). An id is the
+/// caller's digest of the proof's key and `jti`.
+#[async_trait::async_trait]
+pub trait ProofIds: Send + Sync {
+    /// Records `id` until `expires`: `true` if it was not recorded (or its record had expired
+    /// at `now`), `false` for a proof seen before.
+    async fn first_use(&self, id: &[u8; 16], expires: u64, now: u64) -> Result<bool, StoreError>;
+}
+
 /// Every trait of the store at once: what a backend is.
 pub trait Store:
     Clients
@@ -202,6 +212,7 @@ pub trait Store:
     + Edges
     + Sweep
     + Audit
+    + ProofIds
     + super::backup::Backups
     + std::fmt::Debug
 {
@@ -219,6 +230,7 @@ impl<T> Store for T where
         + Edges
         + Sweep
         + Audit
+        + ProofIds
         + super::backup::Backups
         + std::fmt::Debug
 {

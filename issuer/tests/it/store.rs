@@ -61,6 +61,7 @@ pub(crate) fn client(active: bool) -> ClientRecord {
         impersonate: false,
         impersonate_claim_types: vec![],
         edge: false,
+        dpop: Default::default(),
         created_at: 0,
         deactivated_at: None,
     }
@@ -560,6 +561,27 @@ async fn a_new_password_ends_older_families(b: Backend) {
     assert_eq!(next.user.password_changed_at, Some(1_000));
 }
 
+async fn proof_ids_are_accepted_once_until_they_expire(b: Backend) {
+    let s = b.open(1_000).await;
+    let (a, other) = ([1u8; 16], [2u8; 16]);
+    assert!(s.first_use(&a, 1_060, 1_000).await.unwrap());
+    assert!(!s.first_use(&a, 1_061, 1_001).await.unwrap());
+    assert!(s.first_use(&other, 1_060, 1_001).await.unwrap());
+    assert!(!s.first_use(&a, 1_120, 1_059).await.unwrap());
+    assert!(
+        s.first_use(&a, 1_120, 1_060).await.unwrap(),
+        "expired, taken again"
+    );
+    assert!(!s.first_use(&a, 1_200, 1_100).await.unwrap());
+    assert!(s.sweep(1_200).await.unwrap() >= 2);
+    assert!(s.first_use(&other, 1_300, 1_200).await.unwrap());
+    let mut strict = client(true);
+    strict.dpop = issuer::store::DpopPolicy::Required;
+    assert!(s.add_client("strict", &strict).await.unwrap());
+    let read = s.client("strict").await.unwrap().unwrap();
+    assert_eq!(read.dpop, issuer::store::DpopPolicy::Required);
+}
+
 /// One test per backend and behaviour.
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
@@ -594,4 +616,5 @@ conformance!(
     the_edges_of_one_client_are_bounded,
     a_held_key_signs_once_promoted,
     audit_is_recorded_read_since_and_swept,
+    proof_ids_are_accepted_once_until_they_expire,
 );

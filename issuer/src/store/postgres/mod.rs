@@ -34,6 +34,7 @@ mod export;
 mod fault;
 mod import;
 mod keys;
+mod proofs;
 mod records;
 mod refresh;
 mod revocations;

@@ -78,6 +78,8 @@ const MIGRATIONS: &[&str] = &[
     // One row, locked by every write of the edges' reports: issuers write them one at a time,
     // so the registry's bounds hold however many write at once.
     "CREATE TABLE IF NOT EXISTS edge_writes (id INT PRIMARY KEY)",
+    // The DPoP proofs the token endpoint accepted (`storage::ProofIds`), each until it expires.
+    "CREATE TABLE IF NOT EXISTS dpop_proofs (id BYTEA PRIMARY KEY, expires BIGINT NOT NULL)",
 ];
 
 /// Seconds an issuer holds the migration lock at most: another takes it over after that.

@@ -27,7 +27,10 @@ impl Sweep for PgStore {
                     &[&t, &int(now.saturating_sub(FORGET_AFTER))],
                 )
                 .await?;
-            keys + throttle
+            let proofs = tx
+                .execute("DELETE FROM dpop_proofs WHERE expires <= $1", &[&t])
+                .await?;
+            keys + throttle + proofs
         })?;
         Ok(families + rest)
     }

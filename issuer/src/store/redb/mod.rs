@@ -27,6 +27,7 @@ mod edges;
 pub mod journal;
 mod keys;
 pub mod owner;
+pub mod proofs;
 mod refresh;
 mod revocations;
 mod settings;
@@ -308,6 +309,7 @@ impl RedbFile {
 pub struct RedbStore {
     file: std::sync::Arc<RedbFile>,
     writer: writer::RefreshWriter,
+    proofs: proofs::SeenProofs,
 }
 
 impl RedbStore {
@@ -325,7 +327,11 @@ impl RedbStore {
     ) -> Result<Self, OpenError> {
         let file = std::sync::Arc::new(RedbFile::open_with_cache(dir, now, cache_bytes)?);
         let writer = writer::RefreshWriter::spawn(file.clone(), policy)?;
-        Ok(Self { file, writer })
+        Ok(Self {
+            file,
+            writer,
+            proofs: proofs::SeenProofs::default(),
+        })
     }
 
     /// The data dir.

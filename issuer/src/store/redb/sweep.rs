@@ -116,6 +116,7 @@ impl RedbFile {
 #[async_trait::async_trait]
 impl Sweep for RedbStore {
     async fn sweep(&self, now: u64) -> Result<u64, StoreError> {
-        self.watch(self.writer.sweep(now).await)
+        let proofs = self.proofs.sweep(now);
+        Ok(self.watch(self.writer.sweep(now).await)? + proofs)
     }
 }

@@ -51,6 +51,7 @@ fn store_with_user(dir: &Path) -> RedbFile {
         impersonate: false,
         impersonate_claim_types: vec![],
         edge: false,
+        dpop: Default::default(),
         created_at: 0,
         deactivated_at: None,
     };

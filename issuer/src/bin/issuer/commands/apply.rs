@@ -14,7 +14,7 @@ use clap::Args;
 use file::{read, sorted, Declared, DeclaredClient, DeclaredUser};
 use issuer::admin::{ClientView, Command, NewClient, NewUser, Reply, UserView};
 use issuer::secrets::{new_client_secret, HashKey};
-use issuer::store::GrantKind;
+use issuer::store::{DpopPolicy, GrantKind};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use zeroize::Zeroizing;
@@ -116,6 +116,7 @@ fn execute(session: &Session, step: Step, key: Option<&HashKey>) -> anyhow::Resu
         impersonate: c.impersonate,
         claim_types: c.claim_types,
         edge: c.edge.unwrap_or(false),
+        dpop: c.dpop,
         active: c.active,
     });
     session.run(&cmd)?;
@@ -227,7 +228,7 @@ fn claim_list(claims: &[(String, String)]) -> String {
 
 fn add_client(c: DeclaredClient) -> Step {
     let text = format!(
-        "+ client {}: grants={} impersonate={} impersonate_claim_types={} active={}{}",
+        "+ client {}: grants={} impersonate={} impersonate_claim_types={} active={}{}{}",
         c.id,
         grant_names(&c.grants),
         c.impersonate,
@@ -235,6 +236,11 @@ fn add_client(c: DeclaredClient) -> Step {
         c.active,
         if c.edge == Some(true) {
             " edge=true"
+        } else {
+            ""
+        },
+        if c.dpop == DpopPolicy::Required {
+            " dpop=required"
         } else {
             ""
         }
@@ -265,6 +271,10 @@ fn client_changes(c: &DeclaredClient, old: &ClientView) -> Vec<Step> {
         let (from, to) = (list(&old_types), list(&c.claim_types));
         diffs.push(format!("impersonate_claim_types {from} -> {to}"));
     }
+    if old.dpop != c.dpop {
+        let (from, to) = (old.dpop.as_str(), c.dpop.as_str());
+        diffs.push(format!("dpop {from} -> {to}"));
+    }
     let mut steps = Vec::new();
     if !diffs.is_empty() {
         steps.push(Step {
@@ -274,6 +284,7 @@ fn client_changes(c: &DeclaredClient, old: &ClientView) -> Vec<Step> {
                 grants: c.grants.clone(),
                 impersonate: c.impersonate,
                 claim_types: c.claim_types.clone(),
+                dpop: c.dpop,
             }),
         });
     }

@@ -8,7 +8,7 @@ use clap::Subcommand;
 use issuer::admin::input::check_client_id;
 use issuer::admin::{ClientView, Command, NewClient, Reply};
 use issuer::secrets::new_client_secret;
-use issuer::store::GrantKind;
+use issuer::store::{DpopPolicy, GrantKind};
 
 #[derive(Subcommand)]
 pub enum ClientCmd {
@@ -33,6 +33,16 @@ pub enum ClientCmd {
         /// as an Envoy filter does. Such a client gets no grant unless `--grants` names some.
         #[arg(long)]
         edge: bool,
+        /// `required`: no token without a DPoP proof, from any grant (docs/dpop.md);
+        /// `allowed`: a proof gets a bound token, no proof a bearer token.
+        #[arg(long, value_parser = parse_dpop, default_value = "allowed")]
+        dpop: DpopPolicy,
+    },
+    /// Require DPoP of a client (`required`) or not (`allowed`); issued tokens stay as they are.
+    Dpop {
+        id: String,
+        #[arg(value_parser = parse_dpop)]
+        policy: DpopPolicy,
     },
     /// Allow a client to get tokens.
     Activate { id: String },
@@ -40,7 +50,7 @@ pub enum ClientCmd {
     Deactivate { id: String },
     /// List clients.
     List {
-        /// As a JSON array: id, grants, impersonate, impersonate_claim_types, active, edge.
+        /// As a JSON array: id, grants, impersonate, impersonate_claim_types, active, edge, dpop.
         #[arg(long)]
         json: bool,
     },
@@ -57,6 +67,7 @@ pub fn run(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
             impersonate_claim_types,
             secret_stdin,
             edge,
+            dpop,
         } => {
             check_client_id(&id)?;
             let grants = grants.unwrap_or_else(|| {
@@ -91,6 +102,7 @@ pub fn run(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
                     impersonate,
                     claim_types: impersonate_claim_types,
                     edge,
+                    dpop,
                     secret_hash,
                     active: false,
                 }),
@@ -101,6 +113,7 @@ pub fn run(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
             }
             return Ok(());
         }
+        ClientCmd::Dpop { id, policy } => Command::ClientDpop { id, dpop: policy },
         ClientCmd::Activate { id } => Command::ClientActivate { id },
         ClientCmd::Deactivate { id } => Command::ClientDeactivate { id },
         ClientCmd::List { json } => return list(dir, json),
@@ -118,18 +131,25 @@ fn list(dir: &DataDir, json: bool) -> anyhow::Result<()> {
     if json {
         return out::json_document(&clients);
     }
-    let mut table =
-        String::from("ID                   ACTIVE  GRANTS                          IMPERSONATE\n");
+    let mut table = String::from(
+        "ID                   ACTIVE  GRANTS                          DPOP      IMPERSONATE\n",
+    );
     for c in &clients {
         table += &format!(
-            "{:<20} {:<7} {:<31} {}\n",
+            "{:<20} {:<7} {:<31} {:<9} {}\n",
             c.id,
             if c.active { "yes" } else { "no" },
             grant_names(c).join(","),
+            c.dpop.as_str(),
             impersonation(c)
         );
     }
     out::text(&table)
+}
+
+fn parse_dpop(s: &str) -> Result<DpopPolicy, String> {
+    DpopPolicy::parse(s)
+        .ok_or_else(|| format!("unknown DPoP policy {s:?}: use required or allowed"))
 }
 
 /// The client's grants by their wire names, and `edge` for an edge client.

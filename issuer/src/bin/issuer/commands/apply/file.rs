@@ -5,7 +5,7 @@ use anyhow::bail;
 use issuer::admin::input::{
     check_claims, check_client_id, check_password_hash, check_roles, check_user_name,
 };
-use issuer::store::GrantKind;
+use issuer::store::{DpopPolicy, GrantKind};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
@@ -38,6 +38,8 @@ struct ClientEntry {
     impersonate_claim_types: Vec<String>,
     #[serde(default = "yes")]
     active: bool,
+    /// `"required"` or `"allowed"` (the default).
+    dpop: Option<Spanned<String>>,
     secret_file: Option<Spanned<PathBuf>>,
 }
 
@@ -68,6 +70,8 @@ pub struct DeclaredClient {
     /// `edge` as declared: absent means a new client is no edge client, and an existing one is
     /// left as it is.
     pub edge: Option<bool>,
+    /// Whether its tokens must be bound with DPoP.
+    pub dpop: DpopPolicy,
     /// Read from `secret_file`; used only if the client is new.
     pub secret: Option<Zeroizing<String>>,
 }
@@ -161,11 +165,25 @@ fn client(
         let msg = "impersonate_claim_types needs impersonate = true";
         return lines.fail(span, msg);
     }
+    let dpop = match c.dpop {
+        None => DpopPolicy::Allowed,
+        Some(word) => match DpopPolicy::parse(word.get_ref()) {
+            Some(policy) => policy,
+            None => {
+                let msg = format!(
+                    "dpop = {:?}: use \"required\" or \"allowed\"",
+                    word.get_ref()
+                );
+                return lines.fail(word.span(), msg);
+            }
+        },
+    };
     let secret = match c.secret_file {
         None => None,
         Some(file) => Some(read_secret_file(lines, file)?),
     };
     Ok(DeclaredClient {
+        dpop,
         id,
         grants,
         impersonate: c.impersonate,
