@@ -83,6 +83,9 @@ impl ApiError {
         if let Some(wait) = self.retry_after {
             h.insert(header::RETRY_AFTER, HeaderValue::from(wait));
         }
+        if let Some(nonce) = self.dpop_nonce.and_then(|n| HeaderValue::from_str(&n).ok()) {
+            h.insert("dpop-nonce", nonce);
+        }
         if self.close {
             h.insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
@@ -369,6 +372,7 @@ async fn recover(rejection: Rejection) -> Result<Response, Infallible> {
     let err = if let Some(e) = rejection.find::<ApiError>() {
         ApiError {
             description: e.description.clone(),
+            dpop_nonce: e.dpop_nonce.clone(),
             ..*e
         }
     } else if rejection.is_not_found() {

@@ -42,6 +42,7 @@ pub struct Metrics {
     ready: Gauge,
     requests: Family<TokenLabels, Counter>,
     refresh: Family<RefreshLabels, Counter>,
+    dpop: Family<RefreshLabels, Counter>,
     latency: Histogram,
     edges: Gauge,
     edge_lag: Gauge,
@@ -93,6 +94,13 @@ impl Default for Metrics {
             "refresh_rotations",
             "Refresh token presentations by result (rotated, retried or the rejection reason)",
             refresh.clone(),
+        );
+        let dpop = Family::<RefreshLabels, Counter>::default();
+        registry.register(
+            "dpop_proofs",
+            "DPoP proofs at the token endpoint by result: accepted, replayed, required (none from \
+             a client that must send one), before_start, invalid_dpop_proof or use_dpop_nonce",
+            dpop.clone(),
         );
         let latency = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
         registry.register(
@@ -149,6 +157,7 @@ impl Default for Metrics {
             registry,
             requests,
             refresh,
+            dpop,
             latency,
             edges,
             edge_lag,
@@ -187,6 +196,11 @@ impl Metrics {
     /// Counts one refresh token presentation.
     pub fn refresh(&self, result: &'static str) {
         self.refresh.get_or_create(&RefreshLabels { result }).inc();
+    }
+
+    /// Counts one DPoP proof at the token endpoint (or its absence, refused).
+    pub fn dpop_proof(&self, result: &'static str) {
+        self.dpop.get_or_create(&RefreshLabels { result }).inc();
     }
 
     /// Sets the number of edges and the largest lag among them, in seconds.

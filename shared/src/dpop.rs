@@ -89,6 +89,29 @@ impl DpopError {
     }
 }
 
+impl DpopError {
+    /// What a client is told: the check that failed, nothing more.
+    pub fn description(self) -> &'static str {
+        match self {
+            Self::TooLong => "the proof is too long",
+            Self::Malformed => "the proof is not a compact JWS of JSON objects",
+            Self::BadType => "the proof's typ must be dpop+jwt",
+            Self::BadAlgorithm => "the proof's alg must be ES256 or EdDSA",
+            Self::CriticalHeader => "the proof has a crit header",
+            Self::BadKey => "the proof's jwk is not a public key of its alg",
+            Self::PrivateKey => "the proof's jwk holds a private key",
+            Self::BadSignature => "the proof's signature does not verify",
+            Self::MethodMismatch => "the proof's htm is not the request's method",
+            Self::UrlMismatch => "the proof's htu is not the request's URL",
+            Self::Stale => "the proof's iat is too old",
+            Self::FromTheFuture => "the proof's iat is in the future",
+            Self::BadJti => "the proof's jti is missing or too long",
+            Self::MissingAth | Self::AthMismatch => "the proof's ath is not the token's hash",
+            Self::NonceRequired | Self::BadNonce => "a current server nonce is required",
+        }
+    }
+}
+
 impl core::fmt::Display for DpopError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "{}: {self:?}", self.error_code())

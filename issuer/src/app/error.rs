@@ -21,6 +21,8 @@ pub struct ApiError {
     pub(crate) close: bool,
     /// Already logged where it was decided, with more than rendering knows (the path).
     pub(crate) logged: bool,
+    /// A server nonce for the client's next DPoP proof (`DPoP-Nonce`).
+    pub(crate) dpop_nonce: Option<String>,
 }
 
 impl ApiError {
@@ -38,6 +40,7 @@ impl ApiError {
             allow: None,
             close: false,
             logged: false,
+            dpop_nonce: None,
         }
     }
 
@@ -72,6 +75,22 @@ impl ApiError {
     /// 400 `unauthorized_client`.
     pub fn unauthorized_client(description: &'static str) -> Self {
         Self::oauth(ErrorCode::UnauthorizedClient, description)
+    }
+
+    /// 400 `invalid_dpop_proof` (RFC 9449 section 5).
+    pub fn invalid_dpop_proof(description: &'static str) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_dpop_proof", description)
+    }
+
+    /// 400 `use_dpop_nonce` with the nonce to use (RFC 9449 section 8).
+    pub fn use_dpop_nonce(nonce: Option<String>) -> Self {
+        let mut e = Self::new(
+            StatusCode::BAD_REQUEST,
+            "use_dpop_nonce",
+            "the DPoP proof must carry the server's nonce (DPoP-Nonce)",
+        );
+        e.dpop_nonce = nonce;
+        e
     }
 
     /// 403 `access_denied`: the client is known but may not use this endpoint.

@@ -12,6 +12,7 @@ pub mod client_auth_throttle;
 mod client_cache;
 mod directory_upkeep;
 mod directory_users;
+mod dpop;
 mod edge;
 pub mod edge_book;
 mod error;
@@ -35,6 +36,7 @@ use std::sync::{Arc, RwLock};
 use zeroize::Zeroizing;
 
 pub use call::{client_credentials, Call};
+pub use dpop::DpopSettings;
 pub use error::ApiError;
 
 /// Seconds since the Unix epoch.
@@ -71,6 +73,8 @@ pub struct Settings {
     /// The store is shared with other issuers and admin commands (PostgreSQL): a client record
     /// is read afresh before a token is minted for it.
     pub shared_store: bool,
+    /// DPoP at the token endpoint.
+    pub dpop: DpopSettings,
 }
 
 /// Days the audit trail keeps an event by default (`--audit-retention-days`).
@@ -108,6 +112,8 @@ pub struct App {
     pub audit: crate::audit::AuditLog,
     /// How long the audit trail keeps an event (seconds; swept with the rest).
     pub audit_retention: u64,
+    /// When this issuer started (seconds since the epoch).
+    started_at: u64,
 }
 
 /// `/readyz` answers 200 while the store took the probe's write and answered the key ring read
@@ -192,6 +198,7 @@ impl App {
             metrics,
             audit,
             audit_retention: AUDIT_RETENTION_DAYS * 86_400,
+            started_at: now(),
         })
     }
 
@@ -271,6 +278,7 @@ impl App {
         identity: Identity,
         iat: u64,
         family: Option<[u8; FAMILY_TAG_LEN]>,
+        cnf: Option<[u8; 32]>,
     ) -> TokenBody {
         let mut jti = crate::secrets::random16();
         if let Some(tag) = family {
@@ -283,7 +291,7 @@ impl App {
             exp: iat + self.settings.access_ttl,
             client: client.to_owned(),
             identity,
-            cnf: None,
+            cnf,
         }
     }
 
@@ -340,10 +348,15 @@ impl App {
         })
     }
 
-    fn token_response(&self, access: String, refresh: Option<Zeroizing<String>>) -> TokenIssued {
+    fn token_response(
+        &self,
+        access: String,
+        refresh: Option<Zeroizing<String>>,
+        bound: bool,
+    ) -> TokenIssued {
         TokenIssued {
             access_token: access,
-            token_type: "Bearer",
+            token_type: if bound { "DPoP" } else { "Bearer" },
             expires_in: self.settings.access_ttl,
             refresh_token: refresh,
         }
@@ -372,6 +385,8 @@ impl App {
                 "client_id does not match the authenticated client",
             ));
         }
+        // Before the grant: a refused proof spends no password check and rotates no refresh token.
+        let proof = self.token_proof(call, &client).await?;
         let issue = match req.grant {
             Grant::Password { username, password } => {
                 let ip = call.client_ip(&self.settings.trusted_proxies);
@@ -408,13 +423,14 @@ impl App {
         let key = ring
             .signing_key()
             .ok_or_else(|| ApiError::internal(&"no signing key"))?;
-        let body = self.body(key, &client_id, issue.identity, iat, issue.family);
+        let cnf = proof.map(|p| p.jkt);
+        let body = self.body(key, &client_id, issue.identity, iat, issue.family, cnf);
         let body = self.not_revoked(body)?;
         let access = self.sign(key, &body)?;
         if body.identity.kind == shared::token::SubjectKind::Impersonation {
             self.audit_impersonation(&client_id, &body.identity);
         }
-        Ok(self.token_response(access, issue.refresh))
+        Ok(self.token_response(access, issue.refresh, cnf.is_some()))
     }
 
     /// The refusal of a refresh, counted; reuse revoked the family and its access tokens (in the
@@ -448,6 +464,7 @@ impl App {
             "token_endpoint_auth_methods_supported": auth,
             "revocation_endpoint_auth_methods_supported": auth,
             "introspection_endpoint_auth_methods_supported": auth,
+            "dpop_signing_alg_values_supported": dpop::ALGORITHMS,
         })
     }
 
@@ -491,7 +508,7 @@ pub(crate) struct Issue {
 pub struct TokenIssued {
     /// The access token.
     pub access_token: String,
-    /// Always `Bearer`.
+    /// `DPoP` for a token bound to the key of the request's proof, else `Bearer`.
     pub token_type: &'static str,
     /// Seconds until the access token expires.
     pub expires_in: u64,

@@ -7,6 +7,8 @@ use super::{now, App};
 use super::{ApiError, Call};
 use crate::store::revocation::{RevocationSet, Revoked, REVOCATION_MARGIN};
 use crate::store::FamilyRevocation;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
 use serde_json::json;
 use shared::grant::parse_token_param;
 use shared::token::{self, Claim, Limits, SubjectKind, VerifiedToken};
@@ -59,7 +61,7 @@ impl App {
             skew,
             max_lifetime: self.settings.access_ttl,
         };
-        token::verify_with(&self.ring(), token, now(), limits).ok()
+        token::verify_any_with(&self.ring(), token, now(), limits).ok()
     }
 
     /// `POST /apiv2/oauth/revoke` (RFC 7009). Revoking an access token records its revocation
@@ -164,7 +166,7 @@ impl App {
             };
             let mut out = json!({
                 "active": true,
-                "token_type": "Bearer",
+                "token_type": if b.cnf.is_some() { "DPoP" } else { "Bearer" },
                 "client_id": b.client,
                 "sub": sub,
                 "subject_kind": b.identity.kind.as_str(),
@@ -177,6 +179,9 @@ impl App {
             });
             if b.identity.kind != SubjectKind::Client && !b.identity.subject.is_empty() {
                 out["username"] = json!(b.identity.subject);
+            }
+            if let Some(jkt) = &b.cnf {
+                out["cnf"] = json!({"jkt": URL_SAFE_NO_PAD.encode(jkt)});
             }
             return Ok(out);
         }

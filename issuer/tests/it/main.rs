@@ -253,6 +253,7 @@ async fn socketless_app(
         revocations_per_minute: issuer::app::REVOCATIONS_PER_MINUTE,
         edge_forget_after: issuer::store::edges::EDGE_FORGET_AFTER,
         shared_store: false,
+        dpop: Default::default(),
     };
     let throttle = Throttle::in_memory(ThrottlePolicy::default());
     std::sync::Arc::new(App::new(store, settings, throttle, 1).await.unwrap())

@@ -1,5 +1,5 @@
 //! `issuer`: the token server (`issuer serve`) and its administration (`issuer client|user|keys`,
-//! `issuer apply`, `issuer directory`, `issuer audit`, `issuer backup|restore`, `issuer init`).
+//! `issuer apply`, `issuer directory`, `issuer dpop`, `issuer audit`, `issuer backup|restore`, `issuer init`).
 //! This file parses the command line, with the configuration file's options as defaults of any
 //! subcommand's ([`issuer::config::parse_args`]), and dispatches; each subcommand is a module of
 //! `commands/`.
@@ -10,7 +10,7 @@ mod data_dir;
 mod out;
 
 use clap::{Parser, Subcommand};
-use commands::{apply, audit, backup, client, directory, edges, keys, serve, user};
+use commands::{apply, audit, backup, client, directory, dpop, edges, keys, serve, user};
 use data_dir::{ConfigArg, DataDir};
 
 #[derive(Parser)]
@@ -82,6 +82,9 @@ enum Top {
         #[command(flatten)]
         config: ConfigArg,
     },
+    /// Make a DPoP key and proofs, as a client does (for scripts and curl; docs/dpop.md).
+    #[command(subcommand)]
+    Dpop(dpop::DpopCmd),
     /// Diagnose the `[directory]` of a configuration file.
     #[command(subcommand)]
     Directory(directory::DirectoryCmd),
@@ -140,6 +143,7 @@ fn run((cli, file): (Cli, Option<issuer::config::ConfigFile>)) -> anyhow::Result
         Top::Serve(s) => serve::run(*s, file, reparse_serve),
         Top::Init { dir, .. } => data_dir::init(&dir),
         Top::Directory(cmd) => directory::run(cmd),
+        Top::Dpop(cmd) => dpop::run(cmd),
         Top::Edges { json, dir, .. } => edges::run(&dir, json),
         Top::Audit(args) => audit::run(&args),
         Top::Backup { args, dir, .. } => backup::backup(&args, &dir),

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod backup;
 pub mod client;
 pub mod directory;
+pub mod dpop;
 pub mod edges;
 pub mod keys;
 pub mod serve;

@@ -111,6 +111,23 @@ pub struct Serve {
     /// Days the audit trail keeps an event; older ones are swept.
     #[arg(long, default_value_t = issuer::app::AUDIT_RETENTION_DAYS, value_parser = clap::value_parser!(u64).range(1..=36_500))]
     audit_retention_days: u64,
+    /// How far a DPoP proof's `iat` may be from now, either way, seconds; its id is remembered
+    /// that long (docs/dpop.md).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=600))]
+    dpop_proof_seconds: u64,
+    /// `required`: DPoP proofs must carry a current server nonce (`use_dpop_nonce` answers
+    /// give it); `off`: no nonce is asked for.
+    #[arg(long, value_enum, default_value_t = DpopNonce::Off)]
+    dpop_nonce: DpopNonce,
+}
+
+/// `--dpop-nonce`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DpopNonce {
+    /// No nonce asked for.
+    Off,
+    /// Every proof carries a current server nonce.
+    Required,
 }
 
 /// `issuer serve`, with the configuration file if it names one; `reparse` reads both again on
@@ -205,6 +222,10 @@ impl Serve {
             revocations_per_minute: self.revocations_per_minute,
             edge_forget_after: self.edge_forget_after,
             shared_store: false,
+            dpop: issuer::app::DpopSettings {
+                proof_seconds: self.dpop_proof_seconds,
+                nonce_required: self.dpop_nonce == DpopNonce::Required,
+            },
         }
     }
 }
