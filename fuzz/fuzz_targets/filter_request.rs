@@ -26,8 +26,12 @@ struct Input {
     now: u64,
 }
 
-const NAMES: [&str; 9] = [
+const NAMES: [&str; 13] = [
     ":path",
+    ":method",
+    ":scheme",
+    ":authority",
+    "dpop",
     "authorization",
     "serviceauthorization",
     "x-auth-subject",
@@ -53,10 +57,12 @@ fuzz_target!(|i: Input| {
             Name::Raw(raw) => (name(raw), v.as_slice()),
         })
         .collect();
-    let handled = STATE.with(|state| handle(cfg, state, &headers, i.now));
+    let replays = filter_core::dpop::ShardedReplays::new(1_000);
+    let handled = STATE.with(|state| handle(cfg, state, &replays, &headers, i.now));
     // The token cache never changes what is done: the same as with a state that has seen nothing.
     let fresh = EdgeState::new(cfg, 0);
-    assert_eq!(handle(cfg, &fresh, &headers, i.now), handled);
+    let replays = filter_core::dpop::ShardedReplays::new(1_000);
+    assert_eq!(handle(cfg, &fresh, &replays, &headers, i.now), handled);
     match &handled.action {
         Action::Answer {
             status,

@@ -180,7 +180,7 @@ impl Proof {
 
     /// The thumbprint as unpadded base64url, the form of `cnf.jkt` and `dpop_jkt` in JSON.
     pub fn jkt_b64(&self) -> String {
-        URL_SAFE_NO_PAD.encode(self.jkt)
+        jkt_b64(&self.jkt)
     }
 }
 
@@ -200,6 +200,11 @@ struct Claims {
     iat: u64,
     ath: Option<String>,
     nonce: Option<String>,
+}
+
+/// A thumbprint as unpadded base64url, the form of `cnf.jkt` in JSON.
+pub fn jkt_b64(jkt: &[u8; 32]) -> String {
+    URL_SAFE_NO_PAD.encode(jkt)
 }
 
 /// `base64url(SHA-256(access_token))`, the `ath` a proof sent with `access_token` carries.

@@ -1,17 +1,27 @@
-//! Reading one `Authorization`-style credential: the `Bearer` scheme, case-insensitive, one or
-//! more spaces, then an RFC 6750 `b64token`. Bytes in, never a panic.
+//! Reading one `Authorization`-style credential: the `Bearer` or `DPoP` scheme (RFC 9449 section
+//! 7.1), case-insensitive, one or more spaces, then an RFC 6750 `b64token`. Bytes in, never a
+//! panic.
 //!
 //! `Bearer` followed by anything but a space or more of a scheme name (a tab, a no-break space,
 //! a control character) is a malformed Bearer credential, not another scheme: an upstream or a
 //! proxy that reads it as Bearer must never receive a token the filter did not check.
 
-/// `Bearer <b64token>` parsed from one header value.
+/// The scheme a token came under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// `Bearer`: the token alone.
+    Bearer,
+    /// `DPoP`: the token with a proof in the `DPoP` header.
+    Dpop,
+}
+
+/// `Bearer <b64token>` or `DPoP <b64token>` parsed from one header value.
 pub enum Bearer<'a> {
     /// Another scheme (`Basic …`, `Bearerx …`): not ours, as if absent.
     OtherScheme,
-    /// `Bearer` with a syntactically valid token.
-    Token(&'a str),
-    /// `Bearer` without a valid token.
+    /// One of ours with a syntactically valid token.
+    Token(Scheme, &'a str),
+    /// One of ours without a valid token.
     Bad,
 }
 
@@ -32,11 +42,15 @@ fn tchar(c: u8) -> bool {
 
 /// One credential, as a header value or one comma-separated element of it.
 pub fn parse_bearer(value: &[u8]) -> Bearer<'_> {
-    const SCHEME: &[u8] = b"bearer";
-    if value.len() < SCHEME.len() || !value[..SCHEME.len()].eq_ignore_ascii_case(SCHEME) {
+    let starts =
+        |name: &[u8]| value.len() >= name.len() && value[..name.len()].eq_ignore_ascii_case(name);
+    let (scheme, rest) = if starts(b"bearer") {
+        (Scheme::Bearer, &value[6..])
+    } else if starts(b"dpop") {
+        (Scheme::Dpop, &value[4..])
+    } else {
         return Bearer::OtherScheme;
-    }
-    let rest = &value[SCHEME.len()..];
+    };
     if rest.is_empty() {
         return Bearer::Bad;
     }
@@ -53,7 +67,7 @@ pub fn parse_bearer(value: &[u8]) -> Bearer<'_> {
     }
     // b64token characters are ASCII, so this cannot fail.
     match core::str::from_utf8(token) {
-        Ok(t) => Bearer::Token(t),
+        Ok(t) => Bearer::Token(scheme, t),
         Err(_) => Bearer::Bad,
     }
 }
@@ -98,7 +112,18 @@ mod tests {
                 "{value:?}"
             );
         }
-        assert!(matches!(parse_bearer(b"bearer  abc"), Bearer::Token("abc")));
+        assert!(matches!(
+            parse_bearer(b"bearer  abc"),
+            Bearer::Token(Scheme::Bearer, "abc")
+        ));
+        assert!(matches!(
+            parse_bearer(b"dPoP abc"),
+            Bearer::Token(Scheme::Dpop, "abc")
+        ));
+        for value in [&b"DPoP\tabc"[..], b"DPoP", b"DPoP abc def"] {
+            assert!(matches!(parse_bearer(value), Bearer::Bad), "{value:?}");
+        }
+        assert!(matches!(parse_bearer(b"DPoPx abc"), Bearer::OtherScheme));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! valid one. Reference: `docs/filter.md`.
 //!
 //! Every other module reads the configuration; this one uses none of them (but the token cache's
-//! default size), so the configuration is the root of the crate's module graph.
+//! default size and the `dpop` block's own validation), so the configuration is the root of the crate's module graph.
 
 use serde::Deserialize;
 use shared::edge_feed::{BadSecret, FeedKey};
@@ -13,7 +13,7 @@ use zeroize::Zeroizing;
 
 /// The identity headers the filter sets from a verified token. Every header of the identity
 /// namespace ([`is_identity_header`]) is removed from each request first.
-pub const IDENTITY_HEADERS: [&str; 7] = [
+pub const IDENTITY_HEADERS: [&str; 9] = [
     "x-auth-client",
     "x-auth-subject-kind",
     "x-auth-subject",
@@ -21,6 +21,8 @@ pub const IDENTITY_HEADERS: [&str; 7] = [
     "x-auth-claims",
     "x-auth-token-id",
     "x-auth-expires",
+    "x-auth-binding",
+    "x-auth-jkt",
 ];
 
 /// True for a header name in the filter's identity namespace: `x-auth` and everything under
@@ -99,6 +101,8 @@ struct Raw {
     edge_sync: Option<RawEdgeSync>,
     #[serde(default = "default_cache")]
     token_cache_entries: usize,
+    #[serde(default)]
+    dpop: crate::dpop::RawDpop,
 }
 
 fn default_cache() -> usize {
@@ -128,6 +132,8 @@ pub struct Config {
     pub edge_sync: Option<EdgeSync>,
     /// Most verified tokens each VM remembers ([`crate::cache`]); 0 turns the cache off.
     pub token_cache_entries: usize,
+    /// DPoP-bound tokens and their proofs ([`crate::dpop`]).
+    pub dpop: crate::dpop::DpopConfig,
 }
 
 /// Why a configuration was refused. The message names the field and never includes a secret.
@@ -211,6 +217,7 @@ impl Config {
             realm: raw.realm,
             edge_sync,
             token_cache_entries: raw.token_cache_entries,
+            dpop: crate::dpop::DpopConfig::new(raw.dpop)?,
         })
     }
 }

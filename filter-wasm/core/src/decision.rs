@@ -3,9 +3,10 @@
 //! reads and does not write). No host calls here; the Envoy adapter applies the result, and
 //! remembers in the token cache what the result says to ([`Verdict::remember`]).
 
-use crate::bearer::{parse_bearer, trim_ows, Bearer};
+use crate::bearer::{parse_bearer, trim_ows, Bearer, Scheme};
 use crate::cache::{IdentityHeaders, Remember};
 use crate::config::{Config, IDENTITY_HEADERS};
+use crate::dpop::{self, Accepted, ProofRequest, Refusal};
 use crate::edge::EdgeState;
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use shared::token::{self, Limits, SubjectKind};
@@ -34,11 +35,27 @@ pub enum Outcome {
     /// A token, while edge sync has had no good answer since the VM started (and the start-up
     /// grace is over): no revocation is known yet, so nothing is accepted. 503, `Retry-After: 1`.
     Unsynced,
+    /// A DPoP-bound token with a valid proof by its key, not used before: forwarded.
+    DpopAllowed,
+    /// A DPoP-bound token whose proof is missing, several, or fails a check: 401
+    /// `invalid_dpop_proof`.
+    DpopInvalid,
+    /// A proof without a current server nonce where one is required: 401 `use_dpop_nonce`
+    /// with `DPoP-Nonce`.
+    DpopNonce,
+    /// A proof used before at this Envoy: 401 `invalid_dpop_proof`.
+    DpopReplayed,
+    /// The memory of used proofs is full: 503, `Retry-After: 1`.
+    DpopReplayFull,
+    /// A DPoP-bound token under the `Bearer` scheme: 401 `invalid_token`, never accepted.
+    BoundAsBearer,
+    /// A bearer token under the `DPoP` scheme: 401 `invalid_token`.
+    UnboundAsDpop,
 }
 
 impl Outcome {
     /// All outcomes, in counter order.
-    pub const ALL: [Outcome; 9] = [
+    pub const ALL: [Outcome; 16] = [
         Self::Allowed,
         Self::Missing,
         Self::Malformed,
@@ -48,6 +65,13 @@ impl Outcome {
         Self::Revoked,
         Self::Unavailable,
         Self::Unsynced,
+        Self::DpopAllowed,
+        Self::DpopInvalid,
+        Self::DpopNonce,
+        Self::DpopReplayed,
+        Self::DpopReplayFull,
+        Self::BoundAsBearer,
+        Self::UnboundAsDpop,
     ];
 
     /// The outcome's place in [`Outcome::ALL`].
@@ -67,6 +91,13 @@ impl Outcome {
             Self::Revoked => "revoked",
             Self::Unavailable => "unavailable",
             Self::Unsynced => "unsynced",
+            Self::DpopAllowed => "dpop_allowed",
+            Self::DpopInvalid => "dpop_invalid",
+            Self::DpopNonce => "dpop_nonce",
+            Self::DpopReplayed => "dpop_replayed",
+            Self::DpopReplayFull => "dpop_replay_full",
+            Self::BoundAsBearer => "bound_as_bearer",
+            Self::UnboundAsDpop => "unbound_as_dpop",
         }
     }
 }
@@ -83,6 +114,9 @@ pub struct Verdict<'t> {
     /// A token that verified and is not revoked, not served from the token cache: for the
     /// caller to remember there ([`EdgeState::remember`]), so its repeats skip verification.
     pub remember: Option<Remember<'t>>,
+    /// A DPoP proof that passed: allowed only once the caller's memory of used proofs accepts
+    /// it ([`crate::request::handle`]).
+    pub proof: Option<Accepted>,
 }
 
 /// A verdict with nothing to remember and no verification failure.
@@ -92,6 +126,7 @@ fn verdict(decision: Decision, outcome: Outcome) -> Verdict<'static> {
         outcome,
         reason: None,
         remember: None,
+        proof: None,
     }
 }
 
@@ -106,6 +141,8 @@ pub struct Denial {
     pub body: String,
     /// Seconds for `Retry-After`, on a 503 that the next poll of edge sync may end.
     pub retry_after: Option<u32>,
+    /// A server nonce for the client's next proof (`DPoP-Nonce`).
+    pub dpop_nonce: Option<String>,
 }
 
 /// The filter's verdict.
@@ -178,6 +215,19 @@ fn denial(cfg: &Config, status: u32, error: Option<&str>, description: &str) -> 
         www_authenticate,
         body,
         retry_after: None,
+        dpop_nonce: None,
+    }
+}
+
+/// A refusal under the DPoP challenge (RFC 9449 section 7.1), with the algorithms proofs may use.
+pub(crate) fn dpop_denial(cfg: &Config, status: u32, error: &str, description: &str) -> Denial {
+    Denial {
+        www_authenticate: format!(
+            "DPoP realm=\"{}\", error=\"{error}\", error_description=\"{description}\", algs=\"{}\"",
+            cfg.realm,
+            dpop::ALGS
+        ),
+        ..denial(cfg, status, Some(error), description)
     }
 }
 
@@ -251,8 +301,8 @@ pub fn decide<'a>(
         );
         return verdict(d, Outcome::Unavailable);
     }
-    let token = match find_token(cfg, headers) {
-        Ok(token) => token,
+    let (scheme, token, proof) = match find_token(cfg, headers) {
+        Ok(found) => found,
         Err(refused) => return refused,
     };
     // Before edge sync's first good answer the filter knows no revocation: a token is neither
@@ -269,18 +319,35 @@ pub fn decide<'a>(
         };
         return verdict(Decision::Deny(d), Outcome::Unsynced);
     }
-    check_token(cfg, state, token, now)
+    let proof = ProofRequest { path, ..proof };
+    check_token(cfg, state, (scheme, token), &proof, now)
 }
 
-/// The one bearer token of the request's credentials headers, or the refusal: 400 for malformed
-/// or several tokens, 401 without one.
+/// What a request's headers say of a proof: the pseudo-headers and the `DPoP` headers.
+fn note_proof_header<'a>(proof: &mut ProofRequest<'a>, name: &str, value: &'a [u8]) {
+    match name {
+        ":method" => proof.method = value,
+        ":scheme" => proof.scheme = value,
+        ":authority" => proof.authority = value,
+        _ if name.eq_ignore_ascii_case("dpop") => {
+            proof.proofs += 1;
+            proof.proof.get_or_insert(value);
+        }
+        _ => {}
+    }
+}
+
+/// The one token of the request's credentials headers with its scheme, and what the request
+/// says for a proof; or the refusal: 400 for malformed or several tokens, 401 without one.
 fn find_token<'a>(
     cfg: &Config,
     headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
-) -> Result<&'a str, Verdict<'a>> {
-    let mut primary: Option<&str> = None;
-    let mut alternative: Option<&str> = None;
+) -> Result<(Scheme, &'a str, ProofRequest<'a>), Verdict<'a>> {
+    let mut primary: Option<(Scheme, &str)> = None;
+    let mut alternative: Option<(Scheme, &str)> = None;
+    let mut proof = ProofRequest::default();
     for (name, value) in headers {
+        note_proof_header(&mut proof, name, value);
         let slot = if name.eq_ignore_ascii_case("authorization") {
             &mut primary
         } else if name.eq_ignore_ascii_case(&cfg.alternative_header) {
@@ -300,18 +367,18 @@ fn find_token<'a>(
                 Bearer::Bad => {
                     return Err(bad_request(cfg, "malformed Bearer credentials"));
                 }
-                Bearer::Token(t) => {
+                Bearer::Token(scheme, t) => {
                     if slot.is_some() {
                         return Err(bad_request(cfg, "more than one access token"));
                     }
-                    *slot = Some(t);
+                    *slot = Some((scheme, t));
                 }
             }
         }
     }
     match (primary, alternative) {
         (Some(a), Some(b)) if a != b => Err(bad_request(cfg, "more than one access token")),
-        (Some(t), _) | (None, Some(t)) => Ok(t),
+        (Some((scheme, t)), _) | (None, Some((scheme, t))) => Ok((scheme, t, proof)),
         (None, None) => Err(verdict(
             deny(cfg, 401, None, "a bearer token is required"),
             Outcome::Missing,
@@ -319,27 +386,39 @@ fn find_token<'a>(
     }
 }
 
-/// The verdict on `token`: from the cache of verified tokens, else verified against the ring,
-/// the lifetime rule and the revocations.
-fn check_token<'a>(cfg: &Config, state: &EdgeState, token: &'a str, now: u64) -> Verdict<'a> {
-    if let Some(headers) = state.cache.borrow().get(token, now, cfg.clock_skew) {
-        return verdict(Decision::Allow(headers), Outcome::Allowed);
+/// The verdict on `token`: from the cache of verified tokens (bearer tokens only), else verified
+/// against the ring, the lifetime rule and the revocations; a bound token then by its proof.
+fn check_token<'a>(
+    cfg: &Config,
+    state: &EdgeState,
+    (scheme, token): (Scheme, &'a str),
+    proof: &ProofRequest<'_>,
+    now: u64,
+) -> Verdict<'a> {
+    if scheme == Scheme::Bearer {
+        if let Some(headers) = state.cache.borrow().get(token, now, cfg.clock_skew) {
+            return verdict(Decision::Allow(headers), Outcome::Allowed);
+        }
     }
     let limits = Limits {
         skew: cfg.clock_skew,
         max_lifetime: state.max_lifetime,
     };
-    match token::verify_with(&state.ring, token, now, limits) {
-        Ok(v) if state.revoked.covers(v.body()) => verdict(
-            deny(
-                cfg,
-                401,
-                Some("invalid_token"),
-                "the access token was revoked",
-            ),
-            Outcome::Revoked,
-        ),
-        Ok(v) => {
+    let v = match token::verify_any_with(&state.ring, token, now, limits) {
+        Ok(v) => v,
+        Err(e) => return refused_token(cfg, e),
+    };
+    if state.revoked.covers(v.body()) {
+        let d = deny(
+            cfg,
+            401,
+            Some("invalid_token"),
+            "the access token was revoked",
+        );
+        return verdict(d, Outcome::Revoked);
+    }
+    match (scheme, v.confirmation()) {
+        (Scheme::Bearer, None) => {
             let headers: IdentityHeaders = identity_headers(v.body()).into();
             Verdict {
                 remember: Some(Remember {
@@ -351,20 +430,90 @@ fn check_token<'a>(cfg: &Config, state: &EdgeState, token: &'a str, now: u64) ->
                 ..verdict(Decision::Allow(headers), Outcome::Allowed)
             }
         }
-        Err(e) => {
-            let (outcome, description) = match e {
-                VerifyError::Expired => (Outcome::Expired, "the access token expired"),
-                VerifyError::Malformed | VerifyError::UnknownVersion => {
-                    (Outcome::Malformed, "the access token is invalid")
+        (Scheme::Bearer, Some(_)) => verdict(
+            deny(
+                cfg,
+                401,
+                Some("invalid_token"),
+                "a DPoP-bound token needs the DPoP scheme and a proof",
+            ),
+            Outcome::BoundAsBearer,
+        ),
+        (Scheme::Dpop, None) => {
+            let d = dpop_denial(
+                cfg,
+                401,
+                "invalid_token",
+                "the access token is not DPoP-bound",
+            );
+            verdict(Decision::Deny(d), Outcome::UnboundAsDpop)
+        }
+        (Scheme::Dpop, Some(cnf)) => {
+            match dpop::check(&cfg.dpop, &state.ring, proof, token, cnf, now) {
+                Ok(accepted) => {
+                    let mut headers = identity_headers(v.body());
+                    headers.push(("x-auth-binding", "dpop".to_owned()));
+                    headers.push(("x-auth-jkt", shared::dpop::jkt_b64(cnf)));
+                    Verdict {
+                        proof: Some(accepted),
+                        ..verdict(Decision::Allow(headers.into()), Outcome::DpopAllowed)
+                    }
                 }
-                _ => (Outcome::Invalid, "the access token is invalid"),
-            };
-            Verdict {
-                reason: Some(e),
-                ..verdict(deny(cfg, 401, Some("invalid_token"), description), outcome)
+                Err(refusal) => refused_proof(cfg, state, refusal, now),
             }
         }
     }
+}
+
+/// The verdict on a proof that passed every check but the memory of used proofs: 401 for one
+/// used before, 503 (`Retry-After: 1`) when the memory is full.
+pub fn replay_refused(cfg: &Config, replay: dpop::Replay) -> Verdict<'static> {
+    match replay {
+        dpop::Replay::Replayed => {
+            let d = dpop_denial(cfg, 401, "invalid_dpop_proof", "the proof was used before");
+            verdict(Decision::Deny(d), Outcome::DpopReplayed)
+        }
+        dpop::Replay::Full => {
+            let d = Denial {
+                retry_after: Some(1),
+                ..denial(
+                    cfg,
+                    503,
+                    Some("temporarily_unavailable"),
+                    "too many DPoP proofs at the moment",
+                )
+            };
+            verdict(Decision::Deny(d), Outcome::DpopReplayFull)
+        }
+    }
+}
+
+/// 401 for a token that failed verification.
+fn refused_token(cfg: &Config, e: VerifyError) -> Verdict<'static> {
+    let (outcome, description) = match e {
+        VerifyError::Expired => (Outcome::Expired, "the access token expired"),
+        VerifyError::Malformed | VerifyError::UnknownVersion => {
+            (Outcome::Malformed, "the access token is invalid")
+        }
+        _ => (Outcome::Invalid, "the access token is invalid"),
+    };
+    Verdict {
+        reason: Some(e),
+        ..verdict(deny(cfg, 401, Some("invalid_token"), description), outcome)
+    }
+}
+
+/// 401 under the DPoP challenge for a proof refused; a nonce to use where one is missing.
+fn refused_proof(cfg: &Config, state: &EdgeState, refusal: Refusal, now: u64) -> Verdict<'static> {
+    let code = refusal.error_code();
+    let mut d = dpop_denial(cfg, 401, code, refusal.description());
+    let outcome = if code == "use_dpop_nonce" {
+        d.dpop_nonce = dpop::nonce(&state.ring, now);
+        Outcome::DpopNonce
+    } else {
+        Outcome::DpopInvalid
+    };
+    verdict(Decision::Deny(d), outcome)
 }
 
 #[cfg(test)]

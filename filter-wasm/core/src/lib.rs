@@ -28,6 +28,7 @@ mod bearer;
 pub mod cache;
 pub mod config;
 pub mod decision;
+pub mod dpop;
 pub mod edge;
 pub mod request;
 pub mod sync;

@@ -5,7 +5,8 @@
 
 use crate::cache::IdentityHeaders;
 use crate::config::{is_identity_header, Config};
-use crate::decision::{decide, Decision, Outcome};
+use crate::decision::{decide, replay_refused, Decision, Outcome};
+use crate::dpop::Replays;
 use crate::edge::EdgeState;
 use shared::VerifyError;
 
@@ -22,9 +23,9 @@ pub enum Action {
         /// A small JSON error.
         body: String,
     },
-    /// Forward the request, without the headers of the identity namespace it came with (their
-    /// names as the request spelled them, copied: the adapter changes the map they were read
-    /// from) and with the verified identity added (none on an exempt path).
+    /// Forward the request, without the headers of the identity namespace and the `DPoP` proof
+    /// it came with (their names as the request spelled them, copied: the adapter changes the
+    /// map they were read from) and with the verified identity added (none on an exempt path).
     Forward {
         /// The request's identity headers, to remove (usually none, and then no allocation).
         remove: Vec<String>,
@@ -53,21 +54,34 @@ pub fn name(raw: &[u8]) -> &str {
 }
 
 /// Decides a request from its headers (names as [`name`] reads them, values as raw bytes;
-/// `:path` among them), the state and the time, and remembers a token that verified in the
-/// state's token cache ([`EdgeState::remember`]).
-pub fn handle(cfg: &Config, state: &EdgeState, headers: &[(&str, &[u8])], now: u64) -> Handled {
+/// `:path` among them), the state and the time; remembers a token that verified in the state's
+/// token cache ([`EdgeState::remember`]), and a DPoP proof that passed in `replays`, which
+/// refuses one used before.
+pub fn handle(
+    cfg: &Config,
+    state: &EdgeState,
+    replays: &dyn Replays,
+    headers: &[(&str, &[u8])],
+    now: u64,
+) -> Handled {
     let path = headers
         .iter()
         .find(|(n, _)| *n == ":path")
         .map_or(&[][..], |(_, v)| *v);
-    let verdict = decide(cfg, state, path, headers.iter().copied(), now);
+    let mut verdict = decide(cfg, state, path, headers.iter().copied(), now);
+    if let Some(proof) = verdict.proof {
+        if let Err(replay) = replays.first_use(&proof.id, proof.expires, now) {
+            verdict = replay_refused(cfg, replay);
+        }
+    }
     if let Some(verified) = verdict.remember {
         state.remember(verified);
     }
+    // The proof is the client's business with this Envoy: it never reaches the upstream.
     let forward = |set| Action::Forward {
         remove: headers
             .iter()
-            .filter(|(n, _)| is_identity_header(n))
+            .filter(|(n, _)| is_identity_header(n) || n.eq_ignore_ascii_case("dpop"))
             .map(|(n, _)| (*n).to_owned())
             .collect(),
         set,
@@ -81,6 +95,9 @@ pub fn handle(cfg: &Config, state: &EdgeState, headers: &[(&str, &[u8])], now: u
             ];
             if let Some(s) = d.retry_after {
                 headers.push(("retry-after", s.to_string()));
+            }
+            if let Some(nonce) = d.dpop_nonce {
+                headers.push(("dpop-nonce", nonce));
             }
             Action::Answer {
                 status: d.status,
@@ -105,6 +122,10 @@ mod tests {
     use shared::Key;
 
     const SECRET: [u8; 32] = [7; 32];
+
+    fn replays() -> crate::dpop::ShardedReplays {
+        crate::dpop::ShardedReplays::new(1_000)
+    }
 
     fn cfg() -> Config {
         use base64::Engine as _;
@@ -145,7 +166,7 @@ mod tests {
         let (cfg, now) = (cfg(), 1_000);
         let state = EdgeState::new(&cfg, now);
         let headers = request("/apiv2/MediaService/Find", &[("x-auth-subject", "admin")]);
-        let handled = handle(&cfg, &state, &headers, now);
+        let handled = handle(&cfg, &state, &replays(), &headers, now);
         assert_eq!(handled.outcome, Outcome::Missing);
         let Action::Answer {
             status,
@@ -168,7 +189,7 @@ mod tests {
         let state = EdgeState::new(&cfg, now);
         // An exempt path: nothing set, the planted identity removed as spelled.
         let headers = request("/apiv2/oauth/token", &[("X-Auth_Subject", "admin")]);
-        let handled = handle(&cfg, &state, &headers, now);
+        let handled = handle(&cfg, &state, &replays(), &headers, now);
         let expected = Action::Forward {
             remove: vec!["X-Auth_Subject".to_owned()],
             set: None,
@@ -180,7 +201,7 @@ mod tests {
             "/apiv2/MediaService/Find",
             &[("authorization", &t), ("x-auth-subject", "admin")],
         );
-        let handled = handle(&cfg, &state, &headers, now);
+        let handled = handle(&cfg, &state, &replays(), &headers, now);
         assert_eq!(handled.outcome, Outcome::Allowed);
         let Action::Forward { remove, set } = &handled.action else {
             panic!("{handled:?}");
@@ -195,7 +216,7 @@ mod tests {
         assert!(set.iter().all(|(n, _)| is_identity_header(n)), "{set:?}");
         assert_eq!(state.cache.borrow().len(), 1, "remembered");
         assert_eq!(
-            handle(&cfg, &state, &headers, now),
+            handle(&cfg, &state, &replays(), &headers, now),
             handled,
             "from the cache"
         );

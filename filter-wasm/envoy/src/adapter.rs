@@ -355,9 +355,11 @@ impl Filter {
             .iter()
             .map(|(n, v)| (n.as_str(), v.as_slice()))
             .collect();
+        let replays = crate::replays::SharedReplays::new(cfg.dpop.replay_entries);
         Some(request::handle(
             cfg,
             state.as_ref()?,
+            &replays,
             &view,
             self.shared.now.get(),
         ))

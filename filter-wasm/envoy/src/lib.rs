@@ -8,6 +8,8 @@
 
 #[cfg(not(feature = "passthrough"))]
 mod adapter;
+#[cfg(not(feature = "passthrough"))]
+mod replays;
 
 #[cfg(any(
     feature = "passthrough",

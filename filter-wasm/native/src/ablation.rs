@@ -4,7 +4,7 @@
 //! `native-empty` takes the worker's state and returns, `native-read` also reads the header map,
 //! `native-decide` also decides and counts, without changing the headers.
 
-use crate::filter::{unavailable, unix_now, NativeConfig};
+use crate::filter::{replays, unavailable, unix_now, NativeConfig};
 use crate::host::Stream;
 use filter_core::request;
 
@@ -20,7 +20,8 @@ pub fn on_request(cfg: &NativeConfig, stream: &mut Stream) -> bool {
             std::hint::black_box(&headers);
             return None;
         }
-        Some(request::handle(cfg.config(), state, &headers, now))
+        let replays = replays(cfg.config());
+        Some(request::handle(cfg.config(), state, replays, &headers, now))
     });
     let Some(handled) = handled else {
         return unavailable(stream, 503);

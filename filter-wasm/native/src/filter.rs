@@ -186,13 +186,15 @@ impl NativeConfig {
     }
 
     /// Decides one request from its headers and carries the decision out (on a worker).
+    /// The DPoP proofs it accepts go to the process's one memory ([`replays`]).
     /// Returns true to let the request go on, false when it was answered here. (An ablation build
     /// has `ablation::on_request` instead.)
     #[cfg(not(feature = "native-ablation"))]
     pub fn on_request(&self, stream: &mut Stream) -> bool {
         let now = unix_now();
         let handled = self.with_worker(stream, |state, stream| {
-            filter_core::request::handle(&self.config, state, &stream.request_headers(), now)
+            let headers = stream.request_headers();
+            filter_core::request::handle(&self.config, state, replays(&self.config), &headers, now)
         });
         let Some(handled) = handled else {
             return unavailable(stream, 503);
@@ -380,4 +382,12 @@ pub fn unavailable(stream: &Stream, status: u32) -> bool {
     ];
     stream.send_response(status, &headers, body, "mms_auth_unavailable");
     false
+}
+
+/// The memory of used DPoP proofs, one per Envoy process (this library is loaded once, and every
+/// worker's filter shares it): sized by the first configuration that asks for it.
+pub(crate) fn replays(config: &Config) -> &'static filter_core::dpop::ShardedReplays {
+    static REPLAYS: std::sync::OnceLock<filter_core::dpop::ShardedReplays> =
+        std::sync::OnceLock::new();
+    REPLAYS.get_or_init(|| filter_core::dpop::ShardedReplays::new(config.dpop.replay_entries))
 }

@@ -7,8 +7,6 @@ use super::{now, App};
 use super::{ApiError, Call};
 use crate::store::revocation::{RevocationSet, Revoked, REVOCATION_MARGIN};
 use crate::store::FamilyRevocation;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
 use serde_json::json;
 use shared::grant::parse_token_param;
 use shared::token::{self, Claim, Limits, SubjectKind, VerifiedToken};
@@ -181,7 +179,7 @@ impl App {
                 out["username"] = json!(b.identity.subject);
             }
             if let Some(jkt) = &b.cnf {
-                out["cnf"] = json!({"jkt": URL_SAFE_NO_PAD.encode(jkt)});
+                out["cnf"] = json!({"jkt": shared::dpop::jkt_b64(jkt)});
             }
             return Ok(out);
         }

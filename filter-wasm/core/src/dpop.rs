@@ -1,0 +1,234 @@
+//! DPoP at the edge (RFC 9449 section 7): the filter's `dpop` settings, the proof a request with
+//! a bound token must carry, checked against the request as the client built it, and the memory
+//! that accepts each proof once per Envoy ([`Replays`]). Pure: the adapters give the memory
+//! (the native filter one per process, the Wasm filter Envoy's shared data), and the time.
+//! Reference: `docs/filter.md` ("DPoP") and `docs/dpop.md`.
+
+use crate::config::ConfigError;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use shared::dpop::{check_proof, DpopError, Expect, NonceCheck, NONCE_SLOT_SECONDS};
+use shared::KeyRing;
+
+pub mod replay;
+
+pub use replay::{Replay, ReplayCache, Replays, ShardedReplays};
+
+/// The algorithms proofs may use, as `WWW-Authenticate`'s `algs` names them.
+pub const ALGS: &str = "ES256 EdDSA";
+
+/// The `dpop` block of the plugin configuration, as written.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDpop {
+    #[serde(default)]
+    proof_window_seconds: Option<u64>,
+    #[serde(default)]
+    require_nonce: bool,
+    #[serde(default)]
+    replay_entries: Option<usize>,
+    #[serde(default)]
+    public_origin: Option<String>,
+}
+
+/// The filter's DPoP settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DpopConfig {
+    /// Seconds a proof's `iat` may be from now, either way; its id is kept until `iat` plus this.
+    pub window: u64,
+    /// Proofs must carry a current server nonce.
+    pub require_nonce: bool,
+    /// Proof ids one Envoy remembers at most.
+    pub replay_entries: usize,
+    /// `scheme://host[:port]` that replaces the request's `:scheme` and `:authority` in `htu`.
+    pub public_origin: Option<String>,
+}
+
+/// Proof ids remembered by default: a minute of about 1,600 bound requests a second.
+pub const DEFAULT_REPLAY_ENTRIES: usize = 100_000;
+
+impl Default for DpopConfig {
+    fn default() -> Self {
+        Self {
+            window: 60,
+            require_nonce: false,
+            replay_entries: DEFAULT_REPLAY_ENTRIES,
+            public_origin: None,
+        }
+    }
+}
+
+impl DpopConfig {
+    pub(crate) fn new(raw: RawDpop) -> Result<Self, ConfigError> {
+        let bad = |m: &str| Err(ConfigError(format!("dpop.{m}")));
+        let window = raw.proof_window_seconds.unwrap_or(60);
+        if !(1..=shared::dpop::MAX_WINDOW).contains(&window) {
+            return bad("proof_window_seconds: 1 to 600");
+        }
+        let replay_entries = raw.replay_entries.unwrap_or(DEFAULT_REPLAY_ENTRIES);
+        if !(1_000..=1_000_000).contains(&replay_entries) {
+            return bad("replay_entries: 1000 to 1000000");
+        }
+        if let Some(o) = &raw.public_origin {
+            let rest = o
+                .strip_prefix("https://")
+                .or_else(|| o.strip_prefix("http://"));
+            let ok = rest.is_some_and(|r| {
+                !r.is_empty()
+                    && r.bytes()
+                        .all(|c| c.is_ascii_alphanumeric() || b".-:[]".contains(&c))
+            });
+            if !ok {
+                return bad(
+                    "public_origin: http(s)://host[:port], without path, query or userinfo",
+                );
+            }
+        }
+        Ok(Self {
+            window,
+            require_nonce: raw.require_nonce,
+            replay_entries,
+            public_origin: raw.public_origin,
+        })
+    }
+}
+
+/// What a request brings for a proof check: its pseudo-headers and its `DPoP` headers.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ProofRequest<'a> {
+    /// `:method`.
+    pub method: &'a [u8],
+    /// `:scheme`.
+    pub scheme: &'a [u8],
+    /// `:authority`.
+    pub authority: &'a [u8],
+    /// `:path`.
+    pub path: &'a [u8],
+    /// The first `DPoP` header.
+    pub proof: Option<&'a [u8]>,
+    /// How many `DPoP` headers came.
+    pub proofs: usize,
+}
+
+/// Why a bound request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No `DPoP` header.
+    Missing,
+    /// More than one, or a comma-joined list.
+    Several,
+    /// Bytes a proof never has (not visible ASCII), or a request without its pseudo-headers.
+    Unreadable,
+    /// The proof's key is not the one the token is bound to.
+    OtherKey,
+    /// A check of the proof failed.
+    Proof(DpopError),
+}
+
+impl Refusal {
+    /// The RFC 9449 error code to answer with.
+    pub fn error_code(self) -> &'static str {
+        match self {
+            Self::Proof(e) => e.error_code(),
+            _ => "invalid_dpop_proof",
+        }
+    }
+
+    /// What the client is told.
+    pub fn description(self) -> &'static str {
+        match self {
+            Self::Missing => "a DPoP-bound token needs a DPoP proof",
+            Self::Several => "exactly one DPoP proof is required",
+            Self::Unreadable => "the DPoP header is not a proof",
+            Self::OtherKey => "the proof's key is not the token's",
+            Self::Proof(e) => e.description(),
+        }
+    }
+}
+
+/// A proof that passed, to be accepted once: its id and until when it must be remembered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Accepted {
+    /// A digest of the proof's key and `jti`.
+    pub id: [u8; 16],
+    /// Seconds since the epoch.
+    pub expires: u64,
+}
+
+fn text(bytes: &[u8]) -> Option<&str> {
+    core::str::from_utf8(bytes).ok()
+}
+
+/// The URL the client called, as `htu` must name it: the public origin or the request's own
+/// scheme and authority, and the path without query or fragment.
+fn request_url(cfg: &DpopConfig, req: &ProofRequest<'_>) -> Option<String> {
+    let path = text(req.path)?;
+    let path = path.split(['?', '#']).next().unwrap_or_default();
+    Some(match &cfg.public_origin {
+        Some(origin) => format!("{origin}{path}"),
+        None => format!("{}://{}{path}", text(req.scheme)?, text(req.authority)?),
+    })
+}
+
+/// Checks the proof of a request presenting `token`, bound to `cnf`, with the key `ring`
+/// (nonces) at `now`: the proof's id to remember, or why it is refused.
+pub fn check(
+    cfg: &DpopConfig,
+    ring: &KeyRing,
+    req: &ProofRequest<'_>,
+    token: &str,
+    cnf: &[u8; 32],
+    now: u64,
+) -> Result<Accepted, Refusal> {
+    let raw = match (req.proofs, req.proof) {
+        (0, _) | (_, None) => return Err(Refusal::Missing),
+        (1, Some(raw)) => raw,
+        _ => return Err(Refusal::Several),
+    };
+    if raw.contains(&b',') {
+        return Err(Refusal::Several);
+    }
+    let proof = text(raw)
+        .filter(|p| p.bytes().all(|c| c.is_ascii_graphic()))
+        .ok_or(Refusal::Unreadable)?;
+    let url = request_url(cfg, req).ok_or(Refusal::Unreadable)?;
+    let method = text(req.method).ok_or(Refusal::Unreadable)?;
+    let expect = Expect {
+        method,
+        url: &url,
+        access_token: Some(token),
+        now,
+        window_seconds: cfg.window,
+        nonce_check: if cfg.require_nonce {
+            NonceCheck::Required {
+                ring,
+                window: NONCE_SLOT_SECONDS,
+            }
+        } else {
+            NonceCheck::Off
+        },
+    };
+    let proof = check_proof(proof, &expect).map_err(Refusal::Proof)?;
+    if !proof.confirms(cnf) {
+        return Err(Refusal::OtherKey);
+    }
+    let digest = Sha256::new()
+        .chain_update(proof.jkt)
+        .chain_update(proof.jti.as_bytes())
+        .finalize();
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&digest[..16]);
+    Ok(Accepted {
+        id,
+        expires: proof.iat.saturating_add(cfg.window).max(now) + 1,
+    })
+}
+
+/// A nonce for a `DPoP-Nonce` header, made with the key of the largest id in `ring`.
+pub fn nonce(ring: &KeyRing, now: u64) -> Option<String> {
+    let key = ring.keys().iter().max_by_key(|k| k.id())?;
+    Some(shared::dpop::nonce_for(key, now, NONCE_SLOT_SECONDS))
+}
+
+#[cfg(test)]
+mod tests;

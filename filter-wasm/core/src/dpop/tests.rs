@@ -1,0 +1,295 @@
+//! DPoP at the edge through the request seam: bound tokens minted here, proofs made by the
+//! token crate's signing half, every refusal and the memory of used proofs.
+
+use crate::config::Config;
+use crate::decision::Outcome;
+use crate::dpop::ShardedReplays;
+use crate::edge::EdgeState;
+use crate::request::{handle, Action, Handled};
+use shared::dpop::sign::{ProofClaims, ProofKey};
+use shared::token::{self, Identity, SubjectKind, TokenBody};
+use shared::Key;
+
+const SECRET: [u8; 32] = [7; 32];
+const NOW: u64 = 1_700_000_000;
+const URL: &str = "https://api.example.com/apiv2/MediaService/Find";
+
+fn cfg(dpop: &str) -> Config {
+    use base64::Engine as _;
+    let s = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(SECRET);
+    let json = format!(r#"{{"keys":[{{"kid":3,"secret":"{s}"}}],"dpop":{{{dpop}}}}}"#);
+    Config::parse(json.as_bytes()).unwrap()
+}
+
+fn token(cnf: Option<[u8; 32]>) -> String {
+    let body = TokenBody {
+        kid: 3,
+        jti: [0xab; 16],
+        iat: NOW,
+        exp: NOW + 600,
+        client: "app".into(),
+        identity: Identity {
+            kind: SubjectKind::User,
+            subject: "alice".into(),
+            roles: vec![],
+            claims: vec![],
+        },
+        cnf,
+    };
+    token::mint(&Key::new(3, SECRET), &body).unwrap()
+}
+
+fn es() -> ProofKey {
+    ProofKey::es256([5; 32]).unwrap()
+}
+
+fn proof(key: &ProofKey, jti: &str, htu: &str, token: &str, nonce: Option<&str>) -> String {
+    key.proof(&ProofClaims {
+        htm: "POST",
+        htu,
+        jti,
+        iat: NOW,
+        access_token: Some(token),
+        nonce,
+    })
+}
+
+struct Edge {
+    cfg: Config,
+    state: EdgeState,
+    replays: ShardedReplays,
+}
+
+impl Edge {
+    fn new(dpop: &str) -> Self {
+        let cfg = cfg(dpop);
+        let state = EdgeState::new(&cfg, NOW);
+        let replays = ShardedReplays::new(cfg.dpop.replay_entries);
+        Self {
+            cfg,
+            state,
+            replays,
+        }
+    }
+
+    fn send(&self, extra: &[(&str, &str)]) -> Handled {
+        let mut h: Vec<(&str, &[u8])> = vec![
+            (":method", b"POST"),
+            (":scheme", b"https"),
+            (":authority", b"api.example.com"),
+            (":path", b"/apiv2/MediaService/Find?x=1"),
+        ];
+        h.extend(extra.iter().map(|(n, v)| (*n, v.as_bytes())));
+        handle(&self.cfg, &self.state, &self.replays, &h, NOW)
+    }
+}
+
+fn www(h: &Handled) -> String {
+    match &h.action {
+        Action::Answer { headers, .. } => headers
+            .iter()
+            .find(|(n, _)| *n == "www-authenticate")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default(),
+        Action::Forward { .. } => String::new(),
+    }
+}
+
+#[test]
+fn a_bound_token_with_its_proof_passes_once_and_the_proof_stays_here() {
+    for key in [es(), ProofKey::ed25519([6; 32])] {
+        let edge = Edge::new("");
+        let t = token(Some(key.jkt()));
+        let p = proof(&key, "one", URL, &t, None);
+        let auth = format!("DPoP {t}");
+        let h = edge.send(&[("authorization", &auth), ("DPoP", &p)]);
+        assert_eq!(h.outcome, Outcome::DpopAllowed, "{h:?}");
+        let Action::Forward { remove, set } = &h.action else {
+            panic!("{h:?}");
+        };
+        assert_eq!(remove, &["DPoP"]);
+        let set = set.as_ref().unwrap();
+        assert!(set.contains(&("x-auth-binding", "dpop".into())));
+        assert!(set.contains(&("x-auth-jkt", key.jkt_b64())));
+        let again = edge.send(&[("authorization", &auth), ("dpop", &p)]);
+        assert_eq!(again.outcome, Outcome::DpopReplayed);
+        assert!(www(&again).starts_with("DPoP realm=\"media\", error=\"invalid_dpop_proof\""));
+        let alt = format!("DPoP {t}");
+        let other = proof(&key, "two", URL, &t, None);
+        let h = edge.send(&[("serviceauthorization", &alt), ("dpop", &other)]);
+        assert_eq!(h.outcome, Outcome::DpopAllowed, "the alternative header");
+    }
+}
+
+#[test]
+fn no_downgrade_and_no_upgrade() {
+    let edge = Edge::new("");
+    let key = es();
+    let bound = token(Some(key.jkt()));
+    let p = proof(&key, "a", URL, &bound, None);
+    for header in ["authorization", "serviceauthorization"] {
+        let h = edge.send(&[(header, &format!("Bearer {bound}")), ("dpop", &p)]);
+        assert_eq!(h.outcome, Outcome::BoundAsBearer);
+        assert!(www(&h).contains("error=\"invalid_token\""), "{}", www(&h));
+    }
+    let plain = token(None);
+    let p = proof(&key, "b", URL, &plain, None);
+    let h = edge.send(&[("authorization", &format!("DPoP {plain}")), ("dpop", &p)]);
+    assert_eq!(h.outcome, Outcome::UnboundAsDpop);
+    assert!(www(&h).starts_with("DPoP "));
+    let h = edge.send(&[("authorization", &format!("Bearer {plain}"))]);
+    assert_eq!(h.outcome, Outcome::Allowed, "bearer tokens as before");
+}
+
+#[test]
+fn every_proof_refusal_is_invalid_dpop_proof() {
+    let edge = Edge::new("");
+    let key = es();
+    let t = token(Some(key.jkt()));
+    let auth = format!("DPoP {t}");
+    let good = proof(&key, "g", URL, &t, None);
+    let other_key = proof(&ProofKey::ed25519([1; 32]), "k", URL, &t, None);
+    let wrong_ath = proof(&key, "w", URL, "mmat2.other", None);
+    let trailing_slash = proof(&key, "q", &format!("{URL}/"), &t, None);
+    let other_host = proof(
+        &key,
+        "h",
+        "https://evil.example.com/apiv2/MediaService/Find",
+        &t,
+        None,
+    );
+    let joined = format!("{good}, {good}");
+    let cases: [&[(&str, &str)]; 7] = [
+        &[("authorization", &auth)],
+        &[("authorization", &auth), ("dpop", &good), ("dpop", &good)],
+        &[("authorization", &auth), ("dpop", &joined)],
+        &[("authorization", &auth), ("dpop", &other_key)],
+        &[("authorization", &auth), ("dpop", &wrong_ath)],
+        &[("authorization", &auth), ("dpop", &trailing_slash)],
+        &[("authorization", &auth), ("dpop", &other_host)],
+    ];
+    for case in cases {
+        let h = edge.send(case);
+        assert_eq!(h.outcome, Outcome::DpopInvalid, "{case:?}");
+        assert!(
+            www(&h).contains("error=\"invalid_dpop_proof\""),
+            "{}",
+            www(&h)
+        );
+        assert!(www(&h).ends_with("algs=\"ES256 EdDSA\""));
+    }
+    let h = edge.send(&[("authorization", &auth), ("dpop", &good)]);
+    assert_eq!(
+        h.outcome,
+        Outcome::DpopAllowed,
+        "none of the refusals used the proof"
+    );
+    // RFC 9449 section 4.3: the query and fragment are ignored, on both sides.
+    let with_query = proof(&key, "q2", &format!("{URL}?y=2#f"), &t, None);
+    let h = edge.send(&[("authorization", &auth), ("dpop", &with_query)]);
+    assert_eq!(h.outcome, Outcome::DpopAllowed);
+}
+
+#[test]
+fn a_required_nonce_is_asked_for_then_accepted() {
+    let edge = Edge::new(r#""require_nonce":true"#);
+    let key = es();
+    let t = token(Some(key.jkt()));
+    let auth = format!("DPoP {t}");
+    let h = edge.send(&[
+        ("authorization", &auth),
+        ("dpop", &proof(&key, "n1", URL, &t, None)),
+    ]);
+    assert_eq!(h.outcome, Outcome::DpopNonce);
+    let Action::Answer {
+        status, headers, ..
+    } = &h.action
+    else {
+        panic!("{h:?}");
+    };
+    assert_eq!(*status, 401);
+    let nonce = &headers.iter().find(|(n, _)| *n == "dpop-nonce").unwrap().1;
+    let h = edge.send(&[
+        ("authorization", &auth),
+        ("dpop", &proof(&key, "n2", URL, &t, Some(nonce))),
+    ]);
+    assert_eq!(h.outcome, Outcome::DpopAllowed);
+    let stale = shared::dpop::nonce_for(&Key::new(3, SECRET), NOW - 300, 60);
+    let p = proof(&key, "n3", URL, &t, Some(&stale));
+    assert_eq!(
+        edge.send(&[("authorization", &auth), ("dpop", &p)]).outcome,
+        Outcome::DpopNonce
+    );
+}
+
+#[test]
+fn the_public_origin_replaces_what_envoy_sees() {
+    let edge = Edge::new(r#""public_origin":"https://media.example.com""#);
+    let key = es();
+    let t = token(Some(key.jkt()));
+    let auth = format!("DPoP {t}");
+    let public = "https://media.example.com/apiv2/MediaService/Find";
+    let h = edge.send(&[
+        ("authorization", &auth),
+        ("dpop", &proof(&key, "o1", public, &t, None)),
+    ]);
+    assert_eq!(h.outcome, Outcome::DpopAllowed);
+    let h = edge.send(&[
+        ("authorization", &auth),
+        ("dpop", &proof(&key, "o2", URL, &t, None)),
+    ]);
+    assert_eq!(h.outcome, Outcome::DpopInvalid);
+}
+
+#[test]
+fn a_full_memory_refuses_with_503_and_never_forgets() {
+    let edge = Edge::new(r#""replay_entries":1000"#);
+    let key = es();
+    let t = token(Some(key.jkt()));
+    let auth = format!("DPoP {t}");
+    let mut full = 0;
+    for i in 0..1_200 {
+        let h = edge.send(&[
+            ("authorization", &auth),
+            ("dpop", &proof(&key, &format!("f{i}"), URL, &t, None)),
+        ]);
+        match h.outcome {
+            Outcome::DpopAllowed => {}
+            Outcome::DpopReplayFull => {
+                full += 1;
+                let Action::Answer {
+                    status, headers, ..
+                } = &h.action
+                else {
+                    panic!()
+                };
+                assert_eq!(*status, 503);
+                assert!(headers.contains(&("retry-after", "1".into())));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(
+        full >= 1_200 - 1_008,
+        "{full}: at most 1,008 held (16 shards of 63)"
+    );
+}
+
+#[test]
+fn configuration_bounds() {
+    use crate::config::Config as C;
+    for bad in [
+        r#""proof_window_seconds":0"#,
+        r#""proof_window_seconds":601"#,
+        r#""replay_entries":10"#,
+        r#""public_origin":"https://x.example/path""#,
+        r#""public_origin":"ftp://x.example""#,
+        r#""other":1"#,
+    ] {
+        let json = format!(
+            r#"{{"keys":[{{"kid":1,"secret":"{}"}}],"dpop":{{{bad}}}}}"#,
+            "A".repeat(43)
+        );
+        assert!(C::parse(json.as_bytes()).is_err(), "{bad}");
+    }
+}
