@@ -303,7 +303,7 @@ pub fn decide<'a>(
     }
     let (scheme, token, proof) = match find_token(cfg, headers) {
         Ok(found) => found,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     // Before edge sync's first good answer the filter knows no revocation: a token is neither
     // accepted nor refused on what it cannot know (a missing or malformed one is refused above).
@@ -342,7 +342,7 @@ fn note_proof_header<'a>(proof: &mut ProofRequest<'a>, name: &str, value: &'a [u
 fn find_token<'a>(
     cfg: &Config,
     headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
-) -> Result<(Scheme, &'a str, ProofRequest<'a>), Verdict<'a>> {
+) -> Result<(Scheme, &'a str, ProofRequest<'a>), Box<Verdict<'a>>> {
     let mut primary: Option<(Scheme, &str)> = None;
     let mut alternative: Option<(Scheme, &str)> = None;
     let mut proof = ProofRequest::default();
@@ -365,11 +365,11 @@ fn find_token<'a>(
             match parse_bearer(element) {
                 Bearer::OtherScheme => {}
                 Bearer::Bad => {
-                    return Err(bad_request(cfg, "malformed Bearer credentials"));
+                    return Err(Box::new(bad_request(cfg, "malformed Bearer credentials")));
                 }
                 Bearer::Token(scheme, t) => {
                     if slot.is_some() {
-                        return Err(bad_request(cfg, "more than one access token"));
+                        return Err(Box::new(bad_request(cfg, "more than one access token")));
                     }
                     *slot = Some((scheme, t));
                 }
@@ -377,12 +377,14 @@ fn find_token<'a>(
         }
     }
     match (primary, alternative) {
-        (Some(a), Some(b)) if a != b => Err(bad_request(cfg, "more than one access token")),
+        (Some(a), Some(b)) if a != b => {
+            Err(Box::new(bad_request(cfg, "more than one access token")))
+        }
         (Some((scheme, t)), _) | (None, Some((scheme, t))) => Ok((scheme, t, proof)),
-        (None, None) => Err(verdict(
+        (None, None) => Err(Box::new(verdict(
             deny(cfg, 401, None, "a bearer token is required"),
             Outcome::Missing,
-        )),
+        ))),
     }
 }
 

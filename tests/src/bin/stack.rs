@@ -145,12 +145,19 @@ State and logs: {dir}. Demo client {client} / {secret}; demo user {user} / {pass
    curl -s -u '{client}:{secret}' -d token=ACCESS_TOKEN {url}/apiv2/oauth/revoke
    (disabling the user works the same: {env}target/debug/issuer user disable {user} {store})
 
+7. DPoP: a token bound to a key of yours (docs/dpop.md); each call carries a fresh proof by the key,
+   and a copy of the token without the key is refused (also as Bearer):
+   {issuer} dpop key --out {dir}/client.jwk
+   curl -s -u '{client}:{secret}' -H "DPoP: $({issuer} dpop proof --key {dir}/client.jwk --method POST --url {url}/apiv2/oauth/token)" -d grant_type=client_credentials {url}/apiv2/oauth/token
+   curl -s -X POST -H "Authorization: DPoP ACCESS_TOKEN" -H "DPoP: $({issuer} dpop proof --key {dir}/client.jwk --method POST --url {url}/apiv2/MediaService/Find --token ACCESS_TOKEN)" -H 'Content-Type: application/json; charset=UTF-8' -d '{{}}' {url}/apiv2/MediaService/Find
+
 Server metadata: curl -s {url}/.well-known/oauth-authorization-server
 Filter counters (Envoy's admin interface is a Unix socket only its owner can use):
    curl -s --unix-socket {admin} http://localhost/stats?filter=mms_auth
 Admin commands work while it runs: {env}target/debug/issuer client list {store}
 Press Ctrl-C to stop."#,
         filter = s.tools.filter_file().display(),
+        issuer = s.tools.issuer.display(),
         issuers = if s.more_issuers.is_empty() {
             "the issuer".to_owned()
         } else {
@@ -174,6 +181,7 @@ Press Ctrl-C to stop."#,
 async fn walk_through(s: &Stack) -> Result<()> {
     let (access, refresh) = sign_in_and_call(s).await?;
     refresh_and_impersonate(s, &refresh).await?;
+    bound_call(s).await?;
     revocation_reaches_the_edge(s, &access).await
 }
 
@@ -262,6 +270,76 @@ async fn refresh_and_impersonate(s: &Stack, refresh: &str) -> Result<()> {
         .await?;
     if seen["identity"]["x-auth-claims"] != "upn=someone@example.com" {
         bail!("the media service did not see the impersonated claims: {seen}");
+    }
+    Ok(())
+}
+
+/// Step 7: a DPoP-bound token, with proofs made by `issuer dpop` as the printed commands make
+/// them: the bound call passes with the binding told to the media service, the same token as
+/// `Bearer` is refused.
+async fn bound_call(s: &Stack) -> Result<()> {
+    let http = s.client();
+    let token_url = format!("{}/apiv2/oauth/token", s.url());
+    let find = format!("{}/apiv2/MediaService/Find", s.url());
+    let key = s.dir.join("client.jwk");
+    let _ = std::fs::remove_file(&key);
+    let dpop = |args: &[&str]| -> Result<String> {
+        let out = std::process::Command::new(&s.tools.issuer)
+            .arg("dpop")
+            .args(args)
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "issuer dpop {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8(out.stdout)?.trim().to_owned())
+    };
+    let key_arg = key.to_str().context("key path")?;
+    dpop(&["key", "--out", key_arg])?;
+    let proof = dpop(&[
+        "proof", "--key", key_arg, "--method", "POST", "--url", &token_url,
+    ])?;
+    let t: Value = http
+        .post(&token_url)
+        .basic_auth(demo::CLIENT, Some(&s.secret))
+        .header("DPoP", proof)
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await?
+        .json()
+        .await?;
+    let access = t["access_token"]
+        .as_str()
+        .filter(|_| t["token_type"] == "DPoP")
+        .with_context(|| format!("no DPoP token: {t}"))?;
+    let proof = dpop(&[
+        "proof", "--key", key_arg, "--method", "POST", "--url", &find, "--token", access,
+    ])?;
+    let r = http
+        .post(&find)
+        .header("Authorization", format!("DPoP {access}"))
+        .header("DPoP", proof)
+        .header("content-type", "application/json; charset=UTF-8")
+        .body("{}")
+        .send()
+        .await?;
+    if r.status() != 200 {
+        bail!("bound call with a proof: {}", r.status());
+    }
+    let seen: Value = r.json().await?;
+    if seen["identity"]["x-auth-binding"] != "dpop" {
+        bail!("the media service was not told the call was bound: {seen}");
+    }
+    let r = http
+        .post(&find)
+        .bearer_auth(access)
+        .body("{}")
+        .send()
+        .await?;
+    if r.status() != 401 {
+        bail!("the bound token passed as Bearer: {}", r.status());
     }
     Ok(())
 }
