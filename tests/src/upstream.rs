@@ -40,6 +40,7 @@ pub fn routes(
                     "path": path.as_str(),
                     "identity": identity,
                     "authorization_forwarded": headers.contains_key("authorization"),
+                    "dpop_forwarded": headers.contains_key("dpop"),
                     "body_bytes": body.len(),
                 }))
             },

@@ -7,6 +7,7 @@ mod directory;
 mod directory_ad;
 mod directory_failover;
 mod directory_probe;
+mod dpop;
 mod dpop_browser;
 mod edge;
 mod edge_outage;
