@@ -29,6 +29,7 @@ fn main() -> anyhow::Result<()> {
                 let op = FamilyOp::Start {
                     client: "fill".into(),
                     user: format!("user{}", i % 100_000),
+                    jkt: None,
                 };
                 (op, now)
             })

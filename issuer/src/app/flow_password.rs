@@ -34,8 +34,8 @@ impl PasswordGrant {
         ip: Option<IpAddr>,
         client_id: &str,
         client: &ClientRecord,
-        username: String,
-        password: Zeroizing<String>,
+        (username, password): (String, Zeroizing<String>),
+        jkt: Option<[u8; 32]>,
     ) -> Result<Issue, ApiError> {
         if !client.grants.contains(&GrantKind::Password) {
             return Err(ApiError::unauthorized_client(
@@ -80,7 +80,7 @@ impl PasswordGrant {
                 (user, username)
             }
         };
-        self.start(client_id, name, &user).await
+        self.start(client_id, name, &user, jkt).await
     }
 
     /// The password checked against the local record.
@@ -168,18 +168,20 @@ impl PasswordGrant {
         Err(refuse(attempt, &self.audit, client_id, typed, why).await)
     }
 
-    /// The identity to mint for the signed-in `user`, and a new refresh token family: the family
-    /// first, as the access token carries its tag.
+    /// The identity to mint for the signed-in `user`, and a new refresh token family (bound to
+    /// the DPoP key `jkt` of the request's proof, if any): the family first, as the access token
+    /// carries its tag.
     async fn start(
         &self,
         client_id: &str,
         username: String,
         user: &UserRecord,
+        jkt: Option<[u8; 32]>,
     ) -> Result<Issue, ApiError> {
         let refresh = self
             .families
             // After the user's last revocation, so the family outlives it even in its second.
-            .start_family(client_id, &username, now().max(user.tokens_after()))
+            .start_family(client_id, &username, now().max(user.tokens_after()), jkt)
             .await?;
         let identity = Identity {
             kind: SubjectKind::User,

@@ -33,12 +33,14 @@ pub(super) enum Refreshed {
 }
 
 impl RefreshGrant {
-    /// Rotates `refresh_token` for `client_id` (its `client` record).
+    /// Rotates `refresh_token` for `client_id` (its `client` record), with a DPoP proof by the
+    /// key `proof` or none (a bound family refuses a refresh without its key).
     pub(super) async fn grant(
         &self,
         client_id: &str,
         client: &ClientRecord,
         refresh_token: Zeroizing<String>,
+        proof: Option<[u8; 32]>,
     ) -> Result<Refreshed, ApiError> {
         if !client.grants.contains(&GrantKind::Password) {
             return Err(ApiError::unauthorized_client(
@@ -51,7 +53,7 @@ impl RefreshGrant {
         let family = self.hash.hash_key().family_tag_of(&refresh_token);
         let outcome = self
             .families
-            .rotate_family(&refresh_token, client_id, now())
+            .rotate_family(&refresh_token, client_id, now(), proof)
             .await?;
         let rotation = match outcome {
             RotateOutcome::Rotated(r) => r,

@@ -390,14 +390,20 @@ impl App {
         let issue = match req.grant {
             Grant::Password { username, password } => {
                 let ip = call.client_ip(&self.settings.trusted_proxies);
+                let jkt = proof.as_ref().map(|p| p.jkt);
                 self.password
-                    .grant(ip, &client_id, &client, username, password)
+                    .grant(ip, &client_id, &client, (username, password), jkt)
                     .await?
             }
             Grant::RefreshToken { refresh_token } => {
                 match self
                     .refresh
-                    .grant(&client_id, &client, refresh_token)
+                    .grant(
+                        &client_id,
+                        &client,
+                        refresh_token,
+                        proof.as_ref().map(|p| p.jkt),
+                    )
                     .await?
                 {
                     Refreshed::Rotated { issue, retried } => {
@@ -442,6 +448,11 @@ impl App {
         family: Option<[u8; FAMILY_TAG_LEN]>,
     ) -> ApiError {
         self.metrics.refresh(why.reason());
+        if why == RefreshRejection::DpopKey {
+            return ApiError::invalid_dpop_proof(
+                "this refresh token is bound to a DPoP key: send a proof made with it",
+            );
+        }
         if why == RefreshRejection::ReuseDetected {
             self.audit_reuse(client_id, family);
             tracing::warn!(target: "audit", client = client_id, "refresh token reuse: family revoked");

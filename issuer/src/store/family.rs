@@ -30,6 +30,10 @@ pub struct Family {
     pub rotated_at: Option<u64>,
     /// When the family was revoked, if it was.
     pub revoked_at: Option<u64>,
+    /// The thumbprint of the DPoP key the family was started with: every refresh must come with a
+    /// proof by that key (`docs/dpop.md`). Absent for a family started without a proof.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jkt: Option<[u8; 32]>,
 }
 
 /// What a rotation does to a family.
@@ -46,8 +50,15 @@ pub enum Step {
 }
 
 impl Family {
-    /// A new family for `user` at `client`, at generation 0.
-    pub fn new(client: &str, user: &str, now: u64, policy: &RefreshPolicy) -> Self {
+    /// A new family for `user` at `client`, at generation 0, bound to the DPoP key `jkt` if the
+    /// request that started it carried a proof.
+    pub fn new(
+        client: &str,
+        user: &str,
+        now: u64,
+        policy: &RefreshPolicy,
+        jkt: Option<[u8; 32]>,
+    ) -> Self {
         let absolute_expires_at = now.saturating_add(policy.absolute_ttl);
         Self {
             client: client.into(),
@@ -58,13 +69,32 @@ impl Family {
             generation: 0,
             rotated_at: None,
             revoked_at: None,
+            jkt,
         }
     }
 
-    /// What presenting `token` (verified, of this family) for `client` at `now` does. Whether the
-    /// client and user are still active is checked after this, by [`admit`], for the steps that
-    /// answer with a token.
+    /// What presenting `token` (verified, of this family) for `client` at `now`, with a DPoP proof
+    /// by the key `proof` (or none), does. Whether the client and user are still active is
+    /// checked after this, by [`admit`], for the steps that answer with a token; so is the key of
+    /// a bound family, which refuses without changing anything (a request without the key cannot
+    /// burn the family), while reuse still revokes it.
     pub fn step(
+        &self,
+        token: RefreshToken,
+        client: &str,
+        now: u64,
+        policy: &RefreshPolicy,
+        proof: Option<[u8; 32]>,
+    ) -> Step {
+        match self.step_unbound(token, client, now, policy) {
+            Step::Rotate | Step::Retry if self.jkt.is_some() && proof != self.jkt => {
+                Step::Refuse(RefreshRejection::DpopKey)
+            }
+            step => step,
+        }
+    }
+
+    fn step_unbound(
         &self,
         token: RefreshToken,
         client: &str,
@@ -165,30 +195,39 @@ mod tests {
 
     #[test]
     fn the_current_generation_rotates_and_the_previous_retries_inside_the_window() {
-        let fam = Family::new("app", "alice", 1_000, &POLICY);
+        let fam = Family::new("app", "alice", 1_000, &POLICY, None);
         assert_eq!(fam.expires_at, 1_100);
-        assert_eq!(fam.step(token(0), "app", 1_001, &POLICY), Step::Rotate);
+        assert_eq!(
+            fam.step(token(0), "app", 1_001, &POLICY, None),
+            Step::Rotate
+        );
         let next = fam.rotated(1_050, &POLICY);
         assert_eq!((next.generation, next.rotated_at), (1, Some(1_050)));
         assert_eq!(next.expires_at, 1_150);
         assert_eq!(next.current([7; 16]), token(1));
-        assert_eq!(next.step(token(0), "app", 1_060, &POLICY), Step::Retry);
         assert_eq!(
-            next.step(token(0), "app", 1_061, &POLICY),
+            next.step(token(0), "app", 1_060, &POLICY, None),
+            Step::Retry
+        );
+        assert_eq!(
+            next.step(token(0), "app", 1_061, &POLICY, None),
             Step::RevokeForReuse
         );
-        assert_eq!(next.step(token(1), "app", 1_061, &POLICY), Step::Rotate);
+        assert_eq!(
+            next.step(token(1), "app", 1_061, &POLICY, None),
+            Step::Rotate
+        );
         let later = next.rotated(1_055, &POLICY);
         assert_eq!(
-            later.step(token(0), "app", 1_056, &POLICY),
+            later.step(token(0), "app", 1_056, &POLICY, None),
             Step::RevokeForReuse
         );
     }
 
     #[test]
     fn refusals_change_nothing_and_name_their_reason() {
-        let fam = Family::new("app", "alice", 1_000, &POLICY);
-        let refuse = |f: &Family, t, c, now| f.step(t, c, now, &POLICY);
+        let fam = Family::new("app", "alice", 1_000, &POLICY, None);
+        let refuse = |f: &Family, t, c, now| f.step(t, c, now, &POLICY, None);
         assert_eq!(
             refuse(&fam, token(0), "other", 1_001),
             Step::Refuse(RefreshRejection::OtherClient)
@@ -221,9 +260,9 @@ mod tests {
 
     #[test]
     fn the_absolute_lifetime_caps_every_rotation() {
-        let mut fam = Family::new("app", "alice", 0, &POLICY);
+        let mut fam = Family::new("app", "alice", 0, &POLICY, None);
         for now in (50..1_200).step_by(50) {
-            if fam.step(fam.current([7; 16]), "app", now, &POLICY) != Step::Rotate {
+            if fam.step(fam.current([7; 16]), "app", now, &POLICY, None) != Step::Rotate {
                 assert!(now >= 1_000, "refused at {now}");
                 return;
             }
@@ -281,6 +320,37 @@ mod tests {
         assert_eq!(
             admit(true, Some(disabled), 10).err(),
             Some(RefreshRejection::Inactive)
+        );
+    }
+
+    #[test]
+    fn a_bound_family_answers_only_its_key_and_reuse_still_revokes() {
+        let key = Some([3; 32]);
+        let fam = Family::new("app", "alice", 1_000, &POLICY, key);
+        let refused = Step::Refuse(RefreshRejection::DpopKey);
+        assert_eq!(fam.step(token(0), "app", 1_001, &POLICY, None), refused);
+        assert_eq!(
+            fam.step(token(0), "app", 1_001, &POLICY, Some([4; 32])),
+            refused
+        );
+        assert_eq!(fam.step(token(0), "app", 1_001, &POLICY, key), Step::Rotate);
+        let next = fam.rotated(1_001, &POLICY);
+        assert_eq!(
+            next.step(token(0), "app", 1_010, &POLICY, None),
+            refused,
+            "retry"
+        );
+        assert_eq!(next.step(token(0), "app", 1_010, &POLICY, key), Step::Retry);
+        let later = next.rotated(1_100, &POLICY).rotated(1_200, &POLICY);
+        assert_eq!(
+            later.step(token(0), "app", 1_201, &POLICY, None),
+            Step::RevokeForReuse,
+            "reuse revokes whatever the proof"
+        );
+        let unbound = Family::new("app", "alice", 1_000, &POLICY, None);
+        assert_eq!(
+            unbound.step(token(0), "app", 1_001, &POLICY, key),
+            Step::Rotate
         );
     }
 }

@@ -126,20 +126,24 @@ pub trait HashKeyed: Send + Sync {
 /// ([`crate::secrets::HashKey::family_revocation`]) in the same transaction.
 #[async_trait::async_trait]
 pub trait Families: Send + Sync {
-    /// Starts a family for `user` at `client` (the password grant) and returns its first token.
+    /// Starts a family for `user` at `client` (the password grant), bound to the DPoP key `jkt`
+    /// when the request carried a proof, and returns its first token.
     async fn start_family(
         &self,
         client: &str,
         user: &str,
         now: u64,
+        jkt: Option<[u8; 32]>,
     ) -> Result<Zeroizing<String>, StoreError>;
-    /// Rotates the token `presented` by `client`: the successor, or why not. Reuse of a rotated
+    /// Rotates the token `presented` by `client`, with a DPoP proof by the key `proof` or none:
+    /// the successor, or why not ([`crate::store::family::Family::step`]). Reuse of a rotated
     /// token outside the retry window revokes its family.
     async fn rotate_family(
         &self,
         presented: &str,
         client: &str,
         now: u64,
+        proof: Option<[u8; 32]>,
     ) -> Result<RotateOutcome, StoreError>;
     /// Revokes the family of `token` if `client` owns it.
     async fn revoke_family(
@@ -285,6 +289,8 @@ pub enum RefreshRejection {
     ReuseDetected,
     /// The client or user is no longer active.
     Inactive,
+    /// The family is bound to a DPoP key and the request has no proof by it: nothing changed.
+    DpopKey,
 }
 
 impl RefreshRejection {
@@ -297,6 +303,7 @@ impl RefreshRejection {
             Self::Revoked => "revoked",
             Self::ReuseDetected => "reuse_detected",
             Self::Inactive => "inactive",
+            Self::DpopKey => "dpop_key",
         }
     }
 }

@@ -89,7 +89,7 @@ async fn with_user(b: &Backend) -> Arc<dyn Store> {
 }
 
 async fn issue(s: &dyn Store, now: u64) -> String {
-    s.start_family("app", "alice", now)
+    s.start_family("app", "alice", now, None)
         .await
         .unwrap()
         .to_string()
@@ -101,7 +101,7 @@ async fn rotate(
     client: &str,
     now: u64,
 ) -> Result<Rotation, RefreshRejection> {
-    match s.rotate_family(t, client, now).await.unwrap() {
+    match s.rotate_family(t, client, now, None).await.unwrap() {
         RotateOutcome::Rotated(r) => Ok(r),
         RotateOutcome::Refused(why) => Err(why),
     }

@@ -13,7 +13,9 @@ use issuer::store::postgres::PgStore;
 use issuer::store::prelude::*;
 use issuer::store::redb::{backup as redb_backup, contents as redb_contents, RedbStore};
 use issuer::store::revocation::Revoked;
-use issuer::store::{AuditAction, AuditEvent, EdgeReport, RotateOutcome, Store, StoreError};
+use issuer::store::{
+    AuditAction, AuditEvent, EdgeReport, RefreshRejection, RotateOutcome, Store, StoreError,
+};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -58,9 +60,9 @@ async fn filled(dir: &Path) -> (RedbStore, String) {
     assert!(s.add_user("alice", &user()).await.unwrap());
     assert!(s.add_user("bob", &user()).await.unwrap());
     assert!(s.rotate_key(1_000, 60).await.unwrap().is_some());
-    let live = s.start_family("app", "alice", 1_000).await.unwrap();
-    let gone = s.start_family("app", "bob", 1_001).await.unwrap();
-    let RotateOutcome::Rotated(r) = s.rotate_family(&live, "app", 1_002).await.unwrap() else {
+    let live = s.start_family("app", "alice", 1_000, KEY).await.unwrap();
+    let gone = s.start_family("app", "bob", 1_001, None).await.unwrap();
+    let RotateOutcome::Rotated(r) = s.rotate_family(&live, "app", 1_002, KEY).await.unwrap() else {
         panic!("not rotated")
     };
     s.revoke_family(&gone, "app", 1_003).await.unwrap();
@@ -97,8 +99,16 @@ async fn filled(dir: &Path) -> (RedbStore, String) {
     (s, r.successor.to_string())
 }
 
+/// The DPoP key the live family is bound to: it moves with the family.
+const KEY: Option<[u8; 32]> = Some([0x5a; 32]);
+
 async fn rotates(s: &dyn Store, token: &str, now: u64) -> String {
-    match s.rotate_family(token, "app", now).await.unwrap() {
+    let without = s.rotate_family(token, "app", now, None).await.unwrap();
+    assert!(
+        matches!(without, RotateOutcome::Refused(RefreshRejection::DpopKey)),
+        "still bound"
+    );
+    match s.rotate_family(token, "app", now, KEY).await.unwrap() {
         RotateOutcome::Rotated(r) => r.successor.to_string(),
         RotateOutcome::Refused(why) => panic!("refused: {why:?}"),
     }

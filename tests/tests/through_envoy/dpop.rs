@@ -580,3 +580,70 @@ async fn a_full_replay_memory_answers_503() {
     }
     panic!("1,100 proofs accepted by a memory of 1,000");
 }
+
+/// A family started with a proof is bound: a refresh without a proof, or with another key's, is
+/// refused and leaves the family usable; with the key it rotates and gives a bound token.
+#[tokio::test]
+async fn a_bound_refresh_token_needs_its_key() {
+    let Some((_tmp, s)) = stack(&[]).await else {
+        return;
+    };
+    let key = ed();
+    let url = token_url(&s);
+    let form = |grant: &[(&'static str, String)]| grant.to_vec();
+    let post = |headers: HeaderMap, form: Vec<(&'static str, String)>| {
+        s.client()
+            .post(&url)
+            .basic_auth(demo::CLIENT, Some(&s.secret))
+            .headers(headers)
+            .form(&form)
+            .send()
+    };
+    let signed_in: Value = post(
+        dpop_header(&proof(&key, "POST", &url, None, None)),
+        form(&[
+            ("grant_type", "password".into()),
+            ("username", demo::USER.into()),
+            ("password", demo::PASSWORD.into()),
+        ]),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(signed_in["token_type"], "DPoP", "{signed_in}");
+    let refresh = signed_in["refresh_token"].as_str().unwrap().to_owned();
+    let grant = form(&[
+        ("grant_type", "refresh_token".into()),
+        ("refresh_token", refresh.clone()),
+    ]);
+    for (what, headers) in [
+        ("no proof", HeaderMap::new()),
+        (
+            "another key",
+            dpop_header(&proof(&es(), "POST", &url, None, None)),
+        ),
+    ] {
+        let r = post(headers, grant.clone()).await.unwrap();
+        let status = r.status();
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(
+            (status.as_u16(), v["error"].as_str()),
+            (400, Some("invalid_dpop_proof")),
+            "{what}: {v}"
+        );
+    }
+    let r = post(dpop_header(&proof(&key, "POST", &url, None, None)), grant)
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        v["token_type"], "DPoP",
+        "the family survived the refusals: {v}"
+    );
+    assert_ne!(v["refresh_token"].as_str().unwrap(), refresh);
+    let t = v["access_token"].as_str().unwrap();
+    assert_eq!(shared::token::inspect(t).unwrap().cnf, Some(key.jkt()));
+    assert!(s.stop());
+}

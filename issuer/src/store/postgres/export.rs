@@ -102,7 +102,7 @@ async fn families(tx: &Transaction<'_>) -> Result<Vec<([u8; 16], Family)>, Store
     let rows = tx
         .query(
             "SELECT id, client, username, created_at, absolute_expires_at, expires_at, \
-             generation, rotated_at, revoked_at FROM refresh_family_records ORDER BY id",
+             generation, rotated_at, revoked_at, jkt FROM refresh_family_records ORDER BY id",
             &[],
         )
         .await?;
@@ -119,6 +119,10 @@ async fn families(tx: &Transaction<'_>) -> Result<Vec<([u8; 16], Family)>, Store
                 generation: u32::try_from(r.get::<_, i64>(6)).map_err(|_| corrupt())?,
                 rotated_at: r.get::<_, Option<i64>>(7).map(uint),
                 revoked_at: r.get::<_, Option<i64>>(8).map(uint),
+                jkt: match r.get::<_, Option<&[u8]>>(9) {
+                    None => None,
+                    Some(b) => Some(<[u8; 32]>::try_from(b).map_err(|_| corrupt())?),
+                },
             };
             Ok((id, fam))
         })

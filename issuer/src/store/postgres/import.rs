@@ -48,6 +48,7 @@ struct Families {
     user: Vec<String>,
     times: [Vec<i64>; 4],
     ends: [Vec<Option<i64>>; 2],
+    jkt: Vec<Option<Vec<u8>>>,
 }
 
 impl Drop for Rows {
@@ -111,6 +112,7 @@ impl Rows {
             }
             f.ends[0].push(fam.rotated_at.map(int));
             f.ends[1].push(fam.revoked_at.map(int));
+            f.jkt.push(fam.jkt.map(|k| k.to_vec()));
         }
     }
 
@@ -242,9 +244,9 @@ async fn insert(tx: &Transaction<'_>, rows: &Rows) -> Result<(), StoreError> {
     let f = &rows.families;
     tx.execute(
         "INSERT INTO refresh_family_records (id, client, username, created_at, \
-         absolute_expires_at, expires_at, generation, rotated_at, revoked_at) \
+         absolute_expires_at, expires_at, generation, rotated_at, revoked_at, jkt) \
          SELECT * FROM unnest($1::bytea[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], \
-         $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[])",
+         $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bytea[])",
         &[
             &f.id,
             &f.client,
@@ -255,6 +257,7 @@ async fn insert(tx: &Transaction<'_>, rows: &Rows) -> Result<(), StoreError> {
             &f.times[3],
             &f.ends[0],
             &f.ends[1],
+            &f.jkt,
         ],
     )
     .await?;

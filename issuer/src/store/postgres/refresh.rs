@@ -35,7 +35,7 @@ const SWEEP_BATCH: i64 = 10_000;
 macro_rules! family_columns {
     () => {
         "client, username, created_at, absolute_expires_at, expires_at, generation, rotated_at, \
-         revoked_at"
+         revoked_at, jkt"
     };
 }
 
@@ -61,7 +61,7 @@ const SELECT_FOR_ROTATION: &str = concat!(
 const ROTATE_CURRENT: &str = "UPDATE refresh_family_records f \
      SET generation = generation + 1, rotated_at = $3, expires_at = LEAST($4, absolute_expires_at) \
      WHERE id = $1 AND generation = $2 AND client = $5 AND revoked_at IS NULL \
-       AND expires_at > $3 AND generation < 4294967295 \
+       AND expires_at > $3 AND generation < 4294967295 AND (f.jkt IS NULL OR f.jkt = $6) \
        AND EXISTS (SELECT 1 FROM clients c WHERE c.id = $5 \
                    AND c.record::jsonb -> 'active' = 'true'::jsonb) \
        AND EXISTS (SELECT 1 FROM users u WHERE u.name = f.username \
@@ -92,6 +92,13 @@ fn family_from(row: &Row) -> Result<Family, StoreError> {
             .map_err(|_| StoreError::Corrupt("refresh_family_records"))?,
         rotated_at: row.get::<_, Option<i64>>(6).map(uint),
         revoked_at: row.get::<_, Option<i64>>(7).map(uint),
+        jkt: match row.get::<_, Option<&[u8]>>(8) {
+            None => None,
+            Some(b) => Some(
+                <[u8; 32]>::try_from(b)
+                    .map_err(|_| StoreError::Corrupt("refresh_family_records"))?,
+            ),
+        },
     })
 }
 
@@ -101,14 +108,17 @@ pub(super) async fn start(
     client: &str,
     user: &str,
     now: u64,
+    jkt: Option<[u8; 32]>,
 ) -> Result<zeroize::Zeroizing<String>, StoreError> {
     let first = RefreshToken::new_family();
-    let fam = Family::new(client, user, now, &store.policy);
+    let fam = Family::new(client, user, now, &store.policy, jkt);
     let id = first.family.to_vec();
+    let jkt = jkt.map(|k| k.to_vec());
     serializable!(store, |tx| {
         tx.execute(
             "INSERT INTO refresh_family_records (id, client, username, created_at, \
-             absolute_expires_at, expires_at, generation) VALUES ($1, $2, $3, $4, $5, $6, 0)",
+             absolute_expires_at, expires_at, generation, jkt) \
+             VALUES ($1, $2, $3, $4, $5, $6, 0, $7)",
             &[
                 &id,
                 &client,
@@ -116,6 +126,7 @@ pub(super) async fn start(
                 &int(fam.created_at),
                 &int(fam.absolute_expires_at),
                 &int(fam.expires_at),
+                &jkt,
             ],
         )
         .await?;
@@ -129,15 +140,17 @@ async fn rotate_current(
     store: &PgStore,
     token: RefreshToken,
     client: &str,
-    now: u64,
+    (now, proof): (u64, Option<[u8; 32]>),
 ) -> Result<Option<(String, UserRecord)>, StoreError> {
     let id = token.family.to_vec();
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [
+    let proof = proof.map(|k| k.to_vec());
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
         &id,
         &i64::from(token.generation),
         &int(now),
         &int(now.saturating_add(store.policy.idle_ttl)),
         &client,
+        &proof,
     ];
     let row = retrying!(store, |conn| {
         let statement = conn.prepare_cached(ROTATE_CURRENT).await?;
@@ -161,12 +174,12 @@ pub(super) async fn rotate(
     store: &PgStore,
     presented: &str,
     client: &str,
-    now: u64,
+    (now, proof): (u64, Option<[u8; 32]>),
 ) -> Result<RotateOutcome, StoreError> {
     let Some(token) = store.hash_key.verify_refresh(presented) else {
         return Ok(RotateOutcome::Refused(RefreshRejection::Unknown));
     };
-    let fast = match rotate_current(store, token, client, now).await {
+    let fast = match rotate_current(store, token, client, (now, proof)).await {
         // Logged as tampered; refused like a disabled user.
         Err(StoreError::Tampered(_)) => {
             return Ok(RotateOutcome::Refused(RefreshRejection::Inactive))
@@ -182,7 +195,7 @@ pub(super) async fn rotate(
             retried: false,
         }));
     }
-    rotate_in_full(store, token, client, now).await
+    rotate_in_full(store, token, client, (now, proof)).await
 }
 
 /// Every other case than [`ROTATE_CURRENT`]'s, read and decided in full: a retry, reuse, or a
@@ -191,7 +204,7 @@ async fn rotate_in_full(
     store: &PgStore,
     token: RefreshToken,
     client: &str,
-    now: u64,
+    (now, proof): (u64, Option<[u8; 32]>),
 ) -> Result<RotateOutcome, StoreError> {
     let policy = store.policy;
     let id = token.family.to_vec();
@@ -203,7 +216,7 @@ async fn rotate_in_full(
                 break 'outcome Err(RefreshRejection::Unknown);
             };
             let fam = family_from(&row)?;
-            let next = match fam.step(token, client, now, &policy) {
+            let next = match fam.step(token, client, now, &policy, proof) {
                 Step::Refuse(why) => break 'outcome Err(why),
                 Step::RevokeForReuse => {
                     let revoke = tx.prepare_cached(REVOKE).await?;
@@ -215,18 +228,18 @@ async fn rotate_in_full(
                 Step::Rotate => Some(fam.rotated(now, &policy)),
             };
             // A tampered record counts as none.
-            let client_active = match row.get::<_, Option<&str>>(8) {
+            let client_active = match row.get::<_, Option<&str>>(9) {
                 Some(r) => store
                     .records
-                    .open::<ClientRecord>(Table::Clients, client, r, row.get(9))?
+                    .open::<ClientRecord>(Table::Clients, client, r, row.get(10))?
                     .is_some_and(|c| c.active),
                 None => false,
             };
-            let user = match row.get::<_, Option<&str>>(10) {
+            let user = match row.get::<_, Option<&str>>(11) {
                 Some(r) => {
                     store
                         .records
-                        .open::<UserRecord>(Table::Users, &fam.user, r, row.get(11))?
+                        .open::<UserRecord>(Table::Users, &fam.user, r, row.get(12))?
                 }
                 None => None,
             };
@@ -356,8 +369,9 @@ impl Families for PgStore {
         client: &str,
         user: &str,
         now: u64,
+        jkt: Option<[u8; 32]>,
     ) -> Result<Zeroizing<String>, StoreError> {
-        start(self, client, user, now).await
+        start(self, client, user, now, jkt).await
     }
 
     async fn rotate_family(
@@ -365,8 +379,9 @@ impl Families for PgStore {
         presented: &str,
         client: &str,
         now: u64,
+        proof: Option<[u8; 32]>,
     ) -> Result<RotateOutcome, StoreError> {
-        rotate(self, presented, client, now).await
+        rotate(self, presented, client, (now, proof)).await
     }
 
     async fn revoke_family(

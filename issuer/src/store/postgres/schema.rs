@@ -80,6 +80,8 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS edge_writes (id INT PRIMARY KEY)",
     // The DPoP proofs the token endpoint accepted (`storage::ProofIds`), each until it expires.
     "CREATE TABLE IF NOT EXISTS dpop_proofs (id BYTEA PRIMARY KEY, expires BIGINT NOT NULL)",
+    // The DPoP key a refresh token family is bound to (`store::family::Family::jkt`).
+    "ALTER TABLE refresh_family_records ADD COLUMN IF NOT EXISTS jkt BYTEA",
 ];
 
 /// Seconds an issuer holds the migration lock at most: another takes it over after that.

@@ -26,6 +26,8 @@ pub enum FamilyOp {
         client: String,
         /// User name.
         user: String,
+        /// The DPoP key it is bound to.
+        jkt: Option<[u8; 32]>,
     },
     /// Rotate a presented token.
     Rotate {
@@ -33,6 +35,8 @@ pub enum FamilyOp {
         presented: Zeroizing<String>,
         /// The authenticated client.
         client: String,
+        /// The key of the request's DPoP proof.
+        proof: Option<[u8; 32]>,
     },
     /// Revoke the family of a token if `client` owns it.
     Revoke {
@@ -89,11 +93,11 @@ impl RedbFile {
         b: &mut Batch,
         client: &str,
         user: &str,
-        now: u64,
+        (now, jkt): (u64, Option<[u8; 32]>),
         policy: &RefreshPolicy,
     ) -> Zeroizing<String> {
         let first = RefreshToken::new_family();
-        Self::put_family(b, first.family, Family::new(client, user, now, policy));
+        Self::put_family(b, first.family, Family::new(client, user, now, policy, jkt));
         self.hash_key.encode_refresh(first)
     }
 
@@ -103,7 +107,7 @@ impl RedbFile {
         b: &mut Batch,
         presented: &str,
         client: &str,
-        now: u64,
+        (now, proof): (u64, Option<[u8; 32]>),
         policy: &RefreshPolicy,
     ) -> Result<RotateOutcome, StoreError> {
         let refuse = |why| Ok(RotateOutcome::Refused(why));
@@ -113,7 +117,7 @@ impl RedbFile {
         let Some(fam) = self.family_in(b, &token.family)? else {
             return refuse(RefreshRejection::Unknown);
         };
-        let next = match fam.step(token, client, now, policy) {
+        let next = match fam.step(token, client, now, policy, proof) {
             Step::Refuse(why) => return refuse(why),
             Step::RevokeForReuse => {
                 let tokens = self.hash_key.family_revocation(&token.family);
@@ -193,11 +197,15 @@ impl RedbFile {
         policy: &RefreshPolicy,
     ) -> Result<FamilyDone, StoreError> {
         Ok(match op {
-            FamilyOp::Start { client, user } => {
-                FamilyDone::Started(self.issue_in(b, client, user, now, policy))
+            FamilyOp::Start { client, user, jkt } => {
+                FamilyDone::Started(self.issue_in(b, client, user, (now, *jkt), policy))
             }
-            FamilyOp::Rotate { presented, client } => {
-                FamilyDone::Rotated(self.rotate_in(b, presented, client, now, policy)?)
+            FamilyOp::Rotate {
+                presented,
+                client,
+                proof,
+            } => {
+                FamilyDone::Rotated(self.rotate_in(b, presented, client, (now, *proof), policy)?)
             }
             FamilyOp::Revoke { token, client } => {
                 FamilyDone::Revoked(self.revoke_in(b, token, client, now)?)
@@ -284,8 +292,9 @@ impl Families for RedbStore {
         client: &str,
         user: &str,
         now: u64,
+        jkt: Option<[u8; 32]>,
     ) -> Result<Zeroizing<String>, StoreError> {
-        self.watch(self.writer.start(client, user, now).await)
+        self.watch(self.writer.start(client, user, now, jkt).await)
     }
 
     async fn rotate_family(
@@ -293,8 +302,9 @@ impl Families for RedbStore {
         presented: &str,
         client: &str,
         now: u64,
+        proof: Option<[u8; 32]>,
     ) -> Result<RotateOutcome, StoreError> {
-        self.watch(self.writer.rotate(presented, client, now).await)
+        self.watch(self.writer.rotate(presented, client, now, proof).await)
     }
 
     async fn revoke_family(

@@ -20,6 +20,7 @@ fn issue(s: &RedbFile, now: u64) -> Zeroizing<String> {
     let op = FamilyOp::Start {
         client: "app".into(),
         user: "alice".into(),
+        jkt: None,
     };
     match s.apply_refresh_op(op, now, &POLICY).unwrap() {
         FamilyDone::Started(t) => t,
@@ -31,6 +32,7 @@ fn rotate_op(token: &str) -> FamilyOp {
     FamilyOp::Rotate {
         presented: Zeroizing::new(token.into()),
         client: "app".into(),
+        proof: None,
     }
 }
 
@@ -183,6 +185,7 @@ fn one_batch_applies_in_order_and_never_forks() {
                     FamilyOp::Start {
                         client: "app".into(),
                         user: "alice".into(),
+                        jkt: None,
                     },
                     1_001,
                 ),

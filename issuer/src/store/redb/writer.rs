@@ -118,11 +118,13 @@ impl RefreshWriter {
         client: &str,
         user: &str,
         now: u64,
+        jkt: Option<[u8; 32]>,
     ) -> Result<Zeroizing<String>, StoreError> {
         let (reply, answer) = oneshot::channel();
         let op = FamilyOp::Start {
             client: client.into(),
             user: user.into(),
+            jkt,
         };
         self.submit(op, now, Reply::Start(reply), answer).await
     }
@@ -133,11 +135,13 @@ impl RefreshWriter {
         presented: &str,
         client: &str,
         now: u64,
+        proof: Option<[u8; 32]>,
     ) -> Result<RotateOutcome, StoreError> {
         let (reply, answer) = oneshot::channel();
         let op = FamilyOp::Rotate {
             presented: Zeroizing::new(presented.into()),
             client: client.into(),
+            proof,
         };
         self.submit(op, now, Reply::Rotate(reply), answer).await
     }
