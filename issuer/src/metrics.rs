@@ -79,6 +79,18 @@ fn register_build_ready_process(registry: &mut Registry) -> (Gauge, Registry) {
     (ready, unprefixed)
 }
 
+/// Registers `issuer_dpop_proofs`.
+fn register_dpop(registry: &mut Registry) -> Family<RefreshLabels, Counter> {
+    let dpop = Family::<RefreshLabels, Counter>::default();
+    registry.register(
+        "dpop_proofs",
+        "DPoP proofs at the token endpoint by result: accepted, replayed, required (none from a \
+         client that must send one), before_start, invalid_dpop_proof or use_dpop_nonce",
+        dpop.clone(),
+    );
+    dpop
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("issuer");
@@ -95,13 +107,7 @@ impl Default for Metrics {
             "Refresh token presentations by result (rotated, retried or the rejection reason)",
             refresh.clone(),
         );
-        let dpop = Family::<RefreshLabels, Counter>::default();
-        registry.register(
-            "dpop_proofs",
-            "DPoP proofs at the token endpoint by result: accepted, replayed, required (none from \
-             a client that must send one), before_start, invalid_dpop_proof or use_dpop_nonce",
-            dpop.clone(),
-        );
+        let dpop = register_dpop(&mut registry);
         let latency = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
         registry.register(
             "token_request_duration_seconds",

@@ -217,7 +217,7 @@ impl Config {
             realm: raw.realm,
             edge_sync,
             token_cache_entries: raw.token_cache_entries,
-            dpop: crate::dpop::DpopConfig::new(raw.dpop)?,
+            dpop: crate::dpop::DpopConfig::new(raw.dpop).map_err(ConfigError)?,
         })
     }
 }

@@ -4,7 +4,6 @@
 //! (the native filter one per process, the Wasm filter Envoy's shared data), and the time.
 //! Reference: `docs/filter.md` ("DPoP") and `docs/dpop.md`.
 
-use crate::config::ConfigError;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use shared::dpop::{check_proof, DpopError, Expect, NonceCheck, NONCE_SLOT_SECONDS};
@@ -59,8 +58,9 @@ impl Default for DpopConfig {
 }
 
 impl DpopConfig {
-    pub(crate) fn new(raw: RawDpop) -> Result<Self, ConfigError> {
-        let bad = |m: &str| Err(ConfigError(format!("dpop.{m}")));
+    /// The settings of a `dpop` block, or what is wrong with it (the configuration names it).
+    pub(crate) fn new(raw: RawDpop) -> Result<Self, String> {
+        let bad = |m: &str| Err(format!("dpop.{m}"));
         let window = raw.proof_window_seconds.unwrap_or(60);
         if !(1..=shared::dpop::MAX_WINDOW).contains(&window) {
             return bad("proof_window_seconds: 1 to 600");

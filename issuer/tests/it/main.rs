@@ -30,6 +30,7 @@ mod reload;
 mod store;
 mod store_move;
 mod store_postgres;
+mod store_proofs;
 
 use e2e::Proc;
 use reqwest::header::{HeaderMap, CACHE_CONTROL, CONTENT_TYPE, PRAGMA};

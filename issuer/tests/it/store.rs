@@ -2,6 +2,7 @@
 //! `issuer::store::Store`, the embedded redb file and a real PostgreSQL (a throwaway cluster on a
 //! free loopback port, SERIALIZABLE by default; see `e2e::postgres`).
 
+use crate::store_proofs::proof_ids_are_accepted_once_until_they_expire;
 use issuer::store::kek::Kek;
 use issuer::store::postgres::PgStore;
 use issuer::store::redb::RedbStore;
@@ -32,13 +33,13 @@ pub(crate) const POLICY: RefreshPolicy = RefreshPolicy {
 pub(crate) const KEK: [u8; 32] = [7; 32];
 
 /// A backend under test and how to (re)open it.
-enum Backend {
+pub(crate) enum Backend {
     Redb(tempfile::TempDir),
     Postgres(e2e::postgres::PgCluster),
 }
 
 impl Backend {
-    async fn open(&self, now: u64) -> Arc<dyn Store> {
+    pub(crate) async fn open(&self, now: u64) -> Arc<dyn Store> {
         match self {
             // A 1 MiB page cache: the behaviour must not depend on the cache size.
             Self::Redb(dir) => Arc::new(
@@ -559,27 +560,6 @@ async fn a_new_password_ends_older_families(b: Backend) {
     let after = issue(s.as_ref(), 1_001).await;
     let next = rotate(s.as_ref(), &after, "app", 1_010).await.unwrap();
     assert_eq!(next.user.password_changed_at, Some(1_000));
-}
-
-async fn proof_ids_are_accepted_once_until_they_expire(b: Backend) {
-    let s = b.open(1_000).await;
-    let (a, other) = ([1u8; 16], [2u8; 16]);
-    assert!(s.first_use(&a, 1_060, 1_000).await.unwrap());
-    assert!(!s.first_use(&a, 1_061, 1_001).await.unwrap());
-    assert!(s.first_use(&other, 1_060, 1_001).await.unwrap());
-    assert!(!s.first_use(&a, 1_120, 1_059).await.unwrap());
-    assert!(
-        s.first_use(&a, 1_120, 1_060).await.unwrap(),
-        "expired, taken again"
-    );
-    assert!(!s.first_use(&a, 1_200, 1_100).await.unwrap());
-    assert!(s.sweep(1_200).await.unwrap() >= 2);
-    assert!(s.first_use(&other, 1_300, 1_200).await.unwrap());
-    let mut strict = client(true);
-    strict.dpop = issuer::store::DpopPolicy::Required;
-    assert!(s.add_client("strict", &strict).await.unwrap());
-    let read = s.client("strict").await.unwrap().unwrap();
-    assert_eq!(read.dpop, issuer::store::DpopPolicy::Required);
 }
 
 /// One test per backend and behaviour.

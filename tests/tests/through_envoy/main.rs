@@ -9,6 +9,7 @@ mod directory_failover;
 mod directory_probe;
 mod dpop;
 mod dpop_browser;
+mod dpop_issuer;
 mod edge;
 mod edge_outage;
 mod edges_report;

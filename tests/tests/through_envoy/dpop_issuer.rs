@@ -1,0 +1,298 @@
+//! DPoP at the token endpoint through the real stack (through Envoy, to the real issuer): the
+//! hostile proofs the edge refuses, refused here too; nonces required at the issuer and at the
+//! edge; refresh token families bound to their key; and the edge's replay memory filled.
+//! Helpers in [`super::dpop`].
+
+use super::dpop::{
+    bound_token, call, dpop_header, ed, es, find_url, hostile, now, proof, token_url, token_with,
+    with,
+};
+use crate::stack;
+use e2e::demo;
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde_json::{json, Value};
+
+/// The token endpoint (through Envoy, to the real issuer): the same hostile proofs, a replay, a
+/// client that requires DPoP, and that a refused proof gets no token.
+#[tokio::test]
+async fn the_token_endpoint_refuses_what_the_edge_refuses() {
+    let Some((_tmp, s)) = stack(&[]).await else {
+        return;
+    };
+    let key = es();
+    let url = token_url(&s);
+    let used = proof(&key, "POST", &url, None, None);
+    assert_eq!(token_with(&s, dpop_header(&used)).await.0, 200);
+    let cases: Vec<(&str, String)> = vec![
+        ("replayed", used.clone()),
+        (
+            "alg none",
+            hostile(&key, &url, None, json!({"alg": "none"}), json!({})),
+        ),
+        (
+            "HS256",
+            hostile(&key, &url, None, json!({"alg": "HS256"}), json!({})),
+        ),
+        (
+            "private jwk",
+            hostile(
+                &key,
+                &url,
+                None,
+                json!({"jwk": serde_json::from_str::<Value>(&key.private_jwk()).unwrap()}),
+                json!({}),
+            ),
+        ),
+        (
+            "typ",
+            hostile(&key, &url, None, json!({"typ": "JWT"}), json!({})),
+        ),
+        (
+            "htm",
+            hostile(&key, &url, None, json!({}), json!({"htm": "GET"})),
+        ),
+        (
+            "htu",
+            hostile(&key, &url, None, json!({}), json!({"htu": find_url(&s)})),
+        ),
+        (
+            "trailing slash",
+            hostile(
+                &key,
+                &url,
+                None,
+                json!({}),
+                json!({"htu": format!("{url}/")}),
+            ),
+        ),
+        (
+            "iat old",
+            hostile(&key, &url, None, json!({}), json!({"iat": now() - 3600})),
+        ),
+        (
+            "iat ahead",
+            hostile(&key, &url, None, json!({}), json!({"iat": now() + 3600})),
+        ),
+        (
+            "oversized",
+            hostile(
+                &key,
+                &url,
+                None,
+                json!({}),
+                json!({"pad": "x".repeat(9000)}),
+            ),
+        ),
+        ("comma-joined", format!("{used},{used}")),
+    ];
+    for (what, p) in &cases {
+        let (status, _, v) = token_with(&s, dpop_header(p)).await;
+        assert_eq!(
+            (status.as_u16(), v["error"].as_str()),
+            (400, Some("invalid_dpop_proof")),
+            "{what}: {v}"
+        );
+    }
+    let mut two = dpop_header(&proof(&key, "POST", &url, None, None));
+    two.append(
+        "dpop",
+        HeaderValue::from_str(&proof(&key, "POST", &url, None, None)).unwrap(),
+    );
+    let (status, _, v) = token_with(&s, two).await;
+    assert_eq!(
+        (status.as_u16(), v["error"].as_str()),
+        (400, Some("invalid_dpop_proof")),
+        "two: {v}"
+    );
+    // A client that requires DPoP gets nothing without a proof, a bound token with one.
+    s.admin(&["client", "dpop", demo::CLIENT, "required"], None)
+        .unwrap();
+    let (status, _, v) = token_with(&s, HeaderMap::new()).await;
+    assert_eq!(
+        (status.as_u16(), v["error"].as_str()),
+        (400, Some("invalid_dpop_proof")),
+        "{v}"
+    );
+    let (status, _, v) = token_with(&s, dpop_header(&proof(&key, "POST", &url, None, None))).await;
+    assert_eq!(
+        (status.as_u16(), v["token_type"].as_str()),
+        (200, Some("DPoP")),
+        "{v}"
+    );
+    // Introspection says what the token is bound to.
+    let t = v["access_token"].as_str().unwrap();
+    let i: Value = s
+        .client()
+        .post(format!("{}/apiv2/oauth/introspect", s.url()))
+        .basic_auth(demo::CLIENT, Some(&s.secret))
+        .form(&[("token", t)])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(i["token_type"], "DPoP", "{i}");
+    assert_eq!(i["cnf"]["jkt"], key.jkt_b64(), "{i}");
+    assert!(s.stop());
+}
+
+/// Nonces required at the issuer and at the edge: a proof without one is answered with one, and
+/// the retry with it passes; a nonce that is not the servers' never does.
+#[tokio::test]
+async fn nonces_are_asked_for_and_then_accepted() {
+    let Some((_tmp, mut s)) = stack(&["--dpop-nonce", "required"]).await else {
+        return;
+    };
+    s.restart_envoy_edited(|cfg| cfg["dpop"] = json!({"require_nonce": true}))
+        .unwrap();
+    let key = ed();
+    let url = token_url(&s);
+    let (status, headers, v) =
+        token_with(&s, dpop_header(&proof(&key, "POST", &url, None, None))).await;
+    assert_eq!(
+        (status.as_u16(), v["error"].as_str()),
+        (400, Some("use_dpop_nonce")),
+        "{v}"
+    );
+    let nonce = headers["dpop-nonce"].to_str().unwrap().to_owned();
+    let fake = "A".repeat(nonce.len());
+    let (_, _, v) = token_with(
+        &s,
+        dpop_header(&proof(&key, "POST", &url, None, Some(&fake))),
+    )
+    .await;
+    assert_eq!(v["error"], "use_dpop_nonce", "{v}");
+    let (status, _, v) = token_with(
+        &s,
+        dpop_header(&proof(&key, "POST", &url, None, Some(&nonce))),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let t = v["access_token"].as_str().unwrap().to_owned();
+    let find = find_url(&s);
+    let p = proof(&key, "POST", &find, Some(&t), None);
+    let r = s
+        .client()
+        .post(&find)
+        .headers(with("authorization", "DPoP", &t, &[&p]))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let www = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    assert!(www.contains("error=\"use_dpop_nonce\""), "{www}");
+    let edge_nonce = r.headers()["dpop-nonce"].to_str().unwrap().to_owned();
+    for n in [edge_nonce.as_str(), nonce.as_str()] {
+        let p = proof(&key, "POST", &find, Some(&t), Some(n));
+        let (status, www, _) = call(&s, with("authorization", "DPoP", &t, &[&p])).await;
+        assert_eq!(status, 200, "a nonce of the edge or of the issuer: {www}");
+    }
+    assert!(s.stop());
+}
+
+/// A small replay memory fills: new proofs are answered 503 with Retry-After, never accepted
+/// unrecorded.
+#[tokio::test]
+async fn a_full_replay_memory_answers_503() {
+    let Some((_tmp, mut s)) = stack(&[]).await else {
+        return;
+    };
+    s.restart_envoy_edited(|cfg| cfg["dpop"] = json!({"replay_entries": 1000}))
+        .unwrap();
+    let key = es();
+    let t = bound_token(&s, &key).await;
+    let http = s.client();
+    let mut allowed = 0;
+    for _ in 0..1_100 {
+        let p = proof(&key, "POST", &find_url(&s), Some(&t), None);
+        let r = http
+            .post(find_url(&s))
+            .headers(with("authorization", "DPoP", &t, &[&p]))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        match r.status().as_u16() {
+            200 => allowed += 1,
+            503 => {
+                assert_eq!(r.headers()["retry-after"], "1");
+                assert!(allowed <= 1_024, "{allowed}");
+                let c = s.counters().await.unwrap();
+                assert!(c["dpop_replay_full"] >= 1, "{c:?}");
+                assert!(s.stop());
+                return;
+            }
+            other => panic!("{other}"),
+        }
+    }
+    panic!("1,100 proofs accepted by a memory of 1,000");
+}
+
+/// A family started with a proof is bound: a refresh without a proof, or with another key's, is
+/// refused and leaves the family usable; with the key it rotates and gives a bound token.
+#[tokio::test]
+async fn a_bound_refresh_token_needs_its_key() {
+    let Some((_tmp, s)) = stack(&[]).await else {
+        return;
+    };
+    let key = ed();
+    let url = token_url(&s);
+    let form = |grant: &[(&'static str, String)]| grant.to_vec();
+    let post = |headers: HeaderMap, form: Vec<(&'static str, String)>| {
+        s.client()
+            .post(&url)
+            .basic_auth(demo::CLIENT, Some(&s.secret))
+            .headers(headers)
+            .form(&form)
+            .send()
+    };
+    let signed_in: Value = post(
+        dpop_header(&proof(&key, "POST", &url, None, None)),
+        form(&[
+            ("grant_type", "password".into()),
+            ("username", demo::USER.into()),
+            ("password", demo::PASSWORD.into()),
+        ]),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(signed_in["token_type"], "DPoP", "{signed_in}");
+    let refresh = signed_in["refresh_token"].as_str().unwrap().to_owned();
+    let grant = form(&[
+        ("grant_type", "refresh_token".into()),
+        ("refresh_token", refresh.clone()),
+    ]);
+    for (what, headers) in [
+        ("no proof", HeaderMap::new()),
+        (
+            "another key",
+            dpop_header(&proof(&es(), "POST", &url, None, None)),
+        ),
+    ] {
+        let r = post(headers, grant.clone()).await.unwrap();
+        let status = r.status();
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(
+            (status.as_u16(), v["error"].as_str()),
+            (400, Some("invalid_dpop_proof")),
+            "{what}: {v}"
+        );
+    }
+    let r = post(dpop_header(&proof(&key, "POST", &url, None, None)), grant)
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        v["token_type"], "DPoP",
+        "the family survived the refusals: {v}"
+    );
+    assert_ne!(v["refresh_token"].as_str().unwrap(), refresh);
+    let t = v["access_token"].as_str().unwrap();
+    assert_eq!(shared::token::inspect(t).unwrap().cnf, Some(key.jkt()));
+    assert!(s.stop());
+}
