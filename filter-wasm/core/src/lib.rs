@@ -12,11 +12,12 @@
 //! Each module uses only the ones after its arrow, so the graph has no cycle:
 //!
 //! - [`sync`] → `edge`, `config` (edge sync's steps: count, log, poll, answer, over a host trait);
-//! - [`request`] → `decision`, `edge`, `config`, `cache` (one request's headers in, what to tell
-//!   Envoy out: what both adapters share);
-//! - [`decision`] → `edge`, `config`, `cache`, `bearer` (what to do with one request);
+//! - [`request`] → `decision`, `dpop`, `edge`, `config`, `cache` (one request's headers in, what
+//!   to tell Envoy out: what both adapters share);
+//! - [`decision`] → `dpop`, `edge`, `config`, `cache`, `bearer` (what to do with one request);
+//! - [`dpop`]: a leaf (its settings, the proof a bound token needs, the memory of used proofs);
 //! - [`edge`] → `config`, `cache` (the feed's answers, the state they make, the poll schedule);
-//! - [`config`] → `cache` (its default size only);
+//! - [`config`] → `cache` (its default size only), `dpop` (its block's validation);
 //! - [`cache`] and `bearer`: leaves.
 //!
 //! `cargo xtask tidy` checks the graph has no cycle, and that this crate has no `unsafe` and names
