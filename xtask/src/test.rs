@@ -34,6 +34,17 @@ fn lint() -> Result<()> {
         "-D",
         "warnings",
     ]))?;
+    // And with `ring`, the native filter's ES256 verifier.
+    run(cargo().args([
+        "clippy",
+        "-p",
+        "mms-token",
+        "--features",
+        "ring",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     wasm::clippy_envoy_module()?;
     wasm::clippy_js_module()?;
     native::clippy_native_module()?;
@@ -80,6 +91,17 @@ pub fn test() -> Result<()> {
         with_tools(&mut c);
         run(&mut c)?;
     }
+    // The token crate's DPoP checks again with `ring` verifying ES256, as in the native filter
+    // (`-p mms-token` alone above builds it without).
+    run(cargo().args([
+        "test",
+        "-p",
+        "mms-token",
+        "--features",
+        "ring,sign",
+        "--lib",
+        "dpop",
+    ]))?;
     // The tests through Envoy again, with the native filter in Envoy instead of the Wasm one.
     let mut again = cargo();
     again.args(["test", "-p", "e2e", "--test", "through_envoy"]);
