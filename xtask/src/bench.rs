@@ -11,6 +11,7 @@
 //! the median of the ratios within a round.
 
 mod directory;
+mod dpop;
 mod edge;
 mod envoy;
 mod failover;
@@ -43,6 +44,7 @@ pub enum Sections {
     Stores,
     Directory,
     Failover,
+    Dpop,
 }
 
 /// The issuer and the examples that fill its stores, in one build: built apart, the examples'
@@ -141,7 +143,10 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
     let ours = wasm::build_envoy_module()?;
     wasm::check_envoy_module(&ours)?;
     let wasm_size = std::fs::metadata(&ours)?.len();
-    run(cargo().args(ISSUER_BUILD))?;
+    // The DPoP runs start no issuer.
+    if sections != Sections::Dpop {
+        run(cargo().args(ISSUER_BUILD))?;
+    }
     if sections == Sections::All {
         run(cargo().args(CRITERION))?;
     }
@@ -157,6 +162,9 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
     }
     // Only the traffic runs load the variants and the native modules.
     let modules = envoy::Modules::build(ours)?;
+    if sections == Sections::Dpop {
+        return bench_dpop(&s, quick, &tools, &modules, wasm_size, started);
+    }
     let traffic = bench_traffic(&s, quick, &tools, &modules, started)?;
     let revocations = traffic.ratio(Workload::Pool, Filter::OursRevocations, Filter::Ours);
     if sections == Sections::Traffic {
@@ -234,6 +242,25 @@ fn bench_traffic(
     let body = title.to_owned() + &how + &traffic::report(&results);
     publish("bench-traffic", &body, started)?;
     Ok(results)
+}
+
+/// The DPoP runs, written to their own section of BENCHMARKS.md.
+fn bench_dpop(
+    s: &Settings,
+    quick: bool,
+    tools: &e2e::Tools,
+    modules: &envoy::Modules,
+    wasm_size: u64,
+    started: Instant,
+) -> Result<()> {
+    let dir = fresh_dir("bench-dpop")?;
+    let results = dpop::bench_dpop(&dir, tools, modules, s)?;
+    let how = measured_by(s, quick, "variant", "ratios taken within each round");
+    let body = format!(
+        "### Envoy: DPoP-bound requests, a fresh proof each\n\n{how}{}Wasm module: {wasm_size} bytes.\n",
+        dpop::report(&results)
+    );
+    publish("bench-dpop", &body, started)
 }
 
 /// The edge sync runs, written to their own section of BENCHMARKS.md.

@@ -104,6 +104,9 @@ pub struct Only {
     /// The PostgreSQL failover runs alone
     #[arg(long)]
     failover: bool,
+    /// The DPoP runs alone (bound tokens, a fresh proof a request, against jwt_authn ES256)
+    #[arg(long)]
+    dpop: bool,
 }
 
 impl Only {
@@ -117,6 +120,7 @@ impl Only {
                 directory: true, ..
             } => Sections::Directory,
             Only { failover: true, .. } => Sections::Failover,
+            Only { dpop: true, .. } => Sections::Dpop,
             _ => Sections::All,
         }
     }

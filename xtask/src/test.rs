@@ -51,6 +51,17 @@ fn lint() -> Result<()> {
     Ok(())
 }
 
+/// The token crate's DPoP tests with `ring`, the native filter's ES256 verifier.
+const RING_TESTS: [&str; 7] = [
+    "test",
+    "-p",
+    "mms-token",
+    "--features",
+    "ring,sign",
+    "--lib",
+    "dpop",
+];
+
 pub fn test() -> Result<()> {
     install::ensure_wasm_target()?;
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
@@ -93,15 +104,7 @@ pub fn test() -> Result<()> {
     }
     // The token crate's DPoP checks again with `ring` verifying ES256, as in the native filter
     // (`-p mms-token` alone above builds it without).
-    run(cargo().args([
-        "test",
-        "-p",
-        "mms-token",
-        "--features",
-        "ring,sign",
-        "--lib",
-        "dpop",
-    ]))?;
+    run(cargo().args(RING_TESTS))?;
     // The tests through Envoy again, with the native filter in Envoy instead of the Wasm one.
     let mut again = cargo();
     again.args(["test", "-p", "e2e", "--test", "through_envoy"]);

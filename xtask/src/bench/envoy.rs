@@ -93,6 +93,11 @@ pub(super) fn hs256_jwt_for(secret: &[u8], sub: &str, exp: u64) -> String {
 /// Our token number `i`: a user, a client or an impersonation in turn, with the claims of
 /// [`hs256_jwt_for`]'s JWT for the same number.
 pub(super) fn our_token(key: &shared::Key, i: usize, exp: u64) -> String {
+    bound_token(key, i, exp, None)
+}
+
+/// [`our_token`] bound to the key of thumbprint `cnf` if given (an `mmat2.` token).
+pub(super) fn bound_token(key: &shared::Key, i: usize, exp: u64, cnf: Option<[u8; 32]>) -> String {
     use shared::token::{Claim, Identity, SubjectKind, TokenBody};
     let (kind, subject) = match i % 3 {
         0 => (SubjectKind::User, format!("user{i}@example.com")),
@@ -125,7 +130,7 @@ pub(super) fn our_token(key: &shared::Key, i: usize, exp: u64) -> String {
             roles,
             claims,
         },
-        cnf: None,
+        cnf,
     };
     shared::token::mint(key, &body).expect("valid body")
 }
