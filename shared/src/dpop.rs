@@ -182,6 +182,24 @@ impl Proof {
     pub fn jkt_b64(&self) -> String {
         jkt_b64(&self.jkt)
     }
+
+    /// The id a replay cache remembers the proof by: the first 16 bytes of SHA-256 over its key's
+    /// thumbprint and its `jti` (a `jti` is unique per key).
+    pub fn replay_id(&self) -> [u8; 16] {
+        let digest = Sha256::new()
+            .chain_update(self.jkt)
+            .chain_update(self.jti.as_bytes())
+            .finalize();
+        let mut id = [0u8; 16];
+        id.copy_from_slice(&digest[..16]);
+        id
+    }
+
+    /// Until when (seconds since the epoch, exclusive) a replay cache must remember the proof,
+    /// checked at `now` with `window_seconds`: past `iat` plus the window, and past now.
+    pub fn remember_until(&self, window_seconds: u64, now: u64) -> u64 {
+        self.iat.saturating_add(window_seconds).max(now) + 1
+    }
 }
 
 #[derive(Deserialize)]

@@ -5,7 +5,6 @@
 //! Reference: `docs/filter.md` ("DPoP") and `docs/dpop.md`.
 
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use shared::dpop::{check_proof, DpopError, Expect, NonceCheck, NONCE_SLOT_SECONDS};
 use shared::KeyRing;
 
@@ -212,15 +211,9 @@ pub fn check(
     if !proof.confirms(cnf) {
         return Err(Refusal::OtherKey);
     }
-    let digest = Sha256::new()
-        .chain_update(proof.jkt)
-        .chain_update(proof.jti.as_bytes())
-        .finalize();
-    let mut id = [0u8; 16];
-    id.copy_from_slice(&digest[..16]);
     Ok(Accepted {
-        id,
-        expires: proof.iat.saturating_add(cfg.window).max(now) + 1,
+        id: proof.replay_id(),
+        expires: proof.remember_until(cfg.window, now),
     })
 }
 

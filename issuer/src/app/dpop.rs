@@ -6,7 +6,6 @@
 
 use super::{now, ApiError, App, Call};
 use crate::store::{ClientRecord, DpopPolicy};
-use sha2::{Digest, Sha256};
 use shared::dpop::{self, check_proof, Expect, NonceCheck, Proof, NONCE_SLOT_SECONDS};
 
 /// The issuer's DPoP settings.
@@ -47,17 +46,6 @@ fn proof_header(call: &Call) -> Result<Option<&str>, ApiError> {
         return Err(ApiError::invalid_dpop_proof("one proof per DPoP header"));
     }
     Ok(Some(text.trim()))
-}
-
-/// The id a proof is remembered by: its key and its `jti` (a `jti` is unique per key).
-fn proof_id(proof: &Proof) -> [u8; 16] {
-    let digest = Sha256::new()
-        .chain_update(proof.jkt)
-        .chain_update(proof.jti.as_bytes())
-        .finalize();
-    let mut id = [0u8; 16];
-    id.copy_from_slice(&digest[..16]);
-    id
 }
 
 impl App {
@@ -127,8 +115,12 @@ impl App {
                 "the proof was made before the issuer started; make a new one",
             ));
         }
-        let expires = proof.iat.saturating_add(settings.proof_seconds).max(at) + 1;
-        if !self.store.first_use(&proof_id(&proof), expires, at).await? {
+        let expires = proof.remember_until(settings.proof_seconds, at);
+        if !self
+            .store
+            .first_use(&proof.replay_id(), expires, at)
+            .await?
+        {
             self.metrics.dpop_proof("replayed");
             return Err(ApiError::invalid_dpop_proof("the proof was used before"));
         }

@@ -467,7 +467,7 @@ impl App {
         let auth = ["client_secret_basic"];
         json!({
             "issuer": base,
-            "token_endpoint": format!("{base}/apiv2/oauth/token"),
+            "token_endpoint": self.token_endpoint(),
             "revocation_endpoint": format!("{base}/apiv2/oauth/revoke"),
             "introspection_endpoint": format!("{base}/apiv2/oauth/introspect"),
             "grant_types_supported": ["password", "refresh_token", "client_credentials"],
