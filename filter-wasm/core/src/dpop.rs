@@ -42,13 +42,16 @@ pub struct DpopConfig {
     pub public_origin: Option<String>,
 }
 
+/// The proof window by default, in seconds.
+pub const DEFAULT_WINDOW: u64 = 60;
+
 /// Proof ids remembered by default: a minute of about 1,600 bound requests a second.
 pub const DEFAULT_REPLAY_ENTRIES: usize = 100_000;
 
 impl Default for DpopConfig {
     fn default() -> Self {
         Self {
-            window: 60,
+            window: DEFAULT_WINDOW,
             require_nonce: false,
             replay_entries: DEFAULT_REPLAY_ENTRIES,
             public_origin: None,
@@ -60,7 +63,7 @@ impl DpopConfig {
     /// The settings of a `dpop` block, or what is wrong with it (the configuration names it).
     pub(crate) fn new(raw: RawDpop) -> Result<Self, String> {
         let bad = |m: &str| Err(format!("dpop.{m}"));
-        let window = raw.proof_window_seconds.unwrap_or(60);
+        let window = raw.proof_window_seconds.unwrap_or(DEFAULT_WINDOW);
         if !(1..=shared::dpop::MAX_WINDOW).contains(&window) {
             return bad("proof_window_seconds: 1 to 600");
         }
