@@ -1,5 +1,7 @@
 //! Micro-benchmarks of DPoP proof checks, one per algorithm: the cost a bound request adds at
-//! the edge (one signature verification, the JSON and the thumbprint).
+//! the edge (one signature verification, the JSON and the thumbprint), and the ablation: the
+//! ES256 signature check alone by the build's backend, on the same bytes, so that the rest of
+//! the check is the difference.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -60,5 +62,35 @@ fn benches(c: &mut Criterion) {
     }
 }
 
-criterion_group!(dpop_benches, benches);
+/// The signature alone: what `check_proof` spends outside it is the parsing, the thumbprint and
+/// the claims.
+fn signature_only(c: &mut Criterion) {
+    let es = p256::ecdsa::SigningKey::from_slice(&[7; 32]).unwrap();
+    let point = es.verifying_key().to_encoded_point(false);
+    let signed = b"eyJ0eXAiOiJkcG9wK2p3dCJ9.eyJqdGkiOiJiZW5jaC0xIn0".repeat(8);
+    let sig: p256::ecdsa::Signature = es.sign(&signed);
+    let sig = sig.to_bytes();
+    #[cfg(feature = "ring")]
+    {
+        let key = ring::signature::UnparsedPublicKey::new(
+            &ring::signature::ECDSA_P256_SHA256_FIXED,
+            point.as_bytes(),
+        );
+        key.verify(&signed, &sig).unwrap();
+        c.bench_function("dpop_es256_signature_only", |bench| {
+            bench.iter(|| key.verify(black_box(&signed), black_box(&sig)).unwrap())
+        });
+    }
+    #[cfg(not(feature = "ring"))]
+    {
+        use p256::ecdsa::signature::Verifier as _;
+        let key = p256::ecdsa::VerifyingKey::from_encoded_point(&point).unwrap();
+        let sig = p256::ecdsa::Signature::from_slice(&sig).unwrap();
+        c.bench_function("dpop_es256_signature_only", |bench| {
+            bench.iter(|| key.verify(black_box(&signed), black_box(&sig)).unwrap())
+        });
+    }
+}
+
+criterion_group!(dpop_benches, benches, signature_only);
 criterion_main!(dpop_benches);

@@ -269,9 +269,7 @@ pub fn check_proof(proof: &str, expect: &Expect<'_>) -> Result<Proof, DpopError>
     let sig = URL_SAFE_NO_PAD
         .decode(s)
         .map_err(|_| DpopError::Malformed)?;
-    if !key.verifies(&proof.as_bytes()[..h.len() + 1 + c.len()], &sig) {
-        return Err(DpopError::BadSignature);
-    }
+    key.verify(&proof.as_bytes()[..h.len() + 1 + c.len()], &sig)?;
     let claims: Claims = json_part(c)?;
     check_claims(&claims, expect)?;
     Ok(Proof {

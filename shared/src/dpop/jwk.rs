@@ -15,11 +15,7 @@ const PRIVATE_MEMBERS: [&str; 8] = ["d", "p", "q", "dp", "dq", "qi", "oth", "k"]
 #[derive(Clone, Debug)]
 pub(super) enum PublicJwk {
     /// P-256: the base64url `x` and `y` as sent (canonical, 32 bytes each) and the key.
-    P256 {
-        x: String,
-        y: String,
-        key: p256::ecdsa::VerifyingKey,
-    },
+    P256 { x: String, y: String, key: P256Key },
     /// Ed25519: the base64url `x` as sent (canonical, 32 bytes) and the key.
     Ed25519 {
         x: String,
@@ -56,12 +52,7 @@ impl PublicJwk {
         match (alg, kty, crv) {
             ("ES256", "EC", "P-256") => {
                 let (x, y) = (member(jwk, "x")?, member(jwk, "y")?);
-                let (xb, yb) = (coordinate(x)?, coordinate(y)?);
-                let point =
-                    p256::EncodedPoint::from_affine_coordinates(&xb.into(), &yb.into(), false);
-                // Refuses a point that is not on the curve, and the identity.
-                let key = p256::ecdsa::VerifyingKey::from_encoded_point(&point)
-                    .map_err(|_| DpopError::BadKey)?;
+                let key = P256Key::new(&coordinate(x)?, &coordinate(y)?)?;
                 Ok(Self::P256 {
                     x: x.to_owned(),
                     y: y.to_owned(),
@@ -96,45 +87,86 @@ impl PublicJwk {
         Sha256::digest(self.canonical().as_bytes()).into()
     }
 
-    /// Whether `sig` (the JWS signature bytes) signs `signed` under this key: ES256 is the raw
-    /// 64-byte `r || s` of RFC 7518 section 3.4 (either `s`, as WebCrypto makes both), EdDSA the
-    /// 64-byte RFC 8032 signature checked strictly (no small-order keys, canonical `s`).
-    pub(super) fn verifies(&self, signed: &[u8], sig: &[u8]) -> bool {
+    /// Checks that `sig` (the JWS signature bytes) signs `signed` under this key: ES256 is the
+    /// raw 64-byte `r || s` of RFC 7518 section 3.4 (either `s`, as WebCrypto makes both), EdDSA
+    /// the 64-byte RFC 8032 signature checked strictly (no small-order keys, canonical `s`).
+    pub(super) fn verify(&self, signed: &[u8], sig: &[u8]) -> Result<(), DpopError> {
         match self {
-            Self::P256 { key, .. } => p256_verifies(key, signed, sig),
+            Self::P256 { key, .. } => key.verify(signed, sig),
             Self::Ed25519 { key, .. } => {
-                let Ok(bytes) = <[u8; 64]>::try_from(sig) else {
-                    return false;
-                };
-                let sig = ed25519_dalek::Signature::from_bytes(&bytes);
-                key.verify_strict(signed, &sig).is_ok()
+                let sig = <[u8; 64]>::try_from(sig).map_err(|_| DpopError::BadSignature)?;
+                let sig = ed25519_dalek::Signature::from_bytes(&sig);
+                key.verify_strict(signed, &sig)
+                    .map_err(|_| DpopError::BadSignature)
             }
         }
     }
 }
 
-/// ES256 by RustCrypto's `p256`: pure Rust, what the Wasm module and the JS module use.
+/// A P-256 public key checked by RustCrypto's `p256`: pure Rust, what the Wasm module, the JS
+/// module and the issuer use.
 #[cfg(not(feature = "ring"))]
-fn p256_verifies(key: &p256::ecdsa::VerifyingKey, signed: &[u8], sig: &[u8]) -> bool {
-    use p256::ecdsa::signature::Verifier as _;
-    let Ok(sig) = p256::ecdsa::Signature::from_slice(sig) else {
-        return false;
-    };
-    key.verify(signed, &sig).is_ok()
+#[derive(Clone, Debug)]
+pub(super) struct P256Key(p256::ecdsa::VerifyingKey);
+
+#[cfg(not(feature = "ring"))]
+impl P256Key {
+    /// Refuses a point that is not on the curve, and the identity.
+    fn new(x: &[u8; 32], y: &[u8; 32]) -> Result<Self, DpopError> {
+        let point = p256::EncodedPoint::from_affine_coordinates(x.into(), y.into(), false);
+        p256::ecdsa::VerifyingKey::from_encoded_point(&point)
+            .map(Self)
+            .map_err(|_| DpopError::BadKey)
+    }
+
+    /// Always: [`P256Key::new`] refused any other point.
+    fn on_curve(&self) -> bool {
+        true
+    }
+
+    fn verify(&self, signed: &[u8], sig: &[u8]) -> Result<(), DpopError> {
+        use p256::ecdsa::signature::Verifier as _;
+        let sig = p256::ecdsa::Signature::from_slice(sig).map_err(|_| DpopError::BadSignature)?;
+        self.0
+            .verify(signed, &sig)
+            .map_err(|_| DpopError::BadSignature)
+    }
 }
 
-/// ES256 by `ring` (feature `ring`, the native filter): its assembly field arithmetic verifies
-/// several times faster (`docs/token-format.md`). The same signatures pass: `r || s` of 64 bytes,
-/// either `s`; the point was checked on the curve when the key was read.
+/// A P-256 public key verified by `ring` (feature `ring`, the native filter): its assembly field
+/// arithmetic verifies several times faster (`docs/token-format.md`). The point is the SEC 1
+/// uncompressed encoding; `ring` checks it on the curve in the same pass as the signature, so it
+/// is decoded once a request. Only a refused signature pays `p256`'s check, which tells a key
+/// that is not on the curve (`BadKey`, as the pure-Rust build says) from a bad signature.
 #[cfg(feature = "ring")]
-fn p256_verifies(key: &p256::ecdsa::VerifyingKey, signed: &[u8], sig: &[u8]) -> bool {
-    let point = key.to_encoded_point(false);
-    ring::signature::UnparsedPublicKey::new(
-        &ring::signature::ECDSA_P256_SHA256_FIXED,
-        point.as_bytes(),
-    )
-    .verify(signed, sig)
-    .is_ok()
+#[derive(Clone, Debug)]
+pub(super) struct P256Key([u8; 65]);
+
+#[cfg(feature = "ring")]
+impl P256Key {
+    fn new(x: &[u8; 32], y: &[u8; 32]) -> Result<Self, DpopError> {
+        let mut point = [4u8; 65];
+        point[1..33].copy_from_slice(x);
+        point[33..].copy_from_slice(y);
+        Ok(Self(point))
+    }
+
+    fn verify(&self, signed: &[u8], sig: &[u8]) -> Result<(), DpopError> {
+        let key = ring::signature::UnparsedPublicKey::new(
+            &ring::signature::ECDSA_P256_SHA256_FIXED,
+            &self.0,
+        );
+        match key.verify(signed, sig) {
+            Ok(()) => Ok(()),
+            Err(_) if !self.on_curve() => Err(DpopError::BadKey),
+            Err(_) => Err(DpopError::BadSignature),
+        }
+    }
+
+    /// Whether the point is on the curve and not the identity.
+    fn on_curve(&self) -> bool {
+        p256::PublicKey::from_sec1_bytes(&self.0).is_ok()
+    }
 }
 
 /// The RFC 7638 SHA-256 thumbprint of a public JWK given as JSON text, for the two allowed key
@@ -147,5 +179,9 @@ pub fn jkt(jwk_json: &str) -> Option<[u8; 32]> {
         "OKP" => "EdDSA",
         _ => return None,
     };
-    PublicJwk::parse(alg, &map).ok().map(|k| k.thumbprint())
+    let key = PublicJwk::parse(alg, &map).ok()?;
+    if let PublicJwk::P256 { key, .. } = &key {
+        key.on_curve().then_some(())?;
+    }
+    Some(key.thumbprint())
 }

@@ -201,6 +201,16 @@ fn keys_off_the_curve_or_of_the_wrong_length_are_refused() {
 }
 
 #[test]
+fn a_proof_under_a_point_off_the_curve_is_refused_for_its_key() {
+    let x = b64(&[1; 32]);
+    let header = format!(
+        r#"{{"typ":"dpop+jwt","alg":"ES256","jwk":{{"kty":"EC","crv":"P-256","x":"{x}","y":"{x}"}}}}"#
+    );
+    let proof = es().proof_with(&header, &claims(""));
+    assert_eq!(check_proof(&proof, &expect()), Err(DpopError::BadKey));
+}
+
+#[test]
 fn a_signature_by_another_key_or_over_other_bytes_fails() {
     let (a, b) = (
         es(),

@@ -30,14 +30,19 @@ pub const ENTRY_BYTES: usize = 24;
 pub struct ReplayCache {
     ids: HashMap<[u8; 16], u64>,
     capacity: usize,
+    /// The second expired ids were last dropped: nothing more expires within it, so a full cache
+    /// is swept at most once a second, not on every refused request.
+    swept_at: u64,
 }
 
 impl ReplayCache {
-    /// Empty, for at most `capacity` ids.
+    /// Empty, for at most `capacity` ids, with room for all of them reserved: the table never
+    /// grows under load, so no request waits for it to be rebuilt.
     pub fn new(capacity: usize) -> Self {
         Self {
-            ids: HashMap::new(),
+            ids: HashMap::with_capacity(capacity),
             capacity,
+            swept_at: 0,
         }
     }
 
@@ -48,7 +53,10 @@ impl ReplayCache {
             return Err(Replay::Replayed);
         }
         if self.ids.len() >= self.capacity && !self.ids.contains_key(id) {
-            self.ids.retain(|_, at| *at > now);
+            if self.swept_at < now {
+                self.ids.retain(|_, at| *at > now);
+                self.swept_at = now;
+            }
             if self.ids.len() >= self.capacity {
                 return Err(Replay::Full);
             }
@@ -88,7 +96,11 @@ impl ReplayCache {
             at.copy_from_slice(&entry[16..]);
             ids.insert(id, u64::from_be_bytes(at));
         }
-        Self { ids, capacity }
+        Self {
+            ids,
+            capacity,
+            swept_at: 0,
+        }
     }
 }
 
