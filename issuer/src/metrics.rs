@@ -8,7 +8,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+mod feed;
 mod process;
+
+pub use feed::FeedMetrics;
 
 /// The commit the issuer was built from (`build.rs`), `unknown` without git.
 pub const REVISION: &str = env!("ISSUER_REVISION");
@@ -50,6 +53,8 @@ pub struct Metrics {
     audit_dropped: Counter,
     password_checks: Counter,
     password_check_typical: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// The edge feed's waits and the store's change notifications.
+    pub feed: FeedMetrics,
 }
 
 /// Registers `issuer_build_info` and `issuer_ready` in `registry`; returns the readiness gauge
@@ -155,7 +160,10 @@ impl Default for Metrics {
             prometheus_client::registry::Unit::Seconds,
             password_check_typical.clone(),
         );
+        let feed = FeedMetrics::default();
+        feed.register(&mut registry);
         Self {
+            feed,
             unprefixed,
             ready,
             password_checks,

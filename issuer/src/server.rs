@@ -171,6 +171,53 @@ pub async fn reload_keys_forever(app: Arc<App>) {
     }
 }
 
+/// Listens for the changes other writers of a shared store commit (PostgreSQL's `NOTIFY`, see
+/// `store::postgres::listen`) and reads the key ring and the revocations at each, so that edges
+/// waiting on this issuer hear of a revocation recorded through another at once. Returns at
+/// once on a store without notifications. A listener that fails is connected again after a
+/// pause; meanwhile the reads every second ([`reload_keys_forever`]) carry the changes.
+pub async fn follow_store_changes_forever(app: Arc<App>) {
+    let Some(mut listener) = app.store.change_listener() else {
+        return;
+    };
+    let mut down_since: Option<std::time::Instant> = None;
+    loop {
+        match listener.next().await {
+            Ok(notice) => {
+                if let Some(since) = down_since.take() {
+                    tracing::info!(
+                        after_ms = since.elapsed().as_millis() as u64,
+                        "listening for the store's changes again"
+                    );
+                }
+                app.metrics.feed.set_listening(true);
+                if notice == crate::store::Notice::Changed {
+                    app.metrics.feed.notified();
+                }
+                if let Err(e) = app.reload_keys().await {
+                    tracing::error!(error = e.to_string(), "reloading keys failed");
+                }
+                app.reload_revocations().await;
+            }
+            Err(e) => {
+                app.metrics.feed.set_listening(false);
+                if down_since.is_none() {
+                    down_since = Some(std::time::Instant::now());
+                    tracing::warn!(
+                        error = e.to_string(),
+                        "not listening for the store's changes: edges hear of changes through \
+                         other issuers within a second, by the periodic read"
+                    );
+                }
+                tokio::time::sleep(LISTEN_RETRY).await;
+            }
+        }
+    }
+}
+
+/// The pause before the change listener connects again.
+const LISTEN_RETRY: Duration = Duration::from_secs(1);
+
 /// Runs the readiness probe's write every [`KEY_RELOAD_EVERY`] ([`App::probe_store`]); a
 /// failure is logged once until the store takes writes again.
 pub async fn probe_store_forever(app: Arc<App>) {

@@ -98,6 +98,15 @@ pub struct FeedAnswer {
     pub more: bool,
     /// The revocations after the edge's cursor, in order of their numbers.
     pub revoked: Vec<FeedEntry>,
+    /// The longest wait this issuer grants (`wait=S`, in seconds), in every answer of an issuer
+    /// that holds requests until there is news. An edge asks to wait only when the last answer
+    /// offered it, so a new edge polls an older issuer as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_max_seconds: Option<u64>,
+    /// True when the request asked to wait and was answered at once because the issuer holds as
+    /// many waiting requests as it allows: the edge asks again a poll interval later.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub busy: bool,
 }
 
 /// A revocation as the feed writes it: its numbers and `kind`, with the one field its kind

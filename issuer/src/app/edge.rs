@@ -9,6 +9,9 @@
 //!   [`PAGE`] revocations; `"more": true` says to ask again at once.
 //! - `keys=V` names the key ring version the edge holds: the keys are sent only if the ring
 //!   changed. A poll with nothing new is a few dozen bytes.
+//! - `wait=S` asks the issuer to hold the request up to S seconds (at most
+//!   `--feed-max-wait-seconds`, offered in every answer as `wait_max_seconds`) until there is
+//!   something to send, and then to answer at once ([`super::feed_wait`]).
 //! - Served only over TLS (the issuer's own) or to a loopback peer (an Envoy on the same host):
 //!   the answer holds verification keys. Never to a request relayed by a proxy (one that carries
 //!   `Forwarded`, `X-Forwarded-*`, `Via` or `X-Real-IP`): a proxy on the same host would make
@@ -43,7 +46,12 @@ pub struct EdgeQuery {
     pub since: Option<Cursor>,
     /// The key ring version it has.
     pub keys: Option<String>,
+    /// How long it asks the issuer to hold the request for news, in seconds.
+    pub wait: Option<u64>,
 }
+
+/// The largest `wait` a request may name (an issuer grants at most its `--feed-max-wait-seconds`).
+pub const MAX_WAIT_ASKED: u64 = 3600;
 
 impl EdgeQuery {
     /// Parses `since=N&keys=V` (N: ASCII digits, optionally `.` and the 16 hex digits of a
@@ -63,11 +71,18 @@ impl EdgeQuery {
                     }
                     q.keys = Some(value.into());
                 }
-                _ => {
-                    return Err(ApiError::invalid_request(
-                        "the edge feed takes since=N and keys=VERSION, each at most once",
-                    ))
+                "wait" if q.wait.is_none() => {
+                    let seconds = (value.len() <= 4 && value.bytes().all(|b| b.is_ascii_digit()))
+                        .then(|| value.parse::<u64>().ok())
+                        .flatten()
+                        .filter(|s| (1..=MAX_WAIT_ASKED).contains(s));
+                    q.wait = Some(seconds.ok_or_else(|| {
+                        ApiError::invalid_request("wait is a number of seconds from 1 to 3600")
+                    })?);
                 }
+                _ => return Err(ApiError::invalid_request(
+                    "the edge feed takes since=N, keys=VERSION and wait=SECONDS, each at most once",
+                )),
             }
         }
         Ok(q)
@@ -149,9 +164,58 @@ fn keys_version(ring: &KeyRing, access_ttl: u64) -> String {
     hex::encode(&h.finalize()[..8])
 }
 
+/// Whether two rings hold the same keys with the same one signing: if not, edges waiting for
+/// news are woken to take the new ring.
+pub(super) fn same_keys(a: &KeyRing, b: &KeyRing) -> bool {
+    keys_version(a, 0) == keys_version(b, 0)
+}
+
+/// Whether an answer brings the edge anything: then it is sent at once, without waiting.
+fn has_news(a: &FeedAnswer) -> bool {
+    a.full || a.more || a.keys.is_some() || !a.revoked.is_empty()
+}
+
 impl App {
-    /// `GET /apiv2/oauth/edge` with the query `query`: the feed's answer.
+    /// `GET /apiv2/oauth/edge` with the query `query`: the feed's answer, at once or, when the
+    /// edge asks to wait and has everything, once there is news or the wait is over.
     pub async fn edge(&self, call: &Call, query: &str) -> Result<FeedAnswer, ApiError> {
+        let client_id = self.edge_client(call).await?;
+        let q = EdgeQuery::parse(query)?;
+        let settings = self.feed.settings();
+        let wait = q.wait.map_or(0, |w| w.min(settings.max_wait));
+        // Subscribed before the first read: a change after it wakes the wait below.
+        let mut changes = self.feed.subscribe();
+        let mut out = self.feed_answer(call, &client_id, &q, true).await?;
+        if wait == 0 || has_news(&out) {
+            return Ok(out);
+        }
+        let Ok(hold) = self.feed.hold(&client_id) else {
+            self.metrics.feed.wait_ended("busy");
+            out.busy = true;
+            return Ok(out);
+        };
+        self.metrics.feed.set_waiting(self.feed.waiting());
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(wait);
+        let mut ended = "quiet";
+        let mut answer = Ok(out);
+        while changes.next(deadline).await {
+            answer = self.feed_answer(call, &client_id, &q, false).await;
+            if answer.as_ref().map_or(true, has_news) {
+                ended = if answer.is_ok() { "news" } else { "failed" };
+                break;
+            }
+        }
+        if changes.closing() {
+            ended = "closing";
+        }
+        drop(hold);
+        self.metrics.feed.set_waiting(self.feed.waiting());
+        self.metrics.feed.wait_ended(ended);
+        answer
+    }
+
+    /// The edge client a feed request authenticates as, once its transport is acceptable.
+    async fn edge_client(&self, call: &Call) -> Result<String, ApiError> {
         // The transport first: over plain HTTP from afar, not even whether a credential is good.
         let loopback = call
             .peer
@@ -181,7 +245,18 @@ impl App {
                 "this client may not read the edge feed",
             ));
         }
-        let q = EdgeQuery::parse(query)?;
+        Ok(client_id)
+    }
+
+    /// The answer to `q` from the store as it is now; `note`: the poll is noted in the list of
+    /// edges (once a request, not at each wake-up).
+    async fn feed_answer(
+        &self,
+        call: &Call,
+        client_id: &str,
+        q: &EdgeQuery,
+        note: bool,
+    ) -> Result<FeedAnswer, ApiError> {
         let asked = q.since.unwrap_or_default();
         let mut since = asked.seq;
         let mut full = q.since.is_none();
@@ -198,9 +273,9 @@ impl App {
         let (revoked, cursor, more) = cut(&page, since, full, PAGE, PAGE_BYTES, entry_json);
         let ring = self.ring();
         let version = keys_version(&ring, self.settings.access_ttl);
-        if let Some(edge) = edge_book::identity(&call.headers) {
+        if let Some(edge) = edge_book::identity(&call.headers).filter(|_| note) {
             let poll = edge_book::Poll {
-                client: &client_id,
+                client: client_id,
                 keys: q.keys.as_deref(),
                 cursor: asked.seq,
                 version: &version,
@@ -218,7 +293,8 @@ impl App {
             self.edges.note(edge, poll, now());
         }
         let send_keys = q.keys.as_deref() != Some(version.as_str());
-        let out = FeedAnswer {
+        let max_wait = self.feed.settings().max_wait;
+        Ok(FeedAnswer {
             cursor,
             cursor_stamp: page.stamp_of(cursor, since).map(stamp_hex),
             full,
@@ -227,8 +303,9 @@ impl App {
             max_token_lifetime_seconds: send_keys.then_some(self.settings.access_ttl),
             more,
             revoked,
-        };
-        Ok(out)
+            wait_max_seconds: (max_wait > 0).then_some(max_wait),
+            busy: false,
+        })
     }
 }
 
@@ -281,7 +358,8 @@ mod tests {
                     seq: 12,
                     stamp: None
                 }),
-                keys: Some("ab".into())
+                keys: Some("ab".into()),
+                wait: None,
             }
         );
         let since = |q: &str| EdgeQuery::parse(q).unwrap().since.unwrap();
@@ -314,6 +392,19 @@ mod tests {
             assert!(EdgeQuery::parse(bad).is_err(), "{bad}");
         }
         assert!(EdgeQuery::parse(&format!("keys={}", "a".repeat(65))).is_err());
+        assert_eq!(EdgeQuery::parse("wait=25").unwrap().wait, Some(25));
+        assert_eq!(EdgeQuery::parse("wait=3600").unwrap().wait, Some(3600));
+        for bad in [
+            "wait=0",
+            "wait=3601",
+            "wait=",
+            "wait=+5",
+            "wait=05000",
+            "wait=1&wait=1",
+            "wait=1.5",
+        ] {
+            assert!(EdgeQuery::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod dpop;
 mod edge;
 pub mod edge_book;
 mod error;
+pub mod feed_wait;
 mod flow_client_credentials;
 mod flow_password;
 mod flow_refresh;
@@ -75,6 +76,8 @@ pub struct Settings {
     pub shared_store: bool,
     /// DPoP at the token endpoint.
     pub dpop: DpopSettings,
+    /// Edge feed requests that wait for news.
+    pub feed: feed_wait::FeedWaitSettings,
 }
 
 /// Days the audit trail keeps an event by default (`--audit-retention-days`).
@@ -102,6 +105,8 @@ pub struct App {
     revoke_budget: revoke_budget::RevokeBudget,
     /// What the edges said of themselves in their polls, until written to the store.
     edges: edge_book::EdgeBook,
+    /// The edge feed's change signal and its waiting requests.
+    feed: feed_wait::FeedWaits,
     /// When the store last answered the periodic key ring read (seconds since the epoch).
     store_answered_at: std::sync::atomic::AtomicU64,
     /// When the store last took the readiness probe's write (seconds since the epoch; 0: never).
@@ -161,6 +166,7 @@ impl App {
             now(),
         );
         let revoke_budget = revoke_budget::RevokeBudget::new(settings.revocations_per_minute);
+        let feed = feed_wait::FeedWaits::new(settings.feed);
         let metrics = Metrics::default();
         let audit = crate::audit::AuditLog::spawn(store.clone(), metrics.audit_dropped());
         let password = flow_password::PasswordGrant {
@@ -193,6 +199,7 @@ impl App {
             revoked: RwLock::new(revoked),
             revoke_budget,
             edges: edge_book::EdgeBook::default(),
+            feed,
             store_answered_at: now().into(),
             store_written_at: 0.into(),
             metrics,
@@ -206,10 +213,21 @@ impl App {
     /// success also records that the store answered, for `/readyz`.
     pub async fn reload_keys(&self) -> Result<(), StoreError> {
         let ring = Arc::new(self.store.key_ring(now()).await?);
-        *self.keys.write().unwrap_or_else(|p| p.into_inner()) = ring;
+        let old = std::mem::replace(
+            &mut *self.keys.write().unwrap_or_else(|p| p.into_inner()),
+            ring.clone(),
+        );
+        if !edge::same_keys(&old, &ring) {
+            self.feed.changed();
+        }
         self.store_answered_at
             .store(now(), std::sync::atomic::Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The issuer stops: edge feed requests waiting for news are answered now.
+    pub fn close_feed(&self) {
+        self.feed.close();
     }
 
     /// Forgets cached clients: an admin change through this issuer takes effect at once.

@@ -34,6 +34,10 @@ impl App {
         };
         match read {
             Ok((page, whole)) => {
+                if whole || !page.entries.is_empty() {
+                    // Edges waiting for news read the store again.
+                    self.feed.changed();
+                }
                 let mut set = self.revoked.write().unwrap_or_else(PoisonError::into_inner);
                 if whole {
                     set.apply_snapshot(&page.entries, page.latest, now());

@@ -113,6 +113,34 @@ pub trait Liveness: Send + Sync {
     async fn probe_write(&self, now: u64) -> Result<(), StoreError>;
 }
 
+/// What a [`ChangeListener`] heard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notice {
+    /// Listening (again): what changed while not listening was not heard, so read the store.
+    Listening,
+    /// A revocation was recorded or a signing key changed, by any writer of the store.
+    Changed,
+}
+
+/// Changes other writers of a shared store make, heard as they commit. Never trusted alone:
+/// the issuer reads the store every second all the same, so a notice lost costs time, never a
+/// revocation.
+#[async_trait::async_trait]
+pub trait ChangeListener: Send {
+    /// The next notice, (re)connecting first if needed; notices that came together are one.
+    /// An error means the listener is not listening now: call again after a pause.
+    async fn next(&mut self) -> Result<Notice, StoreError>;
+}
+
+/// Whether the store can tell of changes as they commit.
+pub trait Notices: Send + Sync {
+    /// A listener for a store that other writers share and that notifies (PostgreSQL);
+    /// `None` for one without other writers (redb) or without notifications (CockroachDB).
+    fn change_listener(&self) -> Option<Box<dyn ChangeListener>> {
+        None
+    }
+}
+
 /// The key under which client secrets and refresh tokens are hashed (sealed under the KEK in a
 /// shared database, a 0600 file in a data dir).
 pub trait HashKeyed: Send + Sync {
@@ -217,6 +245,7 @@ pub trait Store:
     + Sweep
     + Audit
     + ProofIds
+    + Notices
     + super::backup::Backups
     + std::fmt::Debug
 {
@@ -235,6 +264,7 @@ impl<T> Store for T where
         + Sweep
         + Audit
         + ProofIds
+        + Notices
         + super::backup::Backups
         + std::fmt::Debug
 {

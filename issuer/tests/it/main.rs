@@ -253,6 +253,7 @@ async fn socketless_app(
         tls: false,
         revocations_per_minute: issuer::app::REVOCATIONS_PER_MINUTE,
         edge_forget_after: issuer::store::edges::EDGE_FORGET_AFTER,
+        feed: Default::default(),
         shared_store: false,
         dpop: Default::default(),
     };

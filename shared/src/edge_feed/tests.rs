@@ -62,6 +62,8 @@ fn answers_are_written_byte_for_byte_as_before() {
         max_token_lifetime_seconds: Some(3600),
         more: true,
         revoked: revocations.iter().map(FeedEntry::from).collect(),
+        wait_max_seconds: None,
+        busy: false,
     };
     let before = json!({
         "cursor": 4,
@@ -84,10 +86,21 @@ fn answers_are_written_byte_for_byte_as_before() {
         max_token_lifetime_seconds: None,
         more: false,
         revoked: vec![],
+        wait_max_seconds: None,
+        busy: false,
     };
     assert_eq!(
         text(&idle),
         r#"{"cursor":4,"keys_version":"0123abcd","revoked":[]}"#
+    );
+    let waiting = FeedAnswer {
+        wait_max_seconds: Some(30),
+        busy: true,
+        ..idle
+    };
+    assert_eq!(
+        text(&waiting),
+        r#"{"cursor":4,"keys_version":"0123abcd","revoked":[],"wait_max_seconds":30,"busy":true}"#
     );
     for e in &revocations {
         assert_eq!(text(&FeedEntry::from(e)), text(&as_written_before(e)));

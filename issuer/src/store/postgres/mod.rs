@@ -34,6 +34,7 @@ mod export;
 mod fault;
 mod import;
 mod keys;
+mod listen;
 mod proofs;
 mod records;
 mod refresh;
@@ -162,6 +163,8 @@ pub struct PgStore {
     policy: RefreshPolicy,
     /// Prepared statements found missing (a pooler in transaction mode): not ready a while.
     lost: fault::LostStatements,
+    /// Where the change listener connects; `None` on an engine without notifications.
+    listen: Option<listen::ListenTo>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -233,10 +236,18 @@ impl PgStore {
             tokio_postgres::config::SslMode::Require => true,
             _ => ca_file.is_some(),
         };
-        let manager = if tls {
-            Manager::from_config(config, tls::connector(ca_file)?, manager_config)
+        let connector = if tls {
+            Some(tls::connector(ca_file)?)
         } else {
-            Manager::from_config(config, tokio_postgres::NoTls, manager_config)
+            None
+        };
+        let listen = listen::ListenTo {
+            config: config.clone(),
+            tls: connector.clone(),
+        };
+        let manager = match connector {
+            Some(tls) => Manager::from_config(config, tls, manager_config),
+            None => Manager::from_config(config, tokio_postgres::NoTls, manager_config),
         };
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
@@ -254,8 +265,12 @@ impl PgStore {
             hash_key: placeholder,
             policy,
             lost: Default::default(),
+            listen: None,
         };
         store.migrate(now).await?;
+        if store.notifies().await? {
+            store.listen = Some(listen);
+        }
         store.hash_key = store.init_secrets(now).await?;
         store.records = RecordKey::derive(&store.hash_key);
         Ok(store)

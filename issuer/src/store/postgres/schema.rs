@@ -82,6 +82,18 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS dpop_proofs (id BYTEA PRIMARY KEY, expires BIGINT NOT NULL)",
     // The DPoP key a refresh token family is bound to (`store::family::Family::jkt`).
     "ALTER TABLE refresh_family_records ADD COLUMN IF NOT EXISTS jkt BYTEA",
+    // PostgreSQL only: a notification on channel `mms_feed` when a transaction that recorded a
+    // revocation or changed a signing key commits, whoever wrote it (an issuer, an admin
+    // command, a restore). Its payload is the table's name: no secret, only that something
+    // changed. Issuers LISTEN and wake the edges waiting on them (`listen.rs`).
+    "CREATE OR REPLACE FUNCTION mms_feed_changed() RETURNS trigger LANGUAGE plpgsql AS $$ \
+     BEGIN PERFORM pg_notify('mms_feed', TG_TABLE_NAME); RETURN NULL; END $$; \
+     DROP TRIGGER IF EXISTS revocations_feed ON revocations; \
+     CREATE TRIGGER revocations_feed AFTER INSERT ON revocations \
+     FOR EACH STATEMENT EXECUTE FUNCTION mms_feed_changed(); \
+     DROP TRIGGER IF EXISTS signing_keys_feed ON signing_keys; \
+     CREATE TRIGGER signing_keys_feed AFTER INSERT OR UPDATE OR DELETE ON signing_keys \
+     FOR EACH STATEMENT EXECUTE FUNCTION mms_feed_changed()",
 ];
 
 /// Seconds an issuer holds the migration lock at most: another takes it over after that.
@@ -94,9 +106,9 @@ pub(super) const HASH_KEY: &str = "hash-key+records";
 /// The hash key's row before records carried MACs.
 const LEGACY_HASH_KEY: &str = "hash-key";
 
-/// Versions of [`MIGRATIONS`] that tune PostgreSQL's storage: on another engine (CockroachDB) they
-/// are recorded as applied without running.
-const POSTGRES_ONLY: &[i64] = &[14];
+/// Versions of [`MIGRATIONS`] that tune PostgreSQL's storage or add its notifications: on another
+/// engine (CockroachDB) they are recorded as applied without running.
+const POSTGRES_ONLY: &[i64] = &[14, 27];
 
 /// True for the errors of two issuers creating one object at once: the loser sees a duplicate in
 /// the catalog (23505) or the table (42P07) or index (42P07, 42710) already there.
@@ -202,6 +214,14 @@ impl PgStore {
         })
     }
 
+    /// Whether the database is PostgreSQL itself, with its storage settings and `LISTEN`/`NOTIFY`
+    /// (CockroachDB speaks its protocol without them).
+    pub(super) async fn notifies(&self) -> Result<bool, StoreError> {
+        let conn = self.connection().await?;
+        let version: String = conn.query_one("SELECT version()", &[]).await?.get(0);
+        Ok(!version.contains("CockroachDB"))
+    }
+
     /// Applies the migrations this database lacks, holding the migration lock.
     async fn migrate_locked(&self, now: u64) -> Result<(), StoreError> {
         self.schema_change(
@@ -210,11 +230,7 @@ impl PgStore {
         )
         .await?;
         let mut applied = self.applied_migrations().await?;
-        let postgres = {
-            let conn = self.connection().await?;
-            let version: String = conn.query_one("SELECT version()", &[]).await?.get(0);
-            !version.contains("CockroachDB")
-        };
+        let postgres = self.notifies().await?;
         for (i, sql) in MIGRATIONS.iter().enumerate() {
             let version = i64::try_from(i + 1).unwrap_or(i64::MAX);
             if applied.contains(&version) {

@@ -49,6 +49,9 @@ impl AccessLifetime for RedbStore {
     }
 }
 
+/// One issuer per data dir: nothing to hear.
+impl crate::store::storage::Notices for RedbStore {}
+
 #[async_trait::async_trait]
 impl Liveness for RedbStore {
     async fn probe_write(&self, now: u64) -> Result<(), StoreError> {

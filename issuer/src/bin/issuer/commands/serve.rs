@@ -119,6 +119,17 @@ pub struct Serve {
     /// give it); `off`: no nonce is asked for.
     #[arg(long, value_enum, default_value_t = DpopNonce::Off)]
     dpop_nonce: DpopNonce,
+    /// The longest an edge feed request that asks to wait (`wait=S`) is held until there is news,
+    /// seconds; 0: every request is answered at once (edges poll).
+    #[arg(long, default_value_t = issuer::app::feed_wait::MAX_WAIT, value_parser = clap::value_parser!(u64).range(0..=issuer::app::feed_wait::MAX_WAIT_LIMIT))]
+    feed_max_wait_seconds: u64,
+    /// Edge feed requests that may wait at once on this issuer; beyond, a request is answered at
+    /// once with `"busy": true` and its edge asks again a poll interval later.
+    #[arg(long, default_value_t = issuer::app::feed_wait::MAX_WAITING, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    feed_max_waiting: usize,
+    /// Edge feed requests of one edge client that may wait at once.
+    #[arg(long, default_value_t = issuer::app::feed_wait::MAX_WAITING_PER_CLIENT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    feed_max_waiting_per_client: usize,
 }
 
 /// `--dpop-nonce`.
@@ -226,6 +237,11 @@ impl Serve {
                 proof_seconds: self.dpop_proof_seconds,
                 nonce_required: self.dpop_nonce == DpopNonce::Required,
             },
+            feed: issuer::app::feed_wait::FeedWaitSettings {
+                max_wait: self.feed_max_wait_seconds,
+                max_waiting: self.feed_max_waiting,
+                max_waiting_per_client: self.feed_max_waiting_per_client,
+            },
         }
     }
 }
@@ -278,6 +294,7 @@ async fn serve_on(
     };
     let slot = AppSlot::default();
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    let stopping = stopped.clone();
     tokio::spawn(async move {
         issuer::server::shutdown_signal().await;
         let _ = stop.send(true);
@@ -306,6 +323,12 @@ async fn serve_on(
         tokio::spawn(issuer::server::serve_admin(app.clone(), admin_listener));
     }
     spawn_background(&app);
+    // At a stop, edge feed requests waiting for news are answered before the drain.
+    let closing = app.clone();
+    tokio::spawn(async move {
+        until_stopped(stopping).await;
+        closing.close_feed();
+    });
     let running = Serve {
         directory: None,
         ..s.clone()
@@ -350,6 +373,7 @@ fn spawn_background(app: &Arc<App>) {
     tokio::spawn(issuer::server::sweep_forever(app.clone()));
     tokio::spawn(issuer::server::flush_edges_forever(app.clone()));
     tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
+    tokio::spawn(issuer::server::follow_store_changes_forever(app.clone()));
     tokio::spawn(issuer::server::probe_store_forever(app.clone()));
     tokio::spawn(issuer::server::probe_directory_forever(app.clone()));
     tokio::spawn(issuer::server::recheck_directory_forever(app.clone()));
