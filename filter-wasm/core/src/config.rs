@@ -243,6 +243,12 @@ struct RawEdgeSync {
     startup_grace_seconds: u64,
     #[serde(default)]
     node: Option<String>,
+    #[serde(default = "default_wait")]
+    wait_seconds: u64,
+}
+
+fn default_wait() -> u64 {
+    20
 }
 
 fn default_path() -> String {
@@ -281,7 +287,13 @@ pub struct EdgeSync {
     /// source of it (Envoy gives dynamic modules no node id). The Wasm filter reports Envoy's
     /// node id and uses this only when Envoy has none.
     pub node: Option<String>,
+    /// The longest wait asked of an issuer that offers to hold a poll until there is news
+    /// (`wait=S`), in seconds; 0: poll every `poll_interval` whatever the issuer offers.
+    pub wait_seconds: u64,
 }
+
+/// The largest `wait_seconds`.
+pub const MAX_WAIT_SECONDS: u64 = 300;
 
 impl fmt::Debug for EdgeSync {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -293,6 +305,7 @@ impl fmt::Debug for EdgeSync {
             .field("max_staleness", &self.max_staleness)
             .field("startup_grace", &self.startup_grace)
             .field("node", &self.node)
+            .field("wait_seconds", &self.wait_seconds)
             .finish()
     }
 }
@@ -332,6 +345,9 @@ impl EdgeSync {
         {
             return bad("max_staleness_seconds: two poll intervals to 86400");
         }
+        if raw.wait_seconds > MAX_WAIT_SECONDS {
+            return bad("wait_seconds: 0 to 300");
+        }
         if raw.startup_grace_seconds > 86_400 {
             return bad("startup_grace_seconds: 0 to 86400");
         }
@@ -352,6 +368,7 @@ impl EdgeSync {
             max_staleness: raw.max_staleness_seconds,
             startup_grace: raw.startup_grace_seconds,
             node: raw.node,
+            wait_seconds: raw.wait_seconds,
         })
     }
 

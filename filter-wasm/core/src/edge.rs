@@ -138,14 +138,28 @@ impl EdgeState {
     /// changed since the state's cursor (with its stamp, if the feed gave one) and key ring
     /// version.
     pub fn request_path(&self, sync: &EdgeSync) -> String {
+        self.request_path_waiting(sync, 0)
+    }
+
+    /// [`EdgeState::request_path`], asking the issuer to hold the poll up to `wait` seconds
+    /// until there is news (`&wait=S`; not with 0, nor for a full snapshot, which is news).
+    pub fn request_path_waiting(&self, sync: &EdgeSync, wait: u64) -> String {
         let mut path = sync.path.clone();
         if self.synced_at.is_some() {
             path.push_str(&format!("?since={}", self.revoked.position()));
             if let Some(v) = &self.keys_version {
                 path.push_str(&format!("&keys={v}"));
             }
+            if wait > 0 {
+                path.push_str(&format!("&wait={wait}"));
+            }
         }
         path
+    }
+
+    /// Whether a poll now would be for a full snapshot (nothing to wait for).
+    pub fn wants_snapshot(&self) -> bool {
+        self.synced_at.is_none()
     }
 
     /// Remembers a token that [`crate::decision::decide`] verified under this state, so its
@@ -232,6 +246,11 @@ pub struct FeedUpdate {
     pub more: bool,
     keys: Option<(KeyRing, u64)>,
     keys_version: String,
+    /// The longest wait the issuer grants a poll that asks for one (`wait_max_seconds`); `None`
+    /// from an issuer that answers every poll at once.
+    pub wait_max: Option<u64>,
+    /// The poll asked to wait and the issuer, at its bound of waiting polls, answered at once.
+    pub busy: bool,
 }
 
 impl FeedUpdate {
@@ -357,6 +376,8 @@ pub fn parse_answer(status: u32, body: &[u8], state: &EdgeState) -> Result<FeedU
         full: raw.full,
         keys,
         keys_version: raw.keys_version,
+        wait_max: raw.wait_max_seconds.filter(|w| *w > 0),
+        busy: raw.busy,
     })
 }
 

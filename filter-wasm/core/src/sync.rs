@@ -128,15 +128,17 @@ fn run<H: EdgeHost>(
         host.warn(warning);
     }
     if let (Some(path), Some(sync)) = (&todo.poll, sync) {
-        poll(host, sync, path, identity, now);
+        poll(host, sync, path, todo.wait, identity, now);
     }
 }
 
-/// Asks the issuer's edge feed for what changed since `path`'s cursor.
+/// Asks the issuer's edge feed for what changed since `path`'s cursor, allowing for the `wait`
+/// seconds the path asks the issuer to hold it.
 fn poll<H: EdgeHost>(
     host: &mut H,
     sync: &EdgeSync,
     path: &str,
+    wait: u64,
     identity: Option<&EdgeIdentity>,
     now: u64,
 ) {
@@ -152,7 +154,8 @@ fn poll<H: EdgeHost>(
         headers.push((NODE_HEADER, id.node_or(sync.node.as_deref())));
         headers.push((VM_HEADER, id.vm.as_str()));
     }
-    match host.dispatch(&sync.cluster, &headers, sync.timeout_ms) {
+    let timeout_ms = sync.timeout_ms.saturating_add(wait.saturating_mul(1_000));
+    match host.dispatch(&sync.cluster, &headers, timeout_ms) {
         Ok(call) => {
             host.with_edge(|poller, _| poller.dispatched(call, now));
         }

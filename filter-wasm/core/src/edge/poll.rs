@@ -12,6 +12,14 @@
 //! longer than `timeout_ms` is ended by Envoy, and counts as failed. Should Envoy never end one
 //! (no answer, no timeout), the poller gives it up [`LOST_AFTER`] seconds past its timeout, so one
 //! lost call cannot stop a VM's polls for good.
+//!
+//! Waiting: once an answer offers it (`wait_max_seconds`), and unless `wait_seconds` is 0, each
+//! poll asks the issuer to hold it until there is news (`wait=S`, the smaller of the two), its
+//! timeout that much longer, and the next poll goes out as soon as the answer is in: one poll
+//! under way per VM at all times. A `"busy"` answer (the issuer holds as many as it allows), a
+//! failure, or more than [`MAX_AT_ONCE`] polls sent at once within one second fall back to the
+//! poll interval; a failure also forgets the offer until an answer makes it again, so an issuer
+//! that never offered it (or a downgraded one) is polled as before.
 
 use super::{EdgeState, FeedError, FeedUpdate};
 use crate::config::EdgeSync;
@@ -23,6 +31,11 @@ pub const WARN_EVERY: u64 = 60;
 /// Seconds past its timeout after which a poll Envoy neither answered nor ended is given up (and
 /// counted as failed).
 pub const LOST_AFTER: u64 = 5;
+
+/// Polls sent at once after an answer, within one second, beyond which the next waits for the
+/// poll interval: two issuers behind one cluster that disagree (say, on the token lifetime)
+/// would otherwise answer each other's keys at once, forever.
+pub const MAX_AT_ONCE: u32 = 10;
 
 /// How a poll ended, for the counters `edge_sync_ok`, `edge_sync_first_ok` and
 /// `edge_sync_failed`.
@@ -48,13 +61,22 @@ pub struct Todo {
     pub warn: Option<String>,
     /// The `:path` of a poll to dispatch now.
     pub poll: Option<String>,
+    /// The seconds it asks the issuer to wait (`wait=S` in the path; 0: none): its timeout is
+    /// that much longer than `timeout_ms`.
+    pub wait: u64,
 }
 
 /// Where the polling of one VM stands.
 #[derive(Debug, Default)]
 pub struct Poller {
-    /// The call id of the poll under way, if any, and when it was sent.
-    in_flight: Option<(u32, u64)>,
+    /// The call id of the poll under way, if any, when it was sent and the wait it asked for.
+    in_flight: Option<(u32, u64, u64)>,
+    /// The wait the poll being dispatched asks for.
+    asking: u64,
+    /// The longest wait the issuer's last accepted answer offered.
+    offered: Option<u64>,
+    /// The second of the last poll sent at once after an answer, and how many were in it.
+    at_once: (u64, u32),
     /// When to poll next (seconds since the epoch).
     next_at: u64,
     /// Since when polls have failed, and when that was last logged.
@@ -83,9 +105,10 @@ impl Poller {
         sync: Option<&EdgeSync>,
         state: Option<&EdgeState>,
     ) -> Todo {
-        if let (Some(sync), Some(state), Some((_, sent))) = (sync, state, self.in_flight) {
+        if let (Some(sync), Some(state), Some((_, sent, wait))) = (sync, state, self.in_flight) {
             let lost_at = sent
                 .saturating_add(sync.timeout_ms.div_ceil(1_000))
+                .saturating_add(wait)
                 .saturating_add(LOST_AFTER);
             if now >= lost_at {
                 self.in_flight = None;
@@ -100,15 +123,37 @@ impl Poller {
         let warn = self.unsynced_warning(now, refused, state);
         let poll = match (sync, state) {
             (Some(sync), Some(state)) if self.in_flight.is_none() && now >= self.next_at => {
-                Some(state.request_path(sync))
+                Some(self.path(sync, state))
             }
             _ => None,
         };
         Todo {
             count: None,
             warn,
+            wait: if poll.is_some() { self.asking } else { 0 },
             poll,
         }
+    }
+
+    /// The path of the next poll, asking for the wait the issuer offered (and noting it for
+    /// [`Poller::dispatched`]).
+    fn path(&mut self, sync: &EdgeSync, state: &EdgeState) -> String {
+        self.asking = match self.offered {
+            Some(offered) if !state.wants_snapshot() => offered.min(sync.wait_seconds),
+            _ => 0,
+        };
+        state.request_path_waiting(sync, self.asking)
+    }
+
+    /// Whether another poll may go out at once at `now` ([`MAX_AT_ONCE`] a second).
+    fn at_once(&mut self, now: u64) -> bool {
+        let (second, sent) = &mut self.at_once;
+        if *second != now {
+            *second = now;
+            *sent = 0;
+        }
+        *sent += 1;
+        *sent <= MAX_AT_ONCE
     }
 
     fn unsynced_warning(
@@ -135,14 +180,14 @@ impl Poller {
 
     /// The poll of [`Todo::poll`] was dispatched at `now` as call `call`.
     pub fn dispatched(&mut self, call: u32, now: u64) {
-        self.in_flight = Some((call, now));
+        self.in_flight = Some((call, now, self.asking));
     }
 
     /// True if `call` is the poll under way, which then is no longer: its answer is for
     /// [`Poller::answered`]. False for any other call (its answer is ignored), such as one given
     /// up as lost.
     pub fn answer_to(&mut self, call: u32) -> bool {
-        let ours = self.in_flight.is_some_and(|(id, _)| id == call);
+        let ours = self.in_flight.is_some_and(|(id, _, _)| id == call);
         if ours {
             self.in_flight = None;
         }
@@ -165,6 +210,8 @@ impl Poller {
             Err(e) => return self.failed(now, sync, state, &e.to_string()),
         };
         let more = update.more;
+        let busy = update.busy;
+        self.offered = update.wait_max;
         let before = state.caught_up();
         state.apply(update, now);
         let warn = self.failing.take().map(|(since, _)| {
@@ -174,12 +221,15 @@ impl Poller {
             )
         });
         self.next_at = now.saturating_add(sync.poll_interval);
+        let waits = self.offered.is_some() && sync.wait_seconds > 0 && !busy;
+        let poll = (more || (waits && self.at_once(now))).then(|| self.path(sync, state));
         Todo {
             count: Some(PollEnd::Ok {
                 first_whole: !before && state.caught_up(),
             }),
             warn,
-            poll: more.then(|| state.request_path(sync)),
+            wait: if poll.is_some() { self.asking } else { 0 },
+            poll,
         }
     }
 
@@ -189,6 +239,7 @@ impl Poller {
     /// once every [`WARN_EVERY`] seconds while the failures last.
     pub fn failed(&mut self, now: u64, sync: &EdgeSync, state: &EdgeState, why: &str) -> Todo {
         self.next_at = now.saturating_add(sync.poll_interval);
+        self.offered = None;
         let (since, logged) = self.failing.unwrap_or((now, 0));
         let warn =
             (self.failing.is_none() || now >= logged.saturating_add(WARN_EVERY)).then(|| {
@@ -207,6 +258,7 @@ impl Poller {
             count: Some(PollEnd::Failed),
             warn,
             poll: None,
+            wait: 0,
         }
     }
 }

@@ -100,6 +100,7 @@ fn polls_a_snapshot_at_once_then_every_interval_one_at_a_time() {
             count: Some(PollEnd::Ok { first_whole: true }),
             warn: None,
             poll: None,
+            wait: 0,
         }
     );
     // The next a poll interval (2 s) after the last ended, asking for what changed.
@@ -273,4 +274,93 @@ fn a_poll_envoy_never_ends_is_given_up_past_its_timeout() {
     let done = vm.answer(call, 1_011, 200, &idle(3));
     assert_eq!(done.count, Some(PollEnd::Ok { first_whole: false }));
     assert!(done.warn.unwrap().contains("resumed after 2 s"));
+}
+
+fn offering(cursor: u64, busy: bool) -> Vec<u8> {
+    body(
+        json!({"cursor": cursor, "keys_version": "v1", "revoked": [], "wait_max_seconds": 30, "busy": busy}),
+    )
+}
+
+/// A VM past its first snapshot, its last answer `answer`; the todo that answer gave.
+fn synced_then(vm: &mut Vm, answer: &[u8]) -> Todo {
+    let first = vm.tick(1_000, 0);
+    let call = vm.dispatch(&first);
+    vm.answer(call, 1_000, 200, &snapshot_page(3, false));
+    let next = vm.tick(1_002, 0);
+    let call = vm.dispatch(&next);
+    vm.answer(call, 1_002, 200, answer)
+}
+
+#[test]
+fn an_issuer_that_offers_waits_is_asked_to_hold_each_poll_and_polled_again_at_once() {
+    let mut vm = Vm::new();
+    // The first snapshot asks for no wait: it is news.
+    let todo = synced_then(&mut vm, &offering(3, false));
+    assert_eq!(
+        todo.poll.as_deref(),
+        Some("/apiv2/oauth/edge?since=3&keys=v1&wait=20"),
+        "the smaller of the offer (30) and wait_seconds (20), at once"
+    );
+    assert_eq!(todo.wait, 20);
+    let call = vm.dispatch(&todo);
+    // Held past timeout_ms: not lost before timeout, wait and LOST_AFTER have passed.
+    assert_eq!(vm.tick(1_002 + 2 + 20 + LOST_AFTER - 1, 0), Todo::default());
+    let again = vm.answer(call, 1_020, 200, &offering(3, false));
+    assert_eq!(again.wait, 20);
+    // Busy: the next waits for the poll interval, still asking to wait.
+    let call = vm.dispatch(&again);
+    let busy = vm.answer(call, 1_021, 200, &offering(3, true));
+    assert_eq!((busy.poll, busy.wait), (None, 0));
+    assert_eq!(vm.tick(1_022, 0), Todo::default());
+    let later = vm.tick(1_023, 0);
+    assert_eq!(later.wait, 20);
+    // A failure forgets the offer: polled as before until an answer offers it again.
+    let call = vm.dispatch(&later);
+    let failed = vm.answer(call, 1_023, 400, b"{}");
+    assert_eq!(failed.count, Some(PollEnd::Failed));
+    let plain = vm.tick(1_025, 0);
+    assert_eq!(
+        plain.poll.as_deref(),
+        Some("/apiv2/oauth/edge?since=3&keys=v1")
+    );
+    assert_eq!(plain.wait, 0);
+}
+
+#[test]
+fn a_wait_given_up_as_lost_counts_its_wait_and_an_issuer_without_the_offer_is_polled() {
+    let mut vm = Vm::new();
+    let todo = synced_then(&mut vm, &offering(3, false));
+    vm.dispatch(&todo);
+    let lost = vm.tick(1_002 + 2 + 20 + LOST_AFTER, 0);
+    assert_eq!(lost.count, Some(PollEnd::Failed));
+    let mut old = Vm::new();
+    let todo = synced_then(&mut old, &idle(3));
+    assert_eq!(
+        (todo.poll, todo.wait),
+        (None, 0),
+        "no offer: the poll interval"
+    );
+}
+
+#[test]
+fn polls_sent_at_once_are_bounded_per_second_and_wait_seconds_0_never_waits() {
+    let mut vm = Vm::new();
+    let mut todo = synced_then(&mut vm, &offering(3, false));
+    let mut at_once = 1;
+    while todo.poll.is_some() {
+        let call = vm.dispatch(&todo);
+        todo = vm.answer(call, 1_002, 200, &offering(3, false));
+        at_once += 1;
+    }
+    assert_eq!(at_once, MAX_AT_ONCE + 1, "the one beyond the bound waits");
+    let cfg = Config::parse(
+        br#"{"edge_sync":{"cluster":"issuer","client_id":"edge","client_secret":"s","wait_seconds":0}}"#,
+    )
+    .unwrap();
+    let mut never = Vm::new();
+    never.state = EdgeState::new(&cfg, 1_000);
+    never.cfg = cfg;
+    let todo = synced_then(&mut never, &offering(3, false));
+    assert_eq!((todo.poll, todo.wait), (None, 0));
 }
