@@ -96,6 +96,17 @@ fn register_dpop(registry: &mut Registry) -> Family<RefreshLabels, Counter> {
     dpop
 }
 
+/// Registers `issuer_audit_events_dropped`.
+fn register_audit_dropped(registry: &mut Registry) -> Counter {
+    let audit_dropped = Counter::default();
+    registry.register(
+        "audit_events_dropped",
+        "Security events not recorded in the audit trail (queue full or write failed)",
+        audit_dropped.clone(),
+    );
+    audit_dropped
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("issuer");
@@ -139,12 +150,7 @@ impl Default for Metrics {
              their edge client is at its bound of edges, or the registry is full",
             edges_refused.clone(),
         );
-        let audit_dropped = Counter::default();
-        registry.register(
-            "audit_events_dropped",
-            "Security events not recorded in the audit trail (queue full or write failed)",
-            audit_dropped.clone(),
-        );
+        let audit_dropped = register_audit_dropped(&mut registry);
         let password_checks = Counter::default();
         registry.register(
             "password_checks",

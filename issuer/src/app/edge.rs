@@ -181,11 +181,14 @@ impl App {
     pub async fn edge(&self, call: &Call, query: &str) -> Result<FeedAnswer, ApiError> {
         let client_id = self.edge_client(call).await?;
         let q = EdgeQuery::parse(query)?;
-        let settings = self.feed.settings();
-        let wait = q.wait.map_or(0, |w| w.min(settings.max_wait));
+        // An edge is noted at each answer: one that waits is answered at least twice within
+        // --edge-forget-after, so that it is never forgotten while it waits.
+        let seen_every = (self.settings.edge_forget_after / 2).max(1);
+        let max_wait = self.feed.settings().max_wait.min(seen_every);
+        let wait = q.wait.map_or(0, |w| w.min(max_wait));
         // Subscribed before the first read: a change after it wakes the wait below.
         let mut changes = self.feed.subscribe();
-        let mut out = self.feed_answer(call, &client_id, &q, true).await?;
+        let mut out = self.feed_answer(call, &client_id, &q).await?;
         if wait == 0 || has_news(&out) {
             return Ok(out);
         }
@@ -194,12 +197,11 @@ impl App {
             out.busy = true;
             return Ok(out);
         };
-        self.metrics.feed.set_waiting(self.feed.waiting());
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(wait);
         let mut ended = "quiet";
         let mut answer = Ok(out);
         while changes.next(deadline).await {
-            answer = self.feed_answer(call, &client_id, &q, false).await;
+            answer = self.feed_answer(call, &client_id, &q).await;
             if answer.as_ref().map_or(true, has_news) {
                 ended = if answer.is_ok() { "news" } else { "failed" };
                 break;
@@ -207,9 +209,11 @@ impl App {
         }
         if changes.closing() {
             ended = "closing";
+        } else if ended == "quiet" {
+            // The edge held everything while it waited: noted so as of now.
+            answer = self.feed_answer(call, &client_id, &q).await;
         }
         drop(hold);
-        self.metrics.feed.set_waiting(self.feed.waiting());
         self.metrics.feed.wait_ended(ended);
         answer
     }
@@ -248,14 +252,12 @@ impl App {
         Ok(client_id)
     }
 
-    /// The answer to `q` from the store as it is now; `note`: the poll is noted in the list of
-    /// edges (once a request, not at each wake-up).
+    /// The answer to `q` from the store as it is now, the poll noted in the list of edges.
     async fn feed_answer(
         &self,
         call: &Call,
         client_id: &str,
         q: &EdgeQuery,
-        note: bool,
     ) -> Result<FeedAnswer, ApiError> {
         let asked = q.since.unwrap_or_default();
         let mut since = asked.seq;
@@ -273,7 +275,7 @@ impl App {
         let (revoked, cursor, more) = cut(&page, since, full, PAGE, PAGE_BYTES, entry_json);
         let ring = self.ring();
         let version = keys_version(&ring, self.settings.access_ttl);
-        if let Some(edge) = edge_book::identity(&call.headers).filter(|_| note) {
+        if let Some(edge) = edge_book::identity(&call.headers) {
             let poll = edge_book::Poll {
                 client: client_id,
                 keys: q.keys.as_deref(),

@@ -14,6 +14,7 @@
 //! poll interval later. Each wait lasts at most [`FeedWaitSettings::max_wait`] seconds. When the
 //! issuer stops, every waiting request is answered at once.
 
+use prometheus_client::metrics::gauge::Gauge;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -59,19 +60,23 @@ pub struct FeedWaits {
     closing: watch::Sender<bool>,
     waiting: Arc<AtomicUsize>,
     per_client: Arc<Mutex<HashMap<String, usize>>>,
+    gauge: Gauge,
 }
 
-/// A request's place among the waiting ones, given back when dropped.
+/// A request's place among the waiting ones, given back when dropped (also when the edge went
+/// away and the request was dropped unanswered).
 #[derive(Debug)]
 pub struct Hold {
     client: String,
     waiting: Arc<AtomicUsize>,
     per_client: Arc<Mutex<HashMap<String, usize>>>,
+    gauge: Gauge,
 }
 
 impl Drop for Hold {
     fn drop(&mut self) {
         self.waiting.fetch_sub(1, Ordering::Relaxed);
+        self.gauge.dec();
         let mut per = self
             .per_client
             .lock()
@@ -95,9 +100,10 @@ pub enum Busy {
 }
 
 impl FeedWaits {
-    /// No request waiting, generation 0.
-    pub fn new(settings: FeedWaitSettings) -> Self {
+    /// No request waiting, generation 0; `gauge` follows the number of waiting requests.
+    pub fn new(settings: FeedWaitSettings, gauge: Gauge) -> Self {
         Self {
+            gauge,
             settings,
             generation: watch::Sender::new(0),
             closing: watch::Sender::new(false),
@@ -142,7 +148,9 @@ impl FeedWaits {
         }
         per.insert(client.to_owned(), mine + 1);
         self.waiting.fetch_add(1, Ordering::Relaxed);
+        self.gauge.inc();
         Ok(Hold {
+            gauge: self.gauge.clone(),
             client: client.to_owned(),
             waiting: self.waiting.clone(),
             per_client: self.per_client.clone(),
@@ -191,11 +199,12 @@ mod tests {
     use std::time::Duration;
 
     fn bounded(total: usize, per: usize) -> FeedWaits {
-        FeedWaits::new(FeedWaitSettings {
+        let settings = FeedWaitSettings {
             max_wait: 5,
             max_waiting: total,
             max_waiting_per_client: per,
-        })
+        };
+        FeedWaits::new(settings, Gauge::default())
     }
 
     #[test]
@@ -206,9 +215,9 @@ mod tests {
         assert_eq!(w.hold("a").unwrap_err(), Busy::Client);
         let _b1 = w.hold("b").unwrap();
         assert_eq!(w.hold("c").unwrap_err(), Busy::Issuer);
-        assert_eq!(w.waiting(), 3);
+        assert_eq!((w.waiting(), w.gauge.get()), (3, 3));
         drop(a1);
-        assert_eq!(w.waiting(), 2);
+        assert_eq!((w.waiting(), w.gauge.get()), (2, 2));
         let _c1 = w.hold("c").unwrap();
         assert_eq!(w.hold("a").unwrap_err(), Busy::Issuer);
     }

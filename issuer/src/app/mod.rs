@@ -166,8 +166,8 @@ impl App {
             now(),
         );
         let revoke_budget = revoke_budget::RevokeBudget::new(settings.revocations_per_minute);
-        let feed = feed_wait::FeedWaits::new(settings.feed);
         let metrics = Metrics::default();
+        let feed = feed_wait::FeedWaits::new(settings.feed, metrics.feed.waiting());
         let audit = crate::audit::AuditLog::spawn(store.clone(), metrics.audit_dropped());
         let password = flow_password::PasswordGrant {
             users: store.clone(),

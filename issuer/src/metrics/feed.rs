@@ -44,9 +44,9 @@ impl FeedMetrics {
         );
     }
 
-    /// Sets the number of waiting requests.
-    pub fn set_waiting(&self, n: usize) {
-        self.waiting.set(i64::try_from(n).unwrap_or(i64::MAX));
+    /// The gauge of waiting requests, which their holds move.
+    pub fn waiting(&self) -> Gauge {
+        self.waiting.clone()
     }
 
     /// Counts a request that asked to wait, by how it ended.

@@ -15,6 +15,7 @@ mod edge_outage;
 mod edges_report;
 mod envoy;
 mod failover;
+mod feed_wait;
 mod hostile;
 mod hot_restart;
 mod multi_issuer;

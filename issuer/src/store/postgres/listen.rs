@@ -4,9 +4,11 @@
 //!
 //! The connection is the listener's alone: a pooled one goes back to the pool and a pooler in
 //! transaction mode hands each transaction another server session, where no `LISTEN` holds. It
-//! is checked with a query every [`CHECK_EVERY`] (a connection cut without a FIN would otherwise
-//! stay silent for good), and connected again by the next call after any failure; each new
-//! connection begins with [`Notice::Listening`], for whatever changed unheard meanwhile.
+//! is checked every [`CHECK_EVERY`]: a connection cut without a FIN would otherwise stay silent
+//! for good, and one to a server that turned read-only (a primary demoted in place, or a
+//! standby) hears nothing the new primary commits, so either is dropped, and the next call
+//! connects again (with `target_session_attrs=read-write`, to the primary). Each new connection
+//! begins with [`Notice::Listening`], for whatever changed unheard meanwhile.
 
 use super::PgStore;
 use crate::store::storage::{ChangeListener, Notice, Notices};
@@ -91,6 +93,28 @@ where
     Ok((client, rx))
 }
 
+/// Whether `client`'s server still answers and takes writes (where notifications come from).
+async fn check(client: &Client) -> Result<(), StoreError> {
+    let asked = tokio::time::timeout(
+        CHECK_WITHIN,
+        client.simple_query("SHOW transaction_read_only"),
+    );
+    let answer = asked
+        .await
+        .map_err(|_| StoreError::Unavailable("the LISTEN connection did not answer".into()))??;
+    let writable = answer.iter().any(|m| match m {
+        tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0) == Some("off"),
+        _ => false,
+    });
+    if writable {
+        Ok(())
+    } else {
+        Err(StoreError::Unavailable(
+            "the LISTEN connection's server is read-only (a failover)".into(),
+        ))
+    }
+}
+
 impl PgListener {
     async fn connect(&self) -> Result<(Client, mpsc::UnboundedReceiver<Heard>), StoreError> {
         let attempt = async {
@@ -128,11 +152,8 @@ impl ChangeListener for PgListener {
                     None => break Err(StoreError::Unavailable("the listener stopped".into())),
                 },
                 () = tokio::time::sleep(CHECK_EVERY) => {
-                    let check = tokio::time::timeout(CHECK_WITHIN, client.simple_query("SELECT 1"));
-                    match check.await {
-                        Ok(Ok(_)) => {}
-                        Ok(Err(e)) => break Err(StoreError::from(e)),
-                        Err(_) => break Err(StoreError::Unavailable("the LISTEN connection did not answer".into())),
+                    if let Err(e) = check(client).await {
+                        break Err(e);
                     }
                 }
             }
