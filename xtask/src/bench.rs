@@ -15,7 +15,10 @@ mod dpop;
 mod edge;
 mod envoy;
 mod failover;
+mod feed;
+mod fleet;
 mod issuer;
+mod raw_http;
 mod store;
 mod traffic;
 mod wrk;
@@ -45,6 +48,7 @@ pub enum Sections {
     Directory,
     Failover,
     Dpop,
+    Feed,
 }
 
 /// The issuer and the examples that fill its stores, in one build: built apart, the examples'
@@ -160,6 +164,9 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
     if sections == Sections::Edge {
         return bench_edge(&s, quick, &tools, None, started);
     }
+    if sections == Sections::Feed {
+        return bench_feed(&s, quick, &tools, started);
+    }
     // Only the traffic runs load the variants and the native modules.
     let modules = envoy::Modules::build(ours)?;
     if sections == Sections::Dpop {
@@ -194,6 +201,7 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
     let section = how + &report(&traffic, &iss_res, &iss_cmd, &micro, wasm_size);
     publish("bench", &section, started)?;
     bench_edge(&s, quick, &tools, Some(revocations), started)?;
+    bench_feed(&s, quick, &tools, started)?;
     bench_stores(&s, quick, started)?;
     bench_directory(&s, quick, started)?;
     bench_failover(&s, quick, started)?;
@@ -261,6 +269,21 @@ fn bench_dpop(
         dpop::report(&results)
     );
     publish("bench-dpop", &body, started)
+}
+
+/// Revocation latency with waiting edges and the fleet one issuer serves, written to their own
+/// section of BENCHMARKS.md.
+fn bench_feed(s: &Settings, quick: bool, tools: &e2e::Tools, started: Instant) -> Result<()> {
+    let dir = fresh_dir("bench-feed")?;
+    let latency = feed::bench_latency(&dir, tools, quick)?;
+    let runs = fleet::bench_fleet(&dir, tools, quick)?;
+    let how = measured_by(s, quick, "run", "one run of each");
+    let body = format!(
+        "### Edge sync that waits: revocation latency and the fleet one issuer serves\n\n{how}{}\n{}",
+        feed::report(&latency),
+        fleet::report(&runs)
+    );
+    publish("bench-feed", &body, started)
 }
 
 /// The edge sync runs, written to their own section of BENCHMARKS.md.

@@ -107,6 +107,9 @@ pub struct Only {
     /// The DPoP runs alone (bound tokens, a fresh proof a request, against jwt_authn ES256)
     #[arg(long)]
     dpop: bool,
+    /// The waiting edge sync runs alone (revocation latency, the fleet one issuer serves)
+    #[arg(long)]
+    feed: bool,
 }
 
 impl Only {
@@ -121,6 +124,7 @@ impl Only {
             } => Sections::Directory,
             Only { failover: true, .. } => Sections::Failover,
             Only { dpop: true, .. } => Sections::Dpop,
+            Only { feed: true, .. } => Sections::Feed,
             _ => Sections::All,
         }
     }

@@ -207,6 +207,8 @@ async fn beyond_the_bound_of_waiting_polls_edges_are_answered_busy_and_still_syn
     assert_eq!(sample(&m, "issuer_feed_waiting", ""), 1, "{m}");
     let token = client_token(&s).await;
     crate::edge::revoke(&s, &token).await;
+    // The waiting VM refuses at once, the busy ones after their next poll, within a second.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     refused_everywhere(&s, &token, Instant::now(), "revoked beyond the bound").await;
     // The test's poll was answered: busy at once, or with the revocation as news.
     let own = own.await.unwrap();

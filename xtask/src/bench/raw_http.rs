@@ -1,0 +1,98 @@
+//! The few HTTP/1.1 exchanges the revocation benches make, over plain `TcpStream`s to
+//! loopback: a request written by hand and its answer read to its end, so that a probe keeps one
+//! connection (and so one Envoy worker) and a time is taken the moment an answer is in, with no
+//! client library or subprocess between.
+
+use anyhow::{bail, Context, Result};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+
+/// One connection, kept alive across requests.
+pub(super) struct Conn {
+    reader: BufReader<TcpStream>,
+}
+
+/// An answer: its status and body.
+pub(super) struct Answer {
+    pub(super) status: u16,
+    pub(super) body: Vec<u8>,
+}
+
+impl Conn {
+    pub(super) fn open(port: u16) -> Result<Self> {
+        let stream = TcpStream::connect(("127.0.0.1", port))?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
+        Ok(Self {
+            reader: BufReader::new(stream),
+        })
+    }
+
+    /// Sends `method path` with `headers` and `body` (a form, if any) and reads the answer.
+    pub(super) fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Result<Answer> {
+        let mut req = format!("{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n");
+        for (name, value) in headers {
+            req.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if !body.is_empty() {
+            req.push_str("content-type: application/x-www-form-urlencoded\r\n");
+        }
+        req.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+        self.reader.get_mut().write_all(req.as_bytes())?;
+        self.read_answer()
+    }
+
+    fn read_answer(&mut self) -> Result<Answer> {
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        let status = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .with_context(|| format!("no HTTP status line: {line:?}"))?;
+        let mut length = None;
+        loop {
+            line.clear();
+            if self.reader.read_line(&mut line)? == 0 {
+                bail!("the connection closed inside the headers");
+            }
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse::<usize>().ok();
+                }
+            }
+        }
+        let mut body = vec![0; length.context("an answer without content-length")?];
+        self.reader.read_exact(&mut body)?;
+        Ok(Answer { status, body })
+    }
+}
+
+/// One exchange on a connection of its own.
+pub(super) fn once(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<Answer> {
+    Conn::open(port)?.send(method, path, headers, body)
+}
+
+/// The port of a `http://127.0.0.1:PORT` URL.
+pub(super) fn port_of(url: &str) -> Result<u16> {
+    url.rsplit(':')
+        .next()
+        .and_then(|p| p.trim_end_matches('/').parse().ok())
+        .with_context(|| format!("no port in {url}"))
+}
