@@ -179,7 +179,8 @@ impl App {
     /// `GET /apiv2/oauth/edge` with the query `query`: the feed's answer, at once or, when the
     /// edge asks to wait and has everything, once there is news or the wait is over.
     pub async fn edge(&self, call: &Call, query: &str) -> Result<FeedAnswer, ApiError> {
-        let client_id = self.edge_client(call).await?;
+        // The steps before and after the wait boxed: a held request keeps only the wait's state.
+        let client_id = Box::pin(self.edge_client(call)).await?;
         let q = EdgeQuery::parse(query)?;
         // An edge is noted at each answer: one that waits is answered at least twice within
         // --edge-forget-after, so that it is never forgotten while it waits.
@@ -188,7 +189,7 @@ impl App {
         let wait = q.wait.map_or(0, |w| w.min(max_wait));
         // Subscribed before the first read: a change after it wakes the wait below.
         let mut changes = self.feed.subscribe();
-        let mut out = self.feed_answer(call, &client_id, &q).await?;
+        let mut out = Box::pin(self.feed_answer(call, &client_id, &q)).await?;
         if wait == 0 || has_news(&out) {
             return Ok(out);
         }
@@ -201,7 +202,7 @@ impl App {
         let mut ended = "quiet";
         let mut answer = Ok(out);
         while changes.next(deadline).await {
-            answer = self.feed_answer(call, &client_id, &q).await;
+            answer = Box::pin(self.feed_answer(call, &client_id, &q)).await;
             if answer.as_ref().map_or(true, has_news) {
                 ended = if answer.is_ok() { "news" } else { "failed" };
                 break;
@@ -211,7 +212,7 @@ impl App {
             ended = "closing";
         } else if ended == "quiet" {
             // The edge held everything while it waited: noted so as of now.
-            answer = self.feed_answer(call, &client_id, &q).await;
+            answer = Box::pin(self.feed_answer(call, &client_id, &q)).await;
         }
         drop(hold);
         self.metrics.feed.wait_ended(ended);

@@ -19,6 +19,9 @@ pub struct PgFiles<'a> {
     pub ca: Option<&'a Path>,
     /// The database password, for a URL without one (`--store-password-file`, mode 0600).
     pub password: Option<&'a Path>,
+    /// Where the issuer `LISTEN`s for other issuers' changes, when not at the store's URL (a
+    /// pooler in transaction mode in front: `--store-listen-url`).
+    pub listen_url: Option<&'a str>,
 }
 
 /// A store's location.
@@ -75,6 +78,7 @@ impl Location {
         let options = ConnectOptions {
             ca_file: files.ca,
             password: files.password.map(read_password).transpose()?,
+            listen_url: files.listen_url,
         };
         Ok(Arc::new(
             PgStore::connect_options(url, options, kek, now, policy).await?,

@@ -94,6 +94,25 @@ async fn works_through(pooled: &Pooled) {
         refresh(&http, &format!("{url}/apiv2/oauth/token"), &secret, &rt).await;
     }
     assert_eq!(readyz(&http, &url).await, 200, "{}", pooled.issuer_log());
+    // A session keeps the LISTEN: the notification the issuer sends itself comes back.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let metrics = http.get(format!("{url}/metrics")).send().await.unwrap();
+        if metrics
+            .text()
+            .await
+            .unwrap()
+            .contains("issuer_feed_listening 1")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not listening:\n{}",
+            pooled.issuer_log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     // An admin command through the pooler sees what the server wrote.
     let clients = issuer_admin_on(tools, &pooled.store, &["client", "list"], None).unwrap();
     assert!(clients.contains(demo::CLIENT), "{clients}");

@@ -40,12 +40,15 @@ pub(super) struct Latency {
     pub(super) command: String,
 }
 
+/// A probe's round, and the instants of its last 200 and its first 401 in it.
+type Seen = (u64, Option<Instant>, Option<Instant>);
+
 /// What the probes share with the rounds: the token, the round number, and per probe the round
 /// and time of its last 200 and its first 401.
 struct Shared {
     token: RwLock<String>,
     round: AtomicU64,
-    seen: Mutex<Vec<(u64, Option<Instant>, Option<Instant>)>>,
+    seen: Mutex<Vec<Seen>>,
     stop: AtomicBool,
     calls: AtomicU64,
 }

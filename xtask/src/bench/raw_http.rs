@@ -56,7 +56,7 @@ impl Conn {
             .nth(1)
             .and_then(|s| s.parse().ok())
             .with_context(|| format!("no HTTP status line: {line:?}"))?;
-        let mut length = None;
+        let (mut length, mut chunked) = (None, false);
         loop {
             line.clear();
             if self.reader.read_line(&mut line)? == 0 {
@@ -70,11 +70,45 @@ impl Conn {
                 if name.eq_ignore_ascii_case("content-length") {
                     length = value.trim().parse::<usize>().ok();
                 }
+                if name.eq_ignore_ascii_case("transfer-encoding") {
+                    chunked = value.trim().eq_ignore_ascii_case("chunked");
+                }
             }
         }
-        let mut body = vec![0; length.context("an answer without content-length")?];
-        self.reader.read_exact(&mut body)?;
+        let body = match (length, chunked) {
+            (_, true) => self.read_chunks()?,
+            (Some(n), false) => {
+                let mut body = vec![0; n];
+                self.reader.read_exact(&mut body)?;
+                body
+            }
+            (None, false) => {
+                let mut body = Vec::new();
+                self.reader.read_to_end(&mut body)?;
+                body
+            }
+        };
         Ok(Answer { status, body })
+    }
+
+    /// A chunked body (RFC 9112 section 7.1), without trailers.
+    fn read_chunks(&mut self) -> Result<Vec<u8>> {
+        let mut body = Vec::new();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line)?;
+            let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+                .with_context(|| format!("a chunk size: {line:?}"))?;
+            let start = body.len();
+            body.resize(start + size, 0);
+            self.reader.read_exact(&mut body[start..])?;
+            line.clear();
+            self.reader.read_line(&mut line)?;
+            if size == 0 {
+                return Ok(body);
+            }
+        }
     }
 }
 

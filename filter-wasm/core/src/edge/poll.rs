@@ -17,8 +17,8 @@
 //! poll asks the issuer to hold it until there is news (`wait=S`, the smaller of the two), its
 //! timeout that much longer, and the next poll goes out as soon as the answer is in: one poll
 //! under way per VM at all times. A `"busy"` answer (the issuer holds as many as it allows), a
-//! failure, or more than [`MAX_AT_ONCE`] polls sent at once within one second fall back to the
-//! poll interval; a failure also forgets the offer until an answer makes it again, so an issuer
+//! failure, or more than [`MAX_AT_ONCE`] polls within one second after answers that brought no
+//! revocation fall back to the poll interval; a failure also forgets the offer until an answer makes it again, so an issuer
 //! that never offered it (or a downgraded one) is polled as before.
 
 use super::{EdgeState, FeedError, FeedUpdate};
@@ -32,9 +32,10 @@ pub const WARN_EVERY: u64 = 60;
 /// counted as failed).
 pub const LOST_AFTER: u64 = 5;
 
-/// Polls sent at once after an answer, within one second, beyond which the next waits for the
-/// poll interval: two issuers behind one cluster that disagree (say, on the token lifetime)
-/// would otherwise answer each other's keys at once, forever.
+/// Polls sent at once, within one second, after answers that brought no revocation, beyond which
+/// the next waits for the poll interval: two issuers behind one cluster that disagree (say, on
+/// the token lifetime) would otherwise answer each other's keys at once, forever. An answer that
+/// brought revocations moved the cursor on, and the next poll always goes out at once.
 pub const MAX_AT_ONCE: u32 = 10;
 
 /// How a poll ended, for the counters `edge_sync_ok`, `edge_sync_first_ok` and
@@ -211,6 +212,7 @@ impl Poller {
         };
         let more = update.more;
         let busy = update.busy;
+        let progress = !update.entries.is_empty();
         self.offered = update.wait_max;
         let before = state.caught_up();
         state.apply(update, now);
@@ -222,7 +224,8 @@ impl Poller {
         });
         self.next_at = now.saturating_add(sync.poll_interval);
         let waits = self.offered.is_some() && sync.wait_seconds > 0 && !busy;
-        let poll = (more || (waits && self.at_once(now))).then(|| self.path(sync, state));
+        let poll =
+            (more || (waits && (progress || self.at_once(now)))).then(|| self.path(sync, state));
         Todo {
             count: Some(PollEnd::Ok {
                 first_whole: !before && state.caught_up(),

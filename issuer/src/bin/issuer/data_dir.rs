@@ -77,6 +77,11 @@ pub struct DataDir {
     /// without one: a password in the URL shows in `ps`.
     #[arg(long, env = "ISSUER_STORE_PASSWORD_FILE", global = true)]
     store_password_file: Option<PathBuf>,
+    /// With a --store URL through a pooler in transaction mode: a URL of the database itself
+    /// (or of a pooler in session mode) where `issuer serve` LISTENs for the changes other
+    /// issuers make (docs/deploy-postgres.md). The password file and CA file apply to it too.
+    #[arg(long, env = "ISSUER_STORE_LISTEN_URL", global = true)]
+    store_listen_url: Option<String>,
 }
 
 impl DataDir {
@@ -116,6 +121,7 @@ impl DataDir {
             previous_kek: self.previous_kek_file.as_deref(),
             ca: self.store_ca_file.as_deref(),
             password: self.store_password_file.as_deref(),
+            listen_url: self.store_listen_url.as_deref(),
         }
     }
 

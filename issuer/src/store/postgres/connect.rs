@@ -11,6 +11,8 @@ pub struct ConnectOptions<'a> {
     pub ca_file: Option<&'a std::path::Path>,
     /// The password, when the URL holds none (`--store-password-file`).
     pub password: Option<Zeroizing<Vec<u8>>>,
+    /// The URL the change listener connects to, if not the store's (`--store-listen-url`).
+    pub listen_url: Option<&'a str>,
 }
 
 /// The connection settings of `url` with `password`, and the session settings every

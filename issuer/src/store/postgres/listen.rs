@@ -8,7 +8,9 @@
 //! for good, and one to a server that turned read-only (a primary demoted in place, or a
 //! standby) hears nothing the new primary commits, so either is dropped, and the next call
 //! connects again (with `target_session_attrs=read-write`, to the primary). Each new connection
-//! begins with [`Notice::Listening`], for whatever changed unheard meanwhile.
+//! begins with [`Notice::Listening`], for whatever changed unheard meanwhile, once a
+//! notification it sent itself came back (through a pooler in transaction mode none does:
+//! `--store-listen-url` then names a way to the database that keeps the session).
 
 use super::PgStore;
 use crate::store::storage::{ChangeListener, Notice, Notices};
@@ -123,9 +125,22 @@ impl PgListener {
                 None => connect_with(&self.to.config, tokio_postgres::NoTls).await,
             }
         };
-        tokio::time::timeout(CHECK_WITHIN, attempt)
+        let (client, mut heard) = tokio::time::timeout(CHECK_WITHIN, attempt)
             .await
-            .map_err(|_| StoreError::Unavailable("connecting to LISTEN timed out".into()))?
+            .map_err(|_| StoreError::Unavailable("connecting to LISTEN timed out".into()))??;
+        // A notification to itself must come back: through a pooler in transaction mode the
+        // LISTEN holds on no session, and nothing would ever be heard.
+        client
+            .batch_execute(&format!("NOTIFY {CHANNEL}, 'listen-check'"))
+            .await?;
+        match tokio::time::timeout(CHECK_WITHIN, heard.recv()).await {
+            Ok(Some(Heard::Notified)) => Ok((client, heard)),
+            _ => Err(StoreError::Unavailable(
+                "a notification sent on the LISTEN connection never came back (a pooler in \
+                 transaction mode? see --store-listen-url)"
+                    .into(),
+            )),
+        }
     }
 }
 

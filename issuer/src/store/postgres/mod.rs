@@ -213,6 +213,7 @@ impl PgStore {
         let options = ConnectOptions {
             ca_file,
             password: None,
+            listen_url: None,
         };
         Self::connect_options(url, options, kek, now, policy).await
     }
@@ -227,6 +228,10 @@ impl PgStore {
         policy: RefreshPolicy,
     ) -> Result<Self, OpenError> {
         let ca_file = options.ca_file;
+        let listen_config = match options.listen_url {
+            Some(listen) => pool_config(listen, options.password.clone())?,
+            None => pool_config(url, options.password.clone())?,
+        };
         let config = pool_config(url, options.password)?;
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
@@ -242,7 +247,7 @@ impl PgStore {
             None
         };
         let listen = listen::ListenTo {
-            config: config.clone(),
+            config: listen_config,
             tls: connector.clone(),
         };
         let manager = match connector {

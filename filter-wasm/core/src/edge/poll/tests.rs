@@ -354,6 +354,18 @@ fn polls_sent_at_once_are_bounded_per_second_and_wait_seconds_0_never_waits() {
         at_once += 1;
     }
     assert_eq!(at_once, MAX_AT_ONCE + 1, "the one beyond the bound waits");
+    // Answers that bring revocations are progress: polled at once however many.
+    let mut busy_stream = Vm::new();
+    let mut todo = synced_then(&mut busy_stream, &offering(3, false));
+    for seq in 4..4 + 3 * u64::from(MAX_AT_ONCE) {
+        let call = busy_stream.dispatch(&todo);
+        let news = body(json!({
+            "cursor": seq, "keys_version": "v1", "wait_max_seconds": 30,
+            "revoked": [{"kind": "user", "name": format!("u{seq}"), "seq": seq, "at": 1, "until": 9_999}],
+        }));
+        todo = busy_stream.answer(call, 1_002, 200, &news);
+        assert_eq!(todo.wait, 20, "revocation {seq} is followed at once");
+    }
     let cfg = Config::parse(
         br#"{"edge_sync":{"cluster":"issuer","client_id":"edge","client_secret":"s","wait_seconds":0}}"#,
     )
