@@ -265,13 +265,22 @@ impl App {
         let mut full = q.since.is_none();
         // One more than a page, to know whether more are waiting.
         let read = |since| self.store.revocations(since, now(), PAGE + 1);
-        let mut page = read(since).await?;
+        // The edges woken by one change mostly ask after the same cursor: one read serves them.
+        let generation = self.feed.generation();
+        let mut page = match self.feed.cached_page(generation, since) {
+            Some(page) => page,
+            None => {
+                let page = std::sync::Arc::new(read(since).await?);
+                self.feed.cache_page(generation, since, page.clone());
+                page
+            }
+        };
         if !full && !page.continues(asked.seq, asked.stamp) {
             // The edge's cursor is not of this store's history (it was restored from a backup),
             // or its entry was swept: a full snapshot, which the edge adds to what it holds.
             since = 0;
             full = true;
-            page = read(0).await?;
+            page = std::sync::Arc::new(read(0).await?);
         }
         let (revoked, cursor, more) = cut(&page, since, full, PAGE, PAGE_BYTES, entry_json);
         let ring = self.ring();

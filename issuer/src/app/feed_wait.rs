@@ -15,6 +15,7 @@
 //! issuer stops, every waiting request is answered at once.
 
 use prometheus_client::metrics::gauge::Gauge;
+use shared::revocation::RevocationPage;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -61,6 +62,9 @@ pub struct FeedWaits {
     waiting: Arc<AtomicUsize>,
     per_client: Arc<Mutex<HashMap<String, usize>>>,
     gauge: Gauge,
+    /// The last page of revocations read, with the generation seen before the read and the
+    /// cursor it was read after.
+    page: Mutex<Option<(u64, u64, Arc<RevocationPage>)>>,
 }
 
 /// A request's place among the waiting ones, given back when dropped (also when the edge went
@@ -109,7 +113,27 @@ impl FeedWaits {
             closing: watch::Sender::new(false),
             waiting: Arc::new(AtomicUsize::new(0)),
             per_client: Arc::default(),
+            page: Mutex::new(None),
         }
+    }
+
+    /// The current generation: read it before reading the store, to label what was read.
+    pub fn generation(&self) -> u64 {
+        *self.generation.borrow()
+    }
+
+    /// The page read after `since` by a request that saw `generation` before its read: it holds
+    /// every change signalled up to that generation, so it serves any request that saw the same.
+    pub fn cached_page(&self, generation: u64, since: u64) -> Option<Arc<RevocationPage>> {
+        let page = self.page.lock().unwrap_or_else(PoisonError::into_inner);
+        page.as_ref()
+            .filter(|(g, s, _)| *g == generation && *s == since)
+            .map(|(_, _, p)| p.clone())
+    }
+
+    /// Keeps `page`, read after `since` with `generation` seen before the read.
+    pub fn cache_page(&self, generation: u64, since: u64, page: Arc<RevocationPage>) {
+        *self.page.lock().unwrap_or_else(PoisonError::into_inner) = Some((generation, since, page));
     }
 
     /// The bounds.
@@ -235,6 +259,20 @@ mod tests {
         let soon = tokio::time::Instant::now() + Duration::from_secs(2);
         assert!(!changes.next(soon).await, "nothing new: the wait ends");
         assert!(tokio::time::Instant::now() >= soon);
+    }
+
+    #[test]
+    fn a_page_serves_only_its_generation_and_cursor() {
+        let w = bounded(1, 1);
+        let page = Arc::new(RevocationPage::default());
+        w.cache_page(w.generation(), 7, page.clone());
+        assert!(w.cached_page(0, 7).is_some());
+        assert!(w.cached_page(0, 8).is_none());
+        w.changed();
+        assert!(
+            w.cached_page(w.generation(), 7).is_none(),
+            "a change makes it stale"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -215,3 +215,13 @@ fn a_vm_name_gives_back_its_number() {
         assert_eq!(vm_ordinal(other), None, "{other}");
     }
 }
+
+#[test]
+fn answers_with_fields_a_reader_does_not_know_still_parse() {
+    // How filters older than a field read answers that carry it (`wait_max_seconds` and `busy`
+    // were added so): unknown fields are ignored, never refused.
+    let v = json!({"cursor": 4, "keys_version": "v", "revoked": [], "wait_max_seconds": 30,
+                   "busy": true, "a_field_of_the_future": {"x": 1}});
+    let a: FeedAnswer = serde_json::from_value(v).unwrap();
+    assert_eq!((a.cursor, a.wait_max_seconds, a.busy), (4, Some(30), true));
+}

@@ -208,12 +208,49 @@ async fn a_killed_primary_fails_over_to_its_synchronous_standby_under_load() {
         assert_eq!(stored.get(family), Some(&want), "family {family}");
     }
 
-    // Edge sync goes on: a revocation made after the failover is refused at Envoy within 2 s.
+    // Both issuers listen for each other's changes again, on the promoted standby.
+    let ports: Vec<u16> = std::iter::once(s.ports.issuer)
+        .chain(s.more_issuers.iter().copied())
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for port in &ports {
+        while !issuer_metrics(*port)
+            .await
+            .contains("issuer_feed_listening 1")
+        {
+            assert!(
+                Instant::now() < deadline,
+                "issuer {port} is not listening\n{}",
+                s.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    // Edge sync goes on, the edges waiting on the issuers: a revocation made after the failover
+    // is refused at Envoy within 2 s, and it ended a wait with news.
+    let news = |m: &str| {
+        m.lines()
+            .any(|l| l.starts_with("issuer_feed_waits_total{result=\"news\"}"))
+    };
     let token = access(&password(&s, demo::USER, demo::PASSWORD).await);
     assert_eq!(call(&s, &token).await.0, 200);
     revoke(&s, &token).await;
     refused_everywhere(&s, &token, Instant::now(), "revoked after the failover").await;
+    let mut woken = false;
+    for port in &ports {
+        woken |= news(&issuer_metrics(*port).await);
+    }
+    assert!(woken, "no wait ended with news");
     assert!(s.stop());
+}
+
+/// The `/metrics` text of the issuer on `port`.
+async fn issuer_metrics(port: u16) -> String {
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    match reqwest::get(&url).await {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
 }
 
 /// Connections of the issuers' database role ([`ISSUER_ROLE`]) to `pg`.
