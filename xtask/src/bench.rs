@@ -165,7 +165,7 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
         return bench_edge(&s, quick, &tools, None, started);
     }
     if sections == Sections::Feed {
-        return bench_feed(&s, quick, &tools, started);
+        return bench_feed(quick, &tools, started);
     }
     // Only the traffic runs load the variants and the native modules.
     let modules = envoy::Modules::build(ours)?;
@@ -201,7 +201,7 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
     let section = how + &report(&traffic, &iss_res, &iss_cmd, &micro, wasm_size);
     publish("bench", &section, started)?;
     bench_edge(&s, quick, &tools, Some(revocations), started)?;
-    bench_feed(&s, quick, &tools, started)?;
+    bench_feed(quick, &tools, started)?;
     bench_stores(&s, quick, started)?;
     bench_directory(&s, quick, started)?;
     bench_failover(&s, quick, started)?;
@@ -273,11 +273,16 @@ fn bench_dpop(
 
 /// Revocation latency with waiting edges and the fleet one issuer serves, written to their own
 /// section of BENCHMARKS.md.
-fn bench_feed(s: &Settings, quick: bool, tools: &e2e::Tools, started: Instant) -> Result<()> {
+fn bench_feed(quick: bool, tools: &e2e::Tools, started: Instant) -> Result<()> {
     let dir = fresh_dir("bench-feed")?;
     let latency = feed::bench_latency(&dir, tools, quick)?;
     let runs = fleet::bench_fleet(&dir, tools, quick)?;
-    let how = measured_by(s, quick, "run", "one run of each");
+    let how = format!(
+        "Measured by `cargo xtask bench{}` on {} ({}; one run).\n\n",
+        if quick { " --quick" } else { "" },
+        crate::util::utc_now(),
+        machine()
+    );
     let body = format!(
         "### Edge sync that waits: revocation latency and the fleet one issuer serves\n\n{how}{}\n{}",
         feed::report(&latency),
