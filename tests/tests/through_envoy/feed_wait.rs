@@ -88,11 +88,14 @@ async fn revoke_at(s: &Stack, port: u16, token: &str) {
     assert_eq!(r.status(), 200);
 }
 
+/// The issuers' listening backends (by their `application_name`), by pid.
+const LISTENERS: &str = "FROM pg_stat_activity WHERE application_name = 'mms-issuer feed listener'";
+
 /// The backends `LISTEN`ing on the feed's channel, by pid.
 fn listeners(s: &mut Stack) -> Vec<String> {
     let pg = s.postgres().unwrap();
     let out = pg
-        .psql("SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN mms_feed' ORDER BY pid")
+        .psql(&format!("SELECT pid {LISTENERS} ORDER BY pid"))
         .unwrap();
     out.split_whitespace().map(str::to_owned).collect()
 }
@@ -145,9 +148,8 @@ async fn a_revocation_through_one_issuer_reaches_an_envoy_waiting_on_the_other()
         let cut = tokio::task::block_in_place(|| listeners(&mut s));
         assert_eq!(cut.len(), 2, "one LISTEN connection per issuer: {cut:?}");
         let pg = s.postgres().unwrap();
-        let sql = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                   WHERE query = 'LISTEN mms_feed'";
-        tokio::task::block_in_place(|| pg.psql(sql)).unwrap();
+        let sql = format!("SELECT pg_terminate_backend(pid) {LISTENERS}");
+        tokio::task::block_in_place(|| pg.psql(&sql)).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let now = tokio::task::block_in_place(|| listeners(&mut s));

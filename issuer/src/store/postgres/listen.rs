@@ -26,6 +26,8 @@ use tokio_postgres::{AsyncMessage, Client, Config, Connection, Socket};
 pub const CHANNEL: &str = "mms_feed";
 /// How often the listening connection is checked with a query.
 pub const CHECK_EVERY: Duration = Duration::from_secs(5);
+/// The `application_name` of the listening connection, as `pg_stat_activity` shows it.
+pub const APPLICATION_NAME: &str = "mms-issuer feed listener";
 /// How long the check, and a connection attempt, may take.
 const CHECK_WITHIN: Duration = Duration::from_secs(5);
 

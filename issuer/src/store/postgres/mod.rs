@@ -228,10 +228,11 @@ impl PgStore {
         policy: RefreshPolicy,
     ) -> Result<Self, OpenError> {
         let ca_file = options.ca_file;
-        let listen_config = match options.listen_url {
+        let mut listen_config = match options.listen_url {
             Some(listen) => pool_config(listen, options.password.clone())?,
             None => pool_config(url, options.password.clone())?,
         };
+        listen_config.application_name(listen::APPLICATION_NAME);
         let config = pool_config(url, options.password)?;
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
