@@ -182,11 +182,7 @@ impl App {
         // The steps before and after the wait boxed: a held request keeps only the wait's state.
         let client_id = Box::pin(self.edge_client(call)).await?;
         let q = EdgeQuery::parse(query)?;
-        // An edge is noted at each answer: one that waits is answered at least twice within
-        // --edge-forget-after, so that it is never forgotten while it waits.
-        let seen_every = (self.settings.edge_forget_after / 2).max(1);
-        let max_wait = self.feed.settings().max_wait.min(seen_every);
-        let wait = q.wait.map_or(0, |w| w.min(max_wait));
+        let wait = q.wait.map_or(0, |w| w.min(self.max_wait()));
         // Subscribed before the first read: a change after it wakes the wait below.
         let mut changes = self.feed.subscribe();
         let mut out = Box::pin(self.feed_answer(call, &client_id, &q)).await?;
@@ -217,6 +213,14 @@ impl App {
         drop(hold);
         self.metrics.feed.wait_ended(ended);
         answer
+    }
+
+    /// The longest this issuer holds a feed request (0: none): `--feed-max-wait-seconds`, and at
+    /// most half of `--edge-forget-after`, since an edge is noted at each answer and one that
+    /// waits must be noted often enough never to be forgotten.
+    fn max_wait(&self) -> u64 {
+        let seen_every = (self.settings.edge_forget_after / 2).max(1);
+        self.feed.settings().max_wait.min(seen_every)
     }
 
     /// The edge client a feed request authenticates as, once its transport is acceptable.
@@ -305,7 +309,7 @@ impl App {
             self.edges.note(edge, poll, now());
         }
         let send_keys = q.keys.as_deref() != Some(version.as_str());
-        let max_wait = self.feed.settings().max_wait;
+        let max_wait = self.max_wait();
         Ok(FeedAnswer {
             cursor,
             cursor_stamp: page.stamp_of(cursor, since).map(stamp_hex),

@@ -9,9 +9,8 @@
 use super::edge::sync_config;
 use super::envoy::{config, issuer_cluster, listener, start_envoy, wasm_filter};
 use super::provision;
-use super::raw_http::{once, port_of, Conn};
-use anyhow::{bail, Context, Result};
-use base64::Engine as _;
+use super::raw_http::{client_token, once, port_of, revoke, Conn};
+use anyhow::{bail, Result};
 use e2e::issuer::{add_client, start_issuer_on, StoreArgs};
 use e2e::postgres::PgCluster;
 use e2e::Tools;
@@ -162,43 +161,6 @@ fn start_stack(dir: &Path, tools: &Tools) -> Result<Stack> {
     })
 }
 
-/// A client_credentials token of the bench client from the issuer on `port`.
-fn token_from(port: u16, basic: &str) -> Result<String> {
-    let auth = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(basic)
-    );
-    let a = once(
-        port,
-        "POST",
-        "/apiv2/oauth/token",
-        &[("authorization", &auth)],
-        "grant_type=client_credentials",
-    )?;
-    let v: serde_json::Value = serde_json::from_slice(&a.body)?;
-    Ok(v["access_token"].as_str().context("no token")?.to_owned())
-}
-
-/// Revokes `token` at the issuer on `port`; the moment its answer is in.
-fn revoke_at(port: u16, basic: &str, token: &str) -> Result<Instant> {
-    let auth = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(basic)
-    );
-    let a = once(
-        port,
-        "POST",
-        "/apiv2/oauth/revoke",
-        &[("authorization", &auth)],
-        &format!("token={token}"),
-    )?;
-    let at = Instant::now();
-    if a.status != 200 {
-        bail!("the revoke endpoint answered {}", a.status);
-    }
-    Ok(at)
-}
-
 /// Waits until every probe saw `round` answered with `status`'s instant set; the instants.
 fn until_all(shared: &Shared, round: u64, refused: bool, from: Instant) -> Result<Vec<Instant>> {
     loop {
@@ -227,11 +189,11 @@ fn until_all(shared: &Shared, round: u64, refused: bool, from: Instant) -> Resul
 /// the revoke answer to the last probe's first refusal.
 fn round(stack: &Stack, shared: &Shared, n: u64) -> Result<Duration> {
     let (from, at) = (n as usize % 2, (n as usize + 1) % 2);
-    let token = token_from(stack.issuers[from].1, &stack.basic)?;
+    let token = client_token(stack.issuers[from].1, &stack.basic)?;
     *shared.token.write().unwrap() = token.clone();
     shared.round.store(n, Ordering::Release);
     until_all(shared, n, false, Instant::now())?;
-    let revoked = revoke_at(stack.issuers[at].1, &stack.basic, &token)?;
+    let revoked = revoke(stack.issuers[at].1, &stack.basic, &token)?;
     let refused = until_all(shared, n, true, revoked)?;
     Ok(refused
         .iter()
@@ -247,7 +209,7 @@ pub(super) fn bench_latency(dir: &Path, tools: &Tools, quick: bool) -> Result<La
         conns.extend(spread_connections(*port, *admin)?);
     }
     let shared = Arc::new(Shared {
-        token: RwLock::new(token_from(stack.issuers[0].1, &stack.basic)?),
+        token: RwLock::new(client_token(stack.issuers[0].1, &stack.basic)?),
         round: AtomicU64::new(0),
         seen: Mutex::new(vec![(0, None, None); conns.len()]),
         stop: AtomicBool::new(false),

@@ -8,7 +8,7 @@
 
 use super::feed::quantile;
 use super::provision;
-use super::raw_http::{once, port_of};
+use super::raw_http::{client_token, once, port_of, revoke};
 use anyhow::{bail, Context, Result};
 use base64::Engine as _;
 use e2e::issuer::{add_client, start_issuer_on, StoreArgs};
@@ -144,31 +144,8 @@ fn waiting(port: u16) -> Result<u64> {
 
 /// A token of the bench client revoked at the issuer: the moment the answer was in.
 fn revoke_one(port: u16, basic: &str) -> Result<Instant> {
-    let auth = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(basic)
-    );
-    let t = once(
-        port,
-        "POST",
-        "/apiv2/oauth/token",
-        &[("authorization", &auth)],
-        "grant_type=client_credentials",
-    )?;
-    let v: serde_json::Value = serde_json::from_slice(&t.body)?;
-    let token = v["access_token"].as_str().context("no token")?;
-    let a = once(
-        port,
-        "POST",
-        "/apiv2/oauth/revoke",
-        &[("authorization", &auth)],
-        &format!("token={token}"),
-    )?;
-    let at = Instant::now();
-    if a.status != 200 {
-        bail!("the revoke endpoint answered {}", a.status);
-    }
-    Ok(at)
+    let token = client_token(port, basic)?;
+    revoke(port, basic, &token)
 }
 
 /// Until every VM of `fleet` received `count` revocations (5 s at most); their arrival times.

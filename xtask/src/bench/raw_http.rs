@@ -130,3 +130,45 @@ pub(super) fn port_of(url: &str) -> Result<u16> {
         .and_then(|p| p.trim_end_matches('/').parse().ok())
         .with_context(|| format!("no port in {url}"))
 }
+
+/// HTTP Basic for `id:secret`.
+fn basic(id_secret: &str) -> String {
+    use base64::Engine as _;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(id_secret)
+    )
+}
+
+/// A client_credentials token of the client `id_secret` (`id:secret`) from the issuer on `port`.
+pub(super) fn client_token(port: u16, id_secret: &str) -> Result<String> {
+    let auth = basic(id_secret);
+    let form = "grant_type=client_credentials";
+    let a = once(
+        port,
+        "POST",
+        "/apiv2/oauth/token",
+        &[("authorization", &auth)],
+        form,
+    )?;
+    let v: serde_json::Value = serde_json::from_slice(&a.body)?;
+    Ok(v["access_token"].as_str().context("no token")?.to_owned())
+}
+
+/// Revokes `token` as the client `id_secret` at the issuer on `port`; the moment its answer is in.
+pub(super) fn revoke(port: u16, id_secret: &str, token: &str) -> Result<std::time::Instant> {
+    let auth = basic(id_secret);
+    let form = format!("token={token}");
+    let a = once(
+        port,
+        "POST",
+        "/apiv2/oauth/revoke",
+        &[("authorization", &auth)],
+        &form,
+    )?;
+    let at = std::time::Instant::now();
+    if a.status != 200 {
+        bail!("the revoke endpoint answered {}", a.status);
+    }
+    Ok(at)
+}

@@ -18,8 +18,8 @@
 //! timeout that much longer, and the next poll goes out as soon as the answer is in: one poll
 //! under way per VM at all times. A `"busy"` answer (the issuer holds as many as it allows), a
 //! failure, or more than [`MAX_AT_ONCE`] polls within one second after answers that brought no
-//! revocation fall back to the poll interval; a failure also forgets the offer until an answer makes it again, so an issuer
-//! that never offered it (or a downgraded one) is polled as before.
+//! revocation fall back to the poll interval. A failure also forgets the offer until an answer
+//! makes it again, so an issuer that never offered it (or a downgraded one) is polled as before.
 
 use super::{EdgeState, FeedError, FeedUpdate};
 use crate::config::EdgeSync;
