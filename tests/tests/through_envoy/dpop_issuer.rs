@@ -296,3 +296,44 @@ async fn a_bound_refresh_token_needs_its_key() {
     assert_eq!(shared::token::inspect(t).unwrap().cnf, Some(key.jkt()));
     assert!(s.stop());
 }
+
+/// Two issuers on one PostgreSQL: a proof accepted by one is a replay at the other (and at
+/// itself); a fresh proof is accepted by either. Sent to each issuer directly, not through Envoy,
+/// so that which issuer answers is known.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proof_is_accepted_once_by_all_the_issuers_of_one_database() {
+    let Some(tools) = e2e::Tools::for_test() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = e2e::Options {
+        postgres: true,
+        ..e2e::Options::default()
+    };
+    let s = e2e::Stack::start(tmp.path(), &tools, &opts).await.unwrap();
+    let (a, b) = (s.ports.issuer, s.more_issuers[0]);
+    let key = es();
+    // The proof names the token endpoint's public URL, which both issuers check it against.
+    let url = token_url(&s);
+    let post = |port: u16, proof: String| {
+        reqwest::Client::new()
+            .post(format!("http://127.0.0.1:{port}/apiv2/oauth/token"))
+            .basic_auth(demo::CLIENT, Some(&s.secret))
+            .headers(dpop_header(&proof))
+            .form(&[("grant_type", "client_credentials")])
+            .send()
+    };
+    let once = proof(&key, "POST", &url, None, None);
+    let first: Value = post(a, once.clone()).await.unwrap().json().await.unwrap();
+    assert_eq!(first["token_type"], "DPoP", "{first}");
+    for (what, port) in [("at the other issuer", b), ("at the same issuer", a)] {
+        let r = post(port, once.clone()).await.unwrap();
+        assert_eq!(r.status(), 400, "replayed {what}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"], "invalid_dpop_proof", "replayed {what}: {v}");
+    }
+    let fresh = proof(&key, "POST", &url, None, None);
+    let at_b: Value = post(b, fresh).await.unwrap().json().await.unwrap();
+    assert_eq!(at_b["token_type"], "DPoP", "{at_b}");
+    assert!(s.stop());
+}
