@@ -136,14 +136,9 @@ impl EdgeState {
 
     /// The `:path` of the next poll of `sync`'s feed: a full snapshot before the first good sync, afterwards what
     /// changed since the state's cursor (with its stamp, if the feed gave one) and key ring
-    /// version.
-    pub fn request_path(&self, sync: &EdgeSync) -> String {
-        self.request_path_waiting(sync, 0)
-    }
-
-    /// [`EdgeState::request_path`], asking the issuer to hold the poll up to `wait` seconds
-    /// until there is news (`&wait=S`; not with 0, nor for a full snapshot, which is news).
-    pub fn request_path_waiting(&self, sync: &EdgeSync, wait: u64) -> String {
+    /// version, asking the issuer to hold the poll up to `wait` seconds until there is news
+    /// (`&wait=S`; not with 0, nor for a full snapshot, which is news).
+    pub fn request_path(&self, sync: &EdgeSync, wait: u64) -> String {
         let mut path = sync.path.clone();
         if self.synced_at.is_some() {
             path.push_str(&format!("?since={}", self.revoked.position()));

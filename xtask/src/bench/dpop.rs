@@ -7,7 +7,8 @@
 //! rounds as in `traffic.rs`.
 
 use super::envoy::{
-    bound_token, config, listener, native_filter, start_envoy, wasm_filter, Modules, TOKEN_LIFETIME,
+    bound_token, config, jwt_authn_filter, listener, native_filter, start_envoy, wasm_filter,
+    Modules, TOKEN_LIFETIME,
 };
 use super::traffic::POOL;
 use super::{mark, rss_kib, wrk, Results, Sample, Settings};
@@ -182,21 +183,7 @@ fn filters(v: Variant, m: &Modules, material: &Material) -> String {
         Variant::WasmDpop | Variant::WasmBearer => {
             wasm_filter(&format!("{v:?}").to_lowercase(), &m.ours, &cfg)
         }
-        Variant::JwtAuthnEs256 => format!(
-            r#"          - name: envoy.filters.http.jwt_authn
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication
-              providers:
-                bench:
-                  issuer: bench
-                  local_jwks: {{ inline_string: '{}' }}
-                  forward: true
-              rules:
-              - match: {{ prefix: "/" }}
-                requires: {{ provider_name: bench }}
-"#,
-            material.jwks()
-        ),
+        Variant::JwtAuthnEs256 => jwt_authn_filter(&material.jwks(), None),
     }
 }
 

@@ -260,6 +260,12 @@ pub(super) fn jwt_filter(jwt_secret: &[u8], cache: Option<u32>) -> String {
         r#"{{"keys":[{{"kty":"oct","alg":"HS256","kid":"bench","k":"{}"}}]}}"#,
         URL_SAFE_NO_PAD.encode(jwt_secret)
     );
+    jwt_authn_filter(&jwks, cache)
+}
+
+/// Envoy's `jwt_authn` verifying with the keys of `jwks` (a JWKS, JSON), forwarding the token,
+/// and its JWT cache of `cache` entries if given.
+pub(super) fn jwt_authn_filter(jwks: &str, cache: Option<u32>) -> String {
     let cache = cache.map_or(String::new(), |n| {
         format!("                  jwt_cache_config: {{ jwt_cache_size: {n} }}\n")
     });

@@ -143,7 +143,7 @@ impl Poller {
             Some(offered) if !state.wants_snapshot() => offered.min(sync.wait_seconds),
             _ => 0,
         };
-        state.request_path_waiting(sync, self.asking)
+        state.request_path(sync, self.asking)
     }
 
     /// Whether another poll may go out at once at `now` ([`MAX_AT_ONCE`] a second).

@@ -118,11 +118,11 @@ fn polls_ask_for_a_snapshot_first_then_for_what_changed() {
     let c = cfg("");
     let sync = c.edge_sync.as_ref().unwrap();
     let mut state = EdgeState::new(&c, 1_000);
-    assert_eq!(state.request_path(sync), "/apiv2/oauth/edge");
+    assert_eq!(state.request_path(sync, 0), "/apiv2/oauth/edge");
     let update = parse_answer(200, &snapshot(1, 7, json!([])), &state).unwrap();
     state.apply(update, 1_001);
     assert_eq!(
-        state.request_path(sync),
+        state.request_path(sync, 0),
         "/apiv2/oauth/edge?since=7&keys=v1"
     );
     // A page with more to come asks again at once; one without progress waits for the next poll.
@@ -147,7 +147,7 @@ fn the_cursor_carries_the_stamp_the_feed_gave_for_it() {
     first["cursor_stamp"] = json!("00000000000000ab");
     state.apply(parse_answer(200, &answer(first), &state).unwrap(), 1_001);
     assert_eq!(
-        state.request_path(sync),
+        state.request_path(sync, 0),
         "/apiv2/oauth/edge?since=7.00000000000000ab&keys=v1"
     );
     let entry = json!({"kind": "user", "name": "eve", "seq": 8, "at": 1, "until": 2_000});
@@ -155,14 +155,14 @@ fn the_cursor_carries_the_stamp_the_feed_gave_for_it() {
         "keys_version": "v1", "revoked": [entry]}));
     state.apply(parse_answer(200, &next, &state).unwrap(), 1_002);
     assert_eq!(
-        state.request_path(sync),
+        state.request_path(sync, 0),
         "/apiv2/oauth/edge?since=8.ffffffffffffffff&keys=v1"
     );
     // An issuer without stamps: the number alone, as before.
     let idle = answer(json!({"cursor": 8, "keys_version": "v1", "revoked": []}));
     state.apply(parse_answer(200, &idle, &state).unwrap(), 1_003);
     assert_eq!(
-        state.request_path(sync),
+        state.request_path(sync, 0),
         "/apiv2/oauth/edge?since=8&keys=v1"
     );
     for bad in [
