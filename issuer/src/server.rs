@@ -164,11 +164,16 @@ pub async fn reload_keys_forever(app: Arc<App>) {
     let mut tick = tokio::time::interval(KEY_RELOAD_EVERY);
     loop {
         tick.tick().await;
-        if let Err(e) = app.reload_keys().await {
-            tracing::error!(error = e.to_string(), "reloading keys failed");
-        }
-        app.reload_revocations().await;
+        reload_keys_and_revocations(&app).await;
     }
+}
+
+/// Reads the key ring and the revocations again; a failure is logged, and the next read retries.
+async fn reload_keys_and_revocations(app: &App) {
+    if let Err(e) = app.reload_keys().await {
+        tracing::error!(error = e.to_string(), "reloading keys failed");
+    }
+    app.reload_revocations().await;
 }
 
 /// Listens for the changes other writers of a shared store commit (PostgreSQL's `NOTIFY`, see
@@ -194,10 +199,7 @@ pub async fn follow_store_changes_forever(app: Arc<App>) {
                 if notice == crate::store::Notice::Changed {
                     app.metrics.feed.notified();
                 }
-                if let Err(e) = app.reload_keys().await {
-                    tracing::error!(error = e.to_string(), "reloading keys failed");
-                }
-                app.reload_revocations().await;
+                reload_keys_and_revocations(&app).await;
             }
             Err(e) => {
                 app.metrics.feed.set_listening(false);

@@ -17,7 +17,6 @@
 use prometheus_client::metrics::gauge::Gauge;
 use shared::revocation::RevocationPage;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::watch;
 
@@ -59,9 +58,9 @@ pub struct FeedWaits {
     settings: FeedWaitSettings,
     generation: watch::Sender<u64>,
     closing: watch::Sender<bool>,
-    waiting: Arc<AtomicUsize>,
     per_client: Arc<Mutex<HashMap<String, usize>>>,
-    gauge: Gauge,
+    /// The requests waiting now: `issuer_feed_waiting`, moved only under `per_client`'s lock.
+    waiting: Gauge,
     /// The last page of revocations read, with the generation seen before the read and the
     /// cursor it was read after.
     page: Mutex<Option<(u64, u64, Arc<RevocationPage>)>>,
@@ -72,19 +71,17 @@ pub struct FeedWaits {
 #[derive(Debug)]
 pub struct Hold {
     client: String,
-    waiting: Arc<AtomicUsize>,
     per_client: Arc<Mutex<HashMap<String, usize>>>,
-    gauge: Gauge,
+    waiting: Gauge,
 }
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        self.waiting.fetch_sub(1, Ordering::Relaxed);
-        self.gauge.dec();
         let mut per = self
             .per_client
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        self.waiting.dec();
         if let Some(n) = per.get_mut(&self.client) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -104,14 +101,13 @@ pub enum Busy {
 }
 
 impl FeedWaits {
-    /// No request waiting, generation 0; `gauge` follows the number of waiting requests.
-    pub fn new(settings: FeedWaitSettings, gauge: Gauge) -> Self {
+    /// No request waiting, generation 0; `waiting` (at 0) counts the waiting requests.
+    pub fn new(settings: FeedWaitSettings, waiting: Gauge) -> Self {
         Self {
-            gauge,
+            waiting,
             settings,
             generation: watch::Sender::new(0),
             closing: watch::Sender::new(false),
-            waiting: Arc::new(AtomicUsize::new(0)),
             per_client: Arc::default(),
             page: Mutex::new(None),
         }
@@ -154,7 +150,7 @@ impl FeedWaits {
 
     /// Requests waiting now.
     pub fn waiting(&self) -> usize {
-        self.waiting.load(Ordering::Relaxed)
+        usize::try_from(self.waiting.get()).unwrap_or(0)
     }
 
     /// A place for a request of `client` that asks to wait, or why there is none.
@@ -163,7 +159,7 @@ impl FeedWaits {
             .per_client
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if self.waiting.load(Ordering::Relaxed) >= self.settings.max_waiting {
+        if self.waiting() >= self.settings.max_waiting {
             return Err(Busy::Issuer);
         }
         let mine = per.get(client).copied().unwrap_or(0);
@@ -171,13 +167,11 @@ impl FeedWaits {
             return Err(Busy::Client);
         }
         per.insert(client.to_owned(), mine + 1);
-        self.waiting.fetch_add(1, Ordering::Relaxed);
-        self.gauge.inc();
+        self.waiting.inc();
         Ok(Hold {
-            gauge: self.gauge.clone(),
             client: client.to_owned(),
-            waiting: self.waiting.clone(),
             per_client: self.per_client.clone(),
+            waiting: self.waiting.clone(),
         })
     }
 
@@ -239,9 +233,9 @@ mod tests {
         assert_eq!(w.hold("a").unwrap_err(), Busy::Client);
         let _b1 = w.hold("b").unwrap();
         assert_eq!(w.hold("c").unwrap_err(), Busy::Issuer);
-        assert_eq!((w.waiting(), w.gauge.get()), (3, 3));
+        assert_eq!(w.waiting(), 3, "the gauge counts the holds");
         drop(a1);
-        assert_eq!((w.waiting(), w.gauge.get()), (2, 2));
+        assert_eq!(w.waiting(), 2);
         let _c1 = w.hold("c").unwrap();
         assert_eq!(w.hold("a").unwrap_err(), Busy::Issuer);
     }

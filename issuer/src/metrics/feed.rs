@@ -26,8 +26,8 @@ impl FeedMetrics {
         registry.register(
             "feed_waits",
             "Edge feed requests that asked to wait, by how they ended: news, quiet (the wait \
-             ran out), failed (the store did not answer), busy (answered at once: the bound of waiting requests was reached) or \
-             closing (the issuer stopped)",
+             ran out), failed (the store did not answer), busy (answered at once: the bound of \
+             waiting requests was reached) or closing (the issuer stopped)",
             self.waits.clone(),
         );
         registry.register(
