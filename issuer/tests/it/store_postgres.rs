@@ -178,6 +178,34 @@ async fn postgres_over_tls_verifies_the_server() {
         .psql("SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a ON a.pid = s.pid WHERE s.ssl AND a.application_name = ''")
         .unwrap();
     assert_ne!(tls, "0", "the issuer's connections use TLS");
+    // The change listener's connection too, verified the same way.
+    use issuer::store::{Notice, Notices as _};
+    let mut listener = s.change_listener().expect("PostgreSQL notifies");
+    assert_eq!(listener.next().await.unwrap(), Notice::Listening);
+    let listening = pg
+        .psql("SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a ON a.pid = s.pid WHERE s.ssl AND a.application_name = 'mms-issuer feed listener'")
+        .unwrap();
+    assert_eq!(listening, "1", "the listener uses TLS");
+    drop(listener);
+    // A listen URL decides the listener's TLS by itself: the store over plain TCP, the listener
+    // over TLS (as with a pooler on the host and the database behind it).
+    let plain = format!("{}?sslmode=disable", pg.url());
+    let options = issuer::store::postgres::ConnectOptions {
+        ca_file: Some(&ca),
+        password: None,
+        listen_url: Some(&url),
+    };
+    let split = PgStore::connect_options(&plain, options, Kek::derive(&KEK), 1_000, POLICY)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", pg.log()));
+    let mut listener = split.change_listener().expect("PostgreSQL notifies");
+    assert_eq!(listener.next().await.unwrap(), Notice::Listening);
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a ON a.pid = s.pid WHERE s.ssl AND a.application_name = 'mms-issuer feed listener'")
+            .unwrap(),
+        "1",
+        "the listener uses TLS, its URL asks for it"
+    );
     let other = tmp.path().join("other.pem");
     let stranger = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
     std::fs::write(&other, stranger.cert.pem()).unwrap();

@@ -228,30 +228,30 @@ impl PgStore {
         policy: RefreshPolicy,
     ) -> Result<Self, OpenError> {
         let ca_file = options.ca_file;
+        let config = pool_config(url, options.password.clone())?;
         let mut listen_config = match options.listen_url {
-            Some(listen) => pool_config(listen, options.password.clone())?,
-            None => pool_config(url, options.password.clone())?,
+            Some(listen) => pool_config(listen, options.password)?,
+            None => config.clone(),
         };
         listen_config.application_name(listen::APPLICATION_NAME);
-        let config = pool_config(url, options.password)?;
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
-        let tls = match config.get_ssl_mode() {
-            tokio_postgres::config::SslMode::Disable => false,
-            tokio_postgres::config::SslMode::Require => true,
-            _ => ca_file.is_some(),
-        };
-        let connector = if tls {
-            Some(tls::connector(ca_file)?)
-        } else {
-            None
+        // Each URL says whether its connections use TLS (a pooler on the host and the database
+        // behind it may differ).
+        let connector = |config: &tokio_postgres::Config| {
+            let tls = match config.get_ssl_mode() {
+                tokio_postgres::config::SslMode::Disable => false,
+                tokio_postgres::config::SslMode::Require => true,
+                _ => ca_file.is_some(),
+            };
+            tls.then(|| tls::connector(ca_file)).transpose()
         };
         let listen = listen::ListenTo {
+            tls: connector(&listen_config)?,
             config: listen_config,
-            tls: connector.clone(),
         };
-        let manager = match connector {
+        let manager = match connector(&config)? {
             Some(tls) => Manager::from_config(config, tls, manager_config),
             None => Manager::from_config(config, tokio_postgres::NoTls, manager_config),
         };
