@@ -165,11 +165,16 @@ pub(crate) async fn password(s: &Stack, user: &str, pw: &str) -> Value {
     token_as(s, (demo::CLIENT, &s.secret), &form).await
 }
 
-/// RFC 7009 revocation of `token` (access or refresh) by the demo client: 200.
+/// RFC 7009 revocation of `token` (access or refresh) by the demo client, through Envoy: 200.
 pub(crate) async fn revoke(s: &Stack, token: &str) {
+    revoke_at(s, &s.url(), token).await;
+}
+
+/// [`revoke`] at `base` (Envoy's URL, or one issuer's own).
+pub(crate) async fn revoke_at(s: &Stack, base: &str, token: &str) {
     let r = s
         .client()
-        .post(format!("{}/apiv2/oauth/revoke", s.url()))
+        .post(format!("{base}/apiv2/oauth/revoke"))
         .basic_auth(demo::CLIENT, Some(&s.secret))
         .form(&[("token", token)])
         .send()

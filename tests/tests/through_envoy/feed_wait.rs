@@ -4,7 +4,7 @@
 //! and a lost `LISTEN` connection. The filters here poll only once a minute where it matters, so
 //! a refusal within [`crate::edge::PROPAGATION`] can only come from a held poll.
 
-use crate::edge::{client_token, refused_everywhere, wait_for_sync};
+use crate::edge::{client_token, feed_direct, refused_everywhere, revoke_at, wait_for_sync};
 use e2e::{demo, Options, Stack, Tools};
 use std::time::{Duration, Instant};
 
@@ -76,18 +76,6 @@ async fn metrics_until(port: u16, what: &str, done: impl Fn(&str) -> bool) -> St
     }
 }
 
-/// Revokes `token` (the demo client's) at the issuer on `port` directly.
-async fn revoke_at(s: &Stack, port: u16, token: &str) {
-    let r = reqwest::Client::new()
-        .post(format!("http://127.0.0.1:{port}/apiv2/oauth/revoke"))
-        .basic_auth(demo::CLIENT, Some(&s.secret))
-        .form(&[("token", token)])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-}
-
 /// The issuers' listening backends (by their `application_name`), by pid.
 const LISTENERS: &str = "FROM pg_stat_activity WHERE application_name = 'mms-issuer feed listener'";
 
@@ -124,7 +112,7 @@ async fn a_revocation_through_one_issuer_reaches_an_envoy_waiting_on_the_other()
         let before = metrics(b).await;
         let token = client_token(&s).await;
         assert_eq!(crate::edge::call(&s, &token).await.0, 200, "{round}");
-        revoke_at(&s, a, &token).await;
+        revoke_at(&s, &format!("http://127.0.0.1:{a}"), &token).await;
         refused_everywhere(
             &s,
             &token,
@@ -179,15 +167,9 @@ async fn beyond_the_bound_of_waiting_polls_edges_are_answered_busy_and_still_syn
     // A poll of the test's own that asks to wait: with the filter's, more than the bound.
     let edge_secret = s.edge_secret.clone().unwrap();
     let feed = format!("http://127.0.0.1:{port}/apiv2/oauth/edge");
-    let first: serde_json::Value = reqwest::Client::new()
-        .get(&feed)
-        .basic_auth(demo::EDGE_CLIENT, Some(&edge_secret))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (status, first) = feed_direct(&s, (demo::EDGE_CLIENT, &edge_secret), &[]).await;
+    assert_eq!(status, 200, "{first}");
+    let first: serde_json::Value = serde_json::from_str(&first).unwrap();
     let query = format!(
         "?since={}&keys={}&wait=30",
         first["cursor"],

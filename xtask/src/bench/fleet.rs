@@ -8,8 +8,8 @@
 
 use super::feed::quantile;
 use super::provision;
-use super::raw_http::{client_token, once, port_of, revoke};
-use anyhow::{bail, Context, Result};
+use super::raw_http::{client_token, once, port_of, revoke, Head};
+use anyhow::{bail, Result};
 use base64::Engine as _;
 use e2e::issuer::{add_client, start_issuer_on, StoreArgs};
 use e2e::Tools;
@@ -60,30 +60,20 @@ struct Fleet {
 async fn read_answer(r: &mut BufReader<TcpStream>) -> Result<(u16, Vec<u8>)> {
     let mut line = String::new();
     r.read_line(&mut line).await?;
-    let status = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .context("status")?;
-    let mut length = 0;
+    let mut head = Head::new(&line)?;
     loop {
         line.clear();
         if r.read_line(&mut line).await? == 0 {
             bail!("closed inside the headers");
         }
-        let h = line.trim_end();
-        if h.is_empty() {
+        if !head.header(&line) {
             break;
         }
-        if let Some((n, v)) = h.split_once(':') {
-            if n.eq_ignore_ascii_case("content-length") {
-                length = v.trim().parse().unwrap_or(0);
-            }
-        }
     }
-    let mut body = vec![0; length];
+    // The feed answers with a length, never in chunks.
+    let mut body = vec![0; head.length.unwrap_or(0)];
     r.read_exact(&mut body).await?;
-    Ok((status, body))
+    Ok((head.status, body))
 }
 
 /// One simulated VM: a full snapshot, then `since` polls, waiting or once a second.

@@ -51,31 +51,18 @@ impl Conn {
     fn read_answer(&mut self) -> Result<Answer> {
         let mut line = String::new();
         self.reader.read_line(&mut line)?;
-        let status = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .with_context(|| format!("no HTTP status line: {line:?}"))?;
-        let (mut length, mut chunked) = (None, false);
+        let mut head = Head::new(&line)?;
         loop {
             line.clear();
             if self.reader.read_line(&mut line)? == 0 {
                 bail!("the connection closed inside the headers");
             }
-            let header = line.trim_end();
-            if header.is_empty() {
+            if !head.header(&line) {
                 break;
             }
-            if let Some((name, value)) = header.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse::<usize>().ok();
-                }
-                if name.eq_ignore_ascii_case("transfer-encoding") {
-                    chunked = value.trim().eq_ignore_ascii_case("chunked");
-                }
-            }
         }
-        let body = match (length, chunked) {
+        let status = head.status;
+        let body = match (head.length, head.chunked) {
             (_, true) => self.read_chunks()?,
             (Some(n), false) => {
                 let mut body = vec![0; n];
@@ -109,6 +96,49 @@ impl Conn {
                 return Ok(body);
             }
         }
+    }
+}
+
+/// What an answer's head says, read a line at a time (by the blocking client here and the
+/// asynchronous one of `fleet.rs`).
+pub(super) struct Head {
+    pub(super) status: u16,
+    /// `Content-Length`, if given.
+    pub(super) length: Option<usize>,
+    /// `Transfer-Encoding: chunked`.
+    pub(super) chunked: bool,
+}
+
+impl Head {
+    /// From the status line.
+    pub(super) fn new(status_line: &str) -> Result<Self> {
+        let status = status_line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .with_context(|| format!("no HTTP status line: {status_line:?}"))?;
+        Ok(Self {
+            status,
+            length: None,
+            chunked: false,
+        })
+    }
+
+    /// Takes one header line; false for the blank line that ends the head.
+    pub(super) fn header(&mut self, line: &str) -> bool {
+        let header = line.trim_end();
+        if header.is_empty() {
+            return false;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                self.length = value.trim().parse::<usize>().ok();
+            }
+            if name.eq_ignore_ascii_case("transfer-encoding") {
+                self.chunked = value.trim().eq_ignore_ascii_case("chunked");
+            }
+        }
+        true
     }
 }
 
