@@ -1,5 +1,7 @@
 //! Tokens this VM verified recently, with the identity headers they give: a repeat of a token
 //! (clients present the same one for minutes) skips verification and the building of its headers.
+//! A DPoP-bound token is kept with its confirmation (the key thumbprint it is bound to): a hit
+//! spares the token's check, never the proof's, which every request carries afresh.
 //!
 //! What may enter and how long it stays is what keeps it safe:
 //! - only a token that verified, under the key ring and revocations of the moment, and was not
@@ -32,6 +34,17 @@ pub struct Remember<'t> {
     pub exp: u64,
     /// The identity headers it gives.
     pub headers: IdentityHeaders,
+    /// The thumbprint of the key it is bound to, if it is DPoP-bound.
+    pub cnf: Option<[u8; 32]>,
+}
+
+/// What the cache holds for a token: the identity headers it gives, and its binding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cached {
+    /// The identity headers it gives.
+    pub headers: IdentityHeaders,
+    /// The thumbprint of the key it is bound to, if it is DPoP-bound.
+    pub cnf: Option<[u8; 32]>,
 }
 
 /// Entries held by default: a pool of 10,000 active tokens per VM fits, at about 600 bytes each
@@ -54,7 +67,7 @@ fn weight(token: &str, headers: &IdentityHeaders) -> usize {
 struct Entry {
     iat: u64,
     exp: u64,
-    headers: IdentityHeaders,
+    cached: Cached,
 }
 
 /// Verified tokens by their whole text.
@@ -75,19 +88,26 @@ impl TokenCache {
         }
     }
 
-    /// The headers of `token` if it verified earlier and its lifetime covers `now` (with
-    /// `skew`, as verification allows).
-    pub fn get(&self, token: &str, now: u64, skew: u64) -> Option<IdentityHeaders> {
+    /// The headers and binding of `token` if it verified earlier and its lifetime covers `now`
+    /// (with `skew`, as verification allows).
+    pub fn get(&self, token: &str, now: u64, skew: u64) -> Option<Cached> {
         if self.entries.is_empty() || token.len() > MAX_TOKEN_BYTES {
             return None;
         }
         let e = self.entries.get(token)?;
         let live = e.exp.saturating_add(skew) > now && e.iat <= now.saturating_add(skew);
-        live.then(|| e.headers.clone())
+        live.then(|| e.cached.clone())
     }
 
-    /// Remembers a token that verified and was not revoked, issued at `iat`, expiring at `exp`.
-    pub fn insert(&mut self, token: &str, iat: u64, exp: u64, headers: IdentityHeaders) {
+    /// Remembers a token that verified and was not revoked.
+    pub fn insert(&mut self, verified: Remember<'_>) {
+        let Remember {
+            token,
+            iat,
+            exp,
+            headers,
+            cnf,
+        } = verified;
         if self.capacity == 0 || token.len() > MAX_TOKEN_BYTES {
             return;
         }
@@ -97,7 +117,14 @@ impl TokenCache {
         }
         if self
             .entries
-            .insert(token.into(), Entry { iat, exp, headers })
+            .insert(
+                token.into(),
+                Entry {
+                    iat,
+                    exp,
+                    cached: Cached { headers, cnf },
+                },
+            )
             .is_none()
         {
             self.bytes += weight;
@@ -129,11 +156,21 @@ mod tests {
         vec![("x-auth-subject", subject.to_owned())].into()
     }
 
+    fn verified(token: &str, iat: u64, exp: u64, headers: IdentityHeaders) -> Remember<'_> {
+        Remember {
+            token,
+            iat,
+            exp,
+            headers,
+            cnf: None,
+        }
+    }
+
     #[test]
     fn hits_until_expiry_then_misses() {
         let mut c = TokenCache::new(4);
-        c.insert("t1", 900, 1_000, headers("alice"));
-        assert_eq!(c.get("t1", 1_029, 30).unwrap()[0].1, "alice");
+        c.insert(verified("t1", 900, 1_000, headers("alice")));
+        assert_eq!(c.get("t1", 1_029, 30).unwrap().headers[0].1, "alice");
         assert!(c.get("t1", 1_030, 30).is_none(), "expired beyond the skew");
         assert!(
             c.get("t1", 869, 30).is_none(),
@@ -148,26 +185,38 @@ mod tests {
     }
 
     #[test]
+    fn a_bound_token_is_kept_with_its_binding() {
+        let mut c = TokenCache::new(4);
+        c.insert(Remember {
+            cnf: Some([9; 32]),
+            ..verified("b1", 900, 1_000, headers("bob"))
+        });
+        c.insert(verified("t1", 900, 1_000, headers("alice")));
+        assert_eq!(c.get("b1", 950, 0).unwrap().cnf, Some([9; 32]));
+        assert_eq!(c.get("t1", 950, 0).unwrap().cnf, None);
+    }
+
+    #[test]
     fn memory_stays_bounded_and_zero_capacity_caches_nothing() {
         let mut c = TokenCache::new(3);
         for i in 0..10 {
-            c.insert(&format!("t{i}"), 0, 5_000, headers("u"));
+            c.insert(verified(&format!("t{i}"), 0, 5_000, headers("u")));
             assert!(c.len() <= 3);
         }
         assert!(c.get("t9", 0, 0).is_some(), "the latest is kept");
         c.clear();
         assert!(c.is_empty());
         let long = "t".repeat(MAX_TOKEN_BYTES + 1);
-        c.insert(&long, 0, 5_000, headers("u"));
+        c.insert(verified(&long, 0, 5_000, headers("u")));
         assert!(c.get(&long, 0, 0).is_none(), "long tokens are not kept");
         let mut big = TokenCache::new(1_000_000);
         let heavy: IdentityHeaders = vec![("x-auth-claims", "c".repeat(1 << 20))].into();
         for i in 0..40 {
-            big.insert(&format!("t{i}"), 0, 5_000, heavy.clone());
+            big.insert(verified(&format!("t{i}"), 0, 5_000, heavy.clone()));
             assert!(big.bytes <= MAX_BYTES);
         }
         let mut off = TokenCache::new(0);
-        off.insert("t", 0, 5_000, headers("u"));
+        off.insert(verified("t", 0, 5_000, headers("u")));
         assert!(off.get("t", 0, 0).is_none());
     }
 }

@@ -4,7 +4,7 @@
 //! remembers in the token cache what the result says to ([`Verdict::remember`]).
 
 use crate::bearer::{parse_bearer, trim_ows, Bearer, Scheme};
-use crate::cache::{IdentityHeaders, Remember};
+use crate::cache::{Cached, IdentityHeaders, Remember};
 use crate::config::{Config, IDENTITY_HEADERS};
 use crate::dpop::{self, Accepted, ProofRequest, Refusal};
 use crate::edge::EdgeState;
@@ -388,8 +388,9 @@ fn find_token<'a>(
     }
 }
 
-/// The verdict on `token`: from the cache of verified tokens (bearer tokens only), else verified
-/// against the ring, the lifetime rule and the revocations; a bound token then by its proof.
+/// The verdict on `token`: from the cache of verified tokens, else verified against the ring,
+/// the lifetime rule and the revocations; then by its scheme and binding, and a bound token by
+/// its proof, which no cache spares.
 fn check_token<'a>(
     cfg: &Config,
     state: &EdgeState,
@@ -397,41 +398,22 @@ fn check_token<'a>(
     proof: &ProofRequest<'_>,
     now: u64,
 ) -> Verdict<'a> {
-    if scheme == Scheme::Bearer {
-        if let Some(headers) = state.cache.borrow().get(token, now, cfg.clock_skew) {
-            return verdict(Decision::Allow(headers), Outcome::Allowed);
-        }
-    }
-    let limits = Limits {
-        skew: cfg.clock_skew,
-        max_lifetime: state.max_lifetime,
-    };
-    let v = match token::verify_any_with(&state.ring, token, now, limits) {
-        Ok(v) => v,
-        Err(e) => return refused_token(cfg, e),
-    };
-    if state.revoked.covers(v.body()) {
-        let d = deny(
-            cfg,
-            401,
-            Some("invalid_token"),
-            "the access token was revoked",
-        );
-        return verdict(d, Outcome::Revoked);
-    }
-    match (scheme, v.confirmation()) {
-        (Scheme::Bearer, None) => {
-            let headers: IdentityHeaders = identity_headers(v.body()).into();
-            Verdict {
-                remember: Some(Remember {
-                    token,
-                    iat: v.body().iat,
-                    exp: v.body().exp,
-                    headers: headers.clone(),
-                }),
-                ..verdict(Decision::Allow(headers), Outcome::Allowed)
+    let cached = state.cache.borrow().get(token, now, cfg.clock_skew);
+    let (known, remember) = match cached {
+        Some(known) => (known, None),
+        None => match verify_token(cfg, state, token, now) {
+            Ok(remember) => {
+                let known = Cached {
+                    headers: remember.headers.clone(),
+                    cnf: remember.cnf,
+                };
+                (known, Some(remember))
             }
-        }
+            Err(refused) => return *refused,
+        },
+    };
+    let v = match (scheme, known.cnf) {
+        (Scheme::Bearer, None) => verdict(Decision::Allow(known.headers), Outcome::Allowed),
         (Scheme::Bearer, Some(_)) => verdict(
             deny(
                 cfg,
@@ -451,20 +433,54 @@ fn check_token<'a>(
             verdict(Decision::Deny(d), Outcome::UnboundAsDpop)
         }
         (Scheme::Dpop, Some(cnf)) => {
-            match dpop::check(&cfg.dpop, &state.ring, proof, token, cnf, now) {
-                Ok(accepted) => {
-                    let mut headers = identity_headers(v.body());
-                    headers.push(("x-auth-binding", "dpop".to_owned()));
-                    headers.push(("x-auth-jkt", shared::dpop::jkt_b64(cnf)));
-                    Verdict {
-                        proof: Some(accepted),
-                        ..verdict(Decision::Allow(headers.into()), Outcome::DpopAllowed)
-                    }
-                }
+            match dpop::check(&cfg.dpop, &state.ring, proof, token, &cnf, now) {
+                Ok(accepted) => Verdict {
+                    proof: Some(accepted),
+                    ..verdict(Decision::Allow(known.headers), Outcome::DpopAllowed)
+                },
                 Err(refusal) => refused_proof(cfg, state, refusal, now),
             }
         }
+    };
+    Verdict { remember, ..v }
+}
+
+/// A token not in the cache, verified and checked against the revocations: what to remember of
+/// it (its identity headers, with its binding's for a bound token), or the verdict refusing it.
+fn verify_token<'a>(
+    cfg: &Config,
+    state: &EdgeState,
+    token: &'a str,
+    now: u64,
+) -> Result<Remember<'a>, Box<Verdict<'static>>> {
+    let limits = Limits {
+        skew: cfg.clock_skew,
+        max_lifetime: state.max_lifetime,
+    };
+    let v = token::verify_any_with(&state.ring, token, now, limits)
+        .map_err(|e| Box::new(refused_token(cfg, e)))?;
+    if state.revoked.covers(v.body()) {
+        let d = deny(
+            cfg,
+            401,
+            Some("invalid_token"),
+            "the access token was revoked",
+        );
+        return Err(Box::new(verdict(d, Outcome::Revoked)));
     }
+    let cnf = v.confirmation().copied();
+    let mut headers = identity_headers(v.body());
+    if let Some(cnf) = &cnf {
+        headers.push(("x-auth-binding", "dpop".to_owned()));
+        headers.push(("x-auth-jkt", shared::dpop::jkt_b64(cnf)));
+    }
+    Ok(Remember {
+        token,
+        iat: v.body().iat,
+        exp: v.body().exp,
+        headers: headers.into(),
+        cnf,
+    })
 }
 
 /// The verdict on a proof that passed every check but the memory of used proofs: 401 for one

@@ -161,12 +161,7 @@ impl EdgeState {
     /// repeats skip verification until the state changes. The token cache is the one part of
     /// the state a request changes; it is emptied by [`EdgeState::apply`].
     pub fn remember(&self, verified: Remember<'_>) {
-        self.cache.borrow_mut().insert(
-            verified.token,
-            verified.iat,
-            verified.exp,
-            verified.headers,
-        );
+        self.cache.borrow_mut().insert(verified);
     }
 
     /// Revocations in force.

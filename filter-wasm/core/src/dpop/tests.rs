@@ -142,6 +142,60 @@ fn no_downgrade_and_no_upgrade() {
 }
 
 #[test]
+fn a_remembered_bound_token_still_needs_a_fresh_proof_by_its_key() {
+    let edge = Edge::new("");
+    let key = es();
+    let t = token(Some(key.jkt()));
+    let auth = format!("DPoP {t}");
+    let first = edge.send(&[
+        ("authorization", &auth),
+        ("dpop", &proof(&key, "1", URL, &t, None)),
+    ]);
+    assert_eq!(first.outcome, Outcome::DpopAllowed);
+    assert_eq!(
+        edge.state.cache.borrow().len(),
+        1,
+        "the token is remembered"
+    );
+    let other = ProofKey::es256([8; 32]).unwrap();
+    let refusals = [
+        (proof(&other, "2", URL, &t, None), "another key"),
+        (proof(&key, "1", URL, &t, None), "a replay"),
+        (
+            proof(&key, "3", URL, "another token", None),
+            "another token's ath",
+        ),
+    ];
+    for (p, what) in refusals {
+        let h = edge.send(&[("authorization", &auth), ("dpop", &p)]);
+        assert_ne!(h.outcome, Outcome::DpopAllowed, "{what}");
+        assert!(
+            www(&h).contains("invalid_dpop_proof"),
+            "{what}: {}",
+            www(&h)
+        );
+    }
+    let h = edge.send(&[("authorization", &auth)]);
+    assert_eq!(h.outcome, Outcome::DpopInvalid, "no proof");
+    let h = edge.send(&[("authorization", &format!("Bearer {t}"))]);
+    assert_eq!(
+        h.outcome,
+        Outcome::BoundAsBearer,
+        "no downgrade from the cache"
+    );
+    let h = edge.send(&[
+        ("authorization", &auth),
+        ("dpop", &proof(&key, "4", URL, &t, None)),
+    ]);
+    assert_eq!(h.outcome, Outcome::DpopAllowed);
+    assert_eq!(
+        h.action, first.action,
+        "the same identity, binding included"
+    );
+    assert_eq!(edge.state.cache.borrow().len(), 1);
+}
+
+#[test]
 fn every_proof_refusal_is_invalid_dpop_proof() {
     let edge = Edge::new("");
     let key = es();
