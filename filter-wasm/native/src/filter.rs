@@ -148,6 +148,7 @@ impl NativeConfig {
             sync_failed: envoy.define(Metric::Counter, "mms_auth.edge_sync_failed"),
             sync_age: envoy.define(Metric::Gauge, "mms_auth.edge_sync_age_seconds"),
         };
+        replays(&config).grow(config.dpop.replay_entries);
         let now = unix_now();
         let started = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -385,7 +386,8 @@ pub fn unavailable(stream: &Stream, status: u32) -> bool {
 }
 
 /// The memory of used DPoP proofs, one per Envoy process (this library is loaded once, and every
-/// worker's filter shares it): sized by the first configuration that asks for it.
+/// worker's filter shares it): as large as the largest `replay_entries` configured since Envoy
+/// started (each configuration grows it when it is made).
 pub(crate) fn replays(config: &Config) -> &'static filter_core::dpop::ShardedReplays {
     static REPLAYS: std::sync::OnceLock<filter_core::dpop::ShardedReplays> =
         std::sync::OnceLock::new();

@@ -4,7 +4,7 @@
 //! behind locks, and the Wasm filter keeps buckets of it in Envoy's shared data
 //! ([`ReplayCache::from_bytes`], [`ReplayCache::to_bytes`]), which every worker's VM reads.
 
-use std::collections::HashMap;
+use std::collections::hash_map::{Entry, HashMap};
 use std::sync::{Mutex, PoisonError};
 
 /// Why a proof is not accepted by the memory.
@@ -49,20 +49,32 @@ impl ReplayCache {
     /// Accepts `id` until `expires` unless it is remembered and not expired at `now`; expired
     /// ids are reclaimed when the memory is full.
     pub fn insert(&mut self, id: &[u8; 16], expires: u64, now: u64) -> Result<(), Replay> {
-        if self.ids.get(id).is_some_and(|&at| at > now) {
-            return Err(Replay::Replayed);
+        let full = self.ids.len() >= self.capacity;
+        if full && self.swept_at < now && !self.ids.contains_key(id) {
+            self.ids.retain(|_, at| *at > now);
+            self.swept_at = now;
         }
-        if self.ids.len() >= self.capacity && !self.ids.contains_key(id) {
-            if self.swept_at < now {
-                self.ids.retain(|_, at| *at > now);
-                self.swept_at = now;
+        let full = self.ids.len() >= self.capacity;
+        match self.ids.entry(*id) {
+            Entry::Occupied(e) if *e.get() > now => Err(Replay::Replayed),
+            Entry::Occupied(mut e) => {
+                e.insert(expires);
+                Ok(())
             }
-            if self.ids.len() >= self.capacity {
-                return Err(Replay::Full);
+            Entry::Vacant(_) if full => Err(Replay::Full),
+            Entry::Vacant(e) => {
+                e.insert(expires);
+                Ok(())
             }
         }
-        self.ids.insert(*id, expires);
-        Ok(())
+    }
+
+    /// Raises the bound to `capacity` (never lowers it), reserving the room at once.
+    pub fn grow(&mut self, capacity: usize) {
+        if capacity > self.capacity {
+            self.ids.reserve(capacity.saturating_sub(self.ids.len()));
+            self.capacity = capacity;
+        }
     }
 
     /// How many ids are held.
@@ -126,6 +138,20 @@ impl ShardedReplays {
     }
 }
 
+impl ShardedReplays {
+    /// Raises the bound to `capacity` ids in all when it is larger, keeping every id held: a
+    /// configuration that asks for more memory than the one before gets it without a restart.
+    pub fn grow(&self, capacity: usize) {
+        let each = capacity.div_ceil(SHARDS);
+        for shard in &self.shards {
+            shard
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .grow(each);
+        }
+    }
+}
+
 impl Replays for ShardedReplays {
     fn first_use(&self, id: &[u8; 16], expires: u64, now: u64) -> Result<(), Replay> {
         let shard = &self.shards[usize::from(id[0]) % self.shards.len()];
@@ -176,6 +202,21 @@ mod tests {
             Err(Replay::Full),
             "its shard holds 2"
         );
+    }
+
+    #[test]
+    fn growing_keeps_the_ids_held_and_never_shrinks() {
+        let r = ShardedReplays::new(SHARDS);
+        assert_eq!(r.first_use(&[0; 16], 100, 0), Ok(()));
+        let mut next = [0u8; 16];
+        next[1] = 1;
+        assert_eq!(r.first_use(&next, 100, 0), Err(Replay::Full), "one a shard");
+        r.grow(2 * SHARDS);
+        assert_eq!(r.first_use(&next, 100, 0), Ok(()), "two a shard now");
+        assert_eq!(r.first_use(&[0; 16], 100, 1), Err(Replay::Replayed), "kept");
+        r.grow(SHARDS);
+        next[1] = 2;
+        assert_eq!(r.first_use(&next, 100, 0), Err(Replay::Full), "not shrunk");
     }
 
     #[test]
