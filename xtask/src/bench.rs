@@ -25,7 +25,7 @@ mod wrk;
 
 use issuer::{bench_issuer, lua_post, lua_refresh, provision, sign_in, Load, ISSUER_LOADS};
 use traffic::{Filter, Traffic, Workload};
-use wrk::{median, rss_kib, summarize, wrk, wrk_on, Results, Sample};
+use wrk::{cpu_ms, median, rss_kib, summarize, wrk, wrk_on, Results, Sample};
 
 use crate::util::{cargo, root, run};
 use crate::{install, wasm};

@@ -6,9 +6,11 @@
 //! arrival at each VM. The VMs send no `mms-edge-*` headers, so the list of edges (bounded at
 //! 10,000) is not part of what is measured.
 
+use super::cpu_ms;
 use super::feed::quantile;
 use super::provision;
 use super::raw_http::{client_token, once, port_of, revoke, Head};
+
 use anyhow::{bail, Result};
 use base64::Engine as _;
 use e2e::issuer::{add_client, start_issuer_on, StoreArgs};
@@ -105,21 +107,6 @@ async fn vm(i: usize, port: u16, auth: Arc<str>, fleet: Arc<Fleet>, mode: Mode) 
         }
     }
     Ok(())
-}
-
-/// The issuer process's CPU time so far (user and system), in milliseconds.
-fn cpu_ms(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-    (ticks(11) + ticks(12)) * 10.0
 }
 
 /// The issuer's `issuer_feed_waiting`.
