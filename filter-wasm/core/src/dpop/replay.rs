@@ -136,9 +136,7 @@ impl ShardedReplays {
                 .collect(),
         }
     }
-}
 
-impl ShardedReplays {
     /// Raises the bound to `capacity` ids in all when it is larger, keeping every id held: a
     /// configuration that asks for more memory than the one before gets it without a restart.
     pub fn grow(&self, capacity: usize) {
