@@ -4,7 +4,7 @@
 
 use crate::{ensure_tls, root, write_private, Proc, Tools};
 use anyhow::{bail, Context, Result};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -340,46 +340,7 @@ pub fn admin_get(sock: &Path, path: &str) -> Result<(u16, String)> {
         s,
         "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     )?;
-    let mut r = BufReader::new(s);
-    let mut line = String::new();
-    r.read_line(&mut line)?;
-    let status: u16 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .with_context(|| format!("not an HTTP answer: {line:?}"))?;
-    let mut chunked = false;
-    loop {
-        line.clear();
-        r.read_line(&mut line)?;
-        let header = line.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':') {
-            chunked |= name.eq_ignore_ascii_case("transfer-encoding")
-                && value.trim().eq_ignore_ascii_case("chunked");
-        }
-    }
-    let mut body = Vec::new();
-    if chunked {
-        loop {
-            line.clear();
-            r.read_line(&mut line)?;
-            let size = usize::from_str_radix(line.trim_end().split(';').next().unwrap_or(""), 16)
-                .with_context(|| format!("bad chunk size {line:?}"))?;
-            if size == 0 {
-                break;
-            }
-            let start = body.len();
-            body.resize(start + size, 0);
-            r.read_exact(&mut body[start..])?;
-            line.clear();
-            r.read_line(&mut line)?;
-        }
-    } else {
-        r.read_to_end(&mut body)?;
-    }
+    let (status, body) = crate::http1::read_answer(&mut BufReader::new(s))?;
     Ok((status, String::from_utf8(body)?))
 }
 

@@ -19,6 +19,7 @@ pub mod directory_table;
 pub mod envoy;
 pub mod failover;
 pub mod feed_cluster;
+pub mod http1;
 pub mod issuer;
 pub mod postgres;
 pub mod prometheus;

@@ -9,10 +9,8 @@
 use super::cpu_ms;
 use super::feed::quantile;
 use super::provision;
-use super::raw_http::{client_token, once, port_of, revoke, Head};
-
+use super::raw_http::{self, client_token, once, port_of, revoke};
 use anyhow::{bail, Result};
-use base64::Engine as _;
 use e2e::issuer::{add_client, start_issuer_on, StoreArgs};
 use e2e::Tools;
 use std::path::Path;
@@ -62,7 +60,7 @@ struct Fleet {
 async fn read_answer(r: &mut BufReader<TcpStream>) -> Result<(u16, Vec<u8>)> {
     let mut line = String::new();
     r.read_line(&mut line).await?;
-    let mut head = Head::new(&line)?;
+    let mut head = e2e::http1::Head::new(&line)?;
     loop {
         line.clear();
         if r.read_line(&mut line).await? == 0 {
@@ -220,11 +218,7 @@ pub(super) fn bench_fleet(dir: &Path, tools: &Tools, quick: bool) -> Result<Vec<
     let log = dir.join("issuer-fleet.log");
     let (proc, url) = start_issuer_on(tools, &store, e2e::free_port(), &args, &log)?;
     let port = port_of(&url)?;
-    let auth: Arc<str> = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("envoy-edge:{edge_secret}"))
-    )
-    .into();
+    let auth: Arc<str> = raw_http::basic(&format!("envoy-edge:{edge_secret}")).into();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

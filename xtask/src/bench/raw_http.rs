@@ -1,10 +1,11 @@
 //! The few HTTP/1.1 exchanges the revocation benches make, over plain `TcpStream`s to
 //! loopback: a request written by hand and its answer read to its end, so that a probe keeps one
 //! connection (and so one Envoy worker) and a time is taken the moment an answer is in, with no
-//! client library or subprocess between.
+//! client library or subprocess between. Answers are read by the harness's `e2e::http1`, as
+//! Envoy's admin answers are.
 
 use anyhow::{bail, Context, Result};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::TcpStream;
 
 /// One connection, kept alive across requests.
@@ -45,100 +46,8 @@ impl Conn {
         }
         req.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
         self.reader.get_mut().write_all(req.as_bytes())?;
-        self.read_answer()
-    }
-
-    fn read_answer(&mut self) -> Result<Answer> {
-        let mut line = String::new();
-        self.reader.read_line(&mut line)?;
-        let mut head = Head::new(&line)?;
-        loop {
-            line.clear();
-            if self.reader.read_line(&mut line)? == 0 {
-                bail!("the connection closed inside the headers");
-            }
-            if !head.header(&line) {
-                break;
-            }
-        }
-        let status = head.status;
-        let body = match (head.length, head.chunked) {
-            (_, true) => self.read_chunks()?,
-            (Some(n), false) => {
-                let mut body = vec![0; n];
-                self.reader.read_exact(&mut body)?;
-                body
-            }
-            (None, false) => {
-                let mut body = Vec::new();
-                self.reader.read_to_end(&mut body)?;
-                body
-            }
-        };
+        let (status, body) = e2e::http1::read_answer(&mut self.reader)?;
         Ok(Answer { status, body })
-    }
-
-    /// A chunked body (RFC 9112 section 7.1), without trailers.
-    fn read_chunks(&mut self) -> Result<Vec<u8>> {
-        let mut body = Vec::new();
-        let mut line = String::new();
-        loop {
-            line.clear();
-            self.reader.read_line(&mut line)?;
-            let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
-                .with_context(|| format!("a chunk size: {line:?}"))?;
-            let start = body.len();
-            body.resize(start + size, 0);
-            self.reader.read_exact(&mut body[start..])?;
-            line.clear();
-            self.reader.read_line(&mut line)?;
-            if size == 0 {
-                return Ok(body);
-            }
-        }
-    }
-}
-
-/// What an answer's head says, read a line at a time (by the blocking client here and the
-/// asynchronous one of `fleet.rs`).
-pub(super) struct Head {
-    pub(super) status: u16,
-    /// `Content-Length`, if given.
-    pub(super) length: Option<usize>,
-    /// `Transfer-Encoding: chunked`.
-    pub(super) chunked: bool,
-}
-
-impl Head {
-    /// From the status line.
-    pub(super) fn new(status_line: &str) -> Result<Self> {
-        let status = status_line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .with_context(|| format!("no HTTP status line: {status_line:?}"))?;
-        Ok(Self {
-            status,
-            length: None,
-            chunked: false,
-        })
-    }
-
-    /// Takes one header line; false for the blank line that ends the head.
-    pub(super) fn header(&mut self, line: &str) -> bool {
-        let header = line.trim_end();
-        if header.is_empty() {
-            return false;
-        }
-        if let Some((name, value)) = header.split_once(':') {
-            if name.eq_ignore_ascii_case("content-length") {
-                self.length = value.trim().parse::<usize>().ok();
-            }
-            if name.eq_ignore_ascii_case("transfer-encoding") {
-                self.chunked = value.trim().eq_ignore_ascii_case("chunked");
-            }
-        }
-        true
     }
 }
 
@@ -162,7 +71,7 @@ pub(super) fn port_of(url: &str) -> Result<u16> {
 }
 
 /// HTTP Basic for `id:secret`.
-fn basic(id_secret: &str) -> String {
+pub(super) fn basic(id_secret: &str) -> String {
     use base64::Engine as _;
     format!(
         "Basic {}",
