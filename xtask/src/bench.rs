@@ -277,12 +277,7 @@ fn bench_feed(quick: bool, tools: &e2e::Tools, started: Instant) -> Result<()> {
     let dir = fresh_dir("bench-feed")?;
     let latency = feed::bench_latency(&dir, tools, quick)?;
     let runs = fleet::bench_fleet(&dir, tools, quick)?;
-    let how = format!(
-        "Measured by `cargo xtask bench{}` on {} ({}; one run).\n\n",
-        if quick { " --quick" } else { "" },
-        crate::util::utc_now(),
-        machine()
-    );
+    let how = measured(quick, "", "one run");
     let body = format!(
         "### Edge sync that waits: revocation latency and the fleet one issuer serves\n\n{how}{}\n{}",
         feed::report(&latency),
@@ -357,11 +352,10 @@ fn bench_failover(s: &Settings, quick: bool, started: Instant) -> Result<()> {
     let seconds = if quick { 2 } else { 5 };
     let rounds = if quick { 1 } else { s.rounds.min(2) };
     let section = failover::bench_failover(&dir, rounds, seconds)?;
-    let when = format!(
-        "Measured by `cargo xtask bench{} --failover` on {} ({}; {rounds} run(s) of each kind, each reported).\n\n",
-        if quick { " --quick" } else { "" },
-        crate::util::utc_now(),
-        machine(),
+    let when = measured(
+        quick,
+        " --failover",
+        &format!("{rounds} run(s) of each kind, each reported"),
     );
     publish("bench-failover", &(when + &section), started)
 }
@@ -397,13 +391,20 @@ fn fresh_dir(name: &str) -> Result<std::path::PathBuf> {
 
 /// How a section was measured: the command, when, where, and the rounds of `per`.
 fn measured_by(s: &Settings, quick: bool, per: &str, ratios: &str) -> String {
+    let how = format!(
+        "{} round(s) of {} s per {per}, interleaved; medians over rounds, {ratios}",
+        s.rounds, s.seconds
+    );
+    measured(quick, "", &how)
+}
+
+/// The line that opens a section: the command (with `flags`), when, the machine, and `how`.
+fn measured(quick: bool, flags: &str, how: &str) -> String {
     format!(
-        "Measured by `cargo xtask bench{}` on {} ({}; {} round(s) of {} s per {per}, interleaved; medians over rounds, {ratios}).\n\n",
+        "Measured by `cargo xtask bench{}{flags}` on {} ({}; {how}).\n\n",
         if quick { " --quick" } else { "" },
         crate::util::utc_now(),
         machine(),
-        s.rounds,
-        s.seconds
     )
 }
 
