@@ -174,18 +174,18 @@ async fn postgres_over_tls_verifies_the_server() {
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", pg.log()));
     assert!(s.key_ring(1_000).await.is_ok());
-    let tls = pg
-        .psql("SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a ON a.pid = s.pid WHERE s.ssl AND a.application_name = ''")
-        .unwrap();
-    assert_ne!(tls, "0", "the issuer's connections use TLS");
+    // Connections over TLS of the application named `app`.
+    let tls_connections = |app: &str| {
+        pg.psql(&format!("SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a ON a.pid = s.pid WHERE s.ssl AND a.application_name = '{app}'"))
+            .unwrap()
+    };
+    const LISTENER: &str = "mms-issuer feed listener";
+    assert_ne!(tls_connections(""), "0", "the issuer's connections use TLS");
     // The change listener's connection too, verified the same way.
     use issuer::store::{Notice, Notices as _};
     let mut listener = s.change_listener().expect("PostgreSQL notifies");
     assert_eq!(listener.next().await.unwrap(), Notice::Listening);
-    let listening = pg
-        .psql("SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a ON a.pid = s.pid WHERE s.ssl AND a.application_name = 'mms-issuer feed listener'")
-        .unwrap();
-    assert_eq!(listening, "1", "the listener uses TLS");
+    assert_eq!(tls_connections(LISTENER), "1", "the listener uses TLS");
     drop(listener);
     // A listen URL decides the listener's TLS by itself: the store over plain TCP, the listener
     // over TLS (as with a pooler on the host and the database behind it).
@@ -201,8 +201,7 @@ async fn postgres_over_tls_verifies_the_server() {
     let mut listener = split.change_listener().expect("PostgreSQL notifies");
     assert_eq!(listener.next().await.unwrap(), Notice::Listening);
     assert_eq!(
-        pg.psql("SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a ON a.pid = s.pid WHERE s.ssl AND a.application_name = 'mms-issuer feed listener'")
-            .unwrap(),
+        tls_connections(LISTENER),
         "1",
         "the listener uses TLS, its URL asks for it"
     );

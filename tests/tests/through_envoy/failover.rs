@@ -6,6 +6,7 @@
 //! a primary demoted in place (read-only, still answering) leaves no connection in the pools.
 
 use crate::edge::{access, call, password, refused_everywhere, revoke, wait_for_sync};
+use crate::feed_wait::{metrics, metrics_until, sample};
 use e2e::alive;
 use e2e::failover::Target;
 use e2e::failover::{acknowledged, family_of, missing, stored_families, Load, Outcome, Stored};
@@ -212,45 +213,25 @@ async fn a_killed_primary_fails_over_to_its_synchronous_standby_under_load() {
     let ports: Vec<u16> = std::iter::once(s.ports.issuer)
         .chain(s.more_issuers.iter().copied())
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(20);
     for port in &ports {
-        while !issuer_metrics(*port)
-            .await
-            .contains("issuer_feed_listening 1")
-        {
-            assert!(
-                Instant::now() < deadline,
-                "issuer {port} is not listening\n{}",
-                s.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let what = format!("issuer {port} is not listening");
+        metrics_until(*port, Duration::from_secs(20), &what, |m| {
+            sample(m, "issuer_feed_listening", "") == 1
+        })
+        .await;
     }
     // Edge sync goes on, the edges waiting on the issuers: a revocation made after the failover
     // is refused at Envoy within 2 s, and it ended a wait with news.
-    let news = |m: &str| {
-        m.lines()
-            .any(|l| l.starts_with("issuer_feed_waits_total{result=\"news\"}"))
-    };
     let token = access(&password(&s, demo::USER, demo::PASSWORD).await);
     assert_eq!(call(&s, &token).await.0, 200);
     revoke(&s, &token).await;
     refused_everywhere(&s, &token, Instant::now(), "revoked after the failover").await;
-    let mut woken = false;
+    let mut woken = 0;
     for port in &ports {
-        woken |= news(&issuer_metrics(*port).await);
+        woken += sample(&metrics(*port).await, "issuer_feed_waits_total", "news");
     }
-    assert!(woken, "no wait ended with news");
+    assert!(woken > 0, "no wait ended with news");
     assert!(s.stop());
-}
-
-/// The `/metrics` text of the issuer on `port`.
-async fn issuer_metrics(port: u16) -> String {
-    let url = format!("http://127.0.0.1:{port}/metrics");
-    match reqwest::get(&url).await {
-        Ok(r) => r.text().await.unwrap_or_default(),
-        Err(_) => String::new(),
-    }
 }
 
 /// Connections of the issuers' database role ([`ISSUER_ROLE`]) to `pg`.

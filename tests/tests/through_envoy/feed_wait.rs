@@ -48,13 +48,13 @@ fn slow_polls(yaml: String, first_issuer: u16, feed_port: Option<u16>) -> anyhow
 }
 
 /// The issuer's `/metrics` on `port`.
-async fn metrics(port: u16) -> String {
+pub(crate) async fn metrics(port: u16) -> String {
     let url = format!("http://127.0.0.1:{port}/metrics");
     reqwest::get(&url).await.unwrap().text().await.unwrap()
 }
 
 /// The sum of the samples of `name` (with any labels, or the one that has `label`).
-fn sample(text: &str, name: &str, label: &str) -> u64 {
+pub(crate) fn sample(text: &str, name: &str, label: &str) -> u64 {
     text.lines()
         .filter(|l| l.starts_with(name) && l.contains(label))
         .filter(|l| l[name.len()..].starts_with([' ', '{']))
@@ -62,10 +62,19 @@ fn sample(text: &str, name: &str, label: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
-/// Waits until `done` holds of the issuer's metrics on `port` (30 s at most: a wait the edge gave
-/// up is held to its end); the metrics.
-async fn metrics_until(port: u16, what: &str, done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
+/// How long the tests here wait for the issuers' metrics to show something: 30 s, since a wait
+/// the edge gave up is held to its end.
+const METRICS_WITHIN: Duration = Duration::from_secs(30);
+
+/// Waits until `done` holds of the issuer's metrics on `port`, for `within` at most; the
+/// metrics.
+pub(crate) async fn metrics_until(
+    port: u16,
+    within: Duration,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + within;
     loop {
         let text = metrics(port).await;
         if done(&text) {
@@ -99,7 +108,7 @@ async fn a_revocation_through_one_issuer_reaches_an_envoy_waiting_on_the_other()
     let (a, b) = (s.ports.issuer, s.more_issuers[0]);
     s.restart_envoy_yaml_edited(|y| slow_polls(y, a, Some(b)))
         .unwrap();
-    metrics_until(b, "no edge waits on B", |m| {
+    metrics_until(b, METRICS_WITHIN, "no edge waits on B", |m| {
         sample(m, "issuer_feed_waiting", "") >= 1
     })
     .await;
@@ -184,7 +193,7 @@ async fn beyond_the_bound_of_waiting_polls_edges_are_answered_busy_and_still_syn
             .unwrap();
         r.json::<serde_json::Value>().await.unwrap()
     });
-    let m = metrics_until(port, "no busy answer", |m| {
+    let m = metrics_until(port, METRICS_WITHIN, "no busy answer", |m| {
         sample(m, "issuer_feed_waits_total", "result=\"busy\"") > 0
     })
     .await;
@@ -213,7 +222,7 @@ async fn an_issuer_restarted_under_waiting_edges_answers_them_and_holds_them_aga
         return;
     };
     let port = s.ports.issuer;
-    metrics_until(port, "no edge waits", |m| {
+    metrics_until(port, METRICS_WITHIN, "no edge waits", |m| {
         sample(m, "issuer_feed_waiting", "") >= 1
     })
     .await;
@@ -228,9 +237,12 @@ async fn an_issuer_restarted_under_waiting_edges_answers_them_and_holds_them_aga
         logs.contains("stopped"),
         "the issuer stopped gracefully:\n{logs}"
     );
-    metrics_until(port, "no edge waits after the restart", |m| {
-        sample(m, "issuer_feed_waiting", "") >= 1
-    })
+    metrics_until(
+        port,
+        METRICS_WITHIN,
+        "no edge waits after the restart",
+        |m| sample(m, "issuer_feed_waiting", "") >= 1,
+    )
     .await;
     let token = client_token(&s).await;
     crate::edge::revoke(&s, &token).await;
