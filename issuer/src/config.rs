@@ -13,6 +13,7 @@ pub mod directory;
 
 pub use directory::{BindPassword, DirectoryConfig, DirectoryKind};
 
+use crate::secret_file::Rule;
 use clap::{Arg, ArgAction, Command, CommandFactory, FromArgMatches};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -26,22 +27,25 @@ pub const CONFIG_ARG: &str = "config";
 /// text (a database URL in it may hold a password).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("reading {path}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    /// The file fails the check of the files the issuer trusts (owner, mode, link, folder), or
+    /// cannot be read.
+    #[error(transparent)]
+    File(#[from] crate::secret_file::FileError),
+    /// The file is not UTF-8.
+    #[error("{path}: not UTF-8 text")]
+    NotText { path: String },
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
-    /// Group or others may change the file, and so what the issuer trusts.
-    #[error("{path} is writable by group or others: `chmod 0600 {path}`")]
-    Writable { path: String },
     /// Group or others may read the file, and it holds the database's password.
     #[error(
-        "{path} holds a database password and is readable by group or others: `chmod 0600 {path}` \
-         (or keep the password in --store-password-file)"
+        "{path} holds a database password in its `store` URL (better: keep it in \
+         --store-password-file)"
     )]
-    Readable { path: String },
+    Readable {
+        path: String,
+        #[source]
+        source: crate::secret_file::FileError,
+    },
     /// The command line, with the file's options, no longer parses (on a reload).
     #[error("{0}")]
     CommandLine(String),
@@ -58,28 +62,25 @@ pub struct ConfigFile {
 }
 
 impl ConfigFile {
-    /// Reads and parses `path`: a file group or others may write is refused, and one they may
-    /// read if its `store` URL holds a password.
+    /// Reads and parses `path`, which must pass the check of the files the issuer trusts
+    /// ([`crate::secret_file`], [`Rule::Config`]: its owner, folder and link target, and no
+    /// writing by group or others), and not be readable by group or others either if its
+    /// `store` URL holds a password.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
-        use std::os::unix::fs::PermissionsExt;
-        let name = path.display().to_string();
-        let read_error = |source| ConfigError::Read {
-            path: name.clone(),
-            source,
-        };
-        let mode = std::fs::metadata(path)
-            .map_err(read_error)?
-            .permissions()
-            .mode();
-        if mode & 0o022 != 0 {
-            return Err(ConfigError::Writable { path: name });
+        let checked = crate::secret_file::open("configuration file", path, Rule::Config)?;
+        let private = checked.require_private();
+        let bytes = checked.read(crate::secret_file::READ_LIMIT)?;
+        let text = std::str::from_utf8(&bytes).map_err(|_| ConfigError::NotText {
+            path: path.display().to_string(),
+        })?;
+        let file = Self::parse(path, text)?;
+        match private {
+            Err(source) if file.store_password() => Err(ConfigError::Readable {
+                path: path.display().to_string(),
+                source,
+            }),
+            _ => Ok(file),
         }
-        let text = zeroize::Zeroizing::new(std::fs::read_to_string(path).map_err(read_error)?);
-        let file = Self::parse(path, &text)?;
-        if mode & 0o044 != 0 && file.store_password() {
-            return Err(ConfigError::Readable { path: name });
-        }
-        Ok(file)
     }
 
     /// Parses `text`, the contents of `path` (which error messages name). A syntax error is

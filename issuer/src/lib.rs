@@ -21,6 +21,7 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod passwords;
+pub mod secret_file;
 pub mod secrets;
 pub mod server;
 pub mod store;

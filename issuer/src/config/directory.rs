@@ -307,20 +307,14 @@ fn is_loopback(host: &str) -> bool {
     host.eq_ignore_ascii_case("localhost") || host.parse::<IpAddr>().is_ok_and(|a| a.is_loopback())
 }
 
-/// The password in `path` (a trailing line break dropped), which must not be readable by group
-/// or others.
+/// The password in `path` (a trailing line break dropped), from a file that passes the check of
+/// secret files ([`crate::secret_file`]: 0600 or stricter, the issuer's user's or root's, in a
+/// folder only they may write).
 fn read_password(path: &Path) -> Result<BindPassword, String> {
-    use std::os::unix::fs::PermissionsExt;
+    let bytes = crate::secret_file::read("`bind_password_file`", path).map_err(|e| e.describe())?;
     let name = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("`bind_password_file` {name}: {e}"))?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        return Err(format!(
-            "`bind_password_file` {name} is readable by group or others: chmod 0600 it"
-        ));
-    }
-    let text = Zeroizing::new(
-        std::fs::read_to_string(path).map_err(|e| format!("`bind_password_file` {name}: {e}"))?,
-    );
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|_| format!("`bind_password_file` {name} is not UTF-8 text"))?;
     let password = Zeroizing::new(text.trim_end_matches(['\r', '\n']).to_owned());
     if password.is_empty() {
         return Err(format!("`bind_password_file` {name} is empty"));

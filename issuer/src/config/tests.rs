@@ -294,7 +294,10 @@ fn a_password_file_readable_by_others_or_missing_is_refused() {
     for mode in [0o644, 0o640, 0o604] {
         let d = password_file(mode);
         let e = directory(&d, AD).unwrap_err();
-        assert!(e.contains("readable by group or others"), "{mode:o}: {e}");
+        assert!(
+            e.contains("lets other users read it; run chmod 600"),
+            "{mode:o}: {e}"
+        );
     }
     let d = password_file(0o600);
     std::fs::remove_file(&d.password).unwrap();

@@ -47,6 +47,9 @@ pub enum BackupError {
     /// The backup could not be read.
     #[error("reading the backup: {0}")]
     Read(std::io::Error),
+    /// The backup fails the check of secret files, or cannot be opened.
+    #[error(transparent)]
+    File(#[from] crate::secret_file::FileError),
     /// The file does not start as a backup does.
     #[error("not an issuer backup (it does not start with the backup format's mark)")]
     NotBackup,

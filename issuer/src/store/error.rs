@@ -18,6 +18,9 @@ pub enum OpenError {
     /// What opening read or wrote failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A file of secrets (the KEK file, the password file) fails its check or cannot be read.
+    #[error(transparent)]
+    File(#[from] crate::secret_file::FileError),
 }
 
 impl OpenError {
@@ -56,7 +59,10 @@ impl From<std::io::Error> for OpenError {
 
 impl From<super::kek::KekError> for OpenError {
     fn from(e: super::kek::KekError) -> Self {
-        Self::Kek(e.to_string())
+        match e {
+            super::kek::KekError::File(e) => Self::File(e),
+            e => Self::Kek(e.to_string()),
+        }
     }
 }
 

@@ -20,20 +20,12 @@ const NONCE_LEN: usize = 24;
 /// Why a KEK could not be loaded or a value not be opened. Never contains key material.
 #[derive(Debug, thiserror::Error)]
 pub enum KekError {
-    /// The file could not be read.
-    #[error("reading the key-encryption key file {path}: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// The file fails the check of secret files, or could not be read.
+    #[error(transparent)]
+    File(#[from] crate::secret_file::FileError),
     /// The file holds too little.
     #[error("the key-encryption key file {0} holds fewer than {MIN_KEK_FILE_BYTES} bytes")]
     TooShort(String),
-    /// Another process than its owner may read the file.
-    #[error("the key-encryption key file {0} is readable by others (make it 0600)")]
-    Readable(String),
     /// A sealed value does not open under this key: the wrong key, or a damaged value.
     #[error("a sealed {0} does not open with this key-encryption key (wrong --kek-file?)")]
     WrongKey(&'static str),
@@ -53,20 +45,12 @@ impl std::fmt::Debug for Kek {
 }
 
 impl Kek {
-    /// Reads and derives the KEK from `path` (surrounding whitespace ignored, at least 32 bytes;
-    /// the file must not be readable by group or others).
+    /// Reads and derives the KEK from `path` (surrounding whitespace ignored, at least 32 bytes),
+    /// a file that passes the check of secret files ([`crate::secret_file`]: 0600 or stricter,
+    /// the issuer's user's or root's, in a folder only they may write).
     pub fn from_file(path: &Path) -> Result<Self, KekError> {
-        use std::os::unix::fs::PermissionsExt;
         let name = path.display().to_string();
-        let read_err = |source| KekError::Read {
-            path: name.clone(),
-            source,
-        };
-        let meta = std::fs::metadata(path).map_err(read_err)?;
-        if meta.permissions().mode() & 0o077 != 0 {
-            return Err(KekError::Readable(name));
-        }
-        let bytes = Zeroizing::new(std::fs::read(path).map_err(read_err)?);
+        let bytes = crate::secret_file::read("key-encryption key file", path)?;
         let start = bytes.iter().position(|b| !b.is_ascii_whitespace());
         let end = bytes.iter().rposition(|b| !b.is_ascii_whitespace());
         let material = match (start, end) {
@@ -147,6 +131,7 @@ impl Kek {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::secret_file::FileError;
 
     #[test]
     fn sealed_values_open_only_with_their_key_and_purpose() {
@@ -196,7 +181,10 @@ mod tests {
         std::fs::write(&path, format!("{}\n", "ab".repeat(32))).unwrap();
         let a = Kek::from_file(&path).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(matches!(Kek::from_file(&path), Err(KekError::Readable(_))));
+        assert!(matches!(
+            Kek::from_file(&path),
+            Err(KekError::File(FileError::Readable { mode: 0o644, .. }))
+        ));
         let sealed = a.seal("p", b"x");
         assert!(Kek::derive("ab".repeat(32).as_bytes())
             .open("p", &sealed, "x")

@@ -86,21 +86,11 @@ impl Location {
     }
 }
 
-/// The database password in `path`: its first line, the file readable by its owner only (as
-/// the KEK file).
+/// The database password in `path`: its first line, from a file that passes the check of secret
+/// files ([`crate::secret_file`], as the KEK file).
 pub fn read_password(path: &Path) -> Result<Zeroizing<Vec<u8>>, OpenError> {
-    use std::os::unix::fs::PermissionsExt;
     let name = path.display();
-    let unreadable = |e: std::io::Error| {
-        OpenError::Config(format!("--store-password-file {name} cannot be read: {e}"))
-    };
-    let meta = std::fs::metadata(path).map_err(unreadable)?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        return Err(OpenError::Config(format!(
-            "--store-password-file {name} is readable by other users: chmod 600 it"
-        )));
-    }
-    let bytes = Zeroizing::new(std::fs::read(path).map_err(unreadable)?);
+    let bytes = crate::secret_file::read("--store-password-file", path)?;
     let line = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.is_empty() {
@@ -143,7 +133,7 @@ mod tests {
         std::fs::write(&file, "s3cret\r\nignored\n").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = read_password(&file).unwrap_err().to_string();
-        assert!(e.contains("chmod 600"), "{e}");
+        assert!(e.contains("lets other users read it; run chmod 600"), "{e}");
         assert!(!e.contains("s3cret"), "{e}");
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(read_password(&file).unwrap().as_slice(), b"s3cret");

@@ -351,7 +351,11 @@ fn broken_files(dir: &Path, store: &[String], tmp: &Path) {
     let cases = [
         (short.as_str(), 4, "at least 16 bytes"),
         (&repeated, 4, "different characters"),
-        (&open, 4, "chmod 0600"),
+        (
+            &open,
+            4,
+            "mode 0644 lets other users read it; run chmod 600",
+        ),
         (
             "[[client]]\nid = \"x\"\ngrants = [\"implicit\"]\n",
             3,

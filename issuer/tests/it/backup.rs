@@ -1,7 +1,7 @@
 //! `issuer backup` and `issuer restore`: an online backup taken through the admin socket while
 //! clients rotate their refresh tokens holds every rotation acknowledged before it began; a
-//! stopped data dir backs up as well; an existing backup file, a non-empty target and a damaged
-//! backup are refused with clear errors and nothing written.
+//! stopped data dir backs up as well; an existing backup file, a non-empty target, a damaged
+//! backup and one others may read are refused with clear errors and nothing written.
 
 use super::*;
 use std::os::unix::fs::PermissionsExt;
@@ -247,7 +247,8 @@ async fn a_stopped_data_dir_backs_up_and_a_bad_restore_writes_nothing() {
         .collect();
     assert_eq!(left, ["keep"]);
 
-    // A damaged backup (one byte changed, cut short, or not a backup at all) writes nothing.
+    // A damaged backup (one byte changed, cut short, or not a backup at all), or one others may
+    // read (and so may have changed), writes nothing.
     let bad = tmp.join("bad.backup");
     let target = tmp.join("target");
     for (damage, expected) in [
@@ -255,13 +256,20 @@ async fn a_stopped_data_dir_backs_up_and_a_bad_restore_writes_nothing() {
         ("digest", "checksum does not match"),
         ("truncated", "truncated"),
         ("foreign", "not an issuer backup"),
+        (
+            "readable",
+            "mode 0644 lets other users read it; run chmod 600",
+        ),
     ] {
         match damage {
             "corrupted" => corrupted(&backup, &bad, written.len() / 2),
             "digest" => corrupted(&backup, &bad, written.len() - 1),
             "truncated" => std::fs::write(&bad, &written[..written.len() - 40]).unwrap(),
-            _ => std::fs::write(&bad, b"SQLite format 3\0").unwrap(),
+            "foreign" => std::fs::write(&bad, b"SQLite format 3\0").unwrap(),
+            _ => std::fs::write(&bad, &written).unwrap(),
         }
+        let mode = if damage == "readable" { 0o644 } else { 0o600 };
+        std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(mode)).unwrap();
         let out = issuer(&target, &["restore", "--from", bad.to_str().unwrap()]).await;
         assert!(!out.status.success(), "{damage}");
         assert!(text(&out).contains(expected), "{damage}: {}", text(&out));
@@ -278,39 +286,13 @@ async fn a_stopped_data_dir_backs_up_and_a_bad_restore_writes_nothing() {
     assert!(admin(&target, &["client", "list"], None).contains("app"));
 }
 
-/// Gives `path` to uid and gid 65534 (`nobody`); false, said loudly, where this process may not
-/// (not root), and a failure under `CI`, where the test must run.
-fn give_away(path: &Path) -> bool {
-    match std::os::unix::fs::chown(path, Some(65534), Some(65534)) {
-        Ok(()) => true,
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("SKIPPED: chown to uid 65534 needs root ({e}); CI runs this test as root");
-            false
-        }
-        Err(e) => panic!("chown to uid 65534 failed under CI: {e}"),
-    }
-}
-
-/// `issuer serve` on `dir`, which must refuse to start within 20 s; its stderr.
+/// `issuer serve` on `dir`, which must refuse to start; its stderr.
 fn serve_refused(dir: &Path) -> String {
-    let mut child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(20) {
-            child.kill().unwrap();
-            panic!("issuer serve started on {}", dir.display());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(!out.status.success());
-    String::from_utf8(out.stderr).unwrap()
+        .arg(dir);
+    refused_to_start(command)
 }
 
 /// A directory another user owns, or that group or others may write, could have its `hash.key`

@@ -359,7 +359,7 @@ async fn serves_https_with_its_own_certificate() {
     let cert_path = f.dir.with_extension("crt");
     let key_path = f.dir.with_extension("key");
     std::fs::write(&cert_path, cert.cert.pem()).unwrap();
-    std::fs::write(&key_path, cert.key_pair.serialize_pem()).unwrap();
+    e2e::write_private(&key_path, cert.key_pair.serialize_pem().as_bytes()).unwrap();
     let s = Server::start(
         &f.dir,
         &[

@@ -6,7 +6,8 @@
 //! what only the PostgreSQL store does (sealed secrets, MACed records, TLS), `multi` several
 //! issuers on one PostgreSQL, `disk` the embedded store on a full disk, `config` the
 //! configuration file, `locate` where admin commands find the store, `health` the probes and
-//! starting before the database.
+//! starting before the database, `secret_files` the check of the files holding secrets or the
+//! configuration.
 
 mod admin;
 mod apply;
@@ -27,6 +28,7 @@ mod multi;
 mod oauth2_crate;
 mod refresh;
 mod reload;
+mod secret_files;
 mod store;
 mod store_move;
 mod store_postgres;
@@ -136,6 +138,41 @@ fn admin_output(dir: &Path, args: &[&str], stdin: Option<&str>) -> std::process:
     let mut command = Command::new(BIN);
     command.args(args).arg("--data-dir").arg(dir);
     run_admin(command, stdin)
+}
+
+/// Runs `command` (an `issuer serve`), which must stop with an error within 20 s: its stderr.
+fn refused_to_start(mut command: Command) -> String {
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(20) {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            panic!("{command:?} started and served for 20 s:\n{stderr}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "{command:?} succeeded");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// Gives `path` to uid and gid 65534 (`nobody`); false, said loudly, where this process may not
+/// (not root), and a failure under `CI`, where the test must run.
+fn give_away(path: &Path) -> bool {
+    match std::os::unix::fs::chown(path, Some(65534), Some(65534)) {
+        Ok(()) => true,
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("SKIPPED: chown to uid 65534 needs root ({e}); CI runs this test as root");
+            false
+        }
+        Err(e) => panic!("chown to uid 65534 failed under CI: {e}"),
+    }
 }
 
 /// Runs the admin command line `command` with `stdin` on its standard input.

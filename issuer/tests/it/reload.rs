@@ -6,15 +6,15 @@ use super::*;
 use std::io::{BufRead, BufReader};
 use std::time::Instant;
 
-/// A new self-signed certificate for `localhost`, written to `cert` and `key`: its PEM.
-fn certificate(cert: &Path, key: &Path) -> String {
+/// A new self-signed certificate for `localhost`, written to `cert` and `key` (0600): its PEM.
+pub(crate) fn certificate(cert: &Path, key: &Path) -> String {
     let c = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
     std::fs::write(cert, c.cert.pem()).unwrap();
-    std::fs::write(key, c.key_pair.serialize_pem()).unwrap();
+    e2e::write_private(key, c.key_pair.serialize_pem().as_bytes()).unwrap();
     c.cert.pem()
 }
 
-fn config(f: &Fixture, cert: &Path, key: &Path, rest: &str) -> String {
+pub(crate) fn config(f: &Fixture, cert: &Path, key: &Path, rest: &str) -> String {
     format!(
         "listen = \"127.0.0.1:0\"\ndata_dir = {:?}\ntls_cert = {:?}\ntls_key = {:?}\n{rest}",
         f.dir.display().to_string(),
@@ -25,7 +25,7 @@ fn config(f: &Fixture, cert: &Path, key: &Path, rest: &str) -> String {
 
 /// `issuer serve --config FILE` with no `RUST_LOG` (which would win over `log_level`): the
 /// process and its port.
-fn serve(config: &Path, log: &Path) -> (Proc, String) {
+pub(crate) fn serve(config: &Path, log: &Path) -> (Proc, String) {
     let mut child = Command::new(BIN)
         .args(["serve", "--config", config.to_str().unwrap()])
         .env_remove("RUST_LOG")
@@ -42,7 +42,7 @@ fn serve(config: &Path, log: &Path) -> (Proc, String) {
 }
 
 /// Sends SIGHUP to `proc`, then waits for the log's `count`-th line holding `done`.
-fn hup_and_wait(proc: &Proc, log: &Path, done: &str, count: usize) -> String {
+pub(crate) fn hup_and_wait(proc: &Proc, log: &Path, done: &str, count: usize) -> String {
     let pid = proc.pid().to_string();
     assert!(Command::new("kill")
         .args(["-HUP", &pid])
@@ -65,7 +65,7 @@ fn hup_and_wait(proc: &Proc, log: &Path, done: &str, count: usize) -> String {
 
 /// A client credentials grant over a new connection trusting only `pem`: the token's lifetime,
 /// or the error.
-async fn grant(f: &Fixture, port: &str, pem: &str) -> Result<u64, String> {
+pub(crate) async fn grant(f: &Fixture, port: &str, pem: &str) -> Result<u64, String> {
     let client = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes()).unwrap())
         .tls_built_in_root_certs(false)

@@ -44,10 +44,21 @@ fn view(c: &Contents) -> Value {
     })
 }
 
+/// A new file only its owner may read or write, as a backup must be.
+fn new_private(path: &Path) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap()
+}
+
 /// A backup of `s` in `file`, read back.
 fn backed_up(s: &RedbStore, file: &Path, now: u64) -> Contents {
     let snapshot = Backup::snapshot(s).unwrap();
-    let mut out = std::fs::File::create(file).unwrap();
+    let mut out = new_private(file);
     snapshot.write_to(&mut out, now).unwrap();
     redb_contents::read_backup(file).unwrap()
 }
@@ -176,7 +187,7 @@ async fn a_store_moves_to_postgres_and_back_record_for_record() {
     assert_eq!(view(&p.export().await.unwrap()), view(&after), "changed");
 
     let back = tmp.path().join("back.backup");
-    let mut out = std::fs::File::create(&back).unwrap();
+    let mut out = new_private(&back);
     redb_contents::write_backup(&after, &mut out, 1_007).unwrap();
     drop(out);
     redb_backup::restore(&back, &tmp.path().join("c")).unwrap();

@@ -21,7 +21,14 @@ pub struct Layer {
 pub const ISSUER_LAYERS: &[Layer] = &[
     Layer {
         name: "base",
-        modules: &["config", "display", "logging", "secrets", "tls_client"],
+        modules: &[
+            "config",
+            "display",
+            "logging",
+            "secret_file",
+            "secrets",
+            "tls_client",
+        ],
     },
     Layer {
         name: "store",

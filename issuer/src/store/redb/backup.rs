@@ -302,8 +302,11 @@ impl Sink for Restore<'_> {
     }
 }
 
+/// Opens the backup at `from`, a file that passes the check of secret files
+/// ([`crate::secret_file`]): whoever may change it chooses what a restore believes.
 pub(super) fn open_backup(from: &Path) -> Result<BackupReader<BufReader<File>>, BackupError> {
-    let file = File::open(from).map_err(BackupError::Read)?;
+    let file =
+        crate::secret_file::open("backup", from, crate::secret_file::Rule::Secret)?.into_file();
     BackupReader::open(BufReader::with_capacity(1 << 20, file))
 }
 
@@ -416,6 +419,12 @@ mod tests {
     use super::*;
     use crate::store::revocation::Revoked;
 
+    /// Writes `bytes` to `path`, 0600 as a backup must be.
+    fn write_private(path: &Path, bytes: &[u8]) {
+        fs::write(path, bytes).unwrap();
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
     /// A backup with a matching digest of one table and one record.
     fn crafted(table: &str, key: &[u8], value: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -444,16 +453,15 @@ mod tests {
             (crafted("audit", &[0; 15], b"{}"), "not well formed"),
             (crafted("bogus", b"k", b"v"), "unknown to this issuer"),
         ] {
-            fs::write(&file, bytes).unwrap();
+            write_private(&file, &bytes);
             let e = restore(&file, &dir).expect_err("refused");
             assert!(e.to_string().contains(refused), "{e}");
             assert!(!dir.exists(), "{e}: something was written");
         }
-        fs::write(
+        write_private(
             &file,
-            crafted("settings", b"access_ttl", &60u64.to_le_bytes()),
-        )
-        .unwrap();
+            &crafted("settings", b"access_ttl", &60u64.to_le_bytes()),
+        );
         restore(&file, &dir).unwrap();
         assert_eq!(RedbFile::open(&dir, 1).unwrap().access_ttl().unwrap(), 60);
     }
@@ -479,7 +487,7 @@ mod tests {
         let summary = snapshot.write_to(&mut out, 1_002).unwrap();
         assert_eq!(summary.tables, tables().len());
         let backup = tmp.path().join("backup");
-        fs::write(&backup, &out).unwrap();
+        write_private(&backup, &out);
         assert_eq!(verify(&backup).unwrap().records, summary.records);
         restore(&backup, &b).unwrap();
         let restored = RedbFile::open(&b, 1_003).unwrap();

@@ -2,6 +2,7 @@
 //! replace `hash.key` or the database under the issuer, so `issuer serve` and `issuer restore`
 //! refuse it ([`check_data_dir`]).
 
+use crate::secret_file::{self, Fault, Owners};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -45,8 +46,9 @@ pub enum DirError {
 }
 
 /// Checks that `dir`, if it exists, is owned by the effective uid of this process and writable
-/// by no one else (a symbolic link is judged by what it points to). An absent `dir` passes: the
-/// issuer creates it, 0700 and its own.
+/// by no one else (a symbolic link is judged by what it points to), by the rules of the folders
+/// of secret files ([`crate::secret_file::folder_fault`]), root not excepted: the issuer writes
+/// here. An absent `dir` passes: the issuer creates it, 0700 and its own.
 pub fn check_data_dir(dir: &Path) -> Result<(), DirError> {
     let meta = match std::fs::metadata(dir) {
         Ok(meta) => meta,
@@ -58,22 +60,15 @@ pub fn check_data_dir(dir: &Path) -> Result<(), DirError> {
             })
         }
     };
-    let me = nix::unistd::geteuid().as_raw();
-    if meta.uid() != me {
-        return Err(DirError::NotOwned {
-            dir: dir.to_owned(),
-            owner: meta.uid(),
-            me,
-        });
+    let me = secret_file::me();
+    let dir = dir.to_owned();
+    match secret_file::folder_fault(Owners::Me, meta.uid(), meta.mode(), me) {
+        None => Ok(()),
+        Some(Fault::NotOwned { owner }) => Err(DirError::NotOwned { dir, owner, me }),
+        Some(Fault::Writable { mode } | Fault::Readable { mode } | Fault::Open { mode }) => {
+            Err(DirError::Writable { dir, mode })
+        }
     }
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return Err(DirError::Writable {
-            dir: dir.to_owned(),
-            mode,
-        });
-    }
-    Ok(())
 }
 
 #[cfg(test)]

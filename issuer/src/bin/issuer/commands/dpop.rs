@@ -9,7 +9,6 @@ use std::fs::OpenOptions;
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
-use zeroize::Zeroizing;
 
 #[derive(Subcommand)]
 pub enum DpopCmd {
@@ -102,11 +101,12 @@ fn new_key(alg: Alg) -> anyhow::Result<ProofKey> {
     }
 }
 
+/// The private key in `path`, a file that passes the check of secret files
+/// (`issuer::secret_file`: 0600 or stricter, as `issuer dpop key` writes it).
 fn read_key(path: &Path) -> anyhow::Result<ProofKey> {
-    let text = Zeroizing::new(
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
-    );
-    ProofKey::from_private_jwk(&text).map_err(|_| {
+    let bytes = issuer::secret_file::read("DPoP key", path)?;
+    let text = std::str::from_utf8(&bytes).ok().unwrap_or_default();
+    ProofKey::from_private_jwk(text).map_err(|_| {
         anyhow::anyhow!(
             "{} is not a private EC P-256 or OKP Ed25519 JWK (make one with `issuer dpop key`)",
             path.display()

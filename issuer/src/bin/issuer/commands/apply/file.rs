@@ -213,14 +213,13 @@ fn grants(lines: &Lines<'_>, declared: Spanned<Vec<String>>) -> anyhow::Result<V
 }
 
 /// A client's secret from its `secret_file`: the file's first line, which the secret rules
-/// accept (`issuer::secrets::check_client_secret`), from a file that group and others can neither
-/// read nor write (0600 or stricter), like every other secret file of the issuer.
+/// accept (`issuer::secrets::check_client_secret`), from a file that passes the check of every
+/// secret file of the issuer (`issuer::secret_file`: 0600 or stricter, the issuer's user's or
+/// root's, in a folder only they may write, through a link too). At most 64 KiB.
 fn read_secret_file(
     lines: &Lines<'_>,
     file: Spanned<PathBuf>,
 ) -> anyhow::Result<Zeroizing<String>> {
-    use std::io::Read as _;
-    use std::os::unix::fs::PermissionsExt as _;
     let span = file.span();
     // Relative to the file's directory, as the file is read from anywhere.
     let path = lines
@@ -229,28 +228,15 @@ fn read_secret_file(
         .unwrap_or(Path::new("."))
         .join(file.into_inner());
     let name = path.display();
-    let mut text = Zeroizing::new(String::new());
-    // The mode is read from the file opened, so it is the one whose content is taken; a file
-    // that fails it is not read. Only the first 64 KiB count (the secret is the first line).
-    let opened = std::fs::File::open(&path).and_then(|f| {
-        let mode = f.metadata()?.permissions().mode();
-        if mode & 0o077 == 0 {
-            f.take(64 * 1024).read_to_string(&mut text)?;
-        }
-        Ok(mode)
-    });
-    match opened {
-        Ok(mode) if mode & 0o077 != 0 => {
-            let msg = format!(
-                "secret_file {name} is readable or writable by group or others (mode {:04o}): \
-                 chmod 0600 it",
-                mode & 0o7777
-            );
-            return lines.fail(span, msg);
-        }
-        Ok(_) => {}
-        Err(e) => return lines.fail(span, format!("secret_file {name}: {e}")),
-    }
+    let read = issuer::secret_file::open("secret_file", &path, issuer::secret_file::Rule::Secret)
+        .and_then(|checked| checked.read(64 * 1024));
+    let bytes = match read {
+        Ok(bytes) => bytes,
+        Err(e) => return lines.fail(span, e.describe()),
+    };
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return lines.fail(span, format!("secret_file {name} is not UTF-8 text"));
+    };
     let secret = text.lines().next().unwrap_or("").trim();
     if secret.is_empty() {
         return lines.fail(span, format!("secret_file {name} is empty"));

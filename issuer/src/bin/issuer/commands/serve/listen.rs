@@ -1,6 +1,6 @@
 //! The listeners `issuer serve` opens before it serves (part of the `issuer` binary): the TLS
-//! acceptor from the operator's PEM files (read again on a reload), and the admin socket in the
-//! data dir.
+//! acceptor from the operator's PEM files (read again on a reload; the key file through the
+//! check of secret files, `issuer::secret_file`), and the admin socket in the data dir.
 
 use anyhow::Context as _;
 use issuer::admin;
@@ -25,7 +25,8 @@ pub struct Certificates {
 }
 
 impl Certificates {
-    /// Reads the files again; on any error the certificate in use stays.
+    /// Reads the files again; on any error (the key file failing its check too) the certificate
+    /// and key in use stay.
     pub fn reload(&self) -> anyhow::Result<()> {
         let fresh = Arc::new(certified_key(&self.cert, &self.key)?);
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = fresh;
@@ -48,14 +49,17 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(tokio_rustls::rustls::crypto::ring::default_provider())
 }
 
-/// The certificate chain and key of PEM files, checked to be a pair.
+/// The certificate chain and key of PEM files, checked to be a pair; the key file must pass the
+/// check of secret files (0600 or stricter, the issuer's user's or root's, in a folder only they
+/// may write).
 fn certified_key(cert: &Path, key: &Path) -> anyhow::Result<CertifiedKey> {
     let certs = CertificateDer::pem_file_iter(cert)
         .with_context(|| format!("reading certificate {}", cert.display()))?
         .collect::<Result<Vec<_>, _>>()
         .with_context(|| format!("parsing certificate {}", cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(key)
-        .with_context(|| format!("reading private key {}", key.display()))?;
+    let pem = issuer::secret_file::read("TLS key", key)?;
+    let key = PrivateKeyDer::from_pem_slice(&pem)
+        .with_context(|| format!("parsing private key {}", key.display()))?;
     CertifiedKey::from_der(certs, key, &provider())
         .context("certificate and key do not form a usable pair")
 }

@@ -1,8 +1,10 @@
 //! What SIGHUP does to a serving issuer. The command line is parsed again with its configuration
 //! file as the file is now. The log level (`log_level`), the `[directory]` table and the TLS
 //! certificate (read again from its files) change in place; every other option that changed is
-//! named in the log as taking effect at the next restart. A file that no longer parses, or a
-//! change that fails, changes nothing and is logged. SIGHUP never stops the process.
+//! named in the log as taking effect at the next restart. A file that no longer parses or fails
+//! the check of the files the issuer trusts (`issuer::secret_file`: the configuration file, a
+//! `bind_password_file`, the TLS key), or a change that fails, changes nothing and is logged.
+//! SIGHUP never stops the process.
 
 use super::listen::Certificates;
 use super::Serve;
@@ -46,7 +48,7 @@ impl Reloader {
             Err(e) => {
                 tracing::error!(
                     error = format!("{e:#}"),
-                    "reload refused: the configuration does not parse; nothing changed"
+                    "reload refused: the configuration cannot be used; nothing changed"
                 );
                 return;
             }
