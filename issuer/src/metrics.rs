@@ -90,7 +90,8 @@ fn register_dpop(registry: &mut Registry) -> Family<RefreshLabels, Counter> {
     registry.register(
         "dpop_proofs",
         "DPoP proofs at the token endpoint by result: accepted, replayed, required (none from a \
-         client that must send one), before_start, invalid_dpop_proof or use_dpop_nonce",
+         client that must send one), before_start, too_old, key_busy, busy, invalid_dpop_proof \
+         or use_dpop_nonce",
         dpop.clone(),
     );
     dpop

@@ -15,6 +15,7 @@ use subtle::ConstantTimeEq as _;
 mod htu;
 mod jwk;
 mod nonce;
+pub mod replay;
 #[cfg(feature = "sign")]
 pub mod sign;
 #[cfg(test)]
@@ -37,6 +38,10 @@ pub const MAX_NONCE_LEN: usize = 256;
 pub const NONCE_SLOT_SECONDS: u64 = 60;
 /// The largest clock window a caller may ask for, in seconds.
 pub const MAX_WINDOW: u64 = 600;
+/// The most a proof's `iat` may be ahead of now, in seconds, whatever the window: a clock a
+/// little fast passes, and a proof dated ahead is held by a replay memory barely longer than
+/// one made now ([`replay`]).
+pub const MAX_AHEAD_SECONDS: u64 = 2;
 
 /// Why a proof was refused. [`DpopError::error_code`] gives the RFC 9449 error code to answer
 /// with; the variant is for logs and counters.
@@ -64,7 +69,7 @@ pub enum DpopError {
     UrlMismatch,
     /// `iat` is more than the window before now.
     Stale,
-    /// `iat` is more than the window after now.
+    /// `iat` is more than [`MAX_AHEAD_SECONDS`] (or the window, if shorter) after now.
     FromTheFuture,
     /// `jti` is empty or longer than [`MAX_JTI_LEN`].
     BadJti,
@@ -155,7 +160,8 @@ pub struct Expect<'a> {
     pub access_token: Option<&'a str>,
     /// Now, in seconds since the Unix epoch.
     pub now: u64,
-    /// Seconds `iat` may be before or after `now` (at most [`MAX_WINDOW`]).
+    /// Seconds `iat` may be before `now` (at most [`MAX_WINDOW`]); after it, at most
+    /// [`MAX_AHEAD_SECONDS`] or this, the shorter.
     pub window_seconds: u64,
     /// Whether a server nonce is required.
     pub nonce_check: NonceCheck<'a>,
@@ -186,19 +192,25 @@ impl Proof {
     /// The id a replay cache remembers the proof by: the first 16 bytes of SHA-256 over its key's
     /// thumbprint and its `jti` (a `jti` is unique per key).
     pub fn replay_id(&self) -> [u8; 16] {
-        let digest = Sha256::new()
-            .chain_update(self.jkt)
-            .chain_update(self.jti.as_bytes())
-            .finalize();
-        let mut id = [0u8; 16];
-        id.copy_from_slice(&digest[..16]);
-        id
+        replay_id(&self.jkt, &self.jti)
     }
 
     /// Until when (seconds since the epoch, exclusive) a replay cache must remember the proof,
     /// checked at `now` with `window_seconds`: past `iat` plus the window, and past now.
     pub fn remember_until(&self, window_seconds: u64, now: u64) -> u64 {
         self.iat.saturating_add(window_seconds).max(now) + 1
+    }
+
+    /// What a replay memory keeps of the proof, checked at `now` with `window_seconds`.
+    pub fn accepted(&self, window_seconds: u64, now: u64) -> replay::Accepted {
+        let mut key = [0u8; 8];
+        key.copy_from_slice(&self.jkt[..8]);
+        replay::Accepted {
+            id: self.replay_id(),
+            key: u64::from_be_bytes(key),
+            iat: self.iat,
+            expires: self.remember_until(window_seconds, now),
+        }
     }
 }
 
@@ -218,6 +230,18 @@ struct Claims {
     iat: u64,
     ath: Option<String>,
     nonce: Option<String>,
+}
+
+/// The id a replay memory keeps a proof by ([`Proof::replay_id`]): the first 16 bytes of
+/// SHA-256 over the key's thumbprint `jkt` and the proof's `jti`.
+pub fn replay_id(jkt: &[u8; 32], jti: &str) -> [u8; 16] {
+    let digest = Sha256::new()
+        .chain_update(jkt)
+        .chain_update(jti.as_bytes())
+        .finalize();
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&digest[..16]);
+    id
 }
 
 /// A thumbprint as unpadded base64url, the form of `cnf.jkt` in JSON.
@@ -293,7 +317,7 @@ fn check_claims(claims: &Claims, expect: &Expect<'_>) -> Result<(), DpopError> {
     if claims.iat.saturating_add(window) < expect.now {
         return Err(DpopError::Stale);
     }
-    if claims.iat > expect.now.saturating_add(window) {
+    if claims.iat > expect.now.saturating_add(window.min(MAX_AHEAD_SECONDS)) {
         return Err(DpopError::FromTheFuture);
     }
     if let Some(token) = expect.access_token {

@@ -8,6 +8,7 @@ use crate::envoy::{
 use crate::issuer::{self, demo, issuer_admin_on, provision_on, start_issuer_on, StoreArgs};
 use crate::{ensure_tls, free_port, postgres, random_hex, write_private, Proc, Tools};
 use anyhow::{bail, Context, Result};
+use shared::dpop::MAX_AHEAD_SECONDS;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -64,6 +65,9 @@ pub struct Stack {
     standby: Option<postgres::PgCluster>,
     /// With [`Options::hot_restart`]: the epoch Envoy runs in.
     hot_restart: Option<HotRestart>,
+    /// The second from which a fresh DPoP proof passes every memory of used proofs: each
+    /// refuses proofs dated before it began plus [`MAX_AHEAD_SECONDS`] ([`Stack::dpop_ready`]).
+    dpop_ready_at: u64,
 }
 
 impl Stack {
@@ -122,6 +126,7 @@ impl Stack {
                 drain_seconds: 2,
                 parent_shutdown_seconds: 4,
             }),
+            dpop_ready_at: 0,
         };
         stack.restart_envoy()?;
         Ok(stack)
@@ -245,7 +250,22 @@ impl Stack {
                 &dir.join("envoy.log"),
             )?,
         });
+        self.began_a_proof_memory();
         Ok(())
+    }
+
+    /// Notes that a memory of used DPoP proofs began now (an Envoy or an issuer started).
+    fn began_a_proof_memory(&mut self) {
+        self.dpop_ready_at = crate::unix_now() + MAX_AHEAD_SECONDS;
+    }
+
+    /// Waits until a proof made now passes the memories of used proofs of the Envoy and the
+    /// issuers started last: each refuses, for the first [`MAX_AHEAD_SECONDS`] after it began,
+    /// the proofs that a restart may have made it forget (`docs/filter.md`, "Restarts").
+    pub async fn dpop_ready(&self) {
+        while crate::unix_now() < self.dpop_ready_at {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
     }
 
     /// The shipped full-stack configuration with this stack's ports, issuers and plugin
@@ -288,6 +308,7 @@ impl Stack {
             restart,
             &log,
         )?);
+        self.began_a_proof_memory();
         Ok(old)
     }
 
@@ -405,6 +426,7 @@ impl Stack {
         let log = self.dir.join("issuer-again.log");
         let (proc, _) = start_issuer_on(&self.tools, &self.store, port, &extra, &log)?;
         *self.issuers.get_mut(index).context("no such issuer")? = proc;
+        self.began_a_proof_memory();
         Ok(())
     }
 

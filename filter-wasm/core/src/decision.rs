@@ -45,8 +45,13 @@ pub enum Outcome {
     DpopNonce,
     /// A proof used before at this Envoy: 401 `invalid_dpop_proof`.
     DpopReplayed,
-    /// The memory of used proofs is full: 503, `Retry-After: 1`.
-    DpopReplayFull,
+    /// A proof older than this Envoy's memory of proofs vouches for (made before it began, or
+    /// no newer than one of its key it forgot): 401 `invalid_dpop_proof`; a new proof passes.
+    DpopTooOld,
+    /// The proof's key holds its whole share of the memory of proofs: 429, `Retry-After: 1`.
+    DpopKeyBusy,
+    /// The memory of used proofs could not be updated (Wasm shared data): 503, `Retry-After: 1`.
+    DpopReplayBusy,
     /// A DPoP-bound token under the `Bearer` scheme: 401 `invalid_token`, never accepted.
     BoundAsBearer,
     /// A bearer token under the `DPoP` scheme: 401 `invalid_token`.
@@ -55,7 +60,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// All outcomes, in counter order.
-    pub const ALL: [Outcome; 16] = [
+    pub const ALL: [Outcome; 18] = [
         Self::Allowed,
         Self::Missing,
         Self::Malformed,
@@ -69,7 +74,9 @@ impl Outcome {
         Self::DpopInvalid,
         Self::DpopNonce,
         Self::DpopReplayed,
-        Self::DpopReplayFull,
+        Self::DpopTooOld,
+        Self::DpopKeyBusy,
+        Self::DpopReplayBusy,
         Self::BoundAsBearer,
         Self::UnboundAsDpop,
     ];
@@ -95,7 +102,9 @@ impl Outcome {
             Self::DpopInvalid => "dpop_invalid",
             Self::DpopNonce => "dpop_nonce",
             Self::DpopReplayed => "dpop_replayed",
-            Self::DpopReplayFull => "dpop_replay_full",
+            Self::DpopTooOld => "dpop_too_old",
+            Self::DpopKeyBusy => "dpop_key_busy",
+            Self::DpopReplayBusy => "dpop_replay_busy",
             Self::BoundAsBearer => "bound_as_bearer",
             Self::UnboundAsDpop => "unbound_as_dpop",
         }
@@ -484,14 +493,36 @@ fn verify_token<'a>(
 }
 
 /// The verdict on a proof that passed every check but the memory of used proofs: 401 for one
-/// used before, 503 (`Retry-After: 1`) when the memory is full.
+/// used before or too old to vouch for, 429 for a key over its share, 503 when the memory could
+/// not be updated (each with `Retry-After: 1` where waiting helps).
 pub fn replay_refused(cfg: &Config, replay: dpop::Replay) -> Verdict<'static> {
     match replay {
         dpop::Replay::Replayed => {
             let d = dpop_denial(cfg, 401, "invalid_dpop_proof", "the proof was used before");
             verdict(Decision::Deny(d), Outcome::DpopReplayed)
         }
-        dpop::Replay::Full => {
+        dpop::Replay::TooOld => {
+            let d = dpop_denial(
+                cfg,
+                401,
+                "invalid_dpop_proof",
+                "the proof is older than this server can vouch for; make a new one",
+            );
+            verdict(Decision::Deny(d), Outcome::DpopTooOld)
+        }
+        dpop::Replay::KeyBusy => {
+            let d = Denial {
+                retry_after: Some(1),
+                ..dpop_denial(
+                    cfg,
+                    429,
+                    "invalid_dpop_proof",
+                    "too many live proofs of this key; retry shortly",
+                )
+            };
+            verdict(Decision::Deny(d), Outcome::DpopKeyBusy)
+        }
+        dpop::Replay::Busy => {
             let d = Denial {
                 retry_after: Some(1),
                 ..denial(
@@ -501,7 +532,7 @@ pub fn replay_refused(cfg: &Config, replay: dpop::Replay) -> Verdict<'static> {
                     "too many DPoP proofs at the moment",
                 )
             };
-            verdict(Decision::Deny(d), Outcome::DpopReplayFull)
+            verdict(Decision::Deny(d), Outcome::DpopReplayBusy)
         }
     }
 }

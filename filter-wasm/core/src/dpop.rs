@@ -8,9 +8,7 @@ use serde::Deserialize;
 use shared::dpop::{check_proof, DpopError, Expect, NonceCheck, NONCE_SLOT_SECONDS};
 use shared::KeyRing;
 
-pub mod replay;
-
-pub use replay::{Replay, ReplayCache, Replays, ShardedReplays};
+pub use shared::dpop::replay::{self, Accepted, Replay, ReplayCache, Replays, ShardedReplays};
 
 /// The algorithms proofs may use, as `WWW-Authenticate`'s `algs` names them.
 pub const ALGS: &str = "ES256 EdDSA";
@@ -32,7 +30,8 @@ pub(crate) struct RawDpop {
 /// The filter's DPoP settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DpopConfig {
-    /// Seconds a proof's `iat` may be from now, either way; its id is kept until `iat` plus this.
+    /// Seconds a proof's `iat` may be before now (ahead, at most
+    /// [`shared::dpop::MAX_AHEAD_SECONDS`]); its id is kept until `iat` plus this.
     pub window: u64,
     /// Proofs must carry a current server nonce.
     pub require_nonce: bool,
@@ -148,15 +147,6 @@ impl Refusal {
     }
 }
 
-/// A proof that passed, to be accepted once: its id and until when it must be remembered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Accepted {
-    /// A digest of the proof's key and `jti`.
-    pub id: [u8; 16],
-    /// Seconds since the epoch.
-    pub expires: u64,
-}
-
 fn text(bytes: &[u8]) -> Option<&str> {
     core::str::from_utf8(bytes).ok()
 }
@@ -214,10 +204,7 @@ pub fn check(
     if !proof.confirms(cnf) {
         return Err(Refusal::OtherKey);
     }
-    Ok(Accepted {
-        id: proof.replay_id(),
-        expires: proof.remember_until(cfg.window, now),
-    })
+    Ok(proof.accepted(cfg.window, now))
 }
 
 /// A nonce for a `DPoP-Nonce` header, made with the key of the largest id in `ring`.

@@ -70,7 +70,7 @@ pub fn handle(
         .map_or(&[][..], |(_, v)| *v);
     let mut verdict = decide(cfg, state, path, headers.iter().copied(), now);
     if let Some(proof) = verdict.proof {
-        if let Err(replay) = replays.first_use(&proof.id, proof.expires, now) {
+        if let Err(replay) = replays.first_use(&proof, now) {
             verdict = replay_refused(cfg, replay);
         }
     }
@@ -124,7 +124,7 @@ mod tests {
     const SECRET: [u8; 32] = [7; 32];
 
     fn replays() -> crate::dpop::ShardedReplays {
-        crate::dpop::ShardedReplays::new(1_000)
+        crate::dpop::ShardedReplays::new(1_000, 0)
     }
 
     fn cfg() -> Config {

@@ -41,6 +41,8 @@ struct Shared {
     /// Keys, lifetime limit and revocations: the configuration's, then edge sync's. Borrowed
     /// by one request at a time and replaced by the root context between requests (one thread).
     state: RefCell<Option<EdgeState>>,
+    /// The memory of used DPoP proofs, as the configuration sized it.
+    replays: RefCell<Option<Rc<crate::replays::SharedReplays>>>,
 }
 
 impl Shared {
@@ -294,6 +296,9 @@ impl RootContext for Root {
             Ok(cfg) => {
                 let now = hostcalls::get_current_time().map_or(0, unix_seconds);
                 *self.shared.state.borrow_mut() = Some(EdgeState::new(&cfg, now));
+                *self.shared.replays.borrow_mut() = Some(Rc::new(
+                    crate::replays::SharedReplays::open(cfg.dpop.replay_entries, now),
+                ));
                 self.config = Some(Rc::new(cfg));
                 self.poller.configured();
                 self.tick();
@@ -355,11 +360,11 @@ impl Filter {
             .iter()
             .map(|(n, v)| (n.as_str(), v.as_slice()))
             .collect();
-        let replays = crate::replays::SharedReplays::new(cfg.dpop.replay_entries);
+        let replays = self.shared.replays.borrow().clone()?;
         Some(request::handle(
             cfg,
             state.as_ref()?,
-            &replays,
+            replays.as_ref(),
             &view,
             self.shared.now.get(),
         ))

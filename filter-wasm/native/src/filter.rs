@@ -391,5 +391,9 @@ pub fn unavailable(stream: &Stream, status: u32) -> bool {
 pub(crate) fn replays(config: &Config) -> &'static filter_core::dpop::ShardedReplays {
     static REPLAYS: std::sync::OnceLock<filter_core::dpop::ShardedReplays> =
         std::sync::OnceLock::new();
-    REPLAYS.get_or_init(|| filter_core::dpop::ShardedReplays::new(config.dpop.replay_entries))
+    // Begun when the process first configured the filter: proofs dated before are refused,
+    // so none accepted by an Envoy before a restart passes again.
+    REPLAYS.get_or_init(|| {
+        filter_core::dpop::ShardedReplays::new(config.dpop.replay_entries, unix_now())
+    })
 }

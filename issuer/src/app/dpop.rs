@@ -6,6 +6,7 @@
 
 use super::{now, ApiError, App, Call};
 use crate::store::{ClientRecord, DpopPolicy};
+use shared::dpop::replay::{predates, Replay};
 use shared::dpop::{self, check_proof, Expect, NonceCheck, Proof, NONCE_SLOT_SECONDS};
 
 /// The issuer's DPoP settings.
@@ -64,6 +65,32 @@ impl App {
         Some(dpop::nonce_for(key, now(), NONCE_SLOT_SECONDS))
     }
 
+    /// The answer to a proof the memory of used proofs refused, counted.
+    fn replay_refused(&self, replay: Replay) -> ApiError {
+        let (reason, error) = match replay {
+            Replay::Replayed => (
+                "replayed",
+                ApiError::invalid_dpop_proof("the proof was used before"),
+            ),
+            Replay::TooOld => (
+                "too_old",
+                ApiError::invalid_dpop_proof(
+                    "the proof is older than this issuer can vouch for; make a new one",
+                ),
+            ),
+            Replay::KeyBusy => (
+                "key_busy",
+                ApiError::slow_down(1, "too many live DPoP proofs of this key; retry shortly"),
+            ),
+            Replay::Busy => (
+                "busy",
+                ApiError::slow_down(1, "too many DPoP proofs at the moment"),
+            ),
+        };
+        self.metrics.dpop_proof(reason);
+        error
+    }
+
     /// The proof the token request carries, checked and recorded as used: `None` without one,
     /// which a client that requires DPoP is refused.
     pub(crate) async fn token_proof(
@@ -107,22 +134,17 @@ impl App {
                 _ => ApiError::invalid_dpop_proof(e.description()),
             }
         })?;
-        // An embedded store keeps proof ids in memory ([`crate::store::ProofIds`]): a proof made
-        // before this issuer started may have been used before, and is refused.
-        if !self.settings.shared_store && proof.iat < self.started_at {
+        // An embedded store keeps proof ids in memory ([`crate::store::ProofIds`]): a proof that
+        // may have been accepted before this issuer started is refused.
+        let accepted = proof.accepted(settings.proof_seconds, at);
+        if !self.settings.shared_store && predates(&accepted, self.started_at) {
             self.metrics.dpop_proof("before_start");
             return Err(ApiError::invalid_dpop_proof(
                 "the proof was made before the issuer started; make a new one",
             ));
         }
-        let expires = proof.remember_until(settings.proof_seconds, at);
-        if !self
-            .store
-            .first_use(&proof.replay_id(), expires, at)
-            .await?
-        {
-            self.metrics.dpop_proof("replayed");
-            return Err(ApiError::invalid_dpop_proof("the proof was used before"));
+        if let Err(replay) = self.store.first_use(&accepted, at).await? {
+            return Err(self.replay_refused(replay));
         }
         self.metrics.dpop_proof("accepted");
         Ok(Some(proof))

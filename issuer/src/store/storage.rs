@@ -12,6 +12,7 @@ use super::keys::{KeyInfo, PromoteOutcome, RetireOutcome, Rotated};
 use super::revocation::{RevocationPage, Revoked};
 use super::StoreError;
 use crate::secrets::HashKey;
+use shared::dpop::replay::{Accepted, Replay};
 use shared::KeyRing;
 use zeroize::Zeroizing;
 
@@ -226,9 +227,11 @@ pub trait Audit: Send + Sync {
 /// caller's digest of the proof's key and `jti`.
 #[async_trait::async_trait]
 pub trait ProofIds: Send + Sync {
-    /// Records `id` until `expires`: `true` if it was not recorded (or its record had expired
-    /// at `now`), `false` for a proof seen before.
-    async fn first_use(&self, id: &[u8; 16], expires: u64, now: u64) -> Result<bool, StoreError>;
+    /// Records `proof` until it expires, or says why not ([`Replay::Replayed`] for a proof
+    /// seen before and not expired at `now`; the embedded store's memory also bounds a key's
+    /// share and refuses what it forgot, `shared::dpop::replay`).
+    async fn first_use(&self, proof: &Accepted, now: u64)
+        -> Result<Result<(), Replay>, StoreError>;
 }
 
 /// Every trait of the store at once: what a backend is.

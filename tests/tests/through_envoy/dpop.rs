@@ -87,6 +87,7 @@ pub(super) fn find_url(s: &Stack) -> String {
 
 /// A client credentials token request through Envoy with these extra headers.
 pub(super) async fn token_with(s: &Stack, headers: HeaderMap) -> (StatusCode, HeaderMap, Value) {
+    s.dpop_ready().await;
     let r = s
         .client()
         .post(token_url(s))
@@ -130,6 +131,7 @@ async fn call_with(
     s: &Stack,
     headers: HeaderMap,
 ) -> (StatusCode, String, Value) {
+    s.dpop_ready().await;
     let r = http
         .post(find_url(s))
         .header("content-type", "application/json; charset=UTF-8")

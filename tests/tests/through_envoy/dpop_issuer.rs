@@ -1,11 +1,11 @@
 //! DPoP at the token endpoint through the real stack (through Envoy, to the real issuer): the
 //! hostile proofs the edge refuses, refused here too; nonces required at the issuer and at the
-//! edge; refresh token families bound to their key; and the edge's replay memory filled.
+//! edge; and refresh token families bound to their key. The memory of used proofs is in
+//! `dpop_replay.rs`.
 //! Helpers in [`super::dpop`].
 
 use super::dpop::{
-    bound_token, call, dpop_header, ed, es, find_url, hostile, now, proof, token_url, token_with,
-    with,
+    call, dpop_header, ed, es, find_url, hostile, now, proof, token_url, token_with, with,
 };
 use crate::stack;
 use e2e::demo;
@@ -190,44 +190,6 @@ async fn nonces_are_asked_for_and_then_accepted() {
         assert_eq!(status, 200, "a nonce of the edge or of the issuer: {www}");
     }
     assert!(s.stop());
-}
-
-/// A small replay memory fills: new proofs are answered 503 with Retry-After, never accepted
-/// unrecorded.
-#[tokio::test]
-async fn a_full_replay_memory_answers_503() {
-    let Some((_tmp, mut s)) = stack(&[]).await else {
-        return;
-    };
-    s.restart_envoy_edited(|cfg| cfg["dpop"] = json!({"replay_entries": 1000}))
-        .unwrap();
-    let key = es();
-    let t = bound_token(&s, &key).await;
-    let http = s.client();
-    let mut allowed = 0;
-    for _ in 0..1_100 {
-        let p = proof(&key, "POST", &find_url(&s), Some(&t), None);
-        let r = http
-            .post(find_url(&s))
-            .headers(with("authorization", "DPoP", &t, &[&p]))
-            .body("{}")
-            .send()
-            .await
-            .unwrap();
-        match r.status().as_u16() {
-            200 => allowed += 1,
-            503 => {
-                assert_eq!(r.headers()["retry-after"], "1");
-                assert!(allowed <= 1_024, "{allowed}");
-                let c = s.counters().await.unwrap();
-                assert!(c["dpop_replay_full"] >= 1, "{c:?}");
-                assert!(s.stop());
-                return;
-            }
-            other => panic!("{other}"),
-        }
-    }
-    panic!("1,100 proofs accepted by a memory of 1,000");
 }
 
 /// A family started with a proof is bound: a refresh without a proof, or with another key's, is

@@ -64,7 +64,7 @@ impl Edge {
     fn new(dpop: &str) -> Self {
         let cfg = cfg(dpop);
         let state = EdgeState::new(&cfg, NOW);
-        let replays = ShardedReplays::new(cfg.dpop.replay_entries);
+        let replays = ShardedReplays::new(cfg.dpop.replay_entries, 0);
         Self {
             cfg,
             state,
@@ -296,12 +296,12 @@ fn the_public_origin_replaces_what_envoy_sees() {
 }
 
 #[test]
-fn a_full_memory_refuses_with_503_and_never_forgets() {
+fn a_key_over_its_share_waits_with_429_and_another_key_still_passes() {
     let edge = Edge::new(r#""replay_entries":1000"#);
     let key = es();
     let t = token(Some(key.jkt()));
     let auth = format!("DPoP {t}");
-    let mut full = 0;
+    let mut busy = 0;
     for i in 0..1_200 {
         let h = edge.send(&[
             ("authorization", &auth),
@@ -309,24 +309,55 @@ fn a_full_memory_refuses_with_503_and_never_forgets() {
         ]);
         match h.outcome {
             Outcome::DpopAllowed => {}
-            Outcome::DpopReplayFull => {
-                full += 1;
+            Outcome::DpopKeyBusy => {
+                busy += 1;
                 let Action::Answer {
                     status, headers, ..
                 } = &h.action
                 else {
                     panic!()
                 };
-                assert_eq!(*status, 503);
+                assert_eq!(*status, 429);
                 assert!(headers.contains(&("retry-after", "1".into())));
             }
             other => panic!("{other:?}"),
         }
     }
     assert!(
-        full >= 1_200 - 1_008,
-        "{full}: at most 1,008 held (16 shards of 63)"
+        busy >= 1_200 - 16 * 15,
+        "{busy}: one key holds at most 15 of each shard's 63"
     );
+    let other = ProofKey::es256([9; 32]).unwrap();
+    let t = token(Some(other.jkt()));
+    let h = edge.send(&[
+        ("authorization", &format!("DPoP {t}")),
+        ("dpop", &proof(&other, "o", URL, &t, None)),
+    ]);
+    assert_eq!(h.outcome, Outcome::DpopAllowed);
+}
+
+#[test]
+fn a_proof_made_before_the_memory_began_is_refused_and_a_later_one_passes() {
+    let mut edge = Edge::new("");
+    edge.replays = ShardedReplays::new(edge.cfg.dpop.replay_entries, NOW);
+    let key = es();
+    let t = token(Some(key.jkt()));
+    let auth = format!("DPoP {t}");
+    let h = edge.send(&[
+        ("authorization", &auth),
+        ("dpop", &proof(&key, "b", URL, &t, None)),
+    ]);
+    assert_eq!(h.outcome, Outcome::DpopTooOld);
+    let Action::Answer { status, .. } = &h.action else {
+        panic!()
+    };
+    assert_eq!(*status, 401);
+    edge.replays = ShardedReplays::new(edge.cfg.dpop.replay_entries, NOW - 10);
+    let h = edge.send(&[
+        ("authorization", &auth),
+        ("dpop", &proof(&key, "b", URL, &t, None)),
+    ]);
+    assert_eq!(h.outcome, Outcome::DpopAllowed);
 }
 
 #[test]

@@ -4,11 +4,16 @@
 
 use super::{int, retrying, PgStore};
 use crate::store::{ProofIds, StoreError};
+use shared::dpop::replay::{Accepted, Replay};
 
 #[async_trait::async_trait]
 impl ProofIds for PgStore {
-    async fn first_use(&self, id: &[u8; 16], expires: u64, now: u64) -> Result<bool, StoreError> {
-        let id = id.as_slice();
+    async fn first_use(
+        &self,
+        proof: &Accepted,
+        now: u64,
+    ) -> Result<Result<(), Replay>, StoreError> {
+        let (id, expires) = (proof.id.as_slice(), proof.expires);
         retrying!(self, |conn| {
             let row = conn
                 .query_opt(
@@ -18,7 +23,7 @@ impl ProofIds for PgStore {
                     &[&id, &int(expires), &int(now)],
                 )
                 .await?;
-            row.is_some()
+            row.map(|_| ()).ok_or(Replay::Replayed)
         })
     }
 }

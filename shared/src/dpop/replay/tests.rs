@@ -1,0 +1,178 @@
+use super::*;
+use proptest::prelude::*;
+
+const WINDOW: u64 = 60;
+
+/// A proof of `key` numbered `n`, made at `iat` (the three make its id), remembered as the edge
+/// would remember it at `iat`.
+fn proof(key: u64, n: u32, iat: u64) -> Accepted {
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&key.to_be_bytes());
+    id[8..12].copy_from_slice(&n.to_be_bytes());
+    id[12..].copy_from_slice(&(iat as u32).to_be_bytes());
+    Accepted {
+        id,
+        key,
+        iat,
+        expires: iat + WINDOW + 1,
+    }
+}
+
+#[test]
+fn a_proof_passes_once_until_it_expires_then_again() {
+    let mut c = ReplayCache::new(8);
+    let p = proof(1, 1, 100);
+    assert_eq!(c.insert(&p, 100), Ok(()));
+    assert_eq!(c.insert(&p, 160), Err(Replay::Replayed));
+    let later = Accepted { expires: 300, ..p };
+    assert_eq!(c.insert(&later, 161), Ok(()), "expired, accepted again");
+    assert_eq!(c.len(), 1);
+}
+
+#[test]
+fn one_key_holds_at_most_a_quarter_and_only_it_waits() {
+    let mut c = ReplayCache::new(8);
+    assert_eq!(c.per_key(), 2);
+    assert_eq!(c.insert(&proof(1, 1, 100), 100), Ok(()));
+    assert_eq!(c.insert(&proof(1, 2, 100), 100), Ok(()));
+    assert_eq!(c.insert(&proof(1, 3, 100), 100), Err(Replay::KeyBusy));
+    assert_eq!(c.insert(&proof(2, 1, 100), 100), Ok(()), "another key");
+    assert_eq!(
+        c.insert(&proof(1, 3, 162), 162),
+        Ok(()),
+        "its own proofs expired"
+    );
+}
+
+/// The probe's attack: keys of one client fill a shard with proofs dated ahead. Every fresh
+/// proof of another key still passes, and the flooding keys lock themselves out.
+#[test]
+fn proofs_dated_ahead_cannot_crowd_out_a_fresh_proof() {
+    let mut c = ReplayCache::new(64);
+    let mut refused_flood = 0;
+    for now in 1_000..1_200u64 {
+        for key in 10..14u64 {
+            for n in 0..8 {
+                let p = proof(key, (now as u32) * 8 + n, now + MAX_AHEAD_SECONDS);
+                if c.insert(&p, now).is_err() {
+                    refused_flood += 1;
+                }
+            }
+        }
+        if now % 5 == 0 {
+            let honest = proof(1, now as u32, now);
+            assert_eq!(c.insert(&honest, now), Ok(()), "at {now}");
+            assert_eq!(c.insert(&honest, now), Err(Replay::Replayed), "at {now}");
+        }
+    }
+    assert!(refused_flood > 0);
+}
+
+#[test]
+fn a_forgotten_proof_is_refused_as_too_old_and_newer_ones_of_its_key_pass() {
+    let mut c = ReplayCache::new(4);
+    let ahead = proof(7, 1, 105);
+    assert_eq!(c.insert(&ahead, 100), Ok(()));
+    for key in 1..4 {
+        assert_eq!(c.insert(&proof(key, 1, 100), 100), Ok(()));
+    }
+    assert_eq!(
+        c.insert(&proof(4, 1, 100), 100),
+        Ok(()),
+        "full: one forgotten"
+    );
+    assert_eq!(c.len(), 4);
+    assert_eq!(
+        c.insert(&ahead, 101),
+        Err(Replay::TooOld),
+        "the newest went"
+    );
+    assert_eq!(c.insert(&proof(7, 2, 104), 101), Err(Replay::TooOld));
+    assert_eq!(c.insert(&proof(7, 3, 106), 106), Ok(()), "made since");
+}
+
+#[test]
+fn a_proof_made_before_the_memory_began_is_too_old() {
+    let r = ShardedReplays::new(1_000, 1_000);
+    let before = proof(1, 1, 1_000 + MAX_AHEAD_SECONDS - 1);
+    assert_eq!(r.first_use(&before, 1_001), Err(Replay::TooOld));
+    let after = proof(1, 2, 1_000 + MAX_AHEAD_SECONDS);
+    assert_eq!(r.first_use(&after, 1_005), Ok(()));
+    let unset = ShardedReplays::new(1_000, 0);
+    assert_eq!(unset.first_use(&before, 1_001), Ok(()));
+}
+
+#[test]
+fn shards_refuse_a_replay_in_any_and_growing_keeps_what_they_hold() {
+    let r = ShardedReplays::new(SHARDS * 4, 0);
+    for n in 0..32u32 {
+        let mut p = proof(u64::from(n), n, 100);
+        p.id[0] = n as u8;
+        assert_eq!(r.first_use(&p, 100), Ok(()));
+        assert_eq!(r.first_use(&p, 101), Err(Replay::Replayed));
+    }
+    r.grow(SHARDS * 8);
+    let mut p = proof(3, 3, 100);
+    p.id[0] = 3;
+    assert_eq!(r.first_use(&p, 102), Err(Replay::Replayed), "kept");
+}
+
+#[test]
+fn bytes_round_trip_ids_and_floors_without_what_expired() {
+    let mut c = ReplayCache::new(2);
+    c.insert(&proof(1, 1, 104), 100).unwrap();
+    c.insert(&proof(2, 1, 40), 100).unwrap();
+    c.insert(&proof(3, 1, 100), 100).unwrap();
+    let bytes = c.to_bytes(102);
+    let mut back = ReplayCache::from_bytes(&bytes, 2);
+    assert_eq!(back.len(), 1, "one expired, one forgotten");
+    assert_eq!(back.insert(&proof(3, 1, 100), 102), Err(Replay::Replayed));
+    assert_eq!(back.insert(&proof(1, 1, 104), 102), Err(Replay::TooOld));
+    assert_eq!(back.insert(&proof(2, 2, 102), 102), Ok(()));
+}
+
+#[test]
+fn damaged_bytes_read_as_far_as_they_go() {
+    let mut c = ReplayCache::new(8);
+    c.insert(&proof(1, 1, 100), 100).unwrap();
+    let bytes = c.to_bytes(100);
+    for cut in 0..bytes.len() {
+        let _ = ReplayCache::from_bytes(&bytes[..cut], 8);
+    }
+    let mut huge_count = 0u64.to_be_bytes().to_vec();
+    huge_count.extend_from_slice(&u32::MAX.to_be_bytes());
+    assert!(ReplayCache::from_bytes(&huge_count, 8).is_empty());
+}
+
+#[test]
+fn an_insert_drops_at_most_a_few_expired_ids() {
+    let mut c = ReplayCache::new(1_000);
+    for n in 0..200 {
+        c.insert(&proof(u64::from(n % 100), n, 100), 100).unwrap();
+    }
+    c.insert(&proof(500, 1, 1_000), 1_000).unwrap();
+    assert_eq!(c.len(), 200 + 1 - SWEEP_STEP);
+}
+
+proptest! {
+    /// Whatever the order, keys, dates and memory size: no proof passes twice while it is fresh.
+    #[test]
+    fn no_proof_passes_twice_while_fresh(
+        ops in prop::collection::vec((0u64..6, 0u32..12, 0u64..8, 0u64..3), 1..400),
+        capacity in 1usize..12,
+    ) {
+        let mut c = ReplayCache::new(capacity);
+        let mut accepted: HashMap<[u8; 16], u64> = HashMap::new();
+        let mut now = 1_000;
+        for (key, n, ahead, tick) in ops {
+            now += tick;
+            let p = proof(key, n, now + ahead);
+            if c.insert(&p, now).is_ok() {
+                if let Some(until) = accepted.get(&p.id) {
+                    prop_assert!(*until <= now, "accepted again while fresh");
+                }
+                accepted.insert(p.id, p.expires);
+            }
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The memory of used DPoP proofs through the real stack, at the edge (each filter) and at the
+//! issuer: one client flooding it with proofs dated ahead under several keys, all landing in
+//! one shard, never gets another client's bound request refused; and no proof passes twice
+//! across a restart of Envoy or of the issuer.
+
+use super::dpop::{bound_token, dpop_header, find_url, now, token_url, token_with, with};
+use crate::stack;
+use e2e::Stack;
+use serde_json::json;
+use shared::dpop::sign::{ProofClaims, ProofKey};
+use shared::dpop::MAX_AHEAD_SECONDS;
+
+/// The replay memory of the probe: 1,000 proofs, a 20 s window.
+const ENTRIES: usize = 1_000;
+
+/// Whether the proof `jti` of `key` lands in the first shard of the native filter (16, by the
+/// id's first byte) and the first bucket of the Wasm filter (by its first two bytes).
+fn in_the_first_shard(key: &ProofKey, jti: &str) -> bool {
+    let id = shared::dpop::replay_id(&key.jkt(), jti);
+    let wasm_buckets = (ENTRIES / 128).max(1);
+    id[0].is_multiple_of(16)
+        && usize::from(u16::from_be_bytes([id[0], id[1]])).is_multiple_of(wasm_buckets)
+}
+
+/// Proofs by `key` for `url` with `token`'s hash, dated `ahead` seconds from now, each of them
+/// in the first shard.
+fn shard_proofs(key: &ProofKey, url: &str, token: &str, ahead: u64, n: usize) -> Vec<String> {
+    let mut out = Vec::with_capacity(n);
+    let mut i = 0u64;
+    while out.len() < n {
+        i += 1;
+        let jti = format!("flood-{}-{i}", std::process::id());
+        if in_the_first_shard(key, &jti) {
+            out.push(key.proof(&ProofClaims {
+                htm: "POST",
+                htu: url,
+                jti: &jti,
+                iat: now() + ahead,
+                access_token: Some(token),
+                nonce: None,
+            }));
+        }
+    }
+    out
+}
+
+async fn send(s: &Stack, token: &str, proof: &str) -> reqwest::Response {
+    s.client()
+        .post(find_url(s))
+        .headers(with("authorization", "DPoP", token, &[proof]))
+        .body("{}")
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The probe's attack, with five keys of one client: the flood is answered 200 or 429 (its
+/// keys over their share), never 503, and another client's bound requests in the same shard
+/// all pass meanwhile.
+#[tokio::test]
+async fn one_client_flooding_one_shard_never_refuses_another() {
+    let Some((_tmp, mut s)) = stack(&[]).await else {
+        return;
+    };
+    s.restart_envoy_edited(|cfg| {
+        cfg["dpop"] = json!({"replay_entries": ENTRIES, "proof_window_seconds": 20})
+    })
+    .unwrap();
+    let url = find_url(&s);
+    let honest = ProofKey::es256([0x5a; 32]).unwrap();
+    let honest_token = bound_token(&s, &honest).await;
+    let (mut passed, mut busy) = (0, 0);
+    for k in 0..5u8 {
+        let flooder = ProofKey::ed25519([0x60 + k; 32]);
+        let t = bound_token(&s, &flooder).await;
+        for p in shard_proofs(&flooder, &url, &t, MAX_AHEAD_SECONDS, 100) {
+            let r = send(&s, &t, &p).await;
+            match r.status().as_u16() {
+                200 => passed += 1,
+                429 => {
+                    assert_eq!(r.headers()["retry-after"], "1");
+                    busy += 1;
+                }
+                other => panic!("a flood proof answered {other}"),
+            }
+        }
+        for p in shard_proofs(&honest, &url, &honest_token, 0, 4) {
+            let r = send(&s, &honest_token, &p).await;
+            assert_eq!(r.status(), 200, "the honest client, after flooder {k}");
+        }
+    }
+    let c = s.counters().await.unwrap();
+    assert!(passed > 0 && busy > 0, "{passed} passed, {busy} busy");
+    assert!(c["dpop_key_busy"] >= 1, "{c:?}");
+    assert_eq!(c.get("dpop_replay_busy").copied().unwrap_or(0), 0, "{c:?}");
+    assert!(s.stop());
+}
+
+/// A proof accepted just before Envoy restarts is refused after it (both filters), as too old
+/// for the new memory; a proof made after the restart passes once the few seconds a proof may
+/// be dated ahead have passed.
+#[tokio::test]
+async fn no_proof_passes_twice_across_an_envoy_restart() {
+    let Some((_tmp, mut s)) = stack(&[]).await else {
+        return;
+    };
+    let key = ProofKey::es256([0x5b; 32]).unwrap();
+    let t = bound_token(&s, &key).await;
+    let url = find_url(&s);
+    let used = shard_proofs(&key, &url, &t, MAX_AHEAD_SECONDS - 1, 1).remove(0);
+    assert_eq!(send(&s, &t, &used).await.status(), 200);
+    assert_eq!(send(&s, &t, &used).await.status(), 401, "a replay");
+    s.restart_envoy().unwrap();
+    let r = send(&s, &t, &used).await;
+    let www = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    assert_eq!(r.status(), 401, "replayed after the restart: {www}");
+    assert!(www.contains("invalid_dpop_proof"), "{www}");
+    let c = s.counters().await.unwrap();
+    assert_eq!(c["dpop_too_old"], 1, "{c:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let fresh = shard_proofs(&key, &url, &t, 0, 1).remove(0);
+        match send(&s, &t, &fresh).await.status().as_u16() {
+            200 => break,
+            401 => assert!(std::time::Instant::now() < deadline, "never passes again"),
+            other => panic!("{other}"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert!(s.stop());
+}
+
+/// At the issuer on the embedded store: a proof dated ahead, used for a token before a restart,
+/// is refused after it.
+#[tokio::test]
+async fn no_proof_gets_a_token_twice_across_an_issuer_restart() {
+    let Some((_tmp, mut s)) = stack(&[]).await else {
+        return;
+    };
+    let key = ProofKey::es256([0x5c; 32]).unwrap();
+    let used = key.proof(&ProofClaims {
+        htm: "POST",
+        htu: &token_url(&s),
+        jti: "restart-1",
+        iat: now() + MAX_AHEAD_SECONDS - 1,
+        access_token: None,
+        nonce: None,
+    });
+    assert_eq!(token_with(&s, dpop_header(&used)).await.0, 200);
+    s.stop_issuer(0).unwrap();
+    s.start_issuer_again(0).unwrap();
+    let (status, _, v) = token_with(&s, dpop_header(&used)).await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"], "invalid_dpop_proof", "{v}");
+    assert!(s.stop());
+}
