@@ -27,7 +27,7 @@ pub enum Task {
     /// Every check and test (what .ci/run runs)
     ///
     /// Every check and test (what .ci/run runs), installing what it needs, ending with a bounded
-    /// run of every fuzz target (FUZZ_SECONDS seconds each, default 30).
+    /// run of every fuzz target (FUZZ_SECONDS seconds each, default 10).
     Test,
     /// The repository's rules, checked (test runs it too)
     ///
@@ -71,6 +71,17 @@ pub enum Task {
         quick: bool,
         #[command(flatten)]
         only: Only,
+    },
+    /// Every cargo-fuzz target for a while (nightly; `test` runs each for `FUZZ_SECONDS`, 10)
+    Fuzz {
+        /// Seconds each target runs
+        #[arg(
+            long,
+            value_name = "S",
+            default_value_t = 300,
+            value_parser = clap::value_parser!(u64).range(1..)
+        )]
+        seconds: u64,
     },
     /// A bounded soak of the full stack, written to docs/soak.md
     Soak {
@@ -175,6 +186,11 @@ mod tests {
         assert_eq!(bench("bench --directory"), (false, Sections::Directory));
         assert_eq!(bench("bench --failover"), (false, Sections::Failover));
         assert_eq!(parse("soak").unwrap(), Task::Soak { minutes: 10 });
+        assert_eq!(parse("fuzz").unwrap(), Task::Fuzz { seconds: 300 });
+        assert_eq!(
+            parse("fuzz --seconds 20").unwrap(),
+            Task::Fuzz { seconds: 20 }
+        );
         assert_eq!(
             parse("soak --minutes 3").unwrap(),
             Task::Soak { minutes: 3 }

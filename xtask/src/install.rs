@@ -348,13 +348,22 @@ pub fn ensure_wasm_opt() -> Result<PathBuf> {
 }
 
 /// `apt-get update` and one `apt-get install` of these Debian packages (with sudo unless root).
+/// One apt at a time in this process (`cargo xtask test` installs from a thread of its own while
+/// the compiler runs), and one `apt-get update` per process.
 fn apt_install(packages: &[&str]) -> Result<()> {
+    static APT: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    let mut updated = APT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let apt = |args: &[&str]| {
         let mut c = as_root(&["apt-get"]);
         c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
         run(&mut c)
     };
-    apt(&["update"])?;
+    if !*updated {
+        apt(&["update"])?;
+        *updated = true;
+    }
     apt(&[&["install", "-y", "--no-install-recommends"], packages].concat())
 }
 

@@ -1,12 +1,15 @@
 //! Orchestration of the project, run as `cargo xtask <command>`:
 //!
 //! - `test`: every check and test (what `.ci/run` runs), installing what it needs, ending with a
-//!   bounded run of every fuzz target (`FUZZ_SECONDS`, default 30 each).
+//!   bounded run of every fuzz target (`FUZZ_SECONDS`, default 10 each), and a table of its
+//!   phases' wall times (`phases`).
 //! - `tidy`: the repository's rules (layers, sizes, doc links), checked; `test` runs it too.
 //! - `demo [--postgres] [--native]`: the full stack on this machine (issuer, Envoy with the filter
 //!   and TLS, a media upstream) with a demo client and user, and a curl walk-through; Ctrl-C stops
 //!   it.
 //! - `soak [--minutes N]`: a bounded soak of the full stack, written to docs/soak.md.
+//! - `fuzz [--seconds S]`: every cargo-fuzz target for S seconds each (300 by default; `test`
+//!   runs each for `FUZZ_SECONDS`, 10 by default).
 //! - `bench`: the benchmarks, side by side, written to BENCHMARKS.md (`--quick` for a short run,
 //!   `--stores` for the store runs alone).
 //! - `dist`: release artifacts in `dist/`, versioned and checksummed: the static issuer, its
@@ -30,6 +33,7 @@ mod flags;
 mod fuzz;
 mod install;
 mod native;
+mod phases;
 mod rules;
 mod soak;
 mod test;
@@ -54,5 +58,6 @@ fn main() -> Result<()> {
         } => dist::check::build_and_check_all(rebuild),
         Task::Bench { quick, only } => bench::bench(quick, only.sections()),
         Task::Soak { minutes } => soak::soak(minutes),
+        Task::Fuzz { seconds } => fuzz::fuzz_all(seconds),
     }
 }

