@@ -305,6 +305,77 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
     );
 }
 
+/// The issuer's `issuer_feed_waiting` once `pred` holds of it, polled for at most 10 s.
+async fn feed_waiting_until(s: &Server, what: &str, pred: impl Fn(u64) -> bool) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = reqwest::get(format!("{}/metrics", s.url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let waiting = text
+            .lines()
+            .find_map(|l| l.strip_prefix("issuer_feed_waiting ")?.trim().parse().ok());
+        if waiting.is_some_and(&pred) {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: issuer_feed_waiting {waiting:?} after 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// An edge feed request held for news gives its place back as soon as its edge closes the
+/// connection, not when its wait (30 s here) ends: the issuer drops a request whose connection
+/// closed. With one place per edge client, the next request is held again at once, not busy.
+#[tokio::test]
+async fn a_held_feed_request_gives_its_place_back_when_its_connection_closes() {
+    use base64::Engine as _;
+    use tokio::io::AsyncWriteExt;
+    let f = fixture();
+    let edge = add_client(&f.dir, "edge", &["--edge"]);
+    let s = Server::start(
+        &f.dir,
+        &[
+            "--feed-max-wait-seconds",
+            "30",
+            "--feed-max-waiting-per-client",
+            "1",
+        ],
+    );
+    let (first, _) = edge_feed(&s, Some(("edge", &edge)), "").await;
+    assert_eq!(first.status, 200, "{}", first.json);
+    let held = format!(
+        "GET /apiv2/oauth/edge?since={}&keys={}&wait=30 HTTP/1.1\r\nHost: issuer\r\n\
+         Authorization: Basic {}\r\n\r\n",
+        first.json["cursor"],
+        first.json["keys_version"].as_str().unwrap(),
+        base64::engine::general_purpose::STANDARD.encode(format!("edge:{edge}")),
+    );
+    let addr = s.url.trim_start_matches("http://").to_owned();
+    for round in ["first", "second"] {
+        let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        conn.write_all(held.as_bytes()).await.unwrap();
+        let m = feed_waiting_until(&s, round, |n| n == 1).await;
+        assert!(
+            !m.contains(r#"issuer_feed_waits_total{result="busy"}"#),
+            "{round}: {m}"
+        );
+        let closed = std::time::Instant::now();
+        drop(conn);
+        feed_waiting_until(&s, round, |n| n == 0).await;
+        assert!(
+            closed.elapsed() < Duration::from_secs(5),
+            "{round}: the place came back {:?} after the close",
+            closed.elapsed()
+        );
+    }
+}
+
 #[tokio::test]
 async fn metadata_health_and_metrics() {
     let f = fixture();
