@@ -85,10 +85,14 @@ pub async fn serve_http(
 }
 
 /// Answers admin commands on the socket, one JSON line each way per connection (the protocol is
-/// in [`crate::admin`]'s doc). The audit trail
-/// names the operating-system user of the peer process, from the socket's credentials. Changes
-/// run one at a time, so that each audit record's before and after hold that change alone.
+/// in [`crate::admin`]'s doc). Only the issuer's own effective user and root may use it: the
+/// socket's peer credentials (`SO_PEERCRED`) are read first, and any other peer's connection is
+/// closed unanswered, with a warning naming its uid ([`admin_peer_allowed`]); the file's mode
+/// (0600 in a 0700 data dir) is not the only guard. The audit trail names the operating-system
+/// user of the peer process, from the same credentials. Changes run one at a time, so that each
+/// audit record's before and after hold that change alone.
 pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
+    let own = nix::unistd::geteuid().as_raw();
     let one_change_at_a_time = Arc::new(tokio::sync::Mutex::new(()));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -97,16 +101,32 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
         let app = app.clone();
         let one_change_at_a_time = one_change_at_a_time.clone();
         tokio::spawn(async move {
-            // The user database may be NSS over the network: off the runtime's threads.
-            let actor = match stream.peer_cred() {
-                Ok(c) => {
-                    let uid = c.uid();
-                    tokio::task::spawn_blocking(move || crate::audit::user_name(uid))
-                        .await
-                        .map_err(|e| std::io::Error::other(e.to_string()))
+            let peer = match stream.peer_cred() {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(
+                        error = e.to_string(),
+                        "admin connection refused: its peer's credentials are unknown; closed \
+                         unanswered"
+                    );
+                    return;
                 }
-                Err(e) => Err(e),
             };
+            let uid = peer.uid();
+            if !admin_peer_allowed(uid, own) {
+                tracing::warn!(
+                    uid,
+                    pid = peer.pid(),
+                    own_uid = own,
+                    "admin connection refused: its peer's uid is neither the issuer's own nor \
+                     root's; closed unanswered"
+                );
+                return;
+            }
+            // The user database may be NSS over the network: off the runtime's threads.
+            let actor = tokio::task::spawn_blocking(move || crate::audit::user_name(uid))
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()));
             let (read, mut write) = stream.into_split();
             let mut line = String::new();
             let mut reader = BufReader::new(read.take(admin::MAX_LINE as u64));
@@ -136,6 +156,12 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
             let _ = write.write_all(text.as_bytes()).await;
         });
     }
+}
+
+/// Whether a peer running as `uid` may use the admin socket of an issuer running as `own`
+/// (effective uids): the issuer's own user, or root.
+fn admin_peer_allowed(uid: u32, own: u32) -> bool {
+    uid == own || uid == 0
 }
 
 async fn run_admin(app: &Arc<App>, cmd: Command, actor: &str) -> Answer {
@@ -318,5 +344,19 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupt: shutting down"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_admin_socket_serves_its_own_user_and_root_only() {
+        use super::admin_peer_allowed;
+        assert!(admin_peer_allowed(999, 999));
+        assert!(admin_peer_allowed(0, 999));
+        assert!(admin_peer_allowed(0, 0));
+        assert!(!admin_peer_allowed(65534, 999));
+        assert!(!admin_peer_allowed(65534, 0));
+        assert!(!admin_peer_allowed(1000, 999));
     }
 }

@@ -3,7 +3,9 @@
 //! A command is executed by [`execute`] against an open [`Store`]. When `issuer serve` holds the
 //! data dir (redb allows one process per file), the command line sends the command over the Unix
 //! socket `admin.sock` in the data dir (mode 0600, inside the 0700 dir) and the server executes it,
-//! so the change takes effect at once, without a restart and without any network listener.
+//! so the change takes effect at once, without a restart and without any network listener. The
+//! server answers only its own effective user and root, by the socket's peer credentials
+//! (`SO_PEERCRED`); another user's connection is closed before a byte is read or written.
 //! Secrets never cross the socket: the command line hashes passwords and client secrets itself.
 //!
 //! [`execute`] returns a typed [`Reply`]: the data a listing asked for, or the sentence that

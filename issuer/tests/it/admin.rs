@@ -202,3 +202,77 @@ fn data_dir_permissions() {
     let _s = Server::start(&f.dir, &[]);
     assert_eq!(mode(&f.dir.join("admin.sock")), 0o600);
 }
+
+/// Runs `issuer ARGS --data-dir DIR` as uid and gid 65534 (`nobody`, no groups) through
+/// `setpriv`; `None`, said loudly, where this process may not switch users (not root, or no
+/// `setpriv`), and a failure under `CI`, where the test must run.
+fn admin_as_nobody(dir: &Path, args: &[&str]) -> Option<std::process::Output> {
+    let skip = |why: &str| {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "running a command as uid 65534 failed under CI: {why}"
+        );
+        eprintln!("SKIPPED: {why}; CI runs this test as root");
+        None
+    };
+    if !nix::unistd::geteuid().is_root() {
+        return skip("switching to uid 65534 needs root");
+    }
+    let mut command = Command::new("setpriv");
+    command
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            BIN,
+        ])
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir);
+    match command.stdin(Stdio::null()).output() {
+        Ok(out) => Some(out),
+        Err(e) => skip(&format!("setpriv: {e}")),
+    }
+}
+
+/// The admin socket answers only the issuer's own user and root, by the socket's peer
+/// credentials: with the data dir made traversable and the socket writable by all (for this test
+/// only), a command from uid 65534 reaches the server and is refused there, unanswered and
+/// logged with its uid, and changes nothing; root's commands are answered.
+#[tokio::test]
+async fn the_admin_socket_answers_only_its_own_user_and_root() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    let s = Server::start(&f.dir, &[]);
+    assert!(admin(&f.dir, &["client", "list"], None).contains("app"));
+    let open = |p: &Path, mode| std::fs::set_permissions(p, PermissionsExt::from_mode(mode));
+    open(f._tmp.path(), 0o711).unwrap();
+    open(&f.dir, 0o711).unwrap();
+    open(&f.dir.join("admin.sock"), 0o666).unwrap();
+    for args in [&["client", "list"][..], &["client", "deactivate", "app"]] {
+        let Some(out) = admin_as_nobody(&f.dir, args) else {
+            return;
+        };
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} as uid 65534 succeeded");
+        assert!(
+            err.contains("without an answer") && err.contains("admin.sock"),
+            "{args:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?} printed something");
+    }
+    let log = std::fs::read_to_string(f.dir.with_extension("log")).unwrap();
+    let refusals = log
+        .lines()
+        .filter(|l| l.contains("admin connection refused") && l.contains("uid=65534"))
+        .count();
+    assert_eq!(refusals, 2, "{log}");
+    // The refused deactivation changed nothing; root is still answered.
+    assert_eq!(password_grant(&s, &f).await.status, 200);
+    let list: Value = serde_json::from_str(&admin(&f.dir, &["client", "list", "--json"], None))
+        .expect("client list --json");
+    assert_eq!(list[0]["id"], "app", "{list}");
+    assert_eq!(list[0]["active"], true, "{list}");
+}

@@ -162,10 +162,34 @@ fn send(data_dir: &Path, cmd: &Command) -> anyhow::Result<Option<Answer>> {
     stream.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
     let mut line = serde_json::to_string(cmd)?;
     line.push('\n');
-    stream.write_all(line.as_bytes())?;
     let mut reply = String::new();
-    BufReader::new(stream).read_line(&mut reply)?;
-    Ok(Some(serde_json::from_str(&reply)?))
+    let sent = stream
+        .write_all(line.as_bytes())
+        .and_then(|()| BufReader::new(stream).read_line(&mut reply));
+    match sent {
+        Ok(0) => Err(unanswered(&path)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            ) =>
+        {
+            Err(unanswered(&path))
+        }
+        Err(e) => Err(e.into()),
+        Ok(_) => Ok(Some(serde_json::from_str(&reply)?)),
+    }
+}
+
+/// The server closed the connection on `socket` without an answer: most likely it refused this
+/// process's user, as it serves only its own user and root.
+fn unanswered(socket: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the server closed its admin socket {} without an answer: it answers only the user it \
+         runs as and root, so run the command as that user (the server's log names the uid it \
+         refused)",
+        socket.display()
+    )
 }
 
 /// Reads one line of secret input from stdin (a terminal gets a prompt on stderr).
