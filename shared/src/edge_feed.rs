@@ -27,6 +27,33 @@ pub const NODE_HEADER: &str = "mms-edge-node";
 /// own, each holding its own keys and revocations.
 pub const VM_HEADER: &str = "mms-edge-vm";
 
+/// Request headers that say a proxy relayed the request, lower case: RFC 7239's `Forwarded`,
+/// the de facto `X-Forwarded-*`, RFC 9110's `Via`, the client address headers of nginx
+/// (`X-Real-IP`), of other proxies and CDNs (`X-Client-IP`, `True-Client-IP`,
+/// `CF-Connecting-IP`), and Envoy's own (`X-Envoy-External-Address`, `x-envoy-internal`).
+///
+/// The issuer refuses an edge feed request that carries any of them, whatever its peer: a proxy
+/// on the issuer's host would make everyone beyond it a loopback peer. Envoy's HTTP client, which
+/// the filters poll with, adds `x-envoy-internal` (and, for a native module, `X-Forwarded-For`):
+/// the shipped configurations poll through a cluster of their own (`issuer_feed`) that strips
+/// both. The tests send each of these to the feed.
+pub const RELAY_HEADERS: [&str; 14] = [
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-forwarded-port",
+    "x-forwarded-prefix",
+    "x-forwarded-client-cert",
+    "via",
+    "x-real-ip",
+    "x-client-ip",
+    "true-client-ip",
+    "cf-connecting-ip",
+    "x-envoy-external-address",
+    "x-envoy-internal",
+];
+
 /// Longest node or VM name a poll may give, in bytes; each is printable ASCII.
 pub const MAX_EDGE_NAME: usize = 128;
 

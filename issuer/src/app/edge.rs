@@ -14,9 +14,10 @@
 //!   something to send, and then to answer at once ([`super::feed_wait`]).
 //! - Served only over TLS (the issuer's own) or to a loopback peer (an Envoy on the same host):
 //!   the answer holds verification keys. Never to a request relayed by a proxy (one that carries
-//!   `Forwarded`, `X-Forwarded-*`, `Via` or `X-Real-IP`): a proxy on the same host would make
-//!   anyone beyond it a loopback peer. Edges poll the issuer directly, through a cluster of
-//!   their own, and the shipped Envoy configurations answer 404 for the feed's path.
+//!   a header of [`RELAY_HEADERS`]: `Forwarded`, `X-Forwarded-*`, `Via`, `X-Real-IP`, …): a
+//!   proxy on the same host would make anyone beyond it a loopback peer. Edges poll the issuer
+//!   directly, through a cluster of their own, and the shipped Envoy configurations answer 404
+//!   for the feed's path.
 //!
 //! The state is the store's, so it survives restarts and is the same from every issuer on one
 //! PostgreSQL database.
@@ -27,7 +28,7 @@ use crate::store::edges::{MAX_EDGES, MAX_EDGES_PER_CLIENT};
 use crate::store::StoreError;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use shared::edge_feed::{FeedAnswer, FeedEntry, FeedKey};
+use shared::edge_feed::{FeedAnswer, FeedEntry, FeedKey, RELAY_HEADERS};
 use shared::revocation::{stamp_hex, Cursor, Revocation, RevocationPage};
 use shared::KeyRing;
 
@@ -132,22 +133,15 @@ fn cut<T: Serialize>(
     (revoked, cursor, more)
 }
 
-/// Headers a proxy adds to what it relays (RFC 7239, the de facto `X-Forwarded-*`, RFC 9110's
-/// `Via`): the first one `headers` carries, if any.
+/// The first header of [`RELAY_HEADERS`] (in its order) that `headers` carries, if any: the
+/// request was relayed by a proxy.
 ///
-/// Envoy's own HTTP client, which the filters poll with, adds `X-Forwarded-For` to a native
-/// module's requests: the shipped configurations poll through a cluster of their own
-/// (`issuer_feed`) that strips it, so the feed needs no exception for Envoy.
+/// Envoy's own HTTP client, which the filters poll with, adds `x-envoy-internal` (and
+/// `X-Forwarded-For` to a native module's requests): the shipped configurations poll through a
+/// cluster of their own (`issuer_feed`) that strips both, so the feed needs no exception for
+/// Envoy.
 fn relayed_by(headers: &warp::http::HeaderMap) -> Option<&'static str> {
-    const PROXY_HEADERS: [&str; 6] = [
-        "forwarded",
-        "x-forwarded-for",
-        "x-forwarded-proto",
-        "x-forwarded-host",
-        "via",
-        "x-real-ip",
-    ];
-    PROXY_HEADERS.into_iter().find(|h| headers.contains_key(*h))
+    RELAY_HEADERS.into_iter().find(|h| headers.contains_key(*h))
 }
 
 /// A version of what comes with the keys: it changes whenever a key is added, retired or starts
@@ -428,25 +422,24 @@ mod tests {
         let mut h = warp::http::HeaderMap::new();
         h.insert("authorization", "Basic eA==".parse().unwrap());
         h.insert("x-envoy-expected-rq-timeout-ms", "5000".parse().unwrap());
+        h.insert("mms-edge-node", "node".parse().unwrap());
         assert_eq!(relayed_by(&h), None);
-        for name in [
-            "Forwarded",
-            "X-Forwarded-For",
-            "x-forwarded-proto",
-            "VIA",
-            "x-real-ip",
-        ] {
-            let mut h = h.clone();
-            h.insert(
-                warp::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                "x".parse().unwrap(),
-            );
-            assert!(relayed_by(&h).is_some(), "{name}");
+        // Each name, in any case, alone.
+        for name in RELAY_HEADERS {
+            for spelling in [name.to_owned(), name.to_ascii_uppercase()] {
+                let mut h = h.clone();
+                h.insert(
+                    warp::http::HeaderName::from_bytes(spelling.as_bytes()).unwrap(),
+                    "x".parse().unwrap(),
+                );
+                assert_eq!(relayed_by(&h), Some(name), "{spelling}");
+            }
         }
         // What Envoy's own client adds, unless the feed's cluster strips it: refused.
         let mut own = h.clone();
-        own.insert("x-forwarded-for", "192.0.2.2".parse().unwrap());
         own.insert("x-envoy-internal", "true".parse().unwrap());
+        assert_eq!(relayed_by(&own), Some("x-envoy-internal"));
+        own.insert("x-forwarded-for", "192.0.2.2".parse().unwrap());
         assert_eq!(relayed_by(&own), Some("x-forwarded-for"));
     }
 

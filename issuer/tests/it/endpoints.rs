@@ -185,6 +185,29 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
         (not_edge.status.as_u16(), &not_edge.json["error"]),
         (403, &Value::from("access_denied"))
     );
+    // A request a proxy relayed is refused whatever its credential and peer, for every header
+    // that says so (any one of them), and the refusal is logged with the header's name.
+    for name in shared::edge_feed::RELAY_HEADERS {
+        let r = reqwest::Client::new()
+            .get(format!("{}/apiv2/oauth/edge", s.url))
+            .basic_auth("edge", Some(&edge))
+            .header(name, "203.0.113.9")
+            .send()
+            .await
+            .unwrap();
+        let refused = answer(r).await;
+        assert_error(&refused, 403, "access_denied");
+        let why = refused.json["error_description"].as_str().unwrap();
+        assert!(why.contains("proxy"), "{name}: {why}");
+    }
+    let log = std::fs::read_to_string(f.dir.with_extension("log")).unwrap();
+    for name in shared::edge_feed::RELAY_HEADERS {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("came through a proxy") && l.contains(name)),
+            "no refusal logged for {name}"
+        );
+    }
     // An edge client cannot get tokens: it has no grant.
     let t = post(
         &s.token_url(),

@@ -225,3 +225,30 @@ fn answers_with_fields_a_reader_does_not_know_still_parse() {
     let a: FeedAnswer = serde_json::from_value(v).unwrap();
     assert_eq!((a.cursor, a.wait_max_seconds, a.busy), (4, Some(30), true));
 }
+
+#[test]
+fn the_relay_headers_are_distinct_lower_case_names() {
+    // Lower case, as HTTP header maps hold names; each once.
+    for (i, name) in RELAY_HEADERS.iter().enumerate() {
+        assert!(
+            !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+            "{name}"
+        );
+        assert!(!RELAY_HEADERS[..i].contains(name), "{name} twice");
+    }
+    for name in [
+        "forwarded",
+        "via",
+        "x-real-ip",
+        "x-client-ip",
+        "true-client-ip",
+        "cf-connecting-ip",
+        "x-envoy-external-address",
+        "x-envoy-internal",
+    ] {
+        assert!(RELAY_HEADERS.contains(&name), "{name}");
+    }
+}
