@@ -11,12 +11,15 @@
 //! - `filter.wasm`, `libmms_auth.so`, `envoy/*.yaml` (the configurations load the modules by
 //!   these names, so they stay unversioned), `js/` (npm packages, versioned inside);
 //! - `prometheus/`: the alert and recording rules and their tests (`dist-assets/prometheus`);
-//! - `SHA256SUMS` over every other file (`sums.rs`), checkable with `sha256sum -c`.
+//! - `SHA256SUMS` over every other file (`sums.rs`), checkable with `sha256sum -c`;
+//! - `SHA256SUMS.sig`, with `--sign-key FILE`: its detached Ed25519 signature under the release
+//!   manager's key, checkable with stock OpenSSL (`sign.rs`); without a key, `dist` says the sums
+//!   are unsigned.
 //!
 //! Every archive is reproducible: entries sorted, owner 0 (or the image's user), mtime the
 //! commit's time (`SOURCE_DATE_EPOCH`, from git unless set), so one commit gives the same bytes
 //! and the same image digests. `check*.rs` test the artifacts with the real tools (`podman`,
-//! `dpkg`, `systemd-analyze`, `sha256sum`) for `cargo xtask test`.
+//! `dpkg`, `systemd-analyze`, `sha256sum`, `openssl`) for `cargo xtask test`.
 
 pub mod archive;
 pub mod check;
@@ -26,6 +29,7 @@ mod deb;
 mod image;
 mod oci;
 pub mod release;
+mod sign;
 mod sums;
 mod tarball;
 
@@ -41,23 +45,45 @@ pub struct Artifacts {
     pub release: Release,
     pub issuer_image_digest: String,
     pub filter_image_digest: String,
+    /// The PEM of the public key `SHA256SUMS.sig` verifies with; `None`: unsigned.
+    pub signed_by: Option<String>,
 }
 
-/// `cargo xtask dist`.
-pub fn dist() -> Result<()> {
+/// `cargo xtask dist`, `SHA256SUMS` signed with the key in `sign_key` if given.
+pub fn dist(sign_key: Option<&Path>) -> Result<()> {
     let started = std::time::Instant::now();
-    let made = build_all()?;
+    let made = build_all(sign_key)?;
     eprintln!("\ndist/ ({} s):", started.elapsed().as_secs());
     for line in sums::listing(&made.dir)? {
         eprintln!("  {line}");
     }
     eprintln!("issuer image: {}", made.issuer_image_digest);
     eprintln!("filter image: {}", made.filter_image_digest);
+    say_signed(&made);
     Ok(())
 }
 
-/// Builds every artifact into a fresh `dist/`.
-pub fn build_all() -> Result<Artifacts> {
+/// Says whether `SHA256SUMS` is signed, and by which key.
+fn say_signed(made: &Artifacts) {
+    match &made.signed_by {
+        Some(public) => eprintln!(
+            "{} signed ({}); it verifies with this public key, which must be the one \
+             published:\n{public}",
+            sums::FILE,
+            sign::FILE
+        ),
+        None => eprintln!(
+            "{} is UNSIGNED: no --sign-key FILE was given (docs/operate.md, \
+             \"Verifying a release\")",
+            sums::FILE
+        ),
+    }
+}
+
+/// Builds every artifact into a fresh `dist/`; signs `SHA256SUMS` with the key in `sign_key`
+/// if given. The key is read before anything is built, so a bad one fails at once.
+pub fn build_all(sign_key: Option<&Path>) -> Result<Artifacts> {
+    let key = sign_key.map(sign::read_key).transpose()?;
     let release = Release::of_checkout()?;
     install::ensure_wasm_target()?;
     let wasm = wasm::build_envoy_module()?;
@@ -77,11 +103,13 @@ pub fn build_all() -> Result<Artifacts> {
     deb::write(&release, &issuer, &dist)?;
     copy_prometheus(&dist)?;
     sums::write(&dist)?;
+    let signed_by = key.map(|key| sign::sign_sums(&dist, &key)).transpose()?;
     Ok(Artifacts {
         dir: dist,
         release,
         issuer_image_digest,
         filter_image_digest,
+        signed_by,
     })
 }
 

@@ -5,6 +5,7 @@
 
 use crate::bench::Sections;
 use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
 
 /// The command line after `cargo xtask`.
 #[derive(Debug, Parser)]
@@ -50,19 +51,24 @@ pub enum Task {
     },
     /// Release artifacts in dist/
     ///
-    /// Release artifacts in dist/, versioned and checksummed (SHA256SUMS): the static issuer
+    /// Release artifacts in dist/, versioned and checksummed (SHA256SUMS, and its signature
+    /// SHA256SUMS.sig with --sign-key): the static issuer
     /// (musl) and its tarball, its OCI image (from scratch) and Debian package, the filter's OCI
     /// image for Istio, the Envoy modules and configurations, the npm packages of the
     /// browser/Node module.
     Dist {
         /// Then check them with the real tools, as `cargo xtask test` does (podman, dpkg,
-        /// systemd-analyze, sha256sum; installs what is missing; as root)
+        /// systemd-analyze, sha256sum, openssl; installs what is missing; as root)
         #[arg(long)]
         check: bool,
         /// With --check: also build the issuer again from nothing in another target dir and
         /// compare the binaries (minutes)
         #[arg(long, requires = "check")]
         rebuild: bool,
+        /// Sign SHA256SUMS with this Ed25519 private key (PKCS#8 PEM, mode 0600, outside the
+        /// repository), writing dist/SHA256SUMS.sig; without it the sums are unsigned
+        #[arg(long, value_name = "FILE")]
+        sign_key: Option<PathBuf>,
     },
     /// The benchmarks, side by side, written to BENCHMARKS.md
     Bench {
@@ -169,10 +175,27 @@ mod tests {
     fn every_documented_command_line_parses_as_before() {
         assert_eq!(parse("test").unwrap(), Task::Test);
         assert_eq!(parse("tidy").unwrap(), Task::Tidy);
-        let dist = |check, rebuild| Task::Dist { check, rebuild };
+        let dist = |check, rebuild| Task::Dist {
+            check,
+            rebuild,
+            sign_key: None,
+        };
         assert_eq!(parse("dist").unwrap(), dist(false, false));
         assert_eq!(parse("dist --check").unwrap(), dist(true, false));
         assert_eq!(parse("dist --check --rebuild").unwrap(), dist(true, true));
+        let signed = |check| Task::Dist {
+            check,
+            rebuild: false,
+            sign_key: Some(PathBuf::from("/keys/release.key")),
+        };
+        assert_eq!(
+            parse("dist --sign-key /keys/release.key").unwrap(),
+            signed(false)
+        );
+        assert_eq!(
+            parse("dist --check --sign-key=/keys/release.key").unwrap(),
+            signed(true)
+        );
         let demo = |postgres, native| Task::Demo { postgres, native };
         assert_eq!(parse("demo").unwrap(), demo(false, false));
         assert_eq!(parse("demo --postgres").unwrap(), demo(true, false));
@@ -217,6 +240,7 @@ mod tests {
             ("soak --minutes ten", ErrorKind::ValueValidation),
             ("soak --minutes 0", ErrorKind::ValueValidation),
             ("dist --rebuild", ErrorKind::MissingRequiredArgument),
+            ("dist --sign-key", ErrorKind::InvalidValue),
             ("soak --minute 5", ErrorKind::UnknownArgument),
             ("help bogus", ErrorKind::InvalidSubcommand),
         ] {

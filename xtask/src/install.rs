@@ -71,6 +71,12 @@ pub fn ensure_file() -> Result<PathBuf> {
     ensure_debian_binary("/usr/bin/file", "file")
 }
 
+/// OpenSSL's command line from Debian (it verifies the signature of `SHA256SUMS` as a user
+/// does), installed with apt when missing.
+pub fn ensure_openssl() -> Result<PathBuf> {
+    ensure_debian_binary("/usr/bin/openssl", "openssl")
+}
+
 /// curl from Debian, installed with apt when missing.
 pub fn ensure_curl() -> Result<PathBuf> {
     ensure_debian_binary("/usr/bin/curl", "curl")

@@ -16,7 +16,7 @@
 //!   tarball, its OCI image, its Debian package, the filter's OCI image for Istio, the Envoy
 //!   modules and configurations, and the npm packages of the browser/Node module; `--check` then
 //!   checks them with the real tools, as `test` does (`--rebuild`: and builds the issuer again
-//!   to compare).
+//!   to compare); `--sign-key FILE` signs `SHA256SUMS` (`dist/SHA256SUMS.sig`, Ed25519).
 //!
 //! `cargo xtask --help` lists the commands and their flags, declared with clap in `flags.rs`;
 //! anything undeclared is clap's error (exit status 2). One module per command; `install`, `wasm`
@@ -51,11 +51,13 @@ fn main() -> Result<()> {
         Task::Dist {
             check: false,
             rebuild: _,
-        } => dist::dist(),
+            sign_key,
+        } => dist::dist(sign_key.as_deref()),
         Task::Dist {
             check: true,
             rebuild,
-        } => dist::check::build_and_check_all(rebuild),
+            sign_key,
+        } => dist::check::build_and_check_all(rebuild, sign_key.as_deref()),
         Task::Bench { quick, only } => bench::bench(quick, only.sections()),
         Task::Soak { minutes } => soak::soak(minutes),
         Task::Fuzz { seconds } => fuzz::fuzz_all(seconds),

@@ -181,7 +181,7 @@ fn all(p: &mut Phases) -> Result<()> {
     p.run("demos", || demos(&with_tools))?;
     // The release artifacts, built as `cargo xtask dist` builds them and checked with podman,
     // dpkg, systemd-analyze and sha256sum.
-    p.run("dist", || dist::check::build_and_check_all(false))?;
+    p.run("dist", || dist::check::build_and_check_all(false, None))?;
     let seconds = std::env::var("FUZZ_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -4,6 +4,8 @@
 //!
 //! - [`check_static_binary`]: `file` and `ldd` say static; the tarball holds that binary;
 //! - [`check_sums`]: `sha256sum -c SHA256SUMS` passes and lists every file;
+//! - [`check_signature`]: `SHA256SUMS` signed with a throwaway key verifies with OpenSSL, and a
+//!   tampered copy does not (and `SHA256SUMS.sig`, if `dist` signed, verifies with its key);
 //! - [`check_reproducible`]: the archives written again from the same inputs are the same bytes
 //!   (so the same image digests);
 //! - [`check_binary_reproducible`] (`cargo xtask dist --check --rebuild`, minutes): the binary
@@ -14,24 +16,26 @@
 //! What they share is here: a free port, and HTTP through curl (`/readyz`, a token).
 
 use super::release::Release;
-use super::{deb, image, sums, tarball, Artifacts};
+use super::{deb, image, sign, sums, tarball, Artifacts};
 use crate::install;
 use crate::util::root;
 use anyhow::{bail, ensure, Context, Result};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub use super::check_deb::check_deb;
 pub use super::check_image::{check_filter_image, check_issuer_image};
 
-/// Builds every artifact (`cargo xtask dist`) and runs every check on them; with `rebuild`,
-/// [`check_binary_reproducible`] too.
-pub fn build_and_check_all(rebuild: bool) -> Result<()> {
+/// Builds every artifact (`cargo xtask dist`, signed with `sign_key` if given) and runs every
+/// check on them; with `rebuild`, [`check_binary_reproducible`] too.
+pub fn build_and_check_all(rebuild: bool, sign_key: Option<&Path>) -> Result<()> {
     let started = Instant::now();
-    let made = super::build_all()?;
+    let made = super::build_all(sign_key)?;
     eprintln!("\ndist built in {} s", started.elapsed().as_secs());
     check_static_binary(&made)?;
     check_sums(&made)?;
+    check_signature(&made)?;
     check_reproducible(&made)?;
     check_filter_image(&made)?;
     check_issuer_image(&made)?;
@@ -39,6 +43,7 @@ pub fn build_and_check_all(rebuild: bool) -> Result<()> {
     if rebuild {
         check_binary_reproducible(&made)?;
     }
+    super::say_signed(&made);
     eprintln!(
         "\ndist checked ({} s in all); issuer image {}, filter image {}",
         started.elapsed().as_secs(),
@@ -85,6 +90,92 @@ pub fn check_static_binary(made: &Artifacts) -> Result<()> {
 /// `sha256sum -c SHA256SUMS` in `dist/`.
 pub fn check_sums(made: &Artifacts) -> Result<()> {
     sums::check(&made.dir)
+}
+
+/// `SHA256SUMS` signed as `dist --sign-key` signs it, with a throwaway key OpenSSL made, and
+/// verified as a user verifies it (`openssl pkeyutl -verify -rawin`, with the public key OpenSSL
+/// derives); a copy with one digit changed must fail. If `dist` signed with the release key,
+/// `dist/SHA256SUMS.sig` must verify with that key's public half. The throwaway folder is removed.
+pub fn check_signature(made: &Artifacts) -> Result<()> {
+    let openssl = install::ensure_openssl()?;
+    let dir = std::env::temp_dir().join(format!("xtask-dist-sign-{}", std::process::id()));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let checked = signature_checks(made, &openssl, &dir);
+    std::fs::remove_dir_all(&dir)?;
+    checked
+}
+
+fn signature_checks(made: &Artifacts, openssl: &Path, dir: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let key = dir.join("throwaway.key");
+    let public = dir.join("release.pub");
+    output_of(
+        Command::new(openssl)
+            .args(["genpkey", "-algorithm", "ed25519", "-out"])
+            .arg(&key),
+    )?;
+    std::fs::set_permissions(&key, PermissionsExt::from_mode(0o600))?;
+    output_of(
+        Command::new(openssl)
+            .args(["pkey", "-pubout", "-in"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&public),
+    )?;
+    std::fs::copy(made.dir.join(sums::FILE), dir.join(sums::FILE))?;
+    let printed = sign::sign_sums(dir, &sign::read_key(&key)?)?;
+    ensure!(
+        printed == std::fs::read_to_string(&public)?,
+        "the public key dist prints is not OpenSSL's:\n{printed}"
+    );
+    let verify = |public: &Path, sums: &Path, sig: &Path| -> Result<bool> {
+        let out = Command::new(openssl)
+            .args(["pkeyutl", "-verify", "-pubin", "-inkey"])
+            .arg(public)
+            .arg("-rawin")
+            .arg("-in")
+            .arg(sums)
+            .arg("-sigfile")
+            .arg(sig)
+            .output()
+            .context("starting openssl")?;
+        Ok(out.status.success())
+    };
+    let (sums, sig) = (dir.join(sums::FILE), dir.join(sign::FILE));
+    ensure!(
+        verify(&public, &sums, &sig)?,
+        "openssl does not verify the signature of {}",
+        sums::FILE
+    );
+    eprintln!("{}: verified by openssl pkeyutl -verify", sign::FILE);
+    let mut text = std::fs::read_to_string(&sums)?;
+    let first = text.chars().next().context("an empty SHA256SUMS")?;
+    let other = if first == '0' { "1" } else { "0" };
+    text.replace_range(..first.len_utf8(), other);
+    std::fs::write(&sums, text)?;
+    ensure!(
+        !verify(&public, &sums, &sig)?,
+        "openssl verifies a tampered {} against its signature",
+        sums::FILE
+    );
+    eprintln!("{}: a tampered copy fails verification", sums::FILE);
+    if let Some(release_public) = &made.signed_by {
+        std::fs::write(&public, release_public)?;
+        ensure!(
+            verify(
+                &public,
+                &made.dir.join(sums::FILE),
+                &made.dir.join(sign::FILE)
+            )?,
+            "dist/{} does not verify with the release key",
+            sign::FILE
+        );
+        eprintln!("dist/{}: verified with the release key", sign::FILE);
+    }
+    Ok(())
 }
 
 /// The tarball, both images and the package, written again into `target/dist-again/` from the

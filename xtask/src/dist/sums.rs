@@ -1,6 +1,7 @@
 //! `dist/SHA256SUMS`: the SHA-256 of every other file under `dist/`, folders included, in
 //! `sha256sum`'s format (`HEX  PATH`, paths relative to `dist/`, sorted), so
-//! `cd dist && sha256sum -c SHA256SUMS` checks them all.
+//! `cd dist && sha256sum -c SHA256SUMS` checks them all. Its signature, `SHA256SUMS.sig`
+//! (`sign.rs`), is written after it and is not listed.
 
 use super::archive::sha256_hex;
 use crate::util::run;
@@ -10,7 +11,7 @@ use std::process::Command;
 
 pub const FILE: &str = "SHA256SUMS";
 
-/// Every file under `dir` but `SHA256SUMS`, relative, with `/`, sorted.
+/// Every file under `dir` but `SHA256SUMS` and its signature, relative, with `/`, sorted.
 fn files(dir: &Path) -> Result<Vec<String>> {
     fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
         for entry in std::fs::read_dir(dir)? {
@@ -19,7 +20,7 @@ fn files(dir: &Path) -> Result<Vec<String>> {
                 walk(base, &path, out)?;
             } else {
                 let rel = path.strip_prefix(base)?.to_string_lossy().into_owned();
-                if rel != FILE {
+                if rel != FILE && rel != super::sign::FILE {
                     out.push(rel);
                 }
             }
