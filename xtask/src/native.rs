@@ -15,10 +15,6 @@ const TARGET_DIR: &str = "target/native";
 /// The benchmark ablations' target dir.
 const BENCH_TARGET_DIR: &str = "target/native-bench";
 
-fn native_module(cmd: &str) -> Command {
-    crate_command(cmd, PACKAGE, "", TARGET_DIR)
-}
-
 /// `cargo CMD -p PACKAGE [--features FEATURES] --target-dir TARGET_DIR`, for the host (the Wasm
 /// builds add their target, `crate::wasm`); no features for `""`.
 pub fn crate_command(cmd: &str, package: &str, features: &str, target_dir: &str) -> Command {
