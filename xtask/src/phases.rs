@@ -126,7 +126,7 @@ mod tests {
         p.done.push(("fuzz", Duration::from_secs(60), false));
         let r = p.report();
         assert!(r.contains("| dist | 14 min 00 s | 6 min |  |"), "{r}");
-        assert!(r.contains("| fuzz | 60 s"), "{r}");
+        assert!(r.contains("| fuzz | 1 min 00 s | 3 min | failed |"), "{r}");
         assert!(r.contains("failed"), "{r}");
         assert!(r.contains("over their share: dist (14 min 00 s)"), "{r}");
     }
