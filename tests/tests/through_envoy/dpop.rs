@@ -87,7 +87,6 @@ pub(super) fn find_url(s: &Stack) -> String {
 
 /// A client credentials token request through Envoy with these extra headers.
 pub(super) async fn token_with(s: &Stack, headers: HeaderMap) -> (StatusCode, HeaderMap, Value) {
-    s.dpop_ready().await;
     let r = s
         .client()
         .post(token_url(s))
@@ -131,7 +130,6 @@ async fn call_with(
     s: &Stack,
     headers: HeaderMap,
 ) -> (StatusCode, String, Value) {
-    s.dpop_ready().await;
     let r = http
         .post(find_url(s))
         .header("content-type", "application/json; charset=UTF-8")
@@ -170,6 +168,7 @@ async fn a_bound_token_passes_only_with_a_fresh_proof_by_its_key() {
     let Some((_tmp, s)) = stack(&[]).await else {
         return;
     };
+    s.dpop_ready().await;
     for key in [es(), ed()] {
         let t = bound_token(&s, &key).await;
         let good = proof(&key, "POST", &find_url(&s), Some(&t), None);
@@ -231,6 +230,7 @@ async fn every_hostile_proof_is_refused_at_the_edge() {
     let Some((_tmp, s)) = stack(&[]).await else {
         return;
     };
+    s.dpop_ready().await;
     let key = es();
     let t = bound_token(&s, &key).await;
     let url = find_url(&s);

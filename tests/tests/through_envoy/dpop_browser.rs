@@ -238,6 +238,7 @@ async fn page_through_envoy() {
     let (server, port, mut reports) = serve_page(&s, web_pkg).await;
     s.restart_envoy_yaml_edited(|yaml| with_page_route(&yaml, port))
         .unwrap();
+    s.dpop_ready().await;
 
     let page = format!("{}{PAGE_PREFIX}", s.url());
     let seen = run_page(

@@ -19,6 +19,7 @@ async fn the_token_endpoint_refuses_what_the_edge_refuses() {
     let Some((_tmp, s)) = stack(&[]).await else {
         return;
     };
+    s.dpop_ready().await;
     let key = es();
     let url = token_url(&s);
     let used = proof(&key, "POST", &url, None, None);
@@ -146,6 +147,7 @@ async fn nonces_are_asked_for_and_then_accepted() {
     };
     s.restart_envoy_edited(|cfg| cfg["dpop"] = json!({"require_nonce": true}))
         .unwrap();
+    s.dpop_ready().await;
     let key = ed();
     let url = token_url(&s);
     let (status, headers, v) =
@@ -199,6 +201,7 @@ async fn a_bound_refresh_token_needs_its_key() {
     let Some((_tmp, s)) = stack(&[]).await else {
         return;
     };
+    s.dpop_ready().await;
     let key = ed();
     let url = token_url(&s);
     let form = |grant: &[(&'static str, String)]| grant.to_vec();

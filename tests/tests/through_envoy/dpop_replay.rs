@@ -66,6 +66,7 @@ async fn one_client_flooding_one_shard_never_refuses_another() {
         cfg["dpop"] = json!({"replay_entries": ENTRIES, "proof_window_seconds": 20})
     })
     .unwrap();
+    s.dpop_ready().await;
     let url = find_url(&s);
     let honest = ProofKey::es256([0x5a; 32]).unwrap();
     let honest_token = bound_token(&s, &honest).await;
@@ -104,6 +105,7 @@ async fn no_proof_passes_twice_across_an_envoy_restart() {
     let Some((_tmp, mut s)) = stack(&[]).await else {
         return;
     };
+    s.dpop_ready().await;
     let key = ProofKey::es256([0x5b; 32]).unwrap();
     let t = bound_token(&s, &key).await;
     let url = find_url(&s);
@@ -137,6 +139,7 @@ async fn no_proof_gets_a_token_twice_across_an_issuer_restart() {
     let Some((_tmp, mut s)) = stack(&[]).await else {
         return;
     };
+    s.dpop_ready().await;
     let key = ProofKey::es256([0x5c; 32]).unwrap();
     let used = key.proof(&ProofClaims {
         htm: "POST",
