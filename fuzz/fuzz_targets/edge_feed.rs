@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|body: &[u8]| {
     let cfg = Config::parse(
-        br#"{"edge_sync":{"cluster":"issuer","client_id":"edge","client_secret":"s"}}"#,
+        br#"{"edge_sync":{"cluster":"issuer","client_id":"edge","client_secret":"s"},"dpop":{"public_origin":"https://media.example.com"}}"#,
     )
     .expect("valid configuration");
     let mut state = EdgeState::new(&cfg, 1_000);

@@ -208,4 +208,22 @@ mod tests {
             "{with_issuer} configurations with an issuer"
         );
     }
+
+    /// Every filter configuration shipped or shown whole in the docs names the origin its DPoP
+    /// proofs are checked against: without it the filter does not load.
+    #[test]
+    fn every_configuration_names_its_public_origin() {
+        let mut filters = 0;
+        for (name, yaml) in crate::envoy::configs_to_check().unwrap() {
+            for config in filter_configs(&yaml).unwrap() {
+                let origin = config["dpop"]["public_origin"].as_str().unwrap_or_default();
+                assert!(origin.starts_with("http"), "{name}: {config}");
+                filters += 1;
+            }
+        }
+        assert!(
+            filters >= 5,
+            "{filters}: envoy/*.yaml and docs/deploy-envoy.md"
+        );
+    }
 }

@@ -102,13 +102,16 @@ impl Stack {
 
     /// Starts a second Envoy on the shipped minimal configuration of the tools' filter (plain HTTP,
     /// no issuer route, no admin interface) in front of this stack's media upstream, with this
-    /// stack's key ring. Returns it and its listener port.
+    /// stack's key ring and its own origin, `http://127.0.0.1:PORT`. Returns it and its listener
+    /// port.
     pub fn start_minimal_envoy(&self) -> Result<(Proc, u16)> {
         let dir = self.dir.join("minimal");
         std::fs::create_dir_all(&dir)?;
         self.tools.install_filter(&dir)?;
         let port = crate::free_port();
-        let filter_config = self.admin(&["keys", "filter-config"], None)?;
+        let origin = format!("http://127.0.0.1:{port}");
+        let filter_config =
+            self.admin(&["keys", "filter-config", "--public-origin", &origin], None)?;
         let yaml = envoy::render_minimal(&self.tools, port, self.ports.media, &filter_config)?;
         let path = envoy::write_config(&dir, "envoy.yaml", &yaml)?;
         let proc = envoy::start_envoy(&self.tools, &dir, &path, port, 1, &dir.join("envoy.log"))

@@ -138,10 +138,11 @@ impl Stack {
         self.restart_envoy_with(&cfg)
     }
 
-    /// The plugin configuration: `issuer keys filter-config`, plus the `edge_sync` block for the
-    /// `issuer_feed` cluster with edge sync.
+    /// The plugin configuration: `issuer keys filter-config` for the stack's origin
+    /// ([`Stack::url`]), plus the `edge_sync` block for the `issuer_feed` cluster with edge sync.
     pub fn filter_config(&self) -> Result<String> {
-        let cfg = issuer_admin_on(&self.tools, &self.store, &["keys", "filter-config"], None)?;
+        let args = ["keys", "filter-config", "--public-origin", &self.url()];
+        let cfg = issuer_admin_on(&self.tools, &self.store, &args, None)?;
         let Some(secret) = &self.edge_secret else {
             return Ok(cfg);
         };

@@ -1,6 +1,6 @@
 //! The filter's plugin configuration: JSON, validated completely before the filter serves a
-//! request, its `edge_sync` block ([`EdgeSync`]) included. `issuer keys filter-config` prints a
-//! valid one. Reference: `docs/filter.md`.
+//! request, its `edge_sync` block ([`EdgeSync`]) included. `issuer keys filter-config
+//! --public-origin URL` prints a valid one. Reference: `docs/filter.md`.
 //!
 //! Every other module reads the configuration; this one uses none of them (but the token cache's
 //! default size and the `dpop` block's own validation), so the configuration is the root of the crate's module graph.
@@ -38,6 +38,10 @@ pub fn is_identity_header(name: &str) -> bool {
             .get(PREFIX.len())
             .is_none_or(|&c| c == b'-' || c == b'_')
 }
+
+/// The `dpop` block the unit tests' configurations hold (`public_origin` is required).
+#[cfg(test)]
+pub(crate) const TEST_DPOP: &str = r#""dpop":{"public_origin":"https://api.example.com"}"#;
 
 /// Most keys a configuration may hold.
 pub const MAX_KEYS: usize = 64;
@@ -385,7 +389,9 @@ mod tests {
     const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8";
 
     fn cfg(extra: &str) -> Result<Config, ConfigError> {
-        Config::parse(format!(r#"{{"keys":[{{"kid":1,"secret":"{KEY}"}}]{extra}}}"#).as_bytes())
+        Config::parse(
+            format!(r#"{{"keys":[{{"kid":1,"secret":"{KEY}"}}],{TEST_DPOP}{extra}}}"#).as_bytes(),
+        )
     }
 
     #[test]

@@ -332,12 +332,11 @@ pub fn decide<'a>(
     check_token(cfg, state, (scheme, token), &proof, now)
 }
 
-/// What a request's headers say of a proof: the pseudo-headers and the `DPoP` headers.
+/// What a request's headers say of a proof: the method and the `DPoP` headers (never the
+/// origin: `:scheme` and `:authority` are the client's word, `dpop.public_origin` is the edge's).
 fn note_proof_header<'a>(proof: &mut ProofRequest<'a>, name: &str, value: &'a [u8]) {
     match name {
         ":method" => proof.method = value,
-        ":scheme" => proof.scheme = value,
-        ":authority" => proof.authority = value,
         _ if name.eq_ignore_ascii_case("dpop") => {
             proof.proofs += 1;
             proof.proof.get_or_insert(value);

@@ -1,6 +1,7 @@
 //! DPoP at the edge (RFC 9449 section 7): the filter's `dpop` settings, the proof a request with
-//! a bound token must carry, checked against the request as the client built it, and the memory
-//! that accepts each proof once per Envoy ([`Replays`]). Pure: the adapters give the memory
+//! a bound token must carry, checked against the request's method and its path under the
+//! configured public origin (never an origin the request names), and the memory that accepts
+//! each proof once per Envoy ([`Replays`]). Pure: the adapters give the memory
 //! (the native filter one per process, the Wasm filter Envoy's shared data), and the time.
 //! Reference: `docs/filter.md` ("DPoP") and `docs/dpop.md`.
 
@@ -37,8 +38,10 @@ pub struct DpopConfig {
     pub require_nonce: bool,
     /// Proof ids one Envoy remembers at most.
     pub replay_entries: usize,
-    /// `scheme://host[:port]` that replaces the request's `:scheme` and `:authority` in `htu`.
-    pub public_origin: Option<String>,
+    /// `scheme://host[:port]` clients call, without a trailing slash: the origin of the URL every
+    /// `htu` is compared with. Always the configuration's: the request's `:scheme` and
+    /// `:authority` (`Host`, `X-Forwarded-Proto`) are the client's to choose.
+    pub public_origin: String,
 }
 
 /// The proof window by default, in seconds.
@@ -47,16 +50,8 @@ pub const DEFAULT_WINDOW: u64 = 60;
 /// Proof ids remembered by default: a minute of about 1,600 bound requests a second.
 pub const DEFAULT_REPLAY_ENTRIES: usize = 100_000;
 
-impl Default for DpopConfig {
-    fn default() -> Self {
-        Self {
-            window: DEFAULT_WINDOW,
-            require_nonce: false,
-            replay_entries: DEFAULT_REPLAY_ENTRIES,
-            public_origin: None,
-        }
-    }
-}
+/// How `public_origin` is written, for the errors that ask for it.
+const ORIGIN_EXAMPLE: &str = r#"e.g. "dpop": {"public_origin": "https://media.example.com"}"#;
 
 impl DpopConfig {
     /// The settings of a `dpop` block, or what is wrong with it (the configuration names it).
@@ -70,39 +65,71 @@ impl DpopConfig {
         if !(1_000..=1_000_000).contains(&replay_entries) {
             return bad("replay_entries: 1000 to 1000000");
         }
-        if let Some(o) = &raw.public_origin {
-            let rest = o
-                .strip_prefix("https://")
-                .or_else(|| o.strip_prefix("http://"));
-            let ok = rest.is_some_and(|r| {
-                !r.is_empty()
-                    && r.bytes()
-                        .all(|c| c.is_ascii_alphanumeric() || b".-:[]".contains(&c))
-            });
-            if !ok {
-                return bad(
-                    "public_origin: http(s)://host[:port], without path, query or userinfo",
-                );
-            }
-        }
         Ok(Self {
             window,
             require_nonce: raw.require_nonce,
             replay_entries,
-            public_origin: raw.public_origin,
+            public_origin: public_origin(raw.public_origin)?,
         })
     }
 }
 
-/// What a request brings for a proof check: its pseudo-headers and its `DPoP` headers.
+/// The configured origin without a trailing slash, or why it is refused: required, since a
+/// DPoP-bound token may come at any time and the request's own origin is the client's word.
+fn public_origin(raw: Option<String>) -> Result<String, String> {
+    let Some(origin) = raw else {
+        return Err(format!(
+            "dpop.public_origin is required: the scheme, host and port clients call, which \
+             every DPoP proof's htu must name ({ORIGIN_EXAMPLE})"
+        ));
+    };
+    let origin = origin.strip_suffix('/').unwrap_or(&origin);
+    let rest = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"));
+    if !rest.is_some_and(is_host_and_port) {
+        return Err(format!(
+            "dpop.public_origin: http(s)://host[:port], without path, query or userinfo \
+             ({ORIGIN_EXAMPLE})"
+        ));
+    }
+    Ok(origin.to_owned())
+}
+
+/// `host[:port]`: a name or IPv4 address of letters, digits, dots and dashes, or an IPv6
+/// address in brackets; a port of 1 to 65535.
+fn is_host_and_port(authority: &str) -> bool {
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) if !authority.ends_with(']') => (host, Some(port)),
+        _ => (authority, None),
+    };
+    let port_ok = port.is_none_or(|p| {
+        p.bytes().all(|c| c.is_ascii_digit())
+            && p.parse::<u32>().is_ok_and(|n| (1..=65_535).contains(&n))
+    });
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => {
+            v6.contains(':')
+                && v6
+                    .bytes()
+                    .all(|c| c.is_ascii_hexdigit() || c == b':' || c == b'.')
+        }
+        None => {
+            !host.is_empty()
+                && host
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-')
+        }
+    };
+    port_ok && host_ok
+}
+
+/// What a request brings for a proof check: its method, its path and its `DPoP` headers. Not
+/// its `:scheme` or `:authority`: the origin is the configuration's ([`DpopConfig::public_origin`]).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ProofRequest<'a> {
     /// `:method`.
     pub method: &'a [u8],
-    /// `:scheme`.
-    pub scheme: &'a [u8],
-    /// `:authority`.
-    pub authority: &'a [u8],
     /// `:path`.
     pub path: &'a [u8],
     /// The first `DPoP` header.
@@ -118,7 +145,8 @@ pub enum Refusal {
     Missing,
     /// More than one, or a comma-joined list.
     Several,
-    /// Bytes a proof never has (not visible ASCII), or a request without its pseudo-headers.
+    /// Bytes a proof never has (not visible ASCII), or a request without its method or an
+    /// absolute path.
     Unreadable,
     /// The proof's key is not the one the token is bound to.
     OtherKey,
@@ -151,15 +179,12 @@ fn text(bytes: &[u8]) -> Option<&str> {
     core::str::from_utf8(bytes).ok()
 }
 
-/// The URL the client called, as `htu` must name it: the public origin or the request's own
-/// scheme and authority, and the path without query or fragment.
+/// The URL the client called, as `htu` must name it: the configured public origin and the
+/// request's path without query or fragment (none for a path that is not absolute).
 fn request_url(cfg: &DpopConfig, req: &ProofRequest<'_>) -> Option<String> {
-    let path = text(req.path)?;
+    let path = text(req.path).filter(|p| p.starts_with('/'))?;
     let path = path.split(['?', '#']).next().unwrap_or_default();
-    Some(match &cfg.public_origin {
-        Some(origin) => format!("{origin}{path}"),
-        None => format!("{}://{}{path}", text(req.scheme)?, text(req.authority)?),
-    })
+    Some(format!("{}{path}", cfg.public_origin))
 }
 
 /// Checks the proof of a request presenting `token`, bound to `cnf`, with the key `ring`

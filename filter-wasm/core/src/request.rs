@@ -131,7 +131,8 @@ mod tests {
         use base64::Engine as _;
         let s = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(SECRET);
         let json = format!(
-            r#"{{"keys":[{{"kid":3,"secret":"{s}"}}],"exempt_prefixes":["/apiv2/oauth/"]}}"#
+            r#"{{"keys":[{{"kid":3,"secret":"{s}"}}],"exempt_prefixes":["/apiv2/oauth/"],{}}}"#,
+            crate::config::TEST_DPOP
         );
         Config::parse(json.as_bytes()).unwrap()
     }

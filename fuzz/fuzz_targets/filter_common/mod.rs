@@ -6,12 +6,12 @@ use filter_core::config::Config;
 use filter_core::edge::EdgeState;
 use std::sync::OnceLock;
 
-/// A key ring of one key, and the issuer's path exempt.
+/// A key ring of one key, the issuer's path exempt, and the origin proofs must name.
 pub fn config() -> &'static Config {
     static CONFIG: OnceLock<Config> = OnceLock::new();
     CONFIG.get_or_init(|| {
         Config::parse(
-            br#"{"keys":[{"kid":1,"secret":"BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc"}],"exempt_prefixes":["/apiv2/oauth/"]}"#,
+            br#"{"keys":[{"kid":1,"secret":"BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc"}],"exempt_prefixes":["/apiv2/oauth/"],"dpop":{"public_origin":"https://media.example.com"}}"#,
         )
         .expect("valid configuration")
     })

@@ -9,7 +9,8 @@ use base64::Engine as _;
 /// The Envoy filter's plugin configuration for `ring` and the access token lifetime, with the
 /// filter's defaults spelled out. `docs/filter.md` documents every field; `keys` is the ring of
 /// verifying keys. Nothing is exempt: the shipped Envoy configurations keep the filter off the
-/// issuer's route in the route table.
+/// issuer's route in the route table. Without `dpop.public_origin`, which only the operator knows
+/// and the filter requires: `issuer keys filter-config --public-origin` adds it.
 pub fn filter_config(ring: &shared::KeyRing, access_ttl: u64) -> serde_json::Value {
     let keys: Vec<_> = ring
         .keys()
@@ -91,12 +92,18 @@ mod tests {
             Some(2),
         )
         .unwrap();
-        let json = serde_json::to_vec(&filter_config(&ring, 900)).unwrap();
+        let mut config = filter_config(&ring, 900);
+        let without_origin = serde_json::to_vec(&config).unwrap();
+        let e = filter_core::config::Config::parse(&without_origin).unwrap_err();
+        assert!(e.0.contains("dpop.public_origin"), "{e}");
+        config["dpop"] = serde_json::json!({"public_origin": "https://media.example.com"});
+        let json = serde_json::to_vec(&config).unwrap();
         let cfg = filter_core::config::Config::parse(&json).unwrap();
         assert_eq!(cfg.ring.get(1).unwrap().secret(), &[1; 32]);
         assert_eq!(cfg.ring.get(2).unwrap().secret(), &[2; 32]);
         assert_eq!(cfg.alternative_header, "serviceauthorization");
         assert_eq!(cfg.max_lifetime, 900);
         assert!(cfg.exempt_prefixes.is_empty());
+        assert_eq!(cfg.dpop.public_origin, "https://media.example.com");
     }
 }

@@ -85,12 +85,13 @@ async fn admin_commands_find_the_store_in_the_configuration_file() {
     // The filter's configuration: the data dir's key ring and the file's lifetime.
     let printed = stdout(&bare(
         &cwd,
-        &["keys", "filter-config", "--config", file],
+        &[&FILTER_CONFIG[..], &["--config", file]].concat(),
         &[],
     ));
     let cfg: Value = serde_json::from_str(&printed).unwrap();
     assert_eq!(cfg["max_token_lifetime_seconds"], 900, "{cfg}");
-    let by_dir: Value = serde_json::from_str(&admin(&data, &["keys", "filter-config"], None))
+    assert_eq!(cfg["dpop"]["public_origin"], FILTER_CONFIG[3], "{cfg}");
+    let by_dir: Value = serde_json::from_str(&admin(&data, &FILTER_CONFIG, None))
         .expect("filter-config on the data dir");
     assert_eq!(cfg["keys"], by_dir["keys"]);
     // The issuer serving the same file signs with the key printed.
@@ -142,7 +143,7 @@ fn without_a_store_named_an_admin_command_fails_and_creates_nothing() {
     let commands: [&[&str]; 6] = [
         &["client", "list"],
         &["client", "add", "app"],
-        &["keys", "filter-config"],
+        &FILTER_CONFIG,
         &["user", "list"],
         &["apply", declared.to_str().unwrap(), "--dry-run"],
         &["backup", "--to", "backup"],
@@ -167,10 +168,11 @@ fn a_missing_data_dir_fails_naming_it_and_is_not_created() {
     let config = write_config(tmp.path(), &absent);
     let file = config.to_str().unwrap();
     let named = absent.to_str().unwrap();
+    let filter_config = [&FILTER_CONFIG[..], &["--config", file]].concat();
     for args in [
         &["client", "list", "--config", file][..],
         &["client", "add", "app", "--config", file],
-        &["keys", "filter-config", "--config", file],
+        &filter_config,
         &["edges", "--config", file],
         &["audit", "--config", file],
         &["client", "list", "--data-dir", named],

@@ -47,6 +47,14 @@ use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_issuer");
 
+/// `issuer keys filter-config` with the origin the filter requires.
+const FILTER_CONFIG: [&str; 4] = [
+    "keys",
+    "filter-config",
+    "--public-origin",
+    "https://media.example.com",
+];
+
 // ---------------------------------------------------------------------------------------------
 // Harness
 
@@ -242,7 +250,7 @@ fn add_user(dir: &Path, name: &str, password: &str, extra: &[&str]) {
 /// The key ring as `issuer keys filter-config` prints it.
 fn ring(dir: &Path) -> KeyRing {
     use base64::Engine as _;
-    let cfg: Value = serde_json::from_str(&admin(dir, &["keys", "filter-config"], None)).unwrap();
+    let cfg: Value = serde_json::from_str(&admin(dir, &FILTER_CONFIG, None)).unwrap();
     let keys = cfg["keys"]
         .as_array()
         .unwrap()

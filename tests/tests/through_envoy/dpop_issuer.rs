@@ -145,7 +145,7 @@ async fn nonces_are_asked_for_and_then_accepted() {
     let Some((_tmp, mut s)) = stack(&["--dpop-nonce", "required"]).await else {
         return;
     };
-    s.restart_envoy_edited(|cfg| cfg["dpop"] = json!({"require_nonce": true}))
+    s.restart_envoy_edited(|cfg| cfg["dpop"]["require_nonce"] = json!(true))
         .unwrap();
     s.dpop_ready().await;
     let key = ed();

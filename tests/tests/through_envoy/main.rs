@@ -10,6 +10,7 @@ mod directory_probe;
 mod dpop;
 mod dpop_browser;
 mod dpop_issuer;
+mod dpop_origin;
 mod dpop_replay;
 mod edge;
 mod edge_outage;

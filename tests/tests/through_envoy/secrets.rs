@@ -60,8 +60,7 @@ async fn the_key_stays_private_and_long_lived_forgeries_are_refused() {
 
     // A token minted with the real key, for an identity of the forger's choosing, claiming ten
     // years: refused by the maximum lifetime although its tag verifies.
-    let cfg: Value =
-        serde_json::from_str(&s.admin(&["keys", "filter-config"], None).unwrap()).unwrap();
+    let cfg: Value = serde_json::from_str(&s.filter_config().unwrap()).unwrap();
     assert_eq!(cfg["max_token_lifetime_seconds"], 3600);
     let key = {
         use base64::Engine as _;

@@ -137,7 +137,9 @@ async fn accepted_at_envoy(
     let upstream = start_upstream(ports.media).await.unwrap();
     let pem = ensure_tls(dir).unwrap();
     tools.install_filter(dir).unwrap();
-    let cfg = issuer_admin_on(tools, store, &["keys", "filter-config"], None).unwrap();
+    let origin = format!("https://localhost:{}", ports.listener);
+    let args = ["keys", "filter-config", "--public-origin", &origin];
+    let cfg = issuer_admin_on(tools, store, &args, None).unwrap();
     let yaml = envoy::render_full_stack(tools, ports, &cfg).unwrap();
     let path = envoy::write_config(dir, "envoy.yaml", &yaml).unwrap();
     let proc =

@@ -108,11 +108,12 @@ impl Material {
         })
     }
 
-    /// The filter configuration: the static key, the widest proof window, the largest replay
-    /// cache (every proof of the run stays remembered: about 20,000 a second for 13 s a listener).
-    fn filter_config(&self) -> String {
+    /// The filter configuration of the listener on `port`: the static key, the listener's origin
+    /// (the proofs' `htu`), the widest proof window, the largest replay cache (every proof of the
+    /// run stays remembered: about 20,000 a second for 13 s a listener).
+    fn filter_config(&self, port: u16) -> String {
         format!(
-            r#"{{"keys":[{{"kid":{},"secret":"{}"}}],"dpop":{{"proof_window_seconds":{PROOF_WINDOW},"replay_entries":{REPLAY_ENTRIES}}}}}"#,
+            r#"{{"keys":[{{"kid":{},"secret":"{}"}}],"dpop":{{"public_origin":"http://127.0.0.1:{port}","proof_window_seconds":{PROOF_WINDOW},"replay_entries":{REPLAY_ENTRIES}}}}}"#,
             self.key.id(),
             URL_SAFE_NO_PAD.encode(self.key.secret())
         )
@@ -186,9 +187,9 @@ end
     Ok(())
 }
 
-/// The filter blocks of variant `v`.
-fn filters(v: Variant, m: &Modules, material: &Material) -> String {
-    let cfg = material.filter_config();
+/// The filter blocks of variant `v` on the listener on `port`.
+fn filters(v: Variant, m: &Modules, material: &Material, port: u16) -> String {
+    let cfg = material.filter_config(port);
     match v {
         Variant::NativeDpop | Variant::NativeBearer => native_filter("mms_auth", &cfg),
         Variant::WasmDpop | Variant::WasmBearer => {
@@ -218,7 +219,7 @@ pub(super) fn bench_dpop(
     let mut listeners = String::new();
     for ((v, _), port) in VARIANTS.iter().zip(&ports) {
         let name = format!("{v:?}").to_lowercase();
-        listeners += &listener(&name, *port, &filters(*v, m, &material));
+        listeners += &listener(&name, *port, &filters(*v, m, &material, *port));
     }
     std::fs::copy(&m.native, dir.join(e2e::NATIVE_LIBRARY))?;
     let cfg = dir.join("envoy-dpop.yaml");

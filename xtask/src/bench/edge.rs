@@ -6,7 +6,7 @@
 
 use super::envoy::{
     config, http_status, issuer_cluster, our_token, start_envoy, until_accepted, wasm_filter,
-    TOKEN_LIFETIME,
+    BENCH_DPOP, TOKEN_LIFETIME,
 };
 use super::{wrk, Sample, Settings};
 use crate::util::{root, run};
@@ -69,7 +69,12 @@ pub(super) fn edge_issuer(
     let cfg: Value = serde_json::from_str(&issuer_admin_on(
         tools,
         &store,
-        &["keys", "filter-config"],
+        &[
+            "keys",
+            "filter-config",
+            "--public-origin",
+            "https://localhost",
+        ],
         None,
     )?)?;
     let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD
@@ -88,7 +93,7 @@ pub(super) fn edge_issuer(
 /// Our filter's configuration pulling from the issuer `cluster` as the edge client.
 pub(super) fn sync_config(cluster: &str, secret: &str) -> String {
     format!(
-        r#"{{"edge_sync":{{"cluster":"{cluster}","client_id":"envoy-edge","client_secret":"{secret}"}}}}"#
+        r#"{{"edge_sync":{{"cluster":"{cluster}","client_id":"envoy-edge","client_secret":"{secret}"}},{BENCH_DPOP}}}"#
     )
 }
 

@@ -254,6 +254,10 @@ pub(super) fn native_filter(module: &str, config: &str) -> String {
     )
 }
 
+/// The `dpop` block of the bearer benchmarks' filter configurations: `public_origin` is required,
+/// and no request of theirs carries a proof.
+pub(super) const BENCH_DPOP: &str = r#""dpop":{"public_origin":"http://127.0.0.1"}"#;
+
 /// Envoy's `jwt_authn` with the HS256 key, and its JWT cache of `cache` entries if given.
 pub(super) fn jwt_filter(jwt_secret: &[u8], cache: Option<u32>) -> String {
     let jwks = format!(

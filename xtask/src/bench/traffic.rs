@@ -8,7 +8,7 @@
 use super::edge::{edge_issuer, sync_config, EdgeIssuer, REVOCATIONS};
 use super::envoy::{
     config, hs256_jwt_for, issuer_cluster, jwt_filter, listener, native_filter, our_token,
-    start_envoy, until_accepted, wasm_filter, Modules, TOKEN_LIFETIME,
+    start_envoy, until_accepted, wasm_filter, Modules, BENCH_DPOP, TOKEN_LIFETIME,
 };
 use super::{mark, rss_kib, wrk, Results, Sample, Settings};
 use anyhow::{bail, Context, Result};
@@ -306,7 +306,7 @@ fn filters(
     sync: &str,
 ) -> String {
     let ours_cfg = format!(
-        r#"{{"keys":[{{"kid":{},"secret":"{}"}}]}}"#,
+        r#"{{"keys":[{{"kid":{},"secret":"{}"}}],{BENCH_DPOP}}}"#,
         key.id(),
         URL_SAFE_NO_PAD.encode(key.secret())
     );

@@ -1,4 +1,5 @@
 use super::*;
+use crate::config::TEST_DPOP;
 use proptest::prelude::*;
 use shared::token::{Claim, Identity, TokenBody};
 use shared::Key;
@@ -12,7 +13,10 @@ fn cfg() -> Config {
 fn cfg_with(extra: &str) -> Config {
     use base64::Engine as _;
     let s = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(SECRET);
-    Config::parse(format!(r#"{{"keys":[{{"kid":3,"secret":"{s}"}}]{extra}}}"#).as_bytes()).unwrap()
+    Config::parse(
+        format!(r#"{{"keys":[{{"kid":3,"secret":"{s}"}}],{TEST_DPOP}{extra}}}"#).as_bytes(),
+    )
+    .unwrap()
 }
 
 fn mint(kind: SubjectKind, subject: &str, exp: u64) -> String {

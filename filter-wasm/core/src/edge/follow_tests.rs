@@ -3,7 +3,7 @@
 //! `edge_sync.node`).
 
 use super::*;
-use crate::config::Config;
+use crate::config::{Config, TEST_DPOP};
 use crate::decision::{decide, Outcome};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -15,7 +15,7 @@ const SYNC: &str =
     r#""edge_sync":{"cluster":"issuer","client_id":"edge","client_secret":"s3cret"}"#;
 
 fn cfg() -> Config {
-    Config::parse(format!("{{{SYNC}}}").as_bytes()).unwrap()
+    Config::parse(format!("{{{SYNC},{TEST_DPOP}}}").as_bytes()).unwrap()
 }
 
 fn snapshot(kid: u32, cursor: u64, revoked: serde_json::Value) -> Vec<u8> {
@@ -108,7 +108,7 @@ fn the_node_an_edge_reports() {
     assert_eq!(none.node_or(None), UNKNOWN_NODE);
     let with = |node: &str| {
         let sync = format!(
-            r#"{{"edge_sync":{{"cluster":"issuer","client_id":"e","client_secret":"s","node":{node}}}}}"#
+            r#"{{"edge_sync":{{"cluster":"issuer","client_id":"e","client_secret":"s","node":{node}}},{TEST_DPOP}}}"#
         );
         Config::parse(sync.as_bytes()).map(|c| c.edge_sync.and_then(|s| s.node))
     };

@@ -1,5 +1,5 @@
 use super::*;
-use crate::config::Config;
+use crate::config::{Config, TEST_DPOP};
 use crate::decision::{decide, Decision, Outcome};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -15,7 +15,7 @@ fn secret(byte: u8) -> String {
 }
 
 fn cfg(extra: &str) -> Config {
-    Config::parse(format!("{{{SYNC}{extra}}}").as_bytes()).unwrap()
+    Config::parse(format!("{{{SYNC},{TEST_DPOP}{extra}}}").as_bytes()).unwrap()
 }
 
 fn answer(v: Value) -> Vec<u8> {
@@ -350,8 +350,10 @@ fn static_key(top: &str, sync: Option<&str>) -> Config {
         format!(r#","edge_sync":{{"cluster":"i","client_id":"e","client_secret":"s"{s}}}"#)
     });
     let key = secret(1);
-    Config::parse(format!(r#"{{"keys":[{{"kid":1,"secret":"{key}"}}]{top}{sync}}}"#).as_bytes())
-        .unwrap()
+    Config::parse(
+        format!(r#"{{"keys":[{{"kid":1,"secret":"{key}"}}],{TEST_DPOP}{top}{sync}}}"#).as_bytes(),
+    )
+    .unwrap()
 }
 
 fn with_static_key(sync: &str) -> Config {

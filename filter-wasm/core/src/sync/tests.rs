@@ -92,7 +92,7 @@ impl EdgeHost for Fake {
 
 fn cfg() -> Config {
     Config::parse(
-        br#"{"edge_sync":{"cluster":"issuer","authority":"issuer.local","client_id":"edge","client_secret":"s","node":"edge-1"}}"#,
+        br#"{"edge_sync":{"cluster":"issuer","authority":"issuer.local","client_id":"edge","client_secret":"s","node":"edge-1"},"dpop":{"public_origin":"https://api.example.com"}}"#,
     )
     .unwrap()
 }

@@ -7,7 +7,7 @@ const SECRET: &str = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE";
 
 fn cfg() -> Config {
     Config::parse(
-        br#"{"edge_sync":{"cluster":"issuer","client_id":"edge","client_secret":"s","poll_interval_seconds":2}}"#,
+        br#"{"edge_sync":{"cluster":"issuer","client_id":"edge","client_secret":"s","poll_interval_seconds":2},"dpop":{"public_origin":"https://api.example.com"}}"#,
     )
     .unwrap()
 }
@@ -367,7 +367,7 @@ fn polls_sent_at_once_are_bounded_per_second_and_wait_seconds_0_never_waits() {
         assert_eq!(todo.wait, 20, "revocation {seq} is followed at once");
     }
     let cfg = Config::parse(
-        br#"{"edge_sync":{"cluster":"issuer","client_id":"edge","client_secret":"s","wait_seconds":0}}"#,
+        br#"{"edge_sync":{"cluster":"issuer","client_id":"edge","client_secret":"s","wait_seconds":0},"dpop":{"public_origin":"https://api.example.com"}}"#,
     )
     .unwrap();
     let mut never = Vm::new();

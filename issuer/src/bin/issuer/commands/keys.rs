@@ -49,6 +49,10 @@ pub enum KeysCmd {
     },
     /// Print the Envoy filter's plugin configuration (JSON) with the current key ring.
     FilterConfig {
+        /// The origin clients call through that Envoy, `https://host[:port]` (the filter checks
+        /// every DPoP proof's `htu` against it, never against the request's `Host` or scheme).
+        #[arg(long, value_name = "URL")]
+        public_origin: String,
         /// The access token lifetime the filter allows, seconds (`access_ttl` of the
         /// configuration file) [default: the one `issuer serve` last started with].
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
@@ -74,11 +78,15 @@ pub fn run(cmd: KeysCmd, dir: &DataDir) -> anyhow::Result<()> {
         KeysCmd::Rotate { delay, .. } => run_admin(dir, Command::KeysRotate { delay }),
         KeysCmd::Status => status(dir),
         KeysCmd::Retire { kid } => run_admin(dir, Command::KeysRetire { kid }),
-        KeysCmd::FilterConfig { access_ttl } => match run_on(dir, &Command::KeysFilterConfig)? {
+        KeysCmd::FilterConfig {
+            public_origin,
+            access_ttl,
+        } => match run_on(dir, &Command::KeysFilterConfig)? {
             Reply::FilterConfig(mut config) => {
                 if let Some(ttl) = access_ttl {
                     config["max_token_lifetime_seconds"] = ttl.into();
                 }
+                config["dpop"] = serde_json::json!({ "public_origin": public_origin });
                 out::json_document(&config)
             }
             other => Err(unexpected(&other)),
