@@ -146,6 +146,7 @@ async fn a_proof_for_the_origin_a_client_claims_is_refused() {
     let Some((_tmp, s)) = stack(&[]).await else {
         return;
     };
+    s.dpop_ready().await;
     let key = es();
     let t = bound_token(&s, &key).await;
     let (_minimal, port) = s.start_minimal_envoy().unwrap();
@@ -189,6 +190,7 @@ async fn the_token_endpoint_never_takes_its_origin_from_the_request() {
     let Some((_tmp, s)) = stack(&[]).await else {
         return;
     };
+    s.dpop_ready().await;
     let key = es();
     let direct = format!("{}/apiv2/oauth/token", s.issuer_url());
     let evil = "http://evil.example/apiv2/oauth/token";
