@@ -38,7 +38,7 @@ pub use issuer::{demo, issuer_admin, issuer_admin_on, provision, provision_on};
 pub use issuer::{start_issuer, start_issuer_on, StoreArgs};
 pub use samba::SambaDc;
 pub use slapd::Slapd;
-pub use stack::{start_upstream, Options, Stack, ISSUER_ROLE};
+pub use stack::{proof_memory_ready, start_upstream, Options, Stack, ISSUER_ROLE};
 
 /// The repository root.
 pub fn root() -> PathBuf {

@@ -264,9 +264,7 @@ impl Stack {
     /// issuers started last: each refuses, for the first [`MAX_AHEAD_SECONDS`] after it began,
     /// the proofs that a restart may have made it forget (`docs/filter.md`, "Restarts").
     pub async fn dpop_ready(&self) {
-        while crate::unix_now() < self.dpop_ready_at {
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
+        proof_memory_ready(self.dpop_ready_at).await;
     }
 
     /// The shipped full-stack configuration with this stack's ports, issuers and plugin
@@ -555,4 +553,12 @@ pub async fn start_upstream(port: u16) -> Result<tokio::task::JoinHandle<()>> {
     Ok(tokio::spawn(async move {
         warp::serve(routes.boxed()).incoming(listener).run().await;
     }))
+}
+
+/// Waits until `ready_at` (seconds since the epoch): for a memory of used DPoP proofs that began
+/// at `began`, `began + MAX_AHEAD_SECONDS` ([`Stack::dpop_ready`]).
+pub async fn proof_memory_ready(ready_at: u64) {
+    while crate::unix_now() < ready_at {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }

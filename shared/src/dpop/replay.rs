@@ -8,12 +8,12 @@
 //! - A key (the proof key's thumbprint, [`Accepted::key`]) holds at most a quarter of a shard
 //!   ([`ReplayCache::per_key`]): its next proofs are refused ([`Replay::KeyBusy`], 429) until
 //!   its own expire. It takes four bound tokens under four keys to fill a shard.
-//! - A full shard forgets its newest id instead of refusing, and keeps a floor for that id's
-//!   key: the key's proofs that expire no later than the forgotten one are refused
-//!   ([`Replay::TooOld`]); no other key is touched. Proofs dated ahead, the way to outlast
-//!   others' in the memory, are the first forgotten, and their key then waits out its own floor.
-//!   A key left with nothing but its floor is kept in a bounded list; beyond it, the oldest such
-//!   floor becomes the shard's, the last resort.
+//! - A full shard forgets instead of refusing: the oldest proof of the key that holds the most,
+//!   and keeps a floor for that key, so its proofs that expire no later than the forgotten one
+//!   are refused ([`Replay::TooOld`]); its newer ones pass, and no other key is touched. A flood
+//!   under several keys costs the flooding keys their own memory, never an honest key's, unless
+//!   that key holds the most. A key left with nothing but its floor is kept in a bounded list;
+//!   beyond it, the oldest such floor becomes the shard's, the last resort.
 //! - A proof dated before the memory began, plus the most a proof may be dated ahead
 //!   ([`MAX_AHEAD_SECONDS`]), may have been accepted by the memory a restart lost: refused
 //!   ([`Replay::TooOld`]). A client gets through again that many seconds after a restart.
@@ -69,9 +69,10 @@ struct Held {
     key: u64,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct KeyUse {
-    held: usize,
+    /// The key's ids, oldest first.
+    held: VecDeque<[u8; 16]>,
     floor: u64,
 }
 
@@ -81,6 +82,8 @@ pub struct ReplayCache {
     ids: HashMap<[u8; 16], Held>,
     by_expiry: BTreeSet<(u64, [u8; 16])>,
     keys: HashMap<u64, KeyUse>,
+    /// Keys by how many ids each holds: the last holds the most.
+    by_load: BTreeSet<(usize, u64)>,
     /// Keys that hold only a floor, with it, oldest first: at most `capacity`.
     orphans: VecDeque<(u64, u64)>,
     /// The shard's own floor: no proof expiring at or before it is accepted.
@@ -105,7 +108,8 @@ impl ReplayCache {
     }
 
     /// Accepts `p` unless its id is held and not expired at `now`, it is older than the memory
-    /// vouches for, or its key holds its share; forgets the newest id when full.
+    /// vouches for, or its key holds its share; when full, forgets the oldest id of the key that
+    /// holds the most.
     pub fn insert(&mut self, p: &Accepted, now: u64) -> Result<(), Replay> {
         self.sweep(now, SWEEP_STEP);
         if let Some(h) = self.ids.get(&p.id) {
@@ -114,15 +118,18 @@ impl ReplayCache {
             }
             self.remove(&p.id, now);
         }
-        let owner = self.keys.get(&p.key).copied().unwrap_or_default();
-        if p.expires <= self.floor.max(owner.floor) {
+        let (held, floor) = self
+            .keys
+            .get(&p.key)
+            .map_or((0, 0), |k| (k.held.len(), k.floor));
+        if p.expires <= self.floor.max(floor) {
             return Err(Replay::TooOld);
         }
-        if owner.held >= self.per_key() {
+        if held >= self.per_key() {
             return Err(Replay::KeyBusy);
         }
         if self.ids.len() >= self.capacity {
-            self.forget_newest(now);
+            self.forget_from_the_heaviest(now);
         }
         self.hold(p.id, p.key, p.expires);
         Ok(())
@@ -131,21 +138,34 @@ impl ReplayCache {
     fn hold(&mut self, id: [u8; 16], key: u64, expires: u64) {
         self.ids.insert(id, Held { expires, key });
         self.by_expiry.insert((expires, id));
-        self.keys.entry(key).or_default().held += 1;
+        let k = self.keys.entry(key).or_default();
+        let was = k.held.len();
+        k.held.push_back(id);
+        self.by_load.remove(&(was, key));
+        self.by_load.insert((was + 1, key));
     }
 
     /// Drops `id`; its key's entry too when it holds nothing and its floor has passed.
     fn remove(&mut self, id: &[u8; 16], now: u64) -> Option<Held> {
         let held = self.ids.remove(id)?;
         self.by_expiry.remove(&(held.expires, *id));
-        if let Some(k) = self.keys.get_mut(&held.key) {
-            k.held = k.held.saturating_sub(1);
-            match (k.held, k.floor) {
-                (0, floor) if floor <= now => {
-                    self.keys.remove(&held.key);
-                }
-                (0, floor) => self.orphan(held.key, floor),
-                _ => {}
+        let Some(k) = self.keys.get_mut(&held.key) else {
+            return Some(held);
+        };
+        let was = k.held.len();
+        // Oldest first, so the id to drop is nearly always the first.
+        if let Some(at) = k.held.iter().position(|h| h == id) {
+            k.held.remove(at);
+        }
+        let (left, floor) = (k.held.len(), k.floor);
+        self.by_load.remove(&(was, held.key));
+        match left {
+            0 if floor <= now => {
+                self.keys.remove(&held.key);
+            }
+            0 => self.orphan(held.key, floor),
+            n => {
+                self.by_load.insert((n, held.key));
             }
         }
         Some(held)
@@ -168,7 +188,7 @@ impl ReplayCache {
                     if self
                         .keys
                         .get(&key)
-                        .is_some_and(|k| k.held == 0 && k.floor <= now)
+                        .is_some_and(|k| k.held.is_empty() && k.floor <= now)
                     {
                         self.keys.remove(&key);
                     }
@@ -178,16 +198,21 @@ impl ReplayCache {
         }
     }
 
-    /// Makes room by forgetting the id that expires last, and keeps a floor for its key.
-    fn forget_newest(&mut self, now: u64) {
-        let Some(&(expires, id)) = self.by_expiry.last() else {
+    /// Makes room by forgetting the oldest id of the key that holds the most, and keeps a floor
+    /// for that key.
+    fn forget_from_the_heaviest(&mut self, now: u64) {
+        let Some(&(_, key)) = self.by_load.last() else {
             return;
         };
-        let Some(held) = self.ids.get(&id).copied() else {
+        let Some(k) = self.keys.get_mut(&key) else {
             return;
         };
-        let key = self.keys.entry(held.key).or_default();
-        key.floor = key.floor.max(expires);
+        let Some(id) = k.held.front().copied() else {
+            return;
+        };
+        if let Some(h) = self.ids.get(&id) {
+            k.floor = k.floor.max(h.expires);
+        }
         self.remove(&id, now);
     }
 
@@ -196,9 +221,10 @@ impl ReplayCache {
     fn orphan(&mut self, key: u64, floor: u64) {
         if self.orphans.len() >= self.capacity {
             if let Some((_, old)) = self.orphans.pop_front() {
-                if let Some(k) = self.keys.get(&old).filter(|k| k.held == 0).copied() {
-                    self.keys.remove(&old);
-                    self.floor = self.floor.max(k.floor);
+                if self.keys.get(&old).is_some_and(|k| k.held.is_empty()) {
+                    if let Some(k) = self.keys.remove(&old) {
+                        self.floor = self.floor.max(k.floor);
+                    }
                 }
             }
         }
@@ -246,10 +272,12 @@ impl ReplayCache {
             out.extend_from_slice(&key.to_be_bytes());
             out.extend_from_slice(&floor.to_be_bytes());
         }
-        for (id, h) in self.ids.iter().filter(|(_, h)| h.expires > now) {
+        // Oldest first, so that each key's ids read back in their order.
+        for (expires, id) in self.by_expiry.iter().filter(|(at, _)| *at > now) {
+            let key = self.ids.get(id).map_or(0, |h| h.key);
             out.extend_from_slice(id);
-            out.extend_from_slice(&h.expires.to_be_bytes());
-            out.extend_from_slice(&h.key.to_be_bytes());
+            out.extend_from_slice(&expires.to_be_bytes());
+            out.extend_from_slice(&key.to_be_bytes());
         }
         out
     }
@@ -275,7 +303,7 @@ impl ReplayCache {
         let mut orphans: Vec<(u64, u64)> = c
             .keys
             .iter()
-            .filter(|(_, k)| k.held == 0)
+            .filter(|(_, k)| k.held.is_empty())
             .map(|(key, k)| (k.floor, *key))
             .collect();
         orphans.sort_unstable();

@@ -150,6 +150,7 @@ async fn a_proof_for_the_origin_a_client_claims_is_refused() {
     let key = es();
     let t = bound_token(&s, &key).await;
     let (_minimal, port) = s.start_minimal_envoy().unwrap();
+    e2e::proof_memory_ready(e2e::unix_now() + shared::dpop::MAX_AHEAD_SECONDS).await;
     let mut cases = plain_listener(port, &key, &t).await;
     cases.extend(tls_listener(&s, &key, &t).await);
     let wrong: Vec<String> = cases

@@ -25,10 +25,10 @@ fn in_the_first_shard(key: &ProofKey, jti: &str) -> bool {
 /// Proofs by `key` for `url` with `token`'s hash, dated `ahead` seconds from now, each of them
 /// in the first shard.
 fn shard_proofs(key: &ProofKey, url: &str, token: &str, ahead: u64, n: usize) -> Vec<String> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut out = Vec::with_capacity(n);
-    let mut i = 0u64;
     while out.len() < n {
-        i += 1;
+        let i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let jti = format!("flood-{}-{i}", std::process::id());
         if in_the_first_shard(key, &jti) {
             out.push(key.proof(&ProofClaims {
@@ -54,8 +54,9 @@ async fn send(s: &Stack, token: &str, proof: &str) -> reqwest::Response {
         .unwrap()
 }
 
-/// The probe's attack, with five keys of one client: the flood is answered 200 or 429 (its
-/// keys over their share), never 503, and another client's bound requests in the same shard
+/// The probe's attack, with five keys of one client: the flood is answered 200, 429 (its keys
+/// over their share) or 401 (its oldest proofs forgotten when the shard filled, its key then
+/// waiting out its floor), never 503, and another client's bound requests in the same shard
 /// all pass meanwhile.
 #[tokio::test]
 async fn one_client_flooding_one_shard_never_refuses_another() {
@@ -63,14 +64,15 @@ async fn one_client_flooding_one_shard_never_refuses_another() {
         return;
     };
     s.restart_envoy_edited(|cfg| {
-        cfg["dpop"] = json!({"replay_entries": ENTRIES, "proof_window_seconds": 20})
+        cfg["dpop"]["replay_entries"] = json!(ENTRIES);
+        cfg["dpop"]["proof_window_seconds"] = json!(20);
     })
     .unwrap();
     s.dpop_ready().await;
     let url = find_url(&s);
     let honest = ProofKey::es256([0x5a; 32]).unwrap();
     let honest_token = bound_token(&s, &honest).await;
-    let (mut passed, mut busy) = (0, 0);
+    let (mut passed, mut busy, mut forgotten) = (0, 0, 0);
     for k in 0..5u8 {
         let flooder = ProofKey::ed25519([0x60 + k; 32]);
         let t = bound_token(&s, &flooder).await;
@@ -82,17 +84,28 @@ async fn one_client_flooding_one_shard_never_refuses_another() {
                     assert_eq!(r.headers()["retry-after"], "1");
                     busy += 1;
                 }
+                401 => {
+                    let www = r.headers()["www-authenticate"].to_str().unwrap();
+                    assert!(
+                        www.contains("older than this server can vouch for"),
+                        "{www}"
+                    );
+                    forgotten += 1;
+                }
                 other => panic!("a flood proof answered {other}"),
             }
         }
-        for p in shard_proofs(&honest, &url, &honest_token, 0, 4) {
+        for p in shard_proofs(&honest, &url, &honest_token, 0, 2) {
             let r = send(&s, &honest_token, &p).await;
             assert_eq!(r.status(), 200, "the honest client, after flooder {k}");
         }
     }
     let c = s.counters().await.unwrap();
-    assert!(passed > 0 && busy > 0, "{passed} passed, {busy} busy");
-    assert!(c["dpop_key_busy"] >= 1, "{c:?}");
+    assert!(
+        passed > 0 && busy > 0 && forgotten > 0,
+        "{passed} passed, {busy} over their key's share, {forgotten} forgotten"
+    );
+    assert!(c["dpop_key_busy"] >= 1 && c["dpop_too_old"] >= 1, "{c:?}");
     assert_eq!(c.get("dpop_replay_busy").copied().unwrap_or(0), 0, "{c:?}");
     assert!(s.stop());
 }

@@ -69,26 +69,37 @@ fn proofs_dated_ahead_cannot_crowd_out_a_fresh_proof() {
 }
 
 #[test]
-fn a_forgotten_proof_is_refused_as_too_old_and_newer_ones_of_its_key_pass() {
-    let mut c = ReplayCache::new(4);
-    let ahead = proof(7, 1, 105);
-    assert_eq!(c.insert(&ahead, 100), Ok(()));
-    for key in 1..4 {
+fn a_full_shard_forgets_the_oldest_of_the_key_holding_most_and_refuses_only_its_older_proofs() {
+    let mut c = ReplayCache::new(8);
+    let first = proof(7, 1, 105);
+    assert_eq!(c.insert(&first, 100), Ok(()));
+    assert_eq!(c.insert(&proof(7, 2, 104), 100), Ok(()));
+    for key in 1..7 {
         assert_eq!(c.insert(&proof(key, 1, 100), 100), Ok(()));
     }
     assert_eq!(
-        c.insert(&proof(4, 1, 100), 100),
+        c.insert(&proof(8, 1, 100), 100),
         Ok(()),
         "full: one forgotten"
     );
-    assert_eq!(c.len(), 4);
+    assert_eq!(c.len(), 8);
     assert_eq!(
-        c.insert(&ahead, 101),
+        c.insert(&first, 101),
         Err(Replay::TooOld),
-        "the newest went"
+        "key 7's oldest went"
     );
-    assert_eq!(c.insert(&proof(7, 2, 104), 101), Err(Replay::TooOld));
-    assert_eq!(c.insert(&proof(7, 3, 106), 106), Ok(()), "made since");
+    assert_eq!(c.insert(&proof(7, 3, 104), 101), Err(Replay::TooOld));
+    assert_eq!(
+        c.insert(&proof(7, 2, 104), 101),
+        Err(Replay::Replayed),
+        "kept"
+    );
+    assert_eq!(
+        c.insert(&proof(1, 1, 100), 101),
+        Err(Replay::Replayed),
+        "kept"
+    );
+    assert_eq!(c.insert(&proof(7, 4, 106), 106), Ok(()), "made since");
 }
 
 #[test]
@@ -119,15 +130,19 @@ fn shards_refuse_a_replay_in_any_and_growing_keeps_what_they_hold() {
 
 #[test]
 fn bytes_round_trip_ids_and_floors_without_what_expired() {
-    let mut c = ReplayCache::new(2);
-    c.insert(&proof(1, 1, 104), 100).unwrap();
+    let mut c = ReplayCache::new(8);
+    c.insert(&proof(1, 1, 100), 100).unwrap();
+    c.insert(&proof(1, 2, 101), 100).unwrap();
     c.insert(&proof(2, 1, 40), 100).unwrap();
-    c.insert(&proof(3, 1, 100), 100).unwrap();
+    for key in 3..9 {
+        c.insert(&proof(key, 1, 100), 100).unwrap();
+    }
     let bytes = c.to_bytes(102);
-    let mut back = ReplayCache::from_bytes(&bytes, 2);
-    assert_eq!(back.len(), 1, "one expired, one forgotten");
+    let mut back = ReplayCache::from_bytes(&bytes, 8);
+    assert_eq!(back.len(), 7, "one expired, one forgotten");
+    assert_eq!(back.insert(&proof(1, 2, 101), 102), Err(Replay::Replayed));
     assert_eq!(back.insert(&proof(3, 1, 100), 102), Err(Replay::Replayed));
-    assert_eq!(back.insert(&proof(1, 1, 104), 102), Err(Replay::TooOld));
+    assert_eq!(back.insert(&proof(1, 1, 100), 102), Err(Replay::TooOld));
     assert_eq!(back.insert(&proof(2, 2, 102), 102), Ok(()));
 }
 
