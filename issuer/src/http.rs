@@ -8,7 +8,7 @@
 //! mistakes are logged at debug level, internal failures at error level, and the client then sees
 //! only `server_error`.
 
-use crate::app::{ApiError, App, Call, Readiness};
+use crate::app::{ApiError, App, Call, Peer, Readiness};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde::Serialize;
@@ -29,9 +29,10 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The exact JSON content type of every response.
 pub const JSON: &str = "application/json;charset=UTF-8";
 
-/// The peer address of a connection, set by the server on each request.
+/// The peer of a connection (a TCP address, or the Unix socket's peer), set by the server on
+/// each request.
 #[derive(Debug, Clone, Copy)]
-pub struct PeerAddr(pub SocketAddr);
+pub struct PeerAddr(pub Peer);
 
 impl warp::reject::Reject for ApiError {}
 
@@ -172,7 +173,9 @@ async fn read_body(
 fn call() -> impl Filter<Extract = (Call,), Error = Rejection> + Clone {
     let peer = warp::ext::optional::<PeerAddr>()
         .and(warp::addr::remote())
-        .map(|ours: Option<PeerAddr>, warps: Option<SocketAddr>| ours.map(|p| p.0).or(warps));
+        .map(|ours: Option<PeerAddr>, warps: Option<SocketAddr>| {
+            ours.map(|p| p.0).or(warps.map(Peer::Tcp))
+        });
     warp::header::headers_cloned()
         .and(peer)
         .and(warp::header::optional::<u64>("content-length"))

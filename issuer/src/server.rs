@@ -1,10 +1,11 @@
-//! Serving: the TCP (optionally TLS) accept loop over the warp routes, the admin socket (and the
-//! backup through it, `backup`), the periodic sweep, and graceful shutdown.
+//! Serving: the accept loop over the warp routes (TCP or a Unix socket, optionally TLS), the admin
+//! socket (and the backup through it, `backup`), the periodic sweep, and graceful shutdown.
 //!
 //! warp 0.4 has no TLS of its own, so one accept loop serves both plain and TLS connections with
-//! hyper-util, the same way: TLS is a handshake in front, nothing else differs. How long and how
-//! large each connection may be is in [`conn`]; how the loop weathers failing accepts (out of file
-//! descriptors) in `accept`.
+//! hyper-util, the same way: TLS is a handshake in front, nothing else differs. The loop is the
+//! same for a TCP listener and the Unix socket ([`listener`]: what each gives is a stream and its
+//! peer). How long and how large each connection may be is in [`conn`]; how the loop weathers
+//! failing accepts (out of file descriptors) in `accept`.
 
 use crate::admin::{self, Answer, Command};
 use crate::app::{now, App};
@@ -14,7 +15,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, UnixListener};
+use tokio::net::UnixListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tower_service::Service;
@@ -22,6 +23,9 @@ use tower_service::Service;
 mod accept;
 mod backup;
 pub mod conn;
+pub mod listener;
+
+pub use listener::{ListenAddr, Listener};
 
 /// How long shutdown waits for requests in flight.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -30,12 +34,12 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// How often the key ring is re-read.
 const KEY_RELOAD_EVERY: Duration = Duration::from_secs(1);
 
-/// Serves HTTP on `listener` until `shutdown` completes, then drains requests in flight. Each
-/// connection is served by [`conn::serve`], which bounds every state it can be left in. Until
-/// `app` holds the app (the store is open), only `/livez` answers 200.
+/// Serves HTTP on `listener` (TCP or the Unix socket) until `shutdown` completes, then drains
+/// requests in flight. Each connection is served by [`conn::serve`], which bounds every state it
+/// can be left in. Until `app` holds the app (the store is open), only `/livez` answers 200.
 pub async fn serve_http(
     app: AppSlot,
-    listener: TcpListener,
+    listener: impl Listener,
     tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
 ) {
@@ -57,7 +61,6 @@ pub async fn serve_http(
             Ok((stream, peer)) => {
                 let now = Instant::now();
                 errors.succeeded(now);
-                let _ = stream.set_nodelay(true);
                 let serve = conn::serve(shared.clone(), stream, peer, now, stopped.clone());
                 tokio::spawn(serve);
             }

@@ -1,10 +1,23 @@
 //! Reading an HTTP/1.1 answer off a connection a harness wrote its request to by hand (Envoy's
-//! admin socket, the benches' probes): the status line and headers a line at a time ([`Head`],
-//! which an asynchronous reader can drive too), then a body by `Content-Length`, in chunks, or to
-//! the end of the connection.
+//! admin socket, the issuer's Unix socket, the benches' probes): the status line and headers a
+//! line at a time ([`Head`], which an asynchronous reader can drive too), then a body by
+//! `Content-Length`, in chunks, or to the end of the connection.
 
 use anyhow::{bail, Context, Result};
-use std::io::BufRead;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::time::Duration;
+
+/// Sends `request` (a whole HTTP/1.1 request, `Connection: close` included) on a new connection
+/// to the Unix socket `sock` and reads the answer (at most 10 s of waiting per read): its status
+/// and body.
+pub fn exchange_unix(sock: &Path, request: &str) -> Result<(u16, Vec<u8>)> {
+    let mut s = std::os::unix::net::UnixStream::connect(sock)
+        .with_context(|| format!("connecting to {}", sock.display()))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.write_all(request.as_bytes())?;
+    read_answer(&mut BufReader::new(s))
+}
 
 /// What an answer's head says, read a line at a time.
 pub struct Head {

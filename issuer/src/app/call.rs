@@ -1,20 +1,67 @@
 //! What an endpoint receives from the HTTP layer: the request's headers, its peer and its whole
 //! (bounded) body, with the readings every endpoint shares (client credentials, the client's
 //! address, the form content type).
+//!
+//! A peer is a TCP address or a process on this host that connected to the issuer's Unix socket
+//! ([`Peer`]). The socket's peer counts as a loopback peer wherever the issuer treats loopback
+//! apart: the edge feed is served to it, it is the address 127.0.0.1 to the back-offs and to
+//! `--trusted-proxy` (a proxy on this host, like a loopback Envoy), and logs name it `unix` with
+//! the user id the kernel gave for it.
 
 use super::error::ApiError;
 use bytes::Bytes;
 use shared::basic::parse_basic;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use warp::http::{header, HeaderMap, HeaderValue};
+
+/// The other end of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// A TCP peer, by its address.
+    Tcp(SocketAddr),
+    /// A process on this host, connected to the issuer's Unix socket: only the users the
+    /// socket's folder and mode let in can be one. `uid`: its user, as the kernel tells
+    /// (`SO_PEERCRED`).
+    Unix {
+        /// The peer process's user id, if the kernel told it.
+        uid: Option<u32>,
+    },
+}
+
+impl Peer {
+    /// The address the back-offs, the audit trail and `--trusted-proxy` go by: a TCP peer's (an
+    /// IPv4-mapped IPv6 address as IPv4), and 127.0.0.1 for the Unix socket's, which is on this
+    /// host as a loopback peer is.
+    pub fn ip(&self) -> IpAddr {
+        match self {
+            Self::Tcp(addr) => addr.ip().to_canonical(),
+            Self::Unix { .. } => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        }
+    }
+
+    /// Whether the peer is on this host: a loopback address, or the Unix socket.
+    pub fn is_local(&self) -> bool {
+        self.ip().is_loopback()
+    }
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tcp(addr) => addr.fmt(f),
+            Self::Unix { uid: Some(uid) } => write!(f, "unix:uid={uid}"),
+            Self::Unix { uid: None } => f.write_str("unix"),
+        }
+    }
+}
 
 /// What a form endpoint receives: headers, peer and the whole (bounded) body.
 pub struct Call {
     /// Request headers.
     pub headers: HeaderMap,
-    /// Source address as seen by the server.
-    pub peer: Option<SocketAddr>,
+    /// The other end of the connection, as seen by the server.
+    pub peer: Option<Peer>,
     /// The body.
     pub body: Bytes,
 }
@@ -30,7 +77,7 @@ impl Call {
             warn_forwarding_ignored();
         }
         let is_trusted = |ip: &IpAddr| trusted.iter().any(|n| n.contains(ip));
-        let mut addr = self.peer?.ip().to_canonical();
+        let mut addr = self.peer?.ip();
         if !is_trusted(&addr) {
             return Some(addr);
         }
@@ -55,15 +102,13 @@ impl Call {
         Some(addr)
     }
 
-    /// Whether the call came through a proxy on this host (a loopback peer that sent
-    /// `X-Forwarded-For`, as the shipped Envoy does) to an issuer that believes no proxy
+    /// Whether the call came through a proxy on this host (a loopback or Unix socket peer that
+    /// sent `X-Forwarded-For`, as the shipped Envoy does) to an issuer that believes no proxy
     /// (`--trust-x-forwarded-for` off): every client behind that proxy then counts, in the
     /// back-offs and the audit trail, as the proxy's one address.
     fn relayed_unheard(&self, trusted: &[ipnet::IpNet]) -> bool {
         trusted.is_empty()
-            && self
-                .peer
-                .is_some_and(|p| p.ip().to_canonical().is_loopback())
+            && self.peer.is_some_and(|p| p.is_local())
             && self.headers.contains_key("x-forwarded-for")
     }
 
@@ -131,7 +176,7 @@ mod tests {
             }
             Call {
                 headers,
-                peer: Some(peer.parse().unwrap()),
+                peer: Some(Peer::Tcp(peer.parse().unwrap())),
                 body: Bytes::new(),
             }
             .client_ip(&trusted)
@@ -186,7 +231,7 @@ mod tests {
             }
             Call {
                 headers,
-                peer: Some(peer.parse().unwrap()),
+                peer: Some(Peer::Tcp(peer.parse().unwrap())),
                 body: Bytes::new(),
             }
         };
@@ -200,5 +245,37 @@ mod tests {
         assert!(!relayed.relayed_unheard(&loopback));
         assert!(!call("127.0.0.1:1", None).relayed_unheard(&[]));
         assert!(!call("192.0.2.9:1", Some("198.51.100.1")).relayed_unheard(&[]));
+    }
+
+    /// The Unix socket's peer is a proxy on this host, as a loopback peer is: 127.0.0.1 to the
+    /// back-offs, believed as a proxy when 127.0.0.1 is trusted, noticed when not believed.
+    #[test]
+    fn a_unix_socket_peer_counts_as_loopback() {
+        let unix = Peer::Unix { uid: Some(108) };
+        assert!(unix.is_local());
+        assert_eq!(unix.ip(), IpAddr::from([127, 0, 0, 1]));
+        assert_eq!(unix.to_string(), "unix:uid=108");
+        assert_eq!(Peer::Unix { uid: None }.to_string(), "unix");
+        assert!(Peer::Tcp("[::ffff:127.0.0.1]:1".parse().unwrap()).is_local());
+        assert!(!Peer::Tcp("192.0.2.1:1".parse().unwrap()).is_local());
+        let mut headers = HeaderMap::new();
+        headers.insert("x-forwarded-for", HeaderValue::from_static("192.0.2.1"));
+        let call = Call {
+            headers,
+            peer: Some(unix),
+            body: Bytes::new(),
+        };
+        let loopback: Vec<ipnet::IpNet> = vec!["127.0.0.1/32".parse().unwrap()];
+        assert_eq!(
+            call.client_ip(&loopback),
+            Some("192.0.2.1".parse().unwrap())
+        );
+        assert_eq!(call.client_ip(&[]), Some("127.0.0.1".parse().unwrap()));
+        assert!(call.relayed_unheard(&[]));
+        let elsewhere: Vec<ipnet::IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        assert_eq!(
+            call.client_ip(&elsewhere),
+            Some("127.0.0.1".parse().unwrap())
+        );
     }
 }

@@ -12,12 +12,13 @@
 //! - `wait=S` asks the issuer to hold the request up to S seconds (at most
 //!   `--feed-max-wait-seconds`, offered in every answer as `wait_max_seconds`) until there is
 //!   something to send, and then to answer at once ([`super::feed_wait`]).
-//! - Served only over TLS (the issuer's own) or to a loopback peer (an Envoy on the same host):
-//!   the answer holds verification keys. Never to a request relayed by a proxy (one that carries
-//!   a header of [`RELAY_HEADERS`]: `Forwarded`, `X-Forwarded-*`, `Via`, `X-Real-IP`, …): a
-//!   proxy on the same host would make anyone beyond it a loopback peer. Edges poll the issuer
-//!   directly, through a cluster of their own, and the shipped Envoy configurations answer 404
-//!   for the feed's path.
+//! - Served only over TLS (the issuer's own) or to a peer on this host (an Envoy on the same
+//!   host: a loopback peer, or the peer of the issuer's Unix socket, `--listen unix:PATH`, the
+//!   shipped layout): the answer holds verification keys. Never to a request relayed by a proxy
+//!   (one that carries a header of [`RELAY_HEADERS`]: `Forwarded`, `X-Forwarded-*`, `Via`,
+//!   `X-Real-IP`, …): a proxy on the same host would make anyone beyond it a loopback peer.
+//!   Edges poll the issuer directly, through a cluster of their own, and the shipped Envoy
+//!   configurations answer 404 for the feed's path.
 //!
 //! The state is the store's, so it survives restarts and is the same from every issuer on one
 //! PostgreSQL database.
@@ -220,18 +221,19 @@ impl App {
     /// The edge client a feed request authenticates as, once its transport is acceptable.
     async fn edge_client(&self, call: &Call) -> Result<String, ApiError> {
         // The transport first: over plain HTTP from afar, not even whether a credential is good.
-        let loopback = call
-            .peer
-            .is_some_and(|p| p.ip().to_canonical().is_loopback());
-        if !self.settings.tls && !loopback {
+        let local = call.peer.is_some_and(|p| p.is_local());
+        if !self.settings.tls && !local {
             return Err(ApiError::forbidden(
-                "the edge feed is served only over TLS or to a loopback address",
+                "the edge feed is served only over TLS, on the Unix socket or to a loopback \
+                 address",
             ));
         }
         if let Some(name) = relayed_by(&call.headers) {
             tracing::warn!(
                 header = name,
-                peer = ?call.peer,
+                peer = call
+                    .peer
+                    .map_or_else(|| "unknown".to_owned(), |p| p.to_string()),
                 "edge feed refused: the request came through a proxy"
             );
             return Err(ApiError::forbidden(

@@ -36,7 +36,7 @@ use shared::{ErrorCode, Key, KeyRing};
 use std::sync::{Arc, RwLock};
 use zeroize::Zeroizing;
 
-pub use call::{client_credentials, Call};
+pub use call::{client_credentials, Call, Peer};
 pub use dpop::DpopSettings;
 pub use error::ApiError;
 

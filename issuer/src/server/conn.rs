@@ -18,6 +18,7 @@
 //! headers, answered 431 beyond) and for the HTTP/2 header list, with at most
 //! [`MAX_CONCURRENT_STREAMS`] requests at once on one HTTP/2 connection.
 
+use crate::app::Peer;
 use crate::http::PeerAddr;
 use futures_util::future::BoxFuture;
 use hyper::body::Incoming;
@@ -25,11 +26,10 @@ use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
@@ -81,17 +81,20 @@ impl Shared {
     }
 }
 
-/// Serves the connection `stream` from `peer`, accepted at `accepted`, until it ends, the
-/// watchdog closes it, or `stop` turns true (shutdown). Either close is graceful and lets
-/// requests in flight finish (at shutdown the caller bounds how long it waits for them); a
-/// connection with none in flight that has not finished [`CLOSE_GRACE`] later is dropped.
-pub async fn serve(
+/// Serves the connection `stream` (TCP or the Unix socket) from `peer`, accepted at `accepted`,
+/// until it ends, the watchdog closes it, or `stop` turns true (shutdown). Either close is
+/// graceful and lets requests in flight finish (at shutdown the caller bounds how long it waits
+/// for them); a connection with none in flight that has not finished [`CLOSE_GRACE`] later is
+/// dropped.
+pub async fn serve<S>(
     shared: Arc<Shared>,
-    stream: TcpStream,
-    peer: SocketAddr,
+    stream: S,
+    peer: Peer,
     accepted: Instant,
     mut stop: watch::Receiver<bool>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let activity = Arc::new(Activity::new(accepted));
     let Some(acceptor) = &shared.tls else {
         return drive(&shared, TokioIo::new(stream), peer, activity, &mut stop).await;
@@ -112,7 +115,7 @@ pub async fn serve(
 async fn drive<I>(
     shared: &Shared,
     io: I,
-    peer: SocketAddr,
+    peer: Peer,
     activity: Arc<Activity>,
     stop: &mut watch::Receiver<bool>,
 ) where
@@ -161,7 +164,7 @@ async fn drive<I>(
     }
 }
 
-fn log_end(ended: Result<(), Box<dyn std::error::Error + Send + Sync>>, peer: SocketAddr) {
+fn log_end(ended: Result<(), Box<dyn std::error::Error + Send + Sync>>, peer: Peer) {
     if let Err(e) = ended {
         tracing::debug!(error = e.to_string(), %peer, "connection ended with an error");
     }

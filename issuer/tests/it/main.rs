@@ -23,6 +23,7 @@ mod errors;
 mod grants;
 mod health;
 mod impersonation;
+mod listen_socket;
 mod locate;
 mod multi;
 mod oauth2_crate;

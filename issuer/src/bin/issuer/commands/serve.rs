@@ -6,7 +6,7 @@ mod reload;
 mod store;
 
 use crate::data_dir::DataDir;
-use anyhow::{bail, Context as _};
+use anyhow::bail;
 use clap::Args;
 use issuer::admin;
 use issuer::app::{App, Settings};
@@ -14,10 +14,10 @@ use issuer::config::{parse_proxy, ConfigFile, DirectoryConfig};
 use issuer::directory::Directory;
 use issuer::http::AppSlot;
 use issuer::logging::LogFormat;
+use issuer::server::ListenAddr;
 use issuer::store::RefreshPolicy;
 use issuer::throttle::ThrottlePolicy;
 use std::io::Write;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -33,9 +33,11 @@ pub struct Serve {
     directory: Option<Box<DirectoryConfig>>,
     #[command(flatten)]
     dir: DataDir,
-    /// Address to listen on (port 0 picks a free port; the chosen address is printed).
+    /// Where to listen: IP:PORT (port 0 picks a free port; the chosen address is printed), or
+    /// unix:PATH, a Unix socket (mode 0660) in a folder only the issuer's user may write, which
+    /// no other local user can take while the issuer restarts (docs/issuer.md, "Serving").
     #[arg(long, env = "ISSUER_LISTEN", default_value = "127.0.0.1:8080")]
-    listen: SocketAddr,
+    listen: ListenAddr,
     /// PEM certificate chain: serve HTTPS (needs --tls-key).
     #[arg(long, requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -214,9 +216,15 @@ impl Serve {
         }
     }
 
-    /// The settings of an issuer listening on `addr`, with TLS or not.
-    fn settings(&self, addr: SocketAddr, tls: bool) -> Settings {
+    /// The settings of an issuer listening on `addr` (as bound), with TLS or not.
+    fn settings(&self, addr: &ListenAddr, tls: bool) -> Settings {
         let scheme = if tls { "https" } else { "http" };
+        // A socket has no address a client could name: the metadata says localhost unless
+        // --public-url says what clients use.
+        let host = match addr {
+            ListenAddr::Tcp(addr) => addr.to_string(),
+            ListenAddr::Unix(_) => "localhost".to_owned(),
+        };
         Settings {
             access_ttl: self.access_ttl,
             refresh: self.refresh_policy(),
@@ -228,7 +236,7 @@ impl Serve {
             public_url: self
                 .public_url
                 .clone()
-                .unwrap_or_else(|| format!("{scheme}://{addr}")),
+                .unwrap_or_else(|| format!("{scheme}://{host}")),
             tls,
             revocations_per_minute: self.revocations_per_minute,
             edge_forget_after: self.edge_forget_after,
@@ -283,28 +291,21 @@ async fn serve_on(
         store::Source::Redb(opened) => opened.as_ref().and_then(|o| o.data_dir.clone()),
         store::Source::Postgres(_) => None,
     };
-    let listener = tokio::net::TcpListener::bind(s.listen)
-        .await
-        .with_context(|| format!("binding {}", s.listen))?;
-    let addr = listener.local_addr()?;
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let settings = Settings {
-        shared_store: data_dir.is_none(),
-        ..s.settings(addr, tls.is_some())
-    };
+    let tls_on = tls.is_some();
+    let scheme = if tls_on { "https" } else { "http" };
     let slot = AppSlot::default();
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let stopping = stopped.clone();
+    let shutdown = until_stopped(stopped.clone());
+    let (server, addr) = listen::serve_http_on(&s.listen, slot.clone(), tls, shutdown).await?;
+    let settings = Settings {
+        shared_store: data_dir.is_none(),
+        ..s.settings(&addr, tls_on)
+    };
     tokio::spawn(async move {
         issuer::server::shutdown_signal().await;
         let _ = stop.send(true);
     });
-    let server = tokio::spawn(issuer::server::serve_http(
-        slot.clone(),
-        listener,
-        tls,
-        until_stopped(stopped.clone()),
-    ));
     tracing::info!(%addr, scheme, "listening; opening the store");
     let mut app = tokio::select! {
         app = store::start(&s, source, settings) => app?,
@@ -339,7 +340,10 @@ async fn serve_on(
         |d| format!("redb:{}", d.display()),
     );
     tracing::info!(%addr, scheme, store = name, "issuer serving");
-    println!("listening on {scheme}://{addr}");
+    match &addr {
+        ListenAddr::Tcp(addr) => println!("listening on {scheme}://{addr}"),
+        ListenAddr::Unix(_) => println!("listening on {addr}"),
+    }
     std::io::stdout().flush()?;
     let audit = app.audit.clone();
     drop(app);

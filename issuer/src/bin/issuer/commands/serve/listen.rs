@@ -1,15 +1,21 @@
 //! The listeners `issuer serve` opens before it serves (part of the `issuer` binary): the TLS
 //! acceptor from the operator's PEM files (read again on a reload; the key file through the
-//! check of secret files, `issuer::secret_file`), and the admin socket in the data dir.
+//! check of secret files, `issuer::secret_file`), the HTTP listener of `--listen` (TCP, or the
+//! Unix socket, `issuer::server::listener`), and the admin socket in the data dir.
 
 use anyhow::Context as _;
 use issuer::admin;
+use issuer::http::AppSlot;
+use issuer::server::listener::bind_unix;
+use issuer::server::{serve_http, ListenAddr};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use tokio::net::UnixListener;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::task::JoinHandle;
 use tokio_rustls::rustls::crypto::CryptoProvider;
 use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
 use tokio_rustls::rustls::sign::CertifiedKey;
@@ -93,4 +99,29 @@ pub fn bind_admin_socket(dir: &Path) -> anyhow::Result<UnixListener> {
         UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     Ok(listener)
+}
+
+/// Binds `--listen` (a TCP address, or the Unix socket with its folder checked) and serves HTTP
+/// on it until `shutdown`: the server's task, and the address as bound (port 0 resolved).
+pub async fn serve_http_on(
+    listen: &ListenAddr,
+    slot: AppSlot,
+    tls: Option<TlsAcceptor>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<(JoinHandle<()>, ListenAddr)> {
+    match listen {
+        ListenAddr::Tcp(addr) => {
+            let listener = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding {addr}"))?;
+            let bound = ListenAddr::Tcp(listener.local_addr()?);
+            let server = serve_http(slot, listener, tls, shutdown);
+            Ok((tokio::spawn(server), bound))
+        }
+        ListenAddr::Unix(path) => {
+            let socket = bind_unix(path).with_context(|| format!("binding {listen}"))?;
+            let server = serve_http(slot, socket, tls, shutdown);
+            Ok((tokio::spawn(server), listen.clone()))
+        }
+    }
 }
