@@ -4,8 +4,6 @@
 
 use crate::{ensure_tls, root, write_private, Proc, Tools};
 use anyhow::{bail, Context, Result};
-use std::io::{BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -42,21 +40,60 @@ impl Ports {
     }
 }
 
+/// Where the shipped full-stack configurations reach the issuer (both issuer clusters): the
+/// Unix socket of the Debian package (`listen = "unix:/run/issuer/http.sock"`).
+pub const SHIPPED_ISSUER_SOCKET: &str = "/run/issuer/http.sock";
+
+/// The endpoint address of the shipped issuer clusters, as the files write it.
+fn shipped_issuer_pipe() -> String {
+    format!("pipe: {{ path: {SHIPPED_ISSUER_SOCKET} }}")
+}
+
 /// The shipped full-stack configuration of the tools' filter (`envoy/full-stack.yaml`, or
 /// `envoy/native.yaml`) with its ports replaced and the plugin configuration replaced by
 /// `filter_config` (the output of `issuer keys filter-config`), exactly as an operator drops it
-/// in: the JSON goes under `value: |`, indented to the block's column.
+/// in: the JSON goes under `value: |`, indented to the block's column. The issuer clusters,
+/// shipped on the Unix socket, point at the issuer on 127.0.0.1:`ports.issuer` instead: the
+/// harness's issuers listen on TCP, so that tests can also reach them directly
+/// ([`render_full_stack_on_socket`] keeps the socket).
 pub fn render_full_stack(tools: &Tools, ports: Ports, filter_config: &str) -> Result<String> {
-    let shipped = std::fs::read_to_string(root().join(tools.full_stack_config()))?;
-    render(
-        &shipped,
-        &[
-            (Ports::SHIPPED.listener, ports.listener),
-            (Ports::SHIPPED.issuer, ports.issuer),
-            (Ports::SHIPPED.media, ports.media),
-        ],
-        filter_config,
-    )
+    let tcp = format!(
+        "socket_address: {{ address: 127.0.0.1, port_value: {} }}",
+        ports.issuer
+    );
+    render_issuer_at(tools, ports, &tcp, filter_config)
+}
+
+/// [`render_full_stack`] with the issuer clusters on the Unix socket `socket`, as shipped.
+pub fn render_full_stack_on_socket(
+    tools: &Tools,
+    ports: Ports,
+    socket: &Path,
+    filter_config: &str,
+) -> Result<String> {
+    let pipe = format!("pipe: {{ path: {} }}", socket.display());
+    render_issuer_at(tools, ports, &pipe, filter_config)
+}
+
+/// The shipped full-stack configuration with `issuer` (an endpoint address) in both issuer
+/// clusters; fails if the shipped file does not point them at [`SHIPPED_ISSUER_SOCKET`].
+fn render_issuer_at(
+    tools: &Tools,
+    ports: Ports,
+    issuer: &str,
+    filter_config: &str,
+) -> Result<String> {
+    let file = tools.full_stack_config();
+    let shipped = std::fs::read_to_string(root().join(file))?;
+    let pipe = shipped_issuer_pipe();
+    if shipped.matches(&pipe).count() != 2 {
+        bail!("{file}: the issuer clusters do not both point at `{pipe}`");
+    }
+    let ports = [
+        (Ports::SHIPPED.listener, ports.listener),
+        (Ports::SHIPPED.media, ports.media),
+    ];
+    render(&shipped.replace(&pipe, issuer), &ports, filter_config)
 }
 
 /// The shipped minimal configuration of the tools' filter (`envoy/minimal.yaml`, or
@@ -334,13 +371,8 @@ pub fn wait_for_first_answers(sock: &Path, vms: u64) -> Result<()> {
 
 /// A GET to Envoy's admin interface on the Unix socket `sock`: the status and the body.
 pub fn admin_get(sock: &Path, path: &str) -> Result<(u16, String)> {
-    let mut s = UnixStream::connect(sock).with_context(|| format!("{}", sock.display()))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )?;
-    let (status, body) = crate::http1::read_answer(&mut BufReader::new(s))?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let (status, body) = crate::http1::exchange_unix(sock, &request)?;
     Ok((status, String::from_utf8(body)?))
 }
 

@@ -202,18 +202,38 @@ pub fn start_issuer_pinned(
 /// `issuer serve` run by `command` (the issuer binary, or a wrapper such as `taskset` or
 /// `prlimit` that execs it, so the pid stays the issuer's), on `store`, listening on `port`.
 pub fn start_issuer_with(
-    mut command: Command,
+    command: Command,
     store: &StoreArgs,
     port: u16,
     extra: &[&str],
     log: &Path,
 ) -> Result<(Proc, String)> {
-    command.args([
-        "serve",
-        "--trust-x-forwarded-for",
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-    ]);
+    let listen = format!("127.0.0.1:{port}");
+    start_issuer_listening(command, store, &listen, extra, log)
+}
+
+/// [`start_issuer_on`] listening on the Unix socket `socket` (`--listen unix:PATH`), whose
+/// folder the issuer checks: its own, writable by no one else. Returns `unix:PATH`.
+pub fn start_issuer_on_socket(
+    tools: &Tools,
+    store: &StoreArgs,
+    socket: &Path,
+    extra: &[&str],
+    log: &Path,
+) -> Result<(Proc, String)> {
+    let listen = format!("unix:{}", socket.display());
+    start_issuer_listening(Command::new(&tools.issuer), store, &listen, extra, log)
+}
+
+/// `issuer serve` run by `command` on `store`, listening on `listen` (`--listen`).
+fn start_issuer_listening(
+    mut command: Command,
+    store: &StoreArgs,
+    listen: &str,
+    extra: &[&str],
+    log: &Path,
+) -> Result<(Proc, String)> {
+    command.args(["serve", "--trust-x-forwarded-for", "--listen", listen]);
     store.apply(&mut command).args(extra);
     launch(command, log)
 }

@@ -27,6 +27,7 @@ pub mod raw;
 pub mod samba;
 pub mod slapd;
 pub mod soak;
+pub mod squatter;
 mod stack;
 pub mod upstream;
 
@@ -273,6 +274,11 @@ impl Proc {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// The child's standard output, if it was piped and not taken before.
+    pub fn stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.as_mut()?.stdout.take()
     }
 
     /// Hands the child over: it is no longer stopped on drop.

@@ -32,6 +32,9 @@ pub struct Options {
     /// Envoy started for hot restarts (epoch 0, a base id of its own), so that
     /// [`Stack::hot_restart_envoy`] can start the next epoch.
     pub hot_restart: bool,
+    /// The issuer on this Unix socket (its folder the test's, checked by the issuer), and both
+    /// issuer clusters of Envoy's configuration on it, as shipped; one issuer, on redb.
+    pub issuer_socket: Option<PathBuf>,
 }
 
 /// Issuer, media upstream and Envoy, running.
@@ -56,6 +59,8 @@ pub struct Stack {
     pub edge_secret: Option<String>,
     /// `issuer serve` arguments beyond the port and the store.
     issuer_args: Vec<String>,
+    /// With [`Options::issuer_socket`]: the issuer's socket.
+    socket: Option<PathBuf>,
     envoy: Option<Proc>,
     issuers: Vec<Proc>,
     upstream: tokio::task::JoinHandle<()>,
@@ -100,8 +105,17 @@ impl Stack {
         let public_url = format!("https://localhost:{}", ports.listener);
         let mut extra = vec!["--public-url", &public_url];
         extra.extend(opts.issuer_args.iter().map(String::as_str));
-        let issuer_ports = std::iter::once(ports.issuer).chain(more_issuers.iter().copied());
-        let issuers = start_issuers(tools, &store, &dir, issuer_ports, &extra)?;
+        let issuers = match &opts.issuer_socket {
+            Some(_) if opts.postgres => bail!("one issuer on a socket: no PostgreSQL"),
+            Some(socket) => {
+                let log = dir.join("issuer.log");
+                vec![issuer::start_issuer_on_socket(tools, &store, socket, &extra, &log)?.0]
+            }
+            None => {
+                let ports = std::iter::once(ports.issuer).chain(more_issuers.iter().copied());
+                start_issuers(tools, &store, &dir, ports, &extra)?
+            }
+        };
         let upstream = start_upstream(ports.media).await?;
         let base_id_file = dir.join("envoy.base-id");
         let mut stack = Self {
@@ -115,6 +129,7 @@ impl Stack {
             more_issuers,
             edge_secret,
             issuer_args: extra.iter().map(|a| a.to_string()).collect(),
+            socket: opts.issuer_socket.clone(),
             envoy: None,
             issuers,
             upstream,
@@ -270,6 +285,14 @@ impl Stack {
     /// The shipped full-stack configuration with this stack's ports, issuers and plugin
     /// configuration.
     fn envoy_yaml(&self, filter_config: &str) -> Result<String> {
+        if let Some(socket) = &self.socket {
+            return envoy::render_full_stack_on_socket(
+                &self.tools,
+                self.ports,
+                socket,
+                filter_config,
+            );
+        }
         let mut yaml = render_full_stack(&self.tools, self.ports, filter_config)?;
         for port in &self.more_issuers {
             yaml = envoy::add_issuer_endpoint(&yaml, self.ports.issuer, *port)?;
@@ -321,7 +344,12 @@ impl Stack {
         format!("https://localhost:{}", self.ports.listener)
     }
 
-    /// The issuer's own URL (bypassing Envoy).
+    /// With [`Options::issuer_socket`], the issuer's socket.
+    pub fn issuer_socket(&self) -> Option<&Path> {
+        self.socket.as_deref()
+    }
+
+    /// The issuer's own URL (bypassing Envoy; none listens there with [`Options::issuer_socket`]).
     pub fn issuer_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.ports.issuer)
     }
@@ -414,8 +442,8 @@ impl Stack {
         Ok(())
     }
 
-    /// Starts issuer `index` again on its port, as the stack started it (its log goes to
-    /// `issuer-again.log`).
+    /// Starts issuer `index` again on its port (or socket), as the stack started it (its log
+    /// goes to `issuer-again.log`).
     pub fn start_issuer_again(&mut self, index: usize) -> Result<()> {
         let port = match index {
             0 => self.ports.issuer,
@@ -423,7 +451,12 @@ impl Stack {
         };
         let extra: Vec<&str> = self.issuer_args.iter().map(String::as_str).collect();
         let log = self.dir.join("issuer-again.log");
-        let (proc, _) = start_issuer_on(&self.tools, &self.store, port, &extra, &log)?;
+        let (proc, _) = match &self.socket {
+            Some(socket) => {
+                issuer::start_issuer_on_socket(&self.tools, &self.store, socket, &extra, &log)?
+            }
+            None => start_issuer_on(&self.tools, &self.store, port, &extra, &log)?,
+        };
         *self.issuers.get_mut(index).context("no such issuer")? = proc;
         self.began_a_proof_memory();
         Ok(())

@@ -20,6 +20,7 @@ mod failover;
 mod feed_wait;
 mod hostile;
 mod hot_restart;
+mod issuer_socket;
 mod multi_issuer;
 mod prometheus;
 mod revocation;
