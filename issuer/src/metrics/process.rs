@@ -7,7 +7,9 @@
 //! found, and the files are few and simple: the parsing here is pure functions of the files'
 //! text, tested on fixed input. Times in `/proc` are in clock ticks of `USER_HZ`, which Linux fixes
 //! at 100 for user space (as the Go client's `procfs` assumes too). A file that cannot be read
-//! leaves its metrics out of that scrape; the others are still served.
+//! leaves its metrics out of that scrape; the others are still served. Where `/proc` shows
+//! processes only (systemd's `ProcSubset=pid`, the Debian unit's), the boot time that
+//! `/proc/stat` gives is taken from the clocks instead ([`boot_time_from_clocks`]).
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -55,6 +57,17 @@ pub fn parse_boot_time(text: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// The boot time, in seconds since the Unix epoch, without `/proc/stat`: the wall clock less the
+/// time since boot (`CLOCK_BOOTTIME`, suspended time included, as the kernel's `btime` is).
+pub fn boot_time_from_clocks() -> Option<f64> {
+    use nix::time::{clock_gettime, ClockId};
+    let since_boot = clock_gettime(ClockId::CLOCK_BOOTTIME).ok()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some(now.as_secs_f64() - std::time::Duration::from(since_boot).as_secs_f64())
+}
+
 /// The soft limit of open files: the `Max open files` line of `/proc/[pid]/limits`
 /// (`unlimited` is `u64::MAX`).
 pub fn parse_max_fds(text: &str) -> Option<u64> {
@@ -96,8 +109,11 @@ type GaugeRow = (&'static str, &'static str, Option<Unit>, Option<f64>);
 fn gauges(stat: Option<Stat>) -> Vec<GaugeRow> {
     let resident = read("/proc/self/status").and_then(|t| parse_resident_bytes(&t));
     let max = read("/proc/self/limits").and_then(|t| parse_max_fds(&t));
-    let boot = read("/proc/stat").and_then(|t| parse_boot_time(&t));
-    let start = stat.zip(boot).map(|(s, b)| b as f64 + s.started_after_boot);
+    let boot = read("/proc/stat")
+        .and_then(|t| parse_boot_time(&t))
+        .map(|b| b as f64)
+        .or_else(boot_time_from_clocks);
+    let start = stat.zip(boot).map(|(s, b)| b + s.started_after_boot);
     vec![
         (
             "process_resident_memory",
@@ -184,6 +200,13 @@ mod tests {
     fn a_truncated_stat_is_none() {
         assert_eq!(parse_stat("4242 (issuer) S 1 4242"), None);
         assert_eq!(parse_stat("no parenthesis"), None);
+    }
+
+    #[test]
+    fn the_boot_time_from_the_clocks_is_the_kernels() {
+        let kernel = parse_boot_time(&std::fs::read_to_string("/proc/stat").unwrap()).unwrap();
+        let clocks = boot_time_from_clocks().unwrap();
+        assert!((clocks - kernel as f64).abs() < 2.0, "{clocks} vs {kernel}");
     }
 
     #[test]

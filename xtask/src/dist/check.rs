@@ -13,7 +13,8 @@
 //! - `check_image.rs`: the issuer image loaded and served with podman, the filter image's layout;
 //! - `check_deb.rs`: the package installed, its unit verified and run as its user, purged.
 //!
-//! What they share is here: a free port, and HTTP through curl (`/readyz`, a token).
+//! What they share is here: a free port, and HTTP through curl (`/readyz`, a token) to a port or
+//! to the issuer's Unix socket ([`Endpoint`]).
 
 use super::release::Release;
 use super::{deb, image, sign, sums, tarball, Artifacts};
@@ -239,11 +240,34 @@ pub fn free_port() -> Result<u16> {
         .port())
 }
 
-/// Waits up to `limit` for `GET http://127.0.0.1:PORT/readyz` to answer 200.
-pub fn wait_ready(port: u16, limit: Duration) -> Result<()> {
+/// Where a checked issuer listens.
+#[derive(Debug, Clone, Copy)]
+pub enum Endpoint<'a> {
+    /// 127.0.0.1:PORT.
+    Port(u16),
+    /// A Unix socket (`listen = "unix:PATH"`).
+    Socket(&'a Path),
+}
+
+impl Endpoint<'_> {
+    /// curl's arguments for `path` here: the URL, after `--unix-socket SOCKET` for a socket.
+    fn curl_args(&self, path: &str) -> Vec<String> {
+        match self {
+            Self::Port(port) => vec![format!("http://127.0.0.1:{port}{path}")],
+            Self::Socket(socket) => vec![
+                "--unix-socket".to_owned(),
+                socket.display().to_string(),
+                format!("http://localhost{path}"),
+            ],
+        }
+    }
+}
+
+/// Waits up to `limit` for `GET /readyz` at `at` to answer 200.
+pub fn wait_ready(at: Endpoint, limit: Duration) -> Result<()> {
     let curl = install::ensure_curl()?;
     let deadline = Instant::now() + limit;
-    let url = format!("http://127.0.0.1:{port}/readyz");
+    let url = at.curl_args("/readyz");
     loop {
         let out = Command::new(&curl)
             .args([
@@ -255,15 +279,16 @@ pub fn wait_ready(port: u16, limit: Duration) -> Result<()> {
                 "--max-time",
                 "2",
             ])
-            .arg(&url)
+            .args(&url)
             .output()?;
         if out.stdout == b"200" {
-            eprintln!("{url}: 200");
+            eprintln!("{}: 200", url.join(" "));
             return Ok(());
         }
         if Instant::now() > deadline {
             bail!(
-                "{url} did not answer 200 within {} s (last: {})",
+                "{} did not answer 200 within {} s (last: {})",
+                url.join(" "),
                 limit.as_secs(),
                 String::from_utf8_lossy(&out.stdout)
             );
@@ -272,13 +297,13 @@ pub fn wait_ready(port: u16, limit: Duration) -> Result<()> {
     }
 }
 
-/// A client_credentials grant at the token endpoint; returns the access token (`mmat1.…`).
-pub fn client_credentials_token(port: u16, id: &str, secret: &str) -> Result<String> {
+/// A client_credentials grant as `id`:`secret` at `at`; returns the access token.
+pub fn client_credentials_token(at: Endpoint, id: &str, secret: &str) -> Result<String> {
     let curl = install::ensure_curl()?;
     let out = Command::new(curl)
         .args(["-s", "--max-time", "10", "-u", &format!("{id}:{secret}")])
         .args(["-d", "grant_type=client_credentials"])
-        .arg(format!("http://127.0.0.1:{port}/apiv2/oauth/token"))
+        .args(at.curl_args("/apiv2/oauth/token"))
         .output()?;
     let body: serde_json::Value = serde_json::from_slice(&out.stdout)
         .with_context(|| format!("token answer: {}", String::from_utf8_lossy(&out.stdout)))?;

@@ -2,32 +2,39 @@
 //! `/var/lib/issuer` (issuer's, 0700) and the conffile `/etc/issuer/issuer.toml`
 //! (root:issuer 0640); `systemd-analyze verify` accepts the unit, and `systemd-analyze security
 //! --offline` rates it at most [`MAX_EXPOSURE`]. With no systemd running here, the unit's
-//! `ExecStart` runs as its user (`runuser -u issuer`, the unit's `Environment=`, a free port
-//! through `ISSUER_LISTEN`), `/readyz` answers, a client added as that user gets a token, and
-//! the server is stopped by its process group. `dpkg -i` again keeps a changed conffile and the
-//! store. Then `dpkg --purge` leaves no user, group, `/var/lib/issuer` or `/etc/issuer`. The
-//! package is purged however the check ends.
+//! `RuntimeDirectory=` is made as systemd makes it (issuer:issuer, its `RuntimeDirectoryMode=`)
+//! and its `ExecStart` runs as its user (`runuser -u issuer`, the unit's `Environment=`): it
+//! listens on the conffile's socket, which is issuer:issuer 0660 in that folder, `/readyz`
+//! answers there (`curl --unix-socket`), a client added as that user gets a token, and the server
+//! is stopped by its process group. `dpkg -i` again keeps a changed conffile and the store. Then
+//! `dpkg --purge` leaves no user, group, `/var/lib/issuer` or `/etc/issuer`. The package is
+//! purged, and the runtime folder removed, however the check ends.
 
-use super::check::{client_credentials_token, free_port, output_of, printed_secret, wait_ready};
+use super::check::{client_credentials_token, output_of, printed_secret, wait_ready, Endpoint};
 use super::deb::{file_name, CONFIG_PATH, UNIT_PATH};
 use super::Artifacts;
 use anyhow::{bail, ensure, Context, Result};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-/// The most exposure `systemd-analyze security` may rate the unit (1.4 when it was written; up to
-/// 2.0 is "OK").
+/// The most exposure `systemd-analyze security` may rate the unit (0.9 as written; up to 2.0 is
+/// "OK").
 const MAX_EXPOSURE: f64 = 2.0;
 
-/// The installed package, purged when dropped.
-struct Installed;
+/// The installed package, purged when dropped, and the runtime folder made for it, removed.
+struct Installed {
+    runtime: Option<PathBuf>,
+}
 
 impl Drop for Installed {
     fn drop(&mut self) {
         let _ = Command::new("dpkg").args(["--purge", "issuer"]).status();
+        if let Some(dir) = &self.runtime {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -46,16 +53,19 @@ pub fn check_deb(made: &Artifacts) -> Result<()> {
     if installed.status.success() || getent("passwd", "issuer") {
         bail!("a package or user `issuer` is already on this machine: the check would clobber it");
     }
-    let guard = Installed;
+    let mut guard = Installed { runtime: None };
     output_of(Command::new("dpkg").arg("-i").arg(&package))?;
     check_installed()?;
     verify_unit()?;
-    let port = free_port()?;
     let env = unit_environment()?;
     let secret = add_client(&env)?;
-    let mut server = start_exec_start(port, &env)?;
-    let served = wait_ready(port, Duration::from_secs(30))
-        .and_then(|()| client_credentials_token(port, "deb-check", &secret));
+    guard.runtime = Some(make_runtime_directory()?);
+    let socket = conffile_socket()?;
+    let mut server = start_exec_start(&env)?;
+    let at = Endpoint::Socket(&socket);
+    let served = wait_ready(at, Duration::from_secs(30))
+        .and_then(|()| check_socket(&socket))
+        .and_then(|()| client_credentials_token(at, "deb-check", &secret));
     stop(&mut server)?;
     served?;
     check_reinstall_keeps_changes(&package, &env)?;
@@ -141,13 +151,75 @@ fn verify_unit() -> Result<()> {
     Ok(())
 }
 
-/// The unit's `Environment=` assignments.
-fn unit_environment() -> Result<Vec<(String, String)>> {
+/// The values of the unit's `KEY=` lines.
+fn unit_values(key: &str) -> Result<Vec<String>> {
     let unit = std::fs::read_to_string(UNIT_PATH)?;
+    let prefix = format!("{key}=");
     Ok(unit
         .lines()
-        .filter_map(|l| l.strip_prefix("Environment="))
-        .flat_map(str::split_whitespace)
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(str::to_owned)
+        .collect())
+}
+
+/// `/run/DIR` of the unit's `RuntimeDirectory=`, made as systemd makes it at each start:
+/// issuer:issuer with its `RuntimeDirectoryMode=`.
+fn make_runtime_directory() -> Result<PathBuf> {
+    let (dirs, modes) = (
+        unit_values("RuntimeDirectory")?,
+        unit_values("RuntimeDirectoryMode")?,
+    );
+    let ([name], [mode]) = (&dirs[..], &modes[..]) else {
+        bail!(
+            "the unit has not one RuntimeDirectory= and RuntimeDirectoryMode=: {dirs:?} {modes:?}"
+        );
+    };
+    let dir = Path::new("/run").join(name);
+    ensure!(!dir.exists(), "{} is already there", dir.display());
+    std::fs::create_dir(&dir)?;
+    let mode = u32::from_str_radix(mode, 8).context("RuntimeDirectoryMode")?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))?;
+    std::os::unix::fs::chown(&dir, Some(uid_of("issuer")?), Some(group_of("issuer")?))?;
+    eprintln!(
+        "made {} issuer:issuer {mode:o}, as systemd does",
+        dir.display()
+    );
+    Ok(dir)
+}
+
+/// The socket the conffile's `listen` names (`unix:PATH`).
+fn conffile_socket() -> Result<PathBuf> {
+    let config = std::fs::read_to_string(CONFIG_PATH)?;
+    let listen = config
+        .lines()
+        .find_map(|l| l.strip_prefix("listen = "))
+        .context("the conffile has no listen")?;
+    let path = listen.trim_matches('"').strip_prefix("unix:");
+    Ok(PathBuf::from(path.with_context(|| {
+        format!("the conffile listens on {listen}, not on a Unix socket")
+    })?))
+}
+
+/// The socket the server listens on: issuer:issuer 0660.
+fn check_socket(socket: &Path) -> Result<()> {
+    let meta = std::fs::symlink_metadata(socket)?;
+    let (uid, gid, mode) = (meta.uid(), meta.gid(), meta.mode() & 0o7777);
+    ensure!(
+        meta.file_type().is_socket()
+            && (uid, gid) == (uid_of("issuer")?, group_of("issuer")?)
+            && mode == 0o660,
+        "{}: {uid}:{gid} mode {mode:o}",
+        socket.display()
+    );
+    eprintln!("{}: a socket, issuer:issuer 0660", socket.display());
+    Ok(())
+}
+
+/// The unit's `Environment=` assignments.
+fn unit_environment() -> Result<Vec<(String, String)>> {
+    Ok(unit_values("Environment")?
+        .iter()
+        .flat_map(|l| l.split_whitespace())
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect())
@@ -191,14 +263,13 @@ fn add_client(env: &[(String, String)]) -> Result<String> {
     printed_secret(&said)
 }
 
-/// The unit's `ExecStart` as its user, listening on `127.0.0.1:PORT`, in a process group of its
-/// own.
-fn start_exec_start(port: u16, env: &[(String, String)]) -> Result<Child> {
+/// The unit's `ExecStart` as its user, listening where the conffile says, in a process group of
+/// its own.
+fn start_exec_start(env: &[(String, String)]) -> Result<Child> {
     let argv = exec_start()?;
     ensure!(Path::new(&argv[0]).exists(), "{} is not installed", argv[0]);
     let mut cmd = as_issuer(&argv, env);
-    cmd.env("ISSUER_LISTEN", format!("127.0.0.1:{port}"))
-        .process_group(0);
+    cmd.process_group(0);
     eprintln!("\n$ {cmd:?}");
     Ok(cmd.spawn()?)
 }

@@ -10,6 +10,7 @@
 //! - the filter image: one layer holding exactly `plugin.wasm`, `dist/filter.wasm`'s bytes, the
 //!   compat annotation, and `podman load` takes it.
 
+use super::check::Endpoint;
 use super::check::{client_credentials_token, free_port, output_of, printed_secret, wait_ready};
 use super::image::{filter_ref, issuer_ref, FILTER_IMAGE_FILE, GID, ISSUER_IMAGE_FILE, UID};
 use super::{archive, oci, Artifacts};
@@ -152,12 +153,12 @@ pub fn check_issuer_image(made: &Artifacts) -> Result<()> {
         &mount,
         &name,
     ])?;
-    if let Err(e) = wait_ready(port, Duration::from_secs(30)) {
+    if let Err(e) = wait_ready(Endpoint::Port(port), Duration::from_secs(30)) {
         let logs = podman.cmd(&["logs", &container]).output()?;
         eprintln!("{}", String::from_utf8_lossy(&logs.stderr));
         return Err(e);
     }
-    client_credentials_token(port, "dist-check", &secret)?;
+    client_credentials_token(Endpoint::Port(port), "dist-check", &secret)?;
     // An admin command beside the running server, through its admin socket in the volume.
     let listed = podman.out(&["exec", &container, "issuer", "client", "list"])?;
     ensure!(listed.contains("dist-check"), "client list: {listed}");
