@@ -57,11 +57,11 @@ fuzz_target!(|i: Input| {
             Name::Raw(raw) => (name(raw), v.as_slice()),
         })
         .collect();
-    let replays = filter_core::dpop::ShardedReplays::new(1_000);
+    let replays = filter_core::dpop::ShardedReplays::new(1_000, 0);
     let handled = STATE.with(|state| handle(cfg, state, &replays, &headers, i.now));
     // The token cache never changes what is done: the same as with a state that has seen nothing.
     let fresh = EdgeState::new(cfg, 0);
-    let replays = filter_core::dpop::ShardedReplays::new(1_000);
+    let replays = filter_core::dpop::ShardedReplays::new(1_000, 0);
     assert_eq!(handle(cfg, &fresh, &replays, &headers, i.now), handled);
     match &handled.action {
         Action::Answer {
