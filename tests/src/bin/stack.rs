@@ -278,6 +278,9 @@ async fn refresh_and_impersonate(s: &Stack, refresh: &str) -> Result<()> {
 /// them: the bound call passes with the binding told to the media service, the same token as
 /// `Bearer` is refused.
 async fn bound_call(s: &Stack) -> Result<()> {
+    // A proof made in the first 2 s after the issuer or Envoy started is refused (it may have
+    // been used before a restart, docs/dpop.md); a user reading the steps is slower than that.
+    s.dpop_ready().await;
     let http = s.client();
     let token_url = format!("{}/apiv2/oauth/token", s.url());
     let find = format!("{}/apiv2/MediaService/Find", s.url());
