@@ -84,6 +84,8 @@ struct Tools {
 /// Installs what only downloads and unpacks (PyPI, Debian), so it runs on a thread of its own
 /// while the compiler uses the cores.
 fn install_tools() -> Result<Tools> {
+    // First what the modules phase needs, so that it never waits on this thread's apt.
+    install::ensure_wasm_opt()?;
     install::check_node()?;
     let envoy = install::ensure_envoy()?;
     let chromium = install::ensure_chromium()?;
