@@ -328,16 +328,21 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
     );
 }
 
+/// The issuer's `/metrics` page.
+async fn metrics(s: &Server) -> String {
+    reqwest::get(format!("{}/metrics", s.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// The issuer's `issuer_feed_waiting` once `pred` holds of it, polled for at most 10 s.
 async fn feed_waiting_until(s: &Server, what: &str, pred: impl Fn(u64) -> bool) -> String {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let text = reqwest::get(format!("{}/metrics", s.url))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = metrics(s).await;
         let waiting = text
             .lines()
             .find_map(|l| l.strip_prefix("issuer_feed_waiting ")?.trim().parse().ok());
@@ -427,12 +432,7 @@ async fn metadata_health_and_metrics() {
     assert_eq!(h.status(), 200);
     password_grant(&s, &f).await;
     post(&s.token_url(), None, &[("grant_type", "password")]).await;
-    let text = reqwest::get(format!("{}/metrics", s.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics(&s).await;
     assert!(
         text.contains(
             r#"issuer_oauth_requests_total{endpoint="token",grant="password",outcome="ok"} 1"#
