@@ -27,6 +27,7 @@ use clap::Parser as _;
 use flags::{Cli, Task};
 
 mod bench;
+mod beside;
 mod demo;
 mod dist;
 mod flags;
@@ -60,6 +61,6 @@ fn main() -> Result<()> {
         } => dist::check::build_and_check_all(rebuild, sign_key.as_deref()),
         Task::Bench { quick, only } => bench::bench(quick, only.sections()),
         Task::Soak { minutes } => soak::soak(minutes),
-        Task::Fuzz { seconds } => fuzz::fuzz_all(seconds),
+        Task::Fuzz { seconds } => fuzz::run_all(seconds),
     }
 }
