@@ -28,15 +28,23 @@ pub fn crate_command(cmd: &str, package: &str, features: &str, target_dir: &str)
 
 /// Clippy on the native adapter, with its tests.
 pub fn clippy_native_module() -> Result<()> {
-    // In the host packages' own target dir: clippy only checks, and the dependencies are
+    // In the host packages' lint target dir: clippy only checks, and the dependencies are
     // checked there already.
-    run(crate_command("clippy", PACKAGE, "", "target").args([
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
-    run(crate_command("clippy", PACKAGE, "native-decide", "target").args(["--", "-D", "warnings"]))
+    run(
+        crate_command("clippy", PACKAGE, "", crate::test::LINT_TARGET_DIR).args([
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    run(crate_command(
+        "clippy",
+        PACKAGE,
+        "native-decide",
+        crate::test::LINT_TARGET_DIR,
+    )
+    .args(["--", "-D", "warnings"]))
 }
 
 /// Builds the native filter (release profile) and returns the path of `libmms_auth.so`, the

@@ -28,11 +28,16 @@ use std::process::Command;
 /// `filter-js`, are checked as each is built: `crate::wasm`, `crate::native`).
 const PACKAGES: [&str; 5] = ["mms-token", "issuer", "filter-core", "e2e", "xtask"];
 
+/// The target dir of the host lints and of the token crate's tests with `ring`: they run beside
+/// the tests ([`crate::beside`]), and a cargo holding `target/debug`'s lock would make the tests'
+/// own cargo wait.
+pub const LINT_TARGET_DIR: &str = "target/lint";
+
 /// Clippy: natively, on wasm32, on each wasm module and on the native module.
 fn lint() -> Result<()> {
     // One check of every package, their features unified once.
     let mut all = cargo();
-    all.arg("clippy");
+    all.args(["clippy", "--target-dir", LINT_TARGET_DIR]);
     for p in PACKAGES {
         all.args(["-p", p]);
     }
@@ -57,6 +62,8 @@ fn lint() -> Result<()> {
         "mms-token",
         "--features",
         "ring",
+        "--target-dir",
+        LINT_TARGET_DIR,
         "--",
         "-D",
         "warnings",
@@ -68,12 +75,14 @@ fn lint() -> Result<()> {
 }
 
 /// The token crate's DPoP tests with `ring`, the native filter's ES256 verifier.
-const RING_TESTS: [&str; 7] = [
+const RING_TESTS: [&str; 9] = [
     "test",
     "-p",
     "mms-token",
     "--features",
     "ring,sign",
+    "--target-dir",
+    LINT_TARGET_DIR,
     "--lib",
     "dpop",
 ];
