@@ -288,10 +288,11 @@ pub(super) fn bench_dpop(
     })
 }
 
-/// Bytes an entry of the replay cache costs in the native filter's process-wide table: 24 of id
-/// and expiry, the hash table's control byte and spare capacity (docs/filter.md: about 5 MB for
-/// 100,000); the Wasm filter's shared-data encoding is 24 bytes an entry.
-const REPLAY_ENTRY_BYTES: f64 = 50.0;
+/// Heap bytes an id of the replay memory costs in the native filter at the bench's size (the
+/// largest `replay_entries`), its indexes included: measured by the allocator of
+/// `cargo bench -p mms-token --bench replay` (BENCHMARKS.md, "The replay memory"). The Wasm
+/// filter's shared data takes `shared::dpop::replay::ENTRY_BYTES` an id.
+const REPLAY_ENTRY_BYTES: f64 = 145.0;
 
 /// The DPoP section of the report.
 pub(super) fn report(r: &DpopRun) -> String {
