@@ -10,8 +10,40 @@ use serde_json::json;
 use shared::dpop::sign::{ProofClaims, ProofKey};
 use shared::dpop::MAX_AHEAD_SECONDS;
 
-/// The replay memory of the probe: 1,000 proofs, a 20 s window.
+/// The replay memory of the probe: 1,000 proofs.
 const ENTRIES: usize = 1_000;
+
+/// The flood's proof window: longer than the flood takes on a loaded machine.
+const FLOOD_WINDOW_SECONDS: u64 = 300;
+
+/// How the edge answered one proof of the flood.
+#[derive(Clone, Copy)]
+enum Flood {
+    Passed = 0,
+    /// 429: its key holds its share.
+    Busy = 1,
+    /// 401: no newer than a proof of its key the full shard forgot.
+    Forgotten = 2,
+}
+
+fn flood_answer(r: reqwest::Response) -> Flood {
+    match r.status().as_u16() {
+        200 => Flood::Passed,
+        429 => {
+            assert_eq!(r.headers()["retry-after"], "1");
+            Flood::Busy
+        }
+        401 => {
+            let www = r.headers()["www-authenticate"].to_str().unwrap();
+            assert!(
+                www.contains("older than this server can vouch for"),
+                "{www}"
+            );
+            Flood::Forgotten
+        }
+        other => panic!("a flood proof answered {other}"),
+    }
+}
 
 /// Whether the proof `jti` of `key` lands in the first shard of the native filter (16, by the
 /// id's first byte) and the first bucket of the Wasm filter (by its first two bytes).
@@ -57,7 +89,11 @@ async fn send(s: &Stack, token: &str, proof: &str) -> reqwest::Response {
 /// The probe's attack, with five keys of one client: the flood is answered 200, 429 (its keys
 /// over their share) or 401 (its oldest proofs forgotten when the shard filled, its key then
 /// waiting out its floor), never 503, and another client's bound requests in the same shard
-/// all pass meanwhile.
+/// all pass meanwhile. Deterministic at any speed: each key's proofs are made at once (one
+/// `iat`, so one expiry) and the window outlasts the flood, so none expires meanwhile. The
+/// first key sends all its proofs alone (past its share: 429); the other four then take turns
+/// until the shard is full, and a key that loses its oldest proof has its next one refused as
+/// no newer (401).
 #[tokio::test]
 async fn one_client_flooding_one_shard_never_refuses_another() {
     let Some((_tmp, mut s)) = stack(&[]).await else {
@@ -65,43 +101,43 @@ async fn one_client_flooding_one_shard_never_refuses_another() {
     };
     s.restart_envoy_edited(|cfg| {
         cfg["dpop"]["replay_entries"] = json!(ENTRIES);
-        cfg["dpop"]["proof_window_seconds"] = json!(20);
+        cfg["dpop"]["proof_window_seconds"] = json!(FLOOD_WINDOW_SECONDS);
     })
     .unwrap();
     s.dpop_ready().await;
     let url = find_url(&s);
     let honest = ProofKey::es256([0x5a; 32]).unwrap();
     let honest_token = bound_token(&s, &honest).await;
-    let (mut passed, mut busy, mut forgotten) = (0, 0, 0);
+    let mut flooders = Vec::new();
     for k in 0..5u8 {
-        let flooder = ProofKey::ed25519([0x60 + k; 32]);
-        let t = bound_token(&s, &flooder).await;
+        let key = ProofKey::ed25519([0x60 + k; 32]);
+        let token = bound_token(&s, &key).await;
         // Dated as far ahead as a proof may be, less the second the Wasm filter's clock may lag
         // (it reads the time once a tick).
-        for p in shard_proofs(&flooder, &url, &t, MAX_AHEAD_SECONDS - 1, 100) {
-            let r = send(&s, &t, &p).await;
-            match r.status().as_u16() {
-                200 => passed += 1,
-                429 => {
-                    assert_eq!(r.headers()["retry-after"], "1");
-                    busy += 1;
-                }
-                401 => {
-                    let www = r.headers()["www-authenticate"].to_str().unwrap();
-                    assert!(
-                        www.contains("older than this server can vouch for"),
-                        "{www}"
-                    );
-                    forgotten += 1;
-                }
-                other => panic!("a flood proof answered {other}"),
+        let proofs = shard_proofs(&key, &url, &token, MAX_AHEAD_SECONDS - 1, 100);
+        flooders.push((token, proofs));
+    }
+    let mut tally = [0usize; 3];
+    let (alone, turns) = flooders.split_at(1);
+    for proof in &alone[0].1 {
+        tally[flood_answer(send(&s, &alone[0].0, proof).await) as usize] += 1;
+    }
+    for i in 0..100 {
+        for (token, proofs) in turns {
+            tally[flood_answer(send(&s, token, &proofs[i]).await) as usize] += 1;
+        }
+        if i % 20 == 0 {
+            for p in shard_proofs(&honest, &url, &honest_token, 0, 2) {
+                let r = send(&s, &honest_token, &p).await;
+                assert_eq!(
+                    r.status(),
+                    200,
+                    "the honest client, after {i} turns of the flood"
+                );
             }
         }
-        for p in shard_proofs(&honest, &url, &honest_token, 0, 2) {
-            let r = send(&s, &honest_token, &p).await;
-            assert_eq!(r.status(), 200, "the honest client, after flooder {k}");
-        }
     }
+    let [passed, busy, forgotten] = tally;
     let c = s.counters().await.unwrap();
     assert!(
         passed > 0 && busy > 0 && forgotten > 0,
