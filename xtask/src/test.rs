@@ -87,8 +87,9 @@ const RING_TESTS: [&str; 9] = [
     "dpop",
 ];
 
-/// The compiling no test waits for, in two lanes beside the tests ([`crate::beside`]): the
-/// release build's long single-threaded link leaves a core to the other lane.
+/// The compiling no test waits for, in two lanes beside the tests ([`crate::beside`]), each in
+/// target dirs the other does not lock: the lints and the token crate's tests with `ring` in
+/// [`LINT_TARGET_DIR`], the fuzz targets and the release issuer in their own.
 const BESIDE_THE_TESTS: [&[Job]; 2] = [
     &[
         Job {
@@ -96,8 +97,8 @@ const BESIDE_THE_TESTS: [&[Job]; 2] = [
             run: lint,
         },
         Job {
-            name: "static release issuer for dist (beside the tests)",
-            run: static_issuer,
+            name: "token crate's DPoP tests with ring (beside the tests)",
+            run: ring_tests,
         },
     ],
     &[
@@ -106,8 +107,8 @@ const BESIDE_THE_TESTS: [&[Job]; 2] = [
             run: fuzz::build_all,
         },
         Job {
-            name: "token crate's DPoP tests with ring (beside the tests)",
-            run: ring_tests,
+            name: "static release issuer for dist (beside the tests)",
+            run: static_issuer,
         },
     ],
 ];
