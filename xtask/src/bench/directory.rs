@@ -138,7 +138,7 @@ pub(super) fn report(r: &Results, command: &str) -> Result<String> {
         )?;
     }
     let (flat, paced) = (&r.samples[0], &r.samples[1]);
-    let rate = super::targets::thousands(TARGET_PER_SECOND as u64);
+    let rate = crate::util::thousands(TARGET_PER_SECOND as u64);
     writeln!(
         out,
         "\nTargets, {CLIENTS} clients: at least {rate} directory sign-ins/s: {:.0} flat out, {}; p99 at most {TARGET_P99_MS} ms at {rate} sign-ins/s: {:.3} ms at {:.0}/s, {} (flat out, where {CLIENTS} clients queue for the one core, p99 is {:.3} ms). Issuer memory after the run: {} MiB resident, {} MiB at most.\n\nCommand: `{command}`\n",

@@ -276,7 +276,7 @@ pub(super) fn report(e: &EdgeResults, throughput: Option<f64>) -> Result<String>
     let throughput = throughput.map_or("in the traffic section".into(), |x| {
         format!("{x:.3} (the pool workload of the traffic runs)")
     });
-    let revocations = super::targets::thousands(REVOCATIONS);
+    let revocations = crate::util::thousands(REVOCATIONS);
     writeln!(r, "Command: `{}`.\n", e.command)?;
     writeln!(
         r,

@@ -7,6 +7,7 @@ use super::issuer::{Load, ISSUER_LOADS};
 use super::traffic::{Filter, Traffic, Workload};
 use super::wrk::Results;
 use super::{mark, CRITERION};
+use crate::util::thousands;
 use crate::wasm::MAX_MODULE_BYTES;
 use anyhow::Result;
 use std::fmt::Write as _;
@@ -27,19 +28,6 @@ pub(super) const REFRESH_P99_MS: f64 = 10.0;
 pub(super) const VERIFY_BOUND_NS: f64 = 1_000.0;
 /// …and the aim the report judges by.
 pub(super) const VERIFY_AIM_NS: f64 = 500.0;
-
-/// `n` with a comma between thousands: `364,100`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
 
 /// The main section: the product's performance targets, the issuer's loads, the
 /// micro-benchmarks.
@@ -165,23 +153,4 @@ fn issuer_and_micro(iss: &Results, iss_cmd: &str, micro: &[(&str, f64)]) -> Resu
         writeln!(r, "| {n} | {ns:.0} ns |")?;
     }
     Ok(r)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thousands_are_separated_by_commas() {
-        let cases = [
-            (0, "0"),
-            (999, "999"),
-            (1_000, "1,000"),
-            (364_100, "364,100"),
-        ];
-        for (n, text) in cases {
-            assert_eq!(thousands(n), text);
-        }
-        assert_eq!(thousands(12_345_678), "12,345,678");
-    }
 }
