@@ -391,7 +391,7 @@ fn bench_traffic(r: &mut Run) -> Result<()> {
         "variant and workload",
         "ratios taken within each round",
     );
-    let body = title.to_owned() + &how + &traffic::report(&results);
+    let body = title.to_owned() + &how + &traffic::report(&results)?;
     publish("bench-traffic", &body, r.started)?;
     r.traffic = Some(results);
     Ok(())
@@ -404,7 +404,7 @@ fn bench_dpop(r: &mut Run) -> Result<()> {
     let how = measured_by(&r.s, r.quick, "variant", "ratios taken within each round");
     let body = format!(
         "### Envoy: DPoP-bound requests, a fresh proof each\n\n{how}{}Wasm module: {} bytes.\n",
-        dpop::report(&results),
+        dpop::report(&results)?,
         r.wasm_size
     );
     publish("bench-dpop", &body, r.started)
@@ -420,7 +420,7 @@ fn bench_feed(r: &mut Run) -> Result<()> {
     let body = format!(
         "### Edge sync that waits: revocation latency and the fleet one issuer serves\n\n{how}{}\n{}",
         feed::report(&latency),
-        fleet::report(&runs)
+        fleet::report(&runs)?
     );
     publish("bench-feed", &body, r.started)
 }
@@ -458,7 +458,11 @@ fn bench_stores(r: &mut Run) -> Result<()> {
         bail!("store load {name}: {bad} responses were not 2xx (or socket errors)");
     }
     let how = measured_by(&r.s, r.quick, "load", "ratios taken within each round");
-    publish("bench-stores", &(how + &store::report(&results)), r.started)
+    publish(
+        "bench-stores",
+        &(how + &store::report(&results)?),
+        r.started,
+    )
 }
 
 /// The directory sign-in runs, written to their own section of BENCHMARKS.md.

@@ -39,12 +39,12 @@ const TARGET_P99_MS: f64 = 25.0;
 fn directory_users(ldap: &Slapd) -> Result<()> {
     let mut ldif = String::new();
     for i in 0..CLIENTS {
-        let _ = write!(
+        write!(
             ldif,
             "dn: uid=dir{i},ou=people,{base}\nchangetype: add\nobjectClass: inetOrgPerson\n\
              uid: dir{i}\ncn: dir{i}\nsn: {i}\nmail: dir{i}@media.test\nuserPassword: {PASSWORD}\n\n",
             base = ldap.base_dn()
-        );
+        )?;
     }
     ldap.modify(&ldif)?;
     let members: String = (0..CLIENTS)
