@@ -341,12 +341,14 @@ impl Filter {
         self.config.is_some()
     }
 
-    /// The answer without a configuration: nothing can be verified.
+    /// The answer without a configuration or a state: nothing can be verified
+    /// ([`request::UNAVAILABLE`]).
     pub(crate) fn unavailable(&self) -> Action {
+        let answer = request::UNAVAILABLE;
         self.send_http_response(
-            503,
-            vec![("content-type", "application/json")],
-            Some(b"{\"error\":\"unavailable\"}"),
+            answer.status,
+            answer.headers.to_vec(),
+            Some(answer.body.as_bytes()),
         );
         Action::Pause
     }
