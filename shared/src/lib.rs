@@ -19,6 +19,7 @@ pub mod grant;
 pub mod key;
 pub mod revocation;
 pub mod rules;
+pub mod time;
 pub mod token;
 
 pub use error::{ErrorCode, VerifyError};

@@ -17,13 +17,11 @@ use filter_core::request::{self, Action, Handled};
 use filter_core::sync::{self, EdgeHost, SyncCounter};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 /// The time in seconds since the Unix epoch (0 before it).
 pub(super) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    shared::time::unix_seconds(SystemTime::now())
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -150,9 +148,7 @@ impl NativeConfig {
         };
         replays(&config).grow(config.dpop.replay_entries);
         let now = unix_now();
-        let started = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
+        let started = shared::time::since_epoch(SystemTime::now()).map_or(0, |d| d.as_nanos());
         let workers = (0..host::concurrency().max(1))
             .map(|_| Mutex::new(None))
             .collect();
