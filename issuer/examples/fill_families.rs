@@ -6,7 +6,7 @@
 
 use issuer::store::redb::{FamilyDone, FamilyOp, RedbFile};
 use issuer::store::RefreshPolicy;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime};
 
 /// Families written per transaction.
 const BATCH: u64 = 100_000;
@@ -17,7 +17,7 @@ fn main() -> anyhow::Result<()> {
         anyhow::bail!("usage: fill_families DATA_DIR COUNT");
     };
     let count: u64 = count.parse()?;
-    let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+    let now = shared::time::unix_seconds(SystemTime::now());
     let store = RedbFile::open(std::path::Path::new(&dir), now)?;
     let policy = RefreshPolicy::default();
     let started = Instant::now();

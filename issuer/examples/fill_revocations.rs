@@ -6,7 +6,7 @@
 
 use issuer::store::redb::RedbFile;
 use issuer::store::revocation::Revoked;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime};
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -14,7 +14,7 @@ fn main() -> anyhow::Result<()> {
         anyhow::bail!("usage: fill_revocations DATA_DIR COUNT");
     };
     let count: u64 = count.parse()?;
-    let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+    let now = shared::time::unix_seconds(SystemTime::now());
     let store = RedbFile::open(std::path::Path::new(&dir), now)?;
     let started = Instant::now();
     // Distinct ids no token of the run has: a counter in the last bytes of a fixed prefix.

@@ -54,6 +54,11 @@ pub const RELAY_HEADERS: [&str; 14] = [
     "x-envoy-internal",
 ];
 
+/// The longest a poll may be held until there is news (`wait=S`), in seconds: the most a filter
+/// asks (`wait_seconds`) and the most an issuer may be set to hold one
+/// (`--feed-max-wait-seconds`).
+pub const MAX_WAIT_SECONDS: u64 = 300;
+
 /// Longest node or VM name a poll may give, in bytes; each is printable ASCII.
 pub const MAX_EDGE_NAME: usize = 128;
 

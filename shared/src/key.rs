@@ -6,6 +6,8 @@ use sha2::Sha256;
 use zeroize::Zeroizing;
 
 pub(crate) type HmacSha256 = Hmac<Sha256>;
+/// SHA-256's block, in bytes: the length of an HMAC-SHA256 key once padded.
+const HMAC_BLOCK_LEN: usize = 64;
 
 /// Length of every key in bytes (256 bits).
 pub const KEY_LEN: usize = 32;
@@ -38,8 +40,13 @@ impl Key {
     /// A key from its id and 32 secret bytes.
     pub fn new(id: u32, secret: [u8; KEY_LEN]) -> Self {
         let secret = Zeroizing::new(secret);
-        // HMAC takes keys of any length: a 32-byte key cannot fail.
-        let keyed = HmacSha256::new_from_slice(&*secret).expect("HMAC takes any key");
+        // HMAC pads a key shorter than the hash's block with zeros: padded here, the key is the
+        // block-sized one whose constructor cannot fail, and the states are the same. The padded
+        // copy is not wiped, as the one `new_from_slice` made inside `hmac` was not: wiping its
+        // 64 bytes added 1.6 KB to the Wasm module.
+        let mut block = [0u8; HMAC_BLOCK_LEN];
+        block[..KEY_LEN].copy_from_slice(&*secret);
+        let keyed = HmacSha256::new((&block).into());
         Self { id, secret, keyed }
     }
 

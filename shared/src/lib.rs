@@ -7,7 +7,10 @@
 //!
 //! Untrusted input becomes a trusted value only through [`token::verify`]: the only way to obtain a
 //! [`token::VerifiedToken`] is a successful HMAC check under a key of the [`key::KeyRing`].
+//!
+//! Nothing in it panics on purpose: `unwrap`, `expect` and `panic!` are denied outside tests.
 #![forbid(unsafe_code)]
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![warn(missing_docs)]
 
 pub mod basic;
@@ -19,6 +22,7 @@ pub mod grant;
 pub mod key;
 pub mod revocation;
 pub mod rules;
+pub mod time;
 pub mod token;
 
 pub use error::{ErrorCode, VerifyError};

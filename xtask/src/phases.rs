@@ -44,9 +44,7 @@ impl Default for Phases {
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
             .and_then(|at| {
-                let unix = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .ok()?;
+                let unix = shared::time::since_epoch(std::time::SystemTime::now())?;
                 unix.checked_sub(Duration::from_secs(at))
             });
         match since_start {

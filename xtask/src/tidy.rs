@@ -1,28 +1,18 @@
 //! `cargo xtask tidy` (and the second step of `cargo xtask test`): the repository's rules,
-//! checked mechanically. It fails listing every violation with its file and line:
+//! checked mechanically. It fails listing every violation with its file, line and rule.
 //!
-//! 1. imports (`imports.rs`): no import cycle among the filter core's modules; no `anyhow` in
-//!    the libraries of `shared`, the filter's crates and `issuer` (only in their binaries);
-//! 2. layers (`layers.rs`): every module of the issuer's library has a layer in one table
-//!    (`ISSUER_LAYERS`, mirrored in `docs/architecture.md`), and uses only its own layer and
-//!    those below;
-//! 3. binary (`binary.rs`): the issuer's binary (`issuer/src/bin/`) and its library include no
-//!    file of each other, and the library declares no module of the binary;
-//! 4. sizes (`sizes.rs`): a Rust source file of at most 600 lines (the packages' `src/`, `tests/`,
-//!    `benches/`, `examples/`, all of `xtask/`, and `fuzz/fuzz_targets/`);
-//! 5. sizes: a function of at most 80 lines outside tests (`#[cfg(test)]`, `#[test]`, a
-//!    package's `tests/`);
-//! 6. doc links (`links.rs`): a path cited by a `*.md` file or a `//!`/`///` comment exists;
-//! 7. the filter's core is pure (`core.rs`): `filter-wasm/core/` has no `unsafe` and names no
-//!    proxy-wasm or Envoy ABI type.
+//! A rule is known by its name, and only by it: in a violation, in `xtask/tidy-allow.txt`, in
+//! the module docs of `tidy/`. [`RULES`] is the one list of them, with the module that checks
+//! each.
 //!
 //! A new rule is a module of `tidy/` with a pure function of the sources (and documents) that
-//! returns [`Violation`]s, called from [`check`], and its name in `allow.rs`. Known violations are
+//! returns [`Violation`]s, called from [`check`], and a row of [`RULES`]. Known violations are
 //! listed in `xtask/tidy-allow.txt` (`allow.rs`) until they are fixed.
 
 mod allow;
 mod binary;
 mod core;
+mod facts;
 mod imports;
 mod layers;
 mod links;
@@ -34,6 +24,91 @@ use anyhow::{bail, Context, Result};
 use source::Source;
 use std::collections::BTreeSet;
 use std::path::Path;
+
+/// One rule: its name, whether an allow-list entry of it names a detail (see `allow.rs`), the
+/// module that checks it, and what it asks.
+pub struct Rule {
+    pub name: &'static str,
+    pub detailed: bool,
+    pub module: &'static str,
+    pub asks: &'static str,
+}
+
+/// Every rule.
+pub const RULES: [Rule; 12] = [
+    Rule {
+        name: "layer",
+        detailed: true,
+        module: "layers.rs",
+        asks: "a module of the issuer's library uses only its own layer and those below (`ISSUER_LAYERS`)",
+    },
+    Rule {
+        name: "unlayered",
+        detailed: true,
+        module: "layers.rs",
+        asks: "every module of the issuer's library has a layer, and every module of the table exists",
+    },
+    Rule {
+        name: "layer-doc",
+        detailed: false,
+        module: "layers.rs",
+        asks: "`docs/architecture.md`'s copy of the layer table is the table",
+    },
+    Rule {
+        name: "binary",
+        detailed: true,
+        module: "binary.rs",
+        asks: "the issuer's binary (`issuer/src/bin/`) and its library include no file of each other, and the library declares no module of the binary",
+    },
+    Rule {
+        name: "cycle",
+        detailed: true,
+        module: "imports.rs",
+        asks: "no import cycle among the filter core's modules",
+    },
+    Rule {
+        name: "anyhow",
+        detailed: true,
+        module: "imports.rs",
+        asks: "no `anyhow` in the libraries of `shared`, the filter's crates and `issuer` (only in their binaries)",
+    },
+    Rule {
+        name: "file-length",
+        detailed: false,
+        module: "sizes.rs",
+        asks: "a Rust source file of at most `MAX_FILE_LINES` lines",
+    },
+    Rule {
+        name: "fn-length",
+        detailed: true,
+        module: "sizes.rs",
+        asks: "a function of at most `MAX_FN_LINES` lines outside tests",
+    },
+    Rule {
+        name: "doc-link",
+        detailed: true,
+        module: "links.rs",
+        asks: "a path a `*.md` file or a doc comment cites exists in the repository",
+    },
+    Rule {
+        name: "outside-ref",
+        detailed: true,
+        module: "links.rs",
+        asks: "no document or comment cites what a reader of the repository cannot open: a Markdown file it does not hold, an issue number",
+    },
+    Rule {
+        name: "fact",
+        detailed: true,
+        module: "facts.rs",
+        asks: "a document that states a limit of the code (`FACTS`) names its constant and states its value",
+    },
+    Rule {
+        name: "core-purity",
+        detailed: true,
+        module: "core.rs",
+        asks: "the filter's core has no `unsafe` and names no proxy-wasm or Envoy ABI type",
+    },
+];
 
 /// One broken rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +158,13 @@ pub fn tidy() -> Result<()> {
     for s in &stale {
         eprintln!("{s}");
     }
+    let broken: BTreeSet<&str> = left.iter().map(|v| v.rule).collect();
+    for rule in RULES.iter().filter(|r| broken.contains(r.name)) {
+        eprintln!(
+            "  {} (xtask/src/tidy/{}): {}",
+            rule.name, rule.module, rule.asks
+        );
+    }
     eprintln!(
         "tidy: {} Rust and {} Markdown files; {} violation(s), {} allowed by {}",
         sources.len(),
@@ -114,6 +196,7 @@ pub fn check(
     out.extend(imports::cycles(sources));
     out.extend(imports::anyhow_in_libraries(sources));
     out.extend(core::purity(sources));
+    out.extend(facts::check(docs));
     for s in sources {
         out.extend(sizes::file_length(&s.path, &s.text));
         out.extend(sizes::fn_lengths(s));
@@ -123,6 +206,7 @@ pub fn check(
             packages,
             exists,
         ));
+        out.extend(links::outside_refs(&s.path, &links::prose(s), docs));
     }
     for (path, text) in docs {
         out.extend(links::check(
@@ -131,6 +215,7 @@ pub fn check(
             packages,
             exists,
         ));
+        out.extend(links::outside_refs(path, &links::unfenced(text), docs));
     }
     out
 }
@@ -266,6 +351,19 @@ mod tests {
     }
 
     #[test]
+    fn the_allow_list_names_the_rules_as_the_table_does() {
+        let list = std::fs::read_to_string(root().join(allow::ALLOW_LIST)).unwrap();
+        let legend: Vec<&str> = list
+            .lines()
+            .filter_map(|l| l.strip_prefix("#   "))
+            .filter(|l| !l.starts_with(' '))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        let names: Vec<&str> = RULES.iter().map(|r| r.name).collect();
+        assert_eq!(legend, names);
+    }
+
+    #[test]
     fn every_rule_reports_through_check() {
         let long_fn = format!("fn long() {{\n{}}}\n", "    x();\n".repeat(80));
         let sources: Vec<Source> = [
@@ -289,13 +387,14 @@ mod tests {
         .map(|(p, t)| Source::new(p, t))
         .collect();
         let docs = [(
-            "README.md".to_owned(),
+            "x.md".to_owned(),
             "[a](docs/here.md) [b](docs/gone.md)\n".to_owned(),
         )];
         let exists = |p: &str| p == "docs/here.md";
         let v = check(&sources, &docs, &["shared".into()], &exists);
         let found: Vec<String> = v.iter().map(|v| v.to_string()).collect();
         let rules: Vec<&str> = v.iter().map(|v| v.rule).collect();
+        assert!(rules.iter().all(|r| RULES.iter().any(|x| x.name == *r)));
         assert_eq!(
             rules,
             [
@@ -312,9 +411,6 @@ mod tests {
         assert_eq!(found[0], "issuer/src/store/mod.rs:1: layer: `store` (layer store) uses `crate::app` (layer app), a layer above it (server → http → app → admin → services → directory → store → base: a module uses only its own layer and those below it)");
         assert!(found[2].starts_with("filter-wasm/core/src/c.rs:1: core-purity: `unsafe`"));
         assert!(found[4].starts_with("shared/src/f.rs:2: fn-length: fn `long` is 82 lines"));
-        assert_eq!(
-            found[6],
-            "README.md:1: doc-link: `docs/gone.md` does not exist"
-        );
+        assert_eq!(found[6], "x.md:1: doc-link: `docs/gone.md` does not exist");
     }
 }

@@ -75,3 +75,35 @@ pub fn write_section_by(file: &str, name: &str, by: &str, text: &str) -> Result<
     std::fs::write(&path, format!("{head}{begin}\n{text}{end}{tail}"))?;
     Ok(())
 }
+
+/// `n` with a comma between thousands: `364,100`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_are_separated_by_commas() {
+        let cases = [
+            (0, "0"),
+            (999, "999"),
+            (1_000, "1,000"),
+            (364_100, "364,100"),
+        ];
+        for (n, text) in cases {
+            assert_eq!(thousands(n), text);
+        }
+        assert_eq!(thousands(12_345_678), "12,345,678");
+    }
+}

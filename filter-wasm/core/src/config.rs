@@ -296,8 +296,8 @@ pub struct EdgeSync {
     pub wait_seconds: u64,
 }
 
-/// The largest `wait_seconds`.
-pub const MAX_WAIT_SECONDS: u64 = 300;
+/// The largest `wait_seconds`: the feed's bound, [`shared::edge_feed::MAX_WAIT_SECONDS`].
+pub const MAX_WAIT_SECONDS: u64 = shared::edge_feed::MAX_WAIT_SECONDS;
 
 impl fmt::Debug for EdgeSync {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

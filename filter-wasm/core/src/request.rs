@@ -35,6 +35,38 @@ pub enum Action {
     },
 }
 
+/// An answer of the filter's own, about no token: what an adapter sends when it cannot decide.
+/// Both adapters render these, so they answer alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fixed {
+    /// The status.
+    pub status: u32,
+    /// `content-type` and `cache-control`.
+    pub headers: [(&'static str, &'static str); 2],
+    /// A small JSON error.
+    pub body: &'static str,
+}
+
+const JSON_NO_STORE: [(&str, &str); 2] = [
+    ("content-type", "application/json"),
+    ("cache-control", "no-store"),
+];
+
+/// 503: nothing can be verified (no configuration, no state yet, a worker Envoy did not
+/// announce).
+pub const UNAVAILABLE: Fixed = Fixed {
+    status: 503,
+    headers: JSON_NO_STORE,
+    body: r#"{"error":"unavailable"}"#,
+};
+
+/// 500: the adapter failed while deciding (the native filter's hook caught a panic).
+pub const SERVER_ERROR: Fixed = Fixed {
+    status: 500,
+    headers: JSON_NO_STORE,
+    body: r#"{"error":"server_error"}"#,
+};
+
 /// What [`handle`] concluded about one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Handled {
@@ -221,5 +253,14 @@ mod tests {
             handled,
             "from the cache"
         );
+    }
+
+    #[test]
+    fn the_fixed_answers_are_json_that_is_never_stored() {
+        for a in [UNAVAILABLE, SERVER_ERROR] {
+            assert_eq!(a.headers, JSON_NO_STORE);
+            assert!(serde_json::from_str::<serde_json::Value>(a.body).is_ok());
+        }
+        assert_eq!((UNAVAILABLE.status, SERVER_ERROR.status), (503, 500));
     }
 }

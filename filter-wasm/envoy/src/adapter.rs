@@ -17,9 +17,10 @@ use filter_core::sync::{EdgeHost, SyncCounter};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType, MetricType};
+use shared::time::{since_epoch, unix_seconds};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 // The benchmark ablations (`crate::bench`) start the module with a root context of their own.
 #[cfg(not(any(feature = "ablate-read", feature = "ablate-decide")))]
@@ -55,10 +56,6 @@ impl Shared {
 
 /// How often the root context reads the clock and hands the counts to Envoy.
 const TICK: Duration = Duration::from_secs(1);
-
-fn unix_seconds(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
 
 /// Edge sync's metric ids.
 #[derive(Default)]
@@ -280,7 +277,7 @@ impl RootContext for Root {
             self.memory = metric(MetricType::Gauge, &format!("{root_id}.vm_memory_bytes"));
             let started = hostcalls::get_current_time()
                 .ok()
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .and_then(since_epoch)
                 .map_or(0, |d| d.as_nanos());
             // Envoy's attribute `xds.node.id`: `--service-node` or the bootstrap's `node.id`.
             let node = self.get_property(vec!["xds", "node", "id"]);
@@ -341,12 +338,14 @@ impl Filter {
         self.config.is_some()
     }
 
-    /// The answer without a configuration: nothing can be verified.
+    /// The answer without a configuration or a state: nothing can be verified
+    /// ([`request::UNAVAILABLE`]).
     pub(crate) fn unavailable(&self) -> Action {
+        let answer = request::UNAVAILABLE;
         self.send_http_response(
-            503,
-            vec![("content-type", "application/json")],
-            Some(b"{\"error\":\"unavailable\"}"),
+            answer.status,
+            answer.headers.to_vec(),
+            Some(answer.body.as_bytes()),
         );
         Action::Pause
     }

@@ -4,7 +4,7 @@
 //! `native-empty` takes the worker's state and returns, `native-read` also reads the header map,
 //! `native-decide` also decides and counts, without changing the headers.
 
-use crate::filter::{replays, unavailable, unix_now, NativeConfig};
+use crate::filter::{answer_fixed, replays, unix_now, NativeConfig};
 use crate::host::Stream;
 use filter_core::request;
 
@@ -24,7 +24,7 @@ pub fn on_request(cfg: &NativeConfig, stream: &mut Stream) -> bool {
         Some(request::handle(cfg.config(), state, replays, &headers, now))
     });
     let Some(handled) = handled else {
-        return unavailable(stream, 503);
+        return answer_fixed(stream, &request::UNAVAILABLE);
     };
     if let Some(handled) = handled {
         cfg.account(stream, &handled);

@@ -13,17 +13,15 @@ use crate::host::{self, ConfigHandle, Level, Metric, Scheduler, Stream};
 use filter_core::config::Config;
 use filter_core::decision::Outcome;
 use filter_core::edge::{EdgeIdentity, EdgeState, Poller};
-use filter_core::request::{Action, Handled};
+use filter_core::request::{self, Action, Handled};
 use filter_core::sync::{self, EdgeHost, SyncCounter};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 /// The time in seconds since the Unix epoch (0 before it).
 pub(super) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    shared::time::unix_seconds(SystemTime::now())
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -150,9 +148,7 @@ impl NativeConfig {
         };
         replays(&config).grow(config.dpop.replay_entries);
         let now = unix_now();
-        let started = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
+        let started = shared::time::since_epoch(SystemTime::now()).map_or(0, |d| d.as_nanos());
         let workers = (0..host::concurrency().max(1))
             .map(|_| Mutex::new(None))
             .collect();
@@ -198,7 +194,7 @@ impl NativeConfig {
             filter_core::request::handle(&self.config, state, replays(&self.config), &headers, now)
         });
         let Some(handled) = handled else {
-            return unavailable(stream, 503);
+            return answer_fixed(stream, &request::UNAVAILABLE);
         };
         self.account(stream, &handled);
         self.carry_out(stream, handled.action)
@@ -369,19 +365,16 @@ impl EdgeHost for MainThread<'_> {
     }
 }
 
-/// A local `status` answer with the filter's JSON error: 503 when nothing can be verified (no
-/// configuration, a worker Envoy did not announce), 500 when a hook failed.
-pub fn unavailable(stream: &Stream, status: u32) -> bool {
-    let body: &[u8] = if status == 503 {
-        b"{\"error\":\"unavailable\"}"
-    } else {
-        b"{\"error\":\"server_error\"}"
-    };
-    let headers = [
-        ("content-type", "application/json"),
-        ("cache-control", "no-store"),
-    ];
-    stream.send_response(status, &headers, body, "mms_auth_unavailable");
+/// Sends one of the core's fixed answers ([`request::UNAVAILABLE`] when nothing can be verified:
+/// no configuration, a worker Envoy did not announce; [`request::SERVER_ERROR`] when a hook
+/// failed). False: the request goes no further.
+pub fn answer_fixed(stream: &Stream, answer: &request::Fixed) -> bool {
+    stream.send_response(
+        answer.status,
+        &answer.headers,
+        answer.body.as_bytes(),
+        "mms_auth_unavailable",
+    );
     false
 }
 

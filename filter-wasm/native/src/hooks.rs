@@ -6,8 +6,9 @@
 //! The stream's module pointer is the configuration itself: the filter keeps no per-stream state.
 
 use crate::abi::{self, EnvoyBuffer, EnvoyHeader};
-use crate::filter::{unavailable, NativeConfig};
+use crate::filter::{answer_fixed, NativeConfig};
 use crate::host::{self, ConfigHandle, Level, Stream};
+use filter_core::request;
 use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -146,14 +147,14 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
             Some(cfg) => cfg.on_request(&mut stream),
             #[cfg(feature = "native-ablation")]
             Some(cfg) => crate::ablation::on_request(cfg, &mut stream),
-            None => unavailable(&stream, 503),
+            None => answer_fixed(&stream, &request::UNAVAILABLE),
         })
     });
     match go_on {
         Some(true) => abi::HEADERS_CONTINUE,
         Some(false) => abi::HEADERS_STOP_ITERATION,
         None => {
-            unavailable(&stream, 500);
+            answer_fixed(&stream, &request::SERVER_ERROR);
             abi::HEADERS_STOP_ITERATION
         }
     }

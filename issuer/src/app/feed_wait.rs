@@ -22,8 +22,8 @@ use tokio::sync::watch;
 
 /// The longest wait an issuer allows by default (`--feed-max-wait-seconds`), in seconds.
 pub const MAX_WAIT: u64 = 30;
-/// The largest `--feed-max-wait-seconds`.
-pub const MAX_WAIT_LIMIT: u64 = 300;
+/// The largest `--feed-max-wait-seconds`: the feed's bound, [`shared::edge_feed::MAX_WAIT_SECONDS`].
+pub const MAX_WAIT_LIMIT: u64 = shared::edge_feed::MAX_WAIT_SECONDS;
 /// Requests that may wait at once on one issuer by default (`--feed-max-waiting`).
 pub const MAX_WAITING: usize = 20_000;
 /// Requests of one edge client that may wait at once by default

@@ -40,18 +40,15 @@ pub use call::{client_credentials, Call, Peer};
 pub use dpop::DpopSettings;
 pub use error::ApiError;
 
-/// Seconds since the Unix epoch.
+/// Seconds since the Unix epoch: the issuer's clock. The app reads it here and passes the time
+/// down; the layers below it (store, services) take the time as an argument.
 pub fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    shared::time::unix_seconds(std::time::SystemTime::now())
 }
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch, by the same clock as [`now`].
 fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    shared::time::unix_millis(std::time::SystemTime::now())
 }
 
 /// Settings of a running issuer.

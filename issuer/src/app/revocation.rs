@@ -129,17 +129,16 @@ impl App {
     /// Takes one of the revocations `client` may record, or answers 429: the set every
     /// edge holds is bounded by what each client may add to it.
     fn spend_revocation(&self, client: &str) -> Result<(), ApiError> {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        self.revoke_budget.take(client, now_ms).map_err(|wait| {
-            tracing::info!(
-                client,
-                wait,
-                "revocation refused: the client's rate is spent"
-            );
-            ApiError::slow_down(wait, "too many revocations from this client; retry later")
-        })
+        self.revoke_budget
+            .take(client, super::now_ms())
+            .map_err(|wait| {
+                tracing::info!(
+                    client,
+                    wait,
+                    "revocation refused: the client's rate is spent"
+                );
+                ApiError::slow_down(wait, "too many revocations from this client; retry later")
+            })
     }
 
     /// `POST /apiv2/oauth/introspect` (RFC 7662), for any active, authenticated client: the

@@ -62,9 +62,7 @@ pub fn parse_boot_time(text: &str) -> Option<u64> {
 pub fn boot_time_from_clocks() -> Option<f64> {
     use nix::time::{clock_gettime, ClockId};
     let since_boot = clock_gettime(ClockId::CLOCK_BOOTTIME).ok()?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?;
+    let now = shared::time::since_epoch(std::time::SystemTime::now())?;
     Some(now.as_secs_f64() - std::time::Duration::from(since_boot).as_secs_f64())
 }
 

@@ -7,10 +7,8 @@ struct Lcg(u64);
 
 impl Lcg {
     fn from_time() -> Self {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64;
+        let seed = shared::time::since_epoch(std::time::SystemTime::now())
+            .map_or(0, |d| d.as_nanos() as u64);
         eprintln!("random seed {seed}");
         Self(seed)
     }

@@ -267,10 +267,7 @@ fn ring(dir: &Path) -> KeyRing {
 }
 
 fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
+    shared::time::unix_seconds(std::time::SystemTime::now())
 }
 
 struct Answer {

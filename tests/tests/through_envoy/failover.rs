@@ -246,7 +246,8 @@ fn app_connections(pg: &e2e::postgres::PgCluster) -> u64 {
 }
 
 /// The old primary is demoted in place (read-only, still answering) instead of killed, and the
-/// standby promoted: the case where pools kept read-only connections (keycloak#24493). Every
+/// standby promoted: the case where pools kept read-only connections
+/// (<https://github.com/keycloak/keycloak/issues/24493>). Every
 /// answer is 200 or 503 with Retry-After, never a 500; the load rotates again within
 /// [`RECOVERY`]; and no connection to the old primary is left in the issuers' pools.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

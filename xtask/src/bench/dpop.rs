@@ -165,11 +165,11 @@ impl Material {
 fn lua(path: &Path, requests: &[[String; 2]]) -> Result<()> {
     let mut s = String::from("local auth = {\n");
     for [a, _] in requests {
-        let _ = writeln!(s, "\"{a}\",");
+        writeln!(s, "\"{a}\",")?;
     }
     s.push_str("}\nlocal proof = {\n");
     for [_, p] in requests {
-        let _ = writeln!(s, "\"{p}\",");
+        writeln!(s, "\"{p}\",")?;
     }
     s.push_str(
         r#"}
@@ -295,7 +295,7 @@ pub(super) fn bench_dpop(
 const REPLAY_ENTRY_BYTES: f64 = 145.0;
 
 /// The DPoP section of the report.
-pub(super) fn report(r: &DpopRun) -> String {
+pub(super) fn report(r: &DpopRun) -> Result<String> {
     let res = &r.results;
     let jwt = index(Variant::JwtAuthnEs256);
     let mut out = format!("Command: `{}`.\n\n", r.command);
@@ -303,7 +303,7 @@ pub(super) fn report(r: &DpopRun) -> String {
         "| variant | requests/s | vs jwt_authn ES256 | p50 ms | p99 ms | Envoy CPU µs a request |\n|---|---|---|---|---|---|\n",
     );
     for (i, ((_, name), x)) in VARIANTS.iter().zip(&res.samples).enumerate() {
-        let _ = writeln!(
+        writeln!(
             out,
             "| {name} | {:.0} | {:.2} | {:.3} | {:.3} | {:.1} |",
             x.rps,
@@ -311,18 +311,18 @@ pub(super) fn report(r: &DpopRun) -> String {
             x.p50_ms,
             x.p99_ms,
             median(r.cpu_us[i].clone())
-        );
+        )?;
     }
     let (native, jwt_s) = (res.samples[index(Variant::NativeDpop)], res.samples[jwt]);
     let ratio = res.paired(index(Variant::NativeDpop), jwt);
-    let _ = writeln!(
+    writeln!(
         out,
         "\n| target | wanted | measured | |\n|---|---|---|---|\n| native with DPoP vs jwt_authn ES256 without cache | ≥ 1.00 | {ratio:.2} | {} |\n| p99 of native with DPoP vs jwt_authn | no worse | {:.3} ms vs {:.3} ms | {} |",
         mark(ratio >= 1.0),
         native.p99_ms,
         jwt_s.p99_ms,
         mark(native.p99_ms <= jwt_s.p99_ms)
-    );
+    )?;
     let cpu = |v: Variant| &r.cpu_us[index(v)];
     let cheaper = median(
         cpu(Variant::JwtAuthnEs256)
@@ -331,20 +331,20 @@ pub(super) fn report(r: &DpopRun) -> String {
             .map(|(j, n)| j / n)
             .collect(),
     );
-    let _ = writeln!(
+    writeln!(
         out,
         "\nEnvoy's CPU time a request (user and system over each run, over its requests), the cost behind the rates: native with DPoP {:.1} µs, `jwt_authn` {:.1} µs; `jwt_authn`'s over the native filter's, paired within each round: {cheaper:.2} (above 1: the native filter costs less).",
         median(cpu(Variant::NativeDpop).clone()),
         median(cpu(Variant::JwtAuthnEs256).clone())
-    );
+    )?;
     let entries = r.rate * DEFAULT_WINDOW as f64;
-    let _ = writeln!(
+    writeln!(
         out,
         "\nReplay memory at the native filter's rate ({:.0} proofs/s, each `jti` kept for the default {DEFAULT_WINDOW} s window): {entries:.0} entries × {REPLAY_ENTRY_BYTES:.0} bytes ≈ {:.1} MiB. Envoy memory after the runs: RSS {} MiB, peak {} MiB.\n",
         r.rate,
         entries * REPLAY_ENTRY_BYTES / 1_048_576.0,
         res.rss_kib.0 / 1024,
         res.rss_kib.1 / 1024
-    );
-    out
+    )?;
+    Ok(out)
 }

@@ -129,7 +129,7 @@ pub(super) fn bench_failover(dir: &Path, rounds: usize, seconds: u64) -> Result<
     }) {
         anyhow::bail!("a synchronous standby lost acknowledged rotations: {bad:?}");
     }
-    Ok(report(&runs, seconds, &version))
+    report(&runs, seconds, &version)
 }
 
 /// One failover: a fresh primary and standby, two issuers, the load, the kill, the promotion.
@@ -250,16 +250,16 @@ fn figures(v: Variant, answers: &[Answer], t: &Times, lost: u64, families_hit: u
 }
 
 /// The Markdown section.
-fn report(runs: &[Figures], seconds: u64, version: &str) -> String {
+fn report(runs: &[Figures], seconds: u64, version: &str) -> Result<String> {
     let mut r = String::new();
-    let _ = writeln!(
+    writeln!(
         r,
         "### PostgreSQL failover: two issuers, 32 clients refreshing\n"
-    );
-    let _ = writeln!(
+    )?;
+    writeln!(
         r,
         "| standby | before the kill: rotations/s | p99 ms | answered 200 while the standby was behind | promotion → first 200 | answers 503 (all with Retry-After) | answers 400 | acknowledged rotations missing on the promoted standby (families) |\n|---|---|---|---|---|---|---|---|"
-    );
+    )?;
     for f in runs {
         let first = f
             .first_ok_after_promotion
@@ -269,7 +269,7 @@ fn report(runs: &[Figures], seconds: u64, version: &str) -> String {
         } else {
             "—".into()
         };
-        let _ = writeln!(
+        writeln!(
             r,
             "| {} | {:.0} | {:.2} | {behind} | {first} | {} | {} | {} ({}) |",
             f.variant.name(),
@@ -279,9 +279,9 @@ fn report(runs: &[Figures], seconds: u64, version: &str) -> String {
             f.refused,
             f.lost,
             f.families_hit
-        );
+        )?;
     }
-    let _ = writeln!(
+    writeln!(
         r,
         "\nCommand: `cargo xtask bench --failover`: PostgreSQL {version}, a throwaway primary (fsync on, \
          SERIALIZABLE) and a `pg_basebackup -R` standby on loopback, `synchronous_standby_names` \
@@ -297,6 +297,6 @@ fn report(runs: &[Figures], seconds: u64, version: &str) -> String {
         GAP.as_secs(),
         AFTER.as_secs(),
         LAG.as_secs()
-    );
-    r
+    )?;
+    Ok(r)
 }

@@ -262,6 +262,20 @@ pub(super) fn bench_latency(dir: &Path, tools: &Tools, quick: bool) -> Result<La
     })
 }
 
+/// The target of a revocation's way to every worker (from its answer to its refusal): a p99 of at
+/// most this many milliseconds…
+pub(super) const TARGET_P99_MS: f64 = 250.0;
+/// …and none over this many.
+pub(super) const TARGET_MAX_MS: f64 = 1_000.0;
+
+/// The target as the reports state it.
+pub(super) fn target() -> String {
+    format!(
+        "p99 ≤ {TARGET_P99_MS} ms, none over {} s",
+        TARGET_MAX_MS / 1000.0
+    )
+}
+
 /// The `q` quantile of sorted `v` (nearest rank).
 pub(super) fn quantile(v: &[f64], q: f64) -> f64 {
     if v.is_empty() {
@@ -276,13 +290,14 @@ pub(super) fn report(l: &Latency) -> String {
     let mut v = l.rounds.clone();
     v.sort_by(f64::total_cmp);
     let (p50, p99, max) = (quantile(&v, 0.5), quantile(&v, 0.99), quantile(&v, 1.0));
-    let over = v.iter().filter(|x| **x > 1000.0).count();
+    let over = v.iter().filter(|x| **x > TARGET_MAX_MS).count();
+    let max_s = TARGET_MAX_MS / 1000.0;
     format!(
-        "Command: {}.\n\n| revocation answered → refused at every worker of both Envoys ({} revocations, {:.0} probe calls a second) | target | measured | |\n|---|---|---|---|\n| p50 | | {p50:.1} ms | |\n| p99 | ≤ 250 ms | {p99:.1} ms | {} |\n| maximum | none over 1 s | {max:.1} ms ({over} over 1 s) | {} |\n",
+        "Command: {}.\n\n| revocation answered → refused at every worker of both Envoys ({} revocations, {:.0} probe calls a second) | target | measured | |\n|---|---|---|---|\n| p50 | | {p50:.1} ms | |\n| p99 | ≤ {TARGET_P99_MS} ms | {p99:.1} ms | {} |\n| maximum | none over {max_s} s | {max:.1} ms ({over} over {max_s} s) | {} |\n",
         l.command,
         v.len(),
         l.calls as f64 / l.took.as_secs_f64(),
-        super::mark(p99 <= 250.0),
+        super::mark(p99 <= TARGET_P99_MS),
         super::mark(over == 0),
     )
 }

@@ -248,11 +248,11 @@ fn request(
 fn lua(path: &Path, requests: &[(String, String)]) -> Result<()> {
     let mut s = String::from("local names = {\n");
     for (n, _) in requests {
-        let _ = writeln!(s, "\"{n}\",");
+        writeln!(s, "\"{n}\",")?;
     }
     s.push_str("}\nlocal values = {\n");
     for (_, v) in requests {
-        let _ = writeln!(s, "\"{v}\",");
+        writeln!(s, "\"{v}\",")?;
     }
     s.push_str(
         r#"}
@@ -506,30 +506,30 @@ fn target_table(
     heading: &str,
     targets: &[(&str, f64, Filter, Filter)],
     p99: (&str, Filter, Filter),
-) -> String {
+) -> Result<String> {
     let mut out = format!("| {heading} | wanted | measured | |\n|---|---|---|---|\n");
     for &(what, target, a, b) in targets {
         let ratio = r.ratio(w, a, b);
-        let _ = writeln!(
+        writeln!(
             out,
             "| {what} | ≥ {target:.2} | {ratio:.2} | {} |",
             mark(ratio >= target)
-        );
+        )?;
     }
     let (x, y) = (r.sample(w, p99.1), r.sample(w, p99.2));
-    let _ = writeln!(
+    writeln!(
         out,
         "| {} | no worse | {:.3} ms vs {:.3} ms | {} |",
         p99.0,
         x.p99_ms,
         y.p99_ms,
         mark(x.p99_ms <= y.p99_ms)
-    );
-    out
+    )?;
+    Ok(out)
 }
 
 /// The native filter's targets on a workload, and its ratio to ours.
-fn native_targets(r: &Traffic, w: Workload) -> String {
+fn native_targets(r: &Traffic, w: Workload) -> Result<String> {
     use Filter::{JwtAuthnCached, Native, Ours};
     let mut out = target_table(
         r,
@@ -541,26 +541,26 @@ fn native_targets(r: &Traffic, w: Workload) -> String {
             Native,
             JwtAuthnCached,
         ),
-    );
-    let _ = writeln!(
+    )?;
+    writeln!(
         out,
         "| native vs our Wasm filter | reported | {:.2} | |\n",
         r.ratio(w, Native, Ours)
-    );
-    out
+    )?;
+    Ok(out)
 }
 
 /// The traffic section of the report: a table per workload, and the targets of the Wasm and the
 /// native filter on the pool and mixed workloads.
-pub(super) fn report(r: &Traffic) -> String {
+pub(super) fn report(r: &Traffic) -> Result<String> {
     use Filter::{EmptyWasm, JwtAuthn, JwtAuthnCached, Ours, Reference};
     let mut out = format!("Command: `{}`.\n\n", r.command);
     for (w, res) in &r.runs {
-        let _ = writeln!(out, "#### {}\n", w.title());
-        let _ = writeln!(out, "| variant | requests/s | vs empty Wasm | vs reference | vs jwt_authn | vs jwt_authn cached | p50 ms | p99 ms | not 2xx |\n|---|---|---|---|---|---|---|---|---|");
+        writeln!(out, "#### {}\n", w.title())?;
+        writeln!(out, "| variant | requests/s | vs empty Wasm | vs reference | vs jwt_authn | vs jwt_authn cached | p50 ms | p99 ms | not 2xx |\n|---|---|---|---|---|---|---|---|---|")?;
         for (i, (v, x)) in VARIANTS.iter().zip(&res.samples).enumerate() {
             let vs = |f| res.paired(i, Traffic::index(f));
-            let _ = writeln!(
+            writeln!(
                 out,
                 "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.3} | {} |",
                 v.name,
@@ -572,7 +572,7 @@ pub(super) fn report(r: &Traffic) -> String {
                 x.p50_ms,
                 x.p99_ms,
                 x.bad
-            );
+            )?;
         }
         if *w == Workload::OneToken {
             out.push('\n');
@@ -585,16 +585,16 @@ pub(super) fn report(r: &Traffic) -> String {
             "target",
             &TARGETS,
             ("p99 of ours vs jwt_authn without cache", Ours, JwtAuthn),
-        );
+        )?;
         out.push('\n');
-        out += &native_targets(r, *w);
+        out += &native_targets(r, *w)?;
     }
     let (rss, peak) = r.rss_kib();
-    let _ = writeln!(
+    writeln!(
         out,
         "Envoy memory after the runs: RSS {} MiB, peak {} MiB.\n",
         rss / 1024,
         peak / 1024
-    );
-    out
+    )?;
+    Ok(out)
 }

@@ -1,9 +1,8 @@
-//! The issuer's binary (`issuer/src/bin/issuer/`) apart from its library (the rest of
-//! `issuer/src/`): the binary uses the library as any other crate would (`issuer::…`), and the
-//! library never names the binary. So a library file never includes a file of `bin/`
-//! (`#[path = "…"]` on a `mod`, or `include!("…")`), the crate root `lib.rs` declares no module
-//! named like one of the binary's (`mod commands;`), and a file of the binary never includes a
-//! library file.
+//! The rule `binary`, the issuer's binary (`issuer/src/bin/issuer/`) apart from its library (the
+//! rest of `issuer/src/`): the binary uses the library as any other crate would (`issuer::…`), and
+//! the library never names the binary. So a library file never includes a file of `bin/` (`#[path =
+//! "…"]` on a `mod`, or `include!("…")`), the crate root `lib.rs` declares no module named like one
+//! of the binary's (`mod commands;`), and a file of the binary never includes a library file.
 //!
 //! Test code counts too: a test of the library reaching into the binary ties them as much.
 

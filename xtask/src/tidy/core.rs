@@ -1,9 +1,9 @@
-//! Rule 5, the filter's core is pure: the crate `filter-core` (`filter-wasm/core/src/`), which
-//! decides every request and runs edge sync for both Envoy adapters, has no `unsafe` (its
-//! `lib.rs` forbids it, and says so) and names no host type: nothing of proxy-wasm, of Envoy's
-//! dynamic-module ABI, of wasm-bindgen, nor the adapter crates. What a host does goes through
-//! the traits and plain values the core defines (`EdgeHost`, headers in, an action out), so the
-//! core stays testable and fuzzable natively and the adapters stay thin.
+//! The rule `core-purity`, the filter's core is pure: the crate `filter-core`
+//! (`filter-wasm/core/src/`), which decides every request and runs edge sync for both Envoy
+//! adapters, has no `unsafe` (its `lib.rs` forbids it, and says so) and names no host type: nothing
+//! of proxy-wasm, of Envoy's dynamic-module ABI, of wasm-bindgen, nor the adapter crates. What a
+//! host does goes through the traits and plain values the core defines (`EdgeHost`, headers in, an
+//! action out), so the core stays testable and fuzzable natively and the adapters stay thin.
 //!
 //! Test code counts too: a test that needs a host type belongs in an adapter.
 

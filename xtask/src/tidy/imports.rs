@@ -1,6 +1,6 @@
-//! Rule 1, imports: no import cycle among the filter's top-level modules, and no `anyhow` in the
-//! product's library code (its binaries may). The issuer's layers (`layers.rs`) read imports the
-//! same way, with the helpers here.
+//! The rules `cycle` and `anyhow`: no import cycle among the filter's top-level modules, and no
+//! `anyhow` in the product's library code (its binaries may). The issuer's layers (`layers.rs`)
+//! read imports the same way, with the helpers here.
 //!
 //! They read the `crate::` paths of the product code (test items left out: a test may reach
 //! anywhere), `use crate::{a, b::c}` groups included, and attribute each to the file's top-level

@@ -1,7 +1,8 @@
-//! The issuer library's layers: every top-level module of `issuer/src/` (a `*.rs` file or a
-//! folder, `lib.rs` and the binary's `bin/` aside) has a layer in [`ISSUER_LAYERS`], the one table
-//! of them, and uses (`use crate::X`, `crate::X::…`, test items left out) only modules of its own
-//! layer or a lower one. `docs/architecture.md` mirrors the table, and tidy checks the mirror.
+//! The rules `layer`, `unlayered` and `layer-doc`, the issuer library's layers: every top-level
+//! module of `issuer/src/` (a `*.rs` file or a folder, `lib.rs` and the binary's `bin/` aside) has
+//! a layer in [`ISSUER_LAYERS`], the one table of them, and uses (`use crate::X`, `crate::X::…`,
+//! test items left out) only modules of its own layer or a lower one. `docs/architecture.md`
+//! mirrors the table, and tidy checks the mirror.
 //!
 //! The rules are pure functions of the sources and a table, so the tests run them on small
 //! made-up crates.

@@ -1,5 +1,13 @@
-//! Rule 4, doc links: a Markdown link `[text](path)` or a backticked repository path in a `*.md`
-//! file or a `//!`/`///` comment names something that exists.
+//! The rules `doc-link` and `outside-ref`.
+//!
+//! `doc-link`: a Markdown link `[text](path)` or a backticked repository path in a `*.md` file or
+//! a `//!`/`///` comment names something that exists.
+//!
+//! `outside-ref`: no `*.md` file, Rust comment or string literal of product code cites what a
+//! reader of the repository cannot open: an issue number (`issue N`, `#N`, `name#N`; a URL says
+//! where instead; a standard's `PKCS#N` is no issue) or a Markdown file by a bare name
+//! (`NAME.md`) that no `*.md` file of the repository has. Fenced code blocks aside, as for the doc
+//! links.
 //!
 //! What counts as a repository path: no spaces, a `/` in it, and a known extension, or a trailing
 //! `/` for a folder (checked when its first folder exists, so `dir/tls/` for a parameter `dir` is
@@ -229,6 +237,141 @@ pub fn check(
             detail: c.path,
         })
         .collect()
+}
+
+/// The text of a Markdown file with its fenced code blocks blanked (lines kept).
+pub fn unfenced(text: &str) -> String {
+    let mut fenced = false;
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        let fence = trimmed.starts_with("```") || trimmed.starts_with("~~~");
+        if fence {
+            fenced = !fenced;
+        }
+        if !fence && !fenced {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// What of a Rust file is prose, the rest blanked (lines and offsets kept): its `//` comments,
+/// and the string and character literals of its product code (a test's literals are data).
+pub fn prose(s: &Source) -> String {
+    let (text, code) = (s.text.as_bytes(), s.code.as_bytes());
+    let mut out: Vec<u8> = text
+        .iter()
+        .map(|&b| if b == b'\n' { b'\n' } else { b' ' })
+        .collect();
+    for r in &s.line_comments {
+        out[r.clone()].copy_from_slice(&text[r.clone()]);
+    }
+    if !s.test_file {
+        for (i, (&t, &c)) in text.iter().zip(code).enumerate() {
+            if c == b' ' && t != b' ' && !s.in_test(i) {
+                out[i] = t;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The references of `prose` (of `file`) a reader cannot follow: issue numbers, and Markdown
+/// files named bare that none of `docs` is.
+pub fn outside_refs(file: &str, prose: &str, docs: &[(String, String)]) -> Vec<Violation> {
+    let known = |name: &str| docs.iter().any(|(p, _)| p.rsplit('/').next() == Some(name));
+    let mut out = Vec::new();
+    for (n, line) in prose.lines().enumerate() {
+        for (reference, issue) in references(line) {
+            if !issue && known(&reference) {
+                continue;
+            }
+            let message = if issue {
+                format!("`{reference}` names an issue no reader of the repository can follow: say what it was, or link it with a URL")
+            } else {
+                format!("`{reference}` is no file of the repository")
+            };
+            out.push(Violation {
+                rule: "outside-ref",
+                file: file.to_owned(),
+                line: n + 1,
+                detail: reference,
+                message,
+            });
+        }
+    }
+    out
+}
+
+/// The issue numbers (as `#N`, true) and bare Markdown file names (false) of one line.
+fn references(line: &str) -> Vec<(String, bool)> {
+    let b = line.as_bytes();
+    let word = |i: usize| {
+        b.get(i)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+    };
+    let digits = |from: usize| {
+        b[from.min(b.len())..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count()
+    };
+    let ends_number = |at: usize| !word(at) && b.get(at) != Some(&b'-');
+    let mut out = Vec::new();
+    for (at, _) in line.match_indices('#') {
+        let n = digits(at + 1);
+        let before = at.checked_sub(1).map(|i| b[i]);
+        let opens = before.is_none_or(|c| c.is_ascii_alphanumeric() || b" \t([,".contains(&c));
+        // A standard's part (`PKCS#8`): its name in capitals.
+        let name = line[..at]
+            .rsplit(|c: char| !c.is_ascii_alphanumeric())
+            .next();
+        let standard = name.is_some_and(|w| {
+            !w.is_empty()
+                && w.bytes()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        });
+        let url = line[..at]
+            .rsplit(char::is_whitespace)
+            .next()
+            .is_some_and(|t| t.contains("://"));
+        if n > 0 && opens && !url && !standard && ends_number(at + 1 + n) {
+            out.push((format!("#{}", &line[at + 1..at + 1 + n]), true));
+        }
+    }
+    let lower = line.to_ascii_lowercase();
+    for (at, _) in lower.match_indices("issue") {
+        if at > 0 && word(at - 1) {
+            continue;
+        }
+        let mut i = at + "issue".len();
+        i += usize::from(b.get(i) == Some(&b's'));
+        i += usize::from(b.get(i) == Some(&b' '));
+        i += usize::from(b.get(i) == Some(&b'#'));
+        let n = digits(i);
+        if n > 0 && ends_number(i + n) && b.get(i - 1) != Some(&b'#') {
+            out.push((format!("#{}", &line[i..i + n]), true));
+        }
+    }
+    for (at, _) in line.match_indices(".md") {
+        if word(at + 3) {
+            continue;
+        }
+        let stem = line[..at]
+            .bytes()
+            .rev()
+            .take_while(|c| c.is_ascii_alphanumeric() || b"_-.".contains(c))
+            .count();
+        let start = at - stem;
+        let placeholder = PLACEHOLDERS.contains(&&line[start..at]);
+        let in_path = start > 0 && b"/\\*<{$".contains(&b[start - 1]);
+        if stem > 0 && !placeholder && !in_path {
+            out.push((line[start..at + 3].to_owned(), false));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

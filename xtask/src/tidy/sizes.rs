@@ -1,5 +1,6 @@
-//! Rules 2 and 3, sizes: a source file of at most [`MAX_FILE_LINES`] lines, and a function of at
-//! most [`MAX_FN_LINES`] outside tests, counted from its `fn` line to its closing brace.
+//! The rules `file-length` and `fn-length`: a source file of at most [`MAX_FILE_LINES`] lines, and
+//! a function of at most [`MAX_FN_LINES`] outside tests, counted from its `fn` line to its
+//! closing brace.
 
 use super::source::{is_ident, item_end, Source};
 use super::Violation;

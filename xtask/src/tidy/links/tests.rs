@@ -99,3 +99,38 @@ fn a_path_that_does_not_exist_fails_and_one_that_does_passes() {
 fn paths_of(v: &[Violation]) -> Vec<&str> {
     v.iter().map(|v| v.detail.as_str()).collect()
 }
+
+#[test]
+fn issue_numbers_and_markdown_files_outside_the_repository_are_found() {
+    let refs = |line: &str| -> Vec<(String, bool)> { references(line) };
+    let issue = |n: &str| (format!("#{n}"), true);
+    let file = |f: &str| (f.to_owned(), false);
+    assert_eq!(
+        refs("as issue 12 said, (#44) and Issues #7, org#301."),
+        [issue("44"), issue("7"), issue("301"), issue("12")]
+    );
+    assert_eq!(
+        refs("the targets of PRODUCT.md and [x](NOTES.md#a)"),
+        [file("PRODUCT.md"), file("NOTES.md")]
+    );
+    for none in [
+        "{other:#04x}",
+        "&#8212; #abc #1-install issue-free tissue 4 PKCS#8",
+        "https://github.com/o/r/issues/12 and https://x.io/#12",
+        "docs/filter.md, *.md, FILE.md, a.mdx",
+    ] {
+        assert_eq!(refs(none), [], "{none}");
+    }
+}
+
+#[test]
+fn outside_refs_spare_known_files_and_the_literals_of_tests() {
+    let docs = [("docs/BENCH.md".to_owned(), String::new())];
+    let text = "// See BENCH.md and GONE.md.\nfn f() { g(\"issue 3\"); }\n#[test]\nfn t() { g(\"#4\"); }\n";
+    let s = Source::new("a/src/lib.rs", text);
+    let v = outside_refs(&s.path, &prose(&s), &docs);
+    let found: Vec<(usize, &str)> = v.iter().map(|v| (v.line, v.detail.as_str())).collect();
+    assert_eq!(found, [(1, "GONE.md"), (2, "#3")]);
+    assert_eq!(v[0].rule, "outside-ref");
+    assert_eq!(unfenced("a #5\n```\nb #6\n```\n"), "a #5\n\n\n\n");
+}
