@@ -19,16 +19,19 @@ static LIVE: AtomicUsize = AtomicUsize::new(0);
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        System.alloc(layout)
+        // SAFETY: the caller's guarantees for `layout`, passed on.
+        unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        System.dealloc(ptr, layout)
+        // SAFETY: `ptr` came from `alloc` with `layout`, as the caller guarantees.
+        unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
         LIVE.fetch_add(new_size, Ordering::Relaxed);
-        System.realloc(ptr, layout, new_size)
+        // SAFETY: the caller's guarantees for `ptr`, `layout` and `new_size`, passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
 
