@@ -9,6 +9,9 @@
 //! rest of a line reversed. [`forges`] is the one list; [`text`] escapes a value for text output
 //! as the logs do (`\u{2028}`), [`lines`] a whole text output but its line breaks, and [`json`]
 //! serialized JSON (`\u2028`: still valid JSON, parsing to the same string).
+//!
+//! Beside them, [`Causes`] tells an error with its causes, as logs and the admin socket's answers
+//! show it.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -66,6 +69,23 @@ pub fn lines(s: &str) -> Cow<'_, str> {
 /// value, now also where U+2028 and U+2029 end a line.
 pub fn json(s: &str) -> Cow<'_, str> {
     escaped(s, |c| matches!(c, '\n' | '\r' | '\t'), json_escape)
+}
+
+/// An error told with its causes, `what failed: why: why that`, for logs and answers that have
+/// no `{:#}` of anyhow's. The library's errors keep their causes as
+/// [`std::error::Error::source`] and do not repeat them in their own text.
+pub struct Causes<'a>(pub &'a (dyn std::error::Error + 'a));
+
+impl std::fmt::Display for Causes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(c) = cause {
+            write!(f, ": {c}")?;
+            cause = c.source();
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -199,6 +199,9 @@ pub enum AdminError {
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The change was made, but its record in the audit trail could not be written (the cause).
+    #[error("the change was made, but recording it in the audit trail failed")]
+    Unrecorded(#[source] StoreError),
 }
 
 /// What a command answers: the data a listing asked for, for the command line to render, or the

@@ -210,10 +210,9 @@ impl Directory {
     }
 
     fn with_metrics(config: DirectoryConfig, metrics: DirectoryMetrics) -> Result<Self, String> {
-        let tls = Arc::new(crate::tls_client::client_config(
-            config.ca_file.as_deref(),
-            "the directory",
-        )?);
+        let tls = crate::tls_client::client_config(config.ca_file.as_deref(), "the directory")
+            .map_err(|e| crate::display::Causes(&e).to_string())?;
+        let tls = Arc::new(tls);
         let timeout = Duration::from_millis(config.timeout_ms);
         let servers = config
             .urls
