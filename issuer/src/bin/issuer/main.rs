@@ -113,24 +113,38 @@ enum Top {
     },
 }
 
+/// How `issuer` uses its configuration file: the keys are `serve`'s options.
+const FILE_USE: issuer::config::FileUse<'static> = issuer::config::FileUse {
+    keys_of: "serve",
+    not_for: &[],
+};
+
 fn main() -> std::process::ExitCode {
-    let result = issuer::config::parse_args::<Cli>(std::env::args_os().collect(), "serve")
-        .map_err(anyhow::Error::from)
-        .and_then(run);
-    match result {
+    let args: Vec<_> = std::env::args_os().collect();
+    let parsed = match issuer::config::parse_args::<Cli>(&args, &FILE_USE) {
+        Ok(parsed) => parsed,
+        // `--help`, `--version` and a command line clap refuses: printed and exited as clap
+        // does (0, or 2).
+        Err(issuer::config::ConfigError::CommandLine(e)) => e.exit(),
+        Err(e) => return failed(&e.into()),
+    };
+    match run(parsed) {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("issuer: {}", issuer::display::lines(&format!("{e:#}")));
-            std::process::ExitCode::FAILURE
-        }
+        Err(e) => failed(&e),
     }
+}
+
+/// Prints why `issuer` failed, with its causes.
+fn failed(e: &anyhow::Error) -> std::process::ExitCode {
+    eprintln!("issuer: {}", issuer::display::lines(&format!("{e:#}")));
+    std::process::ExitCode::FAILURE
 }
 
 /// `issuer serve`'s command line parsed again, with its configuration file as it is now (a
 /// reload).
 fn reparse_serve() -> anyhow::Result<serve::Serve> {
     let args: Vec<_> = std::env::args_os().collect();
-    let (cli, file) = issuer::config::reparse_args::<Cli>(&args, "serve")?;
+    let (cli, file) = issuer::config::reparse_args::<Cli>(&args, &FILE_USE)?;
     match cli.command {
         Top::Serve(s) => serve::with_file(*s, file),
         _ => anyhow::bail!("the command line is no longer `issuer serve`"),
