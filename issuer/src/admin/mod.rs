@@ -235,7 +235,7 @@ pub enum Reply {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Answer {
-    /// Done.
+    /// The command succeeded: what it answers.
     Ok(Reply),
     /// Refused or failed; the message to print.
     Err(String),

@@ -136,7 +136,7 @@ fn main() -> std::process::ExitCode {
 
 /// Prints why `issuer` failed, with its causes.
 fn failed(e: &anyhow::Error) -> std::process::ExitCode {
-    eprintln!("issuer: {}", issuer::display::lines(&format!("{e:#}")));
+    eprintln!("issuer: {}", issuer::display::escape_lines(&format!("{e:#}")));
     std::process::ExitCode::FAILURE
 }
 

@@ -175,7 +175,7 @@ fn plan(
             Some(old) if old.directory => {
                 eprintln!(
                     "user {}: a directory user, left alone",
-                    issuer::display::text(&u.name)
+                    issuer::display::escape_text(&u.name)
                 );
             }
             Some(old) => changes.extend(user_changes(u, &old)),

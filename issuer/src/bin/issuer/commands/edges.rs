@@ -102,10 +102,10 @@ pub fn run(dir: &DataDir, json: bool) -> anyhow::Result<()> {
         };
         out::line(&format!(
             "{:<32} {:<13} {:>4}s {:<17} {:<7} {:>6} {:>7} {:>4}s",
-            display::text(&name(e)),
-            display::text(&e.report.client),
+            display::escape_text(&name(e)),
+            display::escape_text(&e.report.client),
             r.now.saturating_sub(e.report.last_seen),
-            display::text(e.report.keys_version.as_deref().unwrap_or("-")),
+            display::escape_text(e.report.keys_version.as_deref().unwrap_or("-")),
             holds,
             e.report.cursor,
             e.behind,
