@@ -25,8 +25,6 @@ pub struct AuditArgs {
     json: bool,
     #[command(flatten)]
     dir: DataDir,
-    #[command(flatten)]
-    config: crate::data_dir::ConfigArg,
 }
 
 /// Prints the audit trail: from the running server's socket on the embedded store (or the data
