@@ -50,7 +50,7 @@ fn directory(config: &Path) -> anyhow::Result<Directory> {
     let d = ConfigFile::read(config)?
         .directory()?
         .with_context(|| format!("{} has no [directory] table", config.display()))?;
-    Directory::new(d).map_err(anyhow::Error::msg)
+    Ok(Directory::new(d)?)
 }
 
 fn step(s: &StepReport) -> String {

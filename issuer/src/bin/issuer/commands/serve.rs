@@ -358,7 +358,7 @@ async fn serve_on(
 async fn ready(mut app: App, directory: Option<Box<DirectoryConfig>>) -> anyhow::Result<App> {
     if let Some(d) = directory {
         tracing::info!(urls = ?d.urls, kind = ?d.kind, "directory sign-in");
-        app = app.with_directory(Arc::new(Directory::new(*d).map_err(anyhow::Error::msg)?));
+        app = app.with_directory(Arc::new(Directory::new(*d)?));
     }
     if let Err(e) = app.probe_store().await {
         tracing::warn!(
