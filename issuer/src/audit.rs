@@ -77,7 +77,7 @@ async fn write_forever(store: Arc<dyn Audit>, mut jobs: mpsc::Receiver<Job>, dro
         if let Err(e) = store.record_audit(&batch).await {
             dropped.inc_by(batch.len() as u64);
             tracing::error!(
-                error = e.to_string(),
+                error = crate::display::Causes(&e).to_string(),
                 events = batch.len(),
                 "audit events not recorded"
             );
@@ -127,7 +127,9 @@ mod tests {
     impl Audit for Kept {
         async fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
             if self.fail {
-                return Err(StoreError::Disk("full".into()));
+                return Err(StoreError::Disk(crate::store::DiskFault::Io(
+                    std::io::Error::other("full"),
+                )));
             }
             self.batches.lock().unwrap().push(events.to_vec());
             Ok(())

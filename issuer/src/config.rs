@@ -46,9 +46,17 @@ pub enum ConfigError {
         #[source]
         source: crate::secret_file::FileError,
     },
-    /// The command line, with the file's options, no longer parses (on a reload).
-    #[error("{0}")]
-    CommandLine(String),
+    /// The command line, with the file's options, does not parse, or asks for `--help` or
+    /// `--version`: clap's error, kept whole ([`clap::Error::kind`]). `issuer` prints it and
+    /// exits with its code ([`clap::Error::exit`]); a reload logs its first line, which is this
+    /// error's text.
+    #[error("{}", first_line(.0))]
+    CommandLine(clap::Error),
+}
+
+/// The first line of clap's error, without the usage and tips that follow it.
+fn first_line(e: &clap::Error) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_owned()
 }
 
 /// A configuration file, parsed but not yet applied.
@@ -245,47 +253,52 @@ fn check_values(arg: &Arg, values: &[String]) -> Result<(), String> {
         })
 }
 
-/// Parses the command line `args` of `C`, whose subcommands may name a configuration file with a
-/// `config` argument: a first, lenient pass finds the file; the real one parses with the file's
-/// options as the defaults of the subcommand given (and its subcommands), each key checked
-/// against the options of `serve`, the subcommand every key is an option of (an admin command
-/// takes the keys it has, `data_dir`, `store`, …, and leaves the rest). Returns the parsed
-/// command line and the file. A command-line error (and `--help`) exits, as
-/// [`clap::Parser::parse`] does.
-pub fn parse_args<C: CommandFactory + FromArgMatches>(
-    args: Vec<OsString>,
-    serve: &str,
-) -> Result<(C, Option<ConfigFile>), ConfigError> {
-    let (cmd, file) = with_file(&args, C::command(), serve)?;
-    let matches = cmd.try_get_matches_from(&args).unwrap_or_else(|e| e.exit());
-    Ok((
-        C::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()),
-        file,
-    ))
+/// Which subcommands of a command line take the configuration file, and whose options its keys
+/// are.
+#[derive(Debug, Clone, Copy)]
+pub struct FileUse<'a> {
+    /// The subcommand every key of the file is an option of (`serve`).
+    pub keys_of: &'a str,
+    /// The subcommands that take no file: the `config` argument is not read for them.
+    pub not_for: &'a [&'a str],
 }
 
-/// [`parse_args`] again, as a reload does: the same command line with the file as it is now. A
-/// command line that no longer parses is an error, never an exit.
+/// Parses the command line `args` of `C`, whose `config` argument (a global one, or one of the
+/// subcommand given) names a configuration file: a first, lenient pass finds the file; the real
+/// one parses with the file's options as the defaults of the subcommand given (and its
+/// subcommands), each key checked against the options of [`FileUse::keys_of`], the subcommand
+/// every key is an option of (an admin command takes the keys it has, `data_dir`, `store`, …,
+/// and leaves the rest). Returns the parsed command line and the file. Never exits: a
+/// command-line error, `--help` and `--version` are [`ConfigError::CommandLine`], for the
+/// binary to print and exit with.
+pub fn parse_args<C: CommandFactory + FromArgMatches>(
+    args: &[OsString],
+    using: &FileUse<'_>,
+) -> Result<(C, Option<ConfigFile>), ConfigError> {
+    let (cmd, file) = with_file(args, C::command(), using)?;
+    let matches = cmd
+        .try_get_matches_from(args)
+        .map_err(ConfigError::CommandLine)?;
+    let parsed = C::from_arg_matches(&matches).map_err(ConfigError::CommandLine)?;
+    Ok((parsed, file))
+}
+
+/// [`parse_args`] again, as a reload does: the same command line with the file as it is now.
 pub fn reparse_args<C: CommandFactory + FromArgMatches>(
     args: &[OsString],
-    serve: &str,
+    using: &FileUse<'_>,
 ) -> Result<(C, Option<ConfigFile>), ConfigError> {
-    let (cmd, file) = with_file(args, C::command(), serve)?;
-    let first_line = |e: clap::Error| {
-        let text = e.to_string();
-        ConfigError::CommandLine(text.lines().next().unwrap_or_default().to_owned())
-    };
-    let matches = cmd.try_get_matches_from(args).map_err(first_line)?;
-    Ok((C::from_arg_matches(&matches).map_err(first_line)?, file))
+    parse_args(args, using)
 }
 
-/// `cmd` with the options of the file that `args` name (with the `config` argument of the
-/// subcommand given, or of one of its subcommands) as the defaults of that subcommand, each key
-/// checked against the options of `serve`; and the file.
+/// `cmd` with the options of the file that `args` name (with the `config` argument, global or of
+/// the subcommand given or one of its subcommands) as the defaults of that subcommand, each key
+/// checked against the options of [`FileUse::keys_of`]; and the file. None for a subcommand
+/// of [`FileUse::not_for`].
 fn with_file(
     args: &[OsString],
     mut cmd: Command,
-    serve: &str,
+    using: &FileUse<'_>,
 ) -> Result<(Command, Option<ConfigFile>), ConfigError> {
     let first = cmd.clone().ignore_errors(true).try_get_matches_from(args);
     let given = first.ok().and_then(|m| {
@@ -297,11 +310,12 @@ fn with_file(
         }
         Some((name.to_owned(), path?))
     });
-    let Some((name, path)) = given else {
+    let Some((name, path)) = given.filter(|(name, _)| !using.not_for.contains(&name.as_str()))
+    else {
         return Ok((cmd, None));
     };
     let file = ConfigFile::read(&path)?;
-    let serve = cmd.find_subcommand(serve).cloned().expect("serve");
+    let serve = cmd.find_subcommand(using.keys_of).cloned().expect("serve");
     let sub = cmd.find_subcommand(&name).cloned().expect("subcommand");
     let applied = file.apply_to(sub, &serve)?;
     cmd = cmd.mut_subcommand(name, |_| applied);

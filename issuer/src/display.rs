@@ -6,16 +6,20 @@
 //! The rules for names refuse control characters but allow U+2028 LINE SEPARATOR, U+2029
 //! PARAGRAPH SEPARATOR and the bidi controls; Python's `splitlines` and JavaScript end a line at
 //! the separators (JSON lines with them raw stop parsing in JavaScript), and U+202E shows the
-//! rest of a line reversed. [`forges`] is the one list; [`text`] escapes a value for text output
-//! as the logs do (`\u{2028}`), [`lines`] a whole text output but its line breaks, and [`json`]
-//! serialized JSON (`\u2028`: still valid JSON, parsing to the same string).
+//! rest of a line reversed. [`must_escape`] is the one list; [`escape_text`] escapes a value for
+//! text output as the logs do (`\u{2028}`), [`escape_lines`] a whole text output but its line
+//! breaks, and [`escape_json`] serialized JSON (`\u2028`: still valid JSON, parsing to the same
+//! string).
+//!
+//! Beside them, [`Causes`] tells an error with its causes, as logs and the admin socket's answers
+//! show it.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
 /// Whether `c` must not reach output raw: C0 and C1 controls and DEL, U+0085 NEXT LINE, U+2028
 /// and U+2029, and the bidi controls (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069).
-pub fn forges(c: char) -> bool {
+pub fn must_escape(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
@@ -24,14 +28,14 @@ pub fn forges(c: char) -> bool {
         )
 }
 
-/// `s` with every character `keep` does not keep and [`forges`] names written by `escape`.
+/// `s` with every character `keep` does not keep and [`must_escape`] names written by `escape`.
 fn escaped(s: &str, keep: impl Fn(char) -> bool, escape: fn(&mut String, char)) -> Cow<'_, str> {
-    if !s.chars().any(|c| forges(c) && !keep(c)) {
+    if !s.chars().any(|c| must_escape(c) && !keep(c)) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 16);
     for c in s.chars() {
-        if forges(c) && !keep(c) {
+        if must_escape(c) && !keep(c) {
             escape(&mut out, c);
         } else {
             out.push(c);
@@ -48,24 +52,41 @@ fn json_escape(out: &mut String, c: char) {
     let _ = write!(out, "\\u{:04x}", u32::from(c));
 }
 
-/// One untrusted value for text output: every character [`forges`] names as `\u{XXXX}`, as the
+/// One untrusted value for text output: every character [`must_escape`] names as `\u{XXXX}`, as the
 /// text logs write it. Not reversible (a `\` is left as it is, so `DOMAIN\user` reads as such);
 /// the JSON outputs are exact.
-pub fn text(s: &str) -> Cow<'_, str> {
+pub fn escape_text(s: &str) -> Cow<'_, str> {
     escaped(s, |_| false, rust_escape)
 }
 
-/// A whole text output, its lines ended by `\n`: as [`text`], but `\n` is kept.
-pub fn lines(s: &str) -> Cow<'_, str> {
+/// A whole text output, its lines ended by `\n`: as [`escape_text`], but `\n` is kept.
+pub fn escape_lines(s: &str) -> Cow<'_, str> {
     escaped(s, |c| c == '\n', rust_escape)
 }
 
-/// Serialized JSON (one document, or one per line): every character [`forges`] names as
+/// Serialized JSON (one document, or one per line): every character [`must_escape`] names as
 /// `\uXXXX` but the whitespace between tokens (`\n`, `\r`, `\t`). Outside strings JSON holds no
 /// other of them, and inside one `\uXXXX` is the same character, so the text parses to the same
 /// value, now also where U+2028 and U+2029 end a line.
-pub fn json(s: &str) -> Cow<'_, str> {
+pub fn escape_json(s: &str) -> Cow<'_, str> {
     escaped(s, |c| matches!(c, '\n' | '\r' | '\t'), json_escape)
+}
+
+/// An error told with its causes, `what failed: why: why that`, for logs and answers that have
+/// no `{:#}` of anyhow's. The library's errors keep their causes as
+/// [`std::error::Error::source`] and do not repeat them in their own text.
+pub struct Causes<'a>(pub &'a (dyn std::error::Error + 'a));
+
+impl std::fmt::Display for Causes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(c) = cause {
+            write!(f, ": {c}")?;
+            cause = c.source();
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -78,14 +99,14 @@ mod tests {
     #[test]
     fn text_escapes_every_forging_character() {
         assert_eq!(
-            text(ODD),
+            escape_text(ODD),
             "a\\u{2028}b\\u{2029}c\\u{85}d\\u{202e}e\\u{2066}f\\u{200f}g\\u{61c}h\\u{1b}[0m\\u{7f}\\u{9}i\\u{a}j"
         );
         assert!(matches!(
-            text("DOMAIN\\alice é"),
+            escape_text("DOMAIN\\alice é"),
             Cow::Borrowed("DOMAIN\\alice é")
         ));
-        assert_eq!(lines("a\u{2028}\nb\r\n"), "a\\u{2028}\nb\\u{d}\n");
+        assert_eq!(escape_lines("a\u{2028}\nb\r\n"), "a\\u{2028}\nb\\u{d}\n");
     }
 
     #[test]
@@ -95,7 +116,7 @@ mod tests {
             value.to_string(),
             serde_json::to_string_pretty(&value).unwrap(),
         ] {
-            let safe = json(&raw);
+            let safe = escape_json(&raw);
             assert!(!safe.contains(['\u{2028}', '\u{2029}', '\u{85}', '\u{202e}', '\u{7f}']));
             assert!(
                 safe.contains("\\u2028") && safe.contains("\\u0085"),
@@ -106,6 +127,6 @@ mod tests {
                 value
             );
         }
-        assert!(!json(&value.to_string()).chars().any(forges));
+        assert!(!escape_json(&value.to_string()).chars().any(must_escape));
     }
 }

@@ -108,7 +108,7 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(
-                        error = e.to_string(),
+                        error = crate::display::Causes(&e).to_string(),
                         "admin connection refused: its peer's credentials are unknown; closed \
                          unanswered"
                     );
@@ -129,7 +129,7 @@ pub async fn serve_admin(app: Arc<App>, listener: UnixListener) {
             // The user database may be NSS over the network: off the runtime's threads.
             let actor = tokio::task::spawn_blocking(move || crate::audit::user_name(uid))
                 .await
-                .map_err(|e| std::io::Error::other(e.to_string()));
+                .map_err(std::io::Error::other);
             let (read, mut write) = stream.into_split();
             let mut line = String::new();
             let mut reader = BufReader::new(read.take(admin::MAX_LINE as u64));
@@ -176,13 +176,16 @@ async fn run_admin(app: &Arc<App>, cmd: Command, actor: &str) -> Answer {
         app.reload_revocations().await;
         if cmd.changes_keys() {
             if let Err(e) = app.reload_keys().await {
-                return Answer::Err(format!("the key was rotated, but reloading failed: {e}"));
+                return Answer::Err(format!(
+                    "the key was rotated, but reloading failed: {}",
+                    crate::display::Causes(&e)
+                ));
             }
         }
     }
     match done {
         Ok(reply) => Answer::Ok(reply),
-        Err(e) => Answer::Err(e.to_string()),
+        Err(e) => Answer::Err(crate::display::Causes(&e).to_string()),
     }
 }
 
@@ -200,7 +203,10 @@ pub async fn reload_keys_forever(app: Arc<App>) {
 /// Reads the key ring and the revocations again; a failure is logged, and the next read retries.
 async fn reload_keys_and_revocations(app: &App) {
     if let Err(e) = app.reload_keys().await {
-        tracing::error!(error = e.to_string(), "reloading keys failed");
+        tracing::error!(
+            error = crate::display::Causes(&e).to_string(),
+            "reloading keys failed"
+        );
     }
     app.reload_revocations().await;
 }
@@ -235,7 +241,7 @@ pub async fn follow_store_changes_forever(app: Arc<App>) {
                 if down_since.is_none() {
                     down_since = Some(std::time::Instant::now());
                     tracing::warn!(
-                        error = e.to_string(),
+                        error = crate::display::Causes(&e).to_string(),
                         "not listening for the store's changes: edges hear of changes through \
                          other issuers within a second, by the periodic read"
                     );
@@ -266,7 +272,7 @@ pub async fn probe_store_forever(app: Arc<App>) {
             Err(e) if !failing => {
                 failing = true;
                 tracing::warn!(
-                    error = e.to_string(),
+                    error = crate::display::Causes(&e).to_string(),
                     "the store refused the readiness probe's write: not ready"
                 );
             }
@@ -282,7 +288,10 @@ pub async fn flush_edges_forever(app: Arc<App>) {
     loop {
         tick.tick().await;
         if let Err(e) = app.flush_edges().await {
-            tracing::error!(error = e.to_string(), "writing the edges' reports failed");
+            tracing::error!(
+                error = crate::display::Causes(&e).to_string(),
+                "writing the edges' reports failed"
+            );
         }
     }
 }
@@ -298,13 +307,19 @@ pub async fn sweep_forever(app: Arc<App>) {
                 tracing::info!(removed = n, "swept expired refresh state and retired keys")
             }
             Ok(_) => {}
-            Err(e) => tracing::error!(error = e.to_string(), "sweep failed"),
+            Err(e) => tracing::error!(
+                error = crate::display::Causes(&e).to_string(),
+                "sweep failed"
+            ),
         }
         let before = now().saturating_sub(app.audit_retention);
         match app.store.sweep_audit(before).await {
             Ok(n) if n > 0 => tracing::info!(removed = n, "swept the audit trail"),
             Ok(_) => {}
-            Err(e) => tracing::error!(error = e.to_string(), "audit trail sweep failed"),
+            Err(e) => tracing::error!(
+                error = crate::display::Causes(&e).to_string(),
+                "audit trail sweep failed"
+            ),
         }
     }
 }
@@ -318,7 +333,10 @@ pub async fn recheck_directory_forever(app: Arc<App>) {
                 tracing::info!(disabled = n, "directory recheck disabled users")
             }
             Ok(_) => {}
-            Err(e) => tracing::error!(error = e.to_string(), "directory recheck failed"),
+            Err(e) => tracing::error!(
+                error = crate::display::Causes(&e).to_string(),
+                "directory recheck failed"
+            ),
         }
         tokio::time::sleep(every).await;
     }
@@ -339,7 +357,10 @@ pub async fn shutdown_signal() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!(error = e.to_string(), "cannot listen for SIGTERM");
+            tracing::error!(
+                error = crate::display::Causes(&e).to_string(),
+                "cannot listen for SIGTERM"
+            );
             std::future::pending::<()>().await;
             return;
         }

@@ -8,19 +8,55 @@ use std::path::Path;
 use std::sync::Arc;
 use tokio_rustls::rustls;
 
+/// Why no client configuration could be made; each variant keeps its cause.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsClientError {
+    /// The CA file cannot be opened or read.
+    #[error("reading the CA file {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: rustls_pki_types::pem::Error,
+    },
+    /// An entry of the CA file is no PEM certificate.
+    #[error("the CA file {path}")]
+    Pem {
+        path: String,
+        #[source]
+        source: rustls_pki_types::pem::Error,
+    },
+    /// rustls refuses a certificate of the CA file.
+    #[error("a CA certificate")]
+    Certificate(#[source] rustls::Error),
+    /// Neither the CA file nor the system holds a certificate to verify the peer with.
+    #[error("no CA certificate to verify {0} with")]
+    NoRoots(String),
+    /// The crypto provider offers no protocol version rustls accepts.
+    #[error("TLS protocol versions")]
+    Versions(#[source] rustls::Error),
+}
+
 /// A client configuration trusting the certificates in `ca_file` (PEM), or the system's roots
 /// without one; `what` names the peer in errors ("the database", "the directory").
-pub fn client_config(ca_file: Option<&Path>, what: &str) -> Result<rustls::ClientConfig, String> {
+pub fn client_config(
+    ca_file: Option<&Path>,
+    what: &str,
+) -> Result<rustls::ClientConfig, TlsClientError> {
     let mut roots = rustls::RootCertStore::empty();
     match ca_file {
         Some(path) => {
-            let certs = CertificateDer::pem_file_iter(path)
-                .map_err(|e| format!("reading the CA file {}: {e}", path.display()))?;
+            let name = || path.display().to_string();
+            let certs =
+                CertificateDer::pem_file_iter(path).map_err(|source| TlsClientError::Read {
+                    path: name(),
+                    source,
+                })?;
             for cert in certs {
-                let cert = cert.map_err(|e| format!("the CA file {}: {e}", path.display()))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("a CA certificate: {e}"))?;
+                let cert = cert.map_err(|source| TlsClientError::Pem {
+                    path: name(),
+                    source,
+                })?;
+                roots.add(cert).map_err(TlsClientError::Certificate)?;
             }
         }
         None => {
@@ -31,13 +67,13 @@ pub fn client_config(ca_file: Option<&Path>, what: &str) -> Result<rustls::Clien
         }
     }
     if roots.is_empty() {
-        return Err(format!("no CA certificate to verify {what} with"));
+        return Err(TlsClientError::NoRoots(what.to_owned()));
     }
     Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
+    .map_err(TlsClientError::Versions)?
     .with_root_certificates(roots)
     .with_no_client_auth())
 }

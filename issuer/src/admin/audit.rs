@@ -95,11 +95,7 @@ pub(super) async fn record(
         let event = AuditEvent::new(now, actor, action, subject.name(), before, after);
         store.record_audit(&[event]).await
     };
-    recorded.await.map_err(|e| {
-        AdminError::Refused(format!(
-            "the change was made, but recording it in the audit trail failed: {e}"
-        ))
-    })?;
+    recorded.await.map_err(AdminError::Unrecorded)?;
     Ok(())
 }
 

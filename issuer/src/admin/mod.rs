@@ -199,6 +199,9 @@ pub enum AdminError {
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The change was made, but its record in the audit trail could not be written (the cause).
+    #[error("the change was made, but recording it in the audit trail failed")]
+    Unrecorded(#[source] StoreError),
 }
 
 /// What a command answers: the data a listing asked for, for the command line to render, or the
@@ -232,7 +235,7 @@ pub enum Reply {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Answer {
-    /// Done.
+    /// The command succeeded: what it answers.
     Ok(Reply),
     /// Refused or failed; the message to print.
     Err(String),

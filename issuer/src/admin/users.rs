@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub struct NewUser {
     /// User name.
     pub name: String,
-    /// Roles.
+    /// The roles the user's access tokens carry.
     pub roles: Vec<String>,
     /// Claims as (type, value).
     pub claims: Vec<(String, String)>,
@@ -105,7 +105,7 @@ pub(super) async fn update(
 pub struct UserView {
     /// User name.
     pub name: String,
-    /// Roles.
+    /// The roles the user's access tokens carry.
     pub roles: Vec<String>,
     /// Claims as `[type, value]` pairs.
     pub claims: Vec<(String, String)>,

@@ -23,7 +23,10 @@ impl App {
 
     /// Puts a directory of `config` in place of the one in use (a reload). `Ok(false)` when the
     /// issuer started without a directory: adding one takes a restart.
-    pub fn replace_directory(&self, config: DirectoryConfig) -> Result<bool, String> {
+    pub fn replace_directory(
+        &self,
+        config: DirectoryConfig,
+    ) -> Result<bool, crate::tls_client::TlsClientError> {
         match &self.password.directory {
             Some(users) => users.replace(config).map(|()| true),
             None => Ok(false),

@@ -16,6 +16,7 @@ use crate::directory::{
 use crate::store::{
     AuditAction, AuditEvent, DirectoryLink, StoreError, UserChange, UserRecord, Users,
 };
+use crate::tls_client::TlsClientError;
 use futures_util::StreamExt as _;
 use std::sync::{Arc, RwLock};
 
@@ -108,7 +109,7 @@ impl DirectoryUsers {
     }
 
     /// Puts the directory of a new `[directory]` table in place of the one in use.
-    pub(super) fn replace(&self, config: DirectoryConfig) -> Result<(), String> {
+    pub(super) fn replace(&self, config: DirectoryConfig) -> Result<(), TlsClientError> {
         let new = Arc::new(Directory::replacing(config, &self.directory())?);
         *self.directory.write().unwrap_or_else(|p| p.into_inner()) = new;
         Ok(())

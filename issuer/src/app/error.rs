@@ -116,7 +116,10 @@ impl ApiError {
     pub fn store(cause: &StoreError) -> Self {
         match cause {
             cause if cause.is_transient() => {
-                tracing::warn!(error = cause.to_string(), "store unavailable");
+                tracing::warn!(
+                    error = crate::display::Causes(cause).to_string(),
+                    "store unavailable"
+                );
                 let mut e = Self::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "temporarily_unavailable",
@@ -125,7 +128,7 @@ impl ApiError {
                 e.retry_after = Some(1);
                 e
             }
-            _ => Self::internal(cause),
+            _ => Self::internal(&crate::display::Causes(cause)),
         }
     }
 

@@ -130,7 +130,7 @@ impl PasswordGrant {
             Ok(_) => tracing::info!(user = username, "password hash upgraded to argon2id"),
             Err(e) => tracing::warn!(
                 user = username,
-                error = e.to_string(),
+                error = crate::display::Causes(&e).to_string(),
                 "password hash not upgraded"
             ),
         }
@@ -224,7 +224,10 @@ impl BindGuard for DirectoryHold<'_> {
         match self.0.take_directory_bind(entry, now()).await {
             Ok(taken) => taken,
             Err(e) => {
-                tracing::warn!(error = e.to_string(), "back-off unreadable: bind held");
+                tracing::warn!(
+                    error = crate::display::Causes(&e).to_string(),
+                    "back-off unreadable: bind held"
+                );
                 false
             }
         }

@@ -83,16 +83,24 @@ pub const AUDIT_RETENTION_DAYS: u64 = 365;
 /// The default of [`Settings::revocations_per_minute`].
 pub const REVOCATIONS_PER_MINUTE: u32 = 60;
 
-/// Everything the handlers share.
+/// Everything the handlers share: the store, what of it is kept in memory, the settings, and
+/// each grant's flow.
 pub struct App {
-    /// The state.
+    /// Where clients, users, keys, refresh token families, revocations, edges and the audit
+    /// trail are kept: the embedded store or PostgreSQL, shared with the admin commands.
     pub store: Arc<dyn Store>,
+    /// The signing and verification keys as last read from the store ([`App::reload_keys`]).
     keys: RwLock<Arc<KeyRing>>,
-    /// Settings.
+    /// How this issuer was started: lifetimes, trusted proxies, public URL, DPoP and edge feed
+    /// bounds ([`Settings`]).
     pub settings: Settings,
+    /// The password grant: the back-off, local and directory users.
     password: flow_password::PasswordGrant,
+    /// The refresh grant: rotation of refresh token families.
     refresh: flow_refresh::RefreshGrant,
+    /// The client credentials grant, with impersonation.
     client_credentials: flow_client_credentials::ClientCredentialsGrant,
+    /// Client records read from the store, kept a second ([`client_cache::CLIENT_TTL`]).
     clients: client_cache::ClientCache,
     /// The back-off of failed client authentication, per source address.
     client_auth: client_auth_throttle::ClientAuthThrottle,
@@ -108,7 +116,7 @@ pub struct App {
     store_answered_at: std::sync::atomic::AtomicU64,
     /// When the store last took the readiness probe's write (seconds since the epoch; 0: never).
     store_written_at: std::sync::atomic::AtomicU64,
-    /// Metrics.
+    /// The Prometheus counters and gauges `/metrics` serves.
     pub metrics: Metrics,
     /// The queue of security events to the audit trail.
     pub audit: crate::audit::AuditLog,
@@ -149,7 +157,8 @@ impl Readiness {
 }
 
 impl App {
-    /// State over an open store.
+    /// The handlers' shared state over an open store: its key ring and revocations read, the
+    /// grants made of `settings`, `throttle` and `password_concurrency`.
     pub async fn new(
         store: Arc<dyn Store>,
         settings: Settings,

@@ -46,7 +46,10 @@ impl App {
                     set.apply(&page.entries, now());
                 }
             }
-            Err(e) => tracing::error!(error = e.to_string(), "reading revocations failed"),
+            Err(e) => tracing::error!(
+                error = crate::display::Causes(&e).to_string(),
+                "reading revocations failed"
+            ),
         }
     }
 

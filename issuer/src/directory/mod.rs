@@ -14,6 +14,7 @@ mod query;
 pub mod servers;
 
 use crate::config::DirectoryConfig;
+use crate::tls_client::TlsClientError;
 use conn::{BindOutcome, BindPool, Endpoint, SearchPool};
 use ldap3::LdapError;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -190,13 +191,13 @@ impl From<LdapError> for Step {
 
 impl Directory {
     /// The directory of a validated `[directory]` table; no connection is made yet.
-    pub fn new(config: DirectoryConfig) -> Result<Self, String> {
+    pub fn new(config: DirectoryConfig) -> Result<Self, TlsClientError> {
         Self::with_metrics(config, DirectoryMetrics::default())
     }
 
     /// The directory of a new `[directory]` table in place of `old` (a reload): the same metrics,
     /// without the servers no longer named.
-    pub fn replacing(config: DirectoryConfig, old: &Directory) -> Result<Self, String> {
+    pub fn replacing(config: DirectoryConfig, old: &Directory) -> Result<Self, TlsClientError> {
         let new = Self::with_metrics(config, old.metrics.clone())?;
         for s in &old.servers {
             if !new.config.urls.contains(&s.url) {
@@ -209,11 +210,12 @@ impl Directory {
         Ok(new)
     }
 
-    fn with_metrics(config: DirectoryConfig, metrics: DirectoryMetrics) -> Result<Self, String> {
-        let tls = Arc::new(crate::tls_client::client_config(
-            config.ca_file.as_deref(),
-            "the directory",
-        )?);
+    fn with_metrics(
+        config: DirectoryConfig,
+        metrics: DirectoryMetrics,
+    ) -> Result<Self, TlsClientError> {
+        let tls = crate::tls_client::client_config(config.ca_file.as_deref(), "the directory")?;
+        let tls = Arc::new(tls);
         let timeout = Duration::from_millis(config.timeout_ms);
         let servers = config
             .urls

@@ -22,8 +22,9 @@ pub enum Change {
     CameBack,
 }
 
+/// One server's health: cooling down after failures, or probed again.
 #[derive(Debug, Clone, Copy, Default)]
-struct State {
+struct ServerHealth {
     /// Skipped until then.
     cooling_until: Option<Instant>,
     /// Failures in a row (those of requests under way when it failed count once).
@@ -35,7 +36,7 @@ struct State {
 /// The health of each server, by its index in `urls`.
 #[derive(Debug)]
 pub struct Health {
-    states: Mutex<Vec<State>>,
+    states: Mutex<Vec<ServerHealth>>,
     /// How long a probe may take (the per-server timeout).
     probe_for: Duration,
 }
@@ -44,12 +45,12 @@ impl Health {
     /// `servers` servers, all presumed up; a probe takes at most `probe_for`.
     pub fn new(servers: usize, probe_for: Duration) -> Self {
         Self {
-            states: Mutex::new(vec![State::default(); servers]),
+            states: Mutex::new(vec![ServerHealth::default(); servers]),
             probe_for,
         }
     }
 
-    fn states(&self) -> std::sync::MutexGuard<'_, Vec<State>> {
+    fn states(&self) -> std::sync::MutexGuard<'_, Vec<ServerHealth>> {
         self.states.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -111,7 +112,7 @@ impl Health {
             return Change::Same;
         };
         let was_down = s.failures > 0;
-        *s = State::default();
+        *s = ServerHealth::default();
         if was_down {
             Change::CameBack
         } else {

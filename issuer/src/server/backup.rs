@@ -39,7 +39,7 @@ pub(super) async fn answer(
     let store = app.store.clone();
     let stream = read
         .reunite(write)
-        .map_err(|e| std::io::Error::other(e.to_string()))
+        .map_err(std::io::Error::other)
         .and_then(|s| s.into_std());
     let done = tokio::task::spawn_blocking(move || -> Result<Summary, Failed> {
         let stream = stream.map_err(Failed::Socket)?;
@@ -52,7 +52,10 @@ pub(super) async fn answer(
         let snapshot = match snapshot.and_then(|b| b.snapshot()) {
             Ok(s) => s,
             Err(e) => {
-                answer_line(&mut out, &Answer::Err(e.to_string()))?;
+                answer_line(
+                    &mut out,
+                    &Answer::Err(crate::display::Causes(&e).to_string()),
+                )?;
                 out.flush().map_err(Failed::Socket)?;
                 return Err(e.into());
             }
@@ -72,9 +75,13 @@ pub(super) async fn answer(
         ),
         Ok(Err(e)) => tracing::error!(
             actor,
-            error = e.to_string(),
+            error = crate::display::Causes(&e).to_string(),
             "a backup through the admin socket failed"
         ),
-        Err(e) => tracing::error!(actor, error = e.to_string(), "the backup task failed"),
+        Err(e) => tracing::error!(
+            actor,
+            error = crate::display::Causes(&e).to_string(),
+            "the backup task failed"
+        ),
     }
 }

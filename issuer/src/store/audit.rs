@@ -98,7 +98,7 @@ pub struct AuditEvent {
     pub at: u64,
     /// Who: the operating-system user of an admin command, or the client of a request.
     pub actor: String,
-    /// What.
+    /// What was done ([`AuditAction`]).
     pub action: AuditAction,
     /// To what: a client id, a user name, `keys`, a token family.
     pub target: String,

@@ -23,6 +23,12 @@ pub enum KekError {
     /// The file fails the check of secret files, or could not be read.
     #[error(transparent)]
     File(#[from] crate::secret_file::FileError),
+    /// No KEK file was named, and the PostgreSQL store needs one.
+    #[error(
+        "the PostgreSQL store needs --kek-file (env ISSUER_KEK_FILE): the key that seals \
+         signing keys and the hash key in the database"
+    )]
+    NotGiven,
     /// The file holds too little.
     #[error("the key-encryption key file {0} holds fewer than {MIN_KEK_FILE_BYTES} bytes")]
     TooShort(String),

@@ -1,7 +1,7 @@
 //! Where the state lives, as `--store` names it: `redb:DIR` (the embedded default; `--data-dir DIR`
 //! says the same) or a PostgreSQL URL, and opening it.
 
-use super::kek::Kek;
+use super::kek::{Kek, KekError};
 use super::postgres::{ConnectOptions, PgStore};
 use super::{OpenError, RefreshPolicy};
 use std::path::{Path, PathBuf};
@@ -54,11 +54,7 @@ impl Location {
     /// `previous_file` during a KEK rotation.
     fn kek(kek_file: Option<&Path>, previous_file: Option<&Path>) -> Result<Kek, OpenError> {
         let Some(kek_file) = kek_file else {
-            return Err(OpenError::Kek(
-                "the PostgreSQL store needs --kek-file (env ISSUER_KEK_FILE): the key that seals \
-                 signing keys and the hash key in the database"
-                    .into(),
-            ));
+            return Err(OpenError::Kek(KekError::NotGiven));
         };
         let kek = Kek::from_file(kek_file)?;
         Ok(match previous_file {

@@ -38,7 +38,9 @@ pub use accounts::{
 };
 pub use audit::{AuditAction, AuditEvent};
 pub use edges::EdgeReport;
-pub use error::{ConnectionFault, OpenError, StoreError};
+pub use error::{
+    ConnectionFault, DiskFault, DriverError, OpenError, Redacted, StoreError, Unreachable,
+};
 pub use keys::{
     KeyInfo, KeyState, PromoteOutcome, Promotion, RetireOutcome, Rotated, RotationPlan, HELD,
     KEY_RETIRE_MARGIN,

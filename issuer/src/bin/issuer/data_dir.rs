@@ -1,16 +1,16 @@
-//! Where the commands find the store: `--data-dir`, `--store` and the PostgreSQL store's files,
-//! global flags of every command that opens it, or the same keys of the configuration file
-//! (`--config`, [`ConfigArg`]).
+//! Where the commands find the store: `--data-dir`, `--store` and the PostgreSQL store's files
+//! ([`DataDir`], flattened into the arguments of every command that opens the store, global to
+//! its own subcommands), or the same keys of the configuration file (the global `--config`).
 //!
-//! Only `issuer serve` and `issuer init` create a data dir (its hash key and first signing
-//! key): every other command finds one there or fails naming where it looked, and none has a
-//! default location (`serve` alone defaults to [`SERVE_DEFAULT`]).
+//! Only `issuer serve` and `issuer init` (`commands/init.rs`) create a data dir (its hash key
+//! and first signing key): every other command finds one there or fails naming where it looked,
+//! and none has a default location (`serve` alone defaults to [`SERVE_DEFAULT`]).
 
 use crate::admin::block_on;
 use clap::Args;
 use issuer::app::now;
 use issuer::store::postgres::PgStore;
-use issuer::store::redb::{RedbFile, DB_FILE, HASH_KEY_FILE};
+use issuer::store::redb::{DB_FILE, HASH_KEY_FILE};
 use issuer::store::{HashKeyed, Location, PgFiles, RefreshPolicy};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,17 +19,6 @@ use zeroize::Zeroizing;
 /// The data dir of `issuer serve` when neither a flag, the environment nor the file names a
 /// store.
 pub const SERVE_DEFAULT: &str = "./issuer-data";
-
-/// The configuration file of an admin command: where the store is (`data_dir`, `store`,
-/// `kek_file`, …) and what else the command takes of `serve`'s options.
-#[derive(Args, Clone)]
-pub struct ConfigArg {
-    /// The configuration file of `issuer serve` (see docs/issuer.md): the command finds the
-    /// store there (`data_dir`, `store`, `kek_file`, …); a flag or an environment variable
-    /// overrides it.
-    #[arg(long, env = "ISSUER_CONFIG", global = true)]
-    config: Option<PathBuf>,
-}
 
 /// Why a command has no store to work on.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +41,7 @@ pub enum Missing {
     Unreadable { dir: String, source: std::io::Error },
 }
 
+/// The flags that name the store and the files a PostgreSQL store needs.
 #[derive(Args, Clone, PartialEq)]
 pub struct DataDir {
     /// Data dir of the embedded store (made by `issuer serve` or `issuer init`: 0700, database
@@ -133,7 +123,7 @@ impl DataDir {
 }
 
 /// Fails unless `dir` holds the embedded store's database, naming it.
-fn existing(dir: &Path) -> Result<(), Missing> {
+pub fn existing(dir: &Path) -> Result<(), Missing> {
     let name = || dir.display().to_string();
     match dir.join(DB_FILE).try_exists() {
         Ok(true) => Ok(()),
@@ -143,30 +133,6 @@ fn existing(dir: &Path) -> Result<(), Missing> {
             source,
         }),
     }
-}
-
-/// `issuer init`: creates the store named (a data dir with its hash key and first signing key;
-/// on PostgreSQL, the schema and sealed keys), or says it exists.
-pub fn init(args: &DataDir) -> anyhow::Result<()> {
-    match args.target()? {
-        Location::Redb(dir) => {
-            if existing(&dir).is_ok() {
-                println!("{} is a data dir already; nothing changed", dir.display());
-                return Ok(());
-            }
-            issuer::store::redb::owner::check_data_dir(&dir)?;
-            drop(RedbFile::open(&dir, now())?);
-            println!(
-                "created the data dir {} (hash key and first signing key)",
-                dir.display()
-            );
-        }
-        Location::Postgres(url) => {
-            block_on(args.connect(&url))??;
-            println!("the PostgreSQL store is ready");
-        }
-    }
-    Ok(())
 }
 
 /// The hash key of the store: from the data dir's file (without opening the database, which the

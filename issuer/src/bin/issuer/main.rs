@@ -1,17 +1,29 @@
 //! `issuer`: the token server (`issuer serve`) and its administration (`issuer client|user|keys`,
 //! `issuer apply`, `issuer directory`, `issuer dpop`, `issuer audit`, `issuer backup|restore`, `issuer init`).
-//! This file parses the command line, with the configuration file's options as defaults of any
-//! subcommand's ([`issuer::config::parse_args`]), and dispatches; each subcommand is a module of
-//! `commands/`.
+//! This file parses the command line, with the configuration file of the global `--config` as
+//! the defaults of any subcommand's options ([`issuer::config::parse_args`]), and hands it to
+//! the subcommand; each subcommand is a module of `commands/` that owns its arguments and runs.
 
 mod admin;
 mod commands;
 mod data_dir;
 mod out;
 
-use clap::{Parser, Subcommand};
-use commands::{apply, audit, backup, client, directory, dpop, edges, keys, serve, user};
-use data_dir::{ConfigArg, DataDir};
+use clap::Parser;
+use commands::{serve, Command};
+use issuer::config::{ConfigError, ConfigFile, FileUse};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The subcommands that take no configuration file: `--config` (or `ISSUER_CONFIG`) is not read
+/// for them.
+const WITHOUT_FILE: &[&str] = &["dpop"];
+
+/// How `issuer` uses its configuration file: the keys are `serve`'s options.
+const FILE_USE: FileUse<'static> = FileUse {
+    keys_of: "serve",
+    not_for: WITHOUT_FILE,
+};
 
 #[derive(Parser)]
 #[command(
@@ -20,137 +32,71 @@ use data_dir::{ConfigArg, DataDir};
     about = "OAuth 2.0 token issuer of the media management service"
 )]
 struct Cli {
+    #[command(flatten)]
+    config: ConfigArg,
     #[command(subcommand)]
-    command: Top,
+    command: Command,
 }
 
-#[derive(Subcommand)]
-enum Top {
-    /// Run the token server (it creates its data dir on first start).
-    Serve(Box<serve::Serve>),
-    /// Create the store (a data dir, or the PostgreSQL schema) with its hash key and first
-    /// signing key, for admin commands run before the first `serve`; a store there is left as is.
-    Init {
-        #[command(flatten)]
-        dir: DataDir,
-        #[command(flatten)]
-        config: ConfigArg,
-    },
-    /// Manage clients.
-    Client {
-        #[command(subcommand)]
-        cmd: client::ClientCmd,
-        #[command(flatten)]
-        dir: DataDir,
-        #[command(flatten)]
-        config: ConfigArg,
-    },
-    /// Manage users of the password grant.
-    User {
-        #[command(subcommand)]
-        cmd: user::UserCmd,
-        #[command(flatten)]
-        dir: DataDir,
-        #[command(flatten)]
-        config: ConfigArg,
-    },
-    /// Make the store's clients and local users match a TOML file (docs/operate.md).
-    Apply {
-        #[command(flatten)]
-        args: apply::ApplyArgs,
-        #[command(flatten)]
-        dir: DataDir,
-        #[command(flatten)]
-        config: ConfigArg,
-    },
-    /// Manage token signing keys.
-    Keys {
-        #[command(subcommand)]
-        cmd: keys::KeysCmd,
-        #[command(flatten)]
-        dir: DataDir,
-        #[command(flatten)]
-        config: ConfigArg,
-    },
-    /// List the edges (Envoy filter VMs with edge sync) and what each holds.
-    Edges {
-        /// One JSON object per edge and line.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        dir: DataDir,
-        #[command(flatten)]
-        config: ConfigArg,
-    },
-    /// Make a DPoP key and proofs, as a client does (for scripts and curl; docs/dpop.md).
-    #[command(subcommand)]
-    Dpop(dpop::DpopCmd),
-    /// Diagnose the `[directory]` of a configuration file.
-    #[command(subcommand)]
-    Directory(directory::DirectoryCmd),
-    /// Print the audit trail: administrative changes and security events.
-    Audit(audit::AuditArgs),
-    /// Write a consistent copy of the store to one file: a running issuer's data dir through its
-    /// admin socket, a stopped data dir's, or a PostgreSQL store's (--store URL --kek-file FILE),
-    /// which `issuer restore` makes a data dir of (docs/operate.md).
-    Backup {
-        #[command(flatten)]
-        args: backup::BackupArgs,
-        #[command(flatten)]
-        dir: DataDir,
-        #[command(flatten)]
-        config: ConfigArg,
-    },
-    /// Make a new data dir (absent or empty) of a backup, or fill an empty PostgreSQL database
-    /// with it (--store URL --kek-file FILE): the move to PostgreSQL (docs/operate.md).
-    Restore {
-        #[command(flatten)]
-        args: backup::RestoreArgs,
-        #[command(flatten)]
-        dir: DataDir,
-        #[command(flatten)]
-        config: ConfigArg,
-    },
+/// The configuration file, a global flag of every subcommand: `serve`'s options and the
+/// `[directory]` table. `serve` runs with it, an admin command finds the store there, `directory`
+/// diagnoses its `[directory]`.
+#[derive(clap::Args, Clone)]
+pub struct ConfigArg {
+    /// A TOML file with options of `serve` under their flag names, `_` for `-` (a flag or an
+    /// environment variable overrides the file), and the `[directory]` table (see
+    /// docs/issuer.md). An admin command finds the store there (`data_dir`, `store`, `kek_file`,
+    /// …).
+    #[arg(long, env = "ISSUER_CONFIG", global = true)]
+    config: Option<PathBuf>,
 }
 
-fn main() -> std::process::ExitCode {
-    let result = issuer::config::parse_args::<Cli>(std::env::args_os().collect(), "serve")
-        .map_err(anyhow::Error::from)
-        .and_then(run);
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("issuer: {}", issuer::display::lines(&format!("{e:#}")));
-            std::process::ExitCode::FAILURE
-        }
+impl ConfigArg {
+    /// The file named, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.config.as_deref()
     }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<_> = std::env::args_os().collect();
+    let parsed = match issuer::config::parse_args::<Cli>(&args, &FILE_USE) {
+        Ok(parsed) => parsed,
+        // `--help`, `--version` and a command line clap refuses: printed and exited as clap
+        // does (0, or 2).
+        Err(ConfigError::CommandLine(e)) => e.exit(),
+        Err(e) => return failed(&e.into()),
+    };
+    match run(parsed) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => match e.downcast_ref::<clap::Error>() {
+            Some(usage) => usage.exit(),
+            None => failed(&e),
+        },
+    }
+}
+
+/// Prints why `issuer` failed, with its causes.
+fn failed(e: &anyhow::Error) -> ExitCode {
+    eprintln!(
+        "issuer: {}",
+        issuer::display::escape_lines(&format!("{e:#}"))
+    );
+    ExitCode::FAILURE
 }
 
 /// `issuer serve`'s command line parsed again, with its configuration file as it is now (a
 /// reload).
 fn reparse_serve() -> anyhow::Result<serve::Serve> {
     let args: Vec<_> = std::env::args_os().collect();
-    let (cli, file) = issuer::config::reparse_args::<Cli>(&args, "serve")?;
+    let (cli, file) = issuer::config::reparse_args::<Cli>(&args, &FILE_USE)?;
     match cli.command {
-        Top::Serve(s) => serve::with_file(*s, file),
+        Command::Serve(s) => serve::with_file(*s, file),
         _ => anyhow::bail!("the command line is no longer `issuer serve`"),
     }
 }
 
 /// Runs the command line, with the configuration file if it names one.
-fn run((cli, file): (Cli, Option<issuer::config::ConfigFile>)) -> anyhow::Result<()> {
-    match cli.command {
-        Top::Serve(s) => serve::run(*s, file, reparse_serve),
-        Top::Init { dir, .. } => data_dir::init(&dir),
-        Top::Directory(cmd) => directory::run(cmd),
-        Top::Dpop(cmd) => dpop::run(cmd),
-        Top::Edges { json, dir, .. } => edges::run(&dir, json),
-        Top::Audit(args) => audit::run(&args),
-        Top::Backup { args, dir, .. } => backup::backup(&args, &dir),
-        Top::Restore { args, dir, .. } => backup::restore(&args, &dir),
-        Top::Client { cmd, dir, .. } => client::run(cmd, &dir),
-        Top::User { cmd, dir, .. } => user::run(cmd, &dir),
-        Top::Apply { args, dir, .. } => apply::run(args, &dir),
-        Top::Keys { cmd, dir, .. } => keys::run(cmd, &dir),
-    }
+fn run((cli, file): (Cli, Option<ConfigFile>)) -> anyhow::Result<()> {
+    cli.command.run(&cli.config, file, reparse_serve)
 }

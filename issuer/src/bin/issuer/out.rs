@@ -1,6 +1,7 @@
 //! The command line's standard output (part of the `issuer` binary). Every output that may hold
-//! a name someone else chose goes through here, text through [`issuer::display::lines`] and JSON
-//! through [`issuer::display::json`], so no such name prints a line break or a bidi control raw.
+//! a name someone else chose goes through here, text through [`issuer::display::escape_lines`]
+//! and JSON through [`issuer::display::escape_json`], so no such name prints a line break or a
+//! bidi control raw.
 
 use issuer::display;
 use serde::Serialize;
@@ -15,7 +16,7 @@ fn write(s: &str) -> anyhow::Result<()> {
 
 /// Text output, its lines ended by `\n`.
 pub fn text(s: &str) -> anyhow::Result<()> {
-    write(&display::lines(s))
+    write(&display::escape_lines(s))
 }
 
 /// One line of text output.
@@ -25,7 +26,7 @@ pub fn line(s: &str) -> anyhow::Result<()> {
 
 /// Serialized JSON output (a document, or JSON lines ended by `\n`).
 pub fn json(s: &str) -> anyhow::Result<()> {
-    write(&display::json(s))
+    write(&display::escape_json(s))
 }
 
 /// One line of JSON output.

@@ -1,7 +1,7 @@
 //! The connection settings of the pool: the URL, the password from a file, and what every
 //! session starts with.
 
-use crate::store::OpenError;
+use crate::store::{OpenError, Redacted};
 use zeroize::Zeroizing;
 
 /// How to reach the database beyond its URL.
@@ -23,9 +23,8 @@ pub(super) fn pool_config(
     url: &str,
     password: Option<Zeroizing<Vec<u8>>>,
 ) -> Result<tokio_postgres::Config, OpenError> {
-    let mut config: tokio_postgres::Config = url
-        .parse()
-        .map_err(|_| OpenError::Config("the PostgreSQL URL does not parse".into()))?;
+    let mut config: tokio_postgres::Config =
+        url.parse().map_err(|e| OpenError::Url(Redacted::new(e)))?;
     if let Some(password) = password {
         if config.get_password().is_some() {
             return Err(OpenError::Config(
@@ -72,5 +71,26 @@ mod tests {
         let both = pool_config("postgres://app:other@127.0.0.1/postgres", pw()).unwrap_err();
         assert!(both.to_string().contains("use one"), "{both}");
         assert!(!both.to_string().contains("other"), "{both}");
+    }
+
+    #[test]
+    fn a_url_that_does_not_parse_keeps_its_cause_but_never_shows_it() {
+        use std::error::Error as _;
+        let url = "postgres://app:s3cret@127.0.0.1:notaport/postgres";
+        let e = pool_config(url, None).unwrap_err();
+        let OpenError::Url(cause) = &e else {
+            panic!("{e:?}");
+        };
+        assert!(
+            cause.inner().to_string().contains("invalid"),
+            "a typed cause"
+        );
+        let told = crate::display::Causes(&e).to_string();
+        assert!(told.contains("does not parse"), "{told}");
+        assert!(
+            !told.contains("s3cret") && !format!("{e:?}").contains("s3cret"),
+            "{told}"
+        );
+        assert!(e.source().is_some());
     }
 }

@@ -2,7 +2,7 @@
 //! lost race to run again, a failover that spoils the connection (dropped, never reused), the
 //! database unreachable, or a fault to report.
 
-use crate::store::{ConnectionFault, StoreError};
+use crate::store::{ConnectionFault, DriverError, StoreError, Unreachable};
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio_postgres::error::SqlState;
 
@@ -36,25 +36,51 @@ fn class_of(code: &SqlState) -> Class {
     }
 }
 
-/// A database failure, classified: worth another attempt, the connection spoiled by a failover,
-/// the database unreachable, or another.
+/// What an error without a SQLSTATE says, by what it is: the connection closed, an I/O error
+/// in its causes, or no cause at all (a timeout, an answer the driver could not read) mean the
+/// database cannot be reached now; any other cause is a setting the driver refused before
+/// asking the server (a password missing, no host): no retry helps. Never by the error's text.
+fn class_without_code(closed: bool, cause: Option<&(dyn std::error::Error + 'static)>) -> Class {
+    let mut io = false;
+    let mut next = cause;
+    while let Some(c) = next {
+        io |= c.is::<std::io::Error>();
+        next = c.source();
+    }
+    if closed || io || cause.is_none() {
+        Class::Unavailable
+    } else {
+        Class::Other
+    }
+}
+
+/// A database failure, classified by its SQLSTATE or, without one, by the type of its causes:
+/// worth another attempt, the connection spoiled by a failover, the database unreachable, or
+/// another. The driver's error is kept as the source.
 pub(crate) fn classify(e: tokio_postgres::Error) -> StoreError {
-    match e.code() {
-        Some(c) => match class_of(c) {
-            Class::Contention => StoreError::Contention,
-            Class::Failover(fault) => StoreError::Failover(fault, describe(&e)),
-            Class::Unavailable => StoreError::Unavailable(describe(&e)),
-            Class::Other => StoreError::Postgres {
-                code: Some(c.clone()),
-                message: describe(&e),
-            },
+    let class = match e.code() {
+        Some(code) => class_of(code),
+        None => class_without_code(e.is_closed(), std::error::Error::source(&e)),
+    };
+    let code = e.code().cloned();
+    let e = DriverError::new(e);
+    match class {
+        Class::Contention => StoreError::Contention,
+        Class::Failover(fault) => StoreError::Failover(fault, e),
+        Class::Unavailable => StoreError::Unavailable(Unreachable::Driver(e)),
+        Class::Other => StoreError::Postgres {
+            code,
+            source: Some(e),
         },
-        // A setting the server needs is missing (a password): no retry helps.
-        None if e.to_string() == "invalid configuration" => StoreError::Postgres {
-            code: None,
-            message: describe(&e),
-        },
-        None => StoreError::Unavailable(describe(&e)),
+    }
+}
+
+/// The pool's failure to give a connection: the driver's error classified, or the pool's own
+/// (no connection within its wait, the pool closed), the database unreachable.
+pub(crate) fn classify_pool(e: deadpool_postgres::PoolError) -> StoreError {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => classify(e),
+        other => StoreError::Unavailable(Unreachable::Pool(other)),
     }
 }
 
@@ -95,38 +121,11 @@ impl LostStatements {
         if now < self.until.load(Ordering::Relaxed) {
             return Err(StoreError::Postgres {
                 code: Some(SqlState::INVALID_SQL_STATEMENT_NAME),
-                message: format!("26000: prepared statements went missing{POOLER_HINT}"),
+                source: None,
             });
         }
         Ok(())
     }
-}
-
-/// Said after a prepared statement of this connection went missing: what causes that.
-const POOLER_HINT: &str = " (the connection's prepared statements are gone: is this a pooler in \
-     transaction mode that does not keep them, PgBouncer before 1.21 or without \
-     max_prepared_statements? See docs/deploy-postgres.md, \"A pooler in front\")";
-
-/// The error with its causes (tokio-postgres says only "invalid configuration" or "error
-/// connecting to server" and keeps what is wrong in the source): "invalid configuration: password
-/// missing". A password is never part of either.
-fn describe(e: &tokio_postgres::Error) -> String {
-    let mut text = match e.as_db_error() {
-        Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => e.to_string(),
-    };
-    if e.code() == Some(&SqlState::INVALID_SQL_STATEMENT_NAME) {
-        text.push_str(POOLER_HINT);
-    }
-    if e.as_db_error().is_none() {
-        let mut source = std::error::Error::source(e);
-        while let Some(cause) = source {
-            text.push_str(": ");
-            text.push_str(&cause.to_string());
-            source = cause.source();
-        }
-    }
-    text
 }
 
 #[cfg(test)]
@@ -139,7 +138,7 @@ mod tests {
         assert!(lost.check(100).is_ok());
         lost.note::<()>(&Err(StoreError::Postgres {
             code: Some(SqlState::INVALID_SQL_STATEMENT_NAME),
-            message: "26000".into(),
+            source: None,
         }));
         lost.note::<()>(&Err(StoreError::Contention));
         lost.note(&Ok(()));
@@ -168,13 +167,86 @@ mod tests {
         for code in ["23505", "42P01", "28P01", "42501"] {
             assert_eq!(class(code), Class::Other, "{code}");
         }
-        let read_only = StoreError::Failover(ConnectionFault::ReadOnly, "25006".into());
+        let read_only =
+            StoreError::Failover(ConnectionFault::ReadOnly, DriverError::new(driver_error()));
         assert!(read_only.is_transient());
         let refused = StoreError::Postgres {
             code: Some(SqlState::INVALID_PASSWORD),
-            message: "28P01: password authentication failed".into(),
+            source: None,
         };
         assert!(!refused.is_transient());
         assert_eq!(refused.sql_state(), Some(&SqlState::INVALID_PASSWORD));
+    }
+
+    /// An error of the driver's, as tests can make one (a timeout: no SQLSTATE, no cause).
+    fn driver_error() -> tokio_postgres::Error {
+        tokio_postgres::Error::__private_api_timeout()
+    }
+
+    /// A cause of no type the classification knows, whatever it says.
+    #[derive(Debug)]
+    struct Said(&'static str);
+
+    impl std::fmt::Display for Said {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Said {}
+
+    #[test]
+    fn without_a_sqlstate_the_type_of_the_cause_decides_never_its_text() {
+        // The words tokio-postgres uses for one kind, on a cause of the other, and back.
+        for text in [
+            "invalid configuration",
+            "password missing",
+            "connection refused",
+        ] {
+            let io = std::io::Error::other(text);
+            assert_eq!(class_without_code(false, Some(&io)), Class::Unavailable);
+            let setting = Said(text);
+            assert_eq!(class_without_code(false, Some(&setting)), Class::Other);
+            assert_eq!(class_without_code(true, Some(&setting)), Class::Unavailable);
+        }
+        assert_eq!(class_without_code(false, None), Class::Unavailable);
+        assert!(classify(driver_error()).is_transient());
+    }
+
+    #[test]
+    fn the_driver_error_is_the_source() {
+        use std::error::Error as _;
+        let e = classify(driver_error());
+        assert!(
+            matches!(e, StoreError::Unavailable(Unreachable::Driver(_))),
+            "{e:?}"
+        );
+        let cause = e.source().expect("a source");
+        assert!(cause.is::<Unreachable>(), "{cause:?}");
+        let told = crate::display::Causes(&e).to_string();
+        assert_eq!(
+            told,
+            "the database is unavailable: timeout waiting for server"
+        );
+        let failover = StoreError::Failover(
+            ConnectionFault::ShuttingDown,
+            DriverError::new(driver_error()),
+        );
+        let source = failover
+            .source()
+            .and_then(|s| s.downcast_ref::<DriverError>());
+        assert!(
+            source.is_some_and(|d| d.get().code().is_none()),
+            "{failover:?}"
+        );
+        let lost = StoreError::Postgres {
+            code: Some(SqlState::INVALID_SQL_STATEMENT_NAME),
+            source: Some(DriverError::new(driver_error())),
+        };
+        assert!(lost.source().unwrap().is::<DriverError>());
+        assert!(
+            lost.to_string().contains("max_prepared_statements"),
+            "{lost}"
+        );
     }
 }

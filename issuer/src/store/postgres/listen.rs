@@ -14,7 +14,7 @@
 
 use super::PgStore;
 use crate::store::storage::{ChangeListener, Notice, Notices};
-use crate::store::StoreError;
+use crate::store::{DriverError, StoreError, Unreachable};
 use futures_util::StreamExt as _;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -41,7 +41,8 @@ pub(super) struct ListenTo {
 /// What the task reading the connection passes on.
 enum Heard {
     Notified,
-    Closed(String),
+    /// The connection ended: the driver's error, or none when the server closed it.
+    Closed(Option<tokio_postgres::Error>),
 }
 
 /// A `LISTEN` connection, connected on demand.
@@ -73,8 +74,8 @@ where
                     }
                 }
                 Some(Ok(_)) => {}
-                Some(Err(e)) => break e.to_string(),
-                None => break "the server closed the connection".to_owned(),
+                Some(Err(e)) => break Some(e),
+                None => break None,
             }
         };
         let _ = tx.send(Heard::Closed(why));
@@ -97,6 +98,19 @@ where
     Ok((client, rx))
 }
 
+/// The LISTEN connection cannot serve, for the reason `why`.
+fn unusable(why: &'static str) -> StoreError {
+    StoreError::Unavailable(Unreachable::Listener(why))
+}
+
+/// The LISTEN connection ended: the driver's error, or none when the server closed it.
+fn ended(why: Option<tokio_postgres::Error>) -> StoreError {
+    match why {
+        Some(e) => StoreError::Unavailable(Unreachable::Driver(DriverError::new(e))),
+        None => unusable("the server closed the connection"),
+    }
+}
+
 /// Whether `client`'s server still answers and takes writes (where notifications come from).
 async fn check(client: &Client) -> Result<(), StoreError> {
     let asked = tokio::time::timeout(
@@ -105,7 +119,7 @@ async fn check(client: &Client) -> Result<(), StoreError> {
     );
     let answer = asked
         .await
-        .map_err(|_| StoreError::Unavailable("the LISTEN connection did not answer".into()))??;
+        .map_err(|_| unusable("the LISTEN connection did not answer"))??;
     let writable = answer.iter().any(|m| match m {
         tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0) == Some("off"),
         _ => false,
@@ -113,8 +127,8 @@ async fn check(client: &Client) -> Result<(), StoreError> {
     if writable {
         Ok(())
     } else {
-        Err(StoreError::Unavailable(
-            "the LISTEN connection's server is read-only (a failover)".into(),
+        Err(unusable(
+            "the LISTEN connection's server is read-only (a failover)",
         ))
     }
 }
@@ -129,7 +143,7 @@ impl PgListener {
         };
         let (client, mut heard) = tokio::time::timeout(CHECK_WITHIN, attempt)
             .await
-            .map_err(|_| StoreError::Unavailable("connecting to LISTEN timed out".into()))??;
+            .map_err(|_| unusable("connecting to LISTEN timed out"))??;
         // A notification to itself must come back: through a pooler in transaction mode the
         // LISTEN holds on no session, and nothing would ever be heard.
         client
@@ -137,10 +151,9 @@ impl PgListener {
             .await?;
         match tokio::time::timeout(CHECK_WITHIN, heard.recv()).await {
             Ok(Some(Heard::Notified)) => Ok((client, heard)),
-            _ => Err(StoreError::Unavailable(
+            _ => Err(unusable(
                 "a notification sent on the LISTEN connection never came back (a pooler in \
-                 transaction mode? see --store-listen-url)"
-                    .into(),
+                 transaction mode? see --store-listen-url)",
             )),
         }
     }
@@ -165,8 +178,8 @@ impl ChangeListener for PgListener {
                         }
                         break Ok(Notice::Changed);
                     }
-                    Some(Heard::Closed(why)) => break Err(StoreError::Unavailable(why)),
-                    None => break Err(StoreError::Unavailable("the listener stopped".into())),
+                    Some(Heard::Closed(why)) => break Err(ended(why)),
+                    None => break Err(unusable("the listener stopped")),
                 },
                 () = tokio::time::sleep(CHECK_EVERY) => {
                     if let Err(e) = check(client).await {

@@ -262,7 +262,7 @@ impl PgStore {
             .recycle_timeout(Some(WAIT))
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
-            .map_err(|e| OpenError::Config(e.to_string()))?;
+            .map_err(OpenError::Pool)?;
         let placeholder = HashKey::new(Zeroizing::new([0; 32]));
         let mut store = Self {
             pool,
@@ -294,9 +294,6 @@ impl PgStore {
     }
 
     pub(crate) async fn connection(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        self.pool.get().await.map_err(|e| match e {
-            deadpool_postgres::PoolError::Backend(e) => classify(e),
-            other => StoreError::Unavailable(other.to_string()),
-        })
+        self.pool.get().await.map_err(fault::classify_pool)
     }
 }

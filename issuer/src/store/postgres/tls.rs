@@ -8,7 +8,7 @@ use std::path::Path;
 pub(super) fn connector(
     ca_file: Option<&Path>,
 ) -> Result<tokio_postgres_rustls::MakeRustlsConnect, OpenError> {
-    let config = crate::tls_client::client_config(ca_file, "the database")
-        .map_err(|e| OpenError::Config(format!("{e} (--store-ca-file)")))?;
+    let config =
+        crate::tls_client::client_config(ca_file, "the database").map_err(OpenError::Tls)?;
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }

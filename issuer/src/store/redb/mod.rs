@@ -35,7 +35,7 @@ pub mod sweep;
 pub mod writer;
 
 use super::keys::KeyRecord;
-use super::{OpenError, RefreshPolicy, StoreError};
+use super::{DiskFault, OpenError, RefreshPolicy, StoreError};
 use crate::secrets::{self, HashKey};
 use redb::{Database, ReadableDatabase, ReadableTableMetadata, TableDefinition};
 pub use refresh::{FamilyDone, FamilyOp};
@@ -81,8 +81,8 @@ pub const HASH_KEY_FILE: &str = "hash.key";
 /// database is reopened) is [`StoreError::Disk`].
 fn from_redb(e: redb::Error) -> StoreError {
     match e {
-        redb::Error::Io(io) => StoreError::Disk(io.to_string()),
-        redb::Error::PreviousIo => StoreError::Disk("an earlier write failed".into()),
+        redb::Error::Io(io) => StoreError::Disk(DiskFault::Io(io)),
+        redb::Error::PreviousIo => StoreError::Disk(DiskFault::EarlierWrite),
         other => StoreError::Redb(other),
     }
 }
@@ -229,7 +229,7 @@ impl RedbFile {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
-            .ok_or_else(|| StoreError::Disk("the database is being reopened".into()))
+            .ok_or(StoreError::Disk(DiskFault::Reopening))
     }
 
     fn reopen(&self) -> Result<(), StoreError> {
@@ -249,11 +249,9 @@ impl RedbFile {
                 tracing::warn!("the database was reopened after a failed write");
                 Ok(())
             }
-            Err(OpenError::Locked) => Err(StoreError::Disk(
-                "the database is still closing after a failed write".into(),
-            )),
+            Err(OpenError::Locked) => Err(StoreError::Disk(DiskFault::StillClosing)),
             Err(OpenError::Store(e)) => Err(e),
-            Err(e) => Err(StoreError::Disk(e.to_string())),
+            Err(e) => Err(StoreError::Disk(DiskFault::Reopen(Box::new(e)))),
         }
     }
 

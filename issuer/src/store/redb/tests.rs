@@ -361,3 +361,26 @@ fn edges_filed_by_node_and_vm_are_filed_again() {
     assert_eq!(keys, [report(0).key()]);
     assert_eq!(s.edges().unwrap(), [report(1_010)], "first seen at 900");
 }
+
+#[test]
+fn a_redb_error_is_the_source_of_the_store_error() {
+    use std::error::Error as _;
+    // ENOSPC: the disk is full.
+    let e = from_redb(redb::Error::Io(std::io::Error::from_raw_os_error(28)));
+    assert!(e.is_transient(), "{e:?}");
+    let fault = e.source().and_then(|c| c.downcast_ref::<DiskFault>());
+    assert!(
+        matches!(fault, Some(DiskFault::Io(io)) if io.raw_os_error() == Some(28)),
+        "{fault:?}"
+    );
+    let other = from_redb(redb::Error::DatabaseAlreadyOpen);
+    assert!(!other.is_transient());
+    let source = other.source().expect("a source");
+    assert!(
+        matches!(
+            source.downcast_ref::<redb::Error>(),
+            Some(redb::Error::DatabaseAlreadyOpen)
+        ),
+        "{source:?}"
+    );
+}

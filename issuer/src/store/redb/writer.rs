@@ -12,7 +12,8 @@
 use super::journal::MERGE_EVERY;
 use super::refresh::{FamilyDone, FamilyOp};
 use super::RedbFile;
-use crate::store::{FamilyRevocation, RefreshPolicy, RotateOutcome, StoreError};
+use crate::display::Causes;
+use crate::store::{DiskFault, FamilyRevocation, RefreshPolicy, RotateOutcome, StoreError};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Instant;
@@ -177,7 +178,7 @@ fn merge(store: &RedbFile) {
             store.mark_failed();
         }
         tracing::error!(
-            error = e.to_string(),
+            error = Causes(&e).to_string(),
             "merging the refresh journal failed; it stays in the journal and is tried again"
         );
     }
@@ -212,7 +213,7 @@ fn run(store: &RedbFile, policy: &RefreshPolicy, queue: &mpsc::Receiver<Job>) {
         if store.database().is_ok() && store.journal_stale() {
             if let Err(e) = store.load_journal() {
                 tracing::error!(
-                    error = e.to_string(),
+                    error = Causes(&e).to_string(),
                     "reading the refresh journal back failed"
                 );
             }
@@ -247,21 +248,24 @@ fn commit(store: &RedbFile, policy: &RefreshPolicy, batch: Vec<Pending>) {
         }
         Err(e) => {
             tracing::error!(
-                error = e.to_string(),
+                error = Causes(&e).to_string(),
                 batch = replies.len(),
                 "refresh batch failed; nothing of it was committed"
             );
-            let message = e.to_string();
-            let disk = matches!(e, StoreError::Disk(_));
-            if disk {
-                store.mark_failed();
-            }
+            // One failure, shared by every operation of the batch.
+            let shared: Box<dyn Fn() -> StoreError> = match e {
+                StoreError::Disk(fault) => {
+                    store.mark_failed();
+                    let fault = Arc::new(fault);
+                    Box::new(move || StoreError::Disk(DiskFault::Batch(fault.clone())))
+                }
+                other => {
+                    let other = Arc::new(other);
+                    Box::new(move || StoreError::Batch(other.clone()))
+                }
+            };
             for reply in replies {
-                reply.send(Err(if disk {
-                    StoreError::Disk(message.clone())
-                } else {
-                    StoreError::Batch(message.clone())
-                }));
+                reply.send(Err(shared()));
             }
         }
     }

@@ -32,6 +32,8 @@ pub struct ApplyArgs {
     /// Also remove the clients and local users the file does not name.
     #[arg(long)]
     prune: bool,
+    #[command(flatten)]
+    dir: DataDir,
 }
 
 /// One planned change: its line in the plan, and what does it.
@@ -48,7 +50,8 @@ enum Change {
 }
 
 /// `issuer apply`.
-pub fn run(args: ApplyArgs, dir: &DataDir) -> anyhow::Result<()> {
+pub fn run(args: ApplyArgs) -> anyhow::Result<()> {
+    let dir = &args.dir;
     let declared = read(&args.file)?;
     let session = Session::open(&dir.location()?, &dir.pg_files())?;
     let clients = match session.run(&Command::ClientList)? {
@@ -175,7 +178,7 @@ fn plan(
             Some(old) if old.directory => {
                 eprintln!(
                     "user {}: a directory user, left alone",
-                    issuer::display::text(&u.name)
+                    issuer::display::escape_text(&u.name)
                 );
             }
             Some(old) => changes.extend(user_changes(u, &old)),

@@ -25,8 +25,6 @@ pub struct AuditArgs {
     json: bool,
     #[command(flatten)]
     dir: DataDir,
-    #[command(flatten)]
-    config: crate::data_dir::ConfigArg,
 }
 
 /// Prints the audit trail: from the running server's socket on the embedded store (or the data
@@ -67,17 +65,17 @@ fn json_line(e: &AuditEvent) -> String {
     .to_string()
 }
 
-/// One event as text: the actor and the target escaped ([`display::text`]), the values as JSON
-/// ([`display::json`]), so no name someone chose forges a line.
+/// One event as text: the actor and the target escaped ([`display::escape_text`]), the values
+/// as JSON ([`display::escape_json`]), so no name someone chose forges a line.
 fn text_line(e: &AuditEvent) -> String {
     format!(
         "{} {} {} {}: {} -> {}",
         rfc3339(e.at),
-        display::text(&e.actor),
+        display::escape_text(&e.actor),
         e.action.as_str(),
-        display::text(&e.target),
-        display::json(&e.before.to_string()),
-        display::json(&e.after.to_string())
+        display::escape_text(&e.target),
+        display::escape_json(&e.before.to_string()),
+        display::escape_json(&e.after.to_string())
     )
 }
 

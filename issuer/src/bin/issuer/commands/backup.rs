@@ -1,8 +1,8 @@
-//! `issuer backup` and `issuer restore` (part of the `issuer` binary): a consistent copy of the
-//! store in one file, taken through the running server's admin socket, from a stopped data dir, or
-//! from a PostgreSQL store; and a new data dir, or an empty PostgreSQL database, made of one
-//! (docs/operate.md, "Backup and restore" and "Moving to PostgreSQL"; the format in
-//! `issuer::store::backup`, what moves in `issuer::store::contents`).
+//! `issuer backup` (part of the `issuer` binary): a consistent copy of the store in one file,
+//! taken through the running server's admin socket, from a stopped data dir, or from a
+//! PostgreSQL store, which `issuer restore` (`restore.rs`) makes a data dir or fills an empty
+//! PostgreSQL database with (docs/operate.md, "Backup and restore" and "Moving to PostgreSQL";
+//! the format in `issuer::store::backup`, what moves in `issuer::store::contents`).
 //!
 //! The command line writes the backup file itself, as the user who runs it: reaching the admin
 //! socket (0600 in the 0700 data dir) takes the server's user or root, and the file is theirs,
@@ -39,19 +39,13 @@ pub struct BackupArgs {
     /// signing keys and hash key included (opened with --kek-file), in the data dir's format.
     #[arg(long)]
     to: PathBuf,
-}
-
-#[derive(Args)]
-pub struct RestoreArgs {
-    /// The backup file, as `issuer backup` wrote it (of a data dir or of a PostgreSQL store).
-    /// Restored into --data-dir (absent or empty), or with --store postgres://… into an empty
-    /// database, its secrets sealed under --kek-file, in one transaction.
-    #[arg(long)]
-    from: PathBuf,
+    #[command(flatten)]
+    dir: DataDir,
 }
 
 /// `issuer backup --to FILE`.
-pub fn backup(args: &BackupArgs, dir: &DataDir) -> anyhow::Result<()> {
+pub fn run(args: &BackupArgs) -> anyhow::Result<()> {
+    let dir = &args.dir;
     let location = dir.location()?;
     let file = new_backup_file(&args.to)?;
     let written = match &location {
@@ -130,7 +124,8 @@ fn backup_postgres(
     ))
 }
 
-fn describe(s: &Summary) -> String {
+/// What a backup holds, as `backup` and `restore` report it.
+pub(super) fn describe(s: &Summary) -> String {
     format!(
         "taken at {}, {} tables, {} records, {} bytes",
         rfc3339(s.taken_at),
@@ -203,53 +198,5 @@ fn receive(mut stream: UnixStream, out: &mut dyn Write) -> anyhow::Result<()> {
         Err(e) => bail!("the server's answer is not understood ({e}); is it an older issuer?"),
     }
     std::io::copy(&mut reader, out).context("receiving the backup from the server")?;
-    Ok(())
-}
-
-/// `issuer restore --from FILE`: a new data dir of the backup, or an empty PostgreSQL database
-/// filled with it.
-pub fn restore(args: &RestoreArgs, dir: &DataDir) -> anyhow::Result<()> {
-    let data = match dir.target()? {
-        Location::Redb(data) => data,
-        Location::Postgres(url) => return restore_postgres(args, dir, &url),
-    };
-    let summary = redb_backup::restore(&args.from, &data).with_context(|| {
-        format!(
-            "restoring {} into {} (nothing was written)",
-            args.from.display(),
-            data.display()
-        )
-    })?;
-    println!(
-        "restored the backup {} ({}) into {}; start `issuer serve` on it",
-        args.from.display(),
-        describe(&summary),
-        data.display()
-    );
-    Ok(())
-}
-
-/// `issuer restore --from FILE --store URL --kek-file FILE`: the backup, read and checked whole,
-/// into the empty database at `url` in one transaction.
-fn restore_postgres(args: &RestoreArgs, dir: &DataDir, url: &str) -> anyhow::Result<()> {
-    let failed = || {
-        format!(
-            "restoring {} into the PostgreSQL store (nothing was restored)",
-            args.from.display()
-        )
-    };
-    let summary = redb_backup::verify(&args.from).with_context(failed)?;
-    let contents = redb_contents::read_backup(&args.from).with_context(failed)?;
-    block_on(async {
-        let store = dir.connect(url).await?;
-        store.import(&contents, now()).await.with_context(failed)
-    })??;
-    println!(
-        "restored the backup {} ({}; {}) into the PostgreSQL store; start `issuer serve` on it \
-         with the same --kek-file",
-        args.from.display(),
-        describe(&summary),
-        contents.describe()
-    );
     Ok(())
 }

@@ -4,11 +4,19 @@
 use crate::admin::{read_secret, run_admin, run_on, unexpected};
 use crate::data_dir::{hash_key, DataDir};
 use crate::out;
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use issuer::admin::input::check_client_id;
 use issuer::admin::{ClientView, Command, NewClient, Reply};
 use issuer::secrets::new_client_secret;
 use issuer::store::{DpopPolicy, GrantKind};
+
+#[derive(Args)]
+pub struct ClientArgs {
+    #[command(subcommand)]
+    cmd: ClientCmd,
+    #[command(flatten)]
+    dir: DataDir,
+}
 
 #[derive(Subcommand)]
 pub enum ClientCmd {
@@ -58,8 +66,10 @@ pub enum ClientCmd {
     Remove { id: String },
 }
 
-pub fn run(cmd: ClientCmd, dir: &DataDir) -> anyhow::Result<()> {
-    let cmd = match cmd {
+/// Runs `issuer client CMD`.
+pub fn run(args: ClientArgs) -> anyhow::Result<()> {
+    let dir = &args.dir;
+    let cmd = match args.cmd {
         ClientCmd::Add {
             id,
             grants,

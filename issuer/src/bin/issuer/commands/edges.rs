@@ -4,10 +4,20 @@
 use crate::admin::{run_on, unexpected};
 use crate::data_dir::DataDir;
 use crate::out;
+use clap::Args;
 use issuer::admin::{Command, EdgeRow, EdgesReport, Reply};
 use issuer::display;
 use issuer::store::edges::MAX_EDGES_PER_CLIENT;
 use std::collections::BTreeSet;
+
+#[derive(Args)]
+pub struct EdgesArgs {
+    /// One JSON object per edge and line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    dir: DataDir,
+}
 
 /// An edge counts as running, and a rotation waits for it, if it polled within this many seconds.
 pub const RECENT: u64 = 30;
@@ -82,10 +92,10 @@ pub(super) fn unlisted(r: &EdgesReport) -> Option<String> {
 }
 
 /// `issuer edges [--json]`: every edge the store holds.
-pub fn run(dir: &DataDir, json: bool) -> anyhow::Result<()> {
-    let r = report(dir)?;
+pub fn run(args: &EdgesArgs) -> anyhow::Result<()> {
+    let r = report(&args.dir)?;
     let newest = r.newest();
-    if json {
+    if args.json {
         for e in &r.edges {
             let mut v = serde_json::to_value(e)?;
             v["holds_newest_key"] = newest.is_some_and(|k| e.report.kids.contains(&k)).into();
@@ -102,10 +112,10 @@ pub fn run(dir: &DataDir, json: bool) -> anyhow::Result<()> {
         };
         out::line(&format!(
             "{:<32} {:<13} {:>4}s {:<17} {:<7} {:>6} {:>7} {:>4}s",
-            display::text(&name(e)),
-            display::text(&e.report.client),
+            display::escape_text(&name(e)),
+            display::escape_text(&e.report.client),
             r.now.saturating_sub(e.report.last_seen),
-            display::text(e.report.keys_version.as_deref().unwrap_or("-")),
+            display::escape_text(e.report.keys_version.as_deref().unwrap_or("-")),
             holds,
             e.report.cursor,
             e.behind,

@@ -8,7 +8,7 @@ use crate::admin::{self, block_on, run_admin, run_on, unexpected};
 use crate::data_dir::DataDir;
 use crate::out;
 use anyhow::bail;
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use issuer::admin::{Command, Reply};
 use issuer::store::{KeyInfo, Location, HELD};
 use std::collections::BTreeSet;
@@ -17,6 +17,14 @@ use std::time::{Duration, Instant};
 /// Seconds `keys rotate` publishes a key before it signs by default: five polls of an edge
 /// with edge sync.
 const ROTATE_DELAY: u64 = 5;
+
+#[derive(Args)]
+pub struct KeysArgs {
+    #[command(subcommand)]
+    cmd: KeysCmd,
+    #[command(flatten)]
+    dir: DataDir,
+}
 
 #[derive(Subcommand)]
 pub enum KeysCmd {
@@ -64,8 +72,9 @@ pub enum KeysCmd {
 }
 
 /// Runs `issuer keys CMD`.
-pub fn run(cmd: KeysCmd, dir: &DataDir) -> anyhow::Result<()> {
-    match cmd {
+pub fn run(args: KeysArgs) -> anyhow::Result<()> {
+    let dir = &args.dir;
+    match args.cmd {
         KeysCmd::List => match run_on(dir, &Command::KeysList)? {
             Reply::Keys(keys) => out::text(&key_table(&keys)),
             other => Err(unexpected(&other)),

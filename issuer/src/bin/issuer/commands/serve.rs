@@ -5,6 +5,8 @@ mod listen;
 mod reload;
 mod store;
 
+pub use reload::Reparse;
+
 use crate::data_dir::DataDir;
 use anyhow::bail;
 use clap::Args;
@@ -23,10 +25,6 @@ use std::sync::Arc;
 
 #[derive(Args, Clone)]
 pub struct Serve {
-    /// A TOML file with options of `serve` under their flag names, `_` for `-` (a flag or an
-    /// environment variable overrides the file), and the `[directory]` table (see docs/issuer.md).
-    #[arg(long, env = "ISSUER_CONFIG")]
-    config: Option<PathBuf>,
     /// The file's `[directory]`, validated at startup: users the store does not hold sign in
     /// with it.
     #[arg(skip)]
@@ -145,7 +143,7 @@ pub enum DpopNonce {
 
 /// `issuer serve`, with the configuration file if it names one; `reparse` reads both again on
 /// SIGHUP.
-pub fn run(s: Serve, file: Option<ConfigFile>, reparse: reload::Reparse) -> anyhow::Result<()> {
+pub fn run(s: Serve, file: Option<ConfigFile>, reparse: Reparse) -> anyhow::Result<()> {
     serve(with_file(s, file)?, reparse)
 }
 
@@ -360,7 +358,7 @@ async fn serve_on(
 async fn ready(mut app: App, directory: Option<Box<DirectoryConfig>>) -> anyhow::Result<App> {
     if let Some(d) = directory {
         tracing::info!(urls = ?d.urls, kind = ?d.kind, "directory sign-in");
-        app = app.with_directory(Arc::new(Directory::new(*d).map_err(anyhow::Error::msg)?));
+        app = app.with_directory(Arc::new(Directory::new(*d)?));
     }
     if let Err(e) = app.probe_store().await {
         tracing::warn!(

@@ -4,10 +4,18 @@
 use crate::admin::{read_secret, run_admin, run_on, unexpected};
 use crate::data_dir::DataDir;
 use crate::out;
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use issuer::admin::input::{check_roles, check_user_name, parse_claim};
 use issuer::admin::{Command, NewUser, Reply};
 use issuer::passwords::hash_password;
+
+#[derive(Args)]
+pub struct UserArgs {
+    #[command(subcommand)]
+    cmd: UserCmd,
+    #[command(flatten)]
+    dir: DataDir,
+}
 
 #[derive(Subcommand)]
 pub enum UserCmd {
@@ -37,8 +45,10 @@ pub enum UserCmd {
     Remove { name: String },
 }
 
-pub fn run(cmd: UserCmd, dir: &DataDir) -> anyhow::Result<()> {
-    let cmd = match cmd {
+/// Runs `issuer user CMD`.
+pub fn run(args: UserArgs) -> anyhow::Result<()> {
+    let dir = &args.dir;
+    let cmd = match args.cmd {
         UserCmd::Add {
             name,
             roles,

@@ -84,7 +84,10 @@ impl Reloader {
         match (self.app.has_directory(), table) {
             (true, Some(config)) => match self.app.replace_directory(*config) {
                 Ok(_) => tracing::info!("[directory] reloaded: servers and settings in force"),
-                Err(e) => tracing::error!(error = e, "[directory] refused; unchanged"),
+                Err(e) => tracing::error!(
+                    error = issuer::display::Causes(&e).to_string(),
+                    "[directory] refused; unchanged"
+                ),
             },
             (false, None) => {}
             (true, None) => {
