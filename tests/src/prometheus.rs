@@ -15,18 +15,12 @@ pub const RULES_DIR: &str = "dist-assets/prometheus";
 
 /// The Prometheus binary from the environment, or why not.
 pub fn binary() -> Result<PathBuf> {
-    let path = std::env::var_os("MMS_PROMETHEUS")
-        .map(PathBuf::from)
-        .context("MMS_PROMETHEUS is not set (run through `cargo xtask test`)")?;
-    if !path.exists() {
-        bail!("MMS_PROMETHEUS={} does not exist", path.display());
-    }
-    Ok(path)
+    crate::env_path("MMS_PROMETHEUS")
 }
 
-/// The Prometheus binary for a test: with `CI` set a missing one fails the test; elsewhere the
-/// test is skipped (`None`).
-pub fn for_test() -> Option<PathBuf> {
+/// The Prometheus binary for a test: a missing one fails the test, saying so
+/// ([`needed_for_test`]).
+pub fn for_test() -> PathBuf {
     needed_for_test(binary())
 }
 

@@ -78,6 +78,7 @@ async fn sigkill_during_refresh_load_loses_no_rotation() {
                 })
             })
             .collect();
+        // A random point of the load to kill at: the thing under test, not a wait.
         tokio::time::sleep(Duration::from_millis(30 + rng.below(300))).await;
         s.kill9();
         stop.store(true, Ordering::Relaxed);

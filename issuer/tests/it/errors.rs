@@ -260,6 +260,7 @@ async fn password_guessing_is_throttled_with_retry_after() {
     assert_eq!(attempt, 6, "five free failures, the sixth sets a wait");
     assert_error(&a, 429, "slow_down");
     let wait: u64 = a.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    let held_at = e2e::unix_now();
     assert!((4..=5).contains(&wait), "{wait}");
     // Even the right password waits while throttled; other users are served.
     let right = [
@@ -269,8 +270,9 @@ async fn password_guessing_is_throttled_with_retry_after() {
     ];
     assert_eq!(post(&s.token_url(), f.app(), &right).await.status, 429);
     assert_eq!(password_grant(&s, &f).await.status, 200);
-    // The back-off is temporary.
-    tokio::time::sleep(Duration::from_secs(wait + 1)).await;
+    // The back-off is temporary: it ends when its Retry-After said (the back-off counts whole
+    // seconds, as the clock reads them).
+    e2e::wait::until_second(held_at + wait).await;
     assert_eq!(post(&s.token_url(), f.app(), &right).await.status, 200);
 }
 
@@ -287,6 +289,15 @@ async fn client_auth_from(s: &Server, from: &str, secret: &str) -> Answer {
         .await
         .unwrap();
     answer(resp).await
+}
+
+/// [`client_auth_from`] again until it is not held (429), which counts nothing: the answer.
+async fn until_not_held(s: &Server, from: &str, secret: &str) -> Answer {
+    let answered = e2e::wait::until_some(e2e::wait::LONG, async || {
+        let a = client_auth_from(s, from, secret).await;
+        (a.status != 429).then_some(a)
+    });
+    answered.await.expect("still held")
 }
 
 fn retry_after(a: &Answer) -> u64 {
@@ -306,12 +317,11 @@ async fn client_authentication_is_throttled_per_address() {
     let a = client_auth_from(&s, guesser, "guess").await;
     assert_error(&a, 429, "slow_down");
     assert_eq!(retry_after(&a), 1);
-    // After the wait, one more failure doubles it.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let a = client_auth_from(&s, guesser, "guess").await;
+    // After the wait (tried until it ends: a try while held is not counted), one more failure
+    // doubles it.
+    let a = until_not_held(&s, guesser, "guess").await;
     assert_error(&a, 401, "invalid_client");
     let a = client_auth_from(&s, guesser, "guess").await;
-    let held_at = std::time::Instant::now();
     assert_error(&a, 429, "slow_down");
     assert_eq!(retry_after(&a), 2);
     // The right secret from the guesser's address waits too, at every endpoint that
@@ -333,8 +343,7 @@ async fn client_authentication_is_throttled_per_address() {
     let a = client_auth_from(&s, guesser, &f.secret).await;
     assert_error(&a, 429, "slow_down");
     // The wait ends: the right secret from the guesser's address works again.
-    tokio::time::sleep(Duration::from_millis(2100).saturating_sub(held_at.elapsed())).await;
-    let a = client_auth_from(&s, guesser, &f.secret).await;
+    let a = until_not_held(&s, guesser, &f.secret).await;
     assert_eq!(a.status, 200, "{}", a.json);
     // An IPv6 address counts by its /64: guesses spread over one /64 are held as one address,
     // and the next /64 is another address.

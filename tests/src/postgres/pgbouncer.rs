@@ -56,11 +56,11 @@ pub struct PgBouncer {
 }
 
 impl PgBouncer {
-    /// A PgBouncer for a test in front of `pg`. A missing PgBouncer fails the test under `CI`;
-    /// elsewhere the test is skipped (`None`).
-    pub fn for_test(pg: &PgCluster, mode: PoolMode) -> Option<Self> {
-        let bin = crate::needed_for_test(find_pgbouncer())?;
-        Some(Self::start(&bin, pg, mode).unwrap_or_else(|e| panic!("{e:#}")))
+    /// A PgBouncer for a test in front of `pg`. A missing PgBouncer fails the test, saying so
+    /// ([`crate::needed_for_test`]).
+    pub fn for_test(pg: &PgCluster, mode: PoolMode) -> Self {
+        let bin = crate::needed_for_test(find_pgbouncer());
+        Self::start(&bin, pg, mode).unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     /// Starts `bin` in front of `pg` in `mode`; returns once it accepts connections.

@@ -21,27 +21,14 @@ pub(crate) struct Js {
     pub(crate) tools: Tools,
 }
 
-pub(crate) fn js() -> Option<Js> {
-    let tools = Tools::for_test()?;
-    let var = |n: &str| {
-        std::env::var_os(n)
-            .map(PathBuf::from)
-            .filter(|p| p.exists())
-    };
-    match (var("MMS_JS_NODE"), var("MMS_JS_WEB"), var("MMS_CHROMIUM")) {
-        (Some(node_pkg), Some(web_pkg), Some(chromium)) => Some(Js {
-            node_pkg,
-            web_pkg,
-            chromium,
-            tools,
-        }),
-        _ if std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0") => {
-            panic!("MMS_JS_NODE, MMS_JS_WEB and MMS_CHROMIUM must name existing paths (run through `cargo xtask test`)")
-        }
-        _ => {
-            eprintln!("SKIPPED: MMS_JS_NODE, MMS_JS_WEB or MMS_CHROMIUM is not set (run through `cargo xtask test`)");
-            None
-        }
+/// The packages, Chromium and the tools, or the test fails saying which is missing.
+pub(crate) fn js() -> Js {
+    let part = |n: &str| e2e::needed_for_test(e2e::env_path(n));
+    Js {
+        node_pkg: part("MMS_JS_NODE"),
+        web_pkg: part("MMS_JS_WEB"),
+        chromium: part("MMS_CHROMIUM"),
+        tools: Tools::for_test(),
     }
 }
 
@@ -141,9 +128,7 @@ pub(crate) async fn fixture(tools: &Tools, dir: &Path) -> Value {
     .await;
     assert!(issuer.stop());
     let exp = token::inspect(&expired).unwrap().exp;
-    while e2e::unix_now() <= exp {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    e2e::wait::until_second(exp + 1).await;
     let tokens: Vec<Value> = [
         ("password", &password),
         ("refreshed", &refreshed),
@@ -174,8 +159,9 @@ pub(crate) async fn fixture(tools: &Tools, dir: &Path) -> Value {
 }
 
 #[tokio::test]
+#[ignore = "needs the JS packages and Chromium: `cargo xtask test` runs it"]
 async fn node_package() {
-    let Some(js) = js() else { return };
+    let js = js();
     let tmp = tempfile::tempdir().unwrap();
     let mut fx = fixture(&js.tools, tmp.path()).await;
     let target = crate::js_dpop::ProofTarget::new(fx["fresh"]["token"].as_str().unwrap());
@@ -299,8 +285,9 @@ pub(crate) fn element_text(dom: &str, id: &str) -> String {
 }
 
 #[tokio::test]
+#[ignore = "needs the JS packages and Chromium: `cargo xtask test` runs it"]
 async fn browser_package() {
-    let Some(js) = js() else { return };
+    let js = js();
     let tmp = tempfile::tempdir().unwrap();
     let fx = fixture(&js.tools, tmp.path()).await;
     let pages = e2e::root().join("tests/js");
