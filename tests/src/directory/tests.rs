@@ -213,6 +213,20 @@ fn samba_dc_binds_over_tls_finds_nested_groups_and_disables_accounts() {
     );
     assert!(e.contains("Invalid credentials (49)"), "{e}");
 
+    step_samba_finds_nested_groups_in_chain(&dc);
+    step_a_disabled_account_cannot_bind(&dc);
+    let pid = dc.pid().unwrap();
+    let dir = ca.parent().and_then(Path::parent).unwrap().to_owned();
+    drop(dc);
+    assert!(!alive(pid), "samba {pid} still runs after drop");
+    assert!(!port_open(636) && !port_open(389));
+    assert!(!dir.exists(), "{} is still there", dir.display());
+}
+
+/// Step: the service account finds alice's entry, and `LDAP_MATCHING_RULE_IN_CHAIN` her nested
+/// groups, as membership changes.
+fn step_samba_finds_nested_groups_in_chain(dc: &SambaDc) {
+    let alice = dc.user_dn("alice");
     let svc = dc.service_client();
     let entry = svc
         .search(
@@ -238,7 +252,14 @@ fn samba_dc_binds_over_tls_finds_nested_groups_and_disables_accounts() {
     assert!(in_chain("all-staff").is_empty());
     dc.add_group_member("media-staff", "alice").unwrap();
     assert_eq!(in_chain("all-staff"), [alice.as_str()]);
+}
 
+/// Step: a disabled account cannot bind (`data 533`), and binds again once enabled.
+fn step_a_disabled_account_cannot_bind(dc: &SambaDc) {
+    let (ca, alice) = (dc.ca_file(), dc.user_dn("alice"));
+    let password = dc.password("alice");
+    let ldaps = || LdapClient::new(&dc.ldaps_url(), &ca);
+    let svc = dc.service_client();
     let uac = || {
         let ldif = svc
             .search(
@@ -264,11 +285,4 @@ fn samba_dc_binds_over_tls_finds_nested_groups_and_disables_accounts() {
     );
     dc.enable_user("alice").unwrap();
     ldaps().bind(&alice, password).check_bind().unwrap();
-
-    let pid = dc.pid().unwrap();
-    let dir = ca.parent().and_then(Path::parent).unwrap().to_owned();
-    drop(dc);
-    assert!(!alive(pid), "samba {pid} still runs after drop");
-    assert!(!port_open(636) && !port_open(389));
-    assert!(!dir.exists(), "{} is still there", dir.display());
 }
