@@ -349,9 +349,33 @@ async fn changed_then_pruned(dir: &Path, store: &[String], s: &Server, file: &Pa
 fn broken_files(dir: &Path, store: &[String], tmp: &Path) {
     let before = state(dir, store);
     let good = "[[user]]\nname = \"new-one\"\n\n";
+    let [short, repeated, open] = bad_secret_files(tmp);
     let weak = bcrypt::hash("pw", 4).unwrap();
-    // Secret files: a short secret (0600), one of one repeated character, and a long one that
-    // group and others may read.
+    let weak = format!("[[user]]\nname = \"u\"\npassword_hash = \"{weak}\"\n");
+    let secrets = [
+        (short.as_str(), 4, "at least 16 bytes"),
+        (&repeated, 4, "different characters"),
+        (
+            &open,
+            4,
+            "mode 0644 lets other users read it; run chmod 600",
+        ),
+    ];
+    let file = tmp.join("broken.toml");
+    for (body, line, why) in secrets.into_iter().chain(broken_declarations(&weak)) {
+        std::fs::write(&file, format!("{good}{body}")).unwrap();
+        let out = run(dir, store, &["apply", file.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{body}");
+        let at = format!("{}:{}: ", file.display(), line + 3);
+        assert!(err.contains(&at) && err.contains(why), "{body}: {err}");
+        assert_eq!(state(dir, store), before, "{body}");
+    }
+}
+
+/// Client declarations naming a secret file that is too short, of one repeated character, or
+/// long enough but readable by group and others.
+fn bad_secret_files(tmp: &Path) -> [String; 3] {
     let short = tmp.join("short.secret");
     write_private(&short, "s3cret\n");
     let repeated = tmp.join("repeated.secret");
@@ -368,19 +392,16 @@ fn broken_files(dir: &Path, store: &[String], tmp: &Path) {
             p.display()
         )
     };
-    let (short, repeated, open) = (
+    [
         secret_file(&short),
         secret_file(&repeated),
         secret_file(&open),
-    );
-    let cases = [
-        (short.as_str(), 4, "at least 16 bytes"),
-        (&repeated, 4, "different characters"),
-        (
-            &open,
-            4,
-            "mode 0644 lets other users read it; run chmod 600",
-        ),
+    ]
+}
+
+/// Declarations with an error: the file, the line of the error in it, and what the error says.
+fn broken_declarations(weak: &str) -> Vec<(&str, usize, &'static str)> {
+    vec![
         (
             "[[client]]\nid = \"x\"\ngrants = [\"implicit\"]\n",
             3,
@@ -406,11 +427,7 @@ fn broken_files(dir: &Path, store: &[String], tmp: &Path) {
             3,
             "invalid claim",
         ),
-        (
-            &format!("[[user]]\nname = \"u\"\npassword_hash = \"{weak}\"\n"),
-            3,
-            "cost outside 10 to 14",
-        ),
+        (weak, 3, "cost outside 10 to 14"),
         (
             "[[user]]\nname = \"u\"\npassword_hash = \"$1$md5$x\"\n",
             3,
@@ -422,17 +439,7 @@ fn broken_files(dir: &Path, store: &[String], tmp: &Path) {
             "secret_file",
         ),
         ("[[user]\nname = \"u\"\n", 1, ""),
-    ];
-    let file = tmp.join("broken.toml");
-    for (body, line, why) in cases {
-        std::fs::write(&file, format!("{good}{body}")).unwrap();
-        let out = run(dir, store, &["apply", file.to_str().unwrap()]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{body}");
-        let at = format!("{}:{}: ", file.display(), line + 3);
-        assert!(err.contains(&at) && err.contains(why), "{body}: {err}");
-        assert_eq!(state(dir, store), before, "{body}");
-    }
+    ]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

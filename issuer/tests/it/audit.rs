@@ -156,20 +156,8 @@ fn one<'a>(events: &'a [Value], action: &str, target: &str) -> &'a Value {
     found[0]
 }
 
-fn assert_admin_events(events: &[Value], actor: &str, kek: bool) {
-    let by_admin = |e: &&Value| {
-        let action = e["action"].as_str().unwrap();
-        ["client.", "user.", "keys."]
-            .iter()
-            .any(|p| action.starts_with(p))
-    };
-    assert_eq!(
-        events.iter().filter(by_admin).count(),
-        if kek { 15 } else { 14 }
-    );
-    for e in events.iter().filter(by_admin) {
-        assert_eq!(e["actor"], actor, "{e}");
-    }
+/// The events of the client `tmp`: added, activated, deactivated (only what changed), removed.
+fn assert_client_events(events: &[Value]) {
     let add = one(events, "client.add", "tmp");
     assert_eq!(
         (add["before"].clone(), add["after"]["active"].clone()),
@@ -194,6 +182,23 @@ fn assert_admin_events(events: &[Value], actor: &str, kek: bool) {
         (gone["before"]["active"].clone(), gone["after"].clone()),
         (json!(false), Value::Null)
     );
+}
+
+fn assert_admin_events(events: &[Value], actor: &str, kek: bool) {
+    let by_admin = |e: &&Value| {
+        let action = e["action"].as_str().unwrap();
+        ["client.", "user.", "keys."]
+            .iter()
+            .any(|p| action.starts_with(p))
+    };
+    assert_eq!(
+        events.iter().filter(by_admin).count(),
+        if kek { 15 } else { 14 }
+    );
+    for e in events.iter().filter(by_admin) {
+        assert_eq!(e["actor"], actor, "{e}");
+    }
+    assert_client_events(events);
     assert_eq!(
         one(events, "client.add", "app")["after"]["impersonate"],
         true

@@ -252,22 +252,8 @@ async fn a_stopped_data_dir_backs_up_and_a_bad_restore_writes_nothing() {
     assert_eq!(mode(&backup), 0o600);
     let written = std::fs::read(&backup).unwrap();
 
-    // An existing file is never overwritten.
-    let out = issuer(&f.dir, &["backup", "--to", backup.to_str().unwrap()]).await;
-    assert!(!out.status.success());
-    assert!(text(&out).contains("never over one"), "{}", text(&out));
-    assert_eq!(std::fs::read(&backup).unwrap(), written);
-    // A data dir that is not one leaves no file behind.
-    let nowhere = tmp.join("nowhere.backup");
-    let out = issuer(
-        &tmp.join("absent"),
-        &["backup", "--to", nowhere.to_str().unwrap()],
-    )
-    .await;
-    assert!(!out.status.success());
-    assert!(text(&out).contains("holds no data dir"), "{}", text(&out));
-    assert!(!nowhere.exists() && !tmp.join("absent").exists());
-
+    step_a_backup_never_overwrites_nor_reads_what_is_not_a_data_dir(tmp, &f, &backup, &written)
+        .await;
     // A non-empty target is refused and left as it was.
     let occupied = tmp.join("occupied");
     std::fs::create_dir(&occupied).unwrap();
@@ -281,10 +267,51 @@ async fn a_stopped_data_dir_backs_up_and_a_bad_restore_writes_nothing() {
         .collect();
     assert_eq!(left, ["keep"]);
 
-    // A damaged backup (one byte changed, cut short, or not a backup at all), or one others may
-    // read (and so may have changed), writes nothing.
-    let bad = tmp.join("bad.backup");
     let target = tmp.join("target");
+    step_a_damaged_or_readable_backup_restores_nothing(tmp, &backup, &written, &target).await;
+    // The intact backup, into an empty dir that exists: the store as it was when stopped.
+    std::fs::create_dir(&target).unwrap();
+    let out = issuer(&target, &["restore", "--from", backup.to_str().unwrap()]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    let s = Server::start(&target, &[]);
+    assert!(!active(&s, &f, &first).await);
+    let a = refresh(&s, &f, &current).await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    assert!(admin(&target, &["client", "list"], None).contains("app"));
+}
+
+/// Step: an existing file is never overwritten; a data dir that is not one leaves no file.
+async fn step_a_backup_never_overwrites_nor_reads_what_is_not_a_data_dir(
+    tmp: &Path,
+    f: &Fixture,
+    backup: &Path,
+    written: &[u8],
+) {
+    let out = issuer(&f.dir, &["backup", "--to", backup.to_str().unwrap()]).await;
+    assert!(!out.status.success());
+    assert!(text(&out).contains("never over one"), "{}", text(&out));
+    assert_eq!(std::fs::read(backup).unwrap(), written);
+    // A data dir that is not one leaves no file behind.
+    let nowhere = tmp.join("nowhere.backup");
+    let out = issuer(
+        &tmp.join("absent"),
+        &["backup", "--to", nowhere.to_str().unwrap()],
+    )
+    .await;
+    assert!(!out.status.success());
+    assert!(text(&out).contains("holds no data dir"), "{}", text(&out));
+    assert!(!nowhere.exists() && !tmp.join("absent").exists());
+}
+
+/// Step: a damaged backup (one byte changed, cut short, or not a backup at all), or one others
+/// may read (and so may have changed), writes nothing into `target`.
+async fn step_a_damaged_or_readable_backup_restores_nothing(
+    tmp: &Path,
+    backup: &Path,
+    written: &[u8],
+    target: &Path,
+) {
+    let bad = tmp.join("bad.backup");
     for (damage, expected) in [
         ("corrupted", "the backup is damaged"),
         ("digest", "checksum does not match"),
@@ -296,28 +323,19 @@ async fn a_stopped_data_dir_backs_up_and_a_bad_restore_writes_nothing() {
         ),
     ] {
         match damage {
-            "corrupted" => corrupted(&backup, &bad, written.len() / 2),
-            "digest" => corrupted(&backup, &bad, written.len() - 1),
+            "corrupted" => corrupted(backup, &bad, written.len() / 2),
+            "digest" => corrupted(backup, &bad, written.len() - 1),
             "truncated" => std::fs::write(&bad, &written[..written.len() - 40]).unwrap(),
             "foreign" => std::fs::write(&bad, b"SQLite format 3\0").unwrap(),
-            _ => std::fs::write(&bad, &written).unwrap(),
+            _ => std::fs::write(&bad, written).unwrap(),
         }
         let mode = if damage == "readable" { 0o644 } else { 0o600 };
         std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(mode)).unwrap();
-        let out = issuer(&target, &["restore", "--from", bad.to_str().unwrap()]).await;
+        let out = issuer(target, &["restore", "--from", bad.to_str().unwrap()]).await;
         assert!(!out.status.success(), "{damage}");
         assert!(text(&out).contains(expected), "{damage}: {}", text(&out));
         assert!(!target.exists(), "{damage}: the restore wrote something");
     }
-    // The intact backup, into an empty dir that exists: the store as it was when stopped.
-    std::fs::create_dir(&target).unwrap();
-    let out = issuer(&target, &["restore", "--from", backup.to_str().unwrap()]).await;
-    assert!(out.status.success(), "{}", text(&out));
-    let s = Server::start(&target, &[]);
-    assert!(!active(&s, &f, &first).await);
-    let a = refresh(&s, &f, &current).await;
-    assert_eq!(a.status, 200, "{}", a.json);
-    assert!(admin(&target, &["client", "list"], None).contains("app"));
 }
 
 /// `issuer serve` on `dir`, which must refuse to start; its stderr.

@@ -41,19 +41,13 @@ async fn client_authentication_errors_are_401_invalid_client() {
     }
 }
 
-#[tokio::test]
-async fn request_errors_are_400_with_their_codes() {
-    let f = fixture();
-    admin(
-        &f.dir,
-        &["user", "add", "bob", "--role", "x"],
-        Some("bob-pw"),
-    );
-    admin(&f.dir, &["user", "disable", "bob"], None);
-    let cc_only = add_client(&f.dir, "cc-only", &["--grants", "client_credentials"]);
-    let s = Server::start(&f.dir, &[]);
-    let url = s.token_url();
-    let cases: Vec<(Vec<(&str, &str)>, &str)> = vec![
+/// A token request's form and the error it gets.
+type FormCase = (Vec<(&'static str, &'static str)>, &'static str);
+
+/// Forms that are malformed, or name a grant the issuer does not have: `invalid_request`,
+/// `unsupported_grant_type`; an empty `impersonate_claims` counts as omitted.
+fn malformed_forms() -> Vec<FormCase> {
+    vec![
         (vec![], "invalid_request"),
         (
             vec![("grant_type", "password"), ("username", "alice")],
@@ -97,6 +91,12 @@ async fn request_errors_are_400_with_their_codes() {
             vec![("grant_type", "authorization_code"), ("code", "x")],
             "unsupported_grant_type",
         ),
+    ]
+}
+
+/// Well-formed forms whose grant is refused: `invalid_grant`.
+fn refused_grants() -> Vec<FormCase> {
+    vec![
         (
             vec![
                 ("grant_type", "password"),
@@ -128,7 +128,22 @@ async fn request_errors_are_400_with_their_codes() {
             ],
             "invalid_grant",
         ),
-    ];
+    ]
+}
+
+#[tokio::test]
+async fn request_errors_are_400_with_their_codes() {
+    let f = fixture();
+    admin(
+        &f.dir,
+        &["user", "add", "bob", "--role", "x"],
+        Some("bob-pw"),
+    );
+    admin(&f.dir, &["user", "disable", "bob"], None);
+    let cc_only = add_client(&f.dir, "cc-only", &["--grants", "client_credentials"]);
+    let s = Server::start(&f.dir, &[]);
+    let url = s.token_url();
+    let cases = malformed_forms().into_iter().chain(refused_grants());
     for (form, expected) in cases {
         let a = post(&url, f.app(), &form).await;
         if expected == "ok-no-impersonation" {
@@ -138,10 +153,16 @@ async fn request_errors_are_400_with_their_codes() {
         }
         assert_error(&a, 400, expected);
     }
-    // Grant not enabled for this client.
+    step_a_grant_the_client_lacks_is_unauthorized_client(&url, &cc_only).await;
+    step_a_body_not_typed_as_a_form_is_invalid_request(&url, &f.secret).await;
+}
+
+/// Step: a grant not enabled for the client, or impersonation it may not do:
+/// `unauthorized_client`.
+async fn step_a_grant_the_client_lacks_is_unauthorized_client(url: &str, cc_only: &str) {
     let a = post(
-        &url,
-        Some(("cc-only", &cc_only)),
+        url,
+        Some(("cc-only", cc_only)),
         &[
             ("grant_type", "password"),
             ("username", "alice"),
@@ -151,8 +172,8 @@ async fn request_errors_are_400_with_their_codes() {
     .await;
     assert_error(&a, 400, "unauthorized_client");
     let a = post(
-        &url,
-        Some(("cc-only", &cc_only)),
+        url,
+        Some(("cc-only", cc_only)),
         &[
             ("grant_type", "client_credentials"),
             ("impersonate_as", "alice"),
@@ -160,10 +181,14 @@ async fn request_errors_are_400_with_their_codes() {
     )
     .await;
     assert_error(&a, 400, "unauthorized_client");
-    // Wrong content type, with valid credentials and a well-formed body.
+}
+
+/// Step: the wrong content type, or none, with valid credentials and a well-formed body:
+/// `invalid_request`.
+async fn step_a_body_not_typed_as_a_form_is_invalid_request(url: &str, secret: &str) {
     let resp = reqwest::Client::new()
-        .post(&url)
-        .basic_auth("app", Some(&f.secret))
+        .post(url)
+        .basic_auth("app", Some(secret))
         .header("content-type", "application/json")
         .body("grant_type=client_credentials")
         .send()
@@ -171,8 +196,8 @@ async fn request_errors_are_400_with_their_codes() {
         .unwrap();
     assert_error(&answer(resp).await, 400, "invalid_request");
     let resp = reqwest::Client::new()
-        .post(&url)
-        .basic_auth("app", Some(&f.secret))
+        .post(url)
+        .basic_auth("app", Some(secret))
         .body("grant_type=client_credentials")
         .send()
         .await

@@ -80,57 +80,9 @@ async fn two_issuers_on_one_postgres_answer_alike() {
     let args: Vec<&str> = store.iter().map(String::as_str).collect();
     let (a, b) = (Server::start(&dir_a, &args), Server::start(&dir_b, &args));
     let app = Some(("app", secret.as_str()));
-    let refresh = |rt: String| {
-        [
-            ("grant_type", "refresh_token".to_owned()),
-            ("refresh_token", rt),
-        ]
-    };
-
-    // Signed in at A, refreshed at B; the same token again at A (a retry) gets the same successor.
-    let signed_in = post(
-        &a.token_url(),
-        app,
-        &[
-            ("grant_type", "password"),
-            ("username", "alice"),
-            ("password", "alice-pw"),
-        ],
-    )
-    .await;
-    assert_eq!(signed_in.status, 200, "{}", signed_in.json);
-    let rt = signed_in.json["refresh_token"].as_str().unwrap().to_owned();
-    let form = refresh(rt.clone());
-    let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let at_b = post(&b.token_url(), app, &form).await;
-    assert_eq!(at_b.status, 200, "{}", at_b.json);
-    let at_a = post(&a.token_url(), app, &form).await;
-    assert_eq!(at_a.json["refresh_token"], at_b.json["refresh_token"]);
-
-    // 32 refreshes of one token racing over both issuers: no 5xx, one successor.
-    let next = at_b.json["refresh_token"].as_str().unwrap().to_owned();
-    let racers = (0..32).map(|i| {
-        let url = if i % 2 == 0 {
-            a.token_url()
-        } else {
-            b.token_url()
-        };
-        let form = refresh(next.clone());
-        let secret = secret.clone();
-        async move {
-            let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            post(&url, Some(("app", &secret)), &form).await
-        }
-    });
-    let answers = futures_util::future::join_all(racers).await;
-    let mut successors = std::collections::HashSet::new();
-    for x in &answers {
-        assert_eq!(x.status, 200, "{}", x.json);
-        successors.insert(x.json["refresh_token"].as_str().unwrap().to_owned());
-    }
-    assert_eq!(successors.len(), 1, "one successor across both issuers");
-
-    // A key rotation by the admin command reaches both issuers within 2 s.
+    let (signed_in, next) = step_a_family_moves_between_the_issuers(&a, &b, app).await;
+    step_racing_refreshes_over_both_get_one_successor(&a, &b, &secret, next).await;
+    // A key rotation by the admin command reaches both issuers.
     admin_on(&dir_a, &["keys", "rotate", "--delay", "0"], &store, None);
     for server in [&a, &b] {
         let took = eventually(|| async {
@@ -147,39 +99,9 @@ async fn two_issuers_on_one_postgres_answer_alike() {
         .await;
         eprintln!("key rotation reached {} after {took:?}", server.url);
     }
-    // Disabling the user revokes its access tokens at both issuers within 2 s (introspection).
-    let out = admin_on(
-        &dir_a,
-        &["client", "add", "other", "--grants", "client_credentials"],
-        &store,
-        None,
-    );
-    let other = out
-        .lines()
-        .find_map(|l| l.strip_prefix("secret: "))
-        .unwrap()
-        .to_owned();
-    admin_on(&dir_a, &["client", "activate", "other"], &store, None);
     let access = signed_in.json["access_token"].as_str().unwrap().to_owned();
-    for server in [&a, &b] {
-        let url = format!("{}/apiv2/oauth/introspect", server.url);
-        let i = post(&url, Some(("other", &other)), &[("token", &access)]).await;
-        assert_eq!(i.json["active"], true, "before the change");
-    }
-    admin_on(&dir_a, &["user", "disable", "alice"], &store, None);
-    for server in [&a, &b] {
-        let took = eventually(|| async {
-            let url = format!("{}/apiv2/oauth/introspect", server.url);
-            let i = post(&url, Some(("other", &other)), &[("token", &access)]).await;
-            i.json["active"] == false
-        })
-        .await;
-        eprintln!(
-            "the user's revocation reached {} after {took:?}",
-            server.url
-        );
-    }
-    // A deactivated client is refused by both within 2 s (each issuer caches clients for 1 s).
+    step_a_disabled_user_is_revoked_at_both(&dir_a, &store, [&a, &b], &access).await;
+    // A deactivated client is refused by both (each issuer caches clients for 1 s).
     admin_on(&dir_a, &["client", "deactivate", "app"], &store, None);
     for server in [&a, &b] {
         let took = eventually(|| async {
@@ -196,6 +118,104 @@ async fn two_issuers_on_one_postgres_answer_alike() {
     }
     // The same admin command line lists what the issuers use.
     assert!(admin_on(&dir_a, &["keys", "list"], &store, None).contains("signing"));
+}
+
+/// A refresh form for `rt`.
+fn refresh_form(rt: &str) -> [(&'static str, &str); 2] {
+    [("grant_type", "refresh_token"), ("refresh_token", rt)]
+}
+
+/// Step: signed in at A, refreshed at B; the same token again at A (a retry) gets the same
+/// successor. The sign-in's answer and the successor.
+async fn step_a_family_moves_between_the_issuers(
+    a: &Server,
+    b: &Server,
+    app: Option<(&str, &str)>,
+) -> (crate::Answer, String) {
+    let signed_in = post(
+        &a.token_url(),
+        app,
+        &[
+            ("grant_type", "password"),
+            ("username", "alice"),
+            ("password", "alice-pw"),
+        ],
+    )
+    .await;
+    assert_eq!(signed_in.status, 200, "{}", signed_in.json);
+    let rt = signed_in.json["refresh_token"].as_str().unwrap().to_owned();
+    let form = refresh_form(&rt);
+    let at_b = post(&b.token_url(), app, &form).await;
+    assert_eq!(at_b.status, 200, "{}", at_b.json);
+    let at_a = post(&a.token_url(), app, &form).await;
+    assert_eq!(at_a.json["refresh_token"], at_b.json["refresh_token"]);
+    let next = at_b.json["refresh_token"].as_str().unwrap().to_owned();
+    (signed_in, next)
+}
+
+/// Step: 32 refreshes of one token racing over both issuers: no 5xx, one successor.
+async fn step_racing_refreshes_over_both_get_one_successor(
+    a: &Server,
+    b: &Server,
+    secret: &str,
+    next: String,
+) {
+    let racers = (0..32).map(|i| {
+        let url = if i % 2 == 0 {
+            a.token_url()
+        } else {
+            b.token_url()
+        };
+        let next = next.clone();
+        async move { post(&url, Some(("app", secret)), &refresh_form(&next)).await }
+    });
+    let answers = futures_util::future::join_all(racers).await;
+    let mut successors = std::collections::HashSet::new();
+    for x in &answers {
+        assert_eq!(x.status, 200, "{}", x.json);
+        successors.insert(x.json["refresh_token"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(successors.len(), 1, "one successor across both issuers");
+}
+
+/// Step: disabling the user revokes its access token `access` at both issuers (introspection
+/// by another client).
+async fn step_a_disabled_user_is_revoked_at_both(
+    dir_a: &Path,
+    store: &[String],
+    servers: [&Server; 2],
+    access: &str,
+) {
+    let out = admin_on(
+        dir_a,
+        &["client", "add", "other", "--grants", "client_credentials"],
+        store,
+        None,
+    );
+    let other = out
+        .lines()
+        .find_map(|l| l.strip_prefix("secret: "))
+        .unwrap()
+        .to_owned();
+    admin_on(dir_a, &["client", "activate", "other"], store, None);
+    for server in servers {
+        let url = format!("{}/apiv2/oauth/introspect", server.url);
+        let i = post(&url, Some(("other", &other)), &[("token", access)]).await;
+        assert_eq!(i.json["active"], true, "before the change");
+    }
+    admin_on(dir_a, &["user", "disable", "alice"], store, None);
+    for server in servers {
+        let took = eventually(|| async {
+            let url = format!("{}/apiv2/oauth/introspect", server.url);
+            let i = post(&url, Some(("other", &other)), &[("token", access)]).await;
+            i.json["active"] == false
+        })
+        .await;
+        eprintln!(
+            "the user's revocation reached {} after {took:?}",
+            server.url
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

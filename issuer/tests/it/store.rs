@@ -343,39 +343,7 @@ async fn refresh_rotation_retry_and_reuse(b: Backend) {
 
 async fn refresh_lifetimes_revocation_and_inactive(b: Backend) {
     let s = with_user(&b).await;
-    let rt = issue(s.as_ref(), 1_000).await;
-    assert_eq!(
-        rotate(s.as_ref(), &rt, "app", 1_100).await.err(),
-        Some(RefreshRejection::Expired),
-        "idle"
-    );
-    let mut current = rotate(s.as_ref(), &rt, "app", 1_090)
-        .await
-        .unwrap()
-        .successor
-        .to_string();
-    for t in [1_150, 1_220] {
-        current = rotate(s.as_ref(), &current, "app", t)
-            .await
-            .unwrap()
-            .successor
-            .to_string();
-    }
-    assert_eq!(
-        rotate(s.as_ref(), &current, "app", 1_250).await.err(),
-        Some(RefreshRejection::Expired),
-        "absolute"
-    );
-    assert_eq!(
-        s.sweep(1_400).await.unwrap(),
-        1,
-        "one record per family, however often it rotated"
-    );
-    assert_eq!(
-        rotate(s.as_ref(), &current, "app", 1_240).await.err(),
-        Some(RefreshRejection::Unknown),
-        "swept"
-    );
+    step_a_family_expires_idle_or_at_its_end_and_is_swept(s.as_ref()).await;
     // Revocation by the owning client only.
     let rt = issue(s.as_ref(), 2_000).await;
     assert_eq!(
@@ -396,13 +364,56 @@ async fn refresh_lifetimes_revocation_and_inactive(b: Backend) {
         rotate(s.as_ref(), &rt, "app", 2_002).await.err(),
         Some(RefreshRejection::Revoked)
     );
-    // A disabled user or a deactivated client stops refreshing.
-    let rt = issue(s.as_ref(), 2_000).await;
+    step_a_disabled_user_or_deactivated_client_stops_refreshing(s.as_ref()).await;
+}
+
+/// Step: a family expires once idle too long, or at its absolute end however often it rotated,
+/// and is swept as one record.
+async fn step_a_family_expires_idle_or_at_its_end_and_is_swept(s: &dyn Store) {
+    let rt = issue(s, 1_000).await;
+    assert_eq!(
+        rotate(s, &rt, "app", 1_100).await.err(),
+        Some(RefreshRejection::Expired),
+        "idle"
+    );
+    let mut current = rotate(s, &rt, "app", 1_090)
+        .await
+        .unwrap()
+        .successor
+        .to_string();
+    for t in [1_150, 1_220] {
+        current = rotate(s, &current, "app", t)
+            .await
+            .unwrap()
+            .successor
+            .to_string();
+    }
+    assert_eq!(
+        rotate(s, &current, "app", 1_250).await.err(),
+        Some(RefreshRejection::Expired),
+        "absolute"
+    );
+    assert_eq!(
+        s.sweep(1_400).await.unwrap(),
+        1,
+        "one record per family, however often it rotated"
+    );
+    assert_eq!(
+        rotate(s, &current, "app", 1_240).await.err(),
+        Some(RefreshRejection::Unknown),
+        "swept"
+    );
+}
+
+/// Step: a disabled user or a deactivated client stops refreshing; enabled again, the user
+/// signs in afresh, and a family from before the disable stays dead.
+async fn step_a_disabled_user_or_deactivated_client_stops_refreshing(s: &dyn Store) {
+    let rt = issue(s, 2_000).await;
     s.update_user("alice", &UserChange::Disable { at: 2_002 }, 2_002)
         .await
         .unwrap();
     assert_eq!(
-        rotate(s.as_ref(), &rt, "app", 2_003).await.err(),
+        rotate(s, &rt, "app", 2_003).await.err(),
         Some(RefreshRejection::Inactive)
     );
     s.update_user("alice", &UserChange::Enable, 2_003)
@@ -410,16 +421,16 @@ async fn refresh_lifetimes_revocation_and_inactive(b: Backend) {
         .unwrap();
     // Enabled again, the user signs in afresh; a family from before the disable stays dead.
     assert_eq!(
-        rotate(s.as_ref(), &rt, "app", 2_003).await.err(),
+        rotate(s, &rt, "app", 2_003).await.err(),
         Some(RefreshRejection::Inactive)
     );
-    let after = issue(s.as_ref(), 2_003).await;
-    assert!(rotate(s.as_ref(), &after, "app", 2_003).await.is_ok());
+    let after = issue(s, 2_003).await;
+    assert!(rotate(s, &after, "app", 2_003).await.is_ok());
     s.update_client("app", ClientChange::SetActive(false), 2_004)
         .await
         .unwrap();
     assert_eq!(
-        rotate(s.as_ref(), &rt, "app", 2_004).await.err(),
+        rotate(s, &rt, "app", 2_004).await.err(),
         Some(RefreshRejection::Inactive)
     );
 }

@@ -54,11 +54,11 @@ fn hostile_proofs(s: &Stack, key: &ProofKey, url: &str, used: &str) -> Vec<(&'st
         ("replayed", used.to_owned()),
         (
             "alg none",
-            hostile(key, &url, None, json!({"alg": "none"}), json!({})),
+            hostile(key, url, None, json!({"alg": "none"}), json!({})),
         ),
         (
             "HS256",
-            hostile(key, &url, None, json!({"alg": "HS256"}), json!({})),
+            hostile(key, url, None, json!({"alg": "HS256"}), json!({})),
         ),
         (
             "private jwk",
@@ -72,15 +72,15 @@ fn hostile_proofs(s: &Stack, key: &ProofKey, url: &str, used: &str) -> Vec<(&'st
         ),
         (
             "typ",
-            hostile(key, &url, None, json!({"typ": "JWT"}), json!({})),
+            hostile(key, url, None, json!({"typ": "JWT"}), json!({})),
         ),
         (
             "htm",
-            hostile(key, &url, None, json!({}), json!({"htm": "GET"})),
+            hostile(key, url, None, json!({}), json!({"htm": "GET"})),
         ),
         (
             "htu",
-            hostile(key, &url, None, json!({}), json!({"htu": find_url(s)})),
+            hostile(key, url, None, json!({}), json!({"htu": find_url(s)})),
         ),
         (
             "trailing slash",
@@ -88,11 +88,11 @@ fn hostile_proofs(s: &Stack, key: &ProofKey, url: &str, used: &str) -> Vec<(&'st
         ),
         (
             "iat old",
-            hostile(key, &url, None, json!({}), json!({"iat": now() - 3600})),
+            hostile(key, url, None, json!({}), json!({"iat": now() - 3600})),
         ),
         (
             "iat ahead",
-            hostile(key, &url, None, json!({}), json!({"iat": now() + 3600})),
+            hostile(key, url, None, json!({}), json!({"iat": now() + 3600})),
         ),
         (
             "oversized",
