@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub mod browser;
 pub mod directory;
@@ -293,19 +293,14 @@ impl Proc {
             .args(["-TERM", &child.id().to_string()])
             .stderr(Stdio::null())
             .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) => return status.success(),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                _ => {
-                    eprintln!("{} did not stop on SIGTERM; killing it", self.name);
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return false;
-                }
+        let stopped = wait::until_ok_blocking(Duration::from_secs(10), || Ok(child.try_wait()?));
+        match stopped {
+            Ok(Some(status)) => status.success(),
+            _ => {
+                eprintln!("{} did not stop on SIGTERM; killing it", self.name);
+                let _ = child.kill();
+                let _ = child.wait();
+                false
             }
         }
     }

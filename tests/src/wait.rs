@@ -88,3 +88,44 @@ pub fn until_second_blocking(second: u64) {
 pub async fn next_second() {
     until_second(crate::unix_now() + 1).await;
 }
+
+/// [`until_some`] for a check that may fail for good (a process exited, a query failed): its
+/// error ends the wait at once.
+pub async fn until_ok<T>(
+    within: Duration,
+    mut check: impl AsyncFnMut() -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<Option<T>> {
+    let mut failed = None;
+    let found = until_some(within, async || match check().await {
+        Ok(found) => found.map(Ok),
+        Err(e) => {
+            failed = Some(e);
+            Some(Err(()))
+        }
+    });
+    match (found.await, failed) {
+        (_, Some(e)) => Err(e),
+        (Some(Ok(t)), None) => Ok(Some(t)),
+        _ => Ok(None),
+    }
+}
+
+/// [`until_ok`] on this thread.
+pub fn until_ok_blocking<T>(
+    within: Duration,
+    mut check: impl FnMut() -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<Option<T>> {
+    let mut failed = None;
+    let found = until_some_blocking(within, || match check() {
+        Ok(found) => found.map(Ok),
+        Err(e) => {
+            failed = Some(e);
+            Some(Err(()))
+        }
+    });
+    match (found, failed) {
+        (_, Some(e)) => Err(e),
+        (Some(Ok(t)), None) => Ok(Some(t)),
+        _ => Ok(None),
+    }
+}

@@ -227,7 +227,9 @@ fn data_dir_permissions() {
 /// `setpriv`), saying so.
 fn admin_as_nobody(dir: &Path, args: &[&str]) -> std::process::Output {
     if !nix::unistd::geteuid().is_root() {
-        e2e::needed_for_test::<()>(Err(anyhow::anyhow!("switching to uid 65534 needs root")));
+        e2e::needed_for_test::<()>(Err(anyhow::anyhow!(
+            "switching to uid 65534 needs root (CI runs `cargo xtask test` as root)"
+        )));
     }
     let mut command = Command::new("setpriv");
     command
@@ -255,7 +257,7 @@ fn admin_as_nobody(dir: &Path, args: &[&str]) -> std::process::Output {
 /// only), a command from uid 65534 reaches the server and is refused there, unanswered and
 /// logged with its uid, and changes nothing; root's commands are answered.
 #[tokio::test]
-#[ignore = "needs root: `cargo xtask test` runs it"]
+#[ignore = "needs root: `cargo xtask test` runs it as root"]
 async fn the_admin_socket_answers_only_its_own_user_and_root() {
     use std::os::unix::fs::PermissionsExt;
     let f = fixture();

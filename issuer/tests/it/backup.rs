@@ -351,7 +351,7 @@ fn serve_refused(dir: &Path) -> String {
 /// replaced: `restore` refuses it as a target even empty, and `serve` refuses it as its data dir;
 /// both say what to run, and nothing is written.
 #[tokio::test]
-#[ignore = "needs root: `cargo xtask test` runs it"]
+#[ignore = "needs root: `cargo xtask test` runs it as root"]
 async fn a_data_dir_another_user_owns_or_may_write_is_refused() {
     let f = fixture();
     let tmp = f.dir.parent().unwrap();

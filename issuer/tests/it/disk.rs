@@ -27,7 +27,7 @@ impl Tmpfs {
             .output();
         match out {
             Ok(o) if o.status.success() => Self(dir.to_owned()),
-            other => panic!("mounting a tmpfs failed (the test needs root): {other:?}"),
+            other => panic!("mounting a tmpfs failed (the test needs root; CI runs `cargo xtask test` as root): {other:?}"),
         }
     }
 }
@@ -81,7 +81,7 @@ fn served_or_unavailable(a: &Answer, what: &str) -> bool {
 }
 
 #[tokio::test]
-#[ignore = "needs root: `cargo xtask test` runs it"]
+#[ignore = "needs root: `cargo xtask test` runs it as root"]
 async fn a_full_disk_is_503_loses_nothing_and_recovers_when_space_returns() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");

@@ -173,7 +173,9 @@ fn refused_to_start(mut command: Command) -> String {
 /// (not root), saying so.
 fn give_away(path: &Path) {
     let given = std::os::unix::fs::chown(path, Some(65534), Some(65534));
-    e2e::needed_for_test(given.map_err(|e| anyhow::anyhow!("chown to uid 65534 needs root: {e}")));
+    e2e::needed_for_test(given.map_err(|e| {
+        anyhow::anyhow!("chown to uid 65534 needs root (CI runs `cargo xtask test` as root): {e}")
+    }));
 }
 
 /// Runs the admin command line `command` with `stdin` on its standard input.

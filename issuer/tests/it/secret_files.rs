@@ -31,7 +31,7 @@ fn serve_config_refused(config: &Path) -> String {
 /// A configuration file readable by all (it holds no password), but another user's: that user
 /// could point the issuer at a store or directory of their own.
 #[test]
-#[ignore = "needs root: `cargo xtask test` runs it"]
+#[ignore = "needs root: `cargo xtask test` runs it as root"]
 fn a_config_file_another_user_owns_is_refused() {
     let f = fixture();
     let theirs = f.dir.with_file_name("theirs.toml");
@@ -48,7 +48,7 @@ fn a_config_file_another_user_owns_is_refused() {
 /// A symbolic link of the issuer's own, in its own folder, to another user's file is judged by
 /// the file it points to.
 #[test]
-#[ignore = "needs root: `cargo xtask test` runs it"]
+#[ignore = "needs root: `cargo xtask test` runs it as root"]
 fn a_link_to_a_config_file_another_user_owns_is_refused() {
     let f = fixture();
     let theirs = f.dir.with_file_name("theirs.toml");

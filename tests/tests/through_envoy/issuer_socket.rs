@@ -52,7 +52,7 @@ async fn refused(s: &Stack, token: &str) {
 }
 
 #[tokio::test]
-#[ignore = "needs Envoy and root: `cargo xtask test` runs it"]
+#[ignore = "needs Envoy and root: `cargo xtask test` runs it as root"]
 async fn a_local_user_cannot_take_the_socket_of_a_restarting_issuer() {
     let (tools, squatter) = (Tools::for_test(), squatter());
     let (_run, socket) = run_folder();
@@ -86,7 +86,7 @@ async fn a_local_user_cannot_take_the_socket_of_a_restarting_issuer() {
 }
 
 #[tokio::test]
-#[ignore = "needs Envoy and root: `cargo xtask test` runs it"]
+#[ignore = "needs Envoy and root: `cargo xtask test` runs it as root"]
 async fn over_tcp_a_local_user_on_a_stopped_issuers_port_receives_the_edge_credential() {
     let squatter = squatter();
     let (_tmp, mut s) = edge_stack().await;
