@@ -176,15 +176,8 @@ fn all(p: &mut Phases) -> Result<()> {
     p.run("tests with the native filter", || {
         // The tests through Envoy again, with the native filter in Envoy instead of the Wasm one.
         let mut again = cargo();
-        again.args([
-            "test",
-            "-p",
-            "e2e",
-            "--test",
-            "through_envoy",
-            "--",
-            "--include-ignored",
-        ]);
+        again.args(["test", "-p", "e2e", "--test", "through_envoy"]);
+        again.args(["--", "--include-ignored"]);
         again.env("MMS_FILTER", "native");
         with_tools(&mut again);
         run(&mut again)
