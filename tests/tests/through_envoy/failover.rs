@@ -50,8 +50,9 @@ fn rotations_since(load: &Load, from: Instant) -> usize {
 
 /// Until `load` has made `n` rotations since `from`.
 async fn until_rotations(load: &Load, from: Instant, n: usize) {
-    let rotated = wait::until(wait::LONG, async || rotations_since(load, from) >= n);
-    assert!(rotated.await, "the load stalled");
+    let rotated = wait::until(wait::LONG, async || rotations_since(load, from) >= n).await;
+    let made = rotations_since(load, from);
+    assert!(rotated, "the load stalled: {made} rotations of {n}");
 }
 
 /// Rotates `token` at one issuer directly until it answers 200, every other answer a 503: the
