@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The users of the fixture, on both servers.
 pub const USERS: [&str; 3] = ["alice", "bob", "carol"];
@@ -278,19 +278,18 @@ pub(crate) fn wait_ready(
     mut gone: impl FnMut() -> Option<String>,
     mut ready: impl FnMut() -> Result<()>,
 ) -> Result<()> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let last = match ready() {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
-        };
-        if let Some(why) = gone() {
-            bail!("{why}");
+    let mut last = None;
+    let found = crate::wait::until_ok_blocking(timeout, || match ready() {
+        Ok(()) => Ok(Some(())),
+        Err(e) => {
+            last = Some(e);
+            gone().map_or(Ok(None), |why| bail!("{why}"))
         }
-        if Instant::now() > deadline {
-            return Err(last.context(format!("not ready after {timeout:?}")));
-        }
-        std::thread::sleep(Duration::from_millis(25));
+    })?;
+    match (found, last) {
+        (Some(()), _) => Ok(()),
+        (None, Some(last)) => Err(last.context(format!("not ready after {timeout:?}"))),
+        (None, None) => bail!("not ready after {timeout:?}"),
     }
 }
 

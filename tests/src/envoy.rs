@@ -6,7 +6,7 @@ use crate::{ensure_tls, root, write_private, Proc, Tools};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// File name of Envoy's admin socket, relative to the directory Envoy runs in.
 pub const ADMIN_SOCKET: &str = "admin.sock";
@@ -303,32 +303,26 @@ fn launch_envoy(
         .spawn()
         .context("starting envoy")?;
     let mut proc = Proc::new(child, "envoy");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let read_log = || std::fs::read_to_string(log).unwrap_or_default();
+    let ready = crate::wait::until_ok_blocking(Duration::from_secs(60), || {
         if let Some(status) = proc.exited() {
-            bail!(
-                "envoy exited with {status}: {}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
+            bail!("envoy exited with {status}: {}", read_log());
         }
         let ready = (!has_admin || admin_get(&admin, "/ready").is_ok_and(|(s, _)| s == 200))
             && std::net::TcpStream::connect(("127.0.0.1", listener)).is_ok();
-        if ready {
-            if let Err(e) = abi_check(&std::fs::read_to_string(log).unwrap_or_default()) {
-                proc.stop();
-                return Err(e);
-            }
-            return Ok(proc);
-        }
-        if Instant::now() > deadline {
-            proc.stop();
-            bail!(
-                "envoy did not become ready: {}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
+        Ok(ready.then_some(()))
+    })?;
+    let checked = match ready {
+        Some(()) => abi_check(&read_log()),
+        None => Err(anyhow::anyhow!(
+            "envoy did not become ready: {}",
+            read_log()
+        )),
+    };
+    if checked.is_err() {
+        proc.stop();
     }
+    checked.map(|()| proc)
 }
 
 /// What Envoy says when it loads a native module built for its own ABI version (the filter's
@@ -350,23 +344,23 @@ pub fn abi_check(log: &str) -> Result<()> {
 /// Waits until `vms` filter VMs of the Envoy with the admin socket `sock` have had their first good
 /// answer from the edge feed (the counter `edge_sync_first_ok` counts one per VM), at most 30 s.
 pub fn wait_for_first_answers(sock: &Path, vms: u64) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let synced = || -> Result<u64> {
         let (_, text) = admin_get(sock, "/stats?filter=mms_auth.edge_sync_first_ok")?;
-        let synced = text
+        Ok(text
             .lines()
             .filter_map(|l| l.split_once(": "))
             .find(|(name, _)| name.ends_with("mms_auth.edge_sync_first_ok"))
             .and_then(|(_, v)| v.trim().parse::<u64>().ok())
-            .unwrap_or(0);
-        if synced >= vms {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("{synced} of {vms} filter VMs had a first answer from edge sync after 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+            .unwrap_or(0))
+    };
+    let all = crate::wait::until_ok_blocking(Duration::from_secs(30), || {
+        Ok((synced()? >= vms).then_some(()))
+    })?;
+    if all.is_none() {
+        let synced = synced()?;
+        bail!("{synced} of {vms} filter VMs had a first answer from edge sync after 30 s");
     }
+    Ok(())
 }
 
 /// A GET to Envoy's admin interface on the Unix socket `sock`: the status and the body.

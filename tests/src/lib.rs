@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub mod browser;
 pub mod directory;
@@ -30,6 +30,7 @@ pub mod soak;
 pub mod squatter;
 mod stack;
 pub mod upstream;
+pub mod wait;
 
 pub use directory::{Fixture, LdapClient};
 pub use directory_table::DirectoryTable;
@@ -86,16 +87,6 @@ pub struct Tools {
 impl Tools {
     /// Tools from the environment, or why not.
     pub fn from_env() -> Result<Self> {
-        let get = |name: &str| -> Result<PathBuf> {
-            let p =
-                PathBuf::from(std::env::var_os(name).with_context(|| {
-                    format!("{name} is not set (run through `cargo xtask test`)")
-                })?);
-            if !p.exists() {
-                bail!("{name}={} does not exist", p.display());
-            }
-            Ok(p)
-        };
         let issuer = std::env::var_os("MMS_ISSUER")
             .map_or_else(|| root().join("target/debug/issuer"), PathBuf::from);
         if !issuer.exists() {
@@ -105,13 +96,13 @@ impl Tools {
             );
         }
         let filter = match std::env::var("MMS_FILTER").as_deref() {
-            Ok("native") => Filter::Native(get("MMS_NATIVE_MODULE")?),
+            Ok("native") => Filter::Native(env_path("MMS_NATIVE_MODULE")?),
             Ok("wasm") | Err(_) => Filter::Wasm,
             Ok(other) => bail!("MMS_FILTER={other}: wasm or native"),
         };
         Ok(Self {
-            envoy: get("MMS_ENVOY")?,
-            wasm: get("MMS_FILTER_WASM")?,
+            envoy: env_path("MMS_ENVOY")?,
+            wasm: env_path("MMS_FILTER_WASM")?,
             issuer,
             filter,
         })
@@ -160,29 +151,36 @@ impl Tools {
         }
     }
 
-    /// Tools for a test. With `CI` set a missing tool fails the test; elsewhere the test is skipped
-    /// with a message (returns `None`).
-    pub fn for_test() -> Option<Self> {
+    /// Tools for a test, or the test fails saying which is missing ([`needed_for_test`]).
+    pub fn for_test() -> Self {
         needed_for_test(Self::from_env())
     }
 }
 
-/// What a test needs, or why not: with `CI` set a missing part fails the test (panics with the
-/// reason); elsewhere the test is skipped with a message (`None`).
-pub fn needed_for_test<T>(part: Result<T>) -> Option<T> {
-    match part {
-        Ok(t) => Some(t),
-        Err(e)
-            if std::env::var_os("CI")
-                .is_some_and(|v| !v.is_empty() && v != "false" && v != "0") =>
-        {
-            panic!("{e:#}")
-        }
-        Err(e) => {
-            eprintln!("SKIPPED: {e:#}");
-            None
-        }
+/// How the tests that need a real part get it: what a missing part's failure says.
+pub const HOW_TO_RUN: &str = "`cargo xtask test` installs every tool the tests need (Envoy, \
+    PostgreSQL, PgBouncer, slapd, Samba, Prometheus, Chromium), builds the modules, sets the \
+    MMS_* variables and runs these tests (they are `#[ignore]`d for a plain `cargo test`; with \
+    the variables set, `cargo test -- --include-ignored` runs them too)";
+
+/// What a test needs: the part, or the test fails (panics) saying what is missing and how
+/// `cargo xtask test` provides it. Never a silent skip: the tests that need a part are
+/// `#[ignore]`d with the reason, and run by `cargo xtask test`.
+pub fn needed_for_test<T>(part: Result<T>) -> T {
+    part.unwrap_or_else(|e| panic!("this test needs what is missing: {e:#}\n{HOW_TO_RUN}"))
+}
+
+/// The path named by the environment variable `name`, which must exist, or why not.
+pub fn env_path(name: &str) -> Result<PathBuf> {
+    let p = PathBuf::from(
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .with_context(|| format!("{name} is not set (run through `cargo xtask test`)"))?,
+    );
+    if !p.exists() {
+        bail!("{name}={} does not exist", p.display());
     }
+    Ok(p)
 }
 
 /// A command running `program` on the CPUs `pin` (a `taskset` list) if given, else wherever the
@@ -292,19 +290,14 @@ impl Proc {
             .args(["-TERM", &child.id().to_string()])
             .stderr(Stdio::null())
             .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) => return status.success(),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                _ => {
-                    eprintln!("{} did not stop on SIGTERM; killing it", self.name);
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return false;
-                }
+        let stopped = wait::until_ok_blocking(Duration::from_secs(10), || Ok(child.try_wait()?));
+        match stopped {
+            Ok(Some(status)) => status.success(),
+            _ => {
+                eprintln!("{} did not stop on SIGTERM; killing it", self.name);
+                let _ = child.kill();
+                let _ = child.wait();
+                false
             }
         }
     }

@@ -64,12 +64,11 @@ pub struct PgCluster {
 }
 
 impl PgCluster {
-    /// A cluster for a test. A missing PostgreSQL fails the test under `CI`; elsewhere the test is
-    /// skipped with a message (returns `None`). A PostgreSQL that is there but fails to start
-    /// always fails the test.
-    pub fn for_test() -> Option<Self> {
-        let bin = crate::needed_for_test(find_bin_dir())?;
-        Some(Self::start_with(&bin).unwrap_or_else(|e| panic!("{e:#}")))
+    /// A cluster for a test. A missing PostgreSQL fails the test, saying so
+    /// ([`crate::needed_for_test`]); so does one that fails to start.
+    pub fn for_test() -> Self {
+        let bin = crate::needed_for_test(find_bin_dir());
+        Self::start_with(&bin).unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     /// Starts a cluster with the binaries of [`find_bin_dir`].

@@ -8,25 +8,19 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Where the shipped rules are, relative to the repository.
 pub const RULES_DIR: &str = "dist-assets/prometheus";
 
 /// The Prometheus binary from the environment, or why not.
 pub fn binary() -> Result<PathBuf> {
-    let path = std::env::var_os("MMS_PROMETHEUS")
-        .map(PathBuf::from)
-        .context("MMS_PROMETHEUS is not set (run through `cargo xtask test`)")?;
-    if !path.exists() {
-        bail!("MMS_PROMETHEUS={} does not exist", path.display());
-    }
-    Ok(path)
+    crate::env_path("MMS_PROMETHEUS")
 }
 
-/// The Prometheus binary for a test: with `CI` set a missing one fails the test; elsewhere the
-/// test is skipped (`None`).
-pub fn for_test() -> Option<PathBuf> {
+/// The Prometheus binary for a test: a missing one fails the test, saying so
+/// ([`needed_for_test`]).
+pub fn for_test() -> PathBuf {
     needed_for_test(binary())
 }
 
@@ -89,19 +83,16 @@ impl Prometheus {
             _proc: Proc::new(child, "prometheus"),
         };
         let ready = format!("{}/-/ready", me.url);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if reqwest::get(&ready).await.is_ok_and(|r| r.status() == 200) {
-                return Ok(me);
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "prometheus not ready; see {}",
-                    dir.join("prometheus.log").display()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+        let up = crate::wait::until(Duration::from_secs(30), async || {
+            reqwest::get(&ready).await.is_ok_and(|r| r.status() == 200)
+        });
+        if !up.await {
+            bail!(
+                "prometheus not ready; see {}",
+                dir.join("prometheus.log").display()
+            );
         }
+        Ok(me)
     }
 
     /// `GET /api/v1/PATH`: its `data`, once `status` is `success`.
@@ -124,16 +115,15 @@ impl Prometheus {
         limit: Duration,
         check: impl Fn(&Value) -> bool,
     ) -> Result<Value> {
-        let deadline = Instant::now() + limit;
-        loop {
-            let data = self.api(path).await?;
-            if check(&data) {
-                return Ok(data);
-            }
-            if Instant::now() > deadline {
-                bail!("{path} did not come to hold within {limit:?}: {data}");
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+        let held = crate::wait::until_ok(limit, async || {
+            Ok(Some(self.api(path).await?).filter(|data| check(data)))
+        });
+        match held.await? {
+            Some(data) => Ok(data),
+            None => bail!(
+                "{path} did not come to hold within {limit:?}: {}",
+                self.api(path).await?
+            ),
         }
     }
 }

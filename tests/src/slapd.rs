@@ -53,11 +53,11 @@ pub struct Slapd {
 }
 
 impl Slapd {
-    /// A server for a test. Missing tools fail the test under `CI`; elsewhere the test is skipped
-    /// with a message (returns `None`). A server that fails to start always fails the test.
-    pub fn for_test() -> Option<Self> {
-        crate::needed_for_test(tools())?;
-        Some(Self::start().unwrap_or_else(|e| panic!("{e:#}")))
+    /// A server for a test. Missing tools fail the test, saying which
+    /// ([`crate::needed_for_test`]); so does a server that fails to start.
+    pub fn for_test() -> Self {
+        crate::needed_for_test(tools());
+        Self::start().unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     /// Starts a server seeded with a fresh fixture (new passwords, new CA).

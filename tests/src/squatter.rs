@@ -36,7 +36,7 @@ impl Squatter {
     pub fn new(bin: &Path) -> Result<Self> {
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } != 0 {
-            bail!("acting as uid {SQUATTER_ID} takes root (setpriv)");
+            bail!("acting as uid {SQUATTER_ID} takes root (setpriv; CI runs `cargo xtask test` as root)");
         }
         let dir = tempfile::Builder::new().prefix("squatter").tempdir()?;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;

@@ -385,6 +385,7 @@ impl Stack {
             c
         };
         for _ in 0..10 {
+            // Settled means unchanged over a whole hand-over period: a window, not a wait.
             tokio::time::sleep(Duration::from_millis(1100)).await;
             let now = self.read_counters().await?;
             if last.as_ref().map(requests) == Some(requests(&now)) {
@@ -591,7 +592,5 @@ pub async fn start_upstream(port: u16) -> Result<tokio::task::JoinHandle<()>> {
 /// Waits until `ready_at` (seconds since the epoch): for a memory of used DPoP proofs that began
 /// at `began`, `began + MAX_AHEAD_SECONDS` ([`Stack::dpop_ready`]).
 pub async fn proof_memory_ready(ready_at: u64) {
-    while crate::unix_now() < ready_at {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    crate::wait::until_second(ready_at).await;
 }

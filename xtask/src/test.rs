@@ -246,12 +246,14 @@ fn tests(with_tools: &dyn Fn(&mut Command)) -> Result<()> {
     run(&mut validate)?;
     let mut native = cargo();
     native.args(["test", "-p", "e2e", "--test", "through_envoy"]);
+    // The tests that need a tool are `#[ignore]`d for a plain `cargo test`; here they run.
+    native.args(["--", "--include-ignored"]);
     native.env("MMS_FILTER", "native");
     with_tools(&mut native);
     let native = std::thread::spawn(move || run_to_log(native, "target/test-native-filter.log"));
     let mut all = test_command();
     with_tools(&mut all);
-    let wasm = run(&mut all);
+    let wasm = run(all.args(["--", "--include-ignored"]));
     let native = native
         .join()
         .map_err(|_| anyhow::anyhow!("the native filter's test thread panicked"))?;

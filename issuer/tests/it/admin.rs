@@ -42,7 +42,34 @@ async fn kill_9_and_restart_keeps_everything_a_client_received() {
 async fn admin_commands_take_effect_on_a_running_server() {
     let f = fixture();
     let s = Server::start(&f.dir, &[]);
-    // A client added and activated while the server runs works at once.
+    let secret = step_a_client_added_and_activated_works_at_once(&s, &f).await;
+    step_users_and_passwords_change_at_once(&s, &f).await;
+    let (old, new) = step_a_rotation_signs_with_the_new_key(&s, &f).await;
+    step_a_retired_key_verifies_nothing(&s, &f, &old).await;
+    // Refusals come back as errors from the server.
+    let out = admin_output(&f.dir, &["client", "activate", "ghost"], None);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ghost"));
+    // The log carries an audit line per change and never a secret.
+    let log = std::fs::read_to_string(f.dir.with_extension("log")).unwrap();
+    let changes: Vec<&str> = log.lines().filter(|l| l.contains("admin change")).collect();
+    let logged = |action: &str, subject: &str| {
+        changes
+            .iter()
+            .any(|l| l.contains(action) && l.contains(subject))
+    };
+    assert!(
+        logged("client.activate", "late")
+            && logged("keys.rotate", "keys")
+            && logged("keys.retire", "keys"),
+        "{changes:#?}"
+    );
+    assert!(!log.contains(&secret) && !log.contains(&f.secret) && !log.contains("erin-new"));
+    assert!(!log.contains(&new) && !log.contains(&old));
+}
+
+/// Step: a client added and activated while the server runs works at once. Its secret.
+async fn step_a_client_added_and_activated_works_at_once(s: &Server, f: &Fixture) -> String {
     let out = admin(
         &f.dir,
         &["client", "add", "late", "--grants", "client_credentials"],
@@ -67,7 +94,11 @@ async fn admin_commands_take_effect_on_a_running_server() {
         200
     );
     assert!(admin(&f.dir, &["client", "list"], None).contains("late"));
-    // Users and passwords.
+    secret
+}
+
+/// Step: a user added, given a new password and removed: each change holds at once.
+async fn step_users_and_passwords_change_at_once(s: &Server, f: &Fixture) {
     add_user(&f.dir, "erin", "erin-pw", &[]);
     let login = |pw: &'static str| {
         [
@@ -96,7 +127,11 @@ async fn admin_commands_take_effect_on_a_running_server() {
         400,
         "invalid_grant",
     );
-    // Key rotation: new tokens use the new key; old tokens keep verifying.
+}
+
+/// Step: key rotation: new tokens use the new key; old tokens keep verifying. A token of each.
+async fn step_a_rotation_signs_with_the_new_key(s: &Server, f: &Fixture) -> (String, String) {
+    let form = [("grant_type", "client_credentials")];
     let old = post(&s.token_url(), f.app(), &form).await.json["access_token"]
         .as_str()
         .unwrap()
@@ -121,8 +156,12 @@ async fn admin_commands_take_effect_on_a_running_server() {
     )
     .await;
     assert_eq!(i.json["active"], true);
-    // Retiring key 1 ahead of time: its tokens stop verifying at once; the signing key and
-    // unknown keys cannot be retired.
+    (old, new)
+}
+
+/// Step: retiring key 1 ahead of time: its tokens stop verifying at once; the signing key and
+/// unknown keys cannot be retired.
+async fn step_a_retired_key_verifies_nothing(s: &Server, f: &Fixture, old: &str) {
     for (kid, why) in [("2", "is signing"), ("9", "no key 9")] {
         let out = admin_output(&f.dir, &["keys", "retire", kid], None);
         assert!(!out.status.success());
@@ -133,32 +172,12 @@ async fn admin_commands_take_effect_on_a_running_server() {
     let i = post(
         &format!("{}/apiv2/oauth/introspect", s.url),
         f.app(),
-        &[("token", &old)],
+        &[("token", old)],
     )
     .await;
     assert_eq!(i.json["active"], false, "a retired key verifies nothing");
     assert!(super::ring(&f.dir).get(1).is_none());
     assert!(admin(&f.dir, &["keys", "list"], None).contains("retired"));
-    // Refusals come back as errors from the server.
-    let out = admin_output(&f.dir, &["client", "activate", "ghost"], None);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("ghost"));
-    // The log carries an audit line per change and never a secret.
-    let log = std::fs::read_to_string(f.dir.with_extension("log")).unwrap();
-    let changes: Vec<&str> = log.lines().filter(|l| l.contains("admin change")).collect();
-    let logged = |action: &str, subject: &str| {
-        changes
-            .iter()
-            .any(|l| l.contains(action) && l.contains(subject))
-    };
-    assert!(
-        logged("client.activate", "late")
-            && logged("keys.rotate", "keys")
-            && logged("keys.retire", "keys"),
-        "{changes:#?}"
-    );
-    assert!(!log.contains(&secret) && !log.contains(&f.secret) && !log.contains("erin-new"));
-    assert!(!log.contains(&new) && !log.contains(&old));
 }
 
 #[test]
@@ -204,19 +223,13 @@ fn data_dir_permissions() {
 }
 
 /// Runs `issuer ARGS --data-dir DIR` as uid and gid 65534 (`nobody`, no groups) through
-/// `setpriv`; `None`, said loudly, where this process may not switch users (not root, or no
-/// `setpriv`), and a failure under `CI`, where the test must run.
-fn admin_as_nobody(dir: &Path, args: &[&str]) -> Option<std::process::Output> {
-    let skip = |why: &str| {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "running a command as uid 65534 failed under CI: {why}"
-        );
-        eprintln!("SKIPPED: {why}; CI runs this test as root");
-        None
-    };
+/// `setpriv`; the test fails where this process may not switch users (not root, or no
+/// `setpriv`), saying so.
+fn admin_as_nobody(dir: &Path, args: &[&str]) -> std::process::Output {
     if !nix::unistd::geteuid().is_root() {
-        return skip("switching to uid 65534 needs root");
+        e2e::needed_for_test::<()>(Err(anyhow::anyhow!(
+            "switching to uid 65534 needs root (CI runs `cargo xtask test` as root)"
+        )));
     }
     let mut command = Command::new("setpriv");
     command
@@ -231,10 +244,12 @@ fn admin_as_nobody(dir: &Path, args: &[&str]) -> Option<std::process::Output> {
         .args(args)
         .arg("--data-dir")
         .arg(dir);
-    match command.stdin(Stdio::null()).output() {
-        Ok(out) => Some(out),
-        Err(e) => skip(&format!("setpriv: {e}")),
-    }
+    e2e::needed_for_test(
+        command
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| anyhow::anyhow!("setpriv: {e}")),
+    )
 }
 
 /// The admin socket answers only the issuer's own user and root, by the socket's peer
@@ -242,6 +257,7 @@ fn admin_as_nobody(dir: &Path, args: &[&str]) -> Option<std::process::Output> {
 /// only), a command from uid 65534 reaches the server and is refused there, unanswered and
 /// logged with its uid, and changes nothing; root's commands are answered.
 #[tokio::test]
+#[ignore = "needs root: `cargo xtask test` runs it as root"]
 async fn the_admin_socket_answers_only_its_own_user_and_root() {
     use std::os::unix::fs::PermissionsExt;
     let f = fixture();
@@ -252,9 +268,7 @@ async fn the_admin_socket_answers_only_its_own_user_and_root() {
     open(&f.dir, 0o711).unwrap();
     open(&f.dir.join("admin.sock"), 0o666).unwrap();
     for args in [&["client", "list"][..], &["client", "deactivate", "app"]] {
-        let Some(out) = admin_as_nobody(&f.dir, args) else {
-            return;
-        };
+        let out = admin_as_nobody(&f.dir, args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} as uid 65534 succeeded");
         assert!(

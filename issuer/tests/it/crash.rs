@@ -22,6 +22,65 @@ impl Lcg {
     }
 }
 
+/// Rotates `token`'s family until `stop` or until a request is cut off by a kill: the last
+/// token received, and how many rotations.
+async fn rotate_until_stopped(
+    url: String,
+    secret: String,
+    mut token: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cycle: usize,
+) -> (String, u64) {
+    let client = reqwest::Client::new();
+    let mut rotations = 0u64;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let sent = client
+            .post(&url)
+            .basic_auth("app", Some(&secret))
+            .form(&[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", token.as_str()),
+            ])
+            .send()
+            .await;
+        // A request cut off by the kill has no answer: the client keeps its token.
+        let Ok(resp) = sent else { break };
+        let status = resp.status();
+        let Ok(body) = resp.json::<Value>().await else {
+            break;
+        };
+        assert_eq!(status, 200, "cycle {cycle}: a rotation was refused: {body}");
+        token = body["refresh_token"].as_str().unwrap().to_owned();
+        rotations += 1;
+    }
+    (token, rotations)
+}
+
+/// Step, after a kill and a restart: every token a client received still works, and twice
+/// gives the same successor: a rotation that committed before the kill is found again, never
+/// forked. `last` becomes the successors.
+async fn step_every_received_token_still_rotates_once(
+    s: &Server,
+    f: &Fixture,
+    last: &mut [String],
+    cycle: usize,
+) {
+    for (i, token) in last.iter_mut().enumerate() {
+        let a = refresh(s, f, token).await;
+        assert_eq!(
+            a.status, 200,
+            "cycle {cycle}, family {i}: the last received token was lost: {}",
+            a.json
+        );
+        let b = refresh(s, f, token).await;
+        assert_eq!(
+            b.json["refresh_token"], a.json["refresh_token"],
+            "cycle {cycle}, family {i}: forked"
+        );
+        *token = a.json["refresh_token"].as_str().unwrap().to_owned();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_refresh_load_loses_no_rotation() {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,35 +106,12 @@ async fn sigkill_during_refresh_load_loses_no_rotation() {
         let tasks: Vec<_> = last
             .iter()
             .cloned()
-            .map(|mut token| {
+            .map(|token| {
                 let (url, secret, stop) = (s.token_url(), f.secret.clone(), stop.clone());
-                tokio::spawn(async move {
-                    let client = reqwest::Client::new();
-                    let mut rotations = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        let sent = client
-                            .post(&url)
-                            .basic_auth("app", Some(&secret))
-                            .form(&[
-                                ("grant_type", "refresh_token"),
-                                ("refresh_token", token.as_str()),
-                            ])
-                            .send()
-                            .await;
-                        // A request cut off by the kill has no answer: the client keeps its token.
-                        let Ok(resp) = sent else { break };
-                        let status = resp.status();
-                        let Ok(body) = resp.json::<Value>().await else {
-                            break;
-                        };
-                        assert_eq!(status, 200, "cycle {cycle}: a rotation was refused: {body}");
-                        token = body["refresh_token"].as_str().unwrap().to_owned();
-                        rotations += 1;
-                    }
-                    (token, rotations)
-                })
+                tokio::spawn(rotate_until_stopped(url, secret, token, stop, cycle))
             })
             .collect();
+        // A random point of the load to kill at: the thing under test, not a wait.
         tokio::time::sleep(Duration::from_millis(30 + rng.below(300))).await;
         s.kill9();
         stop.store(true, Ordering::Relaxed);
@@ -87,22 +123,7 @@ async fn sigkill_during_refresh_load_loses_no_rotation() {
         }
         // The database opens cleanly after every kill.
         s.restart();
-        // Every token a client received still works, and twice gives the same successor: a rotation
-        // that committed before the kill is found again, never forked.
-        for (i, token) in last.iter_mut().enumerate() {
-            let a = refresh(&s, &f, token).await;
-            assert_eq!(
-                a.status, 200,
-                "cycle {cycle}, family {i}: the last received token was lost: {}",
-                a.json
-            );
-            let b = refresh(&s, &f, token).await;
-            assert_eq!(
-                b.json["refresh_token"], a.json["refresh_token"],
-                "cycle {cycle}, family {i}: forked"
-            );
-            *token = a.json["refresh_token"].as_str().unwrap().to_owned();
-        }
+        step_every_received_token_still_rotates_once(&s, &f, &mut last, cycle).await;
     }
     assert!(total_rotations > 0, "the load made no rotation");
     eprintln!("{CYCLES} SIGKILL cycles, {total_rotations} rotations under load");
@@ -116,10 +137,77 @@ async fn sigkill_during_refresh_load_loses_no_rotation() {
     assert_eq!(refresh(&s, &f, &last[1]).await.status, 200);
 }
 
+/// A refresh's status and the refresh token it gave, if any.
+type Outcome = (u16, Option<String>);
+
+/// One family's round: `PER_FAMILY` refreshes of `token` at once at `urls.0`, with its
+/// revocation at `urls.1` racing them if `revoke`. Their outcomes, and the revocation's status.
+async fn race_family(
+    http: reqwest::Client,
+    urls: (String, String),
+    secret: String,
+    token: String,
+    revoke: bool,
+) -> (Vec<Outcome>, Option<StatusCode>) {
+    const PER_FAMILY: usize = 4;
+    let requests: Vec<_> = (0..PER_FAMILY)
+        .map(|_| {
+            http.post(&urls.0)
+                .basic_auth("app", Some(&secret))
+                .form(&[
+                    ("grant_type", "refresh_token"),
+                    ("refresh_token", token.as_str()),
+                ])
+                .send()
+        })
+        .collect();
+    let revocation = async {
+        if !revoke {
+            return None;
+        }
+        let r = http
+            .post(&urls.1)
+            .basic_auth("app", Some(&secret))
+            .form(&[("token", token.as_str())])
+            .send();
+        Some(r.await.unwrap().status())
+    };
+    let (answers, revoke_status) =
+        tokio::join!(futures_util::future::join_all(requests), revocation);
+    let mut outcomes = Vec::new();
+    for a in answers {
+        let a = answer(a.unwrap()).await;
+        assert!(!a.status.is_server_error(), "5xx: {}", a.json);
+        outcomes.push((
+            a.status.as_u16(),
+            a.json["refresh_token"].as_str().map(str::to_owned),
+        ));
+    }
+    (outcomes, revoke_status)
+}
+
+/// The refreshes of one family in one round gave at most one successor, and all passed unless
+/// it was `revoked`: its current token after the round (none once revoked).
+fn no_fork(round: usize, family: usize, outcomes: &[Outcome], revoked: bool) -> Option<String> {
+    let successors: std::collections::HashSet<_> =
+        outcomes.iter().filter_map(|(_, t)| t.clone()).collect();
+    assert!(
+        successors.len() <= 1,
+        "round {round}, family {family} forked: {successors:?}"
+    );
+    if revoked {
+        return None;
+    }
+    assert!(
+        outcomes.iter().all(|(s, _)| *s == 200),
+        "round {round}, family {family}: {outcomes:?}"
+    );
+    successors.into_iter().next()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotations_revocations_and_admin_changes_race_without_forks() {
     const FAMILIES: usize = 16;
-    const PER_FAMILY: usize = 4;
     const ROUNDS: usize = 12;
     let f = fixture();
     let s = Server::start(&f.dir, &[]);
@@ -148,68 +236,20 @@ async fn rotations_revocations_and_admin_changes_race_without_forks() {
         let mut round_tasks = Vec::new();
         for (family, token) in current.iter().enumerate() {
             let Some(token) = token.clone() else { continue };
-            let requests: Vec<_> = (0..PER_FAMILY)
-                .map(|_| {
-                    http.post(s.token_url())
-                        .basic_auth("app", Some(&f.secret))
-                        .form(&[
-                            ("grant_type", "refresh_token"),
-                            ("refresh_token", token.as_str()),
-                        ])
-                        .send()
-                })
-                .collect();
-            // Every third family has its family revoked during round `family / 3`, racing its refreshes.
-            let revoke = (family % 3 == 0 && round == family / 3).then(|| {
-                http.post(format!("{}/apiv2/oauth/revoke", s.url))
-                    .basic_auth("app", Some(&f.secret))
-                    .form(&[("token", token.as_str())])
-                    .send()
-            });
-            round_tasks.push(tokio::spawn(async move {
-                let revoke = async {
-                    match revoke {
-                        Some(r) => Some(r.await.unwrap().status()),
-                        None => None,
-                    }
-                };
-                let (answers, revoke_status) =
-                    tokio::join!(futures_util::future::join_all(requests), revoke);
-                let mut outcomes = Vec::new();
-                for a in answers {
-                    let a = answer(a.unwrap()).await;
-                    assert!(!a.status.is_server_error(), "5xx: {}", a.json);
-                    outcomes.push((
-                        a.status.as_u16(),
-                        a.json["refresh_token"].as_str().map(str::to_owned),
-                    ));
-                }
-                (family, outcomes, revoke_status)
-            }));
+            // Every third family has its family revoked during round `family / 3`, racing its
+            // refreshes.
+            let revoke = family % 3 == 0 && round == family / 3;
+            let urls = (s.token_url(), format!("{}/apiv2/oauth/revoke", s.url));
+            let race = race_family(http.clone(), urls, f.secret.clone(), token, revoke);
+            round_tasks.push(tokio::spawn(async move { (family, race.await) }));
         }
         for t in round_tasks {
-            let (family, outcomes, revoke_status) = t.await.unwrap();
+            let (family, (outcomes, revoke_status)) = t.await.unwrap();
             if let Some(status) = revoke_status {
                 assert_eq!(status, 200);
                 revoked[family] = true;
             }
-            let successors: std::collections::HashSet<_> =
-                outcomes.iter().filter_map(|(_, t)| t.clone()).collect();
-            assert!(
-                successors.len() <= 1,
-                "round {round}, family {family} forked: {successors:?}"
-            );
-            if !revoked[family] {
-                assert!(
-                    outcomes.iter().all(|(s, _)| *s == 200),
-                    "round {round}, family {family}: {outcomes:?}"
-                );
-            }
-            current[family] = if revoked[family] {
-                None
-            } else {
-                successors.into_iter().next()
-            };
+            current[family] = no_fork(round, family, &outcomes, revoked[family]);
         }
     }
     admin_task.join().unwrap();
@@ -228,6 +268,35 @@ async fn rotations_revocations_and_admin_changes_race_without_forks() {
     // The admin changes took effect during the load.
     assert!(admin(&f.dir, &["client", "list"], None).contains("racer9"));
     assert!(admin(&f.dir, &["keys", "list"], None).contains("verifying"));
+}
+
+/// Five sign-ins of alice and five client credentials grants of `app`: their statuses.
+async fn others_sign_in(s: &Server, f: &Fixture) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        let a = post(
+            &s.token_url(),
+            f.app(),
+            &[
+                ("grant_type", "password"),
+                ("username", "alice"),
+                ("password", "alice-pw"),
+            ],
+        )
+        .await;
+        statuses.push(a.status.as_u16());
+        statuses.push(
+            post(
+                &s.token_url(),
+                f.app(),
+                &[("grant_type", "client_credentials")],
+            )
+            .await
+            .status
+            .as_u16(),
+        );
+    }
+    statuses
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -258,33 +327,7 @@ async fn a_bounded_guessing_attack_is_throttled_while_others_are_served() {
         .map(|_| guess("victim".into(), "203.0.113.9"))
         .collect();
     attack.extend((0..60).map(|i| guess(format!("user{}", i % 30), "203.0.113.9")));
-    let legit = async {
-        let mut statuses = Vec::new();
-        for _ in 0..5 {
-            let a = post(
-                &s.token_url(),
-                f.app(),
-                &[
-                    ("grant_type", "password"),
-                    ("username", "alice"),
-                    ("password", "alice-pw"),
-                ],
-            )
-            .await;
-            statuses.push(a.status.as_u16());
-            statuses.push(
-                post(
-                    &s.token_url(),
-                    f.app(),
-                    &[("grant_type", "client_credentials")],
-                )
-                .await
-                .status
-                .as_u16(),
-            );
-        }
-        statuses
-    };
+    let legit = others_sign_in(&s, &f);
     let (answers, legit) = tokio::join!(futures_util::future::join_all(attack), legit);
     let mut checked = 0;
     let mut throttled = 0;

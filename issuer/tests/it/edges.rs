@@ -41,20 +41,18 @@ fn listed(dir: &Path) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// Waits until the issuer wrote the polls to the store (every 2 s) and `issuer edges` lists
-/// `count` edges.
-async fn wait_listed(dir: &Path, count: usize) -> Vec<(String, String, String)> {
-    let mut last = Vec::new();
-    for _ in 0..40 {
-        last = listed(dir);
-        if last.len() >= count {
-            // One more flush, in case more were on their way.
-            tokio::time::sleep(Duration::from_millis(2_500)).await;
-            return listed(dir);
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    panic!("{} edges listed, {count} awaited: {last:?}", last.len());
+/// Waits until the issuer wrote the polls to the store (every 2 s, all those it has at once)
+/// up to the last one made, the edge `last` (client, node, VM); what `issuer edges` lists then.
+async fn wait_listed(dir: &Path, last: (&str, &str, &str)) -> Vec<(String, String, String)> {
+    let written = e2e::wait::until_some(e2e::wait::LONG, async || {
+        let edges = listed(dir);
+        let has_last =
+            |e: &(String, String, String)| (e.0.as_str(), e.1.as_str(), e.2.as_str()) == last;
+        edges.iter().any(has_last).then_some(edges)
+    });
+    written
+        .await
+        .unwrap_or_else(|| panic!("{last:?} never listed: {:?}", listed(dir)))
 }
 
 /// Node `a/b` VM `c` and node `a` VM `b/c` are two edges: the one that holds the key does not
@@ -68,7 +66,7 @@ async fn edges_whose_names_join_alike_are_told_apart() {
     let version = poll(&s, edge, "a/b", "c", None).await;
     poll(&s, edge, "a/b", "c", Some(&version)).await;
     poll(&s, edge, "a", "b/c", None).await;
-    let edges = wait_listed(&f.dir, 2).await;
+    let edges = wait_listed(&f.dir, ("edge", "a", "b/c")).await;
     assert_eq!(edges.len(), 2, "{edges:?}");
     let out = admin_output(&f.dir, &["keys", "status"], None);
     let (stdout, stderr) = (
@@ -110,7 +108,7 @@ async fn one_edge_client_cannot_flood_the_registry() {
     poll(&s, ("real", real.as_str()), "envoy-1", "vm", Some(&version)).await;
     // The same name as a fake's, from another client: another edge.
     poll(&s, ("real", real.as_str()), "fake-0", "vm", Some(&version)).await;
-    let edges = wait_listed(&f.dir, bound + 2).await;
+    let edges = wait_listed(&f.dir, ("real", "fake-0", "vm")).await;
     let of = |c: &str| edges.iter().filter(|e| e.0 == c).count();
     assert_eq!((of("flood"), of("real")), (bound, 2));
     let out = admin_output(&f.dir, &["keys", "status"], None);

@@ -81,10 +81,7 @@ async fn revocation_and_introspection() {
 
 /// Waits until the next whole second: a revocation covers tokens issued in its own second.
 async fn next_second() {
-    let start = now();
-    while now() == start {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    e2e::wait::next_second().await;
 }
 
 #[tokio::test]
@@ -179,8 +176,27 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
     let edge = add_client(&f.dir, "edge", &["--edge"]);
     let mut s = Server::start(&f.dir, &[]);
     let as_edge = Some(("edge", edge.as_str()));
-    assert_error(&edge_feed(&s, None, "").await.0, 401, "invalid_client");
-    let (not_edge, _) = edge_feed(&s, f.app(), "").await;
+    step_only_an_edge_client_reads_the_feed(&s, &f, &edge).await;
+    let version = step_the_first_fetch_is_a_full_snapshot(&s, &f, as_edge).await;
+    let jti = step_revocations_come_after_the_cursor(&s, &f, as_edge, &version).await;
+    // A rotated key changes the version; the edge holding the old one gets the new ring.
+    admin(&f.dir, &["keys", "rotate"], None);
+    let (rotated, _) = edge_feed(&s, as_edge, &format!("?since=1&keys={version}")).await;
+    assert_ne!(rotated.json["keys_version"], version.as_str());
+    assert_eq!(rotated.json["keys"].as_array().unwrap().len(), 2);
+    // The feed is the store's: the same after a restart.
+    s.kill9_and_restart();
+    let (after, _) = edge_feed(&s, as_edge, "?since=0").await;
+    assert_eq!(after.json["revoked"][0]["jti"], jti.as_str());
+    assert_eq!(after.json["keys_version"], rotated.json["keys_version"]);
+    step_a_revoked_family_appears_once(&s, &f, as_edge).await;
+}
+
+/// Step: no credential is 401, a client without `--edge` 403, a request a proxy relayed 403
+/// whatever its credential; an edge client gets no token.
+async fn step_only_an_edge_client_reads_the_feed(s: &Server, f: &Fixture, edge: &str) {
+    assert_error(&edge_feed(s, None, "").await.0, 401, "invalid_client");
+    let (not_edge, _) = edge_feed(s, f.app(), "").await;
     assert_eq!(
         (not_edge.status.as_u16(), &not_edge.json["error"]),
         (403, &Value::from("access_denied"))
@@ -190,7 +206,7 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
     for name in shared::edge_feed::RELAY_HEADERS {
         let r = reqwest::Client::new()
             .get(format!("{}/apiv2/oauth/edge", s.url))
-            .basic_auth("edge", Some(&edge))
+            .basic_auth("edge", Some(edge))
             .header(name, "203.0.113.9")
             .send()
             .await
@@ -211,14 +227,21 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
     // An edge client cannot get tokens: it has no grant.
     let t = post(
         &s.token_url(),
-        as_edge,
+        Some(("edge", edge)),
         &[("grant_type", "client_credentials")],
     )
     .await;
     assert_error(&t, 400, "unauthorized_client");
+}
 
-    // The first fetch is a full snapshot: the key ring and every revocation in force.
-    let (full, _) = edge_feed(&s, as_edge, "").await;
+/// Step: the first fetch is a full snapshot: the key ring and every revocation in force. The
+/// key ring's version.
+async fn step_the_first_fetch_is_a_full_snapshot(
+    s: &Server,
+    f: &Fixture,
+    as_edge: Option<(&str, &str)>,
+) -> String {
+    let (full, _) = edge_feed(s, as_edge, "").await;
     assert_eq!(full.status, 200, "{}", full.json);
     assert_oauth_headers(&full);
     let ring = ring(&f.dir);
@@ -227,10 +250,19 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
     assert_eq!(full.json["cursor"], 0);
     assert_eq!(full.json["full"], true);
     assert_eq!(full.json["revoked"], serde_json::json!([]));
-    let version = full.json["keys_version"].as_str().unwrap().to_owned();
+    full.json["keys_version"].as_str().unwrap().to_owned()
+}
 
+/// Step: a revocation appears after the cursor, without the unchanged keys; the cursor's stamp
+/// proves its history; a bad cursor is refused. The revoked token's id.
+async fn step_revocations_come_after_the_cursor(
+    s: &Server,
+    f: &Fixture,
+    as_edge: Option<(&str, &str)>,
+    version: &str,
+) -> String {
     // A revocation appears after the cursor; the keys are not sent again while unchanged.
-    let access = password_grant(&s, &f).await.json["access_token"]
+    let access = password_grant(s, f).await.json["access_token"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -245,7 +277,7 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
         200
     );
     let jti = token::inspect(&access).unwrap().jti_hex();
-    let (next, _) = edge_feed(&s, as_edge, &format!("?since=0&keys={version}")).await;
+    let (next, _) = edge_feed(s, as_edge, &format!("?since=0&keys={version}")).await;
     assert_eq!(next.json["cursor"], 1);
     assert!(
         next.json.get("full").is_none(),
@@ -256,7 +288,7 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
     assert_eq!(next.json["revoked"][0]["seq"], 1);
     assert!(next.json.get("keys").is_none());
     // Nothing new: a tiny answer.
-    let (idle, len) = edge_feed(&s, as_edge, &format!("?since=1&keys={version}")).await;
+    let (idle, len) = edge_feed(s, as_edge, &format!("?since=1&keys={version}")).await;
     assert_eq!(idle.json["revoked"], serde_json::json!([]));
     assert!(len < 200, "a poll with nothing new is {len} bytes");
     // The cursor's stamp proves its history: sent back, the answer goes on from it; another
@@ -264,7 +296,7 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
     let stamp = next.json["cursor_stamp"].as_str().unwrap().to_owned();
     assert_eq!(idle.json["cursor_stamp"], stamp.as_str());
     assert!(stamp.len() == 16 && stamp.bytes().all(|c| c.is_ascii_hexdigit()));
-    let (same, _) = edge_feed(&s, as_edge, &format!("?since=1.{stamp}&keys={version}")).await;
+    let (same, _) = edge_feed(s, as_edge, &format!("?since=1.{stamp}&keys={version}")).await;
     assert_eq!(
         (same.json["cursor"].as_u64(), same.json.get("full")),
         (Some(1), None)
@@ -274,7 +306,7 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
     } else {
         "0000000000000000"
     };
-    let (snapshot, _) = edge_feed(&s, as_edge, &format!("?since=1.{other}&keys={version}")).await;
+    let (snapshot, _) = edge_feed(s, as_edge, &format!("?since=1.{other}&keys={version}")).await;
     assert_eq!(snapshot.json["full"], true);
     assert_eq!(snapshot.json["revoked"][0]["jti"], jti.as_str());
     assert_eq!(snapshot.json["cursor_stamp"], stamp.as_str());
@@ -287,23 +319,18 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
         "?since=1.zz",
         "?since=1.",
     ] {
-        assert_error(&edge_feed(&s, as_edge, bad).await.0, 400, "invalid_request");
+        assert_error(&edge_feed(s, as_edge, bad).await.0, 400, "invalid_request");
     }
+    jti
+}
 
-    // A rotated key changes the version; the edge holding the old one gets the new ring.
-    admin(&f.dir, &["keys", "rotate"], None);
-    let (rotated, _) = edge_feed(&s, as_edge, &format!("?since=1&keys={version}")).await;
-    assert_ne!(rotated.json["keys_version"], version.as_str());
-    assert_eq!(rotated.json["keys"].as_array().unwrap().len(), 2);
-
-    // The feed is the store's: the same after a restart.
-    s.kill9_and_restart();
-    let (after, _) = edge_feed(&s, as_edge, "?since=0").await;
-    assert_eq!(after.json["revoked"][0]["jti"], jti.as_str());
-    assert_eq!(after.json["keys_version"], rotated.json["keys_version"]);
-
-    // A revoked refresh token family appears once, however often it is revoked.
-    let grant = password_grant(&s, &f).await;
+/// Step: a revoked refresh token family appears once, however often it is revoked.
+async fn step_a_revoked_family_appears_once(
+    s: &Server,
+    f: &Fixture,
+    as_edge: Option<(&str, &str)>,
+) {
+    let grant = password_grant(s, f).await;
     let refresh = grant.json["refresh_token"].as_str().unwrap().to_owned();
     let revoke = format!("{}/apiv2/oauth/revoke", s.url);
     for _ in 0..3 {
@@ -312,7 +339,7 @@ async fn the_edge_feed_serves_keys_and_revocations_to_edge_clients_only() {
             200
         );
     }
-    let (snapshot, _) = edge_feed(&s, as_edge, "").await;
+    let (snapshot, _) = edge_feed(s, as_edge, "").await;
     let families: Vec<_> = snapshot.json["revoked"]
         .as_array()
         .unwrap()
@@ -338,28 +365,28 @@ async fn metrics(s: &Server) -> String {
         .unwrap()
 }
 
-/// The issuer's `issuer_feed_waiting` once `pred` holds of it, polled for at most 10 s.
+/// The issuer's metrics once `pred` holds of its `issuer_feed_waiting`.
 async fn feed_waiting_until(s: &Server, what: &str, pred: impl Fn(u64) -> bool) -> String {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    let waiting = |text: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix("issuer_feed_waiting ")?.trim().parse().ok())
+    };
+    let held = e2e::wait::until_some(e2e::wait::LONG, async || {
         let text = metrics(s).await;
-        let waiting = text
-            .lines()
-            .find_map(|l| l.strip_prefix("issuer_feed_waiting ")?.trim().parse().ok());
-        if waiting.is_some_and(&pred) {
-            return text;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{what}: issuer_feed_waiting {waiting:?} after 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        waiting(&text).is_some_and(&pred).then_some(text)
+    });
+    match held.await {
+        Some(text) => text,
+        None => panic!(
+            "{what}: issuer_feed_waiting {:?}",
+            waiting(&metrics(s).await)
+        ),
     }
 }
 
 /// An edge feed request held for news gives its place back as soon as its edge closes the
-/// connection, not when its wait (30 s here) ends: the issuer drops a request whose connection
-/// closed. With one place per edge client, the next request is held again at once, not busy.
+/// connection, not when its wait (300 s here, far beyond how long the test waits) ends: the
+/// issuer drops a request whose connection closed. With one place per edge client, the next request is held again at once, not busy.
 #[tokio::test]
 async fn a_held_feed_request_gives_its_place_back_when_its_connection_closes() {
     use base64::Engine as _;
@@ -370,7 +397,7 @@ async fn a_held_feed_request_gives_its_place_back_when_its_connection_closes() {
         &f.dir,
         &[
             "--feed-max-wait-seconds",
-            "30",
+            "300",
             "--feed-max-waiting-per-client",
             "1",
         ],
@@ -378,7 +405,7 @@ async fn a_held_feed_request_gives_its_place_back_when_its_connection_closes() {
     let (first, _) = edge_feed(&s, Some(("edge", &edge)), "").await;
     assert_eq!(first.status, 200, "{}", first.json);
     let held = format!(
-        "GET /apiv2/oauth/edge?since={}&keys={}&wait=30 HTTP/1.1\r\nHost: issuer\r\n\
+        "GET /apiv2/oauth/edge?since={}&keys={}&wait=300 HTTP/1.1\r\nHost: issuer\r\n\
          Authorization: Basic {}\r\n\r\n",
         first.json["cursor"],
         first.json["keys_version"].as_str().unwrap(),
@@ -393,14 +420,8 @@ async fn a_held_feed_request_gives_its_place_back_when_its_connection_closes() {
             !m.contains(r#"issuer_feed_waits_total{result="busy"}"#),
             "{round}: {m}"
         );
-        let closed = std::time::Instant::now();
         drop(conn);
         feed_waiting_until(&s, round, |n| n == 0).await;
-        assert!(
-            closed.elapsed() < Duration::from_secs(5),
-            "{round}: the place came back {:?} after the close",
-            closed.elapsed()
-        );
     }
 }
 

@@ -41,19 +41,13 @@ async fn client_authentication_errors_are_401_invalid_client() {
     }
 }
 
-#[tokio::test]
-async fn request_errors_are_400_with_their_codes() {
-    let f = fixture();
-    admin(
-        &f.dir,
-        &["user", "add", "bob", "--role", "x"],
-        Some("bob-pw"),
-    );
-    admin(&f.dir, &["user", "disable", "bob"], None);
-    let cc_only = add_client(&f.dir, "cc-only", &["--grants", "client_credentials"]);
-    let s = Server::start(&f.dir, &[]);
-    let url = s.token_url();
-    let cases: Vec<(Vec<(&str, &str)>, &str)> = vec![
+/// A token request's form and the error it gets.
+type FormCase = (Vec<(&'static str, &'static str)>, &'static str);
+
+/// Forms that are malformed, or name a grant the issuer does not have: `invalid_request`,
+/// `unsupported_grant_type`; an empty `impersonate_claims` counts as omitted.
+fn malformed_forms() -> Vec<FormCase> {
+    vec![
         (vec![], "invalid_request"),
         (
             vec![("grant_type", "password"), ("username", "alice")],
@@ -97,6 +91,12 @@ async fn request_errors_are_400_with_their_codes() {
             vec![("grant_type", "authorization_code"), ("code", "x")],
             "unsupported_grant_type",
         ),
+    ]
+}
+
+/// Well-formed forms whose grant is refused: `invalid_grant`.
+fn refused_grants() -> Vec<FormCase> {
+    vec![
         (
             vec![
                 ("grant_type", "password"),
@@ -128,7 +128,22 @@ async fn request_errors_are_400_with_their_codes() {
             ],
             "invalid_grant",
         ),
-    ];
+    ]
+}
+
+#[tokio::test]
+async fn request_errors_are_400_with_their_codes() {
+    let f = fixture();
+    admin(
+        &f.dir,
+        &["user", "add", "bob", "--role", "x"],
+        Some("bob-pw"),
+    );
+    admin(&f.dir, &["user", "disable", "bob"], None);
+    let cc_only = add_client(&f.dir, "cc-only", &["--grants", "client_credentials"]);
+    let s = Server::start(&f.dir, &[]);
+    let url = s.token_url();
+    let cases = malformed_forms().into_iter().chain(refused_grants());
     for (form, expected) in cases {
         let a = post(&url, f.app(), &form).await;
         if expected == "ok-no-impersonation" {
@@ -138,10 +153,16 @@ async fn request_errors_are_400_with_their_codes() {
         }
         assert_error(&a, 400, expected);
     }
-    // Grant not enabled for this client.
+    step_a_grant_the_client_lacks_is_unauthorized_client(&url, &cc_only).await;
+    step_a_body_not_typed_as_a_form_is_invalid_request(&url, &f.secret).await;
+}
+
+/// Step: a grant not enabled for the client, or impersonation it may not do:
+/// `unauthorized_client`.
+async fn step_a_grant_the_client_lacks_is_unauthorized_client(url: &str, cc_only: &str) {
     let a = post(
-        &url,
-        Some(("cc-only", &cc_only)),
+        url,
+        Some(("cc-only", cc_only)),
         &[
             ("grant_type", "password"),
             ("username", "alice"),
@@ -151,8 +172,8 @@ async fn request_errors_are_400_with_their_codes() {
     .await;
     assert_error(&a, 400, "unauthorized_client");
     let a = post(
-        &url,
-        Some(("cc-only", &cc_only)),
+        url,
+        Some(("cc-only", cc_only)),
         &[
             ("grant_type", "client_credentials"),
             ("impersonate_as", "alice"),
@@ -160,10 +181,14 @@ async fn request_errors_are_400_with_their_codes() {
     )
     .await;
     assert_error(&a, 400, "unauthorized_client");
-    // Wrong content type, with valid credentials and a well-formed body.
+}
+
+/// Step: the wrong content type, or none, with valid credentials and a well-formed body:
+/// `invalid_request`.
+async fn step_a_body_not_typed_as_a_form_is_invalid_request(url: &str, secret: &str) {
     let resp = reqwest::Client::new()
-        .post(&url)
-        .basic_auth("app", Some(&f.secret))
+        .post(url)
+        .basic_auth("app", Some(secret))
         .header("content-type", "application/json")
         .body("grant_type=client_credentials")
         .send()
@@ -171,8 +196,8 @@ async fn request_errors_are_400_with_their_codes() {
         .unwrap();
     assert_error(&answer(resp).await, 400, "invalid_request");
     let resp = reqwest::Client::new()
-        .post(&url)
-        .basic_auth("app", Some(&f.secret))
+        .post(url)
+        .basic_auth("app", Some(secret))
         .body("grant_type=client_credentials")
         .send()
         .await
@@ -260,6 +285,7 @@ async fn password_guessing_is_throttled_with_retry_after() {
     assert_eq!(attempt, 6, "five free failures, the sixth sets a wait");
     assert_error(&a, 429, "slow_down");
     let wait: u64 = a.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    let held_at = e2e::unix_now();
     assert!((4..=5).contains(&wait), "{wait}");
     // Even the right password waits while throttled; other users are served.
     let right = [
@@ -269,8 +295,9 @@ async fn password_guessing_is_throttled_with_retry_after() {
     ];
     assert_eq!(post(&s.token_url(), f.app(), &right).await.status, 429);
     assert_eq!(password_grant(&s, &f).await.status, 200);
-    // The back-off is temporary.
-    tokio::time::sleep(Duration::from_secs(wait + 1)).await;
+    // The back-off is temporary: it ends when its Retry-After said (the back-off counts whole
+    // seconds, as the clock reads them).
+    e2e::wait::until_second(held_at + wait).await;
     assert_eq!(post(&s.token_url(), f.app(), &right).await.status, 200);
 }
 
@@ -287,6 +314,15 @@ async fn client_auth_from(s: &Server, from: &str, secret: &str) -> Answer {
         .await
         .unwrap();
     answer(resp).await
+}
+
+/// [`client_auth_from`] again until it is not held (429), which counts nothing: the answer.
+async fn until_not_held(s: &Server, from: &str, secret: &str) -> Answer {
+    let answered = e2e::wait::until_some(e2e::wait::LONG, async || {
+        let a = client_auth_from(s, from, secret).await;
+        (a.status != 429).then_some(a)
+    });
+    answered.await.expect("still held")
 }
 
 fn retry_after(a: &Answer) -> u64 {
@@ -306,12 +342,11 @@ async fn client_authentication_is_throttled_per_address() {
     let a = client_auth_from(&s, guesser, "guess").await;
     assert_error(&a, 429, "slow_down");
     assert_eq!(retry_after(&a), 1);
-    // After the wait, one more failure doubles it.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let a = client_auth_from(&s, guesser, "guess").await;
+    // After the wait (tried until it ends: a try while held is not counted), one more failure
+    // doubles it.
+    let a = until_not_held(&s, guesser, "guess").await;
     assert_error(&a, 401, "invalid_client");
     let a = client_auth_from(&s, guesser, "guess").await;
-    let held_at = std::time::Instant::now();
     assert_error(&a, 429, "slow_down");
     assert_eq!(retry_after(&a), 2);
     // The right secret from the guesser's address waits too, at every endpoint that
@@ -333,8 +368,7 @@ async fn client_authentication_is_throttled_per_address() {
     let a = client_auth_from(&s, guesser, &f.secret).await;
     assert_error(&a, 429, "slow_down");
     // The wait ends: the right secret from the guesser's address works again.
-    tokio::time::sleep(Duration::from_millis(2100).saturating_sub(held_at.elapsed())).await;
-    let a = client_auth_from(&s, guesser, &f.secret).await;
+    let a = until_not_held(&s, guesser, &f.secret).await;
     assert_eq!(a.status, 200, "{}", a.json);
     // An IPv6 address counts by its /64: guesses spread over one /64 are held as one address,
     // and the next /64 is another address.

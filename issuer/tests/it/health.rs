@@ -3,7 +3,7 @@
 //! down, two issuers migrating an empty database at once, a database turned read-only, and the
 //! password file. The Envoy health check of `docs/issuer.md` is validated by Envoy.
 
-use super::multi::{kek_file, provision, within};
+use super::multi::{eventually, kek_file, provision};
 use super::{fixture, post, Server, BIN};
 use e2e::postgres::PgCluster;
 use e2e::Proc;
@@ -188,10 +188,9 @@ fn store_args(store: &[String]) -> (String, Vec<String>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: `cargo xtask test` runs it"]
 async fn an_issuer_started_while_postgres_is_down_waits_then_serves() {
-    let Some(mut pg) = PgCluster::for_test() else {
-        return;
-    };
+    let mut pg = PgCluster::for_test();
     let tmp = tempfile::tempdir().unwrap();
     let (store, secret) = provision(&pg, tmp.path(), "password");
     let (url, args) = store_args(&store);
@@ -204,7 +203,7 @@ async fn an_issuer_started_while_postgres_is_down_waits_then_serves() {
             .await
             .is_ok_and(|r| r.status() == StatusCode::OK)
     };
-    within(Duration::from_secs(30), live).await;
+    eventually(live).await;
     assert_not_ready(
         &get(&format!("{base}/readyz")).await,
         "the store is not open yet",
@@ -233,7 +232,7 @@ async fn an_issuer_started_while_postgres_is_down_waits_then_serves() {
         "{starting}"
     );
     // It keeps trying (at least two attempts logged) and has not exited.
-    within(Duration::from_secs(30), || async {
+    eventually(|| async {
         std::fs::read_to_string(&log)
             .unwrap()
             .matches("the database is not available")
@@ -249,20 +248,16 @@ async fn an_issuer_started_while_postgres_is_down_waits_then_serves() {
 
     pg.resume().unwrap();
     serving(stdout, Duration::from_secs(60)).await;
-    within(Duration::from_secs(10), || async {
-        get(&format!("{base}/readyz")).await.0 == StatusCode::OK
-    })
-    .await;
+    eventually(|| async { get(&format!("{base}/readyz")).await.0 == StatusCode::OK }).await;
     assert_eq!(post(&token, app, &SIGN_IN).await.status, StatusCode::OK);
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!text.contains(pg.password()), "the log shows the password");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: `cargo xtask test` runs it"]
 async fn two_issuers_migrate_an_empty_database_once() {
-    let Some(pg) = PgCluster::for_test() else {
-        return;
-    };
+    let pg = PgCluster::for_test();
     let tmp = tempfile::tempdir().unwrap();
     let args = vec!["--kek-file".to_owned(), kek_file(tmp.path())];
     let env = [("ISSUER_STORE", pg.url())];
@@ -272,10 +267,7 @@ async fn two_issuers_migrate_an_empty_database_once() {
     serving(a.2, Duration::from_secs(60)).await;
     serving(b.2, Duration::from_secs(60)).await;
     for base in [&a.1, &b.1] {
-        within(Duration::from_secs(10), || async {
-            get(&format!("{base}/readyz")).await.0 == StatusCode::OK
-        })
-        .await;
+        eventually(|| async { get(&format!("{base}/readyz")).await.0 == StatusCode::OK }).await;
     }
     let migrated: Vec<usize> = logs
         .iter()
@@ -305,10 +297,9 @@ async fn two_issuers_migrate_an_empty_database_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: `cargo xtask test` runs it"]
 async fn a_read_only_database_is_not_ready() {
-    let Some(pg) = PgCluster::for_test() else {
-        return;
-    };
+    let pg = PgCluster::for_test();
     let tmp = tempfile::tempdir().unwrap();
     let (store, secret) = provision(&pg, tmp.path(), "password");
     let args: Vec<&str> = store.iter().map(String::as_str).collect();
@@ -324,10 +315,7 @@ async fn a_read_only_database_is_not_ready() {
          WHERE pid <> pg_backend_pid() AND datname = 'postgres'",
     )
     .unwrap();
-    within(Duration::from_secs(15), || async {
-        get(&readyz).await.0 == StatusCode::SERVICE_UNAVAILABLE
-    })
-    .await;
+    eventually(|| async { get(&readyz).await.0 == StatusCode::SERVICE_UNAVAILABLE }).await;
     assert_not_ready(
         &get(&readyz).await,
         "the store took no write in the last seconds",
@@ -347,10 +335,7 @@ async fn a_read_only_database_is_not_ready() {
          ALTER DATABASE postgres SET default_transaction_read_only = off; COMMIT",
     )
     .unwrap();
-    within(Duration::from_secs(15), || async {
-        get(&readyz).await.0 == StatusCode::OK
-    })
-    .await;
+    eventually(|| async { get(&readyz).await.0 == StatusCode::OK }).await;
     assert_eq!(
         post(&server.token_url(), app, &SIGN_IN).await.status,
         StatusCode::OK
@@ -358,11 +343,10 @@ async fn a_read_only_database_is_not_ready() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: `cargo xtask test` runs it"]
 async fn the_password_from_a_file_stays_out_of_ps() {
     use std::os::unix::fs::PermissionsExt;
-    let Some(pg) = PgCluster::for_test() else {
-        return;
-    };
+    let pg = PgCluster::for_test();
     let tmp = tempfile::tempdir().unwrap();
     let (store, secret) = provision(&pg, tmp.path(), "password");
     let (_, kek) = store_args(&store);
@@ -431,16 +415,9 @@ async fn the_password_from_a_file_stays_out_of_ps() {
 }
 
 #[test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 fn the_documented_envoy_health_check_validates() {
-    let Some(envoy) = e2e::needed_for_test(
-        std::env::var_os("MMS_ENVOY")
-            .map(std::path::PathBuf::from)
-            .ok_or_else(|| {
-                anyhow::anyhow!("MMS_ENVOY is not set (run through `cargo xtask test`)")
-            }),
-    ) else {
-        return;
-    };
+    let envoy = e2e::needed_for_test(e2e::env_path("MMS_ENVOY"));
     let doc = std::fs::read_to_string(e2e::root().join("docs/issuer.md")).unwrap();
     // The snippet sits in a list item: its lines are indented alike.
     let mut lines = doc.lines().skip_while(|l| {

@@ -149,39 +149,33 @@ fn admin_output(dir: &Path, args: &[&str], stdin: Option<&str>) -> std::process:
     run_admin(command, stdin)
 }
 
-/// Runs `command` (an `issuer serve`), which must stop with an error within 20 s: its stderr.
+/// Runs `command` (an `issuer serve`), which must stop with an error: its stderr.
 fn refused_to_start(mut command: Command) -> String {
     let mut child = command
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(20) {
-            child.kill().unwrap();
-            let out = child.wait_with_output().unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            panic!("{command:?} started and served for 20 s:\n{stderr}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let stopped =
+        e2e::wait::until_blocking(e2e::wait::LONG, || child.try_wait().unwrap().is_some());
+    if !stopped {
+        child.kill().unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        panic!("{command:?} started and served:\n{stderr}");
     }
     let out = child.wait_with_output().unwrap();
     assert!(!out.status.success(), "{command:?} succeeded");
     String::from_utf8(out.stderr).unwrap()
 }
 
-/// Gives `path` to uid and gid 65534 (`nobody`); false, said loudly, where this process may not
-/// (not root), and a failure under `CI`, where the test must run.
-fn give_away(path: &Path) -> bool {
-    match std::os::unix::fs::chown(path, Some(65534), Some(65534)) {
-        Ok(()) => true,
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("SKIPPED: chown to uid 65534 needs root ({e}); CI runs this test as root");
-            false
-        }
-        Err(e) => panic!("chown to uid 65534 failed under CI: {e}"),
-    }
+/// Gives `path` to uid and gid 65534 (`nobody`), or the test fails where this process may not
+/// (not root), saying so.
+fn give_away(path: &Path) {
+    let given = std::os::unix::fs::chown(path, Some(65534), Some(65534));
+    e2e::needed_for_test(given.map_err(|e| {
+        anyhow::anyhow!("chown to uid 65534 needs root (CI runs `cargo xtask test` as root): {e}")
+    }));
 }
 
 /// Runs the admin command line `command` with `stdin` on its standard input.

@@ -52,7 +52,8 @@ async fn reuse_outside_the_window_revokes_the_family() {
         .as_str()
         .unwrap()
         .to_owned();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // A window of 0 s: the rotation's second has to pass.
+    e2e::wait::next_second().await;
     assert_error(&refresh(&s, &f, &rt1).await, 400, "invalid_grant");
     assert_error(&refresh(&s, &f, &rt2).await, 400, "invalid_grant");
     let metrics = reqwest::get(format!("{}/metrics", s.url))
@@ -88,7 +89,8 @@ async fn refresh_tokens_are_bound_to_their_client_and_expire() {
         .as_str()
         .unwrap()
         .to_owned();
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    // Rotated at or before this second, rt2 has expired by the issuer's clock 2 s later.
+    e2e::wait::until_second(e2e::unix_now() + 2).await;
     assert_error(&refresh(&s, &f, &rt2).await, 400, "invalid_grant");
 }
 
@@ -106,7 +108,7 @@ async fn refresh_rechecks_client_and_user_and_takes_current_roles() {
     // Enabled again, the user signs in afresh: the disable ended the older family for good.
     assert_error(&refresh(&s, &f, &rt).await, 400, "invalid_grant");
     // (Families started in the second of the disable end with it: tokens carry whole seconds.)
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    e2e::wait::next_second().await;
     let fresh = password_grant(&s, &f).await.json["refresh_token"]
         .as_str()
         .unwrap()

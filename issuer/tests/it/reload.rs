@@ -4,7 +4,6 @@
 
 use super::*;
 use std::io::{BufRead, BufReader};
-use std::time::Instant;
 
 /// A new self-signed certificate for `localhost`, written to `cert` and `key` (0600): its PEM.
 pub(crate) fn certificate(cert: &Path, key: &Path) -> String {
@@ -49,18 +48,11 @@ pub(crate) fn hup_and_wait(proc: &Proc, log: &Path, done: &str, count: usize) ->
         .status()
         .unwrap()
         .success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = std::fs::read_to_string(log).unwrap();
-        if text.matches(done).count() >= count {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no {done:?} after SIGHUP:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let read = || std::fs::read_to_string(log).unwrap();
+    let logged = e2e::wait::until_some_blocking(e2e::wait::LONG, || {
+        Some(read()).filter(|text| text.matches(done).count() >= count)
+    });
+    logged.unwrap_or_else(|| panic!("no {done:?} after SIGHUP:\n{}", read()))
 }
 
 /// A client credentials grant over a new connection trusting only `pem`: the token's lifetime,

@@ -11,10 +11,9 @@ use issuer::store::ClientChange;
 /// database alone changes no power; a database of an older version, whose records have none,
 /// gets them once when opened by this version, and never again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: `cargo xtask test` runs it"]
 async fn postgres_records_carry_macs_from_the_first_open_on() {
-    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
-        return;
-    };
+    let pg = e2e::postgres::PgCluster::for_test();
     let kek = || Kek::derive(&KEK);
     let s = PgStore::connect(&pg.url(), kek(), 1_000, POLICY)
         .await
@@ -94,10 +93,9 @@ async fn postgres_records_carry_macs_from_the_first_open_on() {
 /// PostgreSQL only: the secrets are sealed, so the database alone mints nothing, and the wrong
 /// key-encryption key is a clear error, never a new key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: `cargo xtask test` runs it"]
 async fn postgres_secrets_need_the_right_kek() {
-    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
-        return;
-    };
+    let pg = e2e::postgres::PgCluster::for_test();
     let s = PgStore::connect(&pg.url(), Kek::derive(&KEK), 1_000, POLICY)
         .await
         .unwrap();
@@ -135,10 +133,9 @@ async fn postgres_secrets_need_the_right_kek() {
 /// issuer's later step (one drops what an earlier one made), and every issuer still opens, on one
 /// key ring. CI once saw `relation "refresh_tokens" does not exist` here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: `cargo xtask test` runs it"]
 async fn issuers_starting_at_once_all_open() {
-    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
-        return;
-    };
+    let pg = e2e::postgres::PgCluster::for_test();
     for round in 0..4 {
         pg.psql(&format!("CREATE DATABASE race{round}")).unwrap();
         let url = pg.url().replace("/postgres", &format!("/race{round}"));
@@ -162,10 +159,9 @@ async fn issuers_starting_at_once_all_open() {
 /// PostgreSQL over TLS: the server's certificate verified against the CA file; another CA is
 /// refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: `cargo xtask test` runs it"]
 async fn postgres_over_tls_verifies_the_server() {
-    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
-        return;
-    };
+    let pg = e2e::postgres::PgCluster::for_test();
     let tmp = tempfile::tempdir().unwrap();
     let ca = tmp.path().join("ca.pem");
     std::fs::write(&ca, pg.enable_tls().unwrap()).unwrap();
@@ -219,12 +215,11 @@ async fn postgres_over_tls_verifies_the_server() {
 /// Several issuers on one database take turns at the directory recheck: the lease in the shared
 /// back-off book goes to exactly one of them per round, whichever asks first, at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: `cargo xtask test` runs it"]
 async fn one_issuer_of_several_takes_each_directory_recheck() {
     use issuer::throttle::{Throttle, ThrottlePolicy};
     use std::sync::Arc;
-    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
-        return;
-    };
+    let pg = e2e::postgres::PgCluster::for_test();
     let mut issuers = Vec::new();
     for _ in 0..4 {
         let store = PgStore::connect(&pg.url(), Kek::derive(&KEK), 1_000, POLICY)
@@ -249,10 +244,9 @@ async fn one_issuer_of_several_takes_each_directory_recheck() {
 /// is read as its edge's, and filed again under the edge's key at its next report, merged (its
 /// first sighting kept).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: `cargo xtask test` runs it"]
 async fn edges_of_an_earlier_version_are_filed_again() {
-    let Some(pg) = e2e::postgres::PgCluster::for_test() else {
-        return;
-    };
+    let pg = e2e::postgres::PgCluster::for_test();
     let s = PgStore::connect(&pg.url(), Kek::derive(&KEK), 1_000, POLICY)
         .await
         .unwrap();

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How PgBouncer hands its server connections to clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,11 +56,11 @@ pub struct PgBouncer {
 }
 
 impl PgBouncer {
-    /// A PgBouncer for a test in front of `pg`. A missing PgBouncer fails the test under `CI`;
-    /// elsewhere the test is skipped (`None`).
-    pub fn for_test(pg: &PgCluster, mode: PoolMode) -> Option<Self> {
-        let bin = crate::needed_for_test(find_pgbouncer())?;
-        Some(Self::start(&bin, pg, mode).unwrap_or_else(|e| panic!("{e:#}")))
+    /// A PgBouncer for a test in front of `pg`. A missing PgBouncer fails the test, saying so
+    /// ([`crate::needed_for_test`]).
+    pub fn for_test(pg: &PgCluster, mode: PoolMode) -> Self {
+        let bin = crate::needed_for_test(find_pgbouncer());
+        Self::start(&bin, pg, mode).unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     /// Starts `bin` in front of `pg` in `mode`; returns once it accepts connections.
@@ -103,23 +103,23 @@ impl PgBouncer {
     }
 
     fn wait_listening(&mut self) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(20);
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port));
-        loop {
+        let listening = crate::wait::until_ok_blocking(Duration::from_secs(20), || {
             if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return Ok(());
+                return Ok(Some(()));
             }
             if let Some(status) = self.proc.exited() {
                 bail!("pgbouncer exited ({status}):\n{}", self.log());
             }
-            if Instant::now() > deadline {
-                bail!(
-                    "pgbouncer did not listen on {addr} in 20 s:\n{}",
-                    self.log()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
+            Ok(None)
+        })?;
+        if listening.is_none() {
+            bail!(
+                "pgbouncer did not listen on {addr} in 20 s:\n{}",
+                self.log()
+            );
         }
+        Ok(())
     }
 
     /// The issuer's `--store` URL through this PgBouncer, without the password (give it in a

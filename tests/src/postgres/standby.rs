@@ -7,7 +7,7 @@
 
 use super::{PgCluster, USER};
 use anyhow::{bail, Context, Result};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The standby's `cluster_name`, the name its WAL receiver gives the primary (its
 /// `application_name`), which `synchronous_standby_names` on the primary names.
@@ -62,20 +62,18 @@ impl PgCluster {
             "SELECT state || ' ' || sync_state FROM pg_stat_replication \
              WHERE application_name = '{STANDBY_NAME}'"
         );
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let now = self.psql(&query)?;
-            if now == format!("streaming {state}") {
-                return Ok(standby);
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "the standby is not streaming {state} ({now:?})\n--- standby log:\n{}",
-                    standby.log()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let wanted = format!("streaming {state}");
+        let streaming = crate::wait::until_ok_blocking(WAIT, || {
+            Ok(Some(self.psql(&query)?).filter(|now| *now == wanted))
+        })?;
+        if streaming.is_none() {
+            bail!(
+                "the standby is not streaming {state} ({:?})\n--- standby log:\n{}",
+                self.psql(&query)?,
+                standby.log()
+            );
         }
+        Ok(standby)
     }
 
     /// The multi-host URL of this primary and its `standby`, that only connects to whichever of
@@ -122,12 +120,9 @@ impl PgCluster {
             // SAFETY: as above, one process.
             unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
         }
-        let deadline = Instant::now() + WAIT;
-        while let Some(left) = pids.iter().find(|p| process_stat(**p).is_some()) {
-            if Instant::now() > deadline {
-                bail!("process {left} of the killed server still runs");
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        let left = || pids.iter().copied().find(|p| process_stat(*p).is_some());
+        if !crate::wait::until_blocking(WAIT, || left().is_none()) {
+            bail!("process {:?} of the killed server still runs", left());
         }
         std::fs::remove_file(&pid_file).context("removing postmaster.pid")?;
         if let Some(id) = shm_id.filter(|id| id.parse::<u64>().is_ok()) {

@@ -5,12 +5,11 @@
 //! at refresh, and through the recheck at Envoy.
 
 use crate::directory::{
-    call_ok, directory_stack, introspect, refresh, refused_at_envoy_within, sign_in, TIMEOUT_MS,
+    call_ok, directory_stack, introspect, refresh, refused_at_envoy, sign_in, TIMEOUT_MS,
 };
 use e2e::samba::SambaDc;
 use e2e::{DirectoryTable, Tools};
 use serde_json::json;
-use std::time::Duration;
 
 fn ad_server(dc: &SambaDc, recheck_seconds: u64) -> DirectoryTable {
     DirectoryTable {
@@ -26,13 +25,10 @@ fn ad_server(dc: &SambaDc, recheck_seconds: u64) -> DirectoryTable {
 }
 
 #[tokio::test]
+#[ignore = "needs Envoy and Samba: `cargo xtask test` runs it"]
 async fn active_directory_users_sign_in_and_disabled_ones_are_refused_everywhere() {
-    let Some(tools) = Tools::for_test() else {
-        return;
-    };
-    let Some(dc) = SambaDc::for_test() else {
-        return;
-    };
+    let tools = Tools::for_test();
+    let dc = SambaDc::for_test();
     let tmp = tempfile::tempdir().unwrap();
     let recheck = 2;
     let s = directory_stack(tmp.path(), &tools, &ad_server(&dc, recheck)).await;
@@ -91,8 +87,7 @@ async fn active_directory_users_sign_in_and_disabled_ones_are_refused_everywhere
 
     // Disabled and idle: the recheck revokes the access token at every Envoy.
     dc.disable_user("carol").unwrap();
-    let within = Duration::from_secs(recheck) + Duration::from_secs(2);
-    refused_at_envoy_within(&s, &carol, within, "carol disabled").await;
+    refused_at_envoy(&s, &carol, "carol disabled").await;
 
     // Enabled again: signs in again (earlier tokens stay revoked).
     dc.enable_user("bob").unwrap();

@@ -6,12 +6,11 @@
 //! spelling and however many at once; a held entry answers like any refusal; and a name the
 //! store lacks costs the same password check as one it holds.
 
-use crate::directory::{call_ok, directory_stack, introspect, metrics, refused_at_envoy_within};
+use crate::directory::{call_ok, directory_stack, introspect, metrics, refused_at_envoy};
 use crate::directory::{sign_in, TIMEOUT_MS};
 use e2e::slapd::Slapd;
 use e2e::{DirectoryTable, Stack, Tools};
 use serde_json::Value;
-use std::time::Duration;
 
 /// Spellings of `name` that OpenLDAP's `uid` matching (`caseIgnoreMatch`) finds the entry by.
 fn spellings(name: &str) -> Vec<String> {
@@ -33,8 +32,8 @@ fn spellings(name: &str) -> Vec<String> {
 
 /// A stack signing in with one OpenLDAP, edge sync on; users are found by `uid` or by `mail`.
 /// `None` where the tools are missing outside CI (under `CI` a missing tool fails the test).
-async fn ldap_stack() -> Option<(tempfile::TempDir, Slapd, Stack)> {
-    let (tools, ldap) = (Tools::for_test()?, Slapd::for_test()?);
+async fn ldap_stack() -> (tempfile::TempDir, Slapd, Stack) {
+    let (tools, ldap) = (Tools::for_test(), Slapd::for_test());
     let tmp = tempfile::tempdir().unwrap();
     let by_uid_or_mail = "(&(objectClass=inetOrgPerson)(|(uid={username})(mail={username})))";
     let table = DirectoryTable {
@@ -44,14 +43,13 @@ async fn ldap_stack() -> Option<(tempfile::TempDir, Slapd, Stack)> {
     }
     .role(ldap.group_dn("editors"), "editor");
     let s = directory_stack(tmp.path(), &tools, &table).await;
-    Some((tmp, ldap, s))
+    (tmp, ldap, s)
 }
 
 #[tokio::test]
+#[ignore = "needs Envoy and slapd: `cargo xtask test` runs it"]
 async fn a_directory_user_is_the_entry_whatever_spelling_signs_in() {
-    let Some((_tmp, ldap, s)) = ldap_stack().await else {
-        return;
-    };
+    let (_tmp, ldap, s) = ldap_stack().await;
 
     // Every spelling signs in as the entry's own name.
     let mut tokens = Vec::new();
@@ -73,7 +71,7 @@ async fn a_directory_user_is_the_entry_whatever_spelling_signs_in() {
     s.admin(&["user", "disable", "alice"], None).unwrap();
     for token in &tokens {
         assert_eq!(introspect(&s, token).await["active"], false);
-        refused_at_envoy_within(&s, token, Duration::from_secs(4), "alice").await;
+        refused_at_envoy(&s, token, "alice").await;
     }
     // And no spelling gets a new token: refused, alike.
     for spelling in spellings("alice") {
@@ -92,10 +90,9 @@ async fn a_directory_user_is_the_entry_whatever_spelling_signs_in() {
 }
 
 #[tokio::test]
+#[ignore = "needs Envoy and slapd: `cargo xtask test` runs it"]
 async fn guesses_for_the_directory_never_hold_a_local_user() {
-    let Some((_tmp, _ldap, s)) = ldap_stack().await else {
-        return;
-    };
+    let (_tmp, _ldap, s) = ldap_stack().await;
     let password = "break-glass-password-long-enough";
     s.admin(&["user", "add", "breakglass"], Some(password))
         .unwrap();
@@ -112,10 +109,9 @@ async fn guesses_for_the_directory_never_hold_a_local_user() {
 }
 
 #[tokio::test]
+#[ignore = "needs Envoy and slapd: `cargo xtask test` runs it"]
 async fn concurrent_guesses_in_every_spelling_never_lock_the_entry_at_the_directory() {
-    let Some((_tmp, ldap, s)) = ldap_stack().await else {
-        return;
-    };
+    let (_tmp, ldap, s) = ldap_stack().await;
     let names: Vec<String> = spellings("bob").into_iter().cycle().take(20).collect();
     let guesses = names.iter().map(|n| sign_in(&s, n, "not-bobs-password"));
     let answers = futures_util::future::join_all(guesses).await;
@@ -132,10 +128,9 @@ async fn concurrent_guesses_in_every_spelling_never_lock_the_entry_at_the_direct
 }
 
 #[tokio::test]
+#[ignore = "needs Envoy and slapd: `cargo xtask test` runs it"]
 async fn a_held_entry_answers_like_a_name_without_one() {
-    let Some((_tmp, _ldap, s)) = ldap_stack().await else {
-        return;
-    };
+    let (_tmp, _ldap, s) = ldap_stack().await;
     let after = |name: &'static str| {
         let s = &s;
         async move {
@@ -163,10 +158,9 @@ async fn a_held_entry_answers_like_a_name_without_one() {
 /// publishes as `issuer_password_check_typical_seconds`. A wait, not the work: directory sign-ins
 /// keep their throughput.
 #[tokio::test]
+#[ignore = "needs Envoy and slapd: `cargo xtask test` runs it"]
 async fn a_refusal_for_the_directory_lasts_as_long_as_a_password_check() {
-    let Some((_tmp, _ldap, s)) = ldap_stack().await else {
-        return;
-    };
+    let (_tmp, _ldap, s) = ldap_stack().await;
     s.admin(
         &["user", "add", "svc-local"],
         Some("svc-local-password-long"),

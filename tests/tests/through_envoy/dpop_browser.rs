@@ -23,25 +23,10 @@ use warp::Filter;
 /// The path prefix of the page's route.
 const PAGE_PREFIX: &str = "/dpop-page/";
 
-/// The web package and Chromium; `None` skips outside CI when they are not set.
-fn browser_tools() -> Option<(PathBuf, PathBuf)> {
-    let var = |n: &str| {
-        std::env::var_os(n)
-            .map(PathBuf::from)
-            .filter(|p| p.exists())
-    };
-    match (var("MMS_JS_WEB"), var("MMS_CHROMIUM")) {
-        (Some(web), Some(chromium)) => Some((web, chromium)),
-        _ if std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0") => {
-            panic!("MMS_JS_WEB and MMS_CHROMIUM must name existing paths (run through `cargo xtask test`)")
-        }
-        _ => {
-            eprintln!(
-                "SKIPPED: MMS_JS_WEB or MMS_CHROMIUM is not set (run through `cargo xtask test`)"
-            );
-            None
-        }
-    }
+/// The web package and Chromium, or the test fails saying which is missing.
+fn browser_tools() -> (PathBuf, PathBuf) {
+    let part = |n: &str| e2e::needed_for_test(e2e::env_path(n));
+    (part("MMS_JS_WEB"), part("MMS_CHROMIUM"))
 }
 
 /// The rendered Envoy configuration with a route `/dpop-page/` to the page server on `port`,
@@ -220,13 +205,10 @@ async fn check_outside(s: &Stack, token: &str) {
 }
 
 #[tokio::test]
+#[ignore = "needs Envoy and Chromium: `cargo xtask test` runs it"]
 async fn page_through_envoy() {
-    let Some(tools) = Tools::for_test() else {
-        return;
-    };
-    let Some((web_pkg, chromium)) = browser_tools() else {
-        return;
-    };
+    let tools = Tools::for_test();
+    let (web_pkg, chromium) = browser_tools();
     let tmp = tempfile::tempdir().unwrap();
     let opts = Options {
         edge_sync: true,

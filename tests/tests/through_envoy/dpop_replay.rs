@@ -95,10 +95,9 @@ async fn send(s: &Stack, token: &str, proof: &str) -> reqwest::Response {
 /// until the shard is full, and a key that loses its oldest proof has its next one refused as
 /// no newer (401).
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn one_client_flooding_one_shard_never_refuses_another() {
-    let Some((_tmp, mut s)) = stack(&[]).await else {
-        return;
-    };
+    let (_tmp, mut s) = stack(&[]).await;
     s.restart_envoy_edited(|cfg| {
         cfg["dpop"]["replay_entries"] = json!(ENTRIES);
         cfg["dpop"]["proof_window_seconds"] = json!(FLOOD_WINDOW_SECONDS);
@@ -152,10 +151,9 @@ async fn one_client_flooding_one_shard_never_refuses_another() {
 /// for the new memory; a proof made after the restart passes once the few seconds a proof may
 /// be dated ahead have passed.
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn no_proof_passes_twice_across_an_envoy_restart() {
-    let Some((_tmp, mut s)) = stack(&[]).await else {
-        return;
-    };
+    let (_tmp, mut s) = stack(&[]).await;
     s.dpop_ready().await;
     let key = ProofKey::es256([0x5b; 32]).unwrap();
     let t = bound_token(&s, &key).await;
@@ -170,26 +168,26 @@ async fn no_proof_passes_twice_across_an_envoy_restart() {
     assert!(www.contains("invalid_dpop_proof"), "{www}");
     let c = s.counters().await.unwrap();
     assert_eq!(c["dpop_too_old"], 1, "{c:?}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    // Each try is a proof the filter remembers: a few a second.
+    let every = std::time::Duration::from_millis(250);
+    let passes = e2e::wait::until_some_every(every, e2e::wait::LONG, async || {
         let fresh = shard_proofs(&key, &url, &t, 0, 1).remove(0);
         match send(&s, &t, &fresh).await.status().as_u16() {
-            200 => break,
-            401 => assert!(std::time::Instant::now() < deadline, "never passes again"),
+            200 => Some(()),
+            401 => None,
             other => panic!("{other}"),
         }
-        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-    }
+    });
+    assert!(passes.await.is_some(), "never passes again");
     assert!(s.stop());
 }
 
 /// At the issuer on the embedded store: a proof dated ahead, used for a token before a restart,
 /// is refused after it.
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn no_proof_gets_a_token_twice_across_an_issuer_restart() {
-    let Some((_tmp, mut s)) = stack(&[]).await else {
-        return;
-    };
+    let (_tmp, mut s) = stack(&[]).await;
     s.dpop_ready().await;
     let key = ProofKey::es256([0x5c; 32]).unwrap();
     let used = key.proof(&ProofClaims {

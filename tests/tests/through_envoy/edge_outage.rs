@@ -3,13 +3,12 @@
 
 use crate::edge::{
     access, call, client_token, counters, edge_stack, password, refused_everywhere, revoke,
-    PROPAGATION,
 };
-use e2e::{demo, Stack};
+use e2e::{demo, wait, Stack};
 use serde_json::{json, Value};
 use shared::token;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The counter `name` now.
 async fn counter(s: &Stack, name: &str) -> u64 {
@@ -25,15 +24,8 @@ async fn counter_grows(s: &Stack, name: &str, by: u64) {
 /// Until the counter `name` is at least `target` (the Wasm filter hands its counts to Envoy once
 /// a second, the native one at once).
 async fn counter_reaches(s: &Stack, name: &str, target: u64) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while counter(s, name).await < target {
-        assert!(
-            Instant::now() < deadline,
-            "{name} stayed below {target}\n{}",
-            s.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let reached = wait::until(wait::LONG, async || counter(s, name).await >= target);
+    assert!(reached.await, "{name} stayed below {target}\n{}", s.logs());
 }
 
 /// A token of the demo user, and another one revoked and refused at both workers.
@@ -41,45 +33,39 @@ async fn good_and_revoked(s: &Stack) -> (String, String) {
     let good = access(&password(s, demo::USER, demo::PASSWORD).await);
     let revoked = access(&password(s, demo::USER, demo::PASSWORD).await);
     revoke(s, &revoked).await;
-    refused_everywhere(s, &revoked, Instant::now(), "revoked token").await;
+    refused_everywhere(s, &revoked, "revoked token").await;
     (good, revoked)
 }
 
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn keys_rotate_and_retire_without_touching_envoy() {
-    let Some((_tmp, s)) = edge_stack().await else {
-        return;
-    };
+    let (_tmp, s) = edge_stack().await;
     let envoy_pid = s.pids().1;
     let old = client_token(&s).await;
     // Published first (5 s by default), then signing: no token is refused meanwhile.
     let out = s.admin(&["keys", "rotate"], None).unwrap();
     assert!(out.contains("key 2 is published now"), "{out}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let new = loop {
+    let new = wait::until_some(wait::LONG, async || {
         let t = client_token(&s).await;
         assert_eq!(call(&s, &t).await.0, 200, "no valid token is refused");
         assert_eq!(call(&s, &old).await.0, 200, "the old key still verifies");
-        if token::inspect(&t).unwrap().kid == 2 {
-            break t;
-        }
-        assert!(Instant::now() < deadline, "key 2 never signed");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        (token::inspect(&t).unwrap().kid == 2).then_some(t)
+    });
+    let new = new.await.expect("key 2 never signed");
     // Retired by hand: the old key stops verifying at every worker, the new one goes on.
     let out = s.admin(&["keys", "retire", "1"], None).unwrap();
     assert!(out.contains("key 1 is retired"), "{out}");
-    refused_everywhere(&s, &old, Instant::now(), "a token of a retired key").await;
+    refused_everywhere(&s, &old, "a token of a retired key").await;
     assert_eq!(call(&s, &new).await.0, 200);
     assert_eq!(s.pids().1, envoy_pid, "Envoy was never restarted");
     assert!(s.stop());
 }
 
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn an_unreachable_issuer_leaves_the_last_state_in_force() {
-    let Some((_tmp, mut s)) = edge_stack().await else {
-        return;
-    };
+    let (_tmp, mut s) = edge_stack().await;
     let (good, revoked) = good_and_revoked(&s).await;
 
     s.stop_issuer(0).unwrap();
@@ -89,17 +75,11 @@ async fn an_unreachable_issuer_leaves_the_last_state_in_force() {
         assert_eq!(call(&s, &revoked).await.0, 401, "revoked ones stay refused");
     }
     // The age gauge is the last writer's (any VM's): it reaches 2 s within a few polls.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while counters(&s)
-        .await
-        .get("edge_sync_age_seconds")
-        .copied()
-        .unwrap_or(0)
-        < 2
-    {
-        assert!(Instant::now() < deadline, "the state's age is not shown");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let age_shown = wait::until(wait::LONG, async || {
+        let c = counters(&s).await;
+        c.get("edge_sync_age_seconds").copied().unwrap_or(0) >= 2
+    });
+    assert!(age_shown.await, "the state's age is not shown");
     let log = std::fs::read_to_string(s.dir.join("envoy.log")).unwrap();
     assert!(log.contains("mms_auth: edge sync failed"), "{log}");
 
@@ -108,8 +88,7 @@ async fn an_unreachable_issuer_leaves_the_last_state_in_force() {
     counter_grows(&s, "edge_sync_ok", s.edge_pollers()).await;
     let later = access(&password(&s, demo::USER, demo::PASSWORD).await);
     revoke(&s, &later).await;
-    let took = refused_everywhere(&s, &later, Instant::now(), "revoked after the restart").await;
-    assert!(took < PROPAGATION);
+    refused_everywhere(&s, &later, "revoked after the restart").await;
     assert_eq!(call(&s, &good).await.0, 200);
     let log = std::fs::read_to_string(s.dir.join("envoy.log")).unwrap();
     assert!(log.contains("mms_auth: edge sync resumed"), "{log}");
@@ -154,11 +133,10 @@ fn answer(mode: &Hostile) -> warp::http::Response<Vec<u8>> {
 }
 
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn hostile_feed_answers_change_nothing() {
     use warp::Filter as _;
-    let Some((_tmp, mut s)) = edge_stack().await else {
-        return;
-    };
+    let (_tmp, mut s) = edge_stack().await;
     let (good, revoked) = good_and_revoked(&s).await;
     let edge_secret = s.edge_secret.clone().unwrap();
     let feed: Value = reqwest::Client::new()
@@ -246,10 +224,9 @@ async fn call_with_retry_after(s: &Stack, token: Option<&str>) -> (u16, String, 
 /// Finding 3 of the outside probe: an Envoy (re)started while the feed is unreachable has no
 /// revocation at all; it must not accept what it cannot know to be unrevoked.
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn an_envoy_started_while_the_issuer_is_down_refuses_until_its_first_answer() {
-    let Some((_tmp, mut s)) = edge_stack().await else {
-        return;
-    };
+    let (_tmp, mut s) = edge_stack().await;
     let (good, revoked) = good_and_revoked(&s).await;
     s.stop_issuer(0).unwrap();
     assert_eq!(
@@ -275,15 +252,11 @@ async fn an_envoy_started_while_the_issuer_is_down_refuses_until_its_first_answe
     }
     counter_reaches(&s, "unsynced", unsynced + 16).await;
     // Logged at the next tick (each second) after the refusals.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let log = std::fs::read_to_string(s.dir.join("envoy.log")).unwrap();
-        if log.contains("mms_auth: no good answer from edge sync yet") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{log}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let envoy_log = || std::fs::read_to_string(s.dir.join("envoy.log")).unwrap();
+    let logged = wait::until(wait::LONG, async || {
+        envoy_log().contains("mms_auth: no good answer from edge sync yet")
+    });
+    assert!(logged.await, "{}", envoy_log());
 
     s.start_issuer_again(0).unwrap();
     let back = Instant::now();
@@ -292,7 +265,7 @@ async fn an_envoy_started_while_the_issuer_is_down_refuses_until_its_first_answe
         "every filter VM had its first answer {:?} after the issuer came back",
         back.elapsed()
     );
-    refused_everywhere(&s, &revoked, Instant::now(), "revoked before the restart").await;
+    refused_everywhere(&s, &revoked, "revoked before the restart").await;
     for _ in 0..8 {
         assert_eq!(call(&s, &good).await.0, 200);
     }
@@ -309,10 +282,9 @@ async fn an_envoy_started_while_the_issuer_is_down_refuses_until_its_first_answe
 /// again from the backup's last one, so an edge whose cursor is ahead must not skip those it
 /// never saw.
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn a_revocation_recorded_after_a_restore_reaches_an_edge_whose_cursor_is_ahead() {
-    let Some((_tmp, mut s)) = edge_stack().await else {
-        return;
-    };
+    let (_tmp, mut s) = edge_stack().await;
     s.admin(&["user", "add", "bob"], Some("bob-password"))
         .unwrap();
     s.admin(&["user", "add", "carol"], Some("carol-password"))
@@ -329,7 +301,7 @@ async fn a_revocation_recorded_after_a_restore_reaches_an_edge_whose_cursor_is_a
         last = access(&password(&s, demo::USER, demo::PASSWORD).await);
         revoke(&s, &last).await;
     }
-    refused_everywhere(&s, &last, Instant::now(), "the fifth revocation").await;
+    refused_everywhere(&s, &last, "the fifth revocation").await;
 
     // The restore, and six revocations recorded before the issuer serves again: bob's first,
     // numbered where the edge has already been.
@@ -356,22 +328,13 @@ async fn a_revocation_recorded_after_a_restore_reaches_an_edge_whose_cursor_is_a
         .await
         .unwrap();
     assert_eq!(introspected["active"], false, "the issuer knows bob is out");
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs(5);
-    loop {
-        let (status, _) = call(&s, &bob).await;
-        if status == 401 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the disabled user's token still gets {status} at the edge {:?} after the issuer \
-             came back from the restore\n{}",
-            start.elapsed(),
-            s.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    refused_everywhere(&s, &bob, Instant::now(), "bob, disabled after the restore").await;
+    let refused = wait::until(wait::LONG, async || call(&s, &bob).await.0 == 401);
+    assert!(
+        refused.await,
+        "the disabled user's token is still accepted at the edge after the issuer came back \
+         from the restore\n{}",
+        s.logs()
+    );
+    refused_everywhere(&s, &bob, "bob, disabled after the restore").await;
     assert!(s.stop());
 }

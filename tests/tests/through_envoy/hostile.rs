@@ -53,11 +53,17 @@ async fn filter_alive(s: &Stack, token: &str) {
     assert_eq!(r.status(), 200, "the filter stopped working");
 }
 
-#[tokio::test]
-async fn hostile_bodies_at_the_token_endpoint() {
-    let Some((_tmp, s)) = stack(&[]).await else {
-        return;
-    };
+/// A hostile body at the token endpoint: (case, content type, body, status, error code).
+type BodyCase = (
+    &'static str,
+    Option<&'static str>,
+    Vec<u8>,
+    u16,
+    &'static str,
+);
+
+/// Bodies the issuer refuses for their size or encoding, each with its status and error code.
+fn oversized_or_misencoded_bodies() -> Vec<BodyCase> {
     let many_params = (0..1500)
         .map(|i| format!("p{i}=1"))
         .collect::<Vec<_>>()
@@ -66,9 +72,7 @@ async fn hostile_bodies_at_the_token_endpoint() {
         "grant_type=client_credentials&impersonate_claims={}",
         vec!["t%3Dv"; 2000].join("%2C")
     );
-    // (case, content type, body, status, error code)
-    type Case<'a> = (&'a str, Option<&'a str>, Vec<u8>, u16, &'a str);
-    let cases: Vec<Case> = vec![
+    vec![
         (
             "40 KiB body (the issuer's limit is 16 KiB)",
             FORM,
@@ -98,6 +102,19 @@ async fn hostile_bodies_at_the_token_endpoint() {
             "invalid_request",
         ),
         (
+            "2000 impersonation claims",
+            FORM,
+            huge_claims.into_bytes(),
+            400,
+            "invalid_request",
+        ),
+    ]
+}
+
+/// Bodies the issuer refuses for what they say or how they are typed.
+fn malformed_bodies() -> Vec<BodyCase> {
+    vec![
+        (
             "NUL in grant_type",
             FORM,
             b"grant_type=client%00_credentials".to_vec(),
@@ -108,13 +125,6 @@ async fn hostile_bodies_at_the_token_endpoint() {
             "NUL in username",
             FORM,
             b"grant_type=password&username=de%00mo&password=x".to_vec(),
-            400,
-            "invalid_request",
-        ),
-        (
-            "2000 impersonation claims",
-            FORM,
-            huge_claims.into_bytes(),
             400,
             "invalid_request",
         ),
@@ -139,7 +149,16 @@ async fn hostile_bodies_at_the_token_endpoint() {
             400,
             "invalid_request",
         ),
-    ];
+    ]
+}
+
+#[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
+async fn hostile_bodies_at_the_token_endpoint() {
+    let (_tmp, s) = stack(&[]).await;
+    let cases = oversized_or_misencoded_bodies()
+        .into_iter()
+        .chain(malformed_bodies());
     for (name, ct, body, status, error) in cases {
         let (got, text) = token_call(&s, ct, body).await;
         assert_eq!(got.as_u16(), status, "{name}: {text}");
@@ -148,9 +167,26 @@ async fn hostile_bodies_at_the_token_endpoint() {
             "{name}: {text}"
         );
     }
+    step_envoy_and_the_route_refuse_the_rest(&s).await;
+    // Nothing here was a server error, and no secret reached the issuer's log.
+    let log = std::fs::read_to_string(s.dir.join("issuer.log")).unwrap();
+    assert!(
+        !log.contains(&s.secret) && !log.contains(demo::PASSWORD),
+        "a secret was logged"
+    );
+    assert!(
+        !log.contains("internal error"),
+        "a client mistake was logged as an internal error:\n{log}"
+    );
+    assert!(s.stop());
+}
+
+/// Step: what Envoy and the token route refuse before the issuer reads a body: bodies over
+/// Envoy's limit, other methods, a repeated `Authorization`.
+async fn step_envoy_and_the_route_refuse_the_rest(s: &Stack) {
     // Over Envoy's 64 KiB limit for token requests: Envoy answers 413 itself.
     for size in [1 << 20, 8 << 20] {
-        let (got, text) = token_call(&s, FORM, vec![b'a'; size]).await;
+        let (got, text) = token_call(s, FORM, vec![b'a'; size]).await;
         assert_eq!(got.as_u16(), 413, "{size} bytes: {text}");
     }
     for method in [
@@ -184,24 +220,12 @@ async fn hostile_bodies_at_the_token_endpoint() {
         401,
         "repeated Authorization at the token endpoint"
     );
-    // Nothing here was a server error, and no secret reached the issuer's log.
-    let log = std::fs::read_to_string(s.dir.join("issuer.log")).unwrap();
-    assert!(
-        !log.contains(&s.secret) && !log.contains(demo::PASSWORD),
-        "a secret was logged"
-    );
-    assert!(
-        !log.contains("internal error"),
-        "a client mistake was logged as an internal error:\n{log}"
-    );
-    assert!(s.stop());
 }
 
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn hostile_headers_at_the_filter() {
-    let Some((_tmp, s)) = stack(&[]).await else {
-        return;
-    };
+    let (_tmp, s) = stack(&[]).await;
     let token = valid_token(&s).await;
     let find = format!("{}/apiv2/MediaService/Find", s.url());
     let send =
@@ -277,10 +301,9 @@ async fn drain(mut r: impl AsyncReadExt + Unpin) -> (String, Duration) {
 }
 
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn slow_clients_are_cut_off() {
-    let Some((_tmp, s)) = stack(&[]).await else {
-        return;
-    };
+    let (_tmp, s) = stack(&[]).await;
     // Through Envoy: headers never finished.
     let mut tls = s.tls_connect().await.unwrap();
     tls.write_all(
@@ -334,10 +357,9 @@ async fn slow_clients_are_cut_off() {
 /// The first outside probe's finding 1 (high): `/apiv2/oauth/*` reached the media service without a token through
 /// `envoy/minimal.yaml`, and `..;` slipped past the filter's own path parser.
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn no_path_reaches_the_media_service_without_a_token() {
-    let Some((_tmp, s)) = stack(&[]).await else {
-        return;
-    };
+    let (_tmp, s) = stack(&[]).await;
     let (_minimal, port) = s.start_minimal_envoy().unwrap();
     let paths = [
         "/apiv2/oauth/anything",
@@ -374,10 +396,9 @@ async fn no_path_reaches_the_media_service_without_a_token() {
 /// The first outside probe's findings 3 and 4 (medium, low): `X_Auth_Roles` and other spellings, and `x-auth-*` names
 /// beyond the seven the filter sets, reached the upstream.
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn no_spelling_of_an_identity_header_reaches_the_upstream() {
-    let Some((_tmp, s)) = stack(&[]).await else {
-        return;
-    };
+    let (_tmp, s) = stack(&[]).await;
     let token = client_token(&s).await;
     let spoofed = [
         ("X_Auth_Roles", "admin"),
@@ -434,10 +455,9 @@ async fn no_spelling_of_an_identity_header_reaches_the_upstream() {
 /// The first outside probe's finding 6 (low): client ids and user names went to the log unquoted, so a client id could plant
 /// fields, U+2028 was written raw, and a log file got ANSI colour codes.
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn client_values_cannot_plant_log_fields() {
-    let Some((_tmp, s)) = stack(&[]).await else {
-        return;
-    };
+    let (_tmp, s) = stack(&[]).await;
     let evil = "evil\" client=demo-app user=demo admin=true";
     let r = s
         .client()
@@ -467,7 +487,7 @@ async fn client_values_cannot_plant_log_fields() {
     assert!(s.stop());
 
     // JSON logs: one object per line, values as sent.
-    let tools = Tools::for_test().unwrap();
+    let tools = Tools::for_test();
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let secret = e2e::provision(&tools, tmp.path(), &data).unwrap();
@@ -509,10 +529,9 @@ async fn client_values_cannot_plant_log_fields() {
 }
 
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn a_token_behind_bearer_and_another_separator_is_refused_not_passed_on() {
-    let Some((_tmp, s)) = stack(&[]).await else {
-        return;
-    };
+    let (_tmp, s) = stack(&[]).await;
     let valid = client_token(&s).await;
     let other = "mmat1.forged.token";
     let find = format!("{}/apiv2/MediaService/Find", s.url());

@@ -4,15 +4,14 @@
 
 use crate::directory::{introspect, refresh, sign_in};
 use crate::edge::{access, edge_stack, refused_everywhere, token_as, token_request};
-use crate::edge::{call, wait_for_sync, PROPAGATION};
+use crate::edge::{call, edge_caught_up, wait_for_sync};
 use e2e::{demo, Options, Stack, Tools};
 use reqwest::StatusCode;
 use serde_json::Value;
-use std::time::{Duration, Instant};
 
 /// A stack with edge sync, on redb or on PostgreSQL.
-async fn stack(postgres: bool) -> Option<(tempfile::TempDir, Stack)> {
-    let tools = Tools::for_test()?;
+async fn stack(postgres: bool) -> (tempfile::TempDir, Stack) {
+    let tools = Tools::for_test();
     let tmp = tempfile::tempdir().unwrap();
     let opts = Options {
         edge_sync: true,
@@ -21,7 +20,7 @@ async fn stack(postgres: bool) -> Option<(tempfile::TempDir, Stack)> {
     };
     let s = Stack::start(tmp.path(), &tools, &opts).await.unwrap();
     wait_for_sync(&s).await;
-    Some((tmp, s))
+    (tmp, s)
 }
 
 /// Sign-in and refresh right after `restore` (which revoked something and lifted it again): each
@@ -33,7 +32,10 @@ async fn tokens_live_after(s: &Stack, what: &str, password: &str, restore: impl 
         assert_eq!(status, 200, "{what}, round {round}: {signed_in}");
         let (status, refreshed) = refresh(s, &signed_in).await;
         assert_eq!(status, 200, "{what}, round {round}: {refreshed}");
-        tokio::time::sleep(PROPAGATION).await;
+        // The invariant holds once the change is everywhere: every issuer reads the revocations
+        // each second and the edges hear of them at once, so two seconds on the clock is a
+        // window to let pass (a revocation made to wait on would be a change of its own).
+        e2e::wait::until_second(e2e::unix_now() + 2).await;
         for (which, token) in [("signed in", &signed_in), ("refreshed", &refreshed)] {
             let access = token["access_token"].as_str().unwrap();
             let (status, www) = call(s, access).await;
@@ -56,9 +58,7 @@ async fn tokens_live_after(s: &Stack, what: &str, password: &str, restore: impl 
 /// accepted at the edge and by introspection until it expires or something revokes it after it
 /// was issued. Before the fix such tokens were refused everywhere for their whole life.
 async fn revoked_and_restored(postgres: bool) {
-    let Some((_tmp, s)) = stack(postgres).await else {
-        return;
-    };
+    let (_tmp, s) = stack(postgres).await;
     let admin = |args: &[&str], stdin: Option<&str>| {
         s.admin(args, stdin).unwrap();
     };
@@ -85,11 +85,13 @@ async fn revoked_and_restored(postgres: bool) {
 }
 
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn tokens_issued_after_a_revocation_was_lifted_live_on_redb() {
     revoked_and_restored(false).await;
 }
 
 #[tokio::test]
+#[ignore = "needs Envoy and PostgreSQL: `cargo xtask test` runs it"]
 async fn tokens_issued_after_a_revocation_was_lifted_live_on_postgres() {
     revoked_and_restored(true).await;
 }
@@ -97,10 +99,9 @@ async fn tokens_issued_after_a_revocation_was_lifted_live_on_postgres() {
 /// The second outside probe's finding 4 (low): a token revoked after its `exp` but inside the edges' clock skew answered 200
 /// and recorded nothing, and kept passing Envoy until the skew ran out.
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn revoking_inside_the_clock_skew_is_recorded() {
-    let Some(tools) = Tools::for_test() else {
-        return;
-    };
+    let tools = Tools::for_test();
     let tmp = tempfile::tempdir().unwrap();
     let opts = Options {
         edge_sync: true,
@@ -118,11 +119,10 @@ async fn revoking_inside_the_clock_skew_is_recorded() {
         .await,
     );
     // Past its expiry, inside the filter's 30 s skew: still accepted, as configured.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    e2e::wait::until_second(shared::token::inspect(&token).unwrap().exp + 1).await;
     assert_eq!(call(&s, &token).await.0, 200);
-    let start = Instant::now();
     crate::edge::revoke(&s, &token).await;
-    refused_everywhere(&s, &token, start, "a token revoked inside the skew").await;
+    refused_everywhere(&s, &token, "a token revoked inside the skew").await;
     assert!(s.stop());
 }
 
@@ -130,10 +130,9 @@ async fn revoking_inside_the_clock_skew_is_recorded() {
 /// every filter VM. A client's revocations are now bounded in rate: beyond its burst the revoke
 /// endpoint answers 429 with `Retry-After` and records nothing.
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn one_client_cannot_record_revocations_without_bound() {
-    let Some((_tmp, s)) = edge_stack().await else {
-        return;
-    };
+    let (_tmp, s) = edge_stack().await;
     let app = ("flood-app", crate::edge::add_client(&s, "flood-app"));
     let mut tokens = Vec::new();
     for _ in 0..80 {
@@ -167,21 +166,10 @@ async fn one_client_cannot_record_revocations_without_bound() {
     }
     assert!(throttled > 0, "80 revocations in a burst, none refused");
     assert!((1..=70).contains(&recorded), "{recorded} recorded");
-    // What was refused was not recorded: that token still passes the edge.
-    let refused = last_refused.unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(call(&s, &refused).await.0, 200);
-    // Another client is not held back by this one.
-    let token = access(
-        &token_as(
-            &s,
-            (demo::CLIENT, &s.secret),
-            &[("grant_type", "client_credentials")],
-        )
-        .await,
-    );
-    let start = Instant::now();
-    crate::edge::revoke(&s, &token).await;
-    refused_everywhere(&s, &token, start, "another client's revocation").await;
+    // Another client is not held back by this one: its revocation reaches the edge.
+    edge_caught_up(&s).await;
+    // What was refused was not recorded: that token still passes the edge, which has every
+    // revocation recorded before the other client's.
+    assert_eq!(call(&s, &last_refused.unwrap()).await.0, 200);
     assert!(s.stop());
 }

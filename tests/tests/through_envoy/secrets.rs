@@ -42,10 +42,9 @@ fn mode(path: &std::path::Path) -> u32 {
 /// The first outside probe's finding 2 (medium): the admin interface on TCP served the key to any local user, the demo's
 /// configuration was world-readable, and a token claiming ten years was accepted.
 #[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn the_key_stays_private_and_long_lived_forgeries_are_refused() {
-    let Some((_tmp, s)) = stack(&[]).await else {
-        return;
-    };
+    let (_tmp, s) = stack(&[]).await;
     let (_, envoy) = s.pids();
     assert_eq!(
         listening_ports(envoy),

@@ -54,13 +54,10 @@ fn issuer(tools: &Tools, config: &Path, args: &[&str], stdin: &str) -> (bool, St
 }
 
 #[test]
+#[ignore = "needs slapd: `cargo xtask test` runs it"]
 fn the_documented_openldap_table_signs_users_in() {
-    let Some(tools) = Tools::for_test() else {
-        return;
-    };
-    let Some(ldap) = Slapd::for_test() else {
-        return;
-    };
+    let tools = Tools::for_test();
+    let ldap = Slapd::for_test();
     let documented = documented_table();
     let service = ldap.bind_dn().replace(ldap.base_dn(), EXAMPLE_BASE_DN);
     assert!(documented.contains(&service), "{documented}");

@@ -21,27 +21,14 @@ pub(crate) struct Js {
     pub(crate) tools: Tools,
 }
 
-pub(crate) fn js() -> Option<Js> {
-    let tools = Tools::for_test()?;
-    let var = |n: &str| {
-        std::env::var_os(n)
-            .map(PathBuf::from)
-            .filter(|p| p.exists())
-    };
-    match (var("MMS_JS_NODE"), var("MMS_JS_WEB"), var("MMS_CHROMIUM")) {
-        (Some(node_pkg), Some(web_pkg), Some(chromium)) => Some(Js {
-            node_pkg,
-            web_pkg,
-            chromium,
-            tools,
-        }),
-        _ if std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0") => {
-            panic!("MMS_JS_NODE, MMS_JS_WEB and MMS_CHROMIUM must name existing paths (run through `cargo xtask test`)")
-        }
-        _ => {
-            eprintln!("SKIPPED: MMS_JS_NODE, MMS_JS_WEB or MMS_CHROMIUM is not set (run through `cargo xtask test`)");
-            None
-        }
+/// The packages, Chromium and the tools, or the test fails saying which is missing.
+pub(crate) fn js() -> Js {
+    let part = |n: &str| e2e::needed_for_test(e2e::env_path(n));
+    Js {
+        node_pkg: part("MMS_JS_NODE"),
+        web_pkg: part("MMS_JS_WEB"),
+        chromium: part("MMS_CHROMIUM"),
+        tools: Tools::for_test(),
     }
 }
 
@@ -79,6 +66,52 @@ async fn grant(url: &str, secret: &str, form: &[(&str, &str)]) -> Value {
     r.json().await.unwrap()
 }
 
+/// The answers of every grant from the issuer at `url`: password, refresh, client
+/// credentials, impersonation by claims and by the obsolete pair.
+async fn every_grant(url: &str, secret: &str) -> [Value; 5] {
+    let (user, pw) = (e2e::demo::USER, e2e::demo::PASSWORD);
+    let password = grant(
+        url,
+        secret,
+        &[
+            ("grant_type", "password"),
+            ("username", user),
+            ("password", pw),
+        ],
+    )
+    .await;
+    let refreshed = grant(
+        url,
+        secret,
+        &[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", password["refresh_token"].as_str().unwrap()),
+        ],
+    )
+    .await;
+    let client = grant(url, secret, &[("grant_type", "client_credentials")]).await;
+    let claims = grant(
+        url,
+        secret,
+        &[
+            ("grant_type", "client_credentials"),
+            ("impersonate_claims", "upn=zoë@corp, group=ops"),
+        ],
+    )
+    .await;
+    let legacy = grant(
+        url,
+        secret,
+        &[
+            ("grant_type", "client_credentials"),
+            ("impersonate_as", "carol"),
+            ("roles", "admin,auditor"),
+        ],
+    )
+    .await;
+    [password, refreshed, client, claims, legacy]
+}
+
 /// Tokens of every grant from the real issuer, one of them expired, with their native inspection.
 pub(crate) async fn fixture(tools: &Tools, dir: &Path) -> Value {
     let data = dir.join("data");
@@ -99,51 +132,10 @@ pub(crate) async fn fixture(tools: &Tools, dir: &Path) -> Value {
     assert!(short.stop());
     let (mut issuer, url) =
         start_issuer(tools, &data, free_port(), &[], &dir.join("issuer2.log")).unwrap();
-    let (user, pw) = (e2e::demo::USER, e2e::demo::PASSWORD);
-    let password = grant(
-        &url,
-        &secret,
-        &[
-            ("grant_type", "password"),
-            ("username", user),
-            ("password", pw),
-        ],
-    )
-    .await;
-    let refreshed = grant(
-        &url,
-        &secret,
-        &[
-            ("grant_type", "refresh_token"),
-            ("refresh_token", password["refresh_token"].as_str().unwrap()),
-        ],
-    )
-    .await;
-    let client = grant(&url, &secret, &[("grant_type", "client_credentials")]).await;
-    let claims = grant(
-        &url,
-        &secret,
-        &[
-            ("grant_type", "client_credentials"),
-            ("impersonate_claims", "upn=zoë@corp, group=ops"),
-        ],
-    )
-    .await;
-    let legacy = grant(
-        &url,
-        &secret,
-        &[
-            ("grant_type", "client_credentials"),
-            ("impersonate_as", "carol"),
-            ("roles", "admin,auditor"),
-        ],
-    )
-    .await;
+    let [password, refreshed, client, claims, legacy] = every_grant(&url, &secret).await;
     assert!(issuer.stop());
     let exp = token::inspect(&expired).unwrap().exp;
-    while e2e::unix_now() <= exp {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    e2e::wait::until_second(exp + 1).await;
     let tokens: Vec<Value> = [
         ("password", &password),
         ("refreshed", &refreshed),
@@ -174,8 +166,9 @@ pub(crate) async fn fixture(tools: &Tools, dir: &Path) -> Value {
 }
 
 #[tokio::test]
+#[ignore = "needs the JS packages and Chromium: `cargo xtask test` runs it"]
 async fn node_package() {
-    let Some(js) = js() else { return };
+    let js = js();
     let tmp = tempfile::tempdir().unwrap();
     let mut fx = fixture(&js.tools, tmp.path()).await;
     let target = crate::js_dpop::ProofTarget::new(fx["fresh"]["token"].as_str().unwrap());
@@ -206,11 +199,15 @@ async fn node_package() {
         ["ES256", "ES256", "ES256", "EdDSA", "EdDSA", "EdDSA"]
     );
 
-    // `npm install ./dist/js/node` in an empty folder, then use it as a user would.
-    let app = tmp.path().join("app");
-    std::fs::create_dir(&app).unwrap();
+    step_installed_with_npm_it_is_used_as_a_user_would(&js, &tmp.path().join("app"), &fx);
+}
+
+/// Step: `npm install ./dist/js/node` in an empty folder `app`, then used as a user would,
+/// with its types declared.
+fn step_installed_with_npm_it_is_used_as_a_user_would(js: &Js, app: &Path, fx: &Value) {
+    std::fs::create_dir(app).unwrap();
     let npm = Command::new("npm")
-        .current_dir(&app)
+        .current_dir(app)
         .args([
             "install",
             "--install-links",
@@ -235,7 +232,7 @@ async fn node_package() {
     let script = "const { inspectToken } = require('mms-token-inspect'); const i = inspectToken(process.argv[1]); \
                   console.log(JSON.stringify({ subject: i.subject, kind: i.subjectKind, expired: i.expired, date: i.expiresAt instanceof Date }));";
     let run = Command::new("node")
-        .current_dir(&app)
+        .current_dir(app)
         .args(["-e", script, fresh])
         .output()
         .unwrap();
@@ -299,8 +296,9 @@ pub(crate) fn element_text(dom: &str, id: &str) -> String {
 }
 
 #[tokio::test]
+#[ignore = "needs the JS packages and Chromium: `cargo xtask test` runs it"]
 async fn browser_package() {
-    let Some(js) = js() else { return };
+    let js = js();
     let tmp = tempfile::tempdir().unwrap();
     let fx = fixture(&js.tools, tmp.path()).await;
     let pages = e2e::root().join("tests/js");
@@ -325,8 +323,20 @@ async fn browser_package() {
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move { warp::serve(routes).incoming(listener).run().await });
 
+    step_the_test_page_passes_every_check(&js, tmp.path(), addr, &fx).await;
+    step_the_example_page_shows_a_token(&js, tmp.path(), addr, &fx).await;
+    server.abort();
+}
+
+/// Step: the test page in Chromium passes every check, as many as the fixture holds.
+async fn step_the_test_page_passes_every_check(
+    js: &Js,
+    tmp: &Path,
+    addr: std::net::SocketAddr,
+    fx: &Value,
+) {
     let chromium = js.chromium.clone();
-    let profile = tmp.path().join("profile");
+    let profile = tmp.join("profile");
     let url = format!("http://{addr}/");
     let dom = tokio::task::spawn_blocking(move || chromium_dump(&chromium, &url, &profile))
         .await
@@ -350,10 +360,17 @@ async fn browser_package() {
         results["userAgent"].as_str().unwrap().contains("Chrome"),
         "{results}"
     );
+}
 
-    // The example page, as a user opens it with a token.
+/// Step: the example page, as a user opens it with a token, and with a bound token.
+async fn step_the_example_page_shows_a_token(
+    js: &Js,
+    tmp: &Path,
+    addr: std::net::SocketAddr,
+    fx: &Value,
+) {
     let fresh = fx["fresh"]["token"].as_str().unwrap();
-    let (chromium, profile) = (js.chromium.clone(), tmp.path().join("profile2"));
+    let (chromium, profile) = (js.chromium.clone(), tmp.join("profile2"));
     let url = format!("http://{addr}/example/?token={fresh}");
     let dom = tokio::task::spawn_blocking(move || chromium_dump(&chromium, &url, &profile))
         .await
@@ -374,7 +391,7 @@ async fn browser_package() {
         .unwrap();
     let body = token::inspect(bound["token"].as_str().unwrap()).unwrap();
     let jkt = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(body.cnf.unwrap());
-    let (chromium, profile) = (js.chromium.clone(), tmp.path().join("profile3"));
+    let (chromium, profile) = (js.chromium.clone(), tmp.join("profile3"));
     let url = format!(
         "http://{addr}/example/?token={}",
         bound["token"].as_str().unwrap()
@@ -387,5 +404,4 @@ async fn browser_package() {
         format!("DPoP, key thumbprint {jkt}"),
         "{dom}"
     );
-    server.abort();
 }

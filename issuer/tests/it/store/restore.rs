@@ -2,7 +2,8 @@
 //! backends: a backup and a restore of the revocations, and what a reader's cursor tells after.
 
 use super::{with_user, Backend};
-use issuer::store::revocation::Revoked;
+use issuer::store::revocation::{RevocationPage, Revoked};
+use issuer::store::Store;
 
 impl Backend {
     /// Backs up the revocations (and the numbering) of a store no longer open: the redb files,
@@ -64,26 +65,7 @@ fn copy_files(from: &std::path::Path, to: &std::path::Path) {
 /// Each entry's stamp proves which one the reader saw.
 pub(super) async fn revocation_cursors_prove_the_history_they_belong_to(b: Backend) {
     let s = with_user(&b).await;
-    let user = |n: String| Revoked::User { name: n };
-    for i in 0..2 {
-        s.revoke(user(format!("a{i}")), 1_000, Some(5_000))
-            .await
-            .unwrap();
-    }
-    let page = s.revocations(0, 1_001, usize::MAX).await.unwrap();
-    let stamps: Vec<u64> = page.entries.iter().map(|e| e.stamp.unwrap()).collect();
-    assert_ne!(stamps[0], stamps[1], "random stamps");
-    let (first, backed_up) = (page.entries[0].seq, page.latest);
-    assert_eq!(page.latest_stamp, Some(stamps[1]));
-    let at_first = s.revocations(first, 1_001, usize::MAX).await.unwrap();
-    assert_eq!(at_first.since_stamp, Some(stamps[0]));
-    assert!(at_first.continues(first, Some(stamps[0])));
-    assert!(!at_first.continues(first, Some(stamps[0] ^ 1)));
-    assert!(
-        at_first.continues(first, None),
-        "a cursor without a stamp: by its number"
-    );
-
+    let (stamps, backed_up) = step_each_revocation_carries_a_stamp(s.as_ref()).await;
     // The backup, then five more revocations a reader takes in.
     drop(s);
     let copy = b.backup();
@@ -125,8 +107,43 @@ pub(super) async fn revocation_cursors_prove_the_history_they_belong_to(b: Backe
         "the backup's two and the six new ones; the five lost with the restore"
     );
 
-    // Swept when out of force, all but the newest: a reader that is up to date stays provably
-    // so, however long nothing new is recorded; one at a swept entry reads everything again.
+    step_the_newest_survives_the_sweep(s.as_ref(), after).await;
+}
+
+/// A user revoked by name.
+fn user(name: String) -> Revoked {
+    Revoked::User { name }
+}
+
+/// Step: two revocations carry random stamps; a cursor with the stamp of its entry continues
+/// from it, one with another stamp does not. The stamps, and the latest number.
+async fn step_each_revocation_carries_a_stamp(s: &dyn Store) -> (Vec<u64>, u64) {
+    for i in 0..2 {
+        s.revoke(user(format!("a{i}")), 1_000, Some(5_000))
+            .await
+            .unwrap();
+    }
+    let page = s.revocations(0, 1_001, usize::MAX).await.unwrap();
+    let stamps: Vec<u64> = page.entries.iter().map(|e| e.stamp.unwrap()).collect();
+    assert_ne!(stamps[0], stamps[1], "random stamps");
+    let (first, backed_up) = (page.entries[0].seq, page.latest);
+    assert_eq!(page.latest_stamp, Some(stamps[1]));
+    let at_first = s.revocations(first, 1_001, usize::MAX).await.unwrap();
+    assert_eq!(at_first.since_stamp, Some(stamps[0]));
+    assert!(at_first.continues(first, Some(stamps[0])));
+    assert!(!at_first.continues(first, Some(stamps[0] ^ 1)));
+    assert!(
+        at_first.continues(first, None),
+        "a cursor without a stamp: by its number"
+    );
+
+    (stamps, backed_up)
+}
+
+/// Step: swept when out of force, all but the newest: a reader that is up to date stays
+/// provably so, however long nothing new is recorded; one at a swept entry reads everything
+/// again. The next revocation continues the numbering, with a stamp of its own.
+async fn step_the_newest_survives_the_sweep(s: &dyn Store, after: RevocationPage) {
     let latest = after.latest;
     let latest_stamp = after.latest_stamp;
     assert!(latest_stamp.is_some());
