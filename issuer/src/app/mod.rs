@@ -22,6 +22,7 @@ mod flow_password;
 mod flow_refresh;
 mod revocation;
 mod revoke_budget;
+mod vendor_clients;
 
 use crate::metrics::Metrics;
 use crate::passwords::PasswordChecker;
@@ -97,6 +98,7 @@ pub struct App {
     refresh: flow_refresh::RefreshGrant,
     client_credentials: flow_client_credentials::ClientCredentialsGrant,
     clients: client_cache::ClientCache,
+    vendor_secrets: vendor_clients::VendorSecrets,
     /// The back-off of failed client authentication, per source address.
     client_auth: client_auth_throttle::ClientAuthThrottle,
     /// Revocations of access tokens in force, read from the store every second.
@@ -195,6 +197,7 @@ impl App {
             refresh,
             client_credentials: flow_client_credentials::ClientCredentialsGrant,
             clients: Default::default(),
+            vendor_secrets: Default::default(),
             client_auth: Default::default(),
             revoked: RwLock::new(revoked),
             revoke_budget,
@@ -257,16 +260,23 @@ impl App {
             .as_ref()
             .and_then(ClientRecord::secret_hash_bytes)
             .unwrap_or([0; 32]);
-        let active = client.as_ref().is_some_and(|c| c.active);
+        let active = vendor_clients::may_have_tokens(client.as_ref(), now());
+        let vendor_ok =
+            (self.vendor_secret_ok(&creds.id, client.as_ref(), &creds.secret, now())).await;
         let mut secret_ok = false;
         // An inactive client counts like a wrong secret: the back-off tells nothing.
         let authenticated = self.client_auth.attempt(ip, now_ms(), || {
-            secret_ok = hash_key.client_secret_matches(&creds.id, &creds.secret, &stored);
+            secret_ok = vendor_ok.unwrap_or_else(|| {
+                hash_key.client_secret_matches(&creds.id, &creds.secret, &stored)
+            });
             secret_ok && active
         });
         match (authenticated, client) {
             (Err(wait), _) => Err(Self::throttled_client(&creds.id, wait)),
             (Ok(true), Some(c)) => Ok((creds.id, c)),
+            (_, c) if secret_ok && vendor_clients::pending(c.as_ref()) => {
+                Err(vendor_clients::awaits_activation())
+            }
             _ if secret_ok => {
                 tracing::info!(client = creds.id.as_str(), "inactive client refused");
                 Err(ApiError::invalid_client())
@@ -564,6 +574,7 @@ fn check_impersonation(client: &ClientRecord, imp: &Impersonation) -> Result<(),
             "this client may not impersonate",
         ));
     }
+    vendor_clients::check_legacy(client, imp)?;
     let allowed = &client.impersonate_claim_types;
     if allowed.is_empty() {
         return Ok(());

@@ -1,5 +1,5 @@
 //! `issuer`: the token server (`issuer serve`) and its administration (`issuer client|user|keys`,
-//! `issuer apply`, `issuer directory`, `issuer dpop`, `issuer audit`, `issuer backup|restore`, `issuer init`).
+//! `issuer apply`, `issuer directory`, `issuer dpop`, `issuer vendor`, `issuer audit`, `issuer backup|restore`, `issuer init`).
 //! This file parses the command line, with the configuration file's options as defaults of any
 //! subcommand's ([`issuer::config::parse_args`]), and dispatches; each subcommand is a module of
 //! `commands/`.
@@ -10,7 +10,7 @@ mod data_dir;
 mod out;
 
 use clap::{Parser, Subcommand};
-use commands::{apply, audit, backup, client, directory, dpop, edges, keys, serve, user};
+use commands::{apply, audit, backup, client, directory, dpop, edges, keys, serve, user, vendor};
 use data_dir::{ConfigArg, DataDir};
 
 #[derive(Parser)]
@@ -85,6 +85,10 @@ enum Top {
     /// Make a DPoP key and proofs, as a client does (for scripts and curl; docs/dpop.md).
     #[command(subcommand)]
     Dpop(dpop::DpopCmd),
+    /// The vendor's side of client credential sets: a signing key, sets, revocation lists
+    /// (docs/clients.md). Opens no data dir.
+    #[command(subcommand)]
+    Vendor(vendor::VendorCmd),
     /// Diagnose the `[directory]` of a configuration file.
     #[command(subcommand)]
     Directory(directory::DirectoryCmd),
@@ -144,11 +148,12 @@ fn run((cli, file): (Cli, Option<issuer::config::ConfigFile>)) -> anyhow::Result
         Top::Init { dir, .. } => data_dir::init(&dir),
         Top::Directory(cmd) => directory::run(cmd),
         Top::Dpop(cmd) => dpop::run(cmd),
+        Top::Vendor(cmd) => vendor::run(cmd),
         Top::Edges { json, dir, .. } => edges::run(&dir, json),
         Top::Audit(args) => audit::run(&args),
         Top::Backup { args, dir, .. } => backup::backup(&args, &dir),
         Top::Restore { args, dir, .. } => backup::restore(&args, &dir),
-        Top::Client { cmd, dir, .. } => client::run(cmd, &dir),
+        Top::Client { cmd, dir, .. } => client::run(cmd, &dir, file.as_ref()),
         Top::User { cmd, dir, .. } => user::run(cmd, &dir),
         Top::Apply { args, dir, .. } => apply::run(args, &dir),
         Top::Keys { cmd, dir, .. } => keys::run(cmd, &dir),

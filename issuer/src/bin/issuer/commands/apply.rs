@@ -293,7 +293,11 @@ fn client_changes(c: &DeclaredClient, old: &ClientView) -> Vec<Step> {
         steps.push(Step {
             text: format!("~ client {id}: active {} -> {}", old.active, c.active),
             change: Change::Run(if c.active {
-                Command::ClientActivate { id }
+                Command::ClientActivate {
+                    id,
+                    grants: None,
+                    no_impersonation: false,
+                }
             } else {
                 Command::ClientDeactivate { id }
             }),

@@ -10,3 +10,4 @@ pub mod edges;
 pub mod keys;
 pub mod serve;
 pub mod user;
+pub mod vendor;
