@@ -23,8 +23,14 @@ fuzz_target!(|input: (u8, &str, &str)| {
     trust.add("acme", vendor::parse_key_set(&set).expect("our own set"));
     let _ = vendor::parse_key_set(a);
     if mode % 2 == 0 {
-        assert!(vendor::statement::verify(a, &trust, NOW).is_err(), "forged: {a:?}");
-        assert!(vendor::revocations::verify(a, &trust, NOW).is_err(), "forged: {a:?}");
+        assert!(
+            vendor::statement::verify(a, &trust, NOW).is_err(),
+            "forged: {a:?}"
+        );
+        assert!(
+            vendor::revocations::verify(a, &trust, NOW).is_err(),
+            "forged: {a:?}"
+        );
         return;
     }
     let typ = if mode % 4 == 1 {
