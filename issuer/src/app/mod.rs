@@ -98,7 +98,7 @@ pub struct App {
     refresh: flow_refresh::RefreshGrant,
     client_credentials: flow_client_credentials::ClientCredentialsGrant,
     clients: client_cache::ClientCache,
-    vendor_secrets: vendor_clients::VendorSecrets,
+    vendor: vendor_clients::VendorState,
     /// The back-off of failed client authentication, per source address.
     client_auth: client_auth_throttle::ClientAuthThrottle,
     /// Revocations of access tokens in force, read from the store every second.
@@ -197,7 +197,7 @@ impl App {
             refresh,
             client_credentials: flow_client_credentials::ClientCredentialsGrant,
             clients: Default::default(),
-            vendor_secrets: Default::default(),
+            vendor: Default::default(),
             client_auth: Default::default(),
             revoked: RwLock::new(revoked),
             revoke_budget,

@@ -6,19 +6,50 @@
 
 use super::{ApiError, App};
 use crate::store::ClientRecord;
+use crate::vendor::Trust;
 use shared::grant::Impersonation;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use zeroize::Zeroizing;
 
 /// Most secrets remembered; the memory is emptied when full.
 const MAX_REMEMBERED: usize = 10_000;
 
+mod registration;
+
 /// Secrets that matched a statement's hash: (client id, PHC string) → keyed hash of the secret.
+type Remembered = HashMap<(String, String), [u8; 32]>;
+
+/// What the app keeps for vendors' clients: the trusted vendors (replaced by a reload), whether
+/// clients may register themselves, the registrations' budget per address, and the secrets
+/// that matched.
 #[derive(Default)]
-pub(super) struct VendorSecrets(Mutex<HashMap<(String, String), [u8; 32]>>);
+pub(super) struct VendorState {
+    trust: RwLock<Arc<Trust>>,
+    registration: AtomicBool,
+    registrations: registration::Budget,
+    secrets: Mutex<Remembered>,
+}
 
 impl App {
+    /// Trusts `trust`'s vendors from now on (at start, and at each reload), and lets clients
+    /// register themselves (`POST /apiv2/oauth/register`) or not.
+    pub fn set_vendors(&self, trust: Trust, registration: bool) {
+        *self.vendor.trust.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(trust);
+        self.vendor
+            .registration
+            .store(registration, Ordering::Relaxed);
+    }
+
+    fn trust(&self) -> Arc<Trust> {
+        self.vendor
+            .trust
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// `None` for a local client; else whether `secret` is the secret of one of the vendor's
     /// client `rec`'s statements valid at `now`.
     pub(super) async fn vendor_secret_ok(
@@ -34,8 +65,8 @@ impl App {
         let hashes: Vec<String> = v.secret_hashes(now).map(str::to_owned).collect();
         {
             let known = self
-                .vendor_secrets
-                .0
+                .vendor
+                .secrets
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             let remembered = |h: &String| known.get(&(id.to_owned(), h.clone())).copied();
@@ -55,8 +86,8 @@ impl App {
                 .await;
             if checked.is_right() {
                 let mut known = self
-                    .vendor_secrets
-                    .0
+                    .vendor
+                    .secrets
                     .lock()
                     .unwrap_or_else(|p| p.into_inner());
                 if known.len() >= MAX_REMEMBERED {

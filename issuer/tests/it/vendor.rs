@@ -371,3 +371,89 @@ fn hostile_statements_are_refused_audited_and_change_nothing() {
         "{trail}"
     );
 }
+
+async fn register(s: &Server, body: &str) -> Answer {
+    let resp = reqwest::Client::new()
+        .post(format!("{}/apiv2/oauth/register", s.url))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    answer(resp).await
+}
+
+fn registration_of(set: &Value) -> String {
+    json_body(set["software_statement"].as_str().unwrap())
+}
+
+fn json_body(statement: &str) -> String {
+    serde_json::json!({ "software_statement": statement }).to_string()
+}
+
+#[tokio::test]
+async fn clients_register_themselves_pending_when_registration_is_on() {
+    let f = fixture();
+    let v = Vendor::new(f._tmp.path());
+    let set = v.issue(&v.key, &["--grants", "client_credentials"]);
+    let off = Server::start(&f.dir, &["--config", v.config.to_str().unwrap()]);
+    let a = register(&off, &registration_of(&set)).await;
+    assert_eq!(a.status, 404, "off unless registration = true: {}", a.json);
+    drop(off);
+
+    let mut text = std::fs::read_to_string(&v.config).unwrap();
+    text.insert_str(0, "registration = true\n");
+    std::fs::write(&v.config, &text).unwrap();
+    let s = Server::start(&f.dir, &["--config", v.config.to_str().unwrap()]);
+    let id = set["client_id"].as_str().unwrap();
+    for _ in 0..2 {
+        let a = register(&s, &registration_of(&set)).await;
+        assert_eq!(a.status, 201, "{}", a.json);
+        assert_oauth_headers(&a);
+        assert_eq!(
+            (a.json["client_id"].as_str(), a.json["status"].as_str()),
+            (Some(id), Some("pending"))
+        );
+        assert_eq!(
+            a.json["grant_types"],
+            serde_json::json!(["client_credentials"])
+        );
+    }
+    let secret = set["client_secret"].as_str().unwrap();
+    let a = client_credentials(&s, id, secret).await;
+    assert_error(&a, 400, "unauthorized_client");
+    admin(&f.dir, &["client", "activate", id], None);
+    assert_eq!(client_credentials(&s, id, secret).await.status, 200);
+
+    // Refusals: RFC 7591 bodies, nothing stored.
+    let other = keygen(&f._tmp.path().join("mallory-keys"), "EdDSA");
+    let untrusted = v.issue(&other, &["--grants", "client_credentials"]);
+    let a = register(&s, &registration_of(&untrusted)).await;
+    assert_error(&a, 400, "unapproved_software_statement");
+    let a = register(&s, &json_body("eyJhbGciOiJIUzI1NiJ9.e30.c2ln")).await;
+    assert_error(&a, 400, "invalid_software_statement");
+    let a = register(&s, "{}").await;
+    assert_error(&a, 400, "invalid_software_statement");
+    let list = admin(&f.dir, &["client", "list", "--json"], None);
+    assert!(
+        !list.contains(untrusted["client_id"].as_str().unwrap()),
+        "{list}"
+    );
+
+    // SIGHUP: the vendor no longer trusted.
+    std::fs::write(&v.config, "registration = true\n").unwrap();
+    let log = f.dir.with_extension("log");
+    crate::reload::hup_and_wait(s.proc.as_ref().unwrap(), &log, "reload done", 1);
+    let fresh = v.issue(&v.key, &["--grants", "client_credentials"]);
+    let a = register(&s, &registration_of(&fresh)).await;
+    assert_error(&a, 400, "unapproved_software_statement");
+
+    // A flood from one address: 429 within the minute's budget.
+    let mut statuses = Vec::new();
+    for _ in 0..12 {
+        statuses.push(register(&s, "{}").await.status.as_u16());
+    }
+    assert!(statuses.contains(&429), "{statuses:?}");
+    let trail = admin(&f.dir, &["audit"], None);
+    assert!(trail.contains("registration from 127.0.0.1"), "{trail}");
+}
