@@ -300,6 +300,12 @@ pub async fn sweep_forever(app: Arc<App>) {
             Ok(_) => {}
             Err(e) => tracing::error!(error = e.to_string(), "sweep failed"),
         }
+        if let Err(e) = app.expire_vendor_clients(now()).await {
+            tracing::error!(
+                error = e.to_string(),
+                "deactivating expired vendor clients failed"
+            );
+        }
         let before = now().saturating_sub(app.audit_retention);
         match app.store.sweep_audit(before).await {
             Ok(n) if n > 0 => tracing::info!(removed = n, "swept the audit trail"),

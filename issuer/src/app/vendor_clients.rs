@@ -42,6 +42,32 @@ impl App {
             .store(registration, Ordering::Relaxed);
     }
 
+    /// Deactivates, at `now`, the vendors' clients whose every statement has expired, revoking
+    /// their tokens, each change audited (actor `statement expiry`); how many.
+    pub async fn expire_vendor_clients(&self, now: u64) -> Result<usize, crate::admin::AdminError> {
+        let expired: Vec<String> = self
+            .store
+            .clients()
+            .await?
+            .into_iter()
+            .filter(|(_, c)| c.active && c.vendor.as_ref().is_some_and(|v| v.expires_at() <= now))
+            .map(|(id, _)| id)
+            .collect();
+        for id in &expired {
+            let cmd = crate::admin::Command::ClientDeactivate { id: id.clone() };
+            crate::admin::execute_as(self.store.as_ref(), &cmd, now, "statement expiry").await?;
+            tracing::info!(
+                client = id.as_str(),
+                "statement expired: client deactivated"
+            );
+        }
+        if !expired.is_empty() {
+            self.clients_changed();
+            self.reload_revocations().await;
+        }
+        Ok(expired.len())
+    }
+
     fn trust(&self) -> Arc<Trust> {
         self.vendor
             .trust

@@ -457,3 +457,52 @@ async fn clients_register_themselves_pending_when_registration_is_on() {
     let trail = admin(&f.dir, &["audit"], None);
     assert!(trail.contains("registration from 127.0.0.1"), "{trail}");
 }
+
+#[tokio::test]
+async fn an_expired_statement_deactivates_its_client_and_revokes_its_tokens() {
+    use issuer::admin::{execute, VendorImport};
+    use issuer::vendor::{Impersonation, Statement, VendorGrant, Verified};
+    let tmp = tempfile::tempdir().unwrap();
+    let app = socketless_app(tmp.path(), Default::default()).await;
+    let t = now();
+    let statement = Statement {
+        client_id: "acme-1".into(),
+        client_name: "Acme".into(),
+        software_id: "acme".into(),
+        client_secret_hash: issuer::passwords::hash_password("mmcs1.secret-of-acme"),
+        grant_types: vec![VendorGrant::ClientCredentials],
+        impersonation: Impersonation::None,
+        iat: t,
+        exp: t + 100,
+    };
+    let verified = Verified {
+        vendor: "acme".into(),
+        kid: "k".into(),
+        statement,
+    };
+    let import = VendorImport::of(verified, "statement text");
+    let store = app.store.as_ref();
+    execute(store, &issuer::admin::Command::ClientImport(import), t)
+        .await
+        .unwrap();
+    let activate = issuer::admin::Command::ClientActivate {
+        id: "acme-1".into(),
+        grants: None,
+        no_impersonation: false,
+    };
+    execute(store, &activate, t).await.unwrap();
+    assert_eq!(app.expire_vendor_clients(t + 99).await.unwrap(), 0);
+    assert_eq!(app.expire_vendor_clients(t + 100).await.unwrap(), 1);
+    let rec = store.client("acme-1").await.unwrap().unwrap();
+    assert!(!rec.active && rec.deactivated_at == Some(t + 100));
+    let revoked = store.revocations(0, t + 100, usize::MAX).await.unwrap();
+    assert!(revoked.entries.iter().any(|r| r.what
+        == issuer::store::revocation::Revoked::Client {
+            id: "acme-1".into()
+        }));
+    let trail = store.audit_since(0, 100).await.unwrap();
+    assert!(trail
+        .iter()
+        .any(|e| e.actor == "statement expiry" && e.target == "acme-1"));
+    assert_eq!(app.expire_vendor_clients(t + 200).await.unwrap(), 0, "once");
+}
