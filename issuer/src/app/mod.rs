@@ -493,7 +493,7 @@ impl App {
     pub fn metadata(&self) -> serde_json::Value {
         let base = self.settings.public_url.trim_end_matches('/');
         let auth = ["client_secret_basic"];
-        json!({
+        self.with_registration(json!({
             "issuer": base,
             "token_endpoint": self.token_endpoint(),
             "revocation_endpoint": format!("{base}/apiv2/oauth/revoke"),
@@ -504,7 +504,7 @@ impl App {
             "revocation_endpoint_auth_methods_supported": auth,
             "introspection_endpoint_auth_methods_supported": auth,
             "dpop_signing_alg_values_supported": dpop::ALGORITHMS,
-        })
+        }))
     }
 
     /// Whether to send traffic here (`GET /readyz`, `/healthz`): the store took the probe's

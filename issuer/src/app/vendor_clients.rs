@@ -68,6 +68,15 @@ impl App {
         Ok(expired.len())
     }
 
+    /// The metadata document `doc` with `registration_endpoint` while registration is on.
+    pub(super) fn with_registration(&self, mut doc: serde_json::Value) -> serde_json::Value {
+        if self.vendor.registration.load(Ordering::Relaxed) {
+            let base = self.settings.public_url.trim_end_matches('/');
+            doc["registration_endpoint"] = format!("{base}/apiv2/oauth/register").into();
+        }
+        doc
+    }
+
     fn trust(&self) -> Arc<Trust> {
         self.vendor
             .trust

@@ -370,6 +370,20 @@ fn hostile_statements_are_refused_audited_and_change_nothing() {
         cases.len(),
         "{trail}"
     );
+
+    // A key set holding the private key is refused whole, naming the vendor.
+    let leaked = std::fs::read_to_string(&v.key).unwrap();
+    std::fs::write(
+        f._tmp.path().join("acme-keys/vendor-keys.json"),
+        format!("{{\"keys\":[{leaked}]}}"),
+    )
+    .unwrap();
+    let out = v.import(&f.dir, &v.file("good.jws", jws));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("\"acme\"") && stderr.contains("private"),
+        "{stderr}"
+    );
 }
 
 async fn register(s: &Server, body: &str) -> Answer {
@@ -405,6 +419,16 @@ async fn clients_register_themselves_pending_when_registration_is_on() {
     text.insert_str(0, "registration = true\n");
     std::fs::write(&v.config, &text).unwrap();
     let s = Server::start(&f.dir, &["--config", v.config.to_str().unwrap()]);
+    let metadata: Value = reqwest::get(format!("{}/.well-known/oauth-authorization-server", s.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(metadata["registration_endpoint"]
+        .as_str()
+        .unwrap()
+        .ends_with("/apiv2/oauth/register"));
     let id = set["client_id"].as_str().unwrap();
     for _ in 0..2 {
         let a = register(&s, &registration_of(&set)).await;
