@@ -70,6 +70,7 @@ pub(super) async fn update(
     change: ClientChange,
     now: u64,
 ) -> Result<String, AdminError> {
+    super::vendor::within_statement(store, id, &change).await?;
     found(store.update_client(id, change, now).await?, "client", id)?;
     Ok(format!("client {id} changed\n"))
 }

@@ -268,6 +268,33 @@ pub(super) async fn run(
     }
 }
 
+/// Refuses a change of what a vendor's client `id` may do (`issuer apply`) beyond what its
+/// statement allows: its grants and impersonation are narrowed, never widened.
+pub(super) async fn within_statement(
+    store: &dyn Store,
+    id: &str,
+    change: &ClientChange,
+) -> Result<(), AdminError> {
+    let ClientChange::SetAccess {
+        grants,
+        impersonate,
+        ..
+    } = change
+    else {
+        return Ok(());
+    };
+    let rec = store.client(id).await?;
+    let Some(v) = rec.as_ref().and_then(|c| c.vendor.as_deref()) else {
+        return Ok(());
+    };
+    if !v.allows(grants) || (*impersonate && v.impersonation == Impersonation::None) {
+        return refused(format!(
+            "client {id:?} is a vendor's: its statement allows less; a change narrows, never widens"
+        ));
+    }
+    Ok(())
+}
+
 /// Whether `id` is a vendor's client.
 pub async fn is_vendors(store: &dyn Store, id: &str) -> Result<bool, AdminError> {
     Ok(store.client(id).await?.is_some_and(|c| c.vendor.is_some()))

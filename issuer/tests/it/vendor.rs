@@ -267,6 +267,28 @@ async fn an_imported_set_is_pending_until_activated_narrowed() {
     );
     assert!(!widened.status.success());
     assert!(String::from_utf8_lossy(&widened.stderr).contains("never widens"));
+
+    // `issuer apply` neither widens a vendor's client nor prunes it.
+    let wider = v.file(
+        "wider.toml",
+        &format!("[[client]]\nid = \"{nid}\"\ngrants = [\"password\"]\nactive = false\n"),
+    );
+    let out = admin_output(&f.dir, &["apply", &wider], None);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("never widens"),
+        "{out:?}"
+    );
+    let only_app = v.file(
+        "app.toml",
+        "[[client]]\nid = \"app\"\ngrants = [\"password\", \"client_credentials\"]\nimpersonate = true\n",
+    );
+    stdout_of(&admin_output(
+        &f.dir,
+        &["apply", &only_app, "--prune"],
+        None,
+    ));
+    let list = admin(&f.dir, &["client", "list"], None);
+    assert!(list.contains(id) && list.contains(nid), "{list}");
 }
 
 #[tokio::test]

@@ -182,6 +182,8 @@ fn plan(
         }
     }
     users.retain(|_, u| !u.directory);
+    // A vendor's client comes in by its statement (`client import`), never by this file.
+    clients.retain(|_, c| c.vendor.is_none());
     let mut removals = Vec::new();
     if prune {
         let mut ids: Vec<String> = clients.into_keys().collect();
