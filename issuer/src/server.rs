@@ -300,6 +300,7 @@ pub async fn sweep_forever(app: Arc<App>) {
             Ok(_) => {}
             Err(e) => tracing::error!(error = e.to_string(), "sweep failed"),
         }
+        app.apply_revocation_files(now()).await;
         if let Err(e) = app.expire_vendor_clients(now()).await {
             tracing::error!(
                 error = e.to_string(),

@@ -17,6 +17,7 @@ use zeroize::Zeroizing;
 const MAX_REMEMBERED: usize = 10_000;
 
 mod registration;
+mod watch;
 
 /// Secrets that matched a statement's hash: (client id, PHC string) → keyed hash of the secret.
 type Remembered = HashMap<(String, String), [u8; 32]>;
@@ -30,6 +31,7 @@ pub(super) struct VendorState {
     registration: AtomicBool,
     registrations: registration::Budget,
     secrets: Mutex<Remembered>,
+    watched: watch::Seen,
 }
 
 impl App {

@@ -3,7 +3,9 @@
 //! are listed under) and `keys`, the path of its public JWK set as `issuer vendor keygen` wrote
 //! it (relative to the configuration file's folder), a file the issuer trusts as it trusts its
 //! configuration: its owner, folder and link target checked, no writing by group or others.
-//! `issuer serve` reads them again on SIGHUP.
+//! `issuer serve` reads them again on SIGHUP. A table's `revocations`, the path of a file where
+//! the installation puts the vendor's revocation list, is watched by `issuer serve` (read each
+//! minute and at SIGHUP, applied when it changed).
 
 use crate::secret_file::Rule;
 use crate::vendor::Trust;
@@ -16,6 +18,8 @@ use std::path::{Path, PathBuf};
 struct VendorTable {
     name: String,
     keys: PathBuf,
+    /// A file `issuer serve` watches for the vendor's revocation list.
+    revocations: Option<PathBuf>,
 }
 
 /// The vendors of `value` (the array of `[[vendor]]` tables) with their keys read, relative
@@ -49,6 +53,9 @@ pub fn trust_of(value: toml::Value, folder: &Path) -> Result<Trust, String> {
             }
         }
         trust.add(name, keys);
+        if let Some(file) = &t.revocations {
+            trust.watch_revocations(name, folder.join(file));
+        }
     }
     Ok(trust)
 }

@@ -76,12 +76,24 @@ impl Refusal {
 #[derive(Debug, Clone, Default)]
 pub struct Trust {
     vendors: Vec<(String, Vec<VendorKey>)>,
+    /// Files the issuer watches for each vendor's revocation list: (vendor, path).
+    revocation_files: Vec<(String, std::path::PathBuf)>,
 }
 
 impl Trust {
     /// Trusts `keys` as the vendor `name`'s (in addition to those trusted already).
     pub fn add(&mut self, name: &str, keys: Vec<VendorKey>) {
         self.vendors.push((name.to_owned(), keys));
+    }
+
+    /// Watches `path` for the vendor `name`'s revocation list.
+    pub fn watch_revocations(&mut self, name: &str, path: std::path::PathBuf) {
+        self.revocation_files.push((name.to_owned(), path));
+    }
+
+    /// The files watched for revocation lists, by vendor.
+    pub fn revocation_files(&self) -> &[(String, std::path::PathBuf)] {
+        &self.revocation_files
     }
 
     /// The vendor and key whose `kid` is `kid`.

@@ -552,3 +552,44 @@ async fn an_expired_statement_deactivates_its_client_and_revokes_its_tokens() {
         .any(|e| e.actor == "statement expiry" && e.target == "acme-1"));
     assert_eq!(app.expire_vendor_clients(t + 200).await.unwrap(), 0, "once");
 }
+
+#[tokio::test]
+async fn a_watched_revocation_file_deactivates_its_vendors_clients_at_sighup() {
+    let f = fixture();
+    let v = Vendor::new(f._tmp.path());
+    let mut text = std::fs::read_to_string(&v.config).unwrap();
+    text.push_str("revocations = \"acme-revoked.jws\"\n");
+    std::fs::write(&v.config, &text).unwrap();
+    let set = v.issue(&v.key, &["--grants", "client_credentials"]);
+    let id = set["client_id"].as_str().unwrap();
+    let secret = set["client_secret"].as_str().unwrap();
+    let s = Server::start(&f.dir, &["--config", v.config.to_str().unwrap()]);
+    stdout_of(&v.import(
+        &f.dir,
+        &v.file("set.jws", set["software_statement"].as_str().unwrap()),
+    ));
+    admin(&f.dir, &["client", "activate", id], None);
+    assert_eq!(client_credentials(&s, id, secret).await.status, 200);
+
+    // Another vendor's list in the file: refused, audited, nothing changes.
+    let other = keygen(&f._tmp.path().join("mallory-keys"), "EdDSA");
+    let forged = issuer(&["vendor", "revoke", "--key", other.to_str().unwrap(), id]);
+    v.file("acme-revoked.jws", &forged);
+    let log = f.dir.with_extension("log");
+    crate::reload::hup_and_wait(s.proc.as_ref().unwrap(), &log, "revocation file read", 1);
+    assert_eq!(client_credentials(&s, id, secret).await.status, 200);
+
+    let list = issuer(&["vendor", "revoke", "--key", v.key.to_str().unwrap(), id]);
+    v.file("acme-revoked.jws", &list);
+    crate::reload::hup_and_wait(s.proc.as_ref().unwrap(), &log, "revocation file read", 2);
+    assert_error(
+        &client_credentials(&s, id, secret).await,
+        401,
+        "invalid_client",
+    );
+    let trail = admin(&f.dir, &["audit"], None);
+    assert!(
+        trail.contains("revocation file") && trail.contains("client.vendor_revoke"),
+        "{trail}"
+    );
+}

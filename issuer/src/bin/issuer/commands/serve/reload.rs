@@ -107,6 +107,8 @@ impl Reloader {
             "[[vendor]] tables in force"
         );
         self.app.set_vendors(trust, new.registration);
+        let app = self.app.clone();
+        tokio::spawn(async move { app.apply_revocation_files(issuer::app::now()).await });
     }
 
     fn certificate(&self) {
