@@ -1,6 +1,7 @@
 //! The configuration file of `issuer serve` (`--config FILE`, env `ISSUER_CONFIG`): TOML holding
 //! any `serve` option under its flag's long name with `_` for `-` (`listen`, `store`,
-//! `access_ttl`, `trusted_proxy`, …), and the `[directory]` table ([`DirectoryConfig`]). Every
+//! `access_ttl`, `trusted_proxy`, …), and the `[directory]` table ([`DirectoryConfig`]), and the `[[vendor]]` tables
+//! ([`ConfigFile::vendors`]). Every
 //! admin command takes the same file, and of it the options it has (where the store is, and
 //! `access_ttl` for `keys filter-config`).
 //!
@@ -10,6 +11,7 @@
 //! value checked by that argument's own parser. An unknown key is an error that names it.
 
 pub mod directory;
+pub mod vendor;
 
 pub use directory::{BindPassword, DirectoryConfig, DirectoryKind};
 
@@ -20,6 +22,8 @@ use std::path::{Path, PathBuf};
 
 /// The table of the directory, the one key that is not a `serve` option.
 pub const DIRECTORY: &str = "directory";
+/// The tables of trusted vendors (`[[vendor]]`), not `serve` options either.
+pub const VENDOR: &str = "vendor";
 /// The argument naming the file; no key of the file.
 pub const CONFIG_ARG: &str = "config";
 
@@ -67,6 +71,8 @@ pub struct ConfigFile {
     options: toml::Table,
     /// The `[directory]` table, if any.
     directory: Option<toml::Value>,
+    /// The `[[vendor]]` tables, if any.
+    vendors: Option<toml::Value>,
 }
 
 impl ConfigFile {
@@ -99,10 +105,12 @@ impl ConfigFile {
             message: syntax_error(text, &e),
         })?;
         let directory = options.remove(DIRECTORY);
+        let vendors = options.remove(VENDOR);
         Ok(Self {
             path: path.to_owned(),
             options,
             directory,
+            vendors,
         })
     }
 
@@ -147,7 +155,7 @@ impl ConfigFile {
             let known = option_arg(serve, key).ok_or_else(|| {
                 self.error(format!(
                     "unknown key `{key}` (the keys are the options of `issuer serve --help`, \
-                     `_` for `-`, and the [{DIRECTORY}] table)"
+                     `_` for `-`, the [{DIRECTORY}] table and [[{VENDOR}]] tables)"
                 ))
             })?;
             let values = self.values(key, value, known)?;
@@ -201,6 +209,19 @@ impl ConfigFile {
             .map(DirectoryConfig::from_toml)
             .transpose()
             .map_err(|e| self.error(format!("[{DIRECTORY}]: {e}")))
+    }
+}
+
+impl ConfigFile {
+    /// The trusted vendors of the `[[vendor]]` tables, their key sets read (none without any).
+    pub fn vendors(&self) -> Result<crate::vendor::Trust, ConfigError> {
+        let folder = self.path.parent().unwrap_or(Path::new("."));
+        self.vendors
+            .clone()
+            .map(|v| vendor::trust_of(v, folder))
+            .transpose()
+            .map(Option::unwrap_or_default)
+            .map_err(|e| self.error(format!("[[{VENDOR}]]: {e}")))
     }
 }
 

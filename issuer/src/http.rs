@@ -299,11 +299,14 @@ pub fn routes_in(slot: AppSlot) -> impl Filter<Extract = (Response,), Error = In
         .and(only(Method::GET, "GET"))
         .and(app.clone())
         .map(|app: Arc<App>| json_response(StatusCode::OK, &app.metadata()));
+    let register = register(app.clone());
     let metrics = warp::path!("metrics")
         .and(only(Method::GET, "GET"))
         .and(app)
         .map(|app: Arc<App>| metrics(&app));
     token
+        .or(register)
+        .unify()
         .or(revoke)
         .unify()
         .or(introspect)
@@ -318,6 +321,25 @@ pub fn routes_in(slot: AppSlot) -> impl Filter<Extract = (Response,), Error = In
         .unify()
         .recover(recover)
         .unify()
+}
+
+/// `POST /apiv2/oauth/register` (RFC 7591, `docs/clients.md`): 201 with the client's metadata.
+fn register(
+    app: impl Filter<Extract = (Arc<App>,), Error = Rejection> + Clone + Send + Sync + 'static,
+) -> impl Filter<Extract = (Response,), Error = Rejection> + Clone {
+    warp::path!("apiv2" / "oauth" / "register")
+        .and(only(Method::POST, "POST"))
+        .and(app)
+        .and(call())
+        .then(|app: Arc<App>, call: Call| async move {
+            let timer = Timer::start();
+            let result = app.register(&call).await;
+            let mut resp = answer(&app, ("register", "none"), timer, result);
+            if resp.status() == StatusCode::OK {
+                *resp.status_mut() = StatusCode::CREATED;
+            }
+            resp
+        })
 }
 
 /// `GET /livez`: 200 while the process serves HTTP, whatever the store does. `GET /readyz` and

@@ -8,6 +8,7 @@
 //! - [`config`]: the configuration file of `issuer serve` and its `[directory]` table.
 //! - [`directory`]: sign-in of users from Active Directory or another LDAP directory.
 //! - [`display`]: untrusted text made safe to print (line separators, bidi controls escaped).
+//! - [`vendor`]: vendors' software statements and revocation lists (RFC 7591), signed and checked.
 //! - [`server`]: the accept loop (plain or TLS), admin socket, sweep and graceful shutdown.
 #![forbid(unsafe_code)]
 
@@ -27,3 +28,4 @@ pub mod server;
 pub mod store;
 pub mod throttle;
 pub mod tls_client;
+pub mod vendor;

@@ -312,6 +312,13 @@ pub async fn sweep_forever(app: Arc<App>) {
                 "sweep failed"
             ),
         }
+        app.apply_revocation_files(now()).await;
+        if let Err(e) = app.expire_vendor_clients(now()).await {
+            tracing::error!(
+                error = e.to_string(),
+                "deactivating expired vendor clients failed"
+            );
+        }
         let before = now().saturating_sub(app.audit_retention);
         match app.store.sweep_audit(before).await {
             Ok(n) if n > 0 => tracing::info!(removed = n, "swept the audit trail"),

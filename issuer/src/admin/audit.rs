@@ -35,7 +35,8 @@ pub(super) fn record_of(cmd: &Command) -> Option<(AuditAction, Subject)> {
     let user = |name: &String| Subject::User(name.clone());
     Some(match cmd {
         Command::ClientAdd(c) => (A::ClientAdd, client(&c.id)),
-        Command::ClientActivate { id } => (A::ClientActivate, client(id)),
+        Command::ClientActivate { id, .. } => (A::ClientActivate, client(id)),
+        Command::ClientImport(i) => (A::ClientImport, client(&i.statement.client_id)),
         Command::ClientDeactivate { id } => (A::ClientDeactivate, client(id)),
         Command::ClientRemove { id } => (A::ClientRemove, client(id)),
         Command::UserAdd(u) => (A::UserAdd, user(&u.name)),
@@ -58,6 +59,8 @@ pub(super) fn record_of(cmd: &Command) -> Option<(AuditAction, Subject)> {
         | Command::KeysList
         | Command::KeysFilterConfig
         | Command::AuditRead { .. }
+        | Command::ClientVendorRevoke { .. }
+        | Command::VendorRefused { .. }
         | Command::Backup => return None,
     })
 }

@@ -42,6 +42,7 @@ pub(super) async fn add(store: &dyn Store, c: &NewClient, now: u64) -> Result<St
         dpop: c.dpop,
         created_at: now,
         deactivated_at: None,
+        vendor: None,
     };
     if rec.secret_hash_bytes().is_none() {
         return refused("malformed secret hash".into());
@@ -69,6 +70,7 @@ pub(super) async fn update(
     change: ClientChange,
     now: u64,
 ) -> Result<String, AdminError> {
+    super::vendor::within_statement(store, id, &change).await?;
     found(store.update_client(id, change, now).await?, "client", id)?;
     Ok(format!("client {id} changed\n"))
 }
@@ -91,6 +93,9 @@ pub struct ClientView {
     /// Whether its tokens must be bound with DPoP.
     #[serde(default)]
     pub dpop: DpopPolicy,
+    /// A vendor's client: what its statements say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<super::vendor::VendorView>,
 }
 
 /// `client list`: every client, in the store's order.
@@ -107,6 +112,7 @@ pub(super) async fn list(store: &dyn Store) -> Result<Vec<ClientView>, AdminErro
             active: c.active,
             edge: c.edge,
             dpop: c.dpop,
+            vendor: c.vendor.as_deref().map(super::vendor::VendorView::of),
         })
         .collect())
 }

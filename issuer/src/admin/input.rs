@@ -72,6 +72,10 @@ impl Command {
     pub fn check(&self) -> Result<(), AdminError> {
         match self {
             Self::ClientAdd(c) => check_client_id(&c.id),
+            Self::ClientImport(i) => check_client_id(&i.statement.client_id),
+            Self::ClientVendorRevoke { ids, .. } => {
+                ids.iter().try_for_each(|id| check_client_id(id))
+            }
             Self::UserAdd(u) => {
                 check_user_name(&u.name)?;
                 check_roles(&u.roles)?;
@@ -102,6 +106,7 @@ impl Command {
             | Self::KeysPublish
             | Self::KeysPromote { .. }
             | Self::AuditRead { .. }
+            | Self::VendorRefused { .. }
             | Self::Backup => Ok(()),
         }
     }

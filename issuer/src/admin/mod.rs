@@ -43,12 +43,14 @@ mod edges;
 pub mod input;
 mod keys;
 mod users;
+mod vendor;
 
 pub use audit::MAX_READ as MAX_AUDIT_READ;
 pub use clients::{ClientView, NewClient};
 pub use edges::{EdgeRow, EdgesReport};
 pub use keys::filter_config;
 pub use users::{NewUser, UserView};
+pub use vendor::{describe as describe_refusal, Imported, VendorImport, VendorView};
 
 /// File name of the admin socket in the data dir.
 pub const SOCKET_FILE: &str = "admin.sock";
@@ -67,6 +69,32 @@ pub enum Command {
     ClientActivate {
         /// Client id.
         id: String,
+        /// A vendor's client: the grants it gets, within its statement's (all of those when
+        /// absent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grants: Option<Vec<GrantKind>>,
+        /// A vendor's client: no impersonation even if its statement allows it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        no_impersonation: bool,
+    },
+    /// Import a vendor's software statement whose signature the command line verified: a new
+    /// pending client, or a newer statement of one.
+    ClientImport(VendorImport),
+    /// Apply a vendor's revocation list, verified by the command line.
+    ClientVendorRevoke {
+        /// The vendor's name.
+        vendor: String,
+        /// The client ids it revoked.
+        ids: Vec<String>,
+    },
+    /// Record a refused statement or revocation list in the audit trail.
+    VendorRefused {
+        /// The client id, or the vendor's name.
+        target: String,
+        /// The RFC 7591 error.
+        error: String,
+        /// Why.
+        description: String,
     },
     /// Stop a client from getting tokens.
     ClientDeactivate {
@@ -175,7 +203,7 @@ impl Command {
     /// True for commands that change state (they are audited, and the server reloads what they
     /// may have changed); false for the listings.
     pub fn is_change(&self) -> bool {
-        audit::record_of(self).is_some()
+        audit::record_of(self).is_some() || matches!(self, Self::ClientVendorRevoke { .. })
     }
 
     /// True for the commands that change the key ring.
@@ -202,6 +230,9 @@ pub enum AdminError {
     /// The change was made, but its record in the audit trail could not be written (the cause).
     #[error("the change was made, but recording it in the audit trail failed")]
     Unrecorded(#[source] StoreError),
+    /// A vendor's statement refused (its client id taken, or revoked); audited.
+    #[error("statement refused ({}): {}", .0.error_code(), .0)]
+    Vendor(crate::vendor::Refusal),
 }
 
 /// What a command answers: the data a listing asked for, for the command line to render, or the
@@ -271,18 +302,30 @@ pub async fn execute_as(
 ) -> Result<Reply, AdminError> {
     cmd.check()?;
     let Some(change) = audit::record_of(cmd) else {
-        return run_command(store, cmd, now).await;
+        return run_command(store, cmd, now, actor).await;
     };
     let before = audit::view(store, &change.1, now).await?;
-    let out = run_command(store, cmd, now).await?;
+    let out = match run_command(store, cmd, now, actor).await {
+        Err(AdminError::Vendor(r)) => {
+            let (error, description) = vendor::describe(&r);
+            vendor::refusal(store, change.1.name(), error, &description, now, actor).await?;
+            return Err(AdminError::Vendor(r));
+        }
+        other => other?,
+    };
     let (action, subject) = (change.0.as_str(), change.1.name());
     tracing::info!(target: "audit", actor, action, subject, "admin change");
     audit::record(store, actor, change, before, now).await?;
     Ok(out)
 }
 
-/// Runs `cmd`, unaudited.
-async fn run_command(store: &dyn Store, cmd: &Command, now: u64) -> Result<Reply, AdminError> {
+/// Runs `cmd`, unaudited (but for a vendor's revocation list, one record per client).
+async fn run_command(
+    store: &dyn Store,
+    cmd: &Command,
+    now: u64,
+    actor: &str,
+) -> Result<Reply, AdminError> {
     let text = match cmd {
         Command::Ping => return Ok(Reply::Pong),
         Command::AuditRead { since } => return Ok(Reply::Audit(audit::read(store, *since).await?)),
@@ -300,7 +343,10 @@ async fn run_command(store: &dyn Store, cmd: &Command, now: u64) -> Result<Reply
         Command::Edges => return Ok(Reply::Edges(edges::report(store, now).await?)),
         Command::KeysPublish => return Ok(Reply::Published(edges::publish(store, now).await?)),
         Command::ClientAdd(c) => clients::add(store, c, now).await?,
-        Command::ClientActivate { id } => clients::set_active(store, id, true, now).await?,
+        Command::ClientActivate { .. }
+        | Command::ClientImport(_)
+        | Command::ClientVendorRevoke { .. }
+        | Command::VendorRefused { .. } => vendor::run(store, cmd, now, actor).await?,
         Command::ClientDeactivate { id } => clients::set_active(store, id, false, now).await?,
         Command::ClientRemove { id } => clients::remove(store, id, now).await?,
         Command::ClientDpop { id, dpop } => clients::set_dpop(store, id, *dpop, now).await?,

@@ -2,10 +2,11 @@
 //! identity it impersonates (`impersonate_claims`, or the obsolete `impersonate_as` + `roles`),
 //! written to the audit log. No refresh token.
 
-use super::{check_impersonation, ApiError, Issue};
+use super::{vendor_clients, ApiError, Issue};
 use crate::store::{ClientRecord, GrantKind};
 use shared::grant::Impersonation;
 use shared::token::{Identity, SubjectKind};
+use shared::ErrorCode;
 
 /// The grant. It holds nothing: the client's record is all it reads.
 #[derive(Debug, Default)]
@@ -64,5 +65,37 @@ impl ClientCredentialsGrant {
             refresh: None,
             not_before: 0,
         })
+    }
+}
+
+/// Impersonation needs the client's permission; a client limited to claim types may use only
+/// those. The obsolete form counts as claim type `name` for `impersonate_as` and `role` for `roles`.
+fn check_impersonation(client: &ClientRecord, imp: &Impersonation) -> Result<(), ApiError> {
+    if !client.impersonate {
+        return Err(ApiError::unauthorized_client(
+            "this client may not impersonate",
+        ));
+    }
+    vendor_clients::check_legacy(client, imp)?;
+    let allowed = &client.impersonate_claim_types;
+    if allowed.is_empty() {
+        return Ok(());
+    }
+    let mut used: Vec<&str> = imp.claim_types().collect();
+    if let Impersonation::Legacy { user, roles } = imp {
+        if user.is_some() {
+            used.push("name");
+        }
+        if !roles.is_empty() {
+            used.push("role");
+        }
+    }
+    if used.iter().all(|t| allowed.iter().any(|a| a == t)) {
+        Ok(())
+    } else {
+        Err(ApiError::oauth(
+            ErrorCode::UnauthorizedClient,
+            "this client may not impersonate with these claim types",
+        ))
     }
 }

@@ -22,6 +22,7 @@ mod flow_password;
 mod flow_refresh;
 mod revocation;
 mod revoke_budget;
+mod vendor_clients;
 
 use crate::metrics::Metrics;
 use crate::passwords::PasswordChecker;
@@ -30,9 +31,9 @@ use crate::store::{ClientRecord, RefreshPolicy, RefreshRejection, Store, StoreEr
 use crate::throttle::Throttle;
 use flow_refresh::Refreshed;
 use serde_json::json;
-use shared::grant::{parse_token_request, Grant, Impersonation};
+use shared::grant::{parse_token_request, Grant};
 use shared::token::{self, Identity, TokenBody};
-use shared::{ErrorCode, Key, KeyRing};
+use shared::{Key, KeyRing};
 use std::sync::{Arc, RwLock};
 use zeroize::Zeroizing;
 
@@ -102,6 +103,8 @@ pub struct App {
     client_credentials: flow_client_credentials::ClientCredentialsGrant,
     /// Client records read from the store, kept a second ([`client_cache::CLIENT_TTL`]).
     clients: client_cache::ClientCache,
+    /// The trusted vendors and what their clients' secrets matched ([`vendor_clients`]).
+    vendor: vendor_clients::VendorState,
     /// The back-off of failed client authentication, per source address.
     client_auth: client_auth_throttle::ClientAuthThrottle,
     /// Revocations of access tokens in force, read from the store every second.
@@ -201,6 +204,7 @@ impl App {
             refresh,
             client_credentials: flow_client_credentials::ClientCredentialsGrant,
             clients: Default::default(),
+            vendor: Default::default(),
             client_auth: Default::default(),
             revoked: RwLock::new(revoked),
             revoke_budget,
@@ -263,16 +267,23 @@ impl App {
             .as_ref()
             .and_then(ClientRecord::secret_hash_bytes)
             .unwrap_or([0; 32]);
-        let active = client.as_ref().is_some_and(|c| c.active);
+        let active = vendor_clients::may_have_tokens(client.as_ref(), now());
+        let vendor_ok =
+            (self.vendor_secret_ok(&creds.id, client.as_ref(), &creds.secret, now())).await;
         let mut secret_ok = false;
         // An inactive client counts like a wrong secret: the back-off tells nothing.
         let authenticated = self.client_auth.attempt(ip, now_ms(), || {
-            secret_ok = hash_key.client_secret_matches(&creds.id, &creds.secret, &stored);
+            secret_ok = vendor_ok.unwrap_or_else(|| {
+                hash_key.client_secret_matches(&creds.id, &creds.secret, &stored)
+            });
             secret_ok && active
         });
         match (authenticated, client) {
             (Err(wait), _) => Err(Self::throttled_client(&creds.id, wait)),
             (Ok(true), Some(c)) => Ok((creds.id, c)),
+            (_, c) if secret_ok && vendor_clients::pending(c.as_ref()) => {
+                Err(vendor_clients::awaits_activation())
+            }
             _ if secret_ok => {
                 tracing::info!(client = creds.id.as_str(), "inactive client refused");
                 Err(ApiError::invalid_client())
@@ -489,7 +500,7 @@ impl App {
     pub fn metadata(&self) -> serde_json::Value {
         let base = self.settings.public_url.trim_end_matches('/');
         let auth = ["client_secret_basic"];
-        json!({
+        self.with_registration(json!({
             "issuer": base,
             "token_endpoint": self.token_endpoint(),
             "revocation_endpoint": format!("{base}/apiv2/oauth/revoke"),
@@ -500,7 +511,7 @@ impl App {
             "revocation_endpoint_auth_methods_supported": auth,
             "introspection_endpoint_auth_methods_supported": auth,
             "dpop_signing_alg_values_supported": dpop::ALGORITHMS,
-        })
+        }))
     }
 
     /// Whether to send traffic here (`GET /readyz`, `/healthz`): the store took the probe's
@@ -559,36 +570,5 @@ fn expose<S: serde::Serializer>(
     match token {
         Some(t) => s.serialize_str(t),
         None => s.serialize_none(),
-    }
-}
-
-/// Impersonation needs the client's permission; a client limited to claim types may use only
-/// those. The obsolete form counts as claim type `name` for `impersonate_as` and `role` for `roles`.
-fn check_impersonation(client: &ClientRecord, imp: &Impersonation) -> Result<(), ApiError> {
-    if !client.impersonate {
-        return Err(ApiError::unauthorized_client(
-            "this client may not impersonate",
-        ));
-    }
-    let allowed = &client.impersonate_claim_types;
-    if allowed.is_empty() {
-        return Ok(());
-    }
-    let mut used: Vec<&str> = imp.claim_types().collect();
-    if let Impersonation::Legacy { user, roles } = imp {
-        if user.is_some() {
-            used.push("name");
-        }
-        if !roles.is_empty() {
-            used.push("role");
-        }
-    }
-    if used.iter().all(|t| allowed.iter().any(|a| a == t)) {
-        Ok(())
-    } else {
-        Err(ApiError::oauth(
-            ErrorCode::UnauthorizedClient,
-            "this client may not impersonate with these claim types",
-        ))
     }
 }

@@ -1,6 +1,7 @@
 //! Clients and users as the store keeps them, and the changes an administrator makes to them.
 
 use super::revocation;
+use super::vendor::VendorClient;
 use serde::{Deserialize, Serialize};
 use shared::token::Claim;
 
@@ -61,7 +62,7 @@ impl DpopPolicy {
 }
 
 /// A registered client.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClientRecord {
     /// Keyed hash of the secret (hex).
     pub secret_hash: String,
@@ -86,6 +87,10 @@ pub struct ClientRecord {
     /// once it is active again is issued after that ([`ClientRecord::tokens_after`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deactivated_at: Option<u64>,
+    /// Set for a client issued by a vendor (`docs/clients.md`): what its software statements
+    /// say. Its secret is checked against their hashes, not [`ClientRecord::secret_hash`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<Box<VendorClient>>,
 }
 
 impl ClientRecord {
@@ -193,14 +198,33 @@ pub enum ClientChange {
     },
     /// Require DPoP of it, or not (`issuer client dpop`). Tokens already issued stay as they are.
     SetDpop(DpopPolicy),
+    /// Activate a vendor's client with these grants and impersonation (the admin command checks
+    /// they are within its statement's): it is no longer pending.
+    ActivateVendor {
+        /// Grants it may use.
+        grants: Vec<GrantKind>,
+        /// May impersonate.
+        impersonate: bool,
+    },
+    /// A newer statement of a vendor's client ([`super::vendor::admit`]): its facts replaced,
+    /// and what it may do narrowed to what the newer statement allows, never widened.
+    Restate(Box<VendorClient>),
+    /// Its vendor revoked it: inactive for good, its tokens revoked.
+    VendorRevoke,
 }
 
 impl ClientChange {
     /// What the change revokes: a deactivated client's tokens.
     pub fn revokes(&self, id: &str) -> Option<revocation::Revoked> {
         match self {
-            Self::SetActive(false) => Some(revocation::Revoked::Client { id: id.into() }),
-            Self::SetActive(true) | Self::SetAccess { .. } | Self::SetDpop(_) => None,
+            Self::SetActive(false) | Self::VendorRevoke => {
+                Some(revocation::Revoked::Client { id: id.into() })
+            }
+            Self::SetActive(true)
+            | Self::SetAccess { .. }
+            | Self::SetDpop(_)
+            | Self::ActivateVendor { .. }
+            | Self::Restate(_) => None,
         }
     }
 
@@ -225,6 +249,33 @@ impl ClientChange {
                 rec.dpop = *dpop;
             }
             Self::SetDpop(dpop) => rec.dpop = *dpop,
+            Self::ActivateVendor {
+                grants,
+                impersonate,
+            } => {
+                if let Some(v) = rec.vendor.as_mut() {
+                    v.pending = false;
+                }
+                rec.grants.clone_from(grants);
+                rec.impersonate = *impersonate;
+                rec.active = true;
+            }
+            Self::Restate(next) => {
+                rec.grants.retain(|g| next.allows(&[*g]));
+                if next.impersonation == crate::vendor::Impersonation::None {
+                    rec.impersonate = false;
+                }
+                rec.vendor = Some(next.clone());
+            }
+            Self::VendorRevoke => {
+                if rec.active {
+                    rec.deactivated_at = Some(now);
+                }
+                rec.active = false;
+                if let Some(v) = rec.vendor.as_mut() {
+                    v.revoked = true;
+                }
+            }
         }
     }
 }

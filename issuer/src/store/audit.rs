@@ -34,6 +34,15 @@ pub enum AuditAction {
     /// A change of a client's settings.
     #[serde(rename = "client.update")]
     ClientUpdate,
+    /// A vendor's software statement imported (`issuer client import`, registration).
+    #[serde(rename = "client.import")]
+    ClientImport,
+    /// A vendor's revocation list applied to a client.
+    #[serde(rename = "client.vendor_revoke")]
+    VendorRevoke,
+    /// A vendor's statement or revocation list refused.
+    #[serde(rename = "client.refused")]
+    VendorRefusal,
     /// `issuer user add`.
     #[serde(rename = "user.add")]
     UserAdd,
@@ -169,14 +178,28 @@ pub fn changed(before: Value, after: Value) -> (Value, Value) {
 
 /// What the audit trail shows of a client: everything but its secret's hash.
 pub fn client_view(c: &ClientRecord) -> Value {
-    json!({
+    let mut view = json!({
         "active": c.active,
         "grants": c.grants,
         "impersonate": c.impersonate,
         "impersonate_claim_types": c.impersonate_claim_types,
         "edge": c.edge,
         "dpop": c.dpop,
-    })
+    });
+    if let Some(v) = &c.vendor {
+        view["vendor"] = json!({
+            "vendor": v.vendor,
+            "client_name": v.client_name,
+            "software_id": v.software_id,
+            "grants": v.grants,
+            "impersonation": v.impersonation,
+            "pending": v.pending,
+            "revoked": v.revoked,
+            "expires_at": v.expires_at(),
+            "statements": v.secrets.iter().map(|s| json!({"iat": s.iat, "exp": s.exp})).collect::<Vec<_>>(),
+        });
+    }
+    view
 }
 
 /// What the audit trail shows of a user: everything but the password's hash, of which only

@@ -24,6 +24,7 @@ pub mod postgres;
 pub mod redb;
 pub mod storage;
 pub mod throttle;
+pub mod vendor;
 /// Revocations: the types and the in-memory set are shared with the Envoy filter.
 pub mod revocation {
     pub use shared::revocation::*;

@@ -34,6 +34,7 @@ mod store;
 mod store_move;
 mod store_postgres;
 mod store_proofs;
+mod vendor;
 
 use e2e::Proc;
 use reqwest::header::{HeaderMap, CACHE_CONTROL, CONTENT_TYPE, PRAGMA};

@@ -8,23 +8,26 @@ use issuer::store::postgres::PgStore;
 use issuer::store::redb::RedbStore;
 use issuer::store::revocation::Revoked;
 use issuer::store::{
-    ClientChange, ClientRecord, FamilyRevocation, GrantKind, KeyState, RefreshPolicy,
-    RefreshRejection, RetireOutcome, RotateOutcome, Rotation, Store, UserChange, UserRecord,
-    KEY_RETIRE_MARGIN,
+    ClientChange, FamilyRevocation, KeyState, RefreshPolicy, RefreshRejection, RetireOutcome,
+    RotateOutcome, Rotation, Store, UserChange, KEY_RETIRE_MARGIN,
 };
 use std::sync::Arc;
 
 mod audit;
 mod edges;
+mod records;
 mod restore;
 mod revocations;
+mod vendor;
 use audit::audit_is_recorded_read_since_and_swept;
 use edges::{
     a_held_key_signs_once_promoted, an_edge_is_its_client_node_and_vm,
     edges_are_kept_merged_and_forgotten, the_edges_of_one_client_are_bounded,
 };
+pub(crate) use records::{client, user};
 use restore::revocation_cursors_prove_the_history_they_belong_to;
 use revocations::revocations_are_numbered_kept_and_swept;
+use vendor::vendor_clients_are_kept_pending_activated_restated_and_revoked;
 
 pub(crate) const POLICY: RefreshPolicy = RefreshPolicy {
     idle_ttl: 100,
@@ -53,33 +56,6 @@ impl Backend {
                     .unwrap_or_else(|e| panic!("{e}\n{}", pg.log())),
             ),
         }
-    }
-}
-
-pub(crate) fn client(active: bool) -> ClientRecord {
-    ClientRecord {
-        secret_hash: hex::encode([0u8; 32]),
-        active,
-        grants: vec![GrantKind::Password],
-        impersonate: false,
-        impersonate_claim_types: vec![],
-        edge: false,
-        dpop: Default::default(),
-        created_at: 0,
-        deactivated_at: None,
-    }
-}
-
-pub(crate) fn user() -> UserRecord {
-    UserRecord {
-        password_hash: "h".into(),
-        disabled: false,
-        roles: vec!["r".into()],
-        claims: vec![],
-        created_at: 0,
-        password_changed_at: None,
-        disabled_at: None,
-        directory: None,
     }
 }
 
@@ -518,4 +494,5 @@ conformance!(
     a_held_key_signs_once_promoted,
     audit_is_recorded_read_since_and_swept,
     proof_ids_are_accepted_once_until_they_expire,
+    vendor_clients_are_kept_pending_activated_restated_and_revoked,
 );

@@ -29,6 +29,7 @@ pub const ISSUER_LAYERS: &[Layer] = &[
             "secret_file",
             "secrets",
             "tls_client",
+            "vendor",
         ],
     },
     Layer {

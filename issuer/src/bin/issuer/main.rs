@@ -1,5 +1,5 @@
 //! `issuer`: the token server (`issuer serve`) and its administration (`issuer client|user|keys`,
-//! `issuer apply`, `issuer directory`, `issuer dpop`, `issuer audit`, `issuer backup|restore`, `issuer init`).
+//! `issuer apply`, `issuer directory`, `issuer dpop`, `issuer vendor`, `issuer audit`, `issuer backup|restore`, `issuer init`).
 //! This file parses the command line, with the configuration file of the global `--config` as
 //! the defaults of any subcommand's options ([`issuer::config::parse_args`]), and hands it to
 //! the subcommand; each subcommand is a module of `commands/` that owns its arguments and runs.
@@ -17,7 +17,7 @@ use std::process::ExitCode;
 
 /// The subcommands that take no configuration file: `--config` (or `ISSUER_CONFIG`) is not read
 /// for them.
-const WITHOUT_FILE: &[&str] = &["dpop"];
+const WITHOUT_FILE: &[&str] = &["dpop", "vendor"];
 
 /// How `issuer` uses its configuration file: the keys are `serve`'s options.
 const FILE_USE: FileUse<'static> = FileUse {

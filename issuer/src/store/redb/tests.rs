@@ -56,6 +56,7 @@ fn store_with_user(dir: &Path) -> RedbFile {
         dpop: Default::default(),
         created_at: 0,
         deactivated_at: None,
+        vendor: None,
     };
     assert!(s.add_client("app", &client).unwrap());
     let user = UserRecord {

@@ -185,6 +185,8 @@ fn plan(
         }
     }
     users.retain(|_, u| !u.directory);
+    // A vendor's client comes in by its statement (`client import`), never by this file.
+    clients.retain(|_, c| c.vendor.is_none());
     let mut removals = Vec::new();
     if prune {
         let mut ids: Vec<String> = clients.into_keys().collect();
@@ -296,7 +298,11 @@ fn client_changes(c: &DeclaredClient, old: &ClientView) -> Vec<Step> {
         steps.push(Step {
             text: format!("~ client {id}: active {} -> {}", old.active, c.active),
             change: Change::Run(if c.active {
-                Command::ClientActivate { id }
+                Command::ClientActivate {
+                    id,
+                    grants: None,
+                    no_impersonation: false,
+                }
             } else {
                 Command::ClientDeactivate { id }
             }),

@@ -147,7 +147,8 @@ fn parse_age(s: &str) -> Option<u64> {
     s[..s.len() - 1].parse::<u64>().ok()?.checked_mul(unit)
 }
 
-fn parse_rfc3339(s: &str) -> anyhow::Result<u64> {
+/// RFC 3339 (`2026-11-24T14:00:00Z`, any offset) as seconds since the epoch.
+pub fn parse_rfc3339(s: &str) -> anyhow::Result<u64> {
     let b = s.as_bytes();
     let num = |from: usize, len: usize| -> anyhow::Result<i64> {
         let part = s.get(from..from + len).context("too short")?;

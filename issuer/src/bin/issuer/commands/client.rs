@@ -10,6 +10,8 @@ use issuer::admin::{ClientView, Command, NewClient, Reply};
 use issuer::secrets::new_client_secret;
 use issuer::store::{DpopPolicy, GrantKind};
 
+mod import;
+
 #[derive(Args)]
 pub struct ClientArgs {
     #[command(subcommand)]
@@ -52,22 +54,39 @@ pub enum ClientCmd {
         #[arg(value_parser = parse_dpop)]
         policy: DpopPolicy,
     },
-    /// Allow a client to get tokens.
-    Activate { id: String },
+    /// Allow a client to get tokens; a vendor's client with at most what its statement allows.
+    Activate {
+        id: String,
+        /// A vendor's client: the grants it gets (comma-separated), within its statement's
+        /// [default: all its statement allows].
+        #[arg(long, value_delimiter = ',')]
+        grants: Option<Vec<String>>,
+        /// A vendor's client: no impersonation, even if its statement allows it.
+        #[arg(long)]
+        no_impersonation: bool,
+    },
+    /// Import a vendor's software statement (the client exists pending) or revocation list
+    /// (its clients deactivated), checked against the [[vendor]] tables of --config.
+    Import { file: std::path::PathBuf },
     /// Stop a client from getting tokens.
     Deactivate { id: String },
     /// List clients.
     List {
-        /// As a JSON array: id, grants, impersonate, impersonate_claim_types, active, edge, dpop.
+        /// As a JSON array: id, grants, impersonate, impersonate_claim_types, active, edge, dpop,
+        /// and a vendor's client's `vendor`.
         #[arg(long)]
         json: bool,
+        /// Only the vendors' clients awaiting activation, with what their statements ask for.
+        #[arg(long)]
+        pending: bool,
     },
     /// Delete a client.
     Remove { id: String },
 }
 
-/// Runs `issuer client CMD`.
-pub fn run(args: ClientArgs) -> anyhow::Result<()> {
+/// Runs `issuer client CMD`; `config` is the global `--config` as read (`import` checks
+/// statements against its `[[vendor]]` tables).
+pub fn run(args: ClientArgs, config: Option<&issuer::config::ConfigFile>) -> anyhow::Result<()> {
     let dir = &args.dir;
     let cmd = match args.cmd {
         ClientCmd::Add {
@@ -87,15 +106,7 @@ pub fn run(args: ClientArgs) -> anyhow::Result<()> {
                     vec!["client_credentials".into()]
                 }
             });
-            let grants = grants
-                .iter()
-                .filter(|g| !g.trim().is_empty())
-                .map(|g| {
-                    GrantKind::parse(g.trim()).ok_or_else(|| {
-                        anyhow::anyhow!("unknown grant {g:?}: use password or client_credentials")
-                    })
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
+            let grants = parse_grants(&grants)?;
             let secret = if secret_stdin {
                 let secret = read_secret("client secret")?;
                 issuer::secrets::check_client_secret(&secret)?;
@@ -124,20 +135,49 @@ pub fn run(args: ClientArgs) -> anyhow::Result<()> {
             return Ok(());
         }
         ClientCmd::Dpop { id, policy } => Command::ClientDpop { id, dpop: policy },
-        ClientCmd::Activate { id } => Command::ClientActivate { id },
+        ClientCmd::Activate {
+            id,
+            grants,
+            no_impersonation,
+        } => Command::ClientActivate {
+            id,
+            grants: grants.as_deref().map(parse_grants).transpose()?,
+            no_impersonation,
+        },
+        ClientCmd::Import { file } => return import::import(&file, dir, config),
         ClientCmd::Deactivate { id } => Command::ClientDeactivate { id },
-        ClientCmd::List { json } => return list(dir, json),
+        ClientCmd::List { json, pending } => return list(dir, json, pending),
         ClientCmd::Remove { id } => Command::ClientRemove { id },
     };
     run_admin(dir, cmd)
 }
 
-/// `client list [--json]`: a table, one line per client, or a JSON array of [`ClientView`].
-fn list(dir: &DataDir, json: bool) -> anyhow::Result<()> {
-    let clients = match run_on(dir, &Command::ClientList)? {
+/// `--grants`: `password`, `client_credentials`, comma-separated, blanks left out.
+fn parse_grants(grants: &[String]) -> anyhow::Result<Vec<GrantKind>> {
+    grants
+        .iter()
+        .filter(|g| !g.trim().is_empty())
+        .map(|g| {
+            GrantKind::parse(g.trim()).ok_or_else(|| {
+                anyhow::anyhow!("unknown grant {g:?}: use password or client_credentials")
+            })
+        })
+        .collect()
+}
+
+/// `client list [--json] [--pending]`: a table, one line per client, or a JSON array of
+/// [`ClientView`].
+fn list(dir: &DataDir, json: bool, pending: bool) -> anyhow::Result<()> {
+    let mut clients = match run_on(dir, &Command::ClientList)? {
         Reply::Clients(clients) => clients,
         other => return Err(unexpected(&other)),
     };
+    if pending {
+        clients.retain(|c| c.vendor.as_ref().is_some_and(|v| v.pending && !v.revoked));
+        if !json {
+            return out::text(&import::pending_table(&clients));
+        }
+    }
     if json {
         return out::json_document(&clients);
     }
@@ -148,13 +188,23 @@ fn list(dir: &DataDir, json: bool) -> anyhow::Result<()> {
         table += &format!(
             "{:<20} {:<7} {:<31} {:<9} {}\n",
             c.id,
-            if c.active { "yes" } else { "no" },
+            state(c),
             grant_names(c).join(","),
             c.dpop.as_str(),
             impersonation(c)
         );
     }
     out::text(&table)
+}
+
+/// `yes`, `no`, or a vendor's client's `pending` or `revoked`.
+fn state(c: &ClientView) -> &'static str {
+    match (&c.vendor, c.active) {
+        (Some(v), _) if v.revoked => "revoked",
+        (Some(v), _) if v.pending => "pending",
+        (_, true) => "yes",
+        (_, false) => "no",
+    }
 }
 
 fn parse_dpop(s: &str) -> Result<DpopPolicy, String> {

@@ -13,6 +13,7 @@ pub mod keys;
 pub mod restore;
 pub mod serve;
 pub mod user;
+pub mod vendor;
 
 use crate::ConfigArg;
 use issuer::config::ConfigFile;
@@ -38,6 +39,10 @@ pub enum Command {
     /// Make a DPoP key and proofs, as a client does (for scripts and curl; docs/dpop.md).
     #[command(subcommand)]
     Dpop(dpop::DpopCmd),
+    /// The vendor's side of client credential sets: a signing key, sets, revocation lists
+    /// (docs/clients.md). Opens no data dir.
+    #[command(subcommand)]
+    Vendor(vendor::VendorCmd),
     /// Diagnose the `[directory]` of a configuration file.
     #[command(subcommand)]
     Directory(directory::DirectoryCmd),
@@ -65,12 +70,13 @@ impl Command {
         match self {
             Self::Serve(s) => serve::run(*s, file, reparse),
             Self::Init(args) => init::run(&args),
-            Self::Client(args) => client::run(args),
+            Self::Client(args) => client::run(args, file.as_ref()),
             Self::User(args) => user::run(args),
             Self::Apply(args) => apply::run(args),
             Self::Keys(args) => keys::run(args),
             Self::Edges(args) => edges::run(&args),
             Self::Dpop(cmd) => dpop::run(cmd),
+            Self::Vendor(cmd) => vendor::run(cmd),
             Self::Directory(cmd) => directory::run(cmd, config),
             Self::Audit(args) => audit::run(&args),
             Self::Backup(args) => backup::run(&args),

@@ -29,6 +29,14 @@ pub struct Serve {
     /// with it.
     #[arg(skip)]
     directory: Option<Box<DirectoryConfig>>,
+    /// The file's `[[vendor]]` tables, their key sets read: whose software statements a client
+    /// may register with, and `issuer client import` imports (docs/clients.md).
+    #[arg(skip)]
+    vendors: Option<issuer::vendor::Trust>,
+    /// Let clients register themselves with a trusted vendor's software statement
+    /// (`POST /apiv2/oauth/register`, RFC 7591); they exist pending until activated.
+    #[arg(long)]
+    registration: bool,
     #[command(flatten)]
     dir: DataDir,
     /// Where to listen: IP:PORT (port 0 picks a free port; the chosen address is printed), or
@@ -149,6 +157,7 @@ pub fn run(s: Serve, file: Option<ConfigFile>, reparse: Reparse) -> anyhow::Resu
 
 /// `s` with the `[directory]` of its configuration file.
 pub fn with_file(mut s: Serve, file: Option<ConfigFile>) -> anyhow::Result<Serve> {
+    s.vendors = file.as_ref().map(ConfigFile::vendors).transpose()?;
     s.directory = file
         .map(|f| f.directory())
         .transpose()?
@@ -314,6 +323,7 @@ async fn serve_on(
     };
     app.audit_retention = s.audit_retention_days * 86_400;
     let app = Arc::new(ready(app, s.directory.take()).await?);
+    app.set_vendors(s.vendors.clone().unwrap_or_default(), s.registration);
     slot.set(app.clone());
     // The embedded store takes admin commands over its socket; with PostgreSQL they write to
     // the database, and every issuer reads the change from there.

@@ -1,6 +1,7 @@
 //! What SIGHUP does to a serving issuer. The command line is parsed again with its configuration
-//! file as the file is now. The log level (`log_level`), the `[directory]` table and the TLS
-//! certificate (read again from its files) change in place; every other option that changed is
+//! file as the file is now. The log level (`log_level`), the `[directory]` table, the
+//! `[[vendor]]` tables and `registration`, and the TLS certificate (read again from its files)
+//! change in place; every other option that changed is
 //! named in the log as taking effect at the next restart. A file that no longer parses or fails
 //! the check of the files the issuer trusts (`issuer::secret_file`: the configuration file, a
 //! `bind_password_file`, the TLS key), or a change that fails, changes nothing and is logged.
@@ -55,6 +56,7 @@ impl Reloader {
         };
         self.log_level(&new.log_level);
         self.directory(new.directory.take());
+        self.vendors(&new);
         self.certificate();
         let later = self.running.changed_until_restart(&new);
         if !later.is_empty() {
@@ -97,6 +99,19 @@ impl Reloader {
                 tracing::warn!("[directory] added; it takes effect at the next restart")
             }
         }
+    }
+
+    fn vendors(&mut self, new: &Serve) {
+        let trust = new.vendors.clone().unwrap_or_default();
+        let names: Vec<&str> = trust.names().collect();
+        tracing::info!(
+            vendors = names.join(", "),
+            registration = new.registration,
+            "[[vendor]] tables in force"
+        );
+        self.app.set_vendors(trust, new.registration);
+        let app = self.app.clone();
+        tokio::spawn(async move { app.apply_revocation_files(issuer::app::now()).await });
     }
 
     fn certificate(&self) {
