@@ -6,7 +6,7 @@ use anyhow::Result;
 use std::process::Command;
 
 /// The cargo-fuzz targets (`fuzz/fuzz_targets/`).
-pub const FUZZ_TARGETS: [&str; 9] = [
+pub const FUZZ_TARGETS: [&str; 10] = [
     "edge_feed",
     "token_decode",
     "token_roundtrip",
@@ -16,6 +16,7 @@ pub const FUZZ_TARGETS: [&str; 9] = [
     "filter_decide",
     "filter_request",
     "dpop_proof",
+    "dpop_der",
 ];
 
 /// Runs every fuzz target for `seconds` (libFuzzer with AddressSanitizer, nightly).
