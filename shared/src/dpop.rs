@@ -52,8 +52,13 @@ pub trait Es256Verifier {
     /// Whether `sig` (the JWS signature, raw `r ‖ s`) signs `signed` under the P-256 point
     /// (`x`, `y`) with SHA-256: `Some(true)` it does, `Some(false)` it does not, `None` this
     /// verifier cannot tell (no answer, or one it cannot read), and the crate's own code decides.
-    fn verify_es256(&self, x: &[u8; 32], y: &[u8; 32], signed: &[u8], sig: &[u8; 64])
-        -> Option<bool>;
+    fn verify_es256(
+        &self,
+        x: &[u8; 32],
+        y: &[u8; 32],
+        signed: &[u8],
+        sig: &[u8; 64],
+    ) -> Option<bool>;
 }
 
 /// Why a proof was refused. [`DpopError::error_code`] gives the RFC 9449 error code to answer

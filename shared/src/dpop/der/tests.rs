@@ -112,10 +112,7 @@ fn signed_part(header: &str, jti: &str) -> String {
 fn proof(secret: u8, jti: &str) -> (String, String, [u8; 64]) {
     let key = p256::ecdsa::SigningKey::from_slice(&[secret; 32]).unwrap();
     let point = key.verifying_key().to_encoded_point(false);
-    let head = signed_part(
-        &header(point.x().unwrap(), point.y().unwrap()),
-        jti,
-    );
+    let head = signed_part(&header(point.x().unwrap(), point.y().unwrap()), jti);
     let sig: p256::ecdsa::Signature = key.sign(head.as_bytes());
     let raw: [u8; 64] = sig.to_bytes().into();
     (format!("{head}.{}", b64(&raw)), head, raw)
@@ -163,7 +160,11 @@ fn cases() -> Vec<String> {
         let mut y1 = y.clone();
         y1[31] ^= 1;
         let p = hex32("ffffffff00000001000000000000000000000000ffffffffffffffffffffffff");
-        for (x, y) in [(x.clone(), y1), (y.clone(), x.clone()), (p.to_vec(), y.clone())] {
+        for (x, y) in [
+            (x.clone(), y1),
+            (y.clone(), x.clone()),
+            (p.to_vec(), y.clone()),
+        ] {
             let head = signed_part(&header(&x, &y), "off");
             out.push(format!("{head}.{}", b64(&raw)));
         }
@@ -214,7 +215,10 @@ fn the_stand_ins_refuse_points_off_the_curve_themselves() {
     let p = hex32("ffffffff00000001000000000000000000000000ffffffffffffffffffffffff");
     for (x, y) in [([1u8; 32], [1u8; 32]), (p, [2; 32]), ([0; 32], [0; 32])] {
         for host in [DerHost { ring: true }, DerHost { ring: false }] {
-            assert_eq!(host.verify_es256(&x, &y, head.as_bytes(), &raw), Some(false));
+            assert_eq!(
+                host.verify_es256(&x, &y, head.as_bytes(), &raw),
+                Some(false)
+            );
         }
     }
 }
@@ -253,7 +257,8 @@ fn read_back(der: &[u8]) -> Option<([u8; 32], [u8; 32])> {
     reader.finish(()).ok()?;
     let pad = |n: &[u8]| -> Option<[u8; 32]> {
         let mut out = [0u8; 32];
-        out.get_mut(32usize.checked_sub(n.len())?..)?.copy_from_slice(n);
+        out.get_mut(32usize.checked_sub(n.len())?..)?
+            .copy_from_slice(n);
         Some(out)
     };
     Some((pad(r.as_bytes())?, pad(s.as_bytes())?))
