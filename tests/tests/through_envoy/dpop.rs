@@ -211,7 +211,7 @@ async fn a_bound_token_passes_only_with_a_fresh_proof_on(s: &Stack) {
         // The same proof again, on new connections (so at every worker): refused each time.
         for _ in 0..6 {
             let (status, www, _) =
-                call_with(&s.client(), &s, with("authorization", "DPoP", &t, &[&good])).await;
+                call_with(&s.client(), s, with("authorization", "DPoP", &t, &[&good])).await;
             assert!(
                 refused(status, &www, "invalid_dpop_proof"),
                 "{status} {www}"
