@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq as _;
 
+pub mod der;
 mod htu;
 mod jwk;
 mod nonce;
@@ -42,6 +43,23 @@ pub const MAX_WINDOW: u64 = 600;
 /// little fast passes, and a proof dated ahead is held by a replay memory barely longer than
 /// one made now ([`replay`]).
 pub const MAX_AHEAD_SECONDS: u64 = 2;
+
+/// A verifier of ES256 signatures other than the crate's own: a host's crypto library (the Wasm
+/// filter asks Envoy's BoringSSL through `verify_signature`, its adapter implements this). Asked
+/// only once the crate has found the key a point on the curve and `r` and `s` in range, so it
+/// decides only whether the signature holds, and answers as the crate's own code would.
+pub trait Es256Verifier {
+    /// Whether `sig` (the JWS signature, raw `r ‖ s`) signs `signed` under the P-256 point
+    /// (`x`, `y`) with SHA-256: `Some(true)` it does, `Some(false)` it does not, `None` this
+    /// verifier cannot tell (no answer, or one it cannot read), and the crate's own code decides.
+    fn verify_es256(
+        &self,
+        x: &[u8; 32],
+        y: &[u8; 32],
+        signed: &[u8],
+        sig: &[u8; 64],
+    ) -> Option<bool>;
+}
 
 /// Why a proof was refused. [`DpopError::error_code`] gives the RFC 9449 error code to answer
 /// with; the variant is for logs and counters.
@@ -280,6 +298,17 @@ fn header_key(header_b64: &str) -> Result<PublicJwk, DpopError> {
 /// then the claims (`jti`, `htm`, `htu`, `iat`, `ath`, `nonce`, in that order). The signature is
 /// checked before any claim is read, so an unsigned proof learns nothing about the checks.
 pub fn check_proof(proof: &str, expect: &Expect<'_>) -> Result<Proof, DpopError> {
+    check_proof_with(proof, expect, None)
+}
+
+/// [`check_proof`], with ES256 signatures verified by `es256` when given (the decisions are the
+/// same: the key and the signature's range are still checked here first, and a `None` from the
+/// verifier falls back to the crate's own verification).
+pub fn check_proof_with(
+    proof: &str,
+    expect: &Expect<'_>,
+    es256: Option<&dyn Es256Verifier>,
+) -> Result<Proof, DpopError> {
     if proof.len() > MAX_PROOF_LEN {
         return Err(DpopError::TooLong);
     }
@@ -293,7 +322,7 @@ pub fn check_proof(proof: &str, expect: &Expect<'_>) -> Result<Proof, DpopError>
     let sig = URL_SAFE_NO_PAD
         .decode(s)
         .map_err(|_| DpopError::Malformed)?;
-    key.verify(&proof.as_bytes()[..h.len() + 1 + c.len()], &sig)?;
+    key.verify(&proof.as_bytes()[..h.len() + 1 + c.len()], &sig, es256)?;
     let claims: Claims = json_part(c)?;
     check_claims(&claims, expect)?;
     Ok(Proof {

@@ -6,7 +6,7 @@ use anyhow::Result;
 use std::process::Command;
 
 /// The cargo-fuzz targets (`fuzz/fuzz_targets/`).
-pub const FUZZ_TARGETS: [&str; 10] = [
+pub const FUZZ_TARGETS: [&str; 11] = [
     "edge_feed",
     "token_decode",
     "token_roundtrip",
@@ -17,6 +17,7 @@ pub const FUZZ_TARGETS: [&str; 10] = [
     "filter_request",
     "dpop_proof",
     "software_statement",
+    "dpop_der",
 ];
 
 /// Builds every fuzz target (libFuzzer with AddressSanitizer, nightly) in one cargo build, as

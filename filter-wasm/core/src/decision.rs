@@ -441,7 +441,7 @@ fn check_token<'a>(
             verdict(Decision::Deny(d), Outcome::UnboundAsDpop)
         }
         (Scheme::Dpop, Some(cnf)) => {
-            match dpop::check(&cfg.dpop, &state.ring, proof, token, &cnf, now) {
+            match dpop::check(&cfg.dpop, &state.ring, state.es256, proof, token, &cnf, now) {
                 Ok(accepted) => Verdict {
                     proof: Some(accepted),
                     ..verdict(Decision::Allow(known.headers), Outcome::DpopAllowed)

@@ -6,10 +6,13 @@
 //! Reference: `docs/filter.md` ("DPoP") and `docs/dpop.md`.
 
 use serde::Deserialize;
-use shared::dpop::{check_proof, DpopError, Expect, NonceCheck, NONCE_SLOT_SECONDS};
+use shared::dpop::{check_proof_with, DpopError, Expect, NonceCheck, NONCE_SLOT_SECONDS};
 use shared::KeyRing;
 
 pub use shared::dpop::replay::{self, Accepted, Replay, ReplayCache, Replays, ShardedReplays};
+
+pub mod host;
+pub use host::Es256By;
 
 /// The algorithms proofs may use, as `WWW-Authenticate`'s `algs` names them.
 pub const ALGS: &str = "ES256 EdDSA";
@@ -26,6 +29,8 @@ pub(crate) struct RawDpop {
     replay_entries: Option<usize>,
     #[serde(default)]
     public_origin: Option<String>,
+    #[serde(default)]
+    es256_verifier: Option<String>,
 }
 
 /// The filter's DPoP settings.
@@ -42,6 +47,10 @@ pub struct DpopConfig {
     /// `htu` is compared with. Always the configuration's: the request's `:scheme` and
     /// `:authority` (`Host`, `X-Forwarded-Proto`) are the client's to choose.
     pub public_origin: String,
+    /// Whether ES256 proofs may be verified by the host's crypto library when it offers one and
+    /// answers the known answer rightly ([`host`]); `false` (`"es256_verifier": "module"`) keeps
+    /// them in the module's own code, for tests that run the DPoP cases on both paths.
+    pub host_es256: bool,
 }
 
 /// The proof window by default, in seconds.
@@ -70,6 +79,11 @@ impl DpopConfig {
             require_nonce: raw.require_nonce,
             replay_entries,
             public_origin: public_origin(raw.public_origin)?,
+            host_es256: match raw.es256_verifier.as_deref() {
+                None | Some("auto") => true,
+                Some("module") => false,
+                Some(_) => return bad("es256_verifier: \"auto\" or \"module\""),
+            },
         })
     }
 }
@@ -188,10 +202,12 @@ fn request_url(cfg: &DpopConfig, req: &ProofRequest<'_>) -> Option<String> {
 }
 
 /// Checks the proof of a request presenting `token`, bound to `cnf`, with the key `ring`
-/// (nonces) at `now`: the proof's id to remember, or why it is refused.
+/// (nonces) at `now`, an ES256 signature by `es256`: the proof's id to remember, or why it is
+/// refused.
 pub fn check(
     cfg: &DpopConfig,
     ring: &KeyRing,
+    es256: Es256By,
     req: &ProofRequest<'_>,
     token: &str,
     cnf: &[u8; 32],
@@ -225,7 +241,7 @@ pub fn check(
             NonceCheck::Off
         },
     };
-    let proof = check_proof(proof, &expect).map_err(Refusal::Proof)?;
+    let proof = check_proof_with(proof, &expect, es256.verifier()).map_err(Refusal::Proof)?;
     if !proof.confirms(cnf) {
         return Err(Refusal::OtherKey);
     }

@@ -93,6 +93,8 @@ pub struct EdgeState {
     started_at: u64,
     /// Counts the answers that changed the keys or the revocations ([`EdgeState::generation`]).
     generation: u64,
+    /// Who verifies ES256 proofs: the module, or the host ([`EdgeState::set_es256`]).
+    pub(crate) es256: crate::dpop::Es256By,
 }
 
 impl EdgeState {
@@ -108,7 +110,13 @@ impl EdgeState {
             caught_up: false,
             started_at: now,
             generation: 0,
+            es256: crate::dpop::Es256By::MODULE,
         }
+    }
+
+    /// Has ES256 proofs verified by `by` from now on (the module's own code until then).
+    pub fn set_es256(&mut self, by: crate::dpop::Es256By) {
+        self.es256 = by;
     }
 
     /// How many answers have changed the keys or the revocations: a copy of the state with the

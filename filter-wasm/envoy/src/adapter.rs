@@ -11,6 +11,7 @@
 
 use filter_core::config::Config;
 use filter_core::decision::Outcome;
+use filter_core::dpop::Es256By;
 use filter_core::edge::{EdgeIdentity, EdgeState, Poller};
 use filter_core::request::{self, Handled};
 use filter_core::sync::{EdgeHost, SyncCounter};
@@ -82,6 +83,13 @@ pub(crate) struct Root {
     memory: u32,
     /// Who this VM is, as its polls say; set at the first configuration.
     identity: Option<EdgeIdentity>,
+    /// Whether the host verifies ES256 as the module does: asked once, at the first
+    /// configuration (`None` before it).
+    host_es256: Option<bool>,
+    /// Who verifies this VM's ES256 proofs, as last logged and counted.
+    es256: Option<Es256By>,
+    /// Counters of VMs by who verifies their ES256 proofs: the host, the module.
+    es256_metrics: [u32; 2],
 }
 
 /// Bytes of this VM's linear memory (it grows and never shrinks).
@@ -130,6 +138,36 @@ fn metric(kind: MetricType, name: &str) -> u32 {
 }
 
 impl Root {
+    /// Who verifies ES256 proofs under a configuration that allows the host (`allowed`): the
+    /// host if it passed the known answer. Logged and counted when it changes (at the first
+    /// configuration, then only if a new one changes `dpop.es256_verifier`).
+    fn es256_by(&mut self, allowed: bool) -> Es256By {
+        let host = self.host_es256 == Some(true);
+        let by = if allowed && host {
+            Es256By::host(&crate::host_crypto::HOST)
+        } else {
+            Es256By::MODULE
+        };
+        if self.es256.map(Es256By::name) != Some(by.name()) {
+            self.es256 = Some(by);
+            let why = match (allowed, host) {
+                (true, true) => "the host's verify_signature (BoringSSL)",
+                (false, _) => "the module's own code (dpop.es256_verifier is \"module\")",
+                (true, false) => {
+                    "the module's own code (the host offers no verify_signature that \
+                     verifies the known answer rightly)"
+                }
+            };
+            let _ = hostcalls::log(
+                LogLevel::Info,
+                &format!("mms_auth: ES256 DPoP proofs are verified by {why}"),
+            );
+            let id = self.es256_metrics[usize::from(!host || !allowed)];
+            let _ = hostcalls::increment_metric(id, 1);
+        }
+        by
+    }
+
     /// The HTTP context of a new request.
     pub(crate) fn filter(&self) -> Filter {
         Filter {
@@ -282,6 +320,11 @@ impl RootContext for Root {
             // Envoy's attribute `xds.node.id`: `--service-node` or the bootstrap's `node.id`.
             let node = self.get_property(vec!["xds", "node", "id"]);
             self.identity = Some(EdgeIdentity::new(node.as_deref(), started, vm_ordinal()));
+            self.es256_metrics = [
+                metric(MetricType::Counter, "mms_auth.dpop_es256_host"),
+                metric(MetricType::Counter, "mms_auth.dpop_es256_module"),
+            ];
+            self.host_es256 = Some(crate::host_crypto::host_verifies());
         }
         let _ = hostcalls::set_tick_period(TICK);
         let Some(bytes) = self.get_plugin_configuration() else {
@@ -292,7 +335,9 @@ impl RootContext for Root {
         match Config::parse(&bytes) {
             Ok(cfg) => {
                 let now = hostcalls::get_current_time().map_or(0, unix_seconds);
-                *self.shared.state.borrow_mut() = Some(EdgeState::new(&cfg, now));
+                let mut state = EdgeState::new(&cfg, now);
+                state.set_es256(self.es256_by(cfg.dpop.host_es256));
+                *self.shared.state.borrow_mut() = Some(state);
                 *self.shared.replays.borrow_mut() = Some(Rc::new(
                     crate::replays::SharedReplays::open(cfg.dpop.replay_entries, now),
                 ));

@@ -9,6 +9,8 @@
 #[cfg(not(feature = "passthrough"))]
 mod adapter;
 #[cfg(not(feature = "passthrough"))]
+mod host_crypto;
+#[cfg(not(feature = "passthrough"))]
 mod replays;
 
 #[cfg(any(

@@ -1,7 +1,7 @@
 //! The public key of a DPoP proof: an RFC 7517 JWK of one of the two allowed kinds (P-256 for
 //! `ES256`, Ed25519 per RFC 8037 for `EdDSA`), its RFC 7638 thumbprint, and signature checks.
 
-use super::DpopError;
+use super::{DpopError, Es256Verifier};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::{Map, Value};
@@ -90,9 +90,18 @@ impl PublicJwk {
     /// Checks that `sig` (the JWS signature bytes) signs `signed` under this key: ES256 is the
     /// raw 64-byte `r || s` of RFC 7518 section 3.4 (either `s`, as WebCrypto makes both), EdDSA
     /// the 64-byte RFC 8032 signature checked strictly (no small-order keys, canonical `s`).
-    pub(super) fn verify(&self, signed: &[u8], sig: &[u8]) -> Result<(), DpopError> {
+    /// ES256 goes to `es256` when given, once the key and the signature's range passed here.
+    pub(super) fn verify(
+        &self,
+        signed: &[u8],
+        sig: &[u8],
+        es256: Option<&dyn Es256Verifier>,
+    ) -> Result<(), DpopError> {
         match self {
-            Self::P256 { key, .. } => key.verify(signed, sig),
+            Self::P256 { key, .. } => match es256 {
+                Some(host) => key.verify_with(host, signed, sig),
+                None => key.verify(signed, sig),
+            },
             Self::Ed25519 { key, .. } => {
                 let sig = <[u8; 64]>::try_from(sig).map_err(|_| DpopError::BadSignature)?;
                 let sig = ed25519_dalek::Signature::from_bytes(&sig);
@@ -107,7 +116,11 @@ impl PublicJwk {
 /// module and the issuer use.
 #[cfg(not(feature = "ring"))]
 #[derive(Clone, Debug)]
-pub(super) struct P256Key(p256::ecdsa::VerifyingKey);
+pub(super) struct P256Key {
+    key: p256::ecdsa::VerifyingKey,
+    x: [u8; 32],
+    y: [u8; 32],
+}
 
 #[cfg(not(feature = "ring"))]
 impl P256Key {
@@ -115,8 +128,25 @@ impl P256Key {
     fn new(x: &[u8; 32], y: &[u8; 32]) -> Result<Self, DpopError> {
         let point = p256::EncodedPoint::from_affine_coordinates(x.into(), y.into(), false);
         p256::ecdsa::VerifyingKey::from_encoded_point(&point)
-            .map(Self)
+            .map(|key| Self { key, x: *x, y: *y })
             .map_err(|_| DpopError::BadKey)
+    }
+
+    /// The signature checked by `host`, once its `r` and `s` are in range (the key is on the
+    /// curve: [`P256Key::new`]); by this crate when `host` cannot tell.
+    fn verify_with(
+        &self,
+        host: &dyn Es256Verifier,
+        signed: &[u8],
+        sig: &[u8],
+    ) -> Result<(), DpopError> {
+        let raw = <&[u8; 64]>::try_from(sig).map_err(|_| DpopError::BadSignature)?;
+        p256::ecdsa::Signature::from_slice(raw).map_err(|_| DpopError::BadSignature)?;
+        match host.verify_es256(&self.x, &self.y, signed, raw) {
+            Some(true) => Ok(()),
+            Some(false) => Err(DpopError::BadSignature),
+            None => self.verify(signed, sig),
+        }
     }
 
     /// Always: [`P256Key::new`] refused any other point.
@@ -127,7 +157,7 @@ impl P256Key {
     fn verify(&self, signed: &[u8], sig: &[u8]) -> Result<(), DpopError> {
         use p256::ecdsa::signature::Verifier as _;
         let sig = p256::ecdsa::Signature::from_slice(sig).map_err(|_| DpopError::BadSignature)?;
-        self.0
+        self.key
             .verify(signed, &sig)
             .map_err(|_| DpopError::BadSignature)
     }
@@ -160,6 +190,29 @@ impl P256Key {
             Ok(()) => Ok(()),
             Err(_) if !self.on_curve() => Err(DpopError::BadKey),
             Err(_) => Err(DpopError::BadSignature),
+        }
+    }
+
+    /// The signature checked by `host` once the point is on the curve and `r` and `s` are in
+    /// range (as the pure-Rust build checks them first); by `ring` when `host` cannot tell.
+    fn verify_with(
+        &self,
+        host: &dyn Es256Verifier,
+        signed: &[u8],
+        sig: &[u8],
+    ) -> Result<(), DpopError> {
+        if !self.on_curve() {
+            return Err(DpopError::BadKey);
+        }
+        let raw = <&[u8; 64]>::try_from(sig).map_err(|_| DpopError::BadSignature)?;
+        p256::ecdsa::Signature::from_slice(raw).map_err(|_| DpopError::BadSignature)?;
+        let (mut x, mut y) = ([0u8; 32], [0u8; 32]);
+        x.copy_from_slice(&self.0[1..33]);
+        y.copy_from_slice(&self.0[33..]);
+        match host.verify_es256(&x, &y, signed, raw) {
+            Some(true) => Ok(()),
+            Some(false) => Err(DpopError::BadSignature),
+            None => self.verify(signed, sig),
         }
     }
 

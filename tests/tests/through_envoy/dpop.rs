@@ -159,6 +159,30 @@ pub(super) fn with(scheme_header: &str, scheme: &str, token: &str, proofs: &[&st
     h
 }
 
+/// Who verifies the Wasm filter's ES256 proofs: the host (Envoy's BoringSSL, through
+/// `verify_signature`, when it answers the known answer rightly: this Envoy does) and the
+/// module's own code, which `"dpop": {"es256_verifier": "module"}` forces. The DPoP tests here
+/// run on both; the native filter verifies with `ring` either way, and runs them twice alike.
+pub(super) const ES256_PATHS: [&str; 2] = ["auto", "module"];
+
+/// (Re)starts the stack's Envoy with ES256 proofs verified on `path` ([`ES256_PATHS`]) and
+/// waits until proofs pass; for the Wasm filter, checks that its VMs counted the path they took
+/// (the log line that says it is at info, below this Envoy's log level).
+pub(super) async fn use_es256_path(s: &mut Stack, path: &str) {
+    s.restart_envoy_edited(|c| c["dpop"]["es256_verifier"] = json!(path))
+        .unwrap();
+    s.dpop_ready().await;
+    if let e2e::Filter::Wasm = s.tools.filter {
+        let c = s.counters().await.unwrap();
+        let (took, other) = match path {
+            "module" => ("dpop_es256_module", "dpop_es256_host"),
+            _ => ("dpop_es256_host", "dpop_es256_module"),
+        };
+        assert!(c.get(took).copied().unwrap_or(0) > 0, "{path}: {c:?}");
+        assert_eq!(c.get(other).copied().unwrap_or(0), 0, "{path}: {c:?}");
+    }
+}
+
 pub(super) fn refused(status: StatusCode, www: &str, code: &str) -> bool {
     status == 401 && www.contains(&format!("error=\"{code}\""))
 }
@@ -166,12 +190,19 @@ pub(super) fn refused(status: StatusCode, www: &str, code: &str) -> bool {
 #[tokio::test]
 #[ignore = "needs Envoy: `cargo xtask test` runs it"]
 async fn a_bound_token_passes_only_with_a_fresh_proof_by_its_key() {
-    let (_tmp, s) = stack(&[]).await;
-    s.dpop_ready().await;
+    let (_tmp, mut s) = stack(&[]).await;
+    for path in ES256_PATHS {
+        use_es256_path(&mut s, path).await;
+        a_bound_token_passes_only_with_a_fresh_proof_on(&s).await;
+    }
+    assert!(s.stop());
+}
+
+async fn a_bound_token_passes_only_with_a_fresh_proof_on(s: &Stack) {
     for key in [es(), ed()] {
-        let t = bound_token(&s, &key).await;
-        let good = proof(&key, "POST", &find_url(&s), Some(&t), None);
-        let (status, _, seen) = call(&s, with("authorization", "DPoP", &t, &[&good])).await;
+        let t = bound_token(s, &key).await;
+        let good = proof(&key, "POST", &find_url(s), Some(&t), None);
+        let (status, _, seen) = call(s, with("authorization", "DPoP", &t, &[&good])).await;
         assert_eq!(status, 200, "{seen}\n{}", s.logs());
         assert_eq!(seen["identity"]["x-auth-binding"], "dpop", "{seen}");
         assert_eq!(seen["identity"]["x-auth-jkt"], key.jkt_b64());
@@ -179,7 +210,7 @@ async fn a_bound_token_passes_only_with_a_fresh_proof_by_its_key() {
         // The same proof again, on new connections (so at every worker): refused each time.
         for _ in 0..6 {
             let (status, www, _) =
-                call_with(&s.client(), &s, with("authorization", "DPoP", &t, &[&good])).await;
+                call_with(&s.client(), s, with("authorization", "DPoP", &t, &[&good])).await;
             assert!(
                 refused(status, &www, "invalid_dpop_proof"),
                 "{status} {www}"
@@ -189,14 +220,14 @@ async fn a_bound_token_passes_only_with_a_fresh_proof_by_its_key() {
                 "{www}"
             );
         }
-        let p = proof(&key, "POST", &find_url(&s), Some(&t), None);
-        let (status, _, _) = call(&s, with("serviceauthorization", "DPoP", &t, &[&p])).await;
+        let p = proof(&key, "POST", &find_url(s), Some(&t), None);
+        let (status, _, _) = call(s, with("serviceauthorization", "DPoP", &t, &[&p])).await;
         assert_eq!(status, 200, "the alternative header");
         // Never as a bearer token, with or without a proof, in either header.
         for header in ["authorization", "serviceauthorization"] {
-            let p = proof(&key, "POST", &find_url(&s), Some(&t), None);
+            let p = proof(&key, "POST", &find_url(s), Some(&t), None);
             for proofs in [vec![], vec![p.as_str()]] {
-                let (status, www, _) = call(&s, with(header, "Bearer", &t, &proofs)).await;
+                let (status, www, _) = call(s, with(header, "Bearer", &t, &proofs)).await;
                 assert!(
                     refused(status, &www, "invalid_token"),
                     "{header}: {status} {www}"
@@ -204,12 +235,12 @@ async fn a_bound_token_passes_only_with_a_fresh_proof_by_its_key() {
             }
         }
     }
-    let bearer = token_with(&s, HeaderMap::new()).await.2["access_token"]
+    let bearer = token_with(s, HeaderMap::new()).await.2["access_token"]
         .as_str()
         .unwrap()
         .to_owned();
-    let p = proof(&es(), "POST", &find_url(&s), Some(&bearer), None);
-    let (status, www, _) = call(&s, with("authorization", "DPoP", &bearer, &[&p])).await;
+    let p = proof(&es(), "POST", &find_url(s), Some(&bearer), None);
+    let (status, www, _) = call(s, with("authorization", "DPoP", &bearer, &[&p])).await;
     assert!(
         refused(status, &www, "invalid_token") && www.starts_with("DPoP "),
         "{www}"
@@ -219,13 +250,77 @@ async fn a_bound_token_passes_only_with_a_fresh_proof_by_its_key() {
     assert_eq!(c["dpop_replayed"], 12, "{c:?}");
     assert_eq!(c["bound_as_bearer"], 8, "{c:?}");
     assert_eq!(c["unbound_as_dpop"], 1, "{c:?}");
+}
+
+/// Proofs well signed and wrong in one way each; every one refused by the filter, and the token
+/// still works with a good proof afterwards.
+#[tokio::test]
+#[ignore = "needs Envoy: `cargo xtask test` runs it"]
+async fn every_hostile_proof_is_refused_at_the_edge() {
+    let (_tmp, mut s) = stack(&[]).await;
+    for path in ES256_PATHS {
+        use_es256_path(&mut s, path).await;
+        every_hostile_proof_is_refused_on(&s).await;
+    }
     assert!(s.stop());
 }
 
-/// Proofs by `key` for `url` and token `tk`, each with one header wrong: the algorithm, the key
-/// or the type.
-fn hostile_headers(key: &ProofKey, url: &str, tk: Option<&str>) -> Vec<(&'static str, String)> {
+async fn every_hostile_proof_is_refused_on(s: &Stack) {
+    let key = es();
+    let t = bound_token(s, &key).await;
+    let url = find_url(s);
+    let tk = Some(t.as_str());
+    let good = proof(&key, "POST", &url, tk, None);
+    let mut cases = hostile_cases(&key, &url, tk);
+    cases.extend(hostile_signatures(&key, &url, tk, &good));
+    for (what, p) in &cases {
+        let (status, www, _) = call(s, with("authorization", "DPoP", &t, &[p])).await;
+        assert!(
+            refused(status, &www, "invalid_dpop_proof"),
+            "{what}: {status} {www}"
+        );
+    }
+    let two = [good.as_str(), good.as_str()];
+    let (status, www, _) = call(s, with("authorization", "DPoP", &t, &two)).await;
+    assert!(
+        refused(status, &www, "invalid_dpop_proof"),
+        "two headers: {status} {www}"
+    );
+    // Bytes that are not UTF-8: Envoy or the filter refuses, never the upstream.
+    let mut raw = with("authorization", "DPoP", &t, &[]);
+    raw.insert("dpop", HeaderValue::from_bytes(b"eyJ\xff\xfe.x.y").unwrap());
+    let (status, _, _) = call(s, raw).await;
+    assert!(status.is_client_error(), "not UTF-8: {status}");
+    // Accepted: the other `s` of a signature (WebCrypto makes both, BoringSSL and the module
+    // take both).
+    let p = proof(&key, "POST", &url, tk, None);
+    let high = resigned(&p, |sig| {
+        let s = n_minus(&sig[32..].try_into().unwrap());
+        sig[32..].copy_from_slice(&s);
+    });
+    let (status, www, _) = call(s, with("authorization", "DPoP", &t, &[&high])).await;
+    assert_eq!(status, 200, "the other s: {www}");
+    // Accepted: the query and fragment ignored, scheme and host in any case (RFC 3986).
+    let upper = url.replacen("https://", "HTTPS://", 1);
+    for htu in [format!("{url}?q=1#f"), upper] {
+        let p = hostile(&key, &url, tk, json!({}), json!({"htu": htu}));
+        let (status, www, _) = call(s, with("authorization", "DPoP", &t, &[&p])).await;
+        assert_eq!(status, 200, "{htu}: {www}");
+    }
+    let (status, _, _) = call(s, with("authorization", "DPoP", &t, &[&good])).await;
+    assert_eq!(status, 200, "no refusal spent the good proof");
+    let c = s.counters().await.unwrap();
+    // Each case and the two headers; the bytes that are not UTF-8 too, unless Envoy refused them.
+    assert!(c["dpop_invalid"] > cases.len() as u64, "{c:?}");
+}
+
+/// Proofs by `key` for `url` and token `tk`, each well signed and wrong in one way (the first
+/// half of the cases: the header and the claims).
+fn hostile_cases(key: &ProofKey, url: &str, tk: Option<&str>) -> Vec<(&'static str, String)> {
     let private: Value = serde_json::from_str(&key.private_jwk()).unwrap();
+    let other_host = url
+        .replace("127.0.0.1", "evil.example.com")
+        .replace("localhost", "evil.example.com");
     vec![
         (
             "alg none",
@@ -267,16 +362,6 @@ fn hostile_headers(key: &ProofKey, url: &str, tk: Option<&str>) -> Vec<(&'static
             "typ jwt",
             hostile(key, url, tk, json!({"typ": "jwt"}), json!({})),
         ),
-    ]
-}
-
-/// Proofs by `key` for `url` and token `tk`, each with one claim wrong: the method, the URL,
-/// the time, the token's hash; and one by another key, one oversized.
-fn hostile_claims(key: &ProofKey, url: &str, tk: Option<&str>) -> Vec<(&'static str, String)> {
-    let other_host = url
-        .replace("127.0.0.1", "evil.example.com")
-        .replace("localhost", "evil.example.com");
-    vec![
         (
             "htm GET",
             hostile(key, url, tk, json!({}), json!({"htm": "GET"})),
@@ -313,6 +398,17 @@ fn hostile_claims(key: &ProofKey, url: &str, tk: Option<&str>) -> Vec<(&'static 
                 json!({"htu": url.replace("Find", "Delete")}),
             ),
         ),
+    ]
+}
+
+/// The other half of the cases: the signature, the key, the framing; `good` a proof that passes.
+fn hostile_signatures(
+    key: &ProofKey,
+    url: &str,
+    tk: Option<&str>,
+    good: &str,
+) -> Vec<(&'static str, String)> {
+    vec![
         (
             "iat old",
             hostile(key, url, tk, json!({}), json!({"iat": now() - 3600})),
@@ -331,54 +427,79 @@ fn hostile_claims(key: &ProofKey, url: &str, tk: Option<&str>) -> Vec<(&'static 
             "oversized",
             hostile(key, url, tk, json!({}), json!({"pad": "x".repeat(9000)})),
         ),
+        ("not a JWS", "not.a.jws".to_owned()),
+        ("signature changed", resigned(good, |sig| sig[5] ^= 1)),
+        ("r zero", resigned(good, |sig| sig[..32].fill(0))),
+        (
+            "s the group order",
+            resigned(good, |sig| sig[32..].copy_from_slice(&N)),
+        ),
+        (
+            "signature short",
+            resigned_as(good, |sig| sig[..63].to_vec()),
+        ),
+        ("signature in DER", resigned_as(good, der_signature)),
+        ("key off the curve", off_curve(key, url, tk)),
+        ("comma-joined", format!("{good},{good}")),
     ]
 }
 
-/// Proofs well signed and wrong in one way each; every one refused by the filter, and the token
-/// still works with a good proof afterwards.
-#[tokio::test]
-#[ignore = "needs Envoy: `cargo xtask test` runs it"]
-async fn every_hostile_proof_is_refused_at_the_edge() {
-    let (_tmp, s) = stack(&[]).await;
-    s.dpop_ready().await;
-    let key = es();
-    let t = bound_token(&s, &key).await;
-    let url = find_url(&s);
-    let tk = Some(t.as_str());
-    let good = proof(&key, "POST", &url, tk, None);
-    let mut cases = hostile_headers(&key, &url, tk);
-    cases.extend(hostile_claims(&key, &url, tk));
-    cases.push(("not a JWS", "not.a.jws".to_owned()));
-    cases.push(("comma-joined", format!("{good},{good}")));
-    for (what, p) in &cases {
-        let (status, www, _) = call(&s, with("authorization", "DPoP", &t, &[p])).await;
-        assert!(
-            refused(status, &www, "invalid_dpop_proof"),
-            "{what}: {status} {www}"
-        );
+/// The order of P-256's group, big-endian.
+const N: [u8; 32] = [
+    0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84, 0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
+];
+
+/// `N - s`, for `0 < s < N`.
+fn n_minus(s: &[u8; 32]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let mut borrow = 0i16;
+    for i in (0..32).rev() {
+        let d = i16::from(N[i]) - i16::from(s[i]) - borrow;
+        borrow = i16::from(d < 0);
+        out[i] = (d + 256 * borrow) as u8;
     }
-    let two = [good.as_str(), good.as_str()];
-    let (status, www, _) = call(&s, with("authorization", "DPoP", &t, &two)).await;
-    assert!(
-        refused(status, &www, "invalid_dpop_proof"),
-        "two headers: {status} {www}"
-    );
-    // Bytes that are not UTF-8: Envoy or the filter refuses, never the upstream.
-    let mut raw = with("authorization", "DPoP", &t, &[]);
-    raw.insert("dpop", HeaderValue::from_bytes(b"eyJ\xff\xfe.x.y").unwrap());
-    let (status, _, _) = call(&s, raw).await;
-    assert!(status.is_client_error(), "not UTF-8: {status}");
-    // Accepted: the query and fragment ignored, scheme and host in any case (RFC 3986).
-    let upper = url.replacen("https://", "HTTPS://", 1);
-    for htu in [format!("{url}?q=1#f"), upper] {
-        let p = hostile(&key, &url, tk, json!({}), json!({"htu": htu}));
-        let (status, www, _) = call(&s, with("authorization", "DPoP", &t, &[&p])).await;
-        assert_eq!(status, 200, "{htu}: {www}");
-    }
-    let (status, _, _) = call(&s, with("authorization", "DPoP", &t, &[&good])).await;
-    assert_eq!(status, 200, "no refusal spent the good proof");
-    let c = s.counters().await.unwrap();
-    // Each case and the two headers; the bytes that are not UTF-8 too, unless Envoy refused them.
-    assert!(c["dpop_invalid"] > cases.len() as u64, "{c:?}");
-    assert!(s.stop());
+    out
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn unb64(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text)
+        .unwrap()
+}
+
+/// `proof` with its ES256 signature bytes replaced by `change` of them.
+fn resigned_as(proof: &str, change: impl FnOnce(&[u8; 64]) -> Vec<u8>) -> String {
+    let (head, sig) = proof.rsplit_once('.').unwrap();
+    let sig: [u8; 64] = unb64(sig).try_into().unwrap();
+    format!("{head}.{}", b64(&change(&sig)))
+}
+
+/// `proof` with its ES256 signature changed in place by `change`.
+fn resigned(proof: &str, change: impl FnOnce(&mut [u8; 64])) -> String {
+    resigned_as(proof, |sig| {
+        let mut sig = *sig;
+        change(&mut sig);
+        sig.to_vec()
+    })
+}
+
+/// The `ECDSA-Sig-Value` DER of a raw signature, as the host takes it (never a proof's form).
+fn der_signature(raw: &[u8; 64]) -> Vec<u8> {
+    shared::dpop::der::es256_sig_der(raw).as_bytes().to_vec()
+}
+
+/// A proof signed by `key`, whose header's `jwk` names a point off the curve (`y` changed).
+fn off_curve(key: &ProofKey, url: &str, token: Option<&str>) -> String {
+    let mut jwk: Value = serde_json::from_str(&key.public_jwk()).unwrap();
+    let mut y = unb64(jwk["y"].as_str().unwrap());
+    y[31] ^= 1;
+    jwk["y"] = json!(b64(&y));
+    hostile(key, url, token, json!({ "jwk": jwk }), json!({}))
 }

@@ -3,7 +3,9 @@
 
 use crate::config::Config;
 use crate::decision::Outcome;
-use crate::dpop::ShardedReplays;
+use crate::dpop::host::tests::StandIn;
+use crate::dpop::host::HostEs256;
+use crate::dpop::{Es256By, ShardedReplays};
 use crate::edge::EdgeState;
 use crate::request::{handle, Action, Handled};
 use shared::dpop::sign::{ProofClaims, ProofKey};
@@ -63,22 +65,40 @@ fn proof(key: &ProofKey, jti: &str, htu: &str, token: &str, nonce: Option<&str>)
     })
 }
 
+/// An edge twice over: its ES256 proofs verified by the module's own code, and by a host
+/// (RustCrypto standing in for Envoy's BoringSSL through `verify_signature`'s protobuf and
+/// DER forms). Every request goes to both, which must decide it alike.
 struct Edge {
     cfg: Config,
     state: EdgeState,
     replays: ShardedReplays,
+    host_state: EdgeState,
+    host_replays: ShardedReplays,
 }
+
+static STAND_IN: HostEs256<StandIn> = HostEs256(StandIn);
 
 impl Edge {
     fn new(dpop: &str) -> Self {
         let cfg = cfg(dpop);
         let state = EdgeState::new(&cfg, NOW);
+        let mut host_state = EdgeState::new(&cfg, NOW);
+        host_state.set_es256(Es256By::host(&STAND_IN));
         let replays = ShardedReplays::new(cfg.dpop.replay_entries, 0);
+        let host_replays = ShardedReplays::new(cfg.dpop.replay_entries, 0);
         Self {
             cfg,
             state,
             replays,
+            host_state,
+            host_replays,
         }
+    }
+
+    /// Both memories of used proofs begun again, at `since`.
+    fn replays_since(&mut self, since: u64) {
+        self.replays = ShardedReplays::new(self.cfg.dpop.replay_entries, since);
+        self.host_replays = ShardedReplays::new(self.cfg.dpop.replay_entries, since);
     }
 
     fn send(&self, extra: &[(&str, &str)]) -> Handled {
@@ -95,7 +115,10 @@ impl Edge {
             (":path", b"/apiv2/MediaService/Find?x=1"),
         ];
         h.extend(extra.iter().map(|(n, v)| (*n, v.as_bytes())));
-        handle(&self.cfg, &self.state, &self.replays, &h, NOW)
+        let own = handle(&self.cfg, &self.state, &self.replays, &h, NOW);
+        let host = handle(&self.cfg, &self.host_state, &self.host_replays, &h, NOW);
+        assert_eq!(own, host, "the module and the host decide alike");
+        own
     }
 }
 
@@ -335,7 +358,7 @@ fn a_key_over_its_share_waits_with_429_and_another_key_still_passes() {
 #[test]
 fn a_proof_made_before_the_memory_began_is_refused_and_a_later_one_passes() {
     let mut edge = Edge::new("");
-    edge.replays = ShardedReplays::new(edge.cfg.dpop.replay_entries, NOW);
+    edge.replays_since(NOW);
     let key = es();
     let t = token(Some(key.jkt()));
     let auth = format!("DPoP {t}");
@@ -348,7 +371,7 @@ fn a_proof_made_before_the_memory_began_is_refused_and_a_later_one_passes() {
         panic!()
     };
     assert_eq!(*status, 401);
-    edge.replays = ShardedReplays::new(edge.cfg.dpop.replay_entries, NOW - 10);
+    edge.replays_since(NOW - 10);
     let h = edge.send(&[
         ("authorization", &auth),
         ("dpop", &proof(&key, "b", URL, &t, None)),
