@@ -140,13 +140,9 @@ impl P256Key {
         signed: &[u8],
         sig: &[u8],
     ) -> Result<(), DpopError> {
-        let raw = <&[u8; 64]>::try_from(sig).map_err(|_| DpopError::BadSignature)?;
-        p256::ecdsa::Signature::from_slice(raw).map_err(|_| DpopError::BadSignature)?;
-        match host.verify_es256(&self.x, &self.y, signed, raw) {
-            Some(true) => Ok(()),
-            Some(false) => Err(DpopError::BadSignature),
-            None => self.verify(signed, sig),
-        }
+        host_decides(host, (&self.x, &self.y), signed, sig, || {
+            self.verify(signed, sig)
+        })
     }
 
     /// Always: [`P256Key::new`] refused any other point.
@@ -204,21 +200,34 @@ impl P256Key {
         if !self.on_curve() {
             return Err(DpopError::BadKey);
         }
-        let raw = <&[u8; 64]>::try_from(sig).map_err(|_| DpopError::BadSignature)?;
-        p256::ecdsa::Signature::from_slice(raw).map_err(|_| DpopError::BadSignature)?;
         let (mut x, mut y) = ([0u8; 32], [0u8; 32]);
         x.copy_from_slice(&self.0[1..33]);
         y.copy_from_slice(&self.0[33..]);
-        match host.verify_es256(&x, &y, signed, raw) {
-            Some(true) => Ok(()),
-            Some(false) => Err(DpopError::BadSignature),
-            None => self.verify(signed, sig),
-        }
+        host_decides(host, (&x, &y), signed, sig, || self.verify(signed, sig))
     }
 
     /// Whether the point is on the curve and not the identity.
     fn on_curve(&self) -> bool {
         p256::PublicKey::from_sec1_bytes(&self.0).is_ok()
+    }
+}
+
+/// Both builds' ES256 check through `host`: `sig` must be a raw `r ‖ s` with both in range, then
+/// `host` decides for the point (`x`, `y`), and `own` (the build's verification) when `host`
+/// cannot tell.
+fn host_decides(
+    host: &dyn Es256Verifier,
+    (x, y): (&[u8; 32], &[u8; 32]),
+    signed: &[u8],
+    sig: &[u8],
+    own: impl FnOnce() -> Result<(), DpopError>,
+) -> Result<(), DpopError> {
+    let raw = <&[u8; 64]>::try_from(sig).map_err(|_| DpopError::BadSignature)?;
+    p256::ecdsa::Signature::from_slice(raw).map_err(|_| DpopError::BadSignature)?;
+    match host.verify_es256(x, y, signed, raw) {
+        Some(true) => Ok(()),
+        Some(false) => Err(DpopError::BadSignature),
+        None => own(),
     }
 }
 
