@@ -23,31 +23,27 @@ pub const FUZZ_TARGETS: [&str; 11] = [
 /// Builds every fuzz target (libFuzzer with AddressSanitizer, nightly) in one cargo build, as
 /// `cargo fuzz run` builds them, so a run after it starts at once.
 pub fn build_all() -> Result<()> {
-    run(&mut cargo_fuzz(&["build"])?)
+    run(cargo_fuzz()?.arg("build"))
 }
 
 /// Runs every fuzz target for `seconds`, one after the other (building what is not built).
 pub fn run_all(seconds: u64) -> Result<()> {
+    let limit = format!("-max_total_time={seconds}");
     for target in FUZZ_TARGETS {
-        run(&mut cargo_fuzz(&[
-            "run",
-            target,
-            "--",
-            &format!("-max_total_time={seconds}"),
-        ])?)?;
+        run(cargo_fuzz()?.args(["run", target, "--", &limit]))?;
     }
     Ok(())
 }
 
-/// `cargo fuzz ARGS` on the nightly toolchain, cargo-fuzz installed if missing.
-fn cargo_fuzz(args: &[&str]) -> Result<Command> {
+/// `cargo fuzz` on the nightly toolchain, cargo-fuzz installed if missing (its check, a
+/// `stat` and a `rustc --version`, is cheap beside a fuzz run).
+fn cargo_fuzz() -> Result<Command> {
     let bin = ensure_cargo_fuzz()?;
     let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),
     )))?;
     let mut c = Command::new("rustup");
     c.args(["run", "nightly", "cargo", "fuzz"])
-        .args(args)
         .env("PATH", &path)
         .current_dir(root());
     Ok(c)
