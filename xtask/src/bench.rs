@@ -21,6 +21,7 @@ mod issuer;
 mod raw_http;
 mod store;
 mod targets;
+mod token_dpop;
 mod traffic;
 mod wrk;
 
@@ -48,6 +49,7 @@ pub enum Sections {
     Directory,
     Failover,
     Dpop,
+    TokenDpop,
     Feed,
 }
 
@@ -185,7 +187,7 @@ struct Section {
 
 /// The sections, in the order a whole run measures them: the traffic runs first, as the main
 /// section and edge sync's read their ratios.
-const SECTIONS: [Section; 8] = [
+const SECTIONS: [Section; 9] = [
     Section {
         alone: Some(Sections::Traffic),
         in_all: true,
@@ -234,7 +236,7 @@ const SECTIONS: [Section; 8] = [
         needs: Needs::ISSUER,
         run: bench_failover,
     },
-    // The DPoP runs start no issuer.
+    // The DPoP runs through Envoy start no issuer.
     Section {
         alone: Some(Sections::Dpop),
         in_all: false,
@@ -245,6 +247,13 @@ const SECTIONS: [Section; 8] = [
         },
         run: bench_dpop,
     },
+    // The token endpoint with DPoP: with the Envoy runs of `--dpop`, or alone.
+    Section {
+        alone: Some(Sections::TokenDpop),
+        in_all: false,
+        needs: Needs::ISSUER,
+        run: bench_token_dpop,
+    },
 ];
 
 /// The sections `sections` names, in [`SECTIONS`]' order.
@@ -253,6 +262,8 @@ fn chosen(sections: Sections) -> Vec<&'static Section> {
         .iter()
         .filter(|x| match sections {
             Sections::All => x.in_all,
+            // The DPoP runs measure the token endpoint too.
+            Sections::Dpop => matches!(x.alone, Some(Sections::Dpop | Sections::TokenDpop)),
             one => x.alone == Some(one),
         })
         .collect()
@@ -408,6 +419,18 @@ fn bench_dpop(r: &mut Run) -> Result<()> {
         r.wasm_size
     );
     publish("bench-dpop", &body, r.started)
+}
+
+/// The token endpoint with and without DPoP proofs, written to its own section of BENCHMARKS.md.
+fn bench_token_dpop(r: &mut Run) -> Result<()> {
+    let dir = fresh_dir("bench-token-dpop")?;
+    let results = token_dpop::bench_token_dpop(&dir, &r.s)?;
+    let how = measured_by(&r.s, r.quick, "variant", "ratios taken within each round");
+    let body = format!(
+        "### Token endpoint: DPoP-bound `client_credentials` beside plain\n\n{how}{}",
+        token_dpop::report(&results)?
+    );
+    publish("bench-token-dpop", &body, r.started)
 }
 
 /// Revocation latency with waiting edges and the fleet one issuer serves, written to their own
@@ -583,12 +606,14 @@ mod tests {
                 Some(Failover)
             ]
         );
-        for one in [Traffic, Edge, Feed, Stores, Directory, Failover, Dpop] {
+        for one in [Traffic, Edge, Feed, Stores, Directory, Failover, TokenDpop] {
             assert_eq!(flags(one), [Some(one)]);
         }
+        assert_eq!(flags(Dpop), [Some(Dpop), Some(TokenDpop)]);
         let needs = |s| chosen(s).iter().fold(Needs::NOTHING, |n, x| n.and(x.needs));
         assert!(!needs(Failover).envoy && needs(Failover).issuer);
-        assert!(!needs(Dpop).issuer && needs(Dpop).modules);
+        assert!(needs(Dpop).issuer && needs(Dpop).modules);
+        assert!(needs(TokenDpop).issuer && !needs(TokenDpop).envoy);
         assert!(needs(All).criterion && !needs(Traffic).criterion);
     }
 }

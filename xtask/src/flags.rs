@@ -124,6 +124,9 @@ pub struct Only {
     /// The DPoP runs alone (bound tokens, a fresh proof a request, against jwt_authn ES256)
     #[arg(long)]
     dpop: bool,
+    /// The token endpoint's DPoP runs alone (client_credentials with a proof beside without)
+    #[arg(long)]
+    token_dpop: bool,
     /// The waiting edge sync runs alone (revocation latency, the fleet one issuer serves)
     #[arg(long)]
     feed: bool,
@@ -141,6 +144,9 @@ impl Only {
             } => Sections::Directory,
             Only { failover: true, .. } => Sections::Failover,
             Only { dpop: true, .. } => Sections::Dpop,
+            Only {
+                token_dpop: true, ..
+            } => Sections::TokenDpop,
             Only { feed: true, .. } => Sections::Feed,
             _ => Sections::All,
         }
