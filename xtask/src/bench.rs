@@ -252,7 +252,7 @@ const SECTIONS: [Section; 9] = [
         alone: Some(Sections::TokenDpop),
         in_all: false,
         needs: Needs::ISSUER,
-        run: bench_token_dpop,
+        run: token_dpop::run,
     },
 ];
 
@@ -421,18 +421,6 @@ fn bench_dpop(r: &mut Run) -> Result<()> {
     publish("bench-dpop", &body, r.started)
 }
 
-/// The token endpoint with and without DPoP proofs, written to its own section of BENCHMARKS.md.
-fn bench_token_dpop(r: &mut Run) -> Result<()> {
-    let dir = fresh_dir("bench-token-dpop")?;
-    let results = token_dpop::bench_token_dpop(&dir, &r.s)?;
-    let how = measured_by(&r.s, r.quick, "variant", "ratios taken within each round");
-    let body = format!(
-        "### Token endpoint: DPoP-bound `client_credentials` beside plain\n\n{how}{}",
-        token_dpop::report(&results)?
-    );
-    publish("bench-token-dpop", &body, r.started)
-}
-
 /// Revocation latency with waiting edges and the fleet one issuer serves, written to their own
 /// section of BENCHMARKS.md.
 fn bench_feed(r: &mut Run) -> Result<()> {
@@ -587,33 +575,4 @@ fn publish(marker: &str, section: &str, started: Instant) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_flag_runs_its_section_and_a_whole_run_all_but_dpop() {
-        let flags = |s| chosen(s).iter().map(|x| x.alone).collect::<Vec<_>>();
-        use Sections::*;
-        assert_eq!(
-            flags(All),
-            [
-                Some(Traffic),
-                None,
-                Some(Edge),
-                Some(Feed),
-                Some(Stores),
-                Some(Directory),
-                Some(Failover)
-            ]
-        );
-        for one in [Traffic, Edge, Feed, Stores, Directory, Failover, TokenDpop] {
-            assert_eq!(flags(one), [Some(one)]);
-        }
-        assert_eq!(flags(Dpop), [Some(Dpop), Some(TokenDpop)]);
-        let needs = |s| chosen(s).iter().fold(Needs::NOTHING, |n, x| n.and(x.needs));
-        assert!(!needs(Failover).envoy && needs(Failover).issuer);
-        assert!(needs(Dpop).issuer && needs(Dpop).modules);
-        assert!(needs(TokenDpop).issuer && !needs(TokenDpop).envoy);
-        assert!(needs(All).criterion && !needs(Traffic).criterion);
-    }
-}
+mod tests;

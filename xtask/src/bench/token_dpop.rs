@@ -79,7 +79,43 @@ end
     Ok(())
 }
 
-pub(super) fn bench_token_dpop(dir: &Path, s: &Settings) -> Result<TokenDpopRun> {
+/// A round's proofs for `seconds` of load under `keys` (none without keys), dated now.
+fn proofs(keys: &[ProofKey], endpoint: &str, tag: &str, seconds: u64) -> Vec<String> {
+    let now = unix_now();
+    let n = if keys.is_empty() {
+        0
+    } else {
+        (MAX_RATE * seconds) as usize
+    };
+    (0..n)
+        .map(|j| {
+            let jti = format!("{tag}-{j}");
+            let claims = ProofClaims {
+                htm: "POST",
+                htu: endpoint,
+                jti: &jti,
+                iat: now,
+                access_token: None,
+                nonce: None,
+            };
+            keys[j % keys.len()].proof(&claims)
+        })
+        .collect()
+}
+
+/// The section: the runs, written to their own part of BENCHMARKS.md.
+pub(super) fn run(r: &mut super::Run) -> Result<()> {
+    let dir = super::fresh_dir("bench-token-dpop")?;
+    let results = bench_token_dpop(&dir, &r.s)?;
+    let how = super::measured_by(&r.s, r.quick, "variant", "ratios taken within each round");
+    let body = format!(
+        "### Token endpoint: DPoP-bound `client_credentials` beside plain\n\n{how}{}",
+        report(&results)?
+    );
+    super::publish("bench-token-dpop", &body, r.started)
+}
+
+fn bench_token_dpop(dir: &Path, s: &Settings) -> Result<TokenDpopRun> {
     let tools = super::release_issuer();
     let store = StoreArgs::redb(&dir.join("issuer-data"));
     let grants = ["--grants", "client_credentials"];
@@ -113,26 +149,7 @@ pub(super) fn bench_token_dpop(dir: &Path, s: &Settings) -> Result<TokenDpopRun>
             Variant::Es256 => &es256[..],
             Variant::Ed25519 => &ed25519[..],
         };
-        let now = unix_now();
-        let n = if keys.is_empty() {
-            0
-        } else {
-            (MAX_RATE * seconds) as usize
-        };
-        let proofs: Vec<String> = (0..n)
-            .map(|j| {
-                let jti = format!("{round}-{v}-{j}");
-                let claims = ProofClaims {
-                    htm: "POST",
-                    htu: &endpoint,
-                    jti: &jti,
-                    iat: now,
-                    access_token: None,
-                    nonce: None,
-                };
-                keys[j % keys.len()].proof(&claims)
-            })
-            .collect();
+        let proofs = proofs(keys, &endpoint, &format!("{round}-{v}"), seconds);
         let script = dir.join(format!("token-{variant:?}-{round}.lua").to_lowercase());
         lua(&script, &basic, &proofs)?;
         let args = ["-t1", "-c64", &format!("-d{seconds}s"), "-s"]
