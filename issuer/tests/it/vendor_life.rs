@@ -77,3 +77,134 @@ async fn a_client_is_deactivated_at_the_second_its_statement_expires() {
         "{expired}"
     );
 }
+
+/// `issuer apply FILE --config …` on `dir`.
+fn apply(v: &Vendor, dir: &Path, file: &str) -> std::process::Output {
+    let config = v.config.to_str().unwrap();
+    admin_output(dir, &["apply", file, "--config", config], None)
+}
+
+#[tokio::test]
+async fn apply_imports_and_activates_the_statements_it_declares() {
+    let f = fixture();
+    let v = Vendor::new(f._tmp.path());
+    let s = Server::start(&f.dir, &[]);
+    let all = "password,refresh_token,client_credentials";
+    let set = v.issue(&v.key, &["--grants", all, "--impersonation", "claims"]);
+    let (id, secret) = (
+        set["client_id"].as_str().unwrap(),
+        set["client_secret"].as_str().unwrap(),
+    );
+    v.file("uploader.jws", set["software_statement"].as_str().unwrap());
+    let entry = format!(
+        "[[client]]\nid = \"{id}\"\ngrants = [\"client_credentials\"]\nsoftware_statement_file = \"uploader.jws\"\n"
+    );
+    let file = v.file("clients.toml", &entry);
+    let before = admin(&f.dir, &["client", "list", "--json"], None);
+    let config = v.config.to_str().unwrap();
+    let dry = stdout_of(&admin_output(
+        &f.dir,
+        &["apply", &file, "--dry-run", "--config", config],
+        None,
+    ));
+    assert!(
+        dry.contains(&format!("+ client {id}: statement of acme")) && dry.contains("activated"),
+        "{dry}"
+    );
+    assert_eq!(admin(&f.dir, &["client", "list", "--json"], None), before);
+
+    let out = stdout_of(&apply(&v, &f.dir, &file));
+    assert!(out.contains("applied 2 changes"), "{out}");
+    assert_eq!(client_credentials(&s, id, secret).await.status, 200);
+    let narrowed = post(
+        &s.token_url(),
+        Some((id, secret)),
+        &[
+            ("grant_type", "password"),
+            ("username", "alice"),
+            ("password", "alice-pw"),
+        ],
+    )
+    .await;
+    assert_error(&narrowed, 400, "unauthorized_client");
+    assert!(stdout_of(&apply(&v, &f.dir, &file)).contains("no change"));
+
+    // A newer statement, written in the file: the secret rotated, both working.
+    std::thread::sleep(Duration::from_millis(1100));
+    let second = v.issue(&v.key, &["--grants", all, "--client-id", id]);
+    let inline = format!(
+        "[[client]]\nid = \"{id}\"\ngrants = [\"client_credentials\"]\nsoftware_statement = \"{}\"\n",
+        second["software_statement"].as_str().unwrap()
+    );
+    let out = stdout_of(&apply(&v, &f.dir, &v.file("rotated.toml", &inline)));
+    assert!(out.contains("(newer)"), "{out}");
+    for secret in [secret, second["client_secret"].as_str().unwrap()] {
+        assert_eq!(client_credentials(&s, id, secret).await.status, 200);
+    }
+
+    // Declared inactive: imported, pending.
+    let waiting = v.issue(&v.key, &["--grants", "client_credentials"]);
+    let wid = waiting["client_id"].as_str().unwrap();
+    v.file(
+        "waiting.jws",
+        waiting["software_statement"].as_str().unwrap(),
+    );
+    let entry = format!(
+        "[[client]]\nid = \"{wid}\"\ngrants = [\"client_credentials\"]\nactive = false\nsoftware_statement_file = \"waiting.jws\"\n"
+    );
+    stdout_of(&apply(&v, &f.dir, &v.file("waiting.toml", &entry)));
+    let a = client_credentials(&s, wid, waiting["client_secret"].as_str().unwrap()).await;
+    assert_error(&a, 400, "unauthorized_client");
+
+    // Refused, changing nothing: an untrusted key (audited), wider than the statement, a
+    // statement of another client id, a statement with a secret_file.
+    let mallory = super::vendor::keygen(&f._tmp.path().join("mallory-keys"), "EdDSA");
+    let untrusted = v.issue(&mallory, &["--grants", "client_credentials"]);
+    let narrow = v.issue(&v.key, &["--grants", "client_credentials"]);
+    let entry = |id: &Value, grants: &str, statement: &Value, extra: &str| {
+        format!(
+            "[[client]]\nid = {id}\ngrants = [{grants}]\nsoftware_statement = {statement}\n{extra}"
+        )
+    };
+    let (cc, pw) = ("\"client_credentials\"", "\"password\"");
+    let cases = [
+        (
+            entry(
+                &untrusted["client_id"],
+                cc,
+                &untrusted["software_statement"],
+                "",
+            ),
+            "unapproved_software_statement",
+        ),
+        (
+            entry(&narrow["client_id"], pw, &narrow["software_statement"], ""),
+            "never widens",
+        ),
+        (
+            entry(&Value::from("other"), cc, &narrow["software_statement"], ""),
+            "is of client",
+        ),
+        (
+            entry(
+                &narrow["client_id"],
+                cc,
+                &narrow["software_statement"],
+                "secret_file = \"s\"\n",
+            ),
+            "no secret_file",
+        ),
+    ];
+    let before = admin(&f.dir, &["client", "list", "--json"], None);
+    for (n, (text, why)) in cases.iter().enumerate() {
+        let out = apply(&v, &f.dir, &v.file(&format!("hostile{n}.toml"), text));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(why),
+            "{n}: {stderr}"
+        );
+    }
+    assert_eq!(admin(&f.dir, &["client", "list", "--json"], None), before);
+    let trail = admin(&f.dir, &["audit"], None);
+    assert!(trail.contains("client.refused"), "{trail}");
+}
