@@ -18,12 +18,15 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
+
 use tower_service::Service;
+pub use watch_files::watch_revocation_files_forever;
 
 mod accept;
 mod backup;
 pub mod conn;
 pub mod listener;
+mod watch_files;
 
 pub use listener::{ListenAddr, Listener};
 

@@ -34,6 +34,8 @@ pub(super) struct VendorState {
     watched: watch::Seen,
     /// Woken by a change of the clients made through this issuer, for the expiry timer.
     changed: tokio::sync::Notify,
+    /// Woken when the trusted vendors change, for the watcher of the revocation files.
+    trust_changed: tokio::sync::Notify,
 }
 
 impl App {
@@ -44,6 +46,22 @@ impl App {
         self.vendor
             .registration
             .store(registration, Ordering::Relaxed);
+        self.vendor.trust_changed.notify_one();
+    }
+
+    /// The folders of the revocation files the trusted vendors name, each once.
+    pub fn revocation_folders(&self) -> Vec<std::path::PathBuf> {
+        let mut folders: Vec<_> = (self.trust().revocation_files().iter())
+            .filter_map(|(_, file)| file.parent().map(std::path::Path::to_path_buf))
+            .collect();
+        folders.sort();
+        folders.dedup();
+        folders
+    }
+
+    /// Completes when the trusted vendors change (a reload).
+    pub async fn vendors_changed(&self) {
+        self.vendor.trust_changed.notified().await;
     }
 
     /// Deactivates, at `now`, the vendors' clients whose every statement has expired, revoking

@@ -208,3 +208,59 @@ async fn apply_imports_and_activates_the_statements_it_declares() {
     let trail = admin(&f.dir, &["audit"], None);
     assert!(trail.contains("client.refused"), "{trail}");
 }
+
+#[tokio::test]
+async fn a_list_written_into_the_watched_file_ends_the_client_at_once() {
+    let f = fixture();
+    let v = Vendor::new(f._tmp.path());
+    let mut text = std::fs::read_to_string(&v.config).unwrap();
+    text.push_str("revocations = \"lists/acme-revoked.jws\"\n");
+    std::fs::write(&v.config, &text).unwrap();
+    std::fs::create_dir(f._tmp.path().join("lists")).unwrap();
+    let set = v.issue(&v.key, &["--grants", "client_credentials"]);
+    let (id, secret) = (
+        set["client_id"].as_str().unwrap(),
+        set["client_secret"].as_str().unwrap(),
+    );
+    let s = Server::start(&f.dir, &["--config", v.config.to_str().unwrap()]);
+    let file = v.file("set.jws", set["software_statement"].as_str().unwrap());
+    stdout_of(&v.import(&f.dir, &file));
+    admin(&f.dir, &["client", "activate", id], None);
+    let a = client_credentials(&s, id, secret).await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    let token = a.json["access_token"].as_str().unwrap().to_owned();
+
+    // Written in place, no SIGHUP: the file is read within the settling time, far sooner than
+    // the minute the sweep reads it in.
+    let list = super::vendor::issuer(&["vendor", "revoke", "--key", v.key.to_str().unwrap(), id]);
+    let written = std::time::Instant::now();
+    v.file("lists/acme-revoked.jws", &list);
+    let mut ended = false;
+    while written.elapsed() < Duration::from_secs(20) && !ended {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        ended = client_credentials(&s, id, secret).await.status == 401;
+    }
+    assert!(
+        ended,
+        "still served {:?} after the list was written",
+        written.elapsed()
+    );
+    let i = post(
+        &format!("{}/apiv2/oauth/introspect", s.url),
+        f.app(),
+        &[("token", &token)],
+    )
+    .await;
+    assert_eq!(i.json["active"], false, "{}", i.json);
+    let events = trail(&f.dir);
+    let revoked = events
+        .iter()
+        .find(|e| e["action"] == "client.vendor_revoke" && e["target"] == id)
+        .unwrap_or_else(|| panic!("no revocation: {events:?}"));
+    assert_eq!(revoked["actor"], "revocation file", "{revoked}");
+    assert_eq!(
+        (&revoked["before"]["active"], &revoked["after"]["active"]),
+        (&Value::Bool(true), &Value::Bool(false)),
+        "{revoked}"
+    );
+}
