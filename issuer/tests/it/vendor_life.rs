@@ -205,8 +205,23 @@ async fn apply_imports_and_activates_the_statements_it_declares() {
         );
     }
     assert_eq!(admin(&f.dir, &["client", "list", "--json"], None), before);
-    let trail = admin(&f.dir, &["audit"], None);
-    assert!(trail.contains("client.refused"), "{trail}");
+    let events = trail(&f.dir);
+    assert!(events.iter().any(|e| e["action"] == "client.refused"));
+    // Each change of the client in the trail, with its state before and after.
+    let changes: Vec<&Value> = events.iter().filter(|e| e["target"] == id).collect();
+    let actions: Vec<&str> = changes
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert_eq!(
+        actions,
+        ["client.import", "client.activate", "client.import"],
+        "{changes:?}"
+    );
+    assert_eq!(changes[0]["before"], Value::Null, "imported: none before");
+    for e in changes {
+        assert_ne!(e["before"], e["after"], "{e}");
+    }
 }
 
 #[tokio::test]
