@@ -18,12 +18,15 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
+
 use tower_service::Service;
+pub use watch_files::watch_revocation_files_forever;
 
 mod accept;
 mod backup;
 pub mod conn;
 pub mod listener;
+mod watch_files;
 
 pub use listener::{ListenAddr, Listener};
 
@@ -31,6 +34,10 @@ pub use listener::{ListenAddr, Listener};
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often expired refresh state and retired keys are swept.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
+/// Most time between two reads of the vendors' clients for their next expiry: a statement
+/// imported elsewhere (through another issuer) that expires sooner is deactivated within it (its
+/// secret is refused from its expiry on regardless).
+const EXPIRY_RECHECK: Duration = Duration::from_secs(10);
 /// How often the key ring is re-read.
 const KEY_RELOAD_EVERY: Duration = Duration::from_secs(1);
 
@@ -313,12 +320,6 @@ pub async fn sweep_forever(app: Arc<App>) {
             ),
         }
         app.apply_revocation_files(now()).await;
-        if let Err(e) = app.expire_vendor_clients(now()).await {
-            tracing::error!(
-                error = e.to_string(),
-                "deactivating expired vendor clients failed"
-            );
-        }
         let before = now().saturating_sub(app.audit_retention);
         match app.store.sweep_audit(before).await {
             Ok(n) if n > 0 => tracing::info!(removed = n, "swept the audit trail"),
@@ -329,6 +330,40 @@ pub async fn sweep_forever(app: Arc<App>) {
             ),
         }
     }
+}
+
+/// Deactivates each vendor's client at the second its last statement expires (revoking its
+/// tokens), on a timer set for the next expiry; the clients are read again at least every
+/// [`EXPIRY_RECHECK`] and whenever they change through this issuer.
+pub async fn expire_vendor_clients_forever(app: Arc<App>) {
+    loop {
+        let at = now();
+        if let Err(e) = app.expire_vendor_clients(at).await {
+            tracing::error!(
+                error = e.to_string(),
+                "deactivating expired vendor clients failed"
+            );
+        }
+        let next = match app.next_vendor_expiry(at).await {
+            Ok(next) => next,
+            Err(e) => {
+                tracing::error!(
+                    error = crate::display::Causes(&e).to_string(),
+                    "reading the vendors' clients failed"
+                );
+                None
+            }
+        };
+        let wait = next.map_or(EXPIRY_RECHECK, |exp| until_second(exp).min(EXPIRY_RECHECK));
+        app.vendor_clients_changed_within(wait).await;
+    }
+}
+
+/// The time from now to the start of the second `second` (seconds since the epoch).
+fn until_second(second: u64) -> Duration {
+    let at = std::time::UNIX_EPOCH + Duration::from_secs(second);
+    at.duration_since(std::time::SystemTime::now())
+        .unwrap_or_default()
 }
 
 /// Rechecks the directory's users every `recheck_seconds`, read again each round (a reload may

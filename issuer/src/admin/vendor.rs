@@ -56,6 +56,9 @@ pub struct VendorView {
     pub revoked: bool,
     /// When its newest statement expires, seconds since the epoch.
     pub expires_at: u64,
+    /// When its newest statement was issued (`iat`), seconds since the epoch.
+    #[serde(default)]
+    pub issued_at: u64,
 }
 
 impl VendorView {
@@ -70,6 +73,7 @@ impl VendorView {
             pending: v.pending,
             revoked: v.revoked,
             expires_at: v.expires_at(),
+            issued_at: v.secrets.iter().map(|s| s.iat).max().unwrap_or(0),
         }
     }
 }

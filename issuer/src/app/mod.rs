@@ -243,6 +243,7 @@ impl App {
     /// Forgets cached clients: an admin change through this issuer takes effect at once.
     pub fn clients_changed(&self) {
         self.clients.clear();
+        self.wake_expiry_timer();
     }
 
     pub(crate) fn ring(&self) -> Arc<KeyRing> {

@@ -32,6 +32,10 @@ pub(super) struct VendorState {
     registrations: registration::Budget,
     secrets: Mutex<Remembered>,
     watched: watch::Seen,
+    /// Woken by a change of the clients made through this issuer, for the expiry timer.
+    changed: tokio::sync::Notify,
+    /// Woken when the trusted vendors change, for the watcher of the revocation files.
+    trust_changed: tokio::sync::Notify,
 }
 
 impl App {
@@ -42,6 +46,22 @@ impl App {
         self.vendor
             .registration
             .store(registration, Ordering::Relaxed);
+        self.vendor.trust_changed.notify_one();
+    }
+
+    /// The folders of the revocation files the trusted vendors name, each once.
+    pub fn revocation_folders(&self) -> Vec<std::path::PathBuf> {
+        let mut folders: Vec<_> = (self.trust().revocation_files().iter())
+            .filter_map(|(_, file)| file.parent().map(std::path::Path::to_path_buf))
+            .collect();
+        folders.sort();
+        folders.dedup();
+        folders
+    }
+
+    /// Completes when the trusted vendors change (a reload).
+    pub async fn vendors_changed(&self) {
+        self.vendor.trust_changed.notified().await;
     }
 
     /// Deactivates, at `now`, the vendors' clients whose every statement has expired, revoking
@@ -68,6 +88,32 @@ impl App {
             self.reload_revocations().await;
         }
         Ok(expired.len())
+    }
+
+    /// The second the next of the active vendors' clients expires at, after `now`: when the
+    /// expiry timer deactivates it.
+    pub async fn next_vendor_expiry(
+        &self,
+        now: u64,
+    ) -> Result<Option<u64>, crate::store::StoreError> {
+        Ok(self
+            .store
+            .clients()
+            .await?
+            .into_iter()
+            .filter_map(|(_, c)| c.active.then_some(c.vendor?.expires_at()))
+            .filter(|&exp| exp > now)
+            .min())
+    }
+
+    /// Waits `most` at most, or until the clients change through this issuer (the statement
+    /// imported may expire sooner than the timer is set for).
+    pub async fn vendor_clients_changed_within(&self, most: std::time::Duration) {
+        let _ = tokio::time::timeout(most, self.vendor.changed.notified()).await;
+    }
+
+    pub(super) fn wake_expiry_timer(&self) {
+        self.vendor.changed.notify_one();
     }
 
     /// The metadata document `doc` with `registration_endpoint` while registration is on.

@@ -35,6 +35,7 @@ mod store_move;
 mod store_postgres;
 mod store_proofs;
 mod vendor;
+mod vendor_life;
 
 use e2e::Proc;
 use reqwest::header::{HeaderMap, CACHE_CONTROL, CONTENT_TYPE, PRAGMA};

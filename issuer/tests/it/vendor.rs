@@ -6,14 +6,14 @@ use super::*;
 use std::os::unix::fs::PermissionsExt as _;
 
 /// The vendor's side and the installation's configuration, in one temp dir.
-struct Vendor {
-    tmp: PathBuf,
-    key: PathBuf,
-    config: PathBuf,
+pub(super) struct Vendor {
+    pub(super) tmp: PathBuf,
+    pub(super) key: PathBuf,
+    pub(super) config: PathBuf,
 }
 
 /// Runs `issuer ARGS` with no data dir; panics unless it succeeds. Returns stdout.
-fn issuer(args: &[&str]) -> String {
+pub(super) fn issuer(args: &[&str]) -> String {
     let out = Command::new(BIN).args(args).output().unwrap();
     assert!(
         out.status.success(),
@@ -23,7 +23,7 @@ fn issuer(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn keygen(out: &Path, alg: &str) -> PathBuf {
+pub(super) fn keygen(out: &Path, alg: &str) -> PathBuf {
     let text = issuer(&[
         "vendor",
         "keygen",
@@ -37,7 +37,7 @@ fn keygen(out: &Path, alg: &str) -> PathBuf {
 }
 
 impl Vendor {
-    fn new(tmp: &Path) -> Self {
+    pub(super) fn new(tmp: &Path) -> Self {
         let key = keygen(&tmp.join("acme-keys"), "EdDSA");
         let config = tmp.join("installation.toml");
         std::fs::write(
@@ -53,7 +53,7 @@ impl Vendor {
     }
 
     /// A credential set of `extra` (`--grants` and the rest) as JSON.
-    fn issue(&self, key: &Path, extra: &[&str]) -> Value {
+    pub(super) fn issue(&self, key: &Path, extra: &[&str]) -> Value {
         let mut args = vec![
             "vendor",
             "issue",
@@ -61,28 +61,29 @@ impl Vendor {
             key.to_str().unwrap(),
             "--name",
             "Acme Uploader",
-            "--expires",
-            "30d",
         ];
+        if !extra.contains(&"--expires") {
+            args.extend_from_slice(&["--expires", "30d"]);
+        }
         args.extend_from_slice(extra);
         serde_json::from_str(&issuer(&args)).unwrap()
     }
 
     /// Writes `text` to a new file of the temp dir; its path.
-    fn file(&self, name: &str, text: &str) -> String {
+    pub(super) fn file(&self, name: &str, text: &str) -> String {
         let path = self.tmp.join(name);
         std::fs::write(&path, text).unwrap();
         path.to_str().unwrap().to_owned()
     }
 
     /// `issuer client import FILE --config …` on `dir`.
-    fn import(&self, dir: &Path, file: &str) -> std::process::Output {
+    pub(super) fn import(&self, dir: &Path, file: &str) -> std::process::Output {
         let config = self.config.to_str().unwrap();
         admin_output(dir, &["client", "import", file, "--config", config], None)
     }
 }
 
-fn stdout_of(out: &std::process::Output) -> String {
+pub(super) fn stdout_of(out: &std::process::Output) -> String {
     assert!(
         out.status.success(),
         "{}",
@@ -91,7 +92,7 @@ fn stdout_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-async fn client_credentials(s: &Server, id: &str, secret: &str) -> Answer {
+pub(super) async fn client_credentials(s: &Server, id: &str, secret: &str) -> Answer {
     post(
         &s.token_url(),
         Some((id, secret)),

@@ -1,5 +1,6 @@
-//! The revocation lists of the files a `[[vendor]]` table's `revocations` names: read each
-//! minute (with the sweep) and at SIGHUP, and applied when the file changed, as
+//! The revocation lists of the files a `[[vendor]]` table's `revocations` names: read when the
+//! watcher of their folders sees a change (`crate::server::watch_revocation_files_forever`), at
+//! SIGHUP and each minute (with the sweep), and applied when the file changed, as
 //! `issuer client import LIST` applies one (the admin command, audited by `revocation file`).
 //! A list not signed by that vendor's key is refused and audited once per content.
 

@@ -6,13 +6,15 @@
 //! server's socket or on the store itself ([`Session`]).
 
 mod file;
+mod statements;
 
 use crate::admin::{unexpected, Session};
 use crate::data_dir::{hash_key, DataDir};
 use crate::out;
 use clap::Args;
 use file::{read, sorted, Declared, DeclaredClient, DeclaredUser};
-use issuer::admin::{ClientView, Command, NewClient, NewUser, Reply, UserView};
+use issuer::admin::{ClientView, Command, NewClient, NewUser, Reply, UserView, VendorImport};
+use issuer::config::ConfigFile;
 use issuer::secrets::{new_client_secret, HashKey};
 use issuer::store::{DpopPolicy, GrantKind};
 use std::collections::HashMap;
@@ -49,8 +51,9 @@ enum Change {
     Run(Command),
 }
 
-/// `issuer apply`.
-pub fn run(args: ApplyArgs) -> anyhow::Result<()> {
+/// `issuer apply`; `config` holds the `[[vendor]]` tables a client's statement is checked
+/// against.
+pub fn run(args: ApplyArgs, config: Option<&ConfigFile>) -> anyhow::Result<()> {
     let dir = &args.dir;
     let declared = read(&args.file)?;
     let session = Session::open(&dir.location()?, &dir.pg_files())?;
@@ -63,7 +66,8 @@ pub fn run(args: ApplyArgs) -> anyhow::Result<()> {
         other => return Err(unexpected(&other)),
     };
     refuse_edge_changes(&declared, &clients)?;
-    let steps = plan(declared, clients, users, args.prune);
+    let imports = statements::verify(&declared, &clients, config, dir)?;
+    let steps = plan(declared, clients, users, args.prune, imports);
     let file = args.file.display();
     if steps.is_empty() {
         out::line(&format!("no change: the store matches {file}"))?;
@@ -160,6 +164,7 @@ fn plan(
     clients: Vec<ClientView>,
     users: Vec<UserView>,
     prune: bool,
+    mut imports: HashMap<String, VendorImport>,
 ) -> Vec<Step> {
     let mut clients: HashMap<String, ClientView> =
         clients.into_iter().map(|c| (c.id.clone(), c)).collect();
@@ -167,9 +172,18 @@ fn plan(
         users.into_iter().map(|u| (u.name.clone(), u)).collect();
     let (mut adds, mut changes) = (Vec::new(), Vec::new());
     for c in declared.clients {
-        match clients.remove(&c.id) {
-            None => adds.push(add_client(c)),
-            Some(old) => changes.extend(client_changes(&c, &old)),
+        match (clients.remove(&c.id), imports.remove(&c.id)) {
+            (None, None) => adds.push(add_client(c)),
+            (None, Some(i)) => {
+                adds.extend(statements::import_step(i, None));
+                if c.active {
+                    adds.push(statements::activate_step(&c));
+                }
+            }
+            (Some(old), i) => {
+                changes.extend(i.and_then(|i| statements::import_step(i, Some(&old))));
+                changes.extend(client_changes(&c, &old));
+            }
         }
     }
     for u in declared.users {
@@ -185,7 +199,8 @@ fn plan(
         }
     }
     users.retain(|_, u| !u.directory);
-    // A vendor's client comes in by its statement (`client import`), never by this file.
+    // A vendor's client comes in by its statement, never by this file's other fields: an entry
+    // without a statement narrows one, and --prune leaves the others alone.
     clients.retain(|_, c| c.vendor.is_none());
     let mut removals = Vec::new();
     if prune {
@@ -257,6 +272,10 @@ fn add_client(c: DeclaredClient) -> Step {
 }
 
 fn client_changes(c: &DeclaredClient, old: &ClientView) -> Vec<Step> {
+    if old.vendor.is_some() && !old.active && c.active {
+        // Activation sets what it may do, within its statement.
+        return vec![statements::activate_step(c)];
+    }
     let mut old_grants = old.grants.clone();
     old_grants.sort_by_key(|g| *g as u8);
     old_grants.dedup();
@@ -409,8 +428,8 @@ mod tests {
             clients: vec![],
             users: vec![declared("dir", &["x"]), declared("kept", &["a", "b"])],
         };
-        assert!(plan(file(), vec![], users(), false).is_empty());
-        let pruned = plan(file(), vec![], users(), true);
+        assert!(plan(file(), vec![], users(), false, HashMap::new()).is_empty());
+        let pruned = plan(file(), vec![], users(), true, HashMap::new());
         assert_eq!(texts(&pruned), ["- user old"]);
         assert!(matches!(
             &pruned[0].change,
@@ -424,7 +443,13 @@ mod tests {
             clients: vec![],
             users: vec![declared("kept", &["a", "c"])],
         };
-        let steps = plan(file, vec![], vec![view("kept", false)], false);
+        let steps = plan(
+            file,
+            vec![],
+            vec![view("kept", false)],
+            false,
+            HashMap::new(),
+        );
         assert_eq!(texts(&steps), ["~ user kept: roles [a,b] -> [a,c]"]);
         assert!(matches!(
             &steps[0].change,

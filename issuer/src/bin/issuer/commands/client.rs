@@ -12,6 +12,10 @@ use issuer::store::{DpopPolicy, GrantKind};
 
 mod import;
 
+pub(crate) use import::{
+    read as read_statement, refuse as refuse_statement, trust as vendor_trust,
+};
+
 #[derive(Args)]
 pub struct ClientArgs {
     #[command(subcommand)]

@@ -72,7 +72,7 @@ impl Command {
             Self::Init(args) => init::run(&args),
             Self::Client(args) => client::run(args, file.as_ref()),
             Self::User(args) => user::run(args),
-            Self::Apply(args) => apply::run(args),
+            Self::Apply(args) => apply::run(args, file.as_ref()),
             Self::Keys(args) => keys::run(args),
             Self::Edges(args) => edges::run(&args),
             Self::Dpop(cmd) => dpop::run(cmd),

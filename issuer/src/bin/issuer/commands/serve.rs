@@ -383,6 +383,8 @@ async fn ready(mut app: App, directory: Option<Box<DirectoryConfig>>) -> anyhow:
 /// readiness probe, the directory's probes and recheck.
 fn spawn_background(app: &Arc<App>) {
     tokio::spawn(issuer::server::sweep_forever(app.clone()));
+    tokio::spawn(issuer::server::expire_vendor_clients_forever(app.clone()));
+    tokio::spawn(issuer::server::watch_revocation_files_forever(app.clone()));
     tokio::spawn(issuer::server::flush_edges_forever(app.clone()));
     tokio::spawn(issuer::server::reload_keys_forever(app.clone()));
     tokio::spawn(issuer::server::follow_store_changes_forever(app.clone()));

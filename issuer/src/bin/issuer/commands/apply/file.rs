@@ -41,6 +41,11 @@ struct ClientEntry {
     /// `"required"` or `"allowed"` (the default).
     dpop: Option<Spanned<String>>,
     secret_file: Option<Spanned<PathBuf>>,
+    /// A vendor's software statement (the JWS) for this client, imported as `client import`
+    /// imports it.
+    software_statement: Option<Spanned<String>>,
+    /// The file holding it (as `client import` reads one), relative to this file's folder.
+    software_statement_file: Option<Spanned<PathBuf>>,
 }
 
 #[derive(Deserialize)]
@@ -74,6 +79,8 @@ pub struct DeclaredClient {
     pub dpop: DpopPolicy,
     /// Read from `secret_file`; used only if the client is new.
     pub secret: Option<Zeroizing<String>>,
+    /// A vendor's client: its software statement (the JWS, not yet verified).
+    pub statement: Option<String>,
 }
 
 /// A local user as the file declares it, checked.
@@ -178,11 +185,23 @@ fn client(
             }
         },
     };
+    let statement = statement(
+        lines,
+        span.clone(),
+        c.software_statement,
+        c.software_statement_file,
+    )?;
+    if statement.is_some() && (c.secret_file.is_some() || c.edge == Some(true)) {
+        let msg = "a vendor's client (software_statement) has the secret its vendor issued and is \
+                   no edge client: no secret_file, no edge = true";
+        return lines.fail(span, msg);
+    }
     let secret = match c.secret_file {
         None => None,
         Some(file) => Some(read_secret_file(lines, file)?),
     };
     Ok(DeclaredClient {
+        statement,
         dpop,
         id,
         grants,
@@ -192,6 +211,35 @@ fn client(
         edge: c.edge,
         secret,
     })
+}
+
+/// A client's statement, as written in the file or read from the file it names.
+fn statement(
+    lines: &Lines<'_>,
+    span: Range<usize>,
+    text: Option<Spanned<String>>,
+    file: Option<Spanned<PathBuf>>,
+) -> anyhow::Result<Option<String>> {
+    match (text, file) {
+        (None, None) => Ok(None),
+        (Some(_), Some(_)) => {
+            let msg = "software_statement or software_statement_file, not both";
+            lines.fail(span, msg)
+        }
+        (Some(text), None) => Ok(Some(text.into_inner().trim().to_owned())),
+        (None, Some(file)) => {
+            let file_span = file.span();
+            let path = lines
+                .path
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(file.into_inner());
+            match crate::commands::client::read_statement(&path) {
+                Ok(text) => Ok(Some(text)),
+                Err(e) => lines.fail(file_span, format!("{e:#}")),
+            }
+        }
+    }
 }
 
 /// The grants declared, by name: sorted, without repeats.

@@ -26,17 +26,17 @@ pub fn import(path: &Path, dir: &DataDir, config: Option<&ConfigFile>) -> anyhow
                     ids: v.list.revoked_client_ids,
                 },
             ),
-            Err(r) => refuse(dir, "revocation list", &r),
+            Err(r) => refuse(dir, "revocation list", &r).map(|never| match never {}),
         };
     }
     match statement::verify(&text, &trust, now) {
         Ok(v) => run_admin(dir, Command::ClientImport(VendorImport::of(v, &text))),
-        Err(r) => refuse(dir, "statement", &r),
+        Err(r) => refuse(dir, "statement", &r).map(|never| match never {}),
     }
 }
 
 /// The trusted vendors of the configuration file.
-fn trust(config: Option<&ConfigFile>) -> anyhow::Result<Trust> {
+pub(crate) fn trust(config: Option<&ConfigFile>) -> anyhow::Result<Trust> {
     let Some(config) = config else {
         bail!("no vendor is trusted: name the configuration file holding [[vendor]] tables with --config");
     };
@@ -52,7 +52,7 @@ fn trust(config: Option<&ConfigFile>) -> anyhow::Result<Trust> {
 
 /// The document in `path`: the JWS as text, or a JSON object holding it as
 /// `software_statement` (an RFC 7591 registration request).
-fn read(path: &Path) -> anyhow::Result<String> {
+pub(crate) fn read(path: &Path) -> anyhow::Result<String> {
     let mut text = String::new();
     std::fs::File::open(path)
         .with_context(|| format!("opening {}", path.display()))?
@@ -79,7 +79,11 @@ fn read(path: &Path) -> anyhow::Result<String> {
 }
 
 /// Audits the refusal `r` of a document of kind `what`, and fails with it.
-fn refuse(dir: &DataDir, what: &str, r: &Refusal) -> anyhow::Result<()> {
+pub(crate) fn refuse(
+    dir: &DataDir,
+    what: &str,
+    r: &Refusal,
+) -> anyhow::Result<std::convert::Infallible> {
     let (error, description) = describe_refusal(r);
     let cmd = Command::VendorRefused {
         target: what.to_owned(),
