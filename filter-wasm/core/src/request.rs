@@ -183,6 +183,7 @@ mod tests {
                 claims: vec![],
             },
             cnf: None,
+            act: None,
         };
         let t = token::mint(&Key::new(3, SECRET), &body).unwrap();
         format!("Bearer {t}")

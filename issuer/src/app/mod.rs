@@ -327,6 +327,7 @@ impl App {
             client: client.to_owned(),
             identity,
             cnf,
+            act: None,
         }
     }
 

@@ -69,6 +69,7 @@ async fn revocation_and_introspection() {
                 claims: vec![],
             },
             cnf: None,
+            act: None,
         };
         token::mint(&ring.keys()[0], &body).unwrap()
     };

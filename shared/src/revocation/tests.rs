@@ -15,6 +15,7 @@ fn body(kind: SubjectKind, subject: &str, client: &str, iat: u64) -> TokenBody {
             claims: vec![],
         },
         cnf: None,
+        act: None,
     }
 }
 

@@ -44,6 +44,7 @@ fn mint(kind: SubjectKind, subject: &str, exp: u64) -> String {
             },
         },
         cnf: None,
+        act: None,
     };
     token::mint(&Key::new(3, SECRET), &body).unwrap()
 }
