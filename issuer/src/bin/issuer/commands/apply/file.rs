@@ -5,7 +5,8 @@ use anyhow::bail;
 use issuer::admin::input::{
     check_claims, check_client_id, check_password_hash, check_roles, check_user_name,
 };
-use issuer::store::{DpopPolicy, GrantKind};
+use issuer::store::exchange::DEFAULT_EXCHANGE_MAX_DEPTH;
+use issuer::store::{DpopPolicy, ExchangePolicy, GrantKind};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
@@ -41,6 +42,12 @@ struct ClientEntry {
     /// `"required"` or `"allowed"` (the default).
     dpop: Option<Spanned<String>>,
     secret_file: Option<Spanned<PathBuf>>,
+    /// Token exchange: the clients whose tokens it may exchange; absent or empty: none.
+    #[serde(default)]
+    exchange_from: Vec<String>,
+    exchange_max_depth: Option<u8>,
+    #[serde(default)]
+    exchange_audience: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -74,6 +81,8 @@ pub struct DeclaredClient {
     pub dpop: DpopPolicy,
     /// Read from `secret_file`; used only if the client is new.
     pub secret: Option<Zeroizing<String>>,
+    /// What it may do with the token exchange grant.
+    pub exchange: Option<ExchangePolicy>,
 }
 
 /// A local user as the file declares it, checked.
@@ -178,11 +187,27 @@ fn client(
             }
         },
     };
+    let exchange = if c.exchange_from.is_empty() {
+        if c.exchange_max_depth.is_some() || !c.exchange_audience.is_empty() {
+            return lines.fail(
+                span,
+                "exchange_max_depth and exchange_audience need exchange_from",
+            );
+        }
+        None
+    } else {
+        let depth = c.exchange_max_depth.unwrap_or(DEFAULT_EXCHANGE_MAX_DEPTH);
+        match ExchangePolicy::new(c.exchange_from, depth, c.exchange_audience) {
+            Ok(p) => Some(p),
+            Err(e) => return lines.fail(span, e.to_string()),
+        }
+    };
     let secret = match c.secret_file {
         None => None,
         Some(file) => Some(read_secret_file(lines, file)?),
     };
     Ok(DeclaredClient {
+        exchange,
         dpop,
         id,
         grants,
