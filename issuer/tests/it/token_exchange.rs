@@ -471,3 +471,47 @@ async fn a_bound_subject_token_needs_a_proof_by_its_key() {
     assert_eq!(b.identity.kind, SubjectKind::Client);
     assert_eq!(b.act.unwrap().origin, "app");
 }
+
+/// `issuer apply` declares an exchange policy, shows it in its plan and in `client list
+/// --json`, changes it, and refuses a bad one naming the field.
+#[test]
+fn an_exchange_policy_is_declared_in_an_apply_file() {
+    let f = fixture();
+    let file = f.dir.with_extension("toml");
+    let write = |text: &str| std::fs::write(&file, text).unwrap();
+    let path = file.to_str().unwrap();
+    write(
+        "[[client]]\nid = \"uploader\"\ngrants = []\nexchange_from = [\"app\"]\nexchange_audience = [\"media\"]\n",
+    );
+    let plan = admin(&f.dir, &["apply", path], None);
+    assert!(
+        plan.contains("exchange from=[app] max_depth=4 audience=[media]"),
+        "{plan}"
+    );
+    let list: Value =
+        serde_json::from_str(&admin(&f.dir, &["client", "list", "--json"], None)).unwrap();
+    let up = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "uploader")
+        .unwrap();
+    assert_eq!(
+        up["exchange"],
+        serde_json::json!({"from": ["app"], "max_depth": 4, "audiences": ["media"]})
+    );
+    write("[[client]]\nid = \"uploader\"\ngrants = []\nexchange_from = [\"app\"]\nexchange_max_depth = 2\n");
+    let plan = admin(&f.dir, &["apply", path], None);
+    assert!(
+        plan.contains("exchange from=[app] max_depth=4 audience=[media] -> from=[app] max_depth=2 audience=[]"),
+        "{plan}"
+    );
+    write("[[client]]\nid = \"uploader\"\ngrants = []\nexchange_from = [\"app\"]\nexchange_max_depth = 9\n");
+    let out = admin_output(&f.dir, &["apply", path], None);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("exchange_max_depth is 1 to 8"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
