@@ -110,7 +110,7 @@ struct Raw {
     #[serde(default)]
     dpop: crate::dpop::RawDpop,
     #[serde(default)]
-    delegation: Vec<crate::delegation::RawRule>,
+    delegation: Vec<String>,
 }
 
 fn default_cache() -> usize {
@@ -228,7 +228,8 @@ impl Config {
             edge_sync,
             token_cache_entries: raw.token_cache_entries,
             dpop: crate::dpop::DpopConfig::new(raw.dpop).map_err(ConfigError)?,
-            delegation: crate::delegation::rules(raw.delegation).map_err(ConfigError)?,
+            delegation: crate::delegation::rules(&raw.delegation)
+                .map_err(|e| ConfigError(e.to_owned()))?,
         })
     }
 }

@@ -249,8 +249,14 @@ fn identity_headers(t: &token::TokenBody) -> Vec<(&'static str, String)> {
         h.push(("x-auth-subject", enc(client)));
     }
     if let Some(chain) = &t.act {
-        let actors: Vec<String> = chain.actors.iter().map(|a| enc(a)).collect();
-        h.push((crate::delegation::ACTORS_HEADER, actors.join(",")));
+        let mut actors = String::new();
+        for a in &chain.actors {
+            if !actors.is_empty() {
+                actors.push(',');
+            }
+            actors.push_str(&enc(a));
+        }
+        h.push((crate::delegation::ACTORS_HEADER, actors));
         h.push(("x-auth-actor-origin", enc(&chain.origin)));
     }
     if !id.roles.is_empty() {

@@ -7,7 +7,6 @@
 //! A path a proxy or an upstream could normalise into another (`%`, `\`, `;`, `//`, dot segments)
 //! is held to every rule at once, so no spelling slips past the rule of the path it means.
 
-use serde::Deserialize;
 use shared::token::MAX_CHAIN_DEPTH;
 
 /// Most rules one configuration holds.
@@ -16,19 +15,6 @@ pub const MAX_RULES: usize = 64;
 /// The header carrying a token's actors: percent-encoded client ids, comma-separated, the
 /// current actor first.
 pub const ACTORS_HEADER: &str = "x-auth-actors";
-
-/// A rule as the configuration writes it.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawRule {
-    path_prefix: String,
-    #[serde(default)]
-    refuse: bool,
-    #[serde(default)]
-    actors: Option<Vec<String>>,
-    #[serde(default)]
-    max_depth: Option<usize>,
-}
 
 /// A rule for the delegated tokens of the paths under `prefix`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,40 +29,50 @@ pub struct Rule {
     pub max_depth: Option<usize>,
 }
 
-/// Checks the rules as written: a plain absolute prefix, actors named, a depth of 1 to
-/// [`MAX_CHAIN_DEPTH`]; the message names what is wrong.
-pub fn rules(raw: Vec<RawRule>) -> Result<Vec<Rule>, String> {
+/// Reads the rules as the configuration writes them, each a string: the path prefix, then any of
+/// `refuse`, `actors=A,B,…` (client ids as `x-auth-actors` writes them) and `max_depth=N`,
+/// separated by spaces. (Strings rather than objects keep the Wasm module within its size.)
+pub fn rules(raw: &[String]) -> Result<Vec<Rule>, &'static str> {
     if raw.len() > MAX_RULES {
-        return Err(format!("delegation: at most {MAX_RULES} rules"));
+        return Err("delegation: at most 64 rules (MAX_RULES)");
     }
-    raw.into_iter()
-        .map(|r| {
-            let plain = r.path_prefix.starts_with('/') && is_clean(r.path_prefix.as_bytes());
-            if !plain {
-                return Err(format!(
-                    "delegation: path_prefix {:?} must be a plain absolute path prefix",
-                    r.path_prefix
-                ));
+    raw.iter().map(|r| rule(r)).collect()
+}
+
+fn rule(text: &str) -> Result<Rule, &'static str> {
+    let mut words = text.split(' ').filter(|w| !w.is_empty());
+    let prefix = words.next().unwrap_or_default();
+    if !prefix.starts_with('/') || !is_clean(prefix.as_bytes()) {
+        return Err("delegation: a rule starts with a plain absolute path prefix");
+    }
+    let mut r = Rule {
+        prefix: prefix.to_owned(),
+        refuse: false,
+        actors: None,
+        max_depth: None,
+    };
+    for w in words {
+        if w == "refuse" {
+            r.refuse = true;
+        } else if let Some(list) = w.strip_prefix("actors=") {
+            let actors: Vec<String> = list.split(',').map(str::to_owned).collect();
+            if actors.iter().any(String::is_empty) {
+                return Err("delegation: actors= names client ids, none empty");
             }
-            if r.max_depth.is_some_and(|d| d == 0 || d > MAX_CHAIN_DEPTH) {
-                return Err(format!("delegation: max_depth is 1 to {MAX_CHAIN_DEPTH}"));
+            r.actors = Some(actors);
+        } else if let Some(n) = w.strip_prefix("max_depth=") {
+            // One digit: MAX_CHAIN_DEPTH is 8.
+            match n.as_bytes() {
+                [d @ b'1'..=b'9'] if usize::from(d - b'0') <= MAX_CHAIN_DEPTH => {
+                    r.max_depth = Some(usize::from(d - b'0'));
+                }
+                _ => return Err("delegation: max_depth is 1 to 8 (MAX_CHAIN_DEPTH)"),
             }
-            if r.actors
-                .as_ref()
-                .is_some_and(|a| a.iter().any(String::is_empty))
-            {
-                return Err("delegation: an actor is a client id, not empty".into());
-            }
-            Ok(Rule {
-                prefix: r.path_prefix,
-                refuse: r.refuse,
-                actors: r
-                    .actors
-                    .map(|a| a.iter().map(|x| crate::encode::enc(x)).collect()),
-                max_depth: r.max_depth,
-            })
-        })
-        .collect()
+        } else {
+            return Err("delegation: a rule holds refuse, actors=… or max_depth=N");
+        }
+    }
+    Ok(r)
 }
 
 /// Whether nothing in `path` could be normalised into another path.
@@ -101,7 +97,7 @@ pub fn refusal(rules: &[Rule], path: &[u8], actors: &str) -> Option<&'static str
         .position(|&c| c == b'?' || c == b'#')
         .unwrap_or(path.len())];
     let doubtful = !is_clean(path);
-    let chain: Vec<&str> = actors.split(',').collect();
+    let depth = actors.split(',').count();
     rules
         .iter()
         .filter(|r| doubtful || path.starts_with(r.prefix.as_bytes()))
@@ -111,10 +107,10 @@ pub fn refusal(rules: &[Rule], path: &[u8], actors: &str) -> Option<&'static str
             } else if r
                 .actors
                 .as_ref()
-                .is_some_and(|allowed| !chain.iter().all(|c| allowed.iter().any(|a| a == c)))
+                .is_some_and(|allowed| !actors.split(',').all(|c| allowed.iter().any(|a| a == c)))
             {
                 Some("an actor of this token is not admitted here")
-            } else if r.max_depth.is_some_and(|d| chain.len() > d) {
+            } else if r.max_depth.is_some_and(|d| depth > d) {
                 Some("the token's actor chain is too deep for this path")
             } else {
                 None
@@ -126,32 +122,47 @@ pub fn refusal(rules: &[Rule], path: &[u8], actors: &str) -> Option<&'static str
 mod tests {
     use super::*;
 
-    fn parse(json: &str) -> Result<Vec<Rule>, String> {
-        rules(serde_json::from_str(json).unwrap())
+    fn parse(json: &str) -> Result<Vec<Rule>, &'static str> {
+        rules(&serde_json::from_str::<Vec<String>>(json).unwrap())
     }
 
     #[test]
     fn rules_are_checked_as_written() {
-        assert!(parse(r#"[{"path_prefix":"/apiv2/Admin/","refuse":true}]"#).is_ok());
+        assert_eq!(
+            parse(r#"["/apiv2/Admin/  refuse", "/m actors=a,b%2Cc max_depth=2"]"#).unwrap(),
+            [
+                Rule {
+                    prefix: "/apiv2/Admin/".into(),
+                    refuse: true,
+                    actors: None,
+                    max_depth: None
+                },
+                Rule {
+                    prefix: "/m".into(),
+                    refuse: false,
+                    actors: Some(vec!["a".into(), "b%2Cc".into()]),
+                    max_depth: Some(2)
+                }
+            ]
+        );
         for bad in [
-            r#"[{"path_prefix":"apiv2/","refuse":true}]"#,
-            r#"[{"path_prefix":"/a/../b","refuse":true}]"#,
-            r#"[{"path_prefix":"/a","max_depth":0}]"#,
-            r#"[{"path_prefix":"/a","max_depth":9}]"#,
-            r#"[{"path_prefix":"/a","actors":[""]}]"#,
+            r#"["apiv2/ refuse"]"#,
+            r#"[""]"#,
+            r#"["/a/../b refuse"]"#,
+            r#"["/a max_depth=0"]"#,
+            r#"["/a max_depth=9"]"#,
+            r#"["/a max_depth=x"]"#,
+            r#"["/a actors=a,,b"]"#,
+            r#"["/a deny"]"#,
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
-        let unknown: Result<Vec<RawRule>, _> =
-            serde_json::from_str(r#"[{"path_prefix":"/a","deny":true}]"#);
-        assert!(unknown.is_err());
     }
 
     #[test]
     fn each_rule_refuses_what_it_says_on_its_paths() {
         let r = parse(
-            r#"[{"path_prefix":"/apiv2/Admin/","refuse":true},
-                {"path_prefix":"/apiv2/Media/","actors":["media","transcoder","up,loader"],"max_depth":2}]"#,
+            r#"["/apiv2/Admin/ refuse", "/apiv2/Media/ actors=media,transcoder,up%2Cloader max_depth=2"]"#,
         )
         .unwrap();
         let admin = b"/apiv2/Admin/Users";
@@ -177,7 +188,7 @@ mod tests {
 
     #[test]
     fn a_doubtful_path_is_held_to_every_rule() {
-        let r = parse(r#"[{"path_prefix":"/apiv2/Admin/","refuse":true}]"#).unwrap();
+        let r = parse(r#"["/apiv2/Admin/ refuse"]"#).unwrap();
         for path in [
             &b"/apiv2/%41dmin/Users"[..],
             b"/apiv2//Admin/Users",

@@ -53,11 +53,10 @@ pub(super) fn chain_ok(chain: &Chain, client: &str) -> Result<(), MintError> {
     if chain.actors[0] != client {
         return Err(MintError::InconsistentIdentity);
     }
-    let all: Vec<&str> = chain.clients().collect();
-    let distinct = all
-        .iter()
+    let distinct = chain
+        .clients()
         .enumerate()
-        .all(|(i, a)| !all[i + 1..].contains(a));
+        .all(|(i, a)| !chain.clients().skip(i + 1).any(|b| b == a));
     if distinct {
         Ok(())
     } else {

@@ -418,8 +418,8 @@ fn a_delegated_token_passes_its_chain_on() {
 #[test]
 fn delegation_rules_refuse_by_path() {
     let cfg = cfg_with(
-        r#","delegation":[{"path_prefix":"/apiv2/Admin/","refuse":true},
-            {"path_prefix":"/apiv2/Media/","actors":["media","transcoder"],"max_depth":2}]"#,
+        r#","delegation":["/apiv2/Admin/ refuse",
+            "/apiv2/Media/ actors=media,transcoder max_depth=2"]"#,
     );
     let state = EdgeState::new(&cfg, 1_500);
     let two = chained(&["media", "transcoder"]);
