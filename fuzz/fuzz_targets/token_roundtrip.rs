@@ -42,6 +42,7 @@ fuzz_target!(|i: Input| {
                 .collect(),
         },
         cnf: None,
+        act: None,
     };
     let key = Key::new(i.kid, i.secret);
     let Ok(t) = token::mint(&key, &body) else {

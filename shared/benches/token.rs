@@ -23,6 +23,7 @@ fn body() -> TokenBody {
             }],
         },
         cnf: None,
+        act: None,
     }
 }
 

@@ -15,6 +15,9 @@ pub enum ErrorCode {
     UnauthorizedClient,
     /// The `grant_type` is not one the server knows.
     UnsupportedGrantType,
+    /// Token exchange: the `audience` or `resource` is not one the client may name (RFC 8693
+    /// section 2.2.2, RFC 8707).
+    InvalidTarget,
     /// Too many failed attempts; the client must wait (`Retry-After`).
     SlowDown,
     /// Something unexpected on the server.
@@ -30,6 +33,7 @@ impl ErrorCode {
             Self::InvalidGrant => "invalid_grant",
             Self::UnauthorizedClient => "unauthorized_client",
             Self::UnsupportedGrantType => "unsupported_grant_type",
+            Self::InvalidTarget => "invalid_target",
             Self::SlowDown => "slow_down",
             Self::ServerError => "server_error",
         }

@@ -15,6 +15,12 @@ use zeroize::Zeroizing;
 /// Most parameters one request may carry.
 pub const MAX_PARAMS: usize = 64;
 
+/// The `grant_type` of token exchange (RFC 8693 section 2.1).
+pub const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+
+/// The one token type token exchange takes and issues: an access token (RFC 8693 section 3).
+pub const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+
 /// Who a client-credentials token is issued for, when the client impersonates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Impersonation {
@@ -59,6 +65,15 @@ pub enum Grant {
         /// The impersonation asked for, if any.
         impersonation: Option<Impersonation>,
     },
+    /// `grant_type=urn:ietf:params:oauth:grant-type:token-exchange` (RFC 8693).
+    TokenExchange {
+        /// `subject_token`: the access token whose subject the new token speaks for.
+        subject_token: Zeroizing<String>,
+        /// `actor_token`: the acting client's own access token, if sent.
+        actor_token: Option<Zeroizing<String>>,
+        /// `audience` or `resource` (both only if equal), if sent.
+        audience: Option<String>,
+    },
 }
 
 impl Grant {
@@ -68,6 +83,7 @@ impl Grant {
             Self::Password { .. } => "password",
             Self::RefreshToken { .. } => "refresh_token",
             Self::ClientCredentials { .. } => "client_credentials",
+            Self::TokenExchange { .. } => "token_exchange",
         }
     }
 }
@@ -88,6 +104,16 @@ impl fmt::Debug for Grant {
                 .debug_struct("ClientCredentials")
                 .field("impersonation", impersonation)
                 .finish(),
+            Self::TokenExchange {
+                actor_token,
+                audience,
+                ..
+            } => f
+                .debug_struct("TokenExchange")
+                .field("subject_token", &"[redacted]")
+                .field("actor_token", &actor_token.as_ref().map(|_| "[redacted]"))
+                .field("audience", audience)
+                .finish(),
         }
     }
 }
@@ -102,7 +128,7 @@ pub struct TokenRequest {
     pub client_id: Option<String>,
 }
 
-const KNOWN: [&str; 12] = [
+const KNOWN: [&str; 19] = [
     "grant_type",
     "username",
     "password",
@@ -115,6 +141,13 @@ const KNOWN: [&str; 12] = [
     "client_secret",
     "token",
     "token_type_hint",
+    "subject_token",
+    "subject_token_type",
+    "actor_token",
+    "actor_token_type",
+    "requested_token_type",
+    "audience",
+    "resource",
 ];
 
 fn repeated(name: &'static str) -> RequestError {
@@ -130,6 +163,13 @@ fn repeated(name: &'static str) -> RequestError {
         "client_id" => "parameter client_id is repeated",
         "token" => "parameter token is repeated",
         "token_type_hint" => "parameter token_type_hint is repeated",
+        "subject_token" => "parameter subject_token is repeated",
+        "subject_token_type" => "parameter subject_token_type is repeated",
+        "actor_token" => "parameter actor_token is repeated",
+        "actor_token_type" => "parameter actor_token_type is repeated",
+        "requested_token_type" => "parameter requested_token_type is repeated",
+        "audience" => "parameter audience is repeated: one audience per exchange",
+        "resource" => "parameter resource is repeated: one resource per exchange",
         _ => "a parameter is repeated",
     })
 }
@@ -202,6 +242,71 @@ fn user_name(value: Zeroizing<String>, what: &'static str) -> Result<String, Req
     Ok(value.to_string())
 }
 
+/// The parameters of token exchange (RFC 8693 section 2.1): the subject token and its type
+/// (required), the actor token and its type (together or neither), the requested type (an
+/// access token, if named), and one target, `audience` or `resource` (if both, the same).
+fn token_exchange(p: &mut Params) -> Result<Grant, RequestError> {
+    let subject_token = p.require("subject_token", "missing parameter subject_token")?;
+    let is_access = |p: &Params, name| p.get(name).map(|t| t == ACCESS_TOKEN_TYPE);
+    match is_access(p, "subject_token_type") {
+        None => {
+            return Err(RequestError::invalid_request(
+                "missing parameter subject_token_type",
+            ))
+        }
+        Some(false) => {
+            return Err(RequestError::invalid_request(
+                "subject_token_type must be urn:ietf:params:oauth:token-type:access_token",
+            ))
+        }
+        Some(true) => {}
+    }
+    let actor_token = p.take("actor_token");
+    match (actor_token.is_some(), is_access(p, "actor_token_type")) {
+        (true, Some(true)) | (false, None) => {}
+        (true, None) => {
+            return Err(RequestError::invalid_request(
+                "missing parameter actor_token_type",
+            ))
+        }
+        (false, Some(_)) => {
+            return Err(RequestError::invalid_request(
+                "actor_token_type without actor_token",
+            ))
+        }
+        (true, Some(false)) => {
+            return Err(RequestError::invalid_request(
+                "actor_token_type must be urn:ietf:params:oauth:token-type:access_token",
+            ))
+        }
+    }
+    if is_access(p, "requested_token_type") == Some(false) {
+        return Err(RequestError::invalid_request(
+            "requested_token_type must be urn:ietf:params:oauth:token-type:access_token",
+        ));
+    }
+    let audience = match (p.take("audience"), p.take("resource")) {
+        (Some(a), Some(r)) if *a != *r => {
+            return Err(RequestError::invalid_request(
+                "audience and resource name different targets: send one",
+            ))
+        }
+        (Some(t), _) | (None, Some(t)) => Some(t.to_string()),
+        (None, None) => None,
+    };
+    if audience.as_ref().is_some_and(|a| !crate::rules::name_ok(a)) {
+        return Err(RequestError {
+            code: ErrorCode::InvalidTarget,
+            description: "the audience is too long or holds control characters",
+        });
+    }
+    Ok(Grant::TokenExchange {
+        subject_token,
+        actor_token,
+        audience,
+    })
+}
+
 /// Parses the body of a revocation (RFC 7009) or introspection (RFC 7662) request and returns its
 /// required `token` parameter. `token_type_hint` is accepted and not needed: tokens say what they are.
 pub fn parse_token_param(body: &[u8]) -> Result<Zeroizing<String>, RequestError> {
@@ -254,10 +359,12 @@ pub fn parse_token_request(body: &[u8]) -> Result<TokenRequest, RequestError> {
             };
             Grant::ClientCredentials { impersonation }
         }
+        TOKEN_EXCHANGE => token_exchange(&mut p)?,
         _ => {
             return Err(RequestError {
                 code: ErrorCode::UnsupportedGrantType,
-                description: "grant_type must be password, refresh_token or client_credentials",
+                description: "grant_type must be password, refresh_token, client_credentials or \
+                              urn:ietf:params:oauth:grant-type:token-exchange",
             })
         }
     };
@@ -357,6 +464,58 @@ mod tests {
         assert_eq!(r.client_id.as_deref(), Some("app"));
         assert!(matches!(r.grant, Grant::RefreshToken { .. }));
         assert_eq!(code("grant_type=refresh_token"), ErrorCode::InvalidRequest);
+    }
+
+    #[test]
+    fn token_exchange_parameters() {
+        let base = format!(
+            "grant_type={TOKEN_EXCHANGE}&subject_token=s&subject_token_type={ACCESS_TOKEN_TYPE}"
+        );
+        match parse(&format!("{base}&resource=media&audience=media"))
+            .unwrap()
+            .grant
+        {
+            Grant::TokenExchange {
+                subject_token,
+                actor_token,
+                audience,
+            } => {
+                assert_eq!(subject_token.as_str(), "s");
+                assert!(actor_token.is_none());
+                assert_eq!(audience.as_deref(), Some("media"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let with_actor = format!("{base}&actor_token=a&actor_token_type={ACCESS_TOKEN_TYPE}");
+        assert!(matches!(
+            parse(&with_actor).unwrap().grant,
+            Grant::TokenExchange {
+                actor_token: Some(_),
+                ..
+            }
+        ));
+        for bad in [
+            format!("grant_type={TOKEN_EXCHANGE}&subject_token_type={ACCESS_TOKEN_TYPE}"),
+            format!("grant_type={TOKEN_EXCHANGE}&subject_token=s"),
+            format!("grant_type={TOKEN_EXCHANGE}&subject_token=s&subject_token_type=urn:x"),
+            format!("{base}&actor_token=a"),
+            format!("{base}&actor_token_type={ACCESS_TOKEN_TYPE}"),
+            format!("{base}&actor_token=a&actor_token_type=urn:x"),
+            format!("{base}&requested_token_type=urn:ietf:params:oauth:token-type:refresh_token"),
+            format!("{base}&audience=a&resource=b"),
+            format!("{base}&audience=a&audience=a"),
+            format!("{base}&subject_token=s"),
+        ] {
+            assert_eq!(code(&bad), ErrorCode::InvalidRequest, "{bad}");
+        }
+        assert_eq!(
+            code(&format!("{base}&audience=a%0Ab")),
+            ErrorCode::InvalidTarget
+        );
+        let r = parse(&format!("{base}&actor_token=secret-actor")).unwrap_err();
+        assert!(!r.description.contains("secret"));
+        let r = parse(&with_actor.replace("subject_token=s", "subject_token=hunter2")).unwrap();
+        assert!(!format!("{r:?}").contains("hunter2"));
     }
 
     #[test]

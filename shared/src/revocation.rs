@@ -295,14 +295,26 @@ impl RevocationSet {
     }
 
     /// True if a revocation in force covers the token: its id, or its user's or client's
-    /// revocation at or after its `iat` (for a client, [`CLIENT_GRACE`] later still).
+    /// revocation at or after its `iat` (for a client, [`CLIENT_GRACE`] later still). A token
+    /// from token exchange is covered by the revocation of any client its actor chain names
+    /// (every actor and the origin), and by its family's, whose tag it carries over from the
+    /// subject token.
     pub fn covers(&self, body: &TokenBody) -> bool {
         let before = |slot: Option<&(u64, u64)>, grace: u64| {
             slot.is_some_and(|(at, _)| body.iat <= at.saturating_add(grace))
         };
+        let chain_revoked = || {
+            body.act.as_ref().is_some_and(|chain| {
+                !self.clients.is_empty()
+                    && chain
+                        .clients()
+                        .any(|c| before(self.clients.get(c), CLIENT_GRACE))
+            })
+        };
         self.has_token(&body.jti)
             || self.has_family(&body.jti)
             || before(self.clients.get(&body.client), CLIENT_GRACE)
+            || chain_revoked()
             || (body.identity.kind == SubjectKind::User
                 && before(self.users.get(&body.identity.subject), 0))
     }

@@ -16,8 +16,10 @@ use base64::Engine as _;
 use hmac::Mac;
 
 mod body;
+mod chain;
 
 use body::{decode_body, encode_body, identity_ok};
+pub use chain::Chain;
 
 /// The token family: every access token starts with this.
 pub const FAMILY: &str = "mmat";
@@ -44,6 +46,9 @@ pub const JTI_LEN: usize = 16;
 /// a token can be accepted somewhere until `exp + MAX_CLOCK_SKEW`, and from `iat - MAX_CLOCK_SKEW`,
 /// so whatever revokes it must cover that much.
 pub const MAX_CLOCK_SKEW: u64 = 600;
+/// Most clients one actor chain holds ([`Chain::actors`]): the hard cap on a delegation's
+/// depth, whatever an issuer's policy allows.
+pub const MAX_CHAIN_DEPTH: usize = 8;
 const TAG_LEN: usize = 32;
 const TAG_B64_LEN: usize = 43;
 /// Bodies up to this many bytes are decoded without an allocation (most are under 200).
@@ -130,6 +135,9 @@ pub struct TokenBody {
     /// whose DPoP proof must accompany every use. `Some` is minted as `mmat2`, `None` as `mmat1`.
     /// A verifier must refuse a bound token presented as `Bearer`.
     pub cnf: Option<[u8; JKT_LEN]>,
+    /// Who acts for the subject, for a token obtained by token exchange; `None` for every other
+    /// token (minted exactly as before chains existed).
+    pub act: Option<Chain>,
 }
 
 impl TokenBody {
@@ -177,6 +185,10 @@ pub enum MintError {
     KeyMismatch,
     /// The finished token would exceed [`MAX_TOKEN_LEN`].
     TooLong,
+    /// An actor chain with no actor or more than [`MAX_CHAIN_DEPTH`].
+    ChainDepth,
+    /// An actor chain naming one client twice (the origin included).
+    ChainCycle,
 }
 
 impl core::fmt::Display for MintError {
@@ -188,6 +200,8 @@ impl core::fmt::Display for MintError {
             Self::ExpiresBeforeIssued => f.write_str("expiry before issue time"),
             Self::KeyMismatch => f.write_str("kid does not match the signing key"),
             Self::TooLong => write!(f, "token longer than {MAX_TOKEN_LEN} bytes"),
+            Self::ChainDepth => write!(f, "actor chain of 0 or over {MAX_CHAIN_DEPTH} clients"),
+            Self::ChainCycle => f.write_str("actor chain naming a client twice"),
         }
     }
 }
@@ -212,6 +226,9 @@ pub fn mint(key: &Key, body: &TokenBody) -> Result<String, MintError> {
         return Err(MintError::InvalidField("client"));
     }
     identity_ok(&body.identity)?;
+    if let Some(chain) = &body.act {
+        chain::chain_ok(chain, &body.client)?;
+    }
     let raw = encode_body(body);
     let prefix = if body.cnf.is_some() {
         BOUND_PREFIX
@@ -419,6 +436,9 @@ pub fn inspect(token: &str) -> Result<TokenBody, VerifyError> {
 
 #[cfg(test)]
 mod bound_tests;
+
+#[cfg(test)]
+mod chain_tests;
 
 #[cfg(test)]
 mod tests;

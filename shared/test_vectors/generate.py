@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes tokens.json: test vectors for the mmat1 token format, bound mmat2 tokens and JWK
-thumbprints (RFC 7638).
+"""Writes tokens.json: test vectors for the mmat1 token format, bound mmat2 tokens, actor chains
+and JWK thumbprints (RFC 7638).
 
 This is a second, independent implementation of docs/token-format.md (standard library only), so
 the vectors check the Rust code against the specification rather than against itself.
@@ -30,6 +30,12 @@ def body(kid, jti, iat, exp, kind, client, subject, roles, claims, kind_byte=Non
     out += bytes([len(roles)]) + b"".join(s(r) for r in roles)
     out += bytes([len(claims)]) + b"".join(s(t) + s(v) for t, v in claims)
     return out + extra
+
+
+def chain(origin, actors, count=None):
+    """The actor chain section: opening byte 1, the origin, the count, the actors outermost first."""
+    n = len(actors) if count is None else count
+    return bytes([1]) + s(origin) + bytes([n]) + b"".join(s(a) for a in actors)
 
 
 def sign(raw, kid_for_key, prefix="mmat1."):
@@ -71,6 +77,17 @@ bound_specs = [
      thumbprint(JWKS[1])),
 ]
 
+# Tokens from token exchange: (name, kid, jti, iat, exp, kind, client, subject, roles, claims,
+# (origin, actors), cnf or None).
+chain_specs = [
+    ("user acted for by one client", 1, bytes([6] * 16), 1700000000, 1700000300, "user", "uploader", "alice",
+     ["editor"], [], ("web", ["uploader"]), None),
+    ("bound user token acted for by three clients", 1, bytes([7] * 16), 1700000000, 1700000300, "user",
+     "media", "alice", [], [("email", "alice@example.com")], ("web", ["media", "transcoder", "uploader"]), JKT),
+    ("client acted for by two", 2, bytes([8] * 16), 1700000000, 1700000300, "client", "transcoder", "", [], [],
+     ("batch-job", ["transcoder", "uploader"]), None),
+]
+
 valid = []
 for name, kid, jti, iat, exp, kind, client, subject, roles, claims, *cnf in valid_specs + bound_specs:
     raw = body(kid, jti, iat, exp, kind, client, subject, roles, claims)
@@ -80,6 +97,17 @@ for name, kid, jti, iat, exp, kind, client, subject, roles, claims, *cnf in vali
         "client": client, "subject": subject, "roles": roles,
         "claims": [{"type": t, "value": v} for t, v in claims],
         "cnf": cnf.hex() if cnf else None,
+        "verify_at": iat,
+        "token": sign(raw + cnf, kid, prefix="mmat2.") if cnf else sign(raw, kid),
+    })
+for name, kid, jti, iat, exp, kind, client, subject, roles, claims, (origin, actors), cnf in chain_specs:
+    raw = body(kid, jti, iat, exp, kind, client, subject, roles, claims) + chain(origin, actors)
+    valid.append({
+        "name": name, "kid": kid, "jti": jti.hex(), "iat": iat, "exp": exp, "kind": kind,
+        "client": client, "subject": subject, "roles": roles,
+        "claims": [{"type": t, "value": v} for t, v in claims],
+        "cnf": cnf.hex() if cnf else None,
+        "act": {"origin": origin, "actors": actors},
         "verify_at": iat,
         "token": sign(raw + cnf, kid, prefix="mmat2.") if cnf else sign(raw, kid),
     })
@@ -133,6 +161,23 @@ invalid = [
     ("claim type with =", sign(body(1, bytes(16), 1, 2, "impersonation", "c", "", [], [("a=b", "v")]), 1), "malformed"),
     ("control character in subject", sign(body(1, bytes(16), 1, 2, "user", "c", "a\nb", [], []), 1), "malformed"),
     ("invalid UTF-8 in client", sign(body(1, bytes(16), 1, 2, "client", b"\xff\xfe", "", [], []), 1), "malformed"),
+    ("chain of no actor", sign(good_raw + chain("web", [], count=0), 1), "malformed"),
+    ("chain of nine actors", sign(body(1, bytes(16), 1, 2, "user", "a0", "u", [], [])
+                                  + chain("web", ["a%d" % i for i in range(9)]), 1), "malformed"),
+    ("chain count past its actors", sign(body(1, bytes(16), 1, 2, "user", "a", "u", [], [])
+                                         + chain("web", ["a"], count=2), 1), "malformed"),
+    ("chain whose first actor is not the client", sign(good_raw + chain("web", ["uploader"]), 1), "malformed"),
+    ("chain naming an actor twice", sign(body(1, bytes(16), 1, 2, "user", "a", "u", [], [])
+                                         + chain("web", ["a", "b", "a"]), 1), "malformed"),
+    ("chain whose origin acts", sign(body(1, bytes(16), 1, 2, "user", "a", "u", [], [])
+                                     + chain("a", ["a"]), 1), "malformed"),
+    ("chain with an empty actor", sign(body(1, bytes(16), 1, 2, "user", "a", "u", [], [])
+                                       + chain("web", ["a", ""]), 1), "malformed"),
+    ("unknown section after the claims", sign(good_raw + bytes([2]) + chain("web", ["media-app"])[1:], 1),
+     "malformed"),
+    ("trailing byte after the chain", sign(good_raw + chain("web", ["media-app"]) + b"\x00", 1), "malformed"),
+    ("bound token with the chain after its jkt", sign(bound_raw + chain("web", ["spa"]), 1, prefix="mmat2."),
+     "malformed"),
     ("oversize", "mmat1." + "A" * 4096 + "." + tag, "malformed"),
     ("trailing newline", good + "\n", "malformed"),
     ("leading space", " " + good, "malformed"),

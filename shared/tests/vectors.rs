@@ -3,7 +3,7 @@
 //! made by the generator's own Ed25519 signer must give its thumbprints and its verdicts.
 
 use serde::Deserialize;
-use shared::token::{self, Claim, Identity, SubjectKind, TokenBody};
+use shared::token::{self, Chain, Claim, Identity, SubjectKind, TokenBody};
 use shared::{dpop, Key, KeyRing};
 
 #[derive(Deserialize)]
@@ -67,8 +67,17 @@ struct Valid {
     claims: Vec<VClaim>,
     /// The confirmation of a bound (`mmat2`) token, hex; `null` for `mmat1`.
     cnf: Option<String>,
+    /// The actor chain of a token from token exchange; absent for every other token.
+    #[serde(default)]
+    act: Option<VChain>,
     verify_at: u64,
     token: String,
+}
+
+#[derive(Deserialize)]
+struct VChain {
+    origin: String,
+    actors: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -104,6 +113,8 @@ fn all_vectors() {
     let (v, ring) = load();
     assert!(v.valid.len() >= 4 && v.invalid.len() >= 25);
     assert!(v.valid.iter().any(|c| c.cnf.is_some()));
+    assert!(v.valid.iter().any(|c| c.act.is_some() && c.cnf.is_some()));
+    assert!(v.valid.iter().any(|c| c.act.is_some() && c.cnf.is_none()));
     for case in &v.valid {
         let kind = match case.kind.as_str() {
             "user" => SubjectKind::User,
@@ -131,6 +142,10 @@ fn all_vectors() {
                     .collect(),
             },
             cnf: case.cnf.as_deref().map(|c| hex(c).try_into().unwrap()),
+            act: case.act.as_ref().map(|c| Chain {
+                origin: c.origin.clone(),
+                actors: c.actors.clone(),
+            }),
         };
         let key = ring.get(case.kid).unwrap();
         assert_eq!(

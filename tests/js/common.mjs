@@ -14,6 +14,8 @@ export function view(info) {
     subject: info.subject,
     roles: info.roles,
     claims: info.claims,
+    actors: info.actors,
+    actorOrigin: info.actorOrigin,
   };
 }
 
@@ -32,6 +34,8 @@ export function vectorView(v) {
     subject: v.subject === "" ? null : v.subject,
     roles: v.roles,
     claims: v.claims,
+    actors: v.act ? v.act.actors : null,
+    actorOrigin: v.act ? v.act.origin : null,
   };
 }
 

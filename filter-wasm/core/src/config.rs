@@ -3,7 +3,7 @@
 //! --public-origin URL` prints a valid one. Reference: `docs/filter.md`.
 //!
 //! Every other module reads the configuration; this one uses none of them (but the token cache's
-//! default size and the `dpop` block's own validation), so the configuration is the root of the crate's module graph.
+//! default size, and the `dpop` and `delegation` blocks' own validation), so the configuration is the root of the crate's module graph.
 
 use serde::Deserialize;
 use shared::edge_feed::{BadSecret, FeedKey};
@@ -13,7 +13,7 @@ use zeroize::Zeroizing;
 
 /// The identity headers the filter sets from a verified token. Every header of the identity
 /// namespace ([`is_identity_header`]) is removed from each request first.
-pub const IDENTITY_HEADERS: [&str; 9] = [
+pub const IDENTITY_HEADERS: [&str; 11] = [
     "x-auth-client",
     "x-auth-subject-kind",
     "x-auth-subject",
@@ -23,6 +23,8 @@ pub const IDENTITY_HEADERS: [&str; 9] = [
     "x-auth-expires",
     "x-auth-binding",
     "x-auth-jkt",
+    "x-auth-actors",
+    "x-auth-actor-origin",
 ];
 
 /// True for a header name in the filter's identity namespace: `x-auth` and everything under
@@ -107,6 +109,8 @@ struct Raw {
     token_cache_entries: usize,
     #[serde(default)]
     dpop: crate::dpop::RawDpop,
+    #[serde(default)]
+    delegation: Vec<String>,
 }
 
 fn default_cache() -> usize {
@@ -138,6 +142,8 @@ pub struct Config {
     pub token_cache_entries: usize,
     /// DPoP-bound tokens and their proofs ([`crate::dpop`]).
     pub dpop: crate::dpop::DpopConfig,
+    /// Rules for delegated tokens by path ([`crate::delegation`]).
+    pub delegation: Vec<crate::delegation::Rule>,
 }
 
 /// Why a configuration was refused. The message names the field and never includes a secret.
@@ -222,6 +228,8 @@ impl Config {
             edge_sync,
             token_cache_entries: raw.token_cache_entries,
             dpop: crate::dpop::DpopConfig::new(raw.dpop).map_err(ConfigError)?,
+            delegation: crate::delegation::rules(&raw.delegation)
+                .map_err(|e| ConfigError(e.to_owned()))?,
         })
     }
 }

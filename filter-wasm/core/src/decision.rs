@@ -8,7 +8,7 @@ use crate::cache::{Cached, IdentityHeaders, Remember};
 use crate::config::{Config, IDENTITY_HEADERS};
 use crate::dpop::{self, Accepted, ProofRequest, Refusal};
 use crate::edge::EdgeState;
-use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+use crate::encode::enc;
 use shared::token::{self, Limits, SubjectKind};
 use shared::VerifyError;
 
@@ -56,11 +56,14 @@ pub enum Outcome {
     BoundAsBearer,
     /// A bearer token under the `DPoP` scheme: 401 `invalid_token`.
     UnboundAsDpop,
+    /// A delegated token (with an actor chain) that a `delegation` rule refuses on the path:
+    /// 403 `insufficient_scope`.
+    Delegation,
 }
 
 impl Outcome {
     /// All outcomes, in counter order.
-    pub const ALL: [Outcome; 18] = [
+    pub const ALL: [Outcome; 19] = [
         Self::Allowed,
         Self::Missing,
         Self::Malformed,
@@ -79,6 +82,7 @@ impl Outcome {
         Self::DpopReplayBusy,
         Self::BoundAsBearer,
         Self::UnboundAsDpop,
+        Self::Delegation,
     ];
 
     /// The outcome's place in [`Outcome::ALL`].
@@ -107,6 +111,7 @@ impl Outcome {
             Self::DpopReplayBusy => "dpop_replay_busy",
             Self::BoundAsBearer => "bound_as_bearer",
             Self::UnboundAsDpop => "unbound_as_dpop",
+            Self::Delegation => "delegation_refused",
         }
     }
 }
@@ -165,20 +170,6 @@ pub enum Decision {
     Deny(Denial),
 }
 
-/// Bytes percent-encoded in identity header values: controls, non-ASCII (always), and the
-/// characters that would make a value ambiguous.
-const ENCODE: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'%')
-    .add(b'"')
-    .add(b'\\')
-    .add(b',')
-    .add(b'=');
-
-fn enc(s: &str) -> String {
-    utf8_percent_encode(s, ENCODE).to_string()
-}
-
 /// True if the path (query removed) starts with an exempt prefix and has nothing a proxy or an
 /// upstream could normalise into another path. Anything doubtful stays protected: `%`, `\`, `//`,
 /// dot segments, and `;` anywhere (path parameters: Tomcat, Jetty and Spring read `..;` as `..`).
@@ -193,14 +184,7 @@ pub fn is_exempt(cfg: &Config, path: &[u8]) -> bool {
         .iter()
         .position(|&c| c == b'?' || c == b'#')
         .unwrap_or(path.len())];
-    let clean = !path.contains(&b'%')
-        && !path.contains(&b'\\')
-        && !path.contains(&b';')
-        && !path.windows(2).any(|w| w == b"//")
-        && !path
-            .split(|&c| c == b'/')
-            .any(|seg| seg == b"." || seg == b"..");
-    clean
+    crate::delegation::is_clean(path)
         && cfg
             .exempt_prefixes
             .iter()
@@ -260,7 +244,20 @@ fn identity_headers(t: &token::TokenBody) -> Vec<(&'static str, String)> {
     if !id.subject.is_empty() {
         h.push(("x-auth-subject", enc(&id.subject)));
     } else if id.kind == SubjectKind::Client {
-        h.push(("x-auth-subject", enc(&t.client)));
+        // A client's own token: the client it speaks for, the chain's origin once exchanged.
+        let client = t.act.as_ref().map_or(&t.client, |c| &c.origin);
+        h.push(("x-auth-subject", enc(client)));
+    }
+    if let Some(chain) = &t.act {
+        let mut actors = String::new();
+        for a in &chain.actors {
+            if !actors.is_empty() {
+                actors.push(',');
+            }
+            actors.push_str(&enc(a));
+        }
+        h.push((crate::delegation::ACTORS_HEADER, actors));
+        h.push(("x-auth-actor-origin", enc(&chain.origin)));
     }
     if !id.roles.is_empty() {
         h.push((
@@ -420,6 +417,12 @@ fn check_token<'a>(
             Err(refused) => return *refused,
         },
     };
+    if let Some(refused) = delegation_refused(cfg, &known, proof.path) {
+        return Verdict {
+            remember,
+            ..refused
+        };
+    }
     let v = match (scheme, known.cnf) {
         (Scheme::Bearer, None) => verdict(Decision::Allow(known.headers), Outcome::Allowed),
         (Scheme::Bearer, Some(_)) => verdict(
@@ -451,6 +454,18 @@ fn check_token<'a>(
         }
     };
     Verdict { remember, ..v }
+}
+
+/// The verdict refusing a delegated token on this path by the `delegation` rules, if they do:
+/// 403 `insufficient_scope` (RFC 6750 section 3.1), whatever the scheme.
+fn delegation_refused(cfg: &Config, known: &Cached, path: &[u8]) -> Option<Verdict<'static>> {
+    let actors = known
+        .headers
+        .iter()
+        .find(|(name, _)| *name == crate::delegation::ACTORS_HEADER)?;
+    let why = crate::delegation::refusal(&cfg.delegation, path, &actors.1)?;
+    let d = deny(cfg, 403, Some("insufficient_scope"), why);
+    Some(verdict(d, Outcome::Delegation))
 }
 
 /// A token not in the cache, verified and checked against the revocations: what to remember of

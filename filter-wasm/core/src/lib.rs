@@ -14,11 +14,14 @@
 //! - [`sync`] → `edge`, `config` (edge sync's steps: count, log, poll, answer, over a host trait);
 //! - [`request`] → `decision`, `dpop`, `edge`, `config`, `cache` (one request's headers in, what
 //!   to tell Envoy out: what both adapters share);
-//! - [`decision`] → `dpop`, `edge`, `config`, `cache`, `bearer` (what to do with one request);
+//! - [`decision`] → `dpop`, `edge`, `config`, `cache`, `bearer`, `delegation`, `encode` (what to
+//!   do with one request);
 //! - [`dpop`]: a leaf (its settings, the proof a bound token needs, the memory of used proofs);
 //! - [`edge`] → `config`, `cache` (the feed's answers, the state they make, the poll schedule);
-//! - [`config`] → `cache` (its default size only), `dpop` (its block's validation);
-//! - [`cache`] and `bearer`: leaves.
+//! - [`config`] → `cache` (its default size only), `dpop` and `delegation` (their blocks'
+//!   validation);
+//! - [`delegation`]: a leaf (the rules for delegated tokens by path);
+//! - [`cache`], `bearer` and `encode` (how identity header values are written): leaves.
 //!
 //! `cargo xtask tidy` checks the graph has no cycle, and that this crate has no `unsafe` and names
 //! no proxy-wasm or Envoy ABI type. Nothing in it panics on purpose (a panic in the Wasm filter
@@ -31,7 +34,9 @@ mod bearer;
 pub mod cache;
 pub mod config;
 pub mod decision;
+pub mod delegation;
 pub mod dpop;
 pub mod edge;
+mod encode;
 pub mod request;
 pub mod sync;

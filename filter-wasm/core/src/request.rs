@@ -183,6 +183,7 @@ mod tests {
                 claims: vec![],
             },
             cnf: None,
+            act: None,
         };
         let t = token::mint(&Key::new(3, SECRET), &body).unwrap();
         format!("Bearer {t}")
@@ -221,10 +222,16 @@ mod tests {
         let (cfg, now) = (cfg(), 1_000);
         let state = EdgeState::new(&cfg, now);
         // An exempt path: nothing set, the planted identity removed as spelled.
-        let headers = request("/apiv2/oauth/token", &[("X-Auth_Subject", "admin")]);
+        let planted = [
+            ("X-Auth_Subject", "admin"),
+            ("x-auth-actors", "media"),
+            ("X_AUTH_ACTORS", "media"),
+            ("x-auth-actor-origin", "app"),
+        ];
+        let headers = request("/apiv2/oauth/token", &planted);
         let handled = handle(&cfg, &state, &replays(), &headers, now);
         let expected = Action::Forward {
-            remove: vec!["X-Auth_Subject".to_owned()],
+            remove: planted.iter().map(|(n, _)| (*n).to_owned()).collect(),
             set: None,
         };
         assert_eq!(handled.action, expected);

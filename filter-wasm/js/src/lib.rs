@@ -57,6 +57,12 @@ export interface TokenInfo {
   roles: string[];
   /** Claims of the subject. */
   claims: Claim[];
+  /** A token from token exchange: the clients acting for the subject, the current actor
+   * (`client`) first, each earlier one after it; null for a token nobody acts through. */
+  actors: string[] | null;
+  /** A token from token exchange: the client the subject's first token was issued to; null
+   * otherwise. */
+  actorOrigin: string | null;
 }
 "#;
 
@@ -123,6 +129,20 @@ fn info(b: &TokenBody, now_ms: f64) -> Object {
         })
         .collect();
     set(&o, "claims", claims);
+    let (actors, origin) = match &b.act {
+        Some(chain) => (
+            chain
+                .actors
+                .iter()
+                .map(|a| JsValue::from_str(a))
+                .collect::<Array>()
+                .into(),
+            JsValue::from_str(&chain.origin),
+        ),
+        None => (JsValue::NULL, JsValue::NULL),
+    };
+    set(&o, "actors", actors);
+    set(&o, "actorOrigin", origin);
     o
 }
 

@@ -2,7 +2,7 @@
 //! listing them.
 
 use super::{found, refused, AdminError};
-use crate::store::{ClientChange, ClientRecord, DpopPolicy, GrantKind, Store};
+use crate::store::{ClientChange, ClientRecord, DpopPolicy, ExchangePolicy, GrantKind, Store};
 use serde::{Deserialize, Serialize};
 
 /// A client to register (`issuer client add`): it starts inactive unless `active` (as
@@ -28,6 +28,9 @@ pub struct NewClient {
     /// Active from the start.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub active: bool,
+    /// What it may do with the token exchange grant; `None`: it cannot exchange.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchange: Option<ExchangePolicy>,
 }
 
 /// `client add`.
@@ -43,6 +46,7 @@ pub(super) async fn add(store: &dyn Store, c: &NewClient, now: u64) -> Result<St
         created_at: now,
         deactivated_at: None,
         vendor: None,
+        exchange: c.exchange.clone(),
     };
     if rec.secret_hash_bytes().is_none() {
         return refused("malformed secret hash".into());
@@ -96,6 +100,9 @@ pub struct ClientView {
     /// A vendor's client: what its statements say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vendor: Option<super::vendor::VendorView>,
+    /// What it may do with the token exchange grant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchange: Option<ExchangePolicy>,
 }
 
 /// `client list`: every client, in the store's order.
@@ -113,6 +120,7 @@ pub(super) async fn list(store: &dyn Store) -> Result<Vec<ClientView>, AdminErro
             edge: c.edge,
             dpop: c.dpop,
             vendor: c.vendor.as_deref().map(super::vendor::VendorView::of),
+            exchange: c.exchange,
         })
         .collect())
 }

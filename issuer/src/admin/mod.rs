@@ -116,6 +116,9 @@ pub enum Command {
         /// Whether its tokens must be bound with DPoP.
         #[serde(default)]
         dpop: DpopPolicy,
+        /// What it may do with the token exchange grant.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exchange: Option<crate::store::ExchangePolicy>,
     },
     /// Require DPoP of a client, or not.
     ClientDpop {
@@ -356,12 +359,14 @@ async fn run_command(
             impersonate,
             claim_types,
             dpop,
+            exchange,
         } => {
             let change = ClientChange::SetAccess {
                 grants: grants.clone(),
                 impersonate: *impersonate,
                 claim_types: claim_types.clone(),
                 dpop: *dpop,
+                exchange: exchange.clone(),
             };
             clients::update(store, id, change, now).await?
         }

@@ -116,6 +116,7 @@ fn the_wire_format_is_unchanged() {
         dpop: Default::default(),
         secret_hash: "ab".into(),
         active: false,
+        exchange: None,
     });
     assert_eq!(
         serde_json::to_value(&add).unwrap(),

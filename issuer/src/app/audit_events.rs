@@ -54,6 +54,31 @@ impl App {
         ));
     }
 
+    /// A token minted by token exchange: its subject, and who acts for it.
+    pub(super) fn audit_exchange(&self, body: &TokenBody) {
+        let Some(chain) = &body.act else { return };
+        let target = if body.identity.subject.is_empty() {
+            &chain.origin
+        } else {
+            &body.identity.subject
+        };
+        self.audit.record(AuditEvent::new(
+            now(),
+            &body.client,
+            AuditAction::Exchange,
+            target,
+            Value::Null,
+            json!({
+                "subject": body.identity.subject,
+                "subject_kind": body.identity.kind.as_str(),
+                "origin": chain.origin,
+                "actors": chain.actors,
+                "jti": body.jti_hex(),
+                "exp": body.exp,
+            }),
+        ));
+    }
+
     /// An access token revoked by its client (RFC 7009).
     pub(super) fn audit_revoked_access(&self, client: &str, body: &TokenBody) {
         let target = if body.identity.subject.is_empty() {

@@ -64,6 +64,8 @@ impl ClientCredentialsGrant {
             family: None,
             refresh: None,
             not_before: 0,
+            act: None,
+            expires_by: None,
         })
     }
 }

@@ -194,6 +194,8 @@ impl PasswordGrant {
             family: self.hash.hash_key().family_tag_of(&refresh),
             refresh: Some(refresh),
             not_before: user.tokens_after(),
+            act: None,
+            expires_by: None,
         })
     }
 }

@@ -71,6 +71,8 @@ impl RefreshGrant {
                 family,
                 refresh: Some(rotation.successor),
                 not_before: rotation.user.tokens_after(),
+                act: None,
+                expires_by: None,
             },
             retried: rotation.retried,
         })

@@ -20,6 +20,8 @@ pub mod feed_wait;
 mod flow_client_credentials;
 mod flow_password;
 mod flow_refresh;
+mod flow_token_exchange;
+mod grant_dispatch;
 mod revocation;
 mod revoke_budget;
 mod vendor_clients;
@@ -29,9 +31,8 @@ use crate::passwords::PasswordChecker;
 use crate::store::revocation::{RevocationSet, FAMILY_TAG_LEN};
 use crate::store::{ClientRecord, RefreshPolicy, RefreshRejection, Store, StoreError};
 use crate::throttle::Throttle;
-use flow_refresh::Refreshed;
 use serde_json::json;
-use shared::grant::{parse_token_request, Grant};
+use shared::grant::parse_token_request;
 use shared::token::{self, Identity, TokenBody};
 use shared::{Key, KeyRing};
 use std::sync::{Arc, RwLock};
@@ -328,6 +329,7 @@ impl App {
             client: client.to_owned(),
             identity,
             cnf,
+            act: None,
         }
     }
 
@@ -377,7 +379,9 @@ impl App {
             // request we cannot serve, not a server fault.
             token::MintError::InvalidField(_)
             | token::MintError::TooManyItems
-            | token::MintError::TooLong => {
+            | token::MintError::TooLong
+            | token::MintError::ChainDepth
+            | token::MintError::ChainCycle => {
                 ApiError::invalid_request("the identity does not fit into a token")
             }
             other => ApiError::internal(&other),
@@ -389,11 +393,13 @@ impl App {
         access: String,
         refresh: Option<Zeroizing<String>>,
         bound: bool,
+        expires_in: u64,
     ) -> TokenIssued {
         TokenIssued {
             access_token: access,
             token_type: if bound { "DPoP" } else { "Bearer" },
-            expires_in: self.settings.access_ttl,
+            expires_in,
+            issued_token_type: None,
             refresh_token: refresh,
         }
     }
@@ -423,40 +429,9 @@ impl App {
         }
         // Before the grant: a refused proof spends no password check and rotates no refresh token.
         let proof = self.token_proof(call, &client).await?;
-        let issue = match req.grant {
-            Grant::Password { username, password } => {
-                let ip = call.client_ip(&self.settings.trusted_proxies);
-                let jkt = proof.as_ref().map(|p| p.jkt);
-                self.password
-                    .grant(ip, &client_id, &client, (username, password), jkt)
-                    .await?
-            }
-            Grant::RefreshToken { refresh_token } => {
-                match self
-                    .refresh
-                    .grant(
-                        &client_id,
-                        &client,
-                        refresh_token,
-                        proof.as_ref().map(|p| p.jkt),
-                    )
-                    .await?
-                {
-                    Refreshed::Rotated { issue, retried } => {
-                        self.metrics
-                            .refresh(if retried { "retried" } else { "rotated" });
-                        issue
-                    }
-                    Refreshed::Refused(why, family) => {
-                        return Err(self.refresh_refused(&client_id, why, family).await)
-                    }
-                }
-            }
-            Grant::ClientCredentials { impersonation } => {
-                self.client_credentials
-                    .grant(&client_id, &client, impersonation)?
-            }
-        };
+        let issue = self
+            .issue_of(call, req.grant, &client_id, &client, proof.as_ref())
+            .await?;
         // The client as the store holds it now: the cache may be a second behind a deactivation
         // and activation made through another issuer or the database.
         let client = self.current_client(&client_id, client).await?;
@@ -466,13 +441,23 @@ impl App {
             .signing_key()
             .ok_or_else(|| ApiError::internal(&"no signing key"))?;
         let cnf = proof.map(|p| p.jkt);
-        let body = self.body(key, &client_id, issue.identity, iat, issue.family, cnf);
+        let mut body = self.body(key, &client_id, issue.identity, iat, issue.family, cnf);
+        if let Some(act) = issue.act {
+            body = self.exchanged(body, act, issue.expires_by)?;
+        }
         let body = self.not_revoked(body)?;
         let access = self.sign(key, &body)?;
-        if body.identity.kind == shared::token::SubjectKind::Impersonation {
+        if body.act.is_some() {
+            self.audit_exchange(&body);
+        } else if body.identity.kind == shared::token::SubjectKind::Impersonation {
             self.audit_impersonation(&client_id, &body.identity);
         }
-        Ok(self.token_response(access, issue.refresh, cnf.is_some()))
+        let expires_in = body.exp - body.iat;
+        let mut issued = self.token_response(access, issue.refresh, cnf.is_some(), expires_in);
+        if body.act.is_some() {
+            issued.issued_token_type = Some(shared::grant::ACCESS_TOKEN_TYPE);
+        }
+        Ok(issued)
     }
 
     /// The refusal of a refresh, counted; reuse revoked the family and its access tokens (in the
@@ -506,7 +491,12 @@ impl App {
             "token_endpoint": self.token_endpoint(),
             "revocation_endpoint": format!("{base}/apiv2/oauth/revoke"),
             "introspection_endpoint": format!("{base}/apiv2/oauth/introspect"),
-            "grant_types_supported": ["password", "refresh_token", "client_credentials"],
+            "grant_types_supported": [
+                "password",
+                "refresh_token",
+                "client_credentials",
+                shared::grant::TOKEN_EXCHANGE,
+            ],
             "response_types_supported": [],
             "token_endpoint_auth_methods_supported": auth,
             "revocation_endpoint_auth_methods_supported": auth,
@@ -548,6 +538,10 @@ pub(crate) struct Issue {
     refresh: Option<Zeroizing<String>>,
     /// The earliest `iat` the user's revocations do not cover (`UserRecord::tokens_after`).
     not_before: u64,
+    /// The actor chain of a token from token exchange.
+    act: Option<shared::token::Chain>,
+    /// The latest `exp` the token may have (token exchange: its subject token's).
+    expires_by: Option<u64>,
 }
 
 /// The token endpoint's answer (RFC 6749 section 5.1).
@@ -559,6 +553,10 @@ pub struct TokenIssued {
     pub token_type: &'static str,
     /// Seconds until the access token expires.
     pub expires_in: u64,
+    /// Token exchange only (RFC 8693 section 2.2.1): the type of the token issued, always an
+    /// access token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issued_token_type: Option<&'static str>,
     /// The refresh token, with the password and refresh grants.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "expose")]
     pub refresh_token: Option<Zeroizing<String>>,

@@ -56,7 +56,7 @@ impl App {
     /// `token` as an access token of this issuer, verified now. The issuer never mints a longer
     /// lifetime than its own: a token claiming more was made with a stolen key and is refused
     /// ([`token::Limits::max_lifetime`]; the filter refuses it too, `max_token_lifetime_seconds`).
-    fn verified_access_token(&self, token: &str) -> Option<VerifiedToken> {
+    pub(super) fn verified_access_token(&self, token: &str) -> Option<VerifiedToken> {
         self.access_token_within(token, 0)
     }
 
@@ -163,10 +163,13 @@ impl App {
                 .iter()
                 .map(|Claim { typ, value }| json!({"type": typ, "value": value}))
                 .collect();
-            let sub = if b.identity.subject.is_empty() {
-                &b.client
-            } else {
+            let sub = if !b.identity.subject.is_empty() {
                 &b.identity.subject
+            } else if let Some(chain) = &b.act {
+                // A client's own token exchanged: the client acted for is the chain's origin.
+                &chain.origin
+            } else {
+                &b.client
             };
             let mut out = json!({
                 "active": true,
@@ -187,6 +190,9 @@ impl App {
             if let Some(jkt) = &b.cnf {
                 out["cnf"] = json!({"jkt": shared::dpop::jkt_b64(jkt)});
             }
+            if let Some(chain) = &b.act {
+                out["act"] = act_claim(&chain.actors);
+            }
             return Ok(out);
         }
         let info = self.store.family_info(&token, t).await?;
@@ -204,4 +210,19 @@ impl App {
         };
         Ok(out)
     }
+}
+
+/// RFC 8693 section 4.1's `act` of an actor chain, outermost first: `{"sub": actors[0], "act":
+/// {"sub": actors[1], …}}`.
+pub(crate) fn act_claim(actors: &[String]) -> serde_json::Value {
+    actors
+        .iter()
+        .rev()
+        .fold(serde_json::Value::Null, |inner, actor| {
+            let mut act = json!({ "sub": actor });
+            if !inner.is_null() {
+                act["act"] = inner;
+            }
+            act
+        })
 }

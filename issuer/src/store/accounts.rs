@@ -91,6 +91,9 @@ pub struct ClientRecord {
     /// say. Its secret is checked against their hashes, not [`ClientRecord::secret_hash`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vendor: Option<Box<VendorClient>>,
+    /// What it may do with the token exchange grant; `None`: it cannot exchange.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchange: Option<super::ExchangePolicy>,
 }
 
 impl ClientRecord {
@@ -195,6 +198,8 @@ pub enum ClientChange {
         claim_types: Vec<String>,
         /// Whether its tokens must be bound with DPoP.
         dpop: DpopPolicy,
+        /// What it may do with the token exchange grant.
+        exchange: Option<super::ExchangePolicy>,
     },
     /// Require DPoP of it, or not (`issuer client dpop`). Tokens already issued stay as they are.
     SetDpop(DpopPolicy),
@@ -242,11 +247,13 @@ impl ClientChange {
                 impersonate,
                 claim_types,
                 dpop,
+                exchange,
             } => {
                 rec.grants.clone_from(grants);
                 rec.impersonate = *impersonate;
                 rec.impersonate_claim_types.clone_from(claim_types);
                 rec.dpop = *dpop;
+                rec.exchange.clone_from(exchange);
             }
             Self::SetDpop(dpop) => rec.dpop = *dpop,
             Self::ActivateVendor {

@@ -82,6 +82,12 @@ pub enum AuditAction {
     /// A client credentials grant for an impersonated identity.
     #[serde(rename = "token.impersonate")]
     Impersonate,
+    /// A token exchange (RFC 8693): a token acting for a subject.
+    #[serde(rename = "token.exchange")]
+    Exchange,
+    /// A token exchange refused.
+    #[serde(rename = "token.exchange_refused")]
+    ExchangeRefused,
     /// An access token or refresh token family revoked through RFC 7009.
     #[serde(rename = "token.revoke")]
     Revoke,

@@ -16,6 +16,7 @@ pub mod backup;
 pub mod contents;
 pub mod edges;
 pub mod error;
+pub mod exchange;
 pub mod family;
 pub mod kek;
 pub mod keys;
@@ -42,6 +43,7 @@ pub use edges::EdgeReport;
 pub use error::{
     ConnectionFault, DiskFault, DriverError, OpenError, Redacted, StoreError, Unreachable,
 };
+pub use exchange::ExchangePolicy;
 pub use keys::{
     KeyInfo, KeyState, PromoteOutcome, Promotion, RetireOutcome, Rotated, RotationPlan, HELD,
     KEY_RETIRE_MARGIN,

@@ -171,6 +171,7 @@ fn pending_record(facts: VendorClient, now: u64) -> ClientRecord {
         created_at: now,
         deactivated_at: None,
         vendor: Some(Box::new(facts)),
+        exchange: None,
     }
 }
 

@@ -69,6 +69,7 @@ async fn revocation_and_introspection() {
                 claims: vec![],
             },
             cnf: None,
+            act: None,
         };
         token::mint(&ring.keys()[0], &body).unwrap()
     };
@@ -447,7 +448,12 @@ async fn metadata_health_and_metrics() {
     );
     assert_eq!(
         m["grant_types_supported"],
-        serde_json::json!(["password", "refresh_token", "client_credentials"])
+        serde_json::json!([
+            "password",
+            "refresh_token",
+            "client_credentials",
+            "urn:ietf:params:oauth:grant-type:token-exchange"
+        ])
     );
     let h = reqwest::get(format!("{}/healthz", s.url)).await.unwrap();
     assert_eq!(h.status(), 200);

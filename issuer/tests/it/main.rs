@@ -34,6 +34,7 @@ mod store;
 mod store_move;
 mod store_postgres;
 mod store_proofs;
+mod token_exchange;
 mod vendor;
 mod vendor_life;
 

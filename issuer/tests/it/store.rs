@@ -102,6 +102,21 @@ async fn clients_and_users(b: Backend) {
         .await
         .unwrap());
     assert!(s.client("app").await.unwrap().unwrap().active);
+    // A token exchange policy is kept with the client, set and cleared.
+    let policy = issuer::store::ExchangePolicy::new(vec!["web".into()], 3, vec!["media".into()]);
+    let mut rec = s.client("app").await.unwrap().unwrap();
+    for exchange in [Some(policy.unwrap()), None] {
+        let change = ClientChange::SetAccess {
+            grants: rec.grants.clone(),
+            impersonate: rec.impersonate,
+            claim_types: rec.impersonate_claim_types.clone(),
+            dpop: rec.dpop,
+            exchange: exchange.clone(),
+        };
+        assert!(s.update_client("app", change, 1_000).await.unwrap());
+        rec = s.client("app").await.unwrap().unwrap();
+        assert_eq!(rec.exchange, exchange);
+    }
     assert_eq!(s.clients().await.unwrap().len(), 1);
     assert!(s.add_user("zoë", &user()).await.unwrap());
     assert!(!s.add_user("zoë", &user()).await.unwrap());

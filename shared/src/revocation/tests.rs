@@ -15,6 +15,7 @@ fn body(kind: SubjectKind, subject: &str, client: &str, iat: u64) -> TokenBody {
             claims: vec![],
         },
         cnf: None,
+        act: None,
     }
 }
 
@@ -262,4 +263,58 @@ fn token_ids_parse_from_hex_only() {
     ] {
         assert_eq!(parse_jti(bad), None, "{bad}");
     }
+}
+
+#[test]
+fn a_revoked_client_anywhere_in_an_actor_chain_covers_the_token() {
+    let chained = |iat| TokenBody {
+        act: Some(crate::token::Chain {
+            origin: "web".into(),
+            actors: vec!["media".into(), "transcoder".into(), "uploader".into()],
+        }),
+        ..body(SubjectKind::User, "alice", "media", iat)
+    };
+    for (seq, revoked) in ["web", "uploader", "transcoder", "media"]
+        .iter()
+        .enumerate()
+    {
+        let mut set = RevocationSet::default();
+        set.apply(
+            &[entry(1, Revoked::Client { id: "other".into() }, 1_000)],
+            1_001,
+        );
+        assert!(!set.covers(&chained(1_000)));
+        let seq = seq as u64 + 2;
+        set.apply(
+            &[entry(
+                seq,
+                Revoked::Client {
+                    id: (*revoked).into(),
+                },
+                1_000,
+            )],
+            1_001,
+        );
+        assert!(set.covers(&chained(1_000)), "{revoked} revoked");
+        assert!(
+            !set.covers(&chained(1_002)),
+            "{revoked}: minted after the revocation and its grace"
+        );
+        assert!(
+            !set.covers(&body(SubjectKind::User, "alice", "other-app", 1_000)),
+            "a token without a chain names only its client"
+        );
+    }
+    let mut set = RevocationSet::default();
+    set.apply(
+        &[entry(
+            1,
+            Revoked::User {
+                name: "alice".into(),
+            },
+            1_000,
+        )],
+        1_001,
+    );
+    assert!(set.covers(&chained(1_000)), "the subject's revocation");
 }

@@ -2,7 +2,9 @@
 //! by its rule in [`crate::rules`] the same way when minting and when decoding. Layout:
 //! `docs/token-format.md`.
 
-use super::{Claim, Identity, MintError, SubjectKind, TokenBody, MAX_ITEMS};
+use super::chain::{chain_ok, encode_chain, CHAIN_SECTION};
+use super::MAX_ITEMS;
+use super::{Chain, Claim, Identity, MintError, SubjectKind, TokenBody, JKT_LEN, MAX_CHAIN_DEPTH};
 use crate::rules::{claim_type_ok, claim_value_ok, name_ok, role_ok, subject_ok};
 
 pub(super) fn identity_ok(id: &Identity) -> Result<(), MintError> {
@@ -63,6 +65,9 @@ pub(super) fn encode_body(body: &TokenBody) -> Vec<u8> {
         put_str(&mut out, &c.typ);
         put_str(&mut out, &c.value);
     }
+    if let Some(chain) = &body.act {
+        encode_chain(&mut out, chain);
+    }
     if let Some(jkt) = &body.cnf {
         out.extend_from_slice(jkt);
     }
@@ -95,10 +100,31 @@ impl<'a> Reader<'a> {
         let s = core::str::from_utf8(self.take(len)?).ok()?;
         rule(s).then(|| s.to_owned())
     }
+
+    /// The chain section, its opening byte read: the origin, a count of 1 to
+    /// [`MAX_CHAIN_DEPTH`] (checked before any actor is read), the actors.
+    fn chain(&mut self) -> Option<Chain> {
+        let origin = self.str(name_ok)?;
+        let n = usize::from(self.u8()?);
+        if n == 0 || n > MAX_CHAIN_DEPTH {
+            return None;
+        }
+        let actors = (0..n)
+            .map(|_| self.str(name_ok))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Chain { origin, actors })
+    }
 }
 
-/// Decodes a body; `bound` (an `mmat2` token) means it ends with the 32-byte confirmation.
+/// Decodes a body; `bound` (an `mmat2` token) means it ends with the 32-byte confirmation, which
+/// follows everything else, the chain section included.
 pub(super) fn decode_body(raw: &[u8], bound: bool) -> Option<TokenBody> {
+    let (raw, cnf) = if bound {
+        let (head, jkt) = raw.split_at_checked(raw.len().checked_sub(JKT_LEN)?)?;
+        (head, Some(jkt.try_into().ok()?))
+    } else {
+        (raw, None)
+    };
     let mut r = Reader(raw);
     let kid = u32::from_be_bytes(r.array()?);
     let jti = r.array()?;
@@ -126,7 +152,11 @@ pub(super) fn decode_body(raw: &[u8], bound: bool) -> Option<TokenBody> {
             })
         })
         .collect::<Option<Vec<_>>>()?;
-    let cnf = if bound { Some(r.array()?) } else { None };
+    let act = match r.u8() {
+        None => None,
+        Some(CHAIN_SECTION) => Some(r.chain()?),
+        Some(_) => return None,
+    };
     if !r.0.is_empty() || exp < iat {
         return None;
     }
@@ -137,7 +167,7 @@ pub(super) fn decode_body(raw: &[u8], bound: bool) -> Option<TokenBody> {
         claims,
     };
     // Each field met its rule as it was read; what is left is how they fit together.
-    if !consistent(&identity) {
+    if !consistent(&identity) || act.as_ref().is_some_and(|c| chain_ok(c, &client).is_err()) {
         return None;
     }
     Some(TokenBody {
@@ -148,5 +178,6 @@ pub(super) fn decode_body(raw: &[u8], bound: bool) -> Option<TokenBody> {
         client,
         identity,
         cnf,
+        act,
     })
 }

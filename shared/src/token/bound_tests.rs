@@ -33,6 +33,7 @@ fn bound_body() -> TokenBody {
             claims: vec![],
         },
         cnf: Some([0xab; JKT_LEN]),
+        act: None,
     }
 }
 

@@ -24,6 +24,7 @@ fn body(kid: u32) -> TokenBody {
             }],
         },
         cnf: None,
+        act: None,
     }
 }
 
@@ -230,7 +231,7 @@ proptest! {
         identity in arb_identity(),
         cnf in any::<Option<[u8; 32]>>(),
     ) {
-        let body = TokenBody { kid, jti, iat, exp: iat + life, client, identity, cnf };
+        let body = TokenBody { kid, jti, iat, exp: iat + life, client, identity, cnf, act: None };
         let ring = KeyRing::new((1..5).map(key).collect(), Some(kid)).unwrap();
         let t = mint(&key(kid), &body).unwrap();
         prop_assert!(t.len() <= MAX_TOKEN_LEN);

@@ -27,6 +27,7 @@ mod revocation;
 mod secrets;
 mod sign_in;
 mod store_move;
+mod token_exchange;
 mod vendor_clients;
 
 use e2e::{Options, Stack, Tools};

@@ -84,6 +84,7 @@ async fn the_key_stays_private_and_long_lived_forgeries_are_refused() {
                 claims: vec![],
             },
             cnf: None,
+            act: None,
         };
         token::mint(&key, &body).unwrap()
     };

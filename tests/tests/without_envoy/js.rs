@@ -51,6 +51,8 @@ fn expect(t: &str) -> Value {
         "subject": if id.subject.is_empty() { Value::Null } else { json!(id.subject) },
         "roles": id.roles,
         "claims": id.claims.iter().map(|c| json!({"type": c.typ, "value": c.value})).collect::<Vec<_>>(),
+        "actors": b.act.as_ref().map(|c| c.actors.clone()),
+        "actorOrigin": b.act.as_ref().map(|c| c.origin.clone()),
     })
 }
 

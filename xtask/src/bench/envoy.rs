@@ -131,6 +131,7 @@ pub(super) fn bound_token(key: &shared::Key, i: usize, exp: u64, cnf: Option<[u8
             claims,
         },
         cnf,
+        act: None,
     };
     shared::token::mint(key, &body).expect("valid body")
 }

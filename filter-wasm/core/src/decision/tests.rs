@@ -44,6 +44,7 @@ fn mint(kind: SubjectKind, subject: &str, exp: u64) -> String {
             },
         },
         cnf: None,
+        act: None,
     };
     token::mint(&Key::new(3, SECRET), &body).unwrap()
 }
@@ -351,4 +352,114 @@ fn deciding_changes_nothing_and_says_what_to_remember() {
         (Outcome::Expired, None)
     );
     assert_eq!(expired.reason, Some(VerifyError::Expired));
+}
+
+/// A token from token exchange: `alice` acted for by `actors` (outermost first), `app` the origin.
+fn chained(actors: &[&str]) -> String {
+    let body = TokenBody {
+        kid: 3,
+        jti: [0xcd; 16],
+        iat: 1_000,
+        exp: 2_000,
+        client: actors[0].into(),
+        identity: Identity {
+            kind: SubjectKind::User,
+            subject: "alice".into(),
+            roles: vec![],
+            claims: vec![],
+        },
+        cnf: None,
+        act: Some(shared::token::Chain {
+            origin: "app".into(),
+            actors: actors.iter().map(|a| (*a).to_owned()).collect(),
+        }),
+    };
+    format!(
+        "Bearer {}",
+        token::mint(&Key::new(3, SECRET), &body).unwrap()
+    )
+}
+
+fn decide_with<'a>(cfg: &Config, state: &EdgeState, path: &'a str, auth: &'a str) -> Verdict<'a> {
+    decide(
+        cfg,
+        state,
+        path.as_bytes(),
+        [("authorization", auth.as_bytes())],
+        1_500,
+    )
+}
+
+#[test]
+fn a_delegated_token_passes_its_chain_on() {
+    let t = chained(&["media", "trans,coder", "uploader"]);
+    let Decision::Allow(h) = run("/apiv2/MediaService/Find", &[("authorization", &t)], 1_500).0
+    else {
+        panic!()
+    };
+    let get = |k: &str| h.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
+    assert_eq!(get("x-auth-client"), Some("media"));
+    assert_eq!(get("x-auth-subject"), Some("alice"));
+    assert_eq!(get("x-auth-actors"), Some("media,trans%2Ccoder,uploader"));
+    assert_eq!(get("x-auth-actor-origin"), Some("app"));
+    let plain = mint(SubjectKind::User, "alice", 2_000);
+    let Decision::Allow(h) = run(
+        "/apiv2/x",
+        &[("authorization", &format!("Bearer {plain}"))],
+        1_500,
+    )
+    .0
+    else {
+        panic!()
+    };
+    assert!(!h.iter().any(|(n, _)| n.starts_with("x-auth-actor")));
+}
+
+#[test]
+fn delegation_rules_refuse_by_path() {
+    let cfg = cfg_with(
+        r#","delegation":["/apiv2/Admin/ refuse",
+            "/apiv2/Media/ actors=media,transcoder max_depth=2"]"#,
+    );
+    let state = EdgeState::new(&cfg, 1_500);
+    let two = chained(&["media", "transcoder"]);
+    let three = chained(&["media", "transcoder", "uploader"]);
+    let plain = format!("Bearer {}", mint(SubjectKind::User, "alice", 2_000));
+    let outcome = |path: &str, t: &str| decide_with(&cfg, &state, path, t).outcome;
+    assert_eq!(outcome("/apiv2/Admin/Users", &two), Outcome::Delegation);
+    assert_eq!(outcome("/apiv2//Admin/Users", &two), Outcome::Delegation);
+    assert_eq!(outcome("/apiv2/Admin/Users", &plain), Outcome::Allowed);
+    assert_eq!(outcome("/apiv2/Media/Find", &two), Outcome::Allowed);
+    assert_eq!(outcome("/apiv2/Media/Find", &three), Outcome::Delegation);
+    assert_eq!(outcome("/apiv2/Other/Find", &three), Outcome::Allowed);
+    let d = denial(decide_with(&cfg, &state, "/apiv2/Admin/x", &two).decision);
+    assert_eq!(d.status, 403);
+    assert!(d.body.contains("insufficient_scope"), "{}", d.body);
+}
+
+#[test]
+fn revoking_any_client_of_a_chain_refuses_the_token_at_the_edge() {
+    use shared::revocation::{Revocation, Revoked};
+    let cfg = cfg();
+    let t = chained(&["media", "transcoder", "uploader"]);
+    for client in ["media", "transcoder", "uploader", "app"] {
+        let mut state = EdgeState::new(&cfg, 1_500);
+        assert_eq!(
+            decide_with(&cfg, &state, "/apiv2/x", &t).outcome,
+            Outcome::Allowed
+        );
+        let entry = Revocation {
+            seq: 1,
+            what: Revoked::Client { id: client.into() },
+            at: 1_200,
+            until: 5_000,
+            stamp: None,
+        };
+        state.revoked.apply(&[entry], 1_500);
+        assert_eq!(
+            decide_with(&cfg, &state, "/apiv2/x", &t).outcome,
+            Outcome::Revoked,
+            "{client} revoked"
+        );
+    }
 }

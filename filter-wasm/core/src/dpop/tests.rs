@@ -46,6 +46,7 @@ fn token(cnf: Option<[u8; 32]>) -> String {
             claims: vec![],
         },
         cnf,
+        act: None,
     };
     token::mint(&Key::new(3, SECRET), &body).unwrap()
 }

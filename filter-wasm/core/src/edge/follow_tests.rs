@@ -41,6 +41,7 @@ fn token_for(kid: u32, user: &str, iat: u64) -> String {
             claims: vec![],
         },
         cnf: None,
+        act: None,
     };
     token::mint(&Key::new(kid, [kid as u8; 32]), &body).unwrap()
 }

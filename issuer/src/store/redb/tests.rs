@@ -57,6 +57,7 @@ fn store_with_user(dir: &Path) -> RedbFile {
         created_at: 0,
         deactivated_at: None,
         vendor: None,
+        exchange: None,
     };
     assert!(s.add_client("app", &client).unwrap());
     let user = UserRecord {

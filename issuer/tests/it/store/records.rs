@@ -14,6 +14,7 @@ pub(crate) fn client(active: bool) -> ClientRecord {
         created_at: 0,
         deactivated_at: None,
         vendor: None,
+        exchange: None,
     }
 }
 

@@ -125,6 +125,7 @@ fn execute(session: &Session, step: Step, key: Option<&HashKey>) -> anyhow::Resu
         edge: c.edge.unwrap_or(false),
         dpop: c.dpop,
         active: c.active,
+        exchange: c.exchange,
     });
     session.run(&cmd)?;
     if generated {
@@ -246,6 +247,21 @@ fn claim_list(claims: &[(String, String)]) -> String {
     list(&items)
 }
 
+/// A token exchange policy as a plan shows it.
+fn exchange_text(p: Option<&issuer::store::ExchangePolicy>) -> String {
+    p.map_or_else(
+        || "none".to_owned(),
+        |p| {
+            format!(
+                "from={} max_depth={} audience={}",
+                list(&p.from),
+                p.max_depth,
+                list(&p.audiences)
+            )
+        },
+    )
+}
+
 fn add_client(c: DeclaredClient) -> Step {
     let text = format!(
         "+ client {}: grants={} impersonate={} impersonate_claim_types={} active={}{}{}",
@@ -265,6 +281,10 @@ fn add_client(c: DeclaredClient) -> Step {
             ""
         }
     );
+    let text = match &c.exchange {
+        Some(p) => format!("{text} exchange {}", exchange_text(Some(p))),
+        None => text,
+    };
     Step {
         text,
         change: Change::AddClient(c),
@@ -299,6 +319,13 @@ fn client_changes(c: &DeclaredClient, old: &ClientView) -> Vec<Step> {
         let (from, to) = (old.dpop.as_str(), c.dpop.as_str());
         diffs.push(format!("dpop {from} -> {to}"));
     }
+    if old.exchange != c.exchange {
+        let (from, to) = (
+            exchange_text(old.exchange.as_ref()),
+            exchange_text(c.exchange.as_ref()),
+        );
+        diffs.push(format!("exchange {from} -> {to}"));
+    }
     let mut steps = Vec::new();
     if !diffs.is_empty() {
         steps.push(Step {
@@ -309,6 +336,7 @@ fn client_changes(c: &DeclaredClient, old: &ClientView) -> Vec<Step> {
                 impersonate: c.impersonate,
                 claim_types: c.claim_types.clone(),
                 dpop: c.dpop,
+                exchange: c.exchange.clone(),
             }),
         });
     }

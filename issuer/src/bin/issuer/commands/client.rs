@@ -8,7 +8,8 @@ use clap::{Args, Subcommand};
 use issuer::admin::input::check_client_id;
 use issuer::admin::{ClientView, Command, NewClient, Reply};
 use issuer::secrets::new_client_secret;
-use issuer::store::{DpopPolicy, GrantKind};
+use issuer::store::exchange::DEFAULT_EXCHANGE_MAX_DEPTH;
+use issuer::store::{DpopPolicy, ExchangePolicy, GrantKind};
 
 mod import;
 
@@ -51,6 +52,16 @@ pub enum ClientCmd {
         /// `allowed`: a proof gets a bound token, no proof a bearer token.
         #[arg(long, value_parser = parse_dpop, default_value = "allowed")]
         dpop: DpopPolicy,
+        /// Token exchange (RFC 8693): the clients whose access tokens this client may exchange
+        /// for tokens acting for their subjects (comma-separated); without it, it cannot exchange.
+        #[arg(long, value_delimiter = ',')]
+        exchange_from: Vec<String>,
+        /// The deepest actor chain its exchanged tokens may carry, it included (1 to 8).
+        #[arg(long, requires = "exchange_from", default_value_t = DEFAULT_EXCHANGE_MAX_DEPTH)]
+        exchange_max_depth: u8,
+        /// The audiences it may name in an exchange (comma-separated; `audience` or `resource`).
+        #[arg(long, value_delimiter = ',', requires = "exchange_from")]
+        exchange_audience: Vec<String>,
     },
     /// Require DPoP of a client (`required`) or not (`allowed`); issued tokens stay as they are.
     Dpop {
@@ -101,8 +112,14 @@ pub fn run(args: ClientArgs, config: Option<&issuer::config::ConfigFile>) -> any
             secret_stdin,
             edge,
             dpop,
+            exchange_from,
+            exchange_max_depth,
+            exchange_audience,
         } => {
             check_client_id(&id)?;
+            let exchange = (!exchange_from.is_empty())
+                .then(|| ExchangePolicy::new(exchange_from, exchange_max_depth, exchange_audience))
+                .transpose()?;
             let grants = grants.unwrap_or_else(|| {
                 if edge {
                     Vec::new()
@@ -130,6 +147,7 @@ pub fn run(args: ClientArgs, config: Option<&issuer::config::ConfigFile>) -> any
                     dpop,
                     secret_hash,
                     active: false,
+                    exchange,
                 }),
             )?;
             if !secret_stdin {

@@ -5,7 +5,8 @@ use anyhow::bail;
 use issuer::admin::input::{
     check_claims, check_client_id, check_password_hash, check_roles, check_user_name,
 };
-use issuer::store::{DpopPolicy, GrantKind};
+use issuer::store::exchange::DEFAULT_EXCHANGE_MAX_DEPTH;
+use issuer::store::{DpopPolicy, ExchangePolicy, GrantKind};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
@@ -46,6 +47,12 @@ struct ClientEntry {
     software_statement: Option<Spanned<String>>,
     /// The file holding it (as `client import` reads one), relative to this file's folder.
     software_statement_file: Option<Spanned<PathBuf>>,
+    /// Token exchange: the clients whose tokens it may exchange; absent or empty: none.
+    #[serde(default)]
+    exchange_from: Vec<String>,
+    exchange_max_depth: Option<u8>,
+    #[serde(default)]
+    exchange_audience: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -81,6 +88,8 @@ pub struct DeclaredClient {
     pub secret: Option<Zeroizing<String>>,
     /// A vendor's client: its software statement (the JWS, not yet verified).
     pub statement: Option<String>,
+    /// What it may do with the token exchange grant.
+    pub exchange: Option<ExchangePolicy>,
 }
 
 /// A local user as the file declares it, checked.
@@ -148,6 +157,30 @@ pub fn read(path: &Path) -> anyhow::Result<Declared> {
     Ok(Declared { clients, users })
 }
 
+/// The token exchange policy an entry declares: none without `exchange_from`.
+fn exchange(
+    lines: &Lines<'_>,
+    span: Range<usize>,
+    from: Vec<String>,
+    max_depth: Option<u8>,
+    audience: Vec<String>,
+) -> anyhow::Result<Option<ExchangePolicy>> {
+    if from.is_empty() {
+        if max_depth.is_some() || !audience.is_empty() {
+            return lines.fail(
+                span,
+                "exchange_max_depth and exchange_audience need exchange_from",
+            );
+        }
+        return Ok(None);
+    }
+    let depth = max_depth.unwrap_or(DEFAULT_EXCHANGE_MAX_DEPTH);
+    match ExchangePolicy::new(from, depth, audience) {
+        Ok(p) => Ok(Some(p)),
+        Err(e) => lines.fail(span, e.to_string()),
+    }
+}
+
 fn client(
     lines: &Lines<'_>,
     entry: Spanned<ClientEntry>,
@@ -196,12 +229,20 @@ fn client(
                    no edge client: no secret_file, no edge = true";
         return lines.fail(span, msg);
     }
+    let exchange = exchange(
+        lines,
+        span.clone(),
+        c.exchange_from,
+        c.exchange_max_depth,
+        c.exchange_audience,
+    )?;
     let secret = match c.secret_file {
         None => None,
         Some(file) => Some(read_secret_file(lines, file)?),
     };
     Ok(DeclaredClient {
         statement,
+        exchange,
         dpop,
         id,
         grants,

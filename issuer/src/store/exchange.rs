@@ -1,0 +1,140 @@
+//! A client's token exchange policy (RFC 8693, `docs/issuer.md`): whose tokens it may exchange,
+//! how deep the actor chain of what it gets may be, and which audiences it may ask for. Kept in
+//! its [`super::ClientRecord`]; a client without one cannot exchange.
+
+use serde::{Deserialize, Serialize};
+use shared::rules::{client_id_ok, name_ok};
+use shared::token::MAX_CHAIN_DEPTH;
+
+/// The deepest actor chain a client's exchange makes when its policy does not say
+/// (`--exchange-max-depth`); never more than [`MAX_CHAIN_DEPTH`].
+pub const DEFAULT_EXCHANGE_MAX_DEPTH: u8 = 4;
+
+/// Most clients, and most audiences, one policy names.
+pub const MAX_EXCHANGE_ITEMS: usize = 64;
+
+/// What a client may do with the token exchange grant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExchangePolicy {
+    /// The clients whose tokens (subject tokens issued to them) it may exchange; never empty.
+    pub from: Vec<String>,
+    /// The deepest actor chain its tokens may carry, it included: 1 to [`MAX_CHAIN_DEPTH`].
+    #[serde(default = "default_depth")]
+    pub max_depth: u8,
+    /// The audiences it may name (`audience` or `resource`); empty: it may name none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audiences: Vec<String>,
+}
+
+fn default_depth() -> u8 {
+    DEFAULT_EXCHANGE_MAX_DEPTH
+}
+
+/// Why a policy cannot be stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// No client to exchange from, or a client id that cannot be one.
+    #[error("exchange_from names 1 to 64 client ids (no control character, no ':')")]
+    From,
+    /// A depth of 0 or past the cap.
+    #[error("exchange_max_depth is 1 to 8 (MAX_CHAIN_DEPTH)")]
+    Depth,
+    /// An audience that is empty, too long, or holds a control character or a `,`.
+    #[error("an exchange audience is 1 to 255 characters, without control characters or ','")]
+    Audience,
+}
+
+impl ExchangePolicy {
+    /// The policy as a client's record keeps it, its lists sorted and without duplicates.
+    pub fn new(
+        from: Vec<String>,
+        max_depth: u8,
+        audiences: Vec<String>,
+    ) -> Result<Self, PolicyError> {
+        let tidy = |mut v: Vec<String>| {
+            v.sort();
+            v.dedup();
+            v
+        };
+        let (from, audiences) = (tidy(from), tidy(audiences));
+        if from.is_empty()
+            || from.len() > MAX_EXCHANGE_ITEMS
+            || !from.iter().all(|c| client_id_ok(c))
+        {
+            return Err(PolicyError::From);
+        }
+        if max_depth == 0 || usize::from(max_depth) > MAX_CHAIN_DEPTH {
+            return Err(PolicyError::Depth);
+        }
+        if audiences.len() > MAX_EXCHANGE_ITEMS
+            || !audiences.iter().all(|a| name_ok(a) && !a.contains(','))
+        {
+            return Err(PolicyError::Audience);
+        }
+        Ok(Self {
+            from,
+            max_depth,
+            audiences,
+        })
+    }
+
+    /// Whether it may exchange a token issued to `client`.
+    pub fn from_client(&self, client: &str) -> bool {
+        self.from.iter().any(|c| c == client)
+    }
+
+    /// The deepest chain it may make: its own limit within the format's.
+    pub fn depth(&self) -> usize {
+        usize::from(self.max_depth).min(MAX_CHAIN_DEPTH)
+    }
+
+    /// Whether it may name `audience`.
+    pub fn allows_audience(&self, audience: &str) -> bool {
+        self.audiences.iter().any(|a| a == audience)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| (*x).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_policy_is_checked_and_kept_sorted() {
+        let p = ExchangePolicy::new(v(&["web", "app", "web"]), 3, v(&["media"])).unwrap();
+        assert_eq!(p.from, v(&["app", "web"]));
+        assert!(p.from_client("web") && !p.from_client("other"));
+        assert!(p.allows_audience("media") && !p.allows_audience("billing"));
+        assert_eq!(p.depth(), 3);
+        assert_eq!(
+            ExchangePolicy::new(vec![], 3, vec![]),
+            Err(PolicyError::From)
+        );
+        assert_eq!(
+            ExchangePolicy::new(v(&["a:b"]), 3, vec![]),
+            Err(PolicyError::From)
+        );
+        assert_eq!(
+            ExchangePolicy::new(v(&["a"]), 0, vec![]),
+            Err(PolicyError::Depth)
+        );
+        assert_eq!(
+            ExchangePolicy::new(v(&["a"]), MAX_CHAIN_DEPTH as u8 + 1, vec![]),
+            Err(PolicyError::Depth)
+        );
+        assert_eq!(
+            ExchangePolicy::new(v(&["a"]), 1, v(&["x,y"])),
+            Err(PolicyError::Audience)
+        );
+    }
+
+    #[test]
+    fn a_stored_policy_without_a_depth_gets_the_default() {
+        let p: ExchangePolicy = serde_json::from_str(r#"{"from":["web"]}"#).unwrap();
+        assert_eq!(p.max_depth, DEFAULT_EXCHANGE_MAX_DEPTH);
+        assert!(p.audiences.is_empty());
+    }
+}
