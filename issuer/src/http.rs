@@ -8,6 +8,8 @@
 //! mistakes are logged at debug level, internal failures at error level, and the client then sees
 //! only `server_error`.
 
+pub mod console;
+
 use crate::app::{ApiError, App, Call, Peer, Readiness};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;

@@ -1,0 +1,99 @@
+// The pages of keys and edges (which edge holds which key, rotate when they are ready) and of
+// the audit trail (searchable, each event's before and after side by side).
+import { api } from "./api.js";
+import { act } from "./pages.js";
+import { el, fail, list, pagedList, query, table, when } from "./ui.js";
+
+const json = (v) => el("pre", { class: "json", text: v === null || v === undefined ? "—" : JSON.stringify(v, null, 2) });
+
+function edgesTable(report) {
+  const edges = report.edges ?? [];
+  if (!edges.length) return el("p", { text: "No edge has reported yet." });
+  const newest = report.next ?? report.signing;
+  return table(
+    "Edges",
+    [
+      ["Edge client", (e) => e.client],
+      ["Node", (e) => e.node],
+      ["Worker VM", (e) => e.vm],
+      ["Holds keys", (e) => list((e.kids ?? []).map(String))],
+      ["Holds the newest key", (e) => ((e.kids ?? []).includes(newest) ? "yes" : "no")],
+      ["Behind (revocations)", (e) => String(e.behind ?? "—")],
+      ["Last seen", (e) => when(e.last_seen)],
+    ],
+    edges,
+  );
+}
+
+/** The key ring, the edges' report, and rotate (refused by the API until they are ready). */
+export function keysPage(can) {
+  const box = el("div", { class: "keys" });
+  const load = async () => {
+    try {
+      const [keys, report] = await Promise.all([api("GET", "/apiv2/admin/keys"), api("GET", "/apiv2/admin/edges")]);
+      const ready = !!report.ready_to_rotate;
+      const rotate = el("button", { type: "button", text: "Rotate the signing key", disabled: !ready });
+      rotate.addEventListener("click", () => act(rotate, () => api("POST", "/apiv2/admin/keys/rotate", { body: {}, etag: keys.etag ?? report.etag }), load));
+      box.replaceChildren(
+        table(
+          "Keys",
+          [
+            ["Key id", (k) => el("code", { text: String(k.kid) })],
+            ["State", (k) => k.state],
+            ["Created", (k) => when(k.created)],
+          ],
+          keys.items ?? [],
+        ),
+        el("h2", { text: "Edges" }),
+        el("p", {
+          class: ready ? "ready" : "waiting",
+          text: ready
+            ? "Every edge holds the next key: the signing key can be rotated."
+            : "Not every edge holds the next key yet: rotating now would refuse tokens at the edges that lack it.",
+        }),
+        edgesTable(report),
+        can("POST", "/apiv2/admin/keys/rotate") ? rotate : null,
+        el("button", { type: "button", text: "Reload", onclick: load }),
+      );
+    } catch (e) {
+      fail(e);
+    }
+  };
+  load();
+  return [el("h1", { text: "Keys and edges" }), box];
+}
+
+/** The audit trail, newest first, searchable, before and after side by side. */
+export function auditPage() {
+  const since = el("input", { type: "date", id: "audit-since", name: "since" });
+  const sinceSeconds = () => (since.value ? String(Math.floor(Date.parse(`${since.value}T00:00:00Z`) / 1000)) : "");
+  const event = (e) =>
+    el(
+      "article",
+      { class: "event" },
+      el(
+        "h2",
+        {},
+        el("span", { class: "action", text: e.action }),
+        " ",
+        el("code", { text: e.target }),
+      ),
+      el(
+        "p",
+        { class: "meta" },
+        `${when(e.at)} by ${e.actor}`,
+        e.client ? ` through ${e.client}` : "",
+        e.address ? ` from ${e.address}` : "",
+      ),
+      el("div", { class: "diff" }, el("section", {}, el("h3", { text: "Before" }), json(e.before)), el("section", {}, el("h3", { text: "After" }), json(e.after))),
+    );
+  return [
+    el("h1", { text: "Audit trail" }),
+    pagedList({
+      label: "audit events",
+      extra: [el("label", { for: since.id, text: "Since" }), since],
+      load: (q, after) => api("GET", `/apiv2/admin/audit${query({ q, since: sinceSeconds(), after })}`),
+      render: (items) => el("div", { class: "events" }, items.map(event)),
+    }),
+  ];
+}
