@@ -48,8 +48,8 @@ export function keysPage(can) {
         el("p", {
           class: ready ? "ready" : "waiting",
           text: ready
-            ? "Every edge holds the next key: the signing key can be rotated."
-            : "Not every edge holds the next key yet: rotating now would refuse tokens at the edges that lack it.",
+            ? "The edges are ready: the key can be rotated without refusing any edge's tokens."
+            : "Not every recent edge holds the next key yet: rotating is refused until they do.",
         }),
         edgesTable(report),
         can("POST", "/apiv2/admin/keys/rotate") ? rotate : null,
