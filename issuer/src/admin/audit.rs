@@ -2,7 +2,7 @@
 //! ([`record_of`]), the public view of that before and after ([`view`]), and `issuer audit`'s
 //! read ([`read`]).
 
-use super::{AdminError, Command};
+use super::{Actor, AdminError, Command};
 use crate::store::audit::{changed, client_view, keys_view, user_view};
 use crate::store::{AuditAction, AuditEvent, Store, StoreError};
 use serde_json::Value;
@@ -88,14 +88,15 @@ pub(super) async fn view(
 /// and now.
 pub(super) async fn record(
     store: &dyn Store,
-    actor: &str,
+    actor: &Actor<'_>,
     (action, subject): (AuditAction, Subject),
     before: Value,
     now: u64,
 ) -> Result<(), AdminError> {
     let recorded = async {
         let (before, after) = changed(before, view(store, &subject, now).await?);
-        let event = AuditEvent::new(now, actor, action, subject.name(), before, after);
+        let event = AuditEvent::new(now, actor.name, action, subject.name(), before, after)
+            .through(actor.client, actor.address);
         store.record_audit(&[event]).await
     };
     recorded.await.map_err(AdminError::Unrecorded)?;

@@ -115,6 +115,12 @@ pub struct AuditEvent {
     pub before: Value,
     /// The value after (`null` for a removal).
     pub after: Value,
+    /// The client of the acting user's token (a change through the admin HTTP API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// The source address of the request (a change through the admin HTTP API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
 }
 
 impl AuditEvent {
@@ -134,7 +140,16 @@ impl AuditEvent {
             target: cut(target),
             before: bound(before),
             after: bound(after),
+            client: None,
+            address: None,
         }
+    }
+
+    /// This event, made through `client` from `address` (each cut to its bound).
+    pub fn through(mut self, client: Option<&str>, address: Option<&str>) -> Self {
+        self.client = client.map(cut);
+        self.address = address.map(cut);
+        self
     }
 }
 
