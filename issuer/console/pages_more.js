@@ -85,7 +85,12 @@ export function auditPage() {
         e.client ? ` through ${e.client}` : "",
         e.address ? ` from ${e.address}` : "",
       ),
-      el("div", { class: "diff" }, el("section", {}, el("h3", { text: "Before" }), json(e.before)), el("section", {}, el("h3", { text: "After" }), json(e.after))),
+      el(
+        "div",
+        { class: "diff" },
+        el("section", { "aria-label": "Before" }, el("h3", { text: "Before" }), json(e.before)),
+        el("section", { "aria-label": "After" }, el("h3", { text: "After" }), json(e.after)),
+      ),
     );
   return [
     el("h1", { text: "Audit trail" }),

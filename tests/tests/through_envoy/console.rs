@@ -3,8 +3,9 @@
 //! `MMS_FILTER` and edge sync on two workers, the media upstream), makes the users of each role
 //! and a client registered with a vendor statement, and runs the specs in order, checking
 //! through Envoy between them what the console did: the activated client's token passes, and
-//! once deactivated it is refused at every worker. Then the roles, the sign-in failure, the
-//! expired session, the lost network and the stale write.
+//! once deactivated it is refused at every worker. Then the other pages (users, sessions, keys
+//! and edges, audit), the roles, the sign-in failure, the expired session, the lost network and
+//! the stale write.
 
 use crate::edge::{call, password, refused_everywhere, token_request, wait_for_sync};
 use e2e::{demo, Filter, Options, Stack, Tools};
@@ -112,7 +113,8 @@ fn add_users(s: &Stack) -> Value {
     Value::Object(users)
 }
 
-/// Runs the Playwright specs `specs` of `tests/console/` against the console, with Debian's
+/// Runs the Playwright specs `specs` of `tests/console/` (each name a pattern Playwright looks
+/// for in the specs' paths, so no name may be part of another's) against the console, with Debian's
 /// Chromium; fails unless they all pass. Playwright and its browser are stopped when it ends
 /// (or, past [`SPEC_LIMIT`], killed with the whole process group).
 async fn playwright(c: &Console, specs: &[&str]) {
@@ -200,9 +202,11 @@ async fn console_in_chromium() {
         issuer_args: vec!["--config".into(), config.display().to_string()],
         ..Options::default()
     };
-    let s = Stack::start(&tmp.path().join("stack"), &tools, &opts)
-        .await
-        .unwrap();
+    let dir = tmp.path().join("stack");
+    let s = Stack::start(&dir, &tools, &opts).await.unwrap_or_else(|e| {
+        let log = std::fs::read_to_string(dir.join("issuer.log")).unwrap_or_default();
+        panic!("{e:#}\n--- issuer.log\n{log}")
+    });
     wait_for_sync(&s).await;
     let url = format!("http://127.0.0.1:{admin_port}/admin/");
     served_only_on_the_admin_listener(&s, &url).await;
@@ -221,9 +225,9 @@ async fn console_in_chromium() {
     let (status, _) = token_request(&s, client, &cc).await;
     assert_ne!(status, 200, "a pending client gets no token");
 
-    playwright(&c, &["activate.spec.js"]).await;
+    playwright(&c, &["main_activate.spec.js"]).await;
     let (status, answer) = token_request(&s, client, &cc).await;
-    assert_eq!(status, 200, "{answer}");
+    assert_eq!(status, 200, "{answer}\n{}", s.logs());
     let token = answer["access_token"].as_str().unwrap().to_owned();
     assert_eq!(
         call(&s, &token).await.0,
@@ -245,9 +249,9 @@ async fn console_in_chromium() {
     // Sessions for the console to list and revoke.
     password(&s, demo::USER, demo::PASSWORD).await;
     password(&s, demo::USER, demo::PASSWORD).await;
-    playwright(&c, &["deactivate.spec.js"]).await;
+    playwright(&c, &["main_deactivate.spec.js"]).await;
     refused_everywhere(&s, &token, "client deactivated in the console").await;
 
-    playwright(&c, &["roles.spec.js", "failures.spec.js"]).await;
+    playwright(&c, &["pages.spec.js", "roles.spec.js", "failures.spec.js"]).await;
     assert!(s.stop(), "the stack stopped cleanly");
 }
