@@ -336,8 +336,7 @@ async fn serve_on(
     let app = Arc::new(ready(app, s.directory.take()).await?);
     app.set_vendors(s.vendors.clone().unwrap_or_default(), s.registration);
     slot.set(app.clone());
-    let admin_shutdown = until_stopped(stopping.clone());
-    let admin_http = admin_http::start_if(s.admin_http.as_deref(), &app, admin_shutdown).await?;
+    let admin_http = admin_http::start_if(s.admin_http.as_deref(), &app, &stopping).await?;
     // The embedded store takes admin commands over its socket; with PostgreSQL they write to
     // the database, and every issuer reads the change from there.
     if let Some(dir) = &data_dir {
@@ -355,16 +354,19 @@ async fn serve_on(
         directory: None,
         ..s.clone()
     };
+    let admin_line = admin_http.as_ref().map(|a| a.line()).unwrap_or_default();
     tokio::spawn(reload(running, app.clone(), admin_http).on_sighup(hup));
     let name = data_dir.as_ref().map_or_else(
         || "postgres".to_owned(),
         |d| format!("redb:{}", d.display()),
     );
     tracing::info!(%addr, scheme, store = name, "issuer serving");
-    match &addr {
-        ListenAddr::Tcp(addr) => println!("listening on {scheme}://{addr}"),
-        ListenAddr::Unix(_) => println!("listening on {addr}"),
-    }
+    let main = match &addr {
+        ListenAddr::Tcp(addr) => format!("{scheme}://{addr}"),
+        ListenAddr::Unix(_) => addr.to_string(),
+    };
+    // One write: a reader of the first line alone may close the pipe after it.
+    print!("listening on {main}\n{admin_line}");
     std::io::stdout().flush()?;
     let audit = app.audit.clone();
     drop(app);

@@ -8,7 +8,6 @@ use issuer::app::App;
 use issuer::config::admin_http::AdminHttpConfig;
 use issuer::http::admin::AdminHttp;
 use std::future::Future;
-use std::io::Write as _;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
@@ -20,14 +19,28 @@ pub struct AdminListener {
     pub certificates: Option<Arc<Certificates>>,
     /// The table it started with (`listen` and TLS change at a restart).
     pub config: AdminHttpConfig,
+    /// Its URL as bound (port 0 resolved).
+    pub url: String,
+}
+
+impl AdminListener {
+    /// The line `issuer serve` prints after `listening on …` once it serves.
+    pub fn line(&self) -> String {
+        format!("admin listening on {}\n", self.url)
+    }
 }
 
 /// [`start`] when the configuration file has `[admin_http]`.
+/// It stops when `stopped` turns true.
 pub async fn start_if(
     config: Option<&AdminHttpConfig>,
     app: &Arc<App>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    stopped: &tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<Option<AdminListener>> {
+    let mut stopped = stopped.clone();
+    let shutdown = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
     match config {
         Some(config) => Ok(Some(start(config, app.clone(), shutdown).await?)),
         None => Ok(None),
@@ -60,12 +73,11 @@ pub async fn start(
         shutdown,
     ));
     tracing::info!(%addr, scheme, "admin listener serving");
-    println!("admin listening on {scheme}://{addr}");
-    std::io::stdout().flush()?;
     Ok(AdminListener {
         state,
         certificates,
         config: config.clone(),
+        url: format!("{scheme}://{addr}"),
     })
 }
 
