@@ -32,7 +32,9 @@ export function keysPage(can) {
     try {
       const [keys, report] = await Promise.all([api("GET", "/apiv2/admin/keys"), api("GET", "/apiv2/admin/edges")]);
       const ready = !!report.ready_to_rotate;
-      const rotate = el("button", { type: "button", text: "Rotate the signing key", disabled: !ready });
+      // With no next key, rotating publishes one (it signs once every edge holds it).
+      const publish = report.next === null && !report.held;
+      const rotate = el("button", { type: "button", text: "Rotate the signing key", disabled: !ready && !publish });
       rotate.addEventListener("click", () => act(rotate, () => api("POST", "/apiv2/admin/keys/rotate", { body: {}, etag: keys.etag ?? report.etag }), load));
       box.replaceChildren(
         table(
@@ -46,10 +48,12 @@ export function keysPage(can) {
         ),
         el("h2", { text: "Edges" }),
         el("p", {
-          class: ready ? "ready" : "waiting",
-          text: ready
-            ? "The edges are ready: the key can be rotated without refusing any edge's tokens."
-            : "Not every recent edge holds the next key yet: rotating is refused until they do.",
+          class: ready || publish ? "ready" : "waiting",
+          text: publish
+            ? "No next key is published: rotating publishes one, which signs once every edge holds it."
+            : ready
+              ? "Every recent edge holds the next key: rotating makes it the signing key."
+              : "Not every recent edge holds the next key yet: rotating is refused until they do.",
         }),
         edgesTable(report),
         can("POST", "/apiv2/admin/keys/rotate") ? rotate : null,

@@ -38,8 +38,14 @@ test("keys and edges: which edge holds which key", async ({ page }) => {
   await open(page, "Keys and edges");
   await expect(page.getByRole("table", { name: "Keys" })).toBeVisible();
   await expect(page.getByRole("table", { name: "Edges" })).toBeVisible();
-  await expect(page.getByRole("button", { name: "Rotate the signing key" })).toBeVisible();
+  await expect(page.getByRole("row").filter({ hasText: "envoy-edge" })).not.toHaveCount(0);
   await shot(page, "keys");
+  // No next key yet: rotating publishes one, and the ring shows it.
+  const rows = await page.getByRole("table", { name: "Keys" }).getByRole("row").count();
+  await page.getByRole("button", { name: "Rotate the signing key" }).click();
+  await expect(page.getByRole("status")).not.toBeEmpty();
+  await expect(page.getByRole("alert")).toBeHidden();
+  await expect(page.getByRole("table", { name: "Keys" }).getByRole("row")).toHaveCount(rows + 1);
 });
 
 test("audit: the console's acts, searchable, before and after", async ({ page }) => {

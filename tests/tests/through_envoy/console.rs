@@ -162,7 +162,11 @@ async fn playwright(c: &Console, specs: &[&str]) {
 /// The console's page and its headers on the admin listener; nothing of it on the main one.
 async fn served_only_on_the_admin_listener(s: &Stack, url: &str) {
     let http = reqwest::Client::new();
-    let page = http.get(url).send().await.unwrap();
+    let page = http
+        .get(url)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
     assert_eq!(page.status(), 200);
     let csp = page.headers()["content-security-policy"].to_str().unwrap();
     assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
@@ -173,7 +177,7 @@ async fn served_only_on_the_admin_listener(s: &Stack, url: &str) {
         .get(format!("{}/admin/", s.issuer_url()))
         .send()
         .await
-        .unwrap();
+        .unwrap_or_else(|e| panic!("{e}\n{}", s.logs()));
     assert_eq!(main.status(), 404, "the main listener serves no console");
 }
 
