@@ -35,18 +35,49 @@ pub fn refresh() -> Result<()> {
 
 /// Fails unless each file of `issuer/console/pkg/` equals the one of the fresh web build `web`.
 pub fn check(web: &Path) -> Result<()> {
+    same_files(web, &copy_dir())?;
+    eprintln!("{COPY_DIR}: the same as the fresh web build");
+    Ok(())
+}
+
+/// Fails unless each of [`FILES`] is the same bytes in `fresh` and `kept`.
+fn same_files(fresh: &Path, kept: &Path) -> Result<()> {
     for file in FILES {
-        let fresh = std::fs::read(web.join(file))
-            .with_context(|| format!("reading {}", web.join(file).display()))?;
-        let kept = std::fs::read(copy_dir().join(file))
-            .with_context(|| format!("reading {COPY_DIR}/{file}"))?;
-        if fresh != kept {
+        let read = |dir: &Path| {
+            std::fs::read(dir.join(file))
+                .with_context(|| format!("reading {}", dir.join(file).display()))
+        };
+        if read(fresh)? != read(kept)? {
             bail!(
-                "{COPY_DIR}/{file} differs from the fresh build in {}: run `cargo xtask console-pkg` and commit the result",
-                web.display()
+                "{} differs from the fresh build in {}: run `cargo xtask console-pkg` and commit the result",
+                kept.join(file).display(),
+                fresh.display()
             );
         }
     }
-    eprintln!("{COPY_DIR}: the same as the fresh web build");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_is_refused_unless_every_file_is_the_same_bytes() {
+        let dir = std::env::temp_dir().join(format!("xtask-console-{}", std::process::id()));
+        let (fresh, kept) = (dir.join("fresh"), dir.join("kept"));
+        for d in [&fresh, &kept] {
+            std::fs::create_dir_all(d).unwrap();
+            for file in FILES {
+                std::fs::write(d.join(file), file).unwrap();
+            }
+        }
+        assert!(same_files(&fresh, &kept).is_ok());
+        std::fs::write(kept.join(FILES[1]), "changed").unwrap();
+        let e = same_files(&fresh, &kept).unwrap_err().to_string();
+        assert!(e.contains("cargo xtask console-pkg"), "{e}");
+        std::fs::remove_file(kept.join(FILES[0])).unwrap();
+        assert!(same_files(&fresh, &kept).is_err(), "a missing file");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
