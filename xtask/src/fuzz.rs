@@ -6,7 +6,7 @@ use anyhow::Result;
 use std::process::Command;
 
 /// The cargo-fuzz targets (`fuzz/fuzz_targets/`).
-pub const FUZZ_TARGETS: [&str; 11] = [
+pub const FUZZ_TARGETS: [&str; 12] = [
     "edge_feed",
     "token_decode",
     "token_roundtrip",
@@ -18,6 +18,7 @@ pub const FUZZ_TARGETS: [&str; 11] = [
     "dpop_proof",
     "software_statement",
     "dpop_der",
+    "admin_body",
 ];
 
 /// Builds every fuzz target (libFuzzer with AddressSanitizer, nightly) in one cargo build, as

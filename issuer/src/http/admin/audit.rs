@@ -3,7 +3,7 @@
 //! position of the last event given among those read from `since`, oldest first, so events
 //! recorded meanwhile do not shift a page.
 
-use super::items::{ListQuery, DEFAULT_LIMIT};
+use super::bodies::{ListQuery, DEFAULT_LIMIT};
 use super::ops::read;
 use super::{refusal, AdminHttp};
 use crate::admin::{Command, Reply};
@@ -44,7 +44,7 @@ pub(super) async fn list(state: &AdminHttp, q: &ListQuery) -> Result<Value, ApiE
         });
     let page: Vec<(usize, Value)> = chosen.by_ref().take(limit).collect();
     let next = match (page.last(), chosen.next()) {
-        (Some((i, _)), Some(_)) => json!(super::items::cursor_of(&i.to_string())),
+        (Some((i, _)), Some(_)) => json!(super::bodies::cursor_of(&i.to_string())),
         _ => Value::Null,
     };
     let items: Vec<Value> = page.into_iter().map(|(_, v)| v).collect();

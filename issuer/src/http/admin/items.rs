@@ -5,70 +5,11 @@
 //! key given, so a page never repeats or skips an item that stayed. The `etag` is the SHA-256 of
 //! the item's JSON without it: any change of what a reader sees changes it.
 
+use super::bodies::{cursor_of, ListQuery, DEFAULT_LIMIT};
 use crate::admin::{ClientView, UserView};
 use crate::store::GrantKind;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use base64::Engine as _;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-
-/// Items of a page when `limit` is not given.
-pub const DEFAULT_LIMIT: usize = 50;
-/// The largest `limit`.
-pub const MAX_LIMIT: usize = 500;
-
-/// The query of a list: `q`, `after`, `limit`, and the filters some lists have.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    /// Case-insensitive substring of the item's ids, names and text.
-    pub q: Option<String>,
-    /// The cursor of the previous page (`next`).
-    pub after: Option<String>,
-    /// Items at most, 1 to [`MAX_LIMIT`].
-    pub limit: Option<usize>,
-    /// `clients`: `pending`, `active`, `inactive` or `all`.
-    pub state: Option<String>,
-    /// `sessions`: the user's.
-    #[allow(dead_code)]
-    pub user: Option<String>,
-    /// `audit`: from this time (seconds since the epoch).
-    pub since: Option<u64>,
-}
-
-impl ListQuery {
-    /// The query string `raw`, checked; `Err` says what is wrong.
-    pub fn parse(raw: &str) -> Result<Self, String> {
-        let q: Self = serde_urlencoded::from_str(raw).map_err(|e| format!("bad query: {e}"))?;
-        if q.limit.is_some_and(|l| l == 0 || l > MAX_LIMIT) {
-            return Err(format!("limit is 1 to {MAX_LIMIT}"));
-        }
-        if q.after.as_deref().is_some_and(|a| cursor_key(a).is_none()) {
-            return Err("after is not a cursor of this list".into());
-        }
-        Ok(q)
-    }
-
-    /// The key after which the page starts.
-    pub fn after_key(&self) -> Option<String> {
-        self.after.as_deref().and_then(cursor_key)
-    }
-
-    fn wanted(&self, text: &str) -> bool {
-        self.q
-            .as_deref()
-            .is_none_or(|q| text.to_lowercase().contains(&q.to_lowercase()))
-    }
-}
-
-/// The cursor of `key`.
-pub fn cursor_of(key: &str) -> String {
-    B64.encode(key)
-}
-
-fn cursor_key(cursor: &str) -> Option<String> {
-    String::from_utf8(B64.decode(cursor).ok()?).ok()
-}
 
 /// One page of `items`, each `(key, searchable text, item)`, sorted by key here:
 /// `{"items": [...], "next": cursor | null}`.

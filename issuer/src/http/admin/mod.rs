@@ -10,13 +10,14 @@
 //! [`ops`] does it.
 
 mod audit;
+pub mod bodies;
 mod items;
 pub mod ops;
 mod sessions;
 mod signin;
 pub mod table;
 
-pub use items::{DEFAULT_LIMIT, MAX_LIMIT};
+pub use bodies::{DEFAULT_LIMIT, MAX_LIMIT};
 
 use super::call_within;
 use crate::app::{AdminCaller, ApiError, App, Call};

@@ -3,14 +3,15 @@
 //! as the caller read it (`If-Match`: 428 without, 412 when stale), run one at a time, audited
 //! with the caller's user, client and address, and answered with the item after it.
 
-use super::items::{self, ListQuery};
+use super::bodies::ListQuery;
+use super::bodies::{parse_body, Activate, Empty, Import, Narrow};
+use super::items;
 use super::table::{Op, Route};
 use super::{me, refusal, AdminHttp};
 use crate::admin::{self, Actor, AdminError, Command, Reply, VendorImport};
 use crate::app::{now, AdminCaller, ApiError, Call};
 use crate::store::GrantKind;
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use warp::http::{header, StatusCode};
 
@@ -140,11 +141,6 @@ pub(super) fn body<T: DeserializeOwned>(call: &Call) -> Result<T, ApiError> {
     parse_body(&call.body).map_err(|e| refusal(StatusCode::BAD_REQUEST, "invalid_request", &e))
 }
 
-/// `bytes` as the body `T`, or why not (the fuzz target's entry).
-pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    serde_json::from_slice(bytes).map_err(|e| format!("malformed body: {e}"))
-}
-
 /// 428 without `If-Match`, 412 unless it names `current` (the item as it is now).
 pub(super) fn precondition(call: &Call, current: &Value) -> Result<(), ApiError> {
     let Some(sent) = call
@@ -176,41 +172,6 @@ pub(super) fn done(item: Value, reply: Reply) -> Answer {
         _ => "done".to_owned(),
     };
     Ok((StatusCode::OK, json!({"item": item, "message": message})))
-}
-
-/// The body of a change that takes nothing.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Empty {}
-
-/// The body of `activate`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Activate {
-    /// A vendor's client: the grants it gets, within its statement's.
-    pub grants: Option<Vec<GrantKind>>,
-    /// A vendor's client: no impersonation.
-    #[serde(default)]
-    pub no_impersonation: bool,
-}
-
-/// The body of `narrow`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Narrow {
-    /// The grants it keeps.
-    pub grants: Vec<GrantKind>,
-    /// Stop impersonation.
-    #[serde(default)]
-    pub no_impersonation: bool,
-}
-
-/// The body of `import`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Import {
-    /// The vendor's JWS: a software statement or a revocation list.
-    pub statement: String,
 }
 
 async fn clients(state: &AdminHttp) -> Result<Vec<admin::ClientView>, ApiError> {
@@ -251,7 +212,7 @@ async fn client_change(state: &AdminHttp, op: Op, req: &Request<'_>) -> Answer {
     let id = id(req)?.to_owned();
     let cmd = match op {
         Op::ClientActivate => {
-            let b: Activate = body(req.call)?;
+            let b: Activate<GrantKind> = body(req.call)?;
             Command::ClientActivate {
                 id: id.clone(),
                 grants: b.grants,
@@ -259,7 +220,7 @@ async fn client_change(state: &AdminHttp, op: Op, req: &Request<'_>) -> Answer {
             }
         }
         Op::ClientNarrow => {
-            let b: Narrow = body(req.call)?;
+            let b: Narrow<GrantKind> = body(req.call)?;
             narrowed(state, &id, b).await?
         }
         _ => {
@@ -283,7 +244,7 @@ async fn client_change(state: &AdminHttp, op: Op, req: &Request<'_>) -> Answer {
 
 /// `narrow`: the update that keeps an active vendor client's settings but its grants and
 /// impersonation (never wider than its statement: the command refuses that).
-async fn narrowed(state: &AdminHttp, id: &str, b: Narrow) -> Result<Command, ApiError> {
+async fn narrowed(state: &AdminHttp, id: &str, b: Narrow<GrantKind>) -> Result<Command, ApiError> {
     let rec = state.app.store.client(id).await?;
     let Some(rec) = rec else {
         return Err(refusal(

@@ -2,7 +2,7 @@
 //! token families. The store's traits have no listing of families by user yet, so both routes
 //! answer 501 `not_implemented` for now, after the caller and role checks of every route.
 
-use super::items::ListQuery;
+use super::bodies::ListQuery;
 use super::ops::Request;
 use super::{refusal, AdminHttp};
 use crate::app::ApiError;
