@@ -282,9 +282,13 @@ async fn every_route_and_role_answers_as_the_table_says() {
     for role in Role::ALL.map(Some).into_iter().chain([None]) {
         callers.push((role, s.sign_in(&user_of(role)).await));
     }
-    for r in ROUTES.iter().filter(|r| r.op != Op::KeyRotate) {
+    for r in ROUTES {
         for (role, caller) in &callers {
             let roles: Vec<Role> = role.iter().copied().collect();
+            if r.op == Op::KeyRotate && r.allows(&roles) {
+                // Allowed, it rotates: the audit test below does it.
+                continue;
+            }
             let body = (r.method == "POST").then(|| json!({}));
             let a = s.call(caller, r.method, &path_of(r), body, None).await;
             let cell = format!("{} as {:?}: {} {}", r.label(), role, a.status, a.json);

@@ -120,7 +120,7 @@ pub fn admin_routes(
         .and(warp::method())
         .and(warp::query::raw().or(warp::any().map(String::new)).unify())
         .and(with_state.clone())
-        .and(call_within(ADMIN_BODY_LIMIT))
+        .and(admin_call(ADMIN_BODY_LIMIT))
         .then(
             |path: warp::path::FullPath, method: Method, query: String, state, call| {
                 Box::pin(async move { api(state, (method, path.as_str(), &query), call).await })
@@ -129,7 +129,7 @@ pub fn admin_routes(
     let token = warp::path!("apiv2" / "oauth" / "token")
         .and(with_state)
         .and(warp::method())
-        .and(call_within(super::BODY_LIMIT))
+        .and(admin_call(super::BODY_LIMIT))
         .then(
             |state: Arc<AdminHttp>, method: Method, call: Call| async move {
                 signin::token(&state, method, call).await
@@ -154,6 +154,22 @@ async fn recover(rejection: Rejection) -> Result<Response, Infallible> {
         }
     }
     super::recover(rejection).await
+}
+
+/// The request as a [`Call`] whose body is at most `limit` bytes, with a `Host` header even over
+/// HTTP/2 (which names the host in `:authority`): the origin and every proof's `htu` are made
+/// of it.
+fn admin_call(limit: usize) -> impl Filter<Extract = (Call,), Error = Rejection> + Clone {
+    call_within(limit).and(warp::host::optional()).map(
+        |mut call: Call, authority: Option<warp::host::Authority>| {
+            if !call.headers.contains_key(header::HOST) {
+                if let Some(v) = authority.and_then(|a| HeaderValue::from_str(a.as_str()).ok()) {
+                    call.headers.insert(header::HOST, v);
+                }
+            }
+            call
+        },
+    )
 }
 
 /// `resp` with [`SECURITY_HEADERS`], and never a cookie.
