@@ -3,7 +3,7 @@
 //! read ([`read`]).
 
 use super::{Actor, AdminError, Command};
-use crate::store::audit::{changed, client_view, keys_view, user_view};
+use crate::store::audit::{changed, client_view, family_view, keys_view, user_view};
 use crate::store::{AuditAction, AuditEvent, Store, StoreError};
 use serde_json::Value;
 
@@ -16,6 +16,7 @@ pub(super) enum Subject {
     Client(String),
     User(String),
     Keys,
+    Session(String),
 }
 
 impl Subject {
@@ -24,6 +25,7 @@ impl Subject {
             Self::Client(id) => id,
             Self::User(name) => name,
             Self::Keys => "keys",
+            Self::Session(id) => id,
         }
     }
 }
@@ -52,6 +54,7 @@ pub(super) fn record_of(cmd: &Command) -> Option<(AuditAction, Subject)> {
             (A::ClientUpdate, client(id))
         }
         Command::UserUpdate { name, .. } => (A::UserUpdate, user(name)),
+        Command::SessionRevoke { id } => (A::SessionRevoke, Subject::Session(id.clone())),
         Command::Ping
         | Command::ClientList
         | Command::Edges
@@ -81,6 +84,13 @@ pub(super) async fn view(
             .await?
             .map_or(Value::Null, |u| user_view(&u)),
         Subject::Keys => keys_view(&store.key_infos(now).await?),
+        Subject::Session(id) => match super::sessions::session_id(id) {
+            Some(key) => store
+                .family(&key)
+                .await?
+                .map_or(Value::Null, |f| family_view(&f)),
+            None => Value::Null,
+        },
     })
 }
 

@@ -118,6 +118,7 @@ impl Command {
             | Self::Edges
             | Self::KeysPublish
             | Self::KeysPromote { .. }
+            | Self::SessionRevoke { .. }
             | Self::AuditRead { .. }
             | Self::VendorRefused { .. }
             | Self::Backup => Ok(()),

@@ -42,6 +42,7 @@ mod clients;
 mod edges;
 pub mod input;
 mod keys;
+pub mod sessions;
 mod users;
 mod vendor;
 
@@ -193,6 +194,11 @@ pub enum Command {
     AuditRead {
         /// Seconds since the epoch.
         since: u64,
+    },
+    /// Revoke one refresh token family (a session) by its id, whoever owns it.
+    SessionRevoke {
+        /// The family's id, 32 hex digits.
+        id: String,
     },
     /// A backup of the whole store (`issuer backup`), only through the socket: the answer
     /// [`Reply::Backup`] is followed by the backup's bytes ([`crate::store::backup`]).
@@ -410,6 +416,7 @@ async fn run_command(
         Command::KeysRotate { delay } => keys::rotate(store, *delay, now).await?,
         Command::KeysRetire { kid } => keys::retire(store, *kid, now).await?,
         Command::KeysPromote { kid } => edges::promote(store, *kid, now).await?,
+        Command::SessionRevoke { id } => sessions::revoke(store, id, now).await?,
     };
     Ok(Reply::Text(text))
 }

@@ -6,6 +6,7 @@
 //! ([`client_view`], [`user_view`]), and every field is bounded ([`AuditEvent::new`]) since
 //! targets and claims may come from clients.
 
+use super::family::Family;
 use super::{ClientRecord, KeyInfo, UserRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -76,6 +77,9 @@ pub enum AuditAction {
     /// `issuer keys rotate-kek`.
     #[serde(rename = "keys.rotate_kek")]
     KeysRotateKek,
+    /// An administrator revoked a refresh token family (a session) by its id.
+    #[serde(rename = "session.revoke")]
+    SessionRevoke,
     /// A rotated refresh token presented again: its family was revoked.
     #[serde(rename = "refresh.reuse")]
     RefreshReuse,
@@ -226,6 +230,18 @@ pub fn user_view(u: &UserRecord) -> Value {
         "claims": u.claims,
         "password_changed_at": u.password_changed_at,
         "directory": u.directory.as_ref().map(|d| &d.dn),
+    })
+}
+
+/// What the audit trail shows of a refresh token family (never a token).
+pub fn family_view(f: &Family) -> Value {
+    json!({
+        "user": f.user,
+        "client": f.client,
+        "created": f.created_at,
+        "last_used": f.last_used(),
+        "expires_at": f.expires_at,
+        "revoked_at": f.revoked_at,
     })
 }
 

@@ -295,8 +295,6 @@ async fn every_route_and_role_answers_as_the_table_says() {
             if !r.allows(&roles) {
                 assert_eq!(a.status, 403, "{cell}");
                 assert_eq!(a.json["error"], "insufficient_scope", "{cell}");
-            } else if matches!(r.op, Op::SessionList | Op::SessionRevoke) {
-                assert_eq!(a.status, 501, "{cell}");
             } else if r.method == "GET" {
                 assert_eq!(a.status, 200, "{cell}");
             } else {
@@ -445,17 +443,8 @@ async fn every_mutating_route_writes_an_audit_event_with_before_and_after() {
                 ("keys.publish", "keys".to_owned(), a.status)
             }
             Op::SessionRevoke => {
-                let a = s
-                    .call(
-                        &root,
-                        "POST",
-                        "/apiv2/admin/sessions/x/revoke",
-                        Some(json!({})),
-                        None,
-                    )
-                    .await;
-                assert_eq!(a.status, 501, "sessions are not available yet: {}", a.json);
-                continue;
+                let (id, status) = revoke_a_session(&s, &root).await;
+                ("session.revoke", id, status)
             }
             other => panic!("a mutating route this test does not know: {other:?}"),
         };
@@ -474,5 +463,78 @@ async fn every_mutating_route_writes_an_audit_event_with_before_and_after() {
         assert!(!e["after"].is_null(), "{e}");
         done.push(r.op);
     }
-    assert_eq!(done.len(), ROUTES.iter().filter(|r| r.mutating).count() - 1);
+    assert_eq!(done.len(), ROUTES.iter().filter(|r| r.mutating).count());
+}
+
+/// A password grant at the main listener: its refresh token.
+async fn refresh_token_of(s: &Admin, client: &str, user: &str) -> String {
+    let a = answer(
+        s.http
+            .post(format!("{}/apiv2/oauth/token", s.main))
+            .basic_auth(client, Some(&s.secrets[client]))
+            .form(&[
+                ("grant_type", "password"),
+                ("username", user),
+                ("password", PW),
+            ])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    a.json["refresh_token"].as_str().unwrap().to_owned()
+}
+
+/// Starts two sessions of `admin-audit`, revokes one through the API (after a stale `If-Match`
+/// refused), and checks what it did: gone from the list, its refresh token refused, the other
+/// session untouched, a second revocation a conflict. Its id and the revocation's status.
+async fn revoke_a_session(s: &Admin, root: &Caller) -> (String, reqwest::StatusCode) {
+    let rt = refresh_token_of(s, "other", "admin-audit").await;
+    let kept = refresh_token_of(s, "ops", "admin-audit").await;
+    let list = s.get(root, "/apiv2/admin/sessions?user=admin-audit").await;
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{list}");
+    let item = items
+        .iter()
+        .find(|i| i["client"] == "other")
+        .unwrap()
+        .clone();
+    assert_eq!(item["user"], "admin-audit", "{item}");
+    assert_eq!(item["last_used"], item["created"], "{item}");
+    let id = item["id"].as_str().unwrap().to_owned();
+    let path = format!("/apiv2/admin/sessions/{id}/revoke");
+    let stale = s
+        .call(root, "POST", &path, Some(json!({})), Some("\"0\""))
+        .await;
+    assert_eq!(stale.status, 412, "{}", stale.json);
+    let tag = item["etag"].as_str().unwrap();
+    let a = s
+        .call(root, "POST", &path, Some(json!({})), Some(tag))
+        .await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    assert!(a.json["item"]["revoked_at"].is_u64(), "{}", a.json);
+    let again = a.json["item"]["etag"].as_str().unwrap();
+    let twice = s
+        .call(root, "POST", &path, Some(json!({})), Some(again))
+        .await;
+    assert_eq!(twice.status, 409, "{}", twice.json);
+    assert_eq!(twice.json["error"], "conflict");
+    let list = s.get(root, "/apiv2/admin/sessions?user=admin-audit").await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["items"][0]["client"], "ops", "{list}");
+    for (client, token, status) in [("other", &rt, 400), ("ops", &kept, 200)] {
+        let a = answer(
+            s.http
+                .post(format!("{}/apiv2/oauth/token", s.main))
+                .basic_auth(client, Some(&s.secrets[client]))
+                .form(&[("grant_type", "refresh_token"), ("refresh_token", token)])
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(a.status, status, "{client}: {}", a.json);
+    }
+    (id, a.status)
 }

@@ -66,7 +66,6 @@ pub struct ListQuery {
     /// `clients`: `pending`, `active`, `inactive` or `all`.
     pub state: Option<String>,
     /// `sessions`: the user's.
-    #[allow(dead_code)]
     pub user: Option<String>,
     /// `audit`: from this time (seconds since the epoch).
     pub since: Option<u64>,
