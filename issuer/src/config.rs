@@ -10,6 +10,7 @@
 //! not listed a second time: they are the long names of the `serve` command's arguments, each
 //! value checked by that argument's own parser. An unknown key is an error that names it.
 
+pub mod admin_http;
 pub mod directory;
 pub mod vendor;
 
@@ -24,6 +25,8 @@ use std::path::{Path, PathBuf};
 pub const DIRECTORY: &str = "directory";
 /// The tables of trusted vendors (`[[vendor]]`), not `serve` options either.
 pub const VENDOR: &str = "vendor";
+/// The admin listener's table (`[admin_http]`), not a `serve` option either.
+pub const ADMIN_HTTP: &str = "admin_http";
 /// The argument naming the file; no key of the file.
 pub const CONFIG_ARG: &str = "config";
 
@@ -73,6 +76,8 @@ pub struct ConfigFile {
     directory: Option<toml::Value>,
     /// The `[[vendor]]` tables, if any.
     vendors: Option<toml::Value>,
+    /// The `[admin_http]` table, if any.
+    admin_http: Option<toml::Value>,
 }
 
 impl ConfigFile {
@@ -106,11 +111,13 @@ impl ConfigFile {
         })?;
         let directory = options.remove(DIRECTORY);
         let vendors = options.remove(VENDOR);
+        let admin_http = options.remove(ADMIN_HTTP);
         Ok(Self {
             path: path.to_owned(),
             options,
             directory,
             vendors,
+            admin_http,
         })
     }
 
@@ -155,7 +162,7 @@ impl ConfigFile {
             let known = option_arg(serve, key).ok_or_else(|| {
                 self.error(format!(
                     "unknown key `{key}` (the keys are the options of `issuer serve --help`, \
-                     `_` for `-`, the [{DIRECTORY}] table and [[{VENDOR}]] tables)"
+                     `_` for `-`, the [{DIRECTORY}] and [{ADMIN_HTTP}] tables and [[{VENDOR}]] tables)"
                 ))
             })?;
             let values = self.values(key, value, known)?;
@@ -222,6 +229,16 @@ impl ConfigFile {
             .transpose()
             .map(Option::unwrap_or_default)
             .map_err(|e| self.error(format!("[[{VENDOR}]]: {e}")))
+    }
+
+    /// The validated `[admin_http]` table, if the file has one.
+    pub fn admin_http(&self) -> Result<Option<admin_http::AdminHttpConfig>, ConfigError> {
+        let folder = self.path.parent().unwrap_or(Path::new("."));
+        self.admin_http
+            .clone()
+            .map(|v| admin_http::admin_http_of(v, folder))
+            .transpose()
+            .map_err(|e| self.error(format!("[{ADMIN_HTTP}]: {e}")))
     }
 }
 

@@ -8,6 +8,9 @@
 //! mistakes are logged at debug level, internal failures at error level, and the client then sees
 //! only `server_error`.
 
+pub mod admin;
+pub mod console;
+
 use crate::app::{ApiError, App, Call, Peer, Readiness};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
@@ -47,11 +50,11 @@ impl ApiError {
         e
     }
 
-    fn too_large() -> Self {
+    fn too_large(limit: usize) -> Self {
         let mut e = Self::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "invalid_request",
-            format!("request body larger than {BODY_LIMIT} bytes"),
+            format!("request body larger than {limit} bytes"),
         );
         e.close = true;
         e
@@ -80,6 +83,12 @@ impl ApiError {
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Basic realm=\"media\", charset=\"UTF-8\""),
             );
+        }
+        if let Some(error) = self.dpop_challenge {
+            let challenge = format!("DPoP error=\"{error}\", algs=\"ES256 EdDSA\"");
+            if let Ok(v) = HeaderValue::from_str(&challenge) {
+                h.insert(header::WWW_AUTHENTICATE, v);
+            }
         }
         if let Some(wait) = self.retry_after {
             h.insert(header::RETRY_AFTER, HeaderValue::from(wait));
@@ -127,11 +136,12 @@ fn only(
         .untuple_one()
 }
 
-/// Reads the body, at most [`BODY_LIMIT`] bytes, within [`BODY_TIMEOUT`]. An oversized body is
+/// Reads the body, at most `limit` bytes ([`BODY_LIMIT`] but on the admin listener), within [`BODY_TIMEOUT`]. An oversized body is
 /// read on and discarded up to [`DRAIN_LIMIT`] before the 413, and the connection is then closed:
 /// answering while the client still sends makes its TCP stack see a reset, which can destroy the
 /// answer (a proxy in front then reports a 503 for a client mistake).
 async fn read_body(
+    limit: usize,
     length: Option<u64>,
     body: impl futures_util::Stream<Item = Result<impl Buf, warp::Error>>,
 ) -> Result<Bytes, Rejection> {
@@ -140,7 +150,7 @@ async fn read_body(
         let mut seen = 0usize;
         let mut body = std::pin::pin!(body);
         if length.is_some_and(|l| l > DRAIN_LIMIT as u64) {
-            return Err(ApiError::too_large());
+            return Err(ApiError::too_large(limit));
         }
         while let Some(chunk) = body.next().await {
             let chunk =
@@ -149,12 +159,12 @@ async fn read_body(
             if seen > DRAIN_LIMIT {
                 break;
             }
-            if seen <= BODY_LIMIT {
+            if seen <= limit {
                 buf.put(chunk);
             }
         }
-        if seen > BODY_LIMIT || length.is_some_and(|l| l > BODY_LIMIT as u64) {
-            return Err(ApiError::too_large());
+        if seen > limit || length.is_some_and(|l| l > limit as u64) {
+            return Err(ApiError::too_large(limit));
         }
         Ok(buf.freeze())
     };
@@ -171,6 +181,11 @@ async fn read_body(
 }
 
 fn call() -> impl Filter<Extract = (Call,), Error = Rejection> + Clone {
+    call_within(BODY_LIMIT)
+}
+
+/// The request as a [`Call`], its body at most `limit` bytes.
+fn call_within(limit: usize) -> impl Filter<Extract = (Call,), Error = Rejection> + Clone {
     let peer = warp::ext::optional::<PeerAddr>()
         .and(warp::addr::remote())
         .map(|ours: Option<PeerAddr>, warps: Option<SocketAddr>| {
@@ -180,8 +195,8 @@ fn call() -> impl Filter<Extract = (Call,), Error = Rejection> + Clone {
         .and(peer)
         .and(warp::header::optional::<u64>("content-length"))
         .and(warp::body::stream())
-        .and_then(|headers, peer, length, body| async move {
-            let body = read_body(length, body).await?;
+        .and_then(move |headers, peer, length, body| async move {
+            let body = read_body(limit, length, body).await?;
             Ok::<_, Rejection>(Call {
                 headers,
                 peer,

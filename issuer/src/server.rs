@@ -1,5 +1,6 @@
 //! Serving: the accept loop over the warp routes (TCP or a Unix socket, optionally TLS), the admin
-//! socket (and the backup through it, `backup`), the periodic sweep, and graceful shutdown.
+//! socket (and the backup through it, `backup`), the admin HTTP listener
+//! ([`serve_admin_http`]), the periodic sweep, and graceful shutdown.
 //!
 //! warp 0.4 has no TLS of its own, so one accept loop serves both plain and TLS connections with
 //! hyper-util, the same way: TLS is a handshake in front, nothing else differs. The loop is the
@@ -9,6 +10,7 @@
 
 use crate::admin::{self, Answer, Command};
 use crate::app::{now, App};
+use crate::http::admin::{admin_routes, AdminHttp};
 use crate::http::{routes_in, AppSlot};
 use accept::AcceptErrors;
 use std::future::Future;
@@ -55,6 +57,32 @@ pub async fn serve_http(
         let mut service = warp::service(routes.clone());
         Box::pin(service.call(req))
     });
+    serve_with(handler, listener, tls, shutdown).await;
+}
+
+/// Serves the admin listener (`[admin_http]`: the admin HTTP API and the console) on
+/// `listener` until `shutdown`, as [`serve_http`] serves the main one.
+pub async fn serve_admin_http(
+    state: Arc<AdminHttp>,
+    listener: impl Listener,
+    tls: Option<TlsAcceptor>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let routes = admin_routes(state);
+    let handler: conn::Handler = Arc::new(move |req| {
+        let mut service = warp::service(routes.clone());
+        Box::pin(service.call(req))
+    });
+    serve_with(handler, listener, tls, shutdown).await;
+}
+
+/// The accept loop of a listener whose requests `handler` answers.
+async fn serve_with(
+    handler: conn::Handler,
+    listener: impl Listener,
+    tls: Option<TlsAcceptor>,
+    shutdown: impl Future<Output = ()>,
+) {
     let shared = Arc::new(conn::Shared::new(handler, tls));
     let (stop, stopped) = watch::channel(false);
     let mut errors = AcceptErrors::default();

@@ -252,13 +252,17 @@ pub fn launch(mut command: Command, log: &Path) -> Result<(Proc, String)> {
         .context("starting the issuer")?;
     let stdout = child.stdout.take().context("stdout")?;
     let proc = Proc::new(child, "issuer");
+    let mut stdout = BufReader::new(stdout);
     let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
+    stdout.read_line(&mut line)?;
     let url = line
         .trim()
         .strip_prefix("listening on ")
         .with_context(|| format!("the issuer did not start; see {}", log.display()))?
         .to_owned();
+    // The rest (the admin listener's line, when it has one) is read and dropped until the
+    // issuer exits: a closed pipe would fail the issuer's next write to stdout.
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     Ok((proc, url))
 }
 

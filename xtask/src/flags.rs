@@ -100,6 +100,12 @@ pub enum Task {
         )]
         minutes: u64,
     },
+    /// The web console's copy of the browser module, rebuilt (issuer/console/pkg/)
+    ///
+    /// Builds the browser build of the JS module and copies mms_token.js and mms_token_bg.wasm
+    /// into issuer/console/pkg/, which the issuer binary embeds; `test` fails while that copy
+    /// differs from a fresh build.
+    ConsolePkg,
 }
 
 /// The one section of `bench` to run alone, if any (the flags exclude each other).
@@ -216,6 +222,7 @@ mod tests {
         assert_eq!(bench("bench --failover"), (false, Sections::Failover));
         assert_eq!(parse("soak").unwrap(), Task::Soak { minutes: 10 });
         assert_eq!(parse("fuzz").unwrap(), Task::Fuzz { seconds: 300 });
+        assert_eq!(parse("console-pkg").unwrap(), Task::ConsolePkg);
         assert_eq!(
             parse("fuzz --seconds 20").unwrap(),
             Task::Fuzz { seconds: 20 }

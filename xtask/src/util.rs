@@ -89,6 +89,20 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// rustc's flags that write the paths of cargo's registry as `/cargo` and of the repository as
+/// `.` into what it builds, so the output does not depend on where either lives.
+pub fn remap_path_prefixes() -> Result<String> {
+    let cargo_home = std::env::var("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|_| std::env::var("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .context("neither CARGO_HOME nor HOME is set")?;
+    Ok(format!(
+        "--remap-path-prefix={}=/cargo --remap-path-prefix={}=.",
+        cargo_home.display(),
+        root().display()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

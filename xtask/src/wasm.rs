@@ -141,7 +141,14 @@ pub fn clippy_js_module() -> Result<()> {
 /// Builds the npm packages for Node (`dest/node`) and browsers (`dest/web`).
 pub fn build_js_packages(dest: &Path) -> Result<()> {
     let bindgen = ensure_wasm_bindgen()?;
-    run(module_command("build", JS_PACKAGE, "", JS_TARGET_DIR).args(["--profile", "wasm-js"]))?;
+    // Paths remapped, so the module is the same bytes wherever it is built: the console's copy
+    // of it (`crate::console`) is compared with a fresh build.
+    run(module_command("build", JS_PACKAGE, "", JS_TARGET_DIR)
+        .args(["--profile", "wasm-js"])
+        .env(
+            "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS",
+            crate::util::remap_path_prefixes()?,
+        ))?;
     let module = root()
         .join(JS_TARGET_DIR)
         .join("wasm32-unknown-unknown/wasm-js/filter_js.wasm");

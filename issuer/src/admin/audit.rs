@@ -2,8 +2,8 @@
 //! ([`record_of`]), the public view of that before and after ([`view`]), and `issuer audit`'s
 //! read ([`read`]).
 
-use super::{AdminError, Command};
-use crate::store::audit::{changed, client_view, keys_view, user_view};
+use super::{Actor, AdminError, Command};
+use crate::store::audit::{changed, client_view, family_view, keys_view, user_view};
 use crate::store::{AuditAction, AuditEvent, Store, StoreError};
 use serde_json::Value;
 
@@ -16,6 +16,7 @@ pub(super) enum Subject {
     Client(String),
     User(String),
     Keys,
+    Session(String),
 }
 
 impl Subject {
@@ -24,6 +25,7 @@ impl Subject {
             Self::Client(id) => id,
             Self::User(name) => name,
             Self::Keys => "keys",
+            Self::Session(id) => id,
         }
     }
 }
@@ -52,6 +54,7 @@ pub(super) fn record_of(cmd: &Command) -> Option<(AuditAction, Subject)> {
             (A::ClientUpdate, client(id))
         }
         Command::UserUpdate { name, .. } => (A::UserUpdate, user(name)),
+        Command::SessionRevoke { id } => (A::SessionRevoke, Subject::Session(id.clone())),
         Command::Ping
         | Command::ClientList
         | Command::Edges
@@ -81,6 +84,13 @@ pub(super) async fn view(
             .await?
             .map_or(Value::Null, |u| user_view(&u)),
         Subject::Keys => keys_view(&store.key_infos(now).await?),
+        Subject::Session(id) => match super::sessions::session_id(id) {
+            Some(key) => store
+                .family(&key)
+                .await?
+                .map_or(Value::Null, |f| family_view(&f)),
+            None => Value::Null,
+        },
     })
 }
 
@@ -88,14 +98,15 @@ pub(super) async fn view(
 /// and now.
 pub(super) async fn record(
     store: &dyn Store,
-    actor: &str,
+    actor: &Actor<'_>,
     (action, subject): (AuditAction, Subject),
     before: Value,
     now: u64,
 ) -> Result<(), AdminError> {
     let recorded = async {
         let (before, after) = changed(before, view(store, &subject, now).await?);
-        let event = AuditEvent::new(now, actor, action, subject.name(), before, after);
+        let event = AuditEvent::new(now, actor.name, action, subject.name(), before, after)
+            .through(actor.client, actor.address);
         store.record_audit(&[event]).await
     };
     recorded.await.map_err(AdminError::Unrecorded)?;

@@ -40,7 +40,22 @@ pub struct EdgesReport {
     pub clients_at_bound: Vec<String>,
 }
 
+/// The edges that count for a rotation: those seen within this many seconds of a report.
+pub const RECENT_EDGE_SECONDS: u64 = 30;
+
 impl EdgesReport {
+    /// Whether the held key ([`EdgesReport::next`]) may sign: every edge seen within `seconds`
+    /// holds it, and no edge client is at its bound (its edges would not all be listed).
+    pub fn ready_to_promote(&self, seconds: u64) -> bool {
+        let Some(next) = self.next.filter(|_| self.held) else {
+            return false;
+        };
+        self.clients_at_bound.is_empty()
+            && self
+                .seen_within(seconds)
+                .all(|e| e.report.kids.contains(&next))
+    }
+
     /// The key every edge should hold: the next one, or else the signing one.
     pub fn newest(&self) -> Option<u32> {
         self.next.or(self.signing)

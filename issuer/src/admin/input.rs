@@ -4,6 +4,7 @@
 //! the message the command line prints.
 
 use super::{refused, AdminError, Command};
+use crate::config::admin_http::CONSOLE_CLIENT;
 use shared::rules::{claim_text_ok, client_id_ok, role_ok, user_name_ok};
 
 /// A new client's id ([`client_id_ok`]).
@@ -13,6 +14,18 @@ pub fn check_client_id(id: &str) -> Result<(), AdminError> {
     } else {
         refused("a client id is 1 to 255 characters, without control characters or ':'".into())
     }
+}
+
+/// The id of a client to store: [`check_client_id`], and not the console's reserved id
+/// ([`CONSOLE_CLIENT`]), which exists only on the admin listener.
+pub fn check_new_client_id(id: &str) -> Result<(), AdminError> {
+    check_client_id(id)?;
+    if id == CONSOLE_CLIENT {
+        return refused(format!(
+            "the client id {CONSOLE_CLIENT:?} is reserved for the admin console"
+        ));
+    }
+    Ok(())
 }
 
 /// A new user's name ([`user_name_ok`]).
@@ -71,8 +84,8 @@ impl Command {
     /// need no check: a name that breaks the rules names nothing stored.
     pub fn check(&self) -> Result<(), AdminError> {
         match self {
-            Self::ClientAdd(c) => check_client_id(&c.id),
-            Self::ClientImport(i) => check_client_id(&i.statement.client_id),
+            Self::ClientAdd(c) => check_new_client_id(&c.id),
+            Self::ClientImport(i) => check_new_client_id(&i.statement.client_id),
             Self::ClientVendorRevoke { ids, .. } => {
                 ids.iter().try_for_each(|id| check_client_id(id))
             }
@@ -105,6 +118,7 @@ impl Command {
             | Self::Edges
             | Self::KeysPublish
             | Self::KeysPromote { .. }
+            | Self::SessionRevoke { .. }
             | Self::AuditRead { .. }
             | Self::VendorRefused { .. }
             | Self::Backup => Ok(()),

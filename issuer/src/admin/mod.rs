@@ -42,12 +42,13 @@ mod clients;
 mod edges;
 pub mod input;
 mod keys;
+pub mod sessions;
 mod users;
 mod vendor;
 
 pub use audit::MAX_READ as MAX_AUDIT_READ;
 pub use clients::{ClientView, NewClient};
-pub use edges::{EdgeRow, EdgesReport};
+pub use edges::{EdgeRow, EdgesReport, RECENT_EDGE_SECONDS};
 pub use keys::filter_config;
 pub use users::{NewUser, UserView};
 pub use vendor::{describe as describe_refusal, Imported, VendorImport, VendorView};
@@ -197,6 +198,11 @@ pub enum Command {
         /// Seconds since the epoch.
         since: u64,
     },
+    /// Revoke one refresh token family (a session) by its id, whoever owns it.
+    SessionRevoke {
+        /// The family's id, 32 hex digits.
+        id: String,
+    },
     /// A backup of the whole store (`issuer backup`), only through the socket: the answer
     /// [`Reply::Backup`] is followed by the backup's bytes ([`crate::store::backup`]).
     Backup,
@@ -293,17 +299,46 @@ pub async fn execute(store: &dyn Store, cmd: &Command, now: u64) -> Result<Reply
     execute_as(store, cmd, now, &crate::audit::process_user()).await
 }
 
-/// Executes `cmd` on `store` at time `now` for `actor` and returns its reply. The
-/// command's input is checked first ([`Command::check`]), whether it came from the command line
-/// or the socket. The listings only read; every other command is a change, recorded in the audit
-/// trail with the state of what it changed before and after, before this returns.
+/// Who runs a command, as the audit trail names them: an operating-system user (the command
+/// line, the socket), or a user of the admin HTTP API with its token's client and its address.
+#[derive(Debug, Clone, Copy)]
+pub struct Actor<'a> {
+    /// The user's name.
+    pub name: &'a str,
+    /// The client of the user's token, through the admin HTTP API.
+    pub client: Option<&'a str>,
+    /// The request's source address, through the admin HTTP API.
+    pub address: Option<&'a str>,
+}
+
+/// [`execute_by`] for the operating-system user `actor` (the command line, the socket).
 pub async fn execute_as(
     store: &dyn Store,
     cmd: &Command,
     now: u64,
     actor: &str,
 ) -> Result<Reply, AdminError> {
+    let actor = Actor {
+        name: actor,
+        client: None,
+        address: None,
+    };
+    execute_by(store, cmd, now, &actor).await
+}
+
+/// Executes `cmd` on `store` at time `now` for `actor` and returns its reply. The
+/// command's input is checked first ([`Command::check`]), whether it came from the command line
+/// or the socket. The listings only read; every other command is a change, recorded in the audit
+/// trail with the state of what it changed before and after, before this returns.
+pub async fn execute_by(
+    store: &dyn Store,
+    cmd: &Command,
+    now: u64,
+    actor: &Actor<'_>,
+) -> Result<Reply, AdminError> {
     cmd.check()?;
+    let by = actor;
+    let actor = by.name;
     let Some(change) = audit::record_of(cmd) else {
         return run_command(store, cmd, now, actor).await;
     };
@@ -318,7 +353,7 @@ pub async fn execute_as(
     };
     let (action, subject) = (change.0.as_str(), change.1.name());
     tracing::info!(target: "audit", actor, action, subject, "admin change");
-    audit::record(store, actor, change, before, now).await?;
+    audit::record(store, by, change, before, now).await?;
     Ok(out)
 }
 
@@ -386,6 +421,7 @@ async fn run_command(
         Command::KeysRotate { delay } => keys::rotate(store, *delay, now).await?,
         Command::KeysRetire { kid } => keys::retire(store, *kid, now).await?,
         Command::KeysPromote { kid } => edges::promote(store, *kid, now).await?,
+        Command::SessionRevoke { id } => sessions::revoke(store, id, now).await?,
     };
     Ok(Reply::Text(text))
 }

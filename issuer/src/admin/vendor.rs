@@ -166,7 +166,12 @@ pub async fn revoke(
             }
         };
         let subject = (AuditAction::VendorRevoke, Subject::Client(id.clone()));
-        record(store, actor, subject, before, now).await?;
+        let by = super::Actor {
+            name: actor,
+            client: None,
+            address: None,
+        };
+        record(store, &by, subject, before, now).await?;
         out += &line;
     }
     Ok(out)

@@ -32,7 +32,7 @@ pub const ALGORITHMS: [&str; 2] = ["ES256", "EdDSA"];
 
 /// The `DPoP` header of a request: `None` without one. More than one header, a list, or bytes
 /// that are not visible ASCII (a proof is base64url and dots) are refused.
-fn proof_header(call: &Call) -> Result<Option<&str>, ApiError> {
+pub(super) fn proof_header(call: &Call) -> Result<Option<&str>, ApiError> {
     let mut all = call.headers.get_all("dpop").iter();
     let Some(first) = all.next() else {
         return Ok(None);
@@ -107,14 +107,26 @@ impl App {
             }
             return Ok(None);
         };
+        let url = self.token_endpoint();
+        self.accept_proof(text, "POST", &url, None).await.map(Some)
+    }
+
+    /// The proof `text` of a request by `method` to `url` (with `access_token`, whose hash it
+    /// must carry, at a resource), checked and recorded as used by every issuer of the store.
+    pub(crate) async fn accept_proof(
+        &self,
+        text: &str,
+        method: &str,
+        url: &str,
+        access_token: Option<&str>,
+    ) -> Result<Proof, ApiError> {
         let settings = self.settings.dpop;
         let ring = self.ring();
-        let url = self.token_endpoint();
         let at = now();
         let expect = Expect {
-            method: "POST",
-            url: &url,
-            access_token: None,
+            method,
+            url,
+            access_token,
             now: at,
             window_seconds: settings.proof_seconds,
             nonce_check: if settings.nonce_required {
@@ -147,6 +159,6 @@ impl App {
             return Err(self.replay_refused(replay));
         }
         self.metrics.dpop_proof("accepted");
-        Ok(Some(proof))
+        Ok(proof)
     }
 }

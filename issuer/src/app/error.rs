@@ -23,6 +23,8 @@ pub struct ApiError {
     pub(crate) logged: bool,
     /// A server nonce for the client's next DPoP proof (`DPoP-Nonce`).
     pub(crate) dpop_nonce: Option<String>,
+    /// The `error` of a `WWW-Authenticate: DPoP` challenge (a refused admin token).
+    pub(crate) dpop_challenge: Option<&'static str>,
 }
 
 impl ApiError {
@@ -41,7 +43,16 @@ impl ApiError {
             close: false,
             logged: false,
             dpop_nonce: None,
+            dpop_challenge: None,
         }
+    }
+
+    /// 401 `invalid_token` with a `WWW-Authenticate: DPoP` challenge whose `error` is
+    /// `challenge` (`invalid_token`, `invalid_dpop_proof`).
+    pub fn unauthorized(challenge: &'static str, description: &'static str) -> Self {
+        let mut e = Self::new(StatusCode::UNAUTHORIZED, "invalid_token", description);
+        e.dpop_challenge = Some(challenge);
+        e
     }
 
     /// 400 with an RFC 6749 code.

@@ -42,6 +42,18 @@ impl PasswordGrant {
                 "the password grant is not enabled for this client",
             ));
         }
+        let (user, name) = self.sign_in(ip, client_id, (username, password)).await?;
+        self.start(client_id, name, &user, jkt).await
+    }
+
+    /// Checks `username`'s `password` for `client_id`, from `ip`, with the back-off: the user's
+    /// record and name (a directory entry's own). The console's sign-in uses it too.
+    pub(super) async fn sign_in(
+        &self,
+        ip: Option<IpAddr>,
+        client_id: &str,
+        (username, password): (String, Zeroizing<String>),
+    ) -> Result<(UserRecord, String), ApiError> {
         // Local users first (service accounts, break-glass); the directory for the rest.
         let known = self.users.user(&username).await?;
         let directory = self
@@ -80,7 +92,7 @@ impl PasswordGrant {
                 (user, username)
             }
         };
-        self.start(client_id, name, &user, jkt).await
+        Ok((user, name))
     }
 
     /// The password checked against the local record.

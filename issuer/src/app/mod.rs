@@ -6,6 +6,7 @@
 //! token endpoint mints it. Revocation and introspection are in [`revocation`], the edge feed in
 //! [`edge`]. This module imports only the store below it.
 
+mod admin_auth;
 mod audit_events;
 mod call;
 pub mod client_auth_throttle;
@@ -38,6 +39,7 @@ use shared::{Key, KeyRing};
 use std::sync::{Arc, RwLock};
 use zeroize::Zeroizing;
 
+pub use admin_auth::AdminCaller;
 pub use call::{client_credentials, Call, Peer};
 pub use dpop::DpopSettings;
 pub use error::ApiError;

@@ -125,7 +125,7 @@ impl App {
         doc
     }
 
-    fn trust(&self) -> Arc<Trust> {
+    pub(crate) fn trust(&self) -> Arc<Trust> {
         self.vendor
             .trust
             .read()

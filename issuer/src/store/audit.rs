@@ -6,6 +6,7 @@
 //! ([`client_view`], [`user_view`]), and every field is bounded ([`AuditEvent::new`]) since
 //! targets and claims may come from clients.
 
+use super::family::Family;
 use super::{ClientRecord, KeyInfo, UserRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -76,6 +77,9 @@ pub enum AuditAction {
     /// `issuer keys rotate-kek`.
     #[serde(rename = "keys.rotate_kek")]
     KeysRotateKek,
+    /// An administrator revoked a refresh token family (a session) by its id.
+    #[serde(rename = "session.revoke")]
+    SessionRevoke,
     /// A rotated refresh token presented again: its family was revoked.
     #[serde(rename = "refresh.reuse")]
     RefreshReuse,
@@ -121,6 +125,12 @@ pub struct AuditEvent {
     pub before: Value,
     /// The value after (`null` for a removal).
     pub after: Value,
+    /// The client of the acting user's token (a change through the admin HTTP API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// The source address of the request (a change through the admin HTTP API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
 }
 
 impl AuditEvent {
@@ -140,7 +150,16 @@ impl AuditEvent {
             target: cut(target),
             before: bound(before),
             after: bound(after),
+            client: None,
+            address: None,
         }
+    }
+
+    /// This event, made through `client` from `address` (each cut to its bound).
+    pub fn through(mut self, client: Option<&str>, address: Option<&str>) -> Self {
+        self.client = client.map(cut);
+        self.address = address.map(cut);
+        self
     }
 }
 
@@ -217,6 +236,18 @@ pub fn user_view(u: &UserRecord) -> Value {
         "claims": u.claims,
         "password_changed_at": u.password_changed_at,
         "directory": u.directory.as_ref().map(|d| &d.dn),
+    })
+}
+
+/// What the audit trail shows of a refresh token family (never a token).
+pub fn family_view(f: &Family) -> Value {
+    json!({
+        "user": f.user,
+        "client": f.client,
+        "created": f.created_at,
+        "last_used": f.last_used(),
+        "expires_at": f.expires_at,
+        "revoked_at": f.revoked_at,
     })
 }
 

@@ -131,6 +131,11 @@ impl Family {
         }
     }
 
+    /// When its current token was issued: the last rotation, or the start.
+    pub fn last_used(&self) -> u64 {
+        self.rotated_at.unwrap_or(self.created_at)
+    }
+
     /// The family after a rotation at `now`.
     pub fn rotated(&self, now: u64, policy: &RefreshPolicy) -> Self {
         Self {

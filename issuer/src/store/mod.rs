@@ -50,9 +50,9 @@ pub use keys::{
 };
 pub use location::{Location, PgFiles};
 pub use storage::{
-    AccessLifetime, Audit, ChangeListener, Clients, Edges, Families, FamilyRevocation, HashKeyed,
-    Liveness, Notice, Notices, ProofIds, RefreshInfo, RefreshPolicy, RefreshRejection, Revocations,
-    RotateOutcome, Rotation, SigningKeys, Store, Sweep, Users,
+    AccessLifetime, Audit, ChangeListener, Clients, Edges, Families, FamilyFilter,
+    FamilyRevocation, HashKeyed, Liveness, Notice, Notices, ProofIds, RefreshInfo, RefreshPolicy,
+    RefreshRejection, Revocations, RotateOutcome, Rotation, SigningKeys, Store, Sweep, Users,
 };
 
 /// Every trait of the store, for code that calls a backend by its own type (`use

@@ -8,6 +8,7 @@
 use super::accounts::{ClientChange, ClientRecord, UserChange, UserRecord};
 use super::audit::AuditEvent;
 use super::edges::EdgeReport;
+use super::family::Family;
 use super::keys::{KeyInfo, PromoteOutcome, RetireOutcome, Rotated};
 use super::revocation::{RevocationPage, Revoked};
 use super::StoreError;
@@ -183,6 +184,47 @@ pub trait Families: Send + Sync {
     ) -> Result<FamilyRevocation, StoreError>;
     /// What introspection may reveal about a refresh token that is usable at `now`.
     async fn family_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError>;
+    /// The families live at `now` (neither revoked nor expired) that `filter` selects, in the
+    /// order of their ids, at most `filter.limit` of them (the admin API's session pages).
+    async fn live_families(
+        &self,
+        filter: &FamilyFilter<'_>,
+        now: u64,
+    ) -> Result<Vec<([u8; 16], Family)>, StoreError>;
+    /// The family `id` as stored (revoked or expired but not yet swept included).
+    async fn family(&self, id: &[u8; 16]) -> Result<Option<Family>, StoreError>;
+    /// Revokes the family `id` whoever owns it (an administrator's act), its access tokens with
+    /// it as [`Families::revoke_family`] does; returns the family as it was before (`None`: no
+    /// such family; one with `revoked_at` set was revoked already and nothing changed).
+    async fn revoke_family_id(&self, id: &[u8; 16], now: u64)
+        -> Result<Option<Family>, StoreError>;
+}
+
+/// Which live families [`Families::live_families`] lists.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FamilyFilter<'a> {
+    /// Only this user's.
+    pub user: Option<&'a str>,
+    /// Only the families whose id (hex), user or client holds this text, lowercase.
+    pub text: Option<&'a str>,
+    /// Only ids after this one.
+    pub after: Option<[u8; 16]>,
+    /// Families at most.
+    pub limit: usize,
+}
+
+impl FamilyFilter<'_> {
+    /// Whether the family `id`, `fam` is selected at `now`, `after` aside.
+    pub fn selects(&self, id: &[u8; 16], fam: &Family, now: u64) -> bool {
+        fam.revoked_at.is_none()
+            && now < fam.expires_at
+            && self.user.is_none_or(|u| fam.user == u)
+            && self.text.is_none_or(|t| {
+                hex::encode(id).contains(t)
+                    || fam.user.to_lowercase().contains(t)
+                    || fam.client.to_lowercase().contains(t)
+            })
+    }
 }
 
 /// Revocations of access tokens ([`super::revocation`]).

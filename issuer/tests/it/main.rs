@@ -10,6 +10,7 @@
 //! configuration.
 
 mod admin;
+mod admin_http;
 mod apply;
 mod audit;
 mod backup;

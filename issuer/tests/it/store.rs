@@ -18,6 +18,7 @@ mod edges;
 mod records;
 mod restore;
 mod revocations;
+mod sessions;
 mod vendor;
 use audit::audit_is_recorded_read_since_and_swept;
 use edges::{
@@ -27,6 +28,7 @@ use edges::{
 pub(crate) use records::{client, user};
 use restore::revocation_cursors_prove_the_history_they_belong_to;
 use revocations::revocations_are_numbered_kept_and_swept;
+use sessions::families_are_listed_by_page_and_user_and_revoked_by_id;
 use vendor::vendor_clients_are_kept_pending_activated_restated_and_revoked;
 
 pub(crate) const POLICY: RefreshPolicy = RefreshPolicy {
@@ -510,4 +512,5 @@ conformance!(
     audit_is_recorded_read_since_and_swept,
     proof_ids_are_accepted_once_until_they_expire,
     vendor_clients_are_kept_pending_activated_restated_and_revoked,
+    families_are_listed_by_page_and_user_and_revoked_by_id,
 );

@@ -3,6 +3,7 @@
 //! harness in `tests/src/`. `cargo xtask test` runs this binary twice, once with each filter
 //! (`MMS_FILTER`); the tests that start no Envoy are in `tests/without_envoy/`.
 
+mod console;
 mod directory;
 mod directory_ad;
 mod directory_failover;

@@ -91,15 +91,7 @@ pub fn build_static_issuer() -> Result<PathBuf> {
 pub fn build_static_issuer_in(target_dir: &str) -> Result<PathBuf> {
     install::ensure_musl_target()?;
     install::ensure_musl_gcc()?;
-    let cargo_home = std::env::var("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|_| std::env::var("HOME").map(|h| PathBuf::from(h).join(".cargo")))
-        .context("neither CARGO_HOME nor HOME is set")?;
-    let remap = format!(
-        "--remap-path-prefix={}=/cargo --remap-path-prefix={}=.",
-        cargo_home.display(),
-        root().display()
-    );
+    let remap = crate::util::remap_path_prefixes()?;
     let started = std::time::Instant::now();
     run(cargo()
         .args([

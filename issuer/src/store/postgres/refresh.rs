@@ -22,8 +22,8 @@ use super::{int, retrying, serializable, uint, PgStore};
 use crate::secrets::RefreshToken;
 use crate::store::family::{admit, Family, Step};
 use crate::store::{
-    ClientRecord, Families, FamilyRevocation, RefreshInfo, RefreshRejection, RotateOutcome,
-    Rotation, StoreError, UserRecord,
+    ClientRecord, Families, FamilyFilter, FamilyRevocation, RefreshInfo, RefreshRejection,
+    RotateOutcome, Rotation, StoreError, UserRecord,
 };
 use tokio_postgres::Row;
 use zeroize::Zeroizing;
@@ -79,6 +79,24 @@ const SELECT_FAMILY: &str = concat!(
     "SELECT ",
     family_columns!(),
     " FROM refresh_family_records WHERE id = $1"
+);
+
+const SELECT_FAMILY_FOR_UPDATE: &str = concat!(
+    "SELECT ",
+    family_columns!(),
+    " FROM refresh_family_records WHERE id = $1 FOR UPDATE"
+);
+/// The live families after `$1` (none: from the start) at `$2`, of user `$3` (none: all), whose
+/// id in hex, user or client holds `$4` (lowercase; none: all), at most `$5`.
+const SELECT_LIVE: &str = concat!(
+    "SELECT ",
+    family_columns!(),
+    ", id FROM refresh_family_records \
+     WHERE ($1::bytea IS NULL OR id > $1) AND revoked_at IS NULL AND expires_at > $2 \
+       AND ($3::text IS NULL OR username = $3) \
+       AND ($4::text IS NULL OR strpos(encode(id, 'hex'), $4) > 0 \
+            OR strpos(lower(username), $4) > 0 OR strpos(lower(client), $4) > 0) \
+     ORDER BY id LIMIT $5"
 );
 
 fn family_from(row: &Row) -> Result<Family, StoreError> {
@@ -340,6 +358,66 @@ pub(super) async fn info(
     }))
 }
 
+/// The live families a filter selects (see [`crate::store::Families::live_families`]), in the
+/// order of the table's key. The user's filter and the text are compared in the statement.
+pub(super) async fn live(
+    store: &PgStore,
+    filter: &FamilyFilter<'_>,
+    now: u64,
+) -> Result<Vec<([u8; 16], Family)>, StoreError> {
+    let after = filter.after.map(|a| a.to_vec());
+    let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
+    let conn = store.connection().await?;
+    let select = conn.prepare_cached(SELECT_LIVE).await?;
+    let rows = conn
+        .query(
+            &select,
+            &[&after, &int(now), &filter.user, &filter.text, &limit],
+        )
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let id = <[u8; 16]>::try_from(row.get::<_, &[u8]>(9))
+                .map_err(|_| StoreError::Corrupt("refresh_family_records"))?;
+            Ok((id, family_from(row)?))
+        })
+        .collect()
+}
+
+/// The family `id` as stored.
+pub(super) async fn by_id(store: &PgStore, id: &[u8; 16]) -> Result<Option<Family>, StoreError> {
+    let conn = store.connection().await?;
+    let select = conn.prepare_cached(SELECT_FAMILY).await?;
+    let row = conn.query_opt(&select, &[&id.to_vec()]).await?;
+    row.as_ref().map(family_from).transpose()
+}
+
+/// Revokes the family `id` whoever owns it (see
+/// [`crate::store::Families::revoke_family_id`]): the family as it was before.
+pub(super) async fn revoke_id(
+    store: &PgStore,
+    id: &[u8; 16],
+    now: u64,
+) -> Result<Option<Family>, StoreError> {
+    let key = id.to_vec();
+    let tokens = store.hash_key.family_revocation(id);
+    serializable!(store, |tx| {
+        let select = tx.prepare_cached(SELECT_FAMILY_FOR_UPDATE).await?;
+        match tx.query_opt(&select, &[&key]).await? {
+            None => None,
+            Some(row) => {
+                let before = family_from(&row)?;
+                if before.revoked_at.is_none() {
+                    let revoke = tx.prepare_cached(REVOKE).await?;
+                    tx.execute(&revoke, &[&key, &int(now)]).await?;
+                    revoke_in(&tx, tokens.clone(), now, None).await?;
+                }
+                Some(before)
+            }
+        }
+    })
+}
+
 /// Deletes families past their lifetime, in batches of single statements, so no long transaction
 /// holds the table. The outer condition is checked again on the row it deletes, so a family
 /// rotated (its expiry moved on) between the inner select and the delete stays, whatever the
@@ -395,5 +473,25 @@ impl Families for PgStore {
 
     async fn family_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError> {
         info(self, token, now).await
+    }
+
+    async fn live_families(
+        &self,
+        filter: &FamilyFilter<'_>,
+        now: u64,
+    ) -> Result<Vec<([u8; 16], Family)>, StoreError> {
+        live(self, filter, now).await
+    }
+
+    async fn family(&self, id: &[u8; 16]) -> Result<Option<Family>, StoreError> {
+        by_id(self, id).await
+    }
+
+    async fn revoke_family_id(
+        &self,
+        id: &[u8; 16],
+        now: u64,
+    ) -> Result<Option<Family>, StoreError> {
+        revoke_id(self, id, now).await
     }
 }

@@ -19,9 +19,9 @@
 
 use super::{dec, RedbFile, FAMILY_JOURNAL, FAMILY_RECORDS};
 use crate::store::family::Family;
-use crate::store::StoreError;
+use crate::store::{FamilyFilter, StoreError};
 use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;
@@ -116,6 +116,68 @@ impl RedbFile {
             .get(id.as_slice())?
             .map(|v| dec::<Family>(v.value(), "refresh_family_records"))
             .transpose()
+    }
+
+    /// The families live at `now` that `filter` selects, in the order of their ids: the table's
+    /// records after `filter.after` walked in order, each replaced by its state in the overlay,
+    /// and the overlay's new families merged in. Without an index by user, a page of one user's
+    /// families reads the table until it has found enough.
+    pub(super) fn live_families(
+        &self,
+        filter: &FamilyFilter<'_>,
+        now: u64,
+    ) -> Result<Vec<([u8; 16], Family)>, StoreError> {
+        if filter.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let after = filter.after.unwrap_or_default();
+        let (mut overlay, tx) = {
+            let overlay = self.overlay();
+            let newer: BTreeMap<[u8; 16], Family> = overlay
+                .families
+                .iter()
+                .filter(|(id, _)| filter.after.is_none_or(|a| **id > a))
+                .map(|(id, fam)| (*id, fam.clone()))
+                .collect();
+            (newer, self.begin_read()?)
+        };
+        let mut page = Vec::new();
+        let mut take = |id: [u8; 16], fam: Family| {
+            if filter.selects(&id, &fam, now) {
+                page.push((id, fam));
+            }
+            page.len() >= filter.limit
+        };
+        let table = tx.open_table(FAMILY_RECORDS)?;
+        let start = after.as_slice();
+        for r in table.range::<&[u8]>(start..)? {
+            let (k, v) = r?;
+            let Ok(id) = <[u8; 16]>::try_from(k.value()) else {
+                continue;
+            };
+            if filter.after.is_some_and(|a| id <= a) {
+                continue;
+            }
+            while let Some(entry) = overlay.first_entry().filter(|e| *e.key() < id) {
+                let (oid, fam) = entry.remove_entry();
+                if take(oid, fam) {
+                    return Ok(page);
+                }
+            }
+            let fam = match overlay.remove(&id) {
+                Some(fam) => fam,
+                None => dec::<Family>(v.value(), "refresh_family_records")?,
+            };
+            if take(id, fam) {
+                return Ok(page);
+            }
+        }
+        for (id, fam) in overlay {
+            if take(id, fam) {
+                break;
+            }
+        }
+        Ok(page)
     }
 
     /// Appends the changes of a batch to the journal in `tx`, which the caller then commits.

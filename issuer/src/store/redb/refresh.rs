@@ -10,8 +10,8 @@ use super::{dec, RedbFile, RedbStore, CLIENTS, USERS};
 use crate::secrets::RefreshToken;
 use crate::store::family::{admit, Family, Step};
 use crate::store::{
-    ClientRecord, Families, FamilyRevocation, RefreshInfo, RefreshPolicy, RefreshRejection,
-    RotateOutcome, Rotation, StoreError, UserRecord,
+    ClientRecord, Families, FamilyFilter, FamilyRevocation, RefreshInfo, RefreshPolicy,
+    RefreshRejection, RotateOutcome, Rotation, StoreError, UserRecord,
 };
 use redb::{ReadableTable, WriteTransaction};
 use std::collections::HashMap;
@@ -45,6 +45,11 @@ pub enum FamilyOp {
         /// The authenticated client.
         client: String,
     },
+    /// Revoke the family `id`, whoever owns it.
+    RevokeId {
+        /// The family's id.
+        id: [u8; 16],
+    },
 }
 
 /// What one [`FamilyOp`] did, its variant matching the operation's.
@@ -55,6 +60,8 @@ pub enum FamilyDone {
     Rotated(RotateOutcome),
     /// Whether a family was revoked.
     Revoked(FamilyRevocation),
+    /// The family as it was before its revocation by id, if it exists.
+    RevokedId(Option<Family>),
 }
 
 impl FamilyDone {
@@ -65,6 +72,7 @@ impl FamilyDone {
             Self::Rotated(RotateOutcome::Rotated(rotation)) => !rotation.retried,
             Self::Rotated(RotateOutcome::Refused(why)) => *why == RefreshRejection::ReuseDetected,
             Self::Revoked(r) => *r == FamilyRevocation::Revoked,
+            Self::RevokedId(before) => before.as_ref().is_some_and(|f| f.revoked_at.is_none()),
         }
     }
 }
@@ -177,16 +185,30 @@ impl RedbFile {
         if fam.client != client {
             return Ok(FamilyRevocation::OtherClient);
         }
+        self.revoke_id_in(b, token.family, now)?;
+        Ok(FamilyRevocation::Revoked)
+    }
+
+    /// Revokes the family `id` unless it is revoked already; the family as it was before.
+    fn revoke_id_in(
+        &self,
+        b: &mut Batch,
+        id: [u8; 16],
+        now: u64,
+    ) -> Result<Option<Family>, StoreError> {
+        let Some(fam) = self.family_in(b, &id)? else {
+            return Ok(None);
+        };
         if fam.revoked_at.is_none() {
-            let tokens = self.hash_key.family_revocation(&token.family);
+            let tokens = self.hash_key.family_revocation(&id);
             Self::record_revocation_in(b.tx, tokens, now, None)?;
             let revoked = Family {
                 revoked_at: Some(now),
-                ..fam
+                ..fam.clone()
             };
-            Self::put_family(b, token.family, revoked);
+            Self::put_family(b, id, revoked);
         }
-        Ok(FamilyRevocation::Revoked)
+        Ok(Some(fam))
     }
 
     fn apply_in(
@@ -210,6 +232,7 @@ impl RedbFile {
             FamilyOp::Revoke { token, client } => {
                 FamilyDone::Revoked(self.revoke_in(b, token, client, now)?)
             }
+            FamilyOp::RevokeId { id } => FamilyDone::RevokedId(self.revoke_id_in(b, *id, now)?),
         })
     }
 
@@ -318,5 +341,25 @@ impl Families for RedbStore {
 
     async fn family_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError> {
         self.watch(self.file.refresh_info(token, now))
+    }
+
+    async fn live_families(
+        &self,
+        filter: &FamilyFilter<'_>,
+        now: u64,
+    ) -> Result<Vec<([u8; 16], Family)>, StoreError> {
+        self.watch(self.file.live_families(filter, now))
+    }
+
+    async fn family(&self, id: &[u8; 16]) -> Result<Option<Family>, StoreError> {
+        self.watch(self.file.read_family(id))
+    }
+
+    async fn revoke_family_id(
+        &self,
+        id: &[u8; 16],
+        now: u64,
+    ) -> Result<Option<Family>, StoreError> {
+        self.watch(self.writer.revoke_id(*id, now).await)
     }
 }

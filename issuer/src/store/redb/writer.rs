@@ -13,6 +13,7 @@ use super::journal::MERGE_EVERY;
 use super::refresh::{FamilyDone, FamilyOp};
 use super::RedbFile;
 use crate::display::Causes;
+use crate::store::family::Family;
 use crate::store::{DiskFault, FamilyRevocation, RefreshPolicy, RotateOutcome, StoreError};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
@@ -28,6 +29,7 @@ enum Reply {
     Start(oneshot::Sender<Result<Zeroizing<String>, StoreError>>),
     Rotate(oneshot::Sender<Result<RotateOutcome, StoreError>>),
     Revoke(oneshot::Sender<Result<FamilyRevocation, StoreError>>),
+    RevokeId(oneshot::Sender<Result<Option<Family>, StoreError>>),
 }
 
 impl Reply {
@@ -40,9 +42,11 @@ impl Reply {
             (Self::Start(r), Ok(FamilyDone::Started(t))) => drop(r.send(Ok(t))),
             (Self::Rotate(r), Ok(FamilyDone::Rotated(o))) => drop(r.send(Ok(o))),
             (Self::Revoke(r), Ok(FamilyDone::Revoked(o))) => drop(r.send(Ok(o))),
+            (Self::RevokeId(r), Ok(FamilyDone::RevokedId(o))) => drop(r.send(Ok(o))),
             (Self::Start(r), other) => drop(r.send(Err(other.err().unwrap_or_else(mismatch)))),
             (Self::Rotate(r), other) => drop(r.send(Err(other.err().unwrap_or_else(mismatch)))),
             (Self::Revoke(r), other) => drop(r.send(Err(other.err().unwrap_or_else(mismatch)))),
+            (Self::RevokeId(r), other) => drop(r.send(Err(other.err().unwrap_or_else(mismatch)))),
         }
     }
 }
@@ -160,6 +164,13 @@ impl RefreshWriter {
             client: client.into(),
         };
         self.submit(op, now, Reply::Revoke(reply), answer).await
+    }
+
+    /// Revokes a family by id (see [`crate::store::Families::revoke_family_id`]).
+    pub async fn revoke_id(&self, id: [u8; 16], now: u64) -> Result<Option<Family>, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let op = FamilyOp::RevokeId { id };
+        self.submit(op, now, Reply::RevokeId(reply), answer).await
     }
 
     /// Runs one sweep pass on the writer thread (see [`RedbFile::sweep`]).

@@ -20,7 +20,7 @@ pub struct EdgesArgs {
 }
 
 /// An edge counts as running, and a rotation waits for it, if it polled within this many seconds.
-pub const RECENT: u64 = 30;
+pub const RECENT: u64 = issuer::admin::RECENT_EDGE_SECONDS;
 
 /// The store's report of the edges and keys.
 pub(super) fn report(dir: &DataDir) -> anyhow::Result<EdgesReport> {

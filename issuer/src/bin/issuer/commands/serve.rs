@@ -1,6 +1,7 @@
 //! `issuer serve`: the token server. Its flags and the `[directory]` of its configuration file
 //! here, the store opened in `store.rs` and the listeners made in `listen.rs`.
 
+mod admin_http;
 mod listen;
 mod reload;
 mod store;
@@ -33,6 +34,9 @@ pub struct Serve {
     /// may register with, and `issuer client import` imports (docs/clients.md).
     #[arg(skip)]
     vendors: Option<issuer::vendor::Trust>,
+    /// The file's `[admin_http]`: the admin listener (docs/admin-api.md).
+    #[arg(skip)]
+    admin_http: Option<Box<issuer::config::admin_http::AdminHttpConfig>>,
     /// Let clients register themselves with a trusted vendor's software statement
     /// (`POST /apiv2/oauth/register`, RFC 7591); they exist pending until activated.
     #[arg(long)]
@@ -158,6 +162,12 @@ pub fn run(s: Serve, file: Option<ConfigFile>, reparse: Reparse) -> anyhow::Resu
 /// `s` with the `[directory]` of its configuration file.
 pub fn with_file(mut s: Serve, file: Option<ConfigFile>) -> anyhow::Result<Serve> {
     s.vendors = file.as_ref().map(ConfigFile::vendors).transpose()?;
+    s.admin_http = file
+        .as_ref()
+        .map(ConfigFile::admin_http)
+        .transpose()?
+        .flatten()
+        .map(Box::new);
     s.directory = file
         .map(|f| f.directory())
         .transpose()?
@@ -275,12 +285,13 @@ fn serve(s: Serve, reparse: reload::Reparse) -> anyhow::Result<()> {
         (None, None) => (None, None),
         _ => bail!("tls_cert and tls_key go together"),
     };
-    let reload = move |running: Serve, app| reload::Reloader {
+    let reload = move |running: Serve, app, admin| reload::Reloader {
         running,
         reparse,
         log,
         certificates,
         app,
+        admin,
     };
     runtime.block_on(serve_on(s, source, tls, reload))
 }
@@ -291,7 +302,7 @@ async fn serve_on(
     mut s: Serve,
     source: store::Source,
     tls: Option<tokio_rustls::TlsAcceptor>,
-    reload: impl FnOnce(Serve, Arc<App>) -> reload::Reloader,
+    reload: impl FnOnce(Serve, Arc<App>, Option<admin_http::AdminListener>) -> reload::Reloader,
 ) -> anyhow::Result<()> {
     let hup = reload::Reloader::listen()?;
     let data_dir = match &source {
@@ -325,6 +336,7 @@ async fn serve_on(
     let app = Arc::new(ready(app, s.directory.take()).await?);
     app.set_vendors(s.vendors.clone().unwrap_or_default(), s.registration);
     slot.set(app.clone());
+    let admin_http = admin_http::start_if(s.admin_http.as_deref(), &app, &stopping).await?;
     // The embedded store takes admin commands over its socket; with PostgreSQL they write to
     // the database, and every issuer reads the change from there.
     if let Some(dir) = &data_dir {
@@ -342,16 +354,19 @@ async fn serve_on(
         directory: None,
         ..s.clone()
     };
-    tokio::spawn(reload(running, app.clone()).on_sighup(hup));
+    let admin_line = admin_http.as_ref().map(|a| a.line()).unwrap_or_default();
+    tokio::spawn(reload(running, app.clone(), admin_http).on_sighup(hup));
     let name = data_dir.as_ref().map_or_else(
         || "postgres".to_owned(),
         |d| format!("redb:{}", d.display()),
     );
     tracing::info!(%addr, scheme, store = name, "issuer serving");
-    match &addr {
-        ListenAddr::Tcp(addr) => println!("listening on {scheme}://{addr}"),
-        ListenAddr::Unix(_) => println!("listening on {addr}"),
-    }
+    let main = match &addr {
+        ListenAddr::Tcp(addr) => format!("{scheme}://{addr}"),
+        ListenAddr::Unix(_) => addr.to_string(),
+    };
+    // One write: a reader of the first line alone may close the pipe after it.
+    print!("listening on {main}\n{admin_line}");
     std::io::stdout().flush()?;
     let audit = app.audit.clone();
     drop(app);

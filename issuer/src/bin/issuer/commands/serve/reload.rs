@@ -1,7 +1,7 @@
 //! What SIGHUP does to a serving issuer. The command line is parsed again with its configuration
 //! file as the file is now. The log level (`log_level`), the `[directory]` table, the
-//! `[[vendor]]` tables and `registration`, and the TLS certificate (read again from its files)
-//! change in place; every other option that changed is
+//! `[[vendor]]` tables and `registration`, the TLS certificates (read again from their files) and
+//! `[admin_http]`'s `clients` and `token_max_age` change in place; every other option that changed is
 //! named in the log as taking effect at the next restart. A file that no longer parses or fails
 //! the check of the files the issuer trusts (`issuer::secret_file`: the configuration file, a
 //! `bind_password_file`, the TLS key), or a change that fails, changes nothing and is logged.
@@ -25,6 +25,7 @@ pub struct Reloader {
     pub log: LogLevel,
     pub certificates: Option<Arc<Certificates>>,
     pub app: Arc<App>,
+    pub admin: Option<super::admin_http::AdminListener>,
 }
 
 impl Reloader {
@@ -58,6 +59,9 @@ impl Reloader {
         self.directory(new.directory.take());
         self.vendors(&new);
         self.certificate();
+        if let Some(admin) = &self.admin {
+            super::admin_http::reload(admin, new.admin_http.as_deref());
+        }
         let later = self.running.changed_until_restart(&new);
         if !later.is_empty() {
             tracing::warn!(

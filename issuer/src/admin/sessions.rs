@@ -1,0 +1,33 @@
+//! An administrator's revocation of one refresh token family (a session) by its id, whoever owns
+//! it: its refresh token and its access tokens are refused from then on, by the issuer and,
+//! through the revocation feed, by every edge.
+
+use super::{refused, AdminError};
+use crate::store::Store;
+
+/// The family id `id` names: 32 lowercase hex digits.
+pub fn session_id(id: &str) -> Option<[u8; 16]> {
+    if id.len() != 32 || id.bytes().any(|b| b.is_ascii_uppercase()) {
+        return None;
+    }
+    <[u8; 16]>::try_from(hex::decode(id).ok()?).ok()
+}
+
+/// `session revoke`: revokes the live family `id`; refused for an unknown id or a family
+/// revoked already.
+pub(super) async fn revoke(store: &dyn Store, id: &str, now: u64) -> Result<String, AdminError> {
+    let Some(key) = session_id(id) else {
+        return refused(format!("no session {id:?}"));
+    };
+    match store.revoke_family_id(&key, now).await? {
+        None => refused(format!("no session {id:?}")),
+        Some(before) if before.revoked_at.is_some() => {
+            refused(format!("session {id} is revoked already"))
+        }
+        Some(before) => Ok(format!(
+            "session {id} of user {} at client {} revoked: its refresh and access tokens are \
+             refused\n",
+            before.user, before.client
+        )),
+    }
+}

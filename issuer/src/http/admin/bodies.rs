@@ -1,0 +1,107 @@
+//! The admin API's input as it is parsed, pure (serde only, no state): the bodies of the
+//! changes, unknown fields refused, and the query of the lists. The fuzz target `admin_body`
+//! compiles this file from its source. A grant is a type parameter: the issuer reads
+//! `GrantKind`, the fuzz target any JSON value.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use base64::Engine as _;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+/// `bytes` as the body `T`, or why not (the fuzz target's entry).
+pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(bytes).map_err(|e| format!("malformed body: {e}"))
+}
+
+/// The body of a change that takes nothing.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+/// The body of `activate`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Activate<G> {
+    /// A vendor's client: the grants it gets, within its statement's.
+    pub grants: Option<Vec<G>>,
+    /// A vendor's client: no impersonation.
+    #[serde(default)]
+    pub no_impersonation: bool,
+}
+
+/// The body of `narrow`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Narrow<G> {
+    /// The grants it keeps.
+    pub grants: Vec<G>,
+    /// Stop impersonation.
+    #[serde(default)]
+    pub no_impersonation: bool,
+}
+
+/// The body of `import`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Import {
+    /// The vendor's JWS: a software statement or a revocation list.
+    pub statement: String,
+}
+
+/// Items of a page when `limit` is not given.
+pub const DEFAULT_LIMIT: usize = 50;
+/// The largest `limit`.
+pub const MAX_LIMIT: usize = 500;
+
+/// The query of a list: `q`, `after`, `limit`, and the filters some lists have.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Case-insensitive substring of the item's ids, names and text.
+    pub q: Option<String>,
+    /// The cursor of the previous page (`next`).
+    pub after: Option<String>,
+    /// Items at most, 1 to [`MAX_LIMIT`].
+    pub limit: Option<usize>,
+    /// `clients`: `pending`, `active`, `inactive` or `all`.
+    pub state: Option<String>,
+    /// `sessions`: the user's.
+    pub user: Option<String>,
+    /// `audit`: from this time (seconds since the epoch).
+    pub since: Option<u64>,
+}
+
+impl ListQuery {
+    /// The query string `raw`, checked; `Err` says what is wrong.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let q: Self = serde_urlencoded::from_str(raw).map_err(|e| format!("bad query: {e}"))?;
+        if q.limit.is_some_and(|l| l == 0 || l > MAX_LIMIT) {
+            return Err(format!("limit is 1 to {MAX_LIMIT}"));
+        }
+        if q.after.as_deref().is_some_and(|a| cursor_key(a).is_none()) {
+            return Err("after is not a cursor of this list".into());
+        }
+        Ok(q)
+    }
+
+    /// The key after which the page starts.
+    pub fn after_key(&self) -> Option<String> {
+        self.after.as_deref().and_then(cursor_key)
+    }
+
+    /// Whether `text` holds `q` (any case), or there is no `q`.
+    pub fn wanted(&self, text: &str) -> bool {
+        self.q
+            .as_deref()
+            .is_none_or(|q| text.to_lowercase().contains(&q.to_lowercase()))
+    }
+}
+
+/// The cursor of `key`.
+pub fn cursor_of(key: &str) -> String {
+    B64.encode(key)
+}
+
+fn cursor_key(cursor: &str) -> Option<String> {
+    String::from_utf8(B64.decode(cursor).ok()?).ok()
+}

@@ -1,0 +1,90 @@
+//! `GET /apiv2/admin/sessions` and `POST /apiv2/admin/sessions/{id}/revoke`: the live refresh
+//! token families, paged by id in the store ([`crate::store::Families::live_families`]), and
+//! the revocation of one through the audited admin command
+//! ([`crate::admin::Command::SessionRevoke`]).
+
+use super::bodies::{cursor_of, Empty, ListQuery, DEFAULT_LIMIT};
+use super::ops::{body, change, done, precondition, Request};
+use super::{items, refusal, AdminHttp};
+use crate::admin::sessions::session_id;
+use crate::admin::Command;
+use crate::app::{now, ApiError};
+use crate::store::family::Family;
+use crate::store::FamilyFilter;
+use serde_json::{json, Value};
+use warp::http::StatusCode;
+
+/// The item of family `id`: `revoked_at` is `null` but after a revocation.
+fn item(id: &[u8; 16], f: &Family) -> Value {
+    items::tagged(json!({
+        "id": hex::encode(id),
+        "user": f.user,
+        "client": f.client,
+        "created": f.created_at,
+        "last_used": f.last_used(),
+        "revoked_at": f.revoked_at,
+    }))
+}
+
+/// The live families, of `user` if given, whose id, user or client holds `q`.
+pub(super) async fn list(state: &AdminHttp, q: &ListQuery) -> Result<Value, ApiError> {
+    let after = match q.after_key() {
+        None => None,
+        Some(key) => Some(session_id(&key).ok_or_else(|| {
+            refusal(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "after is not a cursor of this list",
+            )
+        })?),
+    };
+    let text = q.q.as_deref().map(str::to_lowercase);
+    let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
+    let filter = FamilyFilter {
+        user: q.user.as_deref(),
+        text: text.as_deref(),
+        after,
+        limit: limit.saturating_add(1),
+    };
+    let mut found = state.app.store.live_families(&filter, now()).await?;
+    let more = found.len() > limit;
+    found.truncate(limit);
+    let next = match found.last() {
+        Some((id, _)) if more => json!(cursor_of(&hex::encode(id))),
+        _ => Value::Null,
+    };
+    let items: Vec<Value> = found.iter().map(|(id, f)| item(id, f)).collect();
+    Ok(json!({"items": items, "next": next}))
+}
+
+fn not_found() -> ApiError {
+    refusal(StatusCode::NOT_FOUND, "not_found", "no such session")
+}
+
+/// Revokes one family: 404 for an unknown id, 412 unless `If-Match` names it as it is, 409 when
+/// it is revoked already.
+pub(super) async fn revoke(
+    state: &AdminHttp,
+    req: &Request<'_>,
+) -> Result<(StatusCode, Value), ApiError> {
+    let raw = req.id.as_deref().ok_or_else(not_found)?;
+    let id = session_id(raw).ok_or_else(not_found)?;
+    let _: Empty = body(req.call)?;
+    let _one = state.changes.lock().await;
+    let store = &state.app.store;
+    let before = store.family(&id).await?.ok_or_else(not_found)?;
+    precondition(req.call, &item(&id, &before))?;
+    if before.revoked_at.is_some() {
+        return Err(refusal(
+            StatusCode::CONFLICT,
+            "conflict",
+            "the session is revoked already",
+        ));
+    }
+    let cmd = Command::SessionRevoke {
+        id: hex::encode(id),
+    };
+    let reply = change(state, &cmd, req.caller).await?;
+    let after = store.family(&id).await?.ok_or_else(not_found)?;
+    done(item(&id, &after), reply)
+}
