@@ -365,9 +365,12 @@ async fn serve_on(
         ListenAddr::Tcp(addr) => format!("{scheme}://{addr}"),
         ListenAddr::Unix(_) => addr.to_string(),
     };
-    // One write: a reader of the first line alone may close the pipe after it.
-    print!("listening on {main}\n{admin_line}");
-    std::io::stdout().flush()?;
+    // One write of both lines (stdout writes up to the last newline at once), and never an
+    // error: a reader of the first line alone may close the pipe after it.
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(format!("listening on {main}\n{admin_line}").as_bytes());
+    let _ = out.flush();
+    drop(out);
     let audit = app.audit.clone();
     drop(app);
     let _ = server.await;
