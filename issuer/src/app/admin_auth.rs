@@ -158,6 +158,7 @@ impl App {
             token_type: "DPoP",
             expires_in: policy.token_max_age,
             refresh_token: None,
+            issued_token_type: None,
         })
     }
 }

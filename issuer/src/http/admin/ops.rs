@@ -266,6 +266,7 @@ async fn narrowed(state: &AdminHttp, id: &str, b: Narrow<GrantKind>) -> Result<C
         impersonate: rec.impersonate && !b.no_impersonation,
         claim_types: rec.impersonate_claim_types,
         dpop: rec.dpop,
+        exchange: rec.exchange,
     })
 }
 
