@@ -496,6 +496,19 @@ async fn revoke_a_session(s: &Admin, root: &Caller) -> (String, reqwest::StatusC
     let list = s.get(root, "/apiv2/admin/sessions?user=admin-audit").await;
     let items = list["items"].as_array().unwrap();
     assert_eq!(items.len(), 2, "{list}");
+    // By page: the cursor of the first leads to the second, the last says there is no more.
+    let one = s
+        .get(root, "/apiv2/admin/sessions?user=admin-audit&limit=1")
+        .await;
+    let next = one["next"].as_str().unwrap();
+    let two = s
+        .get(
+            root,
+            &format!("/apiv2/admin/sessions?user=admin-audit&limit=1&after={next}"),
+        )
+        .await;
+    assert_eq!([&one["items"][0], &two["items"][0]], [&items[0], &items[1]]);
+    assert!(two["next"].is_null(), "{two}");
     let item = items
         .iter()
         .find(|i| i["client"] == "other")
