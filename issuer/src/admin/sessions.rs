@@ -31,3 +31,23 @@ pub(super) async fn revoke(store: &dyn Store, id: &str, now: u64) -> Result<Stri
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::session_id;
+
+    #[test]
+    fn a_session_id_is_32_lowercase_hex_digits() {
+        let id = "00112233445566778899aabbccddeeff";
+        assert_eq!(session_id(id).map(hex::encode).as_deref(), Some(id));
+        for bad in [
+            "",
+            "0011",
+            &id.to_uppercase(),
+            &format!("{id}00"),
+            &id.replace('a', "g"),
+        ] {
+            assert_eq!(session_id(bad), None, "{bad:?}");
+        }
+    }
+}

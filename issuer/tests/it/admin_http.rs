@@ -466,8 +466,8 @@ async fn every_mutating_route_writes_an_audit_event_with_before_and_after() {
     assert_eq!(done.len(), ROUTES.iter().filter(|r| r.mutating).count());
 }
 
-/// A password grant at the main listener: its refresh token.
-async fn refresh_token_of(s: &Admin, client: &str, user: &str) -> String {
+/// A password grant at the main listener: its access and refresh tokens.
+async fn tokens_of(s: &Admin, client: &str, user: &str) -> (String, String) {
     let a = answer(
         s.http
             .post(format!("{}/apiv2/oauth/token", s.main))
@@ -483,18 +483,32 @@ async fn refresh_token_of(s: &Admin, client: &str, user: &str) -> String {
     )
     .await;
     assert_eq!(a.status, 200, "{}", a.json);
-    a.json["refresh_token"].as_str().unwrap().to_owned()
+    let token = |name: &str| a.json[name].as_str().unwrap().to_owned();
+    (token("access_token"), token("refresh_token"))
 }
 
 /// Starts two sessions of `admin-audit`, revokes one through the API (after a stale `If-Match`
 /// refused), and checks what it did: gone from the list, its refresh token refused, the other
 /// session untouched, a second revocation a conflict. Its id and the revocation's status.
 async fn revoke_a_session(s: &Admin, root: &Caller) -> (String, reqwest::StatusCode) {
-    let rt = refresh_token_of(s, "other", "admin-audit").await;
-    let kept = refresh_token_of(s, "ops", "admin-audit").await;
+    let (at, rt) = tokens_of(s, "other", "admin-audit").await;
+    let (kept_at, kept) = tokens_of(s, "ops", "admin-audit").await;
     let list = s.get(root, "/apiv2/admin/sessions?user=admin-audit").await;
     let items = list["items"].as_array().unwrap();
     assert_eq!(items.len(), 2, "{list}");
+    // By page: the cursor of the first leads to the second, the last says there is no more.
+    let one = s
+        .get(root, "/apiv2/admin/sessions?user=admin-audit&limit=1")
+        .await;
+    let next = one["next"].as_str().unwrap();
+    let two = s
+        .get(
+            root,
+            &format!("/apiv2/admin/sessions?user=admin-audit&limit=1&after={next}"),
+        )
+        .await;
+    assert_eq!([&one["items"][0], &two["items"][0]], [&items[0], &items[1]]);
+    assert!(two["next"].is_null(), "{two}");
     let item = items
         .iter()
         .find(|i| i["client"] == "other")
@@ -523,6 +537,16 @@ async fn revoke_a_session(s: &Admin, root: &Caller) -> (String, reqwest::StatusC
     let list = s.get(root, "/apiv2/admin/sessions?user=admin-audit").await;
     assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
     assert_eq!(list["items"][0]["client"], "ops", "{list}");
+    // Its access token with it; the other session's stays active.
+    for (client, token, active) in [("other", &at, false), ("ops", &kept_at, true)] {
+        let i = post(
+            &format!("{}/apiv2/oauth/introspect", s.main),
+            Some((client, &s.secrets[client])),
+            &[("token", token)],
+        )
+        .await;
+        assert_eq!(i.json["active"], active, "{client}: {}", i.json);
+    }
     for (client, token, status) in [("other", &rt, 400), ("ops", &kept, 200)] {
         let a = answer(
             s.http
