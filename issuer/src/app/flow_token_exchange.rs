@@ -26,13 +26,13 @@ pub(super) struct Exchange {
 
 /// Why an exchange is refused: the answer, and the reason the audit trail records.
 struct Refusal {
-    error: ApiError,
+    error: Box<ApiError>,
     reason: &'static str,
 }
 
 fn refuse(code: ErrorCode, reason: &'static str, description: &'static str) -> Refusal {
     Refusal {
-        error: ApiError::oauth(code, description),
+        error: Box::new(ApiError::oauth(code, description)),
         reason,
     }
 }
@@ -68,7 +68,7 @@ impl App {
                 serde_json::Value::Null,
                 json!({ "refused": r.reason, "error": r.error.code() }),
             ));
-            r.error
+            *r.error
         })
     }
 
@@ -154,10 +154,10 @@ impl App {
         if let Some(cnf) = v.confirmation() {
             if !proof.is_some_and(|p| p.confirms(cnf)) {
                 return Err(Refusal {
-                    error: ApiError::invalid_dpop_proof(
+                    error: Box::new(ApiError::invalid_dpop_proof(
                         "the token presented is bound to a DPoP key: send the request with a \
                          DPoP proof made with that key",
-                    ),
+                    )),
                     reason: "bound_without_proof",
                 });
             }

@@ -365,12 +365,7 @@ async fn serve_on(
         ListenAddr::Tcp(addr) => format!("{scheme}://{addr}"),
         ListenAddr::Unix(_) => addr.to_string(),
     };
-    // One write of both lines (stdout writes up to the last newline at once), and never an
-    // error: a reader of the first line alone may close the pipe after it.
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(format!("listening on {main}\n{admin_line}").as_bytes());
-    let _ = out.flush();
-    drop(out);
+    announce(&format!("listening on {main}\n{admin_line}"));
     let audit = app.audit.clone();
     drop(app);
     let _ = server.await;
@@ -414,4 +409,12 @@ fn spawn_background(app: &Arc<App>) {
 /// Completes once `stopped` turns true (SIGTERM or Ctrl-C).
 async fn until_stopped(mut stopped: tokio::sync::watch::Receiver<bool>) {
     let _ = stopped.wait_for(|s| *s).await;
+}
+
+/// Prints `lines` in one write (stdout writes up to the last newline at once), and never fails:
+/// a reader of the first line alone may close the pipe after it.
+fn announce(lines: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(lines.as_bytes());
+    let _ = out.flush();
 }
