@@ -110,6 +110,14 @@ fn start_with(token_max_age: u64) -> Admin {
     }
 }
 
+/// A caller holding a token of `user` for `client` from the main listener, bound to a new key.
+async fn bound_caller(s: &Admin, client: &str, user: &str) -> Caller {
+    let key = key();
+    let url = format!("{}/apiv2/oauth/token", s.main);
+    let token = password_token(s, client, user, Some((&key, &url))).await;
+    Caller { token, key }
+}
+
 /// A password grant of `user` for `client` at the main listener: bound when `dpop` gives the
 /// key and the token URL.
 async fn password_token(

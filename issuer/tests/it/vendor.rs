@@ -2,6 +2,7 @@
 //! vendor's key and sets (`issuer vendor`), the installation's trust (`[[vendor]]`), import,
 //! pending, activation narrowed, a rotated secret, a revocation list, and hostile statements.
 
+use super::vendor_life::alice_signs_in;
 use super::*;
 use std::os::unix::fs::PermissionsExt as _;
 
@@ -234,17 +235,11 @@ async fn an_imported_set_is_pending_until_activated_narrowed() {
     );
     let a = client_credentials(&s, id, secret).await;
     assert_eq!(a.status, 200, "{}", a.json);
-    let a = post(
-        &s.token_url(),
-        Some((id, secret)),
-        &[
-            ("grant_type", "password"),
-            ("username", "alice"),
-            ("password", "alice-pw"),
-        ],
-    )
-    .await;
-    assert_error(&a, 400, "unauthorized_client");
+    assert_error(
+        &alice_signs_in(&s, id, secret).await,
+        400,
+        "unauthorized_client",
+    );
     let a = post(
         &s.token_url(),
         Some((id, secret)),

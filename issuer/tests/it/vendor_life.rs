@@ -13,12 +13,57 @@ pub(super) fn rfc3339(secs: u64) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
+/// The password grant of the fixture's `alice` through the client `id`.
+pub(super) async fn alice_signs_in(s: &Server, id: &str, secret: &str) -> Answer {
+    post(
+        &s.token_url(),
+        Some((id, secret)),
+        &[
+            ("grant_type", "password"),
+            ("username", "alice"),
+            ("password", "alice-pw"),
+        ],
+    )
+    .await
+}
+
 /// The audit trail as JSON objects.
 fn trail(dir: &Path) -> Vec<Value> {
     admin(dir, &["audit", "--json"], None)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// Asserts that the client's `token` introspects inactive and that the trail holds `action` on
+/// the client by `actor`, taking it from active to inactive; returns that event.
+async fn ended_by(
+    s: &Server,
+    f: &Fixture,
+    token: &str,
+    (action, id): (&str, &str),
+    actor: &str,
+) -> Value {
+    let i = post(
+        &format!("{}/apiv2/oauth/introspect", s.url),
+        f.app(),
+        &[("token", token)],
+    )
+    .await;
+    assert_eq!(i.json["active"], false, "{}", i.json);
+    let events = trail(&f.dir);
+    let event = events
+        .iter()
+        .find(|e| e["action"] == action && e["target"] == id)
+        .unwrap_or_else(|| panic!("no {action}: {events:?}"))
+        .clone();
+    assert_eq!(event["actor"], actor, "{event}");
+    assert_eq!(
+        (&event["before"]["active"], &event["after"]["active"]),
+        (&Value::Bool(true), &Value::Bool(false)),
+        "{event}"
+    );
+    event
 }
 
 #[tokio::test]
@@ -57,25 +102,15 @@ async fn a_client_is_deactivated_at_the_second_its_statement_expires() {
         401,
         "invalid_client",
     );
-    let i = post(
-        &format!("{}/apiv2/oauth/introspect", s.url),
-        f.app(),
-        &[("token", &token)],
+    let expired = ended_by(
+        &s,
+        &f,
+        &token,
+        ("client.deactivate", id),
+        "statement expiry",
     )
     .await;
-    assert_eq!(i.json["active"], false, "{}", i.json);
-    let events = trail(&f.dir);
-    let expired = events
-        .iter()
-        .find(|e| e["action"] == "client.deactivate" && e["target"] == id)
-        .unwrap_or_else(|| panic!("no deactivation: {events:?}"));
-    assert_eq!(expired["actor"], "statement expiry", "{expired}");
     assert_eq!(expired["at"], rfc3339(exp), "at the second: {expired}");
-    assert_eq!(
-        (&expired["before"]["active"], &expired["after"]["active"]),
-        (&Value::Bool(true), &Value::Bool(false)),
-        "{expired}"
-    );
 }
 
 /// `issuer apply FILE --config …` on `dir`.
@@ -116,17 +151,11 @@ async fn apply_imports_and_activates_the_statements_it_declares() {
     let out = stdout_of(&apply(&v, &f.dir, &file));
     assert!(out.contains("applied 2 changes"), "{out}");
     assert_eq!(client_credentials(&s, id, secret).await.status, 200);
-    let narrowed = post(
-        &s.token_url(),
-        Some((id, secret)),
-        &[
-            ("grant_type", "password"),
-            ("username", "alice"),
-            ("password", "alice-pw"),
-        ],
-    )
-    .await;
-    assert_error(&narrowed, 400, "unauthorized_client");
+    assert_error(
+        &alice_signs_in(&s, id, secret).await,
+        400,
+        "unauthorized_client",
+    );
     assert!(stdout_of(&apply(&v, &f.dir, &file)).contains("no change"));
 
     // A newer statement, written in the file: the secret rotated, both working.
@@ -260,22 +289,12 @@ async fn a_list_written_into_the_watched_file_ends_the_client_at_once() {
         "still served {:?} after the list was written",
         written.elapsed()
     );
-    let i = post(
-        &format!("{}/apiv2/oauth/introspect", s.url),
-        f.app(),
-        &[("token", &token)],
+    ended_by(
+        &s,
+        &f,
+        &token,
+        ("client.vendor_revoke", id),
+        "revocation file",
     )
     .await;
-    assert_eq!(i.json["active"], false, "{}", i.json);
-    let events = trail(&f.dir);
-    let revoked = events
-        .iter()
-        .find(|e| e["action"] == "client.vendor_revoke" && e["target"] == id)
-        .unwrap_or_else(|| panic!("no revocation: {events:?}"));
-    assert_eq!(revoked["actor"], "revocation file", "{revoked}");
-    assert_eq!(
-        (&revoked["before"]["active"], &revoked["after"]["active"]),
-        (&Value::Bool(true), &Value::Bool(false)),
-        "{revoked}"
-    );
 }

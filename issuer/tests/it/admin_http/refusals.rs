@@ -55,7 +55,6 @@ async fn refused_tokens_get_401_with_a_dpop_challenge() {
     .await;
     unauthorized(&a, "another key");
     // Unbound: a Bearer token of `ops` (a client in `clients`), sent with a proof.
-    let token_url = format!("{}/apiv2/oauth/token", s.main);
     let unbound = Caller {
         token: password_token(&s, "ops", "root", None).await,
         key: key(),
@@ -63,22 +62,14 @@ async fn refused_tokens_get_401_with_a_dpop_challenge() {
     let a = s.call(&unbound, "GET", "/apiv2/admin/me", None, None).await;
     unauthorized(&a, "unbound");
     // Bound, of `ops` (accepted), and of `other` (not in `clients`).
-    let k = key();
-    let ops = Caller {
-        token: password_token(&s, "ops", "root", Some((&k, &token_url))).await,
-        key: k,
-    };
+    let ops = bound_caller(&s, "ops", "root").await;
     assert_eq!(
         s.call(&ops, "GET", "/apiv2/admin/me", None, None)
             .await
             .status,
         200
     );
-    let k = key();
-    let other = Caller {
-        token: password_token(&s, "other", "root", Some((&k, &token_url))).await,
-        key: k,
-    };
+    let other = bound_caller(&s, "other", "root").await;
     unauthorized(
         &s.call(&other, "GET", "/apiv2/admin/me", None, None).await,
         "client",
@@ -106,13 +97,8 @@ async fn refused_tokens_get_401_with_a_dpop_challenge() {
 #[tokio::test]
 async fn a_token_older_than_token_max_age_is_refused() {
     let s = start_with(3);
-    let token_url = format!("{}/apiv2/oauth/token", s.main);
-    let k = key();
     // A token of `ops` lives the main listener's access_ttl, longer than token_max_age.
-    let ops = Caller {
-        token: password_token(&s, "ops", "root", Some((&k, &token_url))).await,
-        key: k,
-    };
+    let ops = bound_caller(&s, "ops", "root").await;
     assert_eq!(
         s.call(&ops, "GET", "/apiv2/admin/me", None, None)
             .await
