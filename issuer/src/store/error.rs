@@ -175,6 +175,10 @@ pub enum Unreachable {
     /// read-only, it hears nothing (what is wrong with it).
     #[error("{0}")]
     Listener(&'static str),
+    /// An operation, its commit included, took longer than its bound: a commit on a demoted
+    /// primary waiting for a standby that is gone, or a server too busy to answer.
+    #[error("no answer within {} ms", .0.as_millis())]
+    Unanswered(std::time::Duration),
 }
 
 /// A cause whose text may quote a secret (the parser of a PostgreSQL URL may quote the URL, and

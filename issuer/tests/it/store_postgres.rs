@@ -5,7 +5,7 @@ use crate::store::{client, user, KEK, POLICY};
 use issuer::store::kek::Kek;
 use issuer::store::postgres::PgStore;
 use issuer::store::prelude::*;
-use issuer::store::ClientChange;
+use issuer::store::{ClientChange, StoreError};
 
 /// PostgreSQL only (a finding of the second outside probe): client and user records carry a MAC, so a write to the
 /// database alone changes no power; a database of an older version, whose records have none,
@@ -283,4 +283,41 @@ async fn edges_of_an_earlier_version_are_filed_again() {
         "0"
     );
     assert_eq!(s.edges().await.unwrap(), [report("edge", 1_010)]);
+}
+
+/// A commit that the database never acknowledges (here every commit waits for a synchronous
+/// standby that does not exist, as on a demoted primary whose standby was promoted) is answered
+/// as the database being unavailable, which a request turns into 503, instead of holding the
+/// request forever. The commit may land later, once the wait ends: a retry finds it done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: `cargo xtask test` runs it"]
+async fn a_commit_the_database_never_acknowledges_is_answered_unavailable() {
+    let pg = e2e::postgres::PgCluster::for_test();
+    let s = PgStore::connect(&pg.url(), Kek::derive(&KEK), 1_000, POLICY)
+        .await
+        .unwrap();
+    let wait_for_a_ghost = |names: &str| {
+        pg.psql(&format!(
+            "ALTER SYSTEM SET synchronous_standby_names = '{names}'"
+        ))
+        .unwrap();
+        pg.psql("SELECT pg_reload_conf()").unwrap();
+    };
+    wait_for_a_ghost("ghost");
+    // A guard against a hang, far beyond the store's own bound.
+    let guard = std::time::Duration::from_secs(120);
+    let stuck = tokio::time::timeout(guard, s.add_user("carol", &user()))
+        .await
+        .expect("the store answered");
+    match stuck {
+        Err(StoreError::Unavailable(issuer::store::Unreachable::Unanswered(_))) => {}
+        other => panic!("{other:?}"),
+    }
+    wait_for_a_ghost("");
+    // The abandoned commit ends once nothing waits for the ghost: it landed, and a retry says so.
+    let retried = tokio::time::timeout(guard, s.add_user("carol", &user()))
+        .await
+        .expect("the store answered");
+    assert!(!retried.unwrap(), "the first commit landed");
+    assert!(s.user("carol").await.unwrap().is_some());
 }

@@ -263,7 +263,9 @@ async fn step_edge_sync_goes_on(s: &Stack) {
 /// on the old primary before it was demoted and waits for an acknowledgement that will never
 /// come, whether or not its client is still there (PostgreSQL notices a client gone during that
 /// wait only with `client_connection_check_interval`, which the issuer does not set: CockroachDB
-/// has no such setting). The load rotating again shows the pools serve without it.
+/// has no such setting). The issuer abandons such a connection after its bound and answers 503
+/// (`issuer::store::Unreachable::Unanswered`); the load rotating again shows the pools serve
+/// without it.
 fn app_connections(pg: &e2e::postgres::PgCluster) -> u64 {
     let out = pg
         .psql(&format!(

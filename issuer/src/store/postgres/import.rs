@@ -152,7 +152,8 @@ impl PgStore {
     /// documentation), in one transaction; `now` tells a serving issuer's probe from an old one.
     pub async fn import(&self, contents: &Contents, now: u64) -> Result<(), BackupError> {
         let rows = Rows::of(contents, self)?;
-        let refused = serializable!(self, |tx| {
+        // A restore of a large store takes as long as it takes: no bound.
+        let refused = serializable!(self, within None, |tx| {
             match refusal(&tx, now).await? {
                 Some(refused) => Some(refused),
                 None => {

@@ -68,6 +68,9 @@ pub(crate) const MAX_ATTEMPTS: u32 = 40;
 const POOL_SIZE: usize = 16;
 /// How long a request waits for a connection or the database before it is answered 503.
 const WAIT: Duration = Duration::from_secs(5);
+/// How long one attempt of an operation may take, its commit included ([`retrying!`]), before
+/// the request is answered 503: well inside a proxy's usual route timeout (Envoy's is 15 s).
+pub(crate) const ANSWER_WITHIN: Duration = WAIT;
 
 impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> Self {
@@ -87,21 +90,46 @@ impl From<KekError> for StoreError {
 /// connection that met a failover ([`StoreError::Failover`]) is dropped from the pool with the
 /// idle ones ([`PgStore::discard`]); a refused write (read-only) is tried once more on a fresh
 /// connection, which `target_session_attrs=read-write` points at the new primary.
+///
+/// Each attempt is bounded by [`ANSWER_WITHIN`] (or `within` the given `Option<Duration>`, `None`
+/// for no bound): a commit on a demoted primary waits for its synchronous standby forever, and
+/// a request must be answered 503 instead. An attempt that ran out of time may have committed;
+/// its connection, still waiting, is dropped ([`PgStore::abandon`]). A client's retry is safe:
+/// a rotation retried inside the window gets the same successor.
 macro_rules! retrying {
-    ($store:expr, |$conn:ident| $body:block) => {{
+    ($store:expr, |$conn:ident| $body:block) => {
+        $crate::store::postgres::retrying!(
+            $store,
+            within Some($crate::store::postgres::ANSWER_WITHIN),
+            |$conn| $body
+        )
+    };
+    ($store:expr, within $within:expr, |$conn:ident| $body:block) => {{
+        let within: Option<std::time::Duration> = $within;
         let mut attempt = 0u32;
         let mut fresh = false;
         loop {
             let result: Result<_, StoreError> = match $store.connection().await {
                 Err(e) => Err(e),
                 Ok(mut held) => {
-                    let result: Result<_, StoreError> = async {
+                    let attempt = async {
                         let $conn = &mut held;
                         Ok($body)
-                    }
-                    .await;
-                    if let Err(StoreError::Failover(..)) = &result {
-                        $store.discard(held);
+                    };
+                    let result: Result<_, StoreError> = match within {
+                        None => attempt.await,
+                        Some(bound) => tokio::time::timeout(bound, attempt)
+                            .await
+                            .unwrap_or(Err(StoreError::Unavailable(
+                                $crate::store::Unreachable::Unanswered(bound),
+                            ))),
+                    };
+                    match &result {
+                        Err(StoreError::Failover(..)) => $store.discard(held),
+                        Err(StoreError::Unavailable($crate::store::Unreachable::Unanswered(_))) => {
+                            $store.abandon(held)
+                        }
+                        _ => {}
                     }
                     result
                 }
@@ -129,10 +157,18 @@ macro_rules! retrying {
 pub(crate) use retrying;
 
 /// Runs `$body` (with `$tx` a SERIALIZABLE transaction; `?` on database errors) and commits,
-/// retrying the whole transaction while the database reports contention ([`retrying!`]).
+/// retrying the whole transaction while the database reports contention ([`retrying!`], whose
+/// `within` it takes too).
 macro_rules! serializable {
     ($store:expr, |$tx:ident| $body:block) => {
-        $crate::store::postgres::retrying!($store, |conn| {
+        $crate::store::postgres::serializable!(
+            $store,
+            within Some($crate::store::postgres::ANSWER_WITHIN),
+            |$tx| $body
+        )
+    };
+    ($store:expr, within $within:expr, |$tx:ident| $body:block) => {
+        $crate::store::postgres::retrying!($store, within $within, |conn| {
             let $tx = conn
                 .build_transaction()
                 .isolation_level(tokio_postgres::IsolationLevel::Serializable)
@@ -290,6 +326,17 @@ impl PgStore {
         tracing::warn!(
             idle_dropped = dropped,
             "a database connection met a failover; reconnecting"
+        );
+    }
+
+    /// Drops `conn`, which did not answer in time ([`retrying!`]): its server may still be
+    /// waiting (for a standby that is gone) and the connection cannot be reused. The idle ones
+    /// are kept: a slow answer alone says nothing of them.
+    pub(crate) fn abandon(&self, conn: deadpool_postgres::Object) {
+        drop(deadpool_postgres::Object::take(conn));
+        tracing::warn!(
+            within_ms = ANSWER_WITHIN.as_millis() as u64,
+            "the database did not answer in time; its connection is dropped"
         );
     }
 
