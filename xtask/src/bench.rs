@@ -14,6 +14,7 @@ mod directory;
 mod dpop;
 mod edge;
 mod envoy;
+mod exchange;
 mod failover;
 mod feed;
 mod fleet;
@@ -51,6 +52,7 @@ pub enum Sections {
     Dpop,
     TokenDpop,
     Feed,
+    Exchange,
 }
 
 /// The issuer and the examples that fill its stores, in one build: built apart, the examples'
@@ -187,7 +189,7 @@ struct Section {
 
 /// The sections, in the order a whole run measures them: the traffic runs first, as the main
 /// section and edge sync's read their ratios.
-const SECTIONS: [Section; 9] = [
+const SECTIONS: [Section; 10] = [
     Section {
         alone: Some(Sections::Traffic),
         in_all: true,
@@ -253,6 +255,13 @@ const SECTIONS: [Section; 9] = [
         in_all: false,
         needs: Needs::ISSUER,
         run: token_dpop::run,
+    },
+    // Token exchange at the token endpoint and actor chains through Envoy.
+    Section {
+        alone: Some(Sections::Exchange),
+        in_all: false,
+        needs: Needs::ENVOY,
+        run: exchange::run_section,
     },
 ];
 

@@ -136,6 +136,10 @@ pub struct Only {
     /// The waiting edge sync runs alone (revocation latency, the fleet one issuer serves)
     #[arg(long)]
     feed: bool,
+    /// The token exchange runs alone (the grant beside client_credentials, actor chains
+    /// through both filters)
+    #[arg(long)]
+    exchange: bool,
 }
 
 impl Only {
@@ -154,6 +158,7 @@ impl Only {
                 token_dpop: true, ..
             } => Sections::TokenDpop,
             Only { feed: true, .. } => Sections::Feed,
+            Only { exchange: true, .. } => Sections::Exchange,
             _ => Sections::All,
         }
     }
@@ -220,6 +225,7 @@ mod tests {
         assert_eq!(bench("bench --stores --quick"), (true, Sections::Stores));
         assert_eq!(bench("bench --directory"), (false, Sections::Directory));
         assert_eq!(bench("bench --failover"), (false, Sections::Failover));
+        assert_eq!(bench("bench --exchange"), (false, Sections::Exchange));
         assert_eq!(parse("soak").unwrap(), Task::Soak { minutes: 10 });
         assert_eq!(parse("fuzz").unwrap(), Task::Fuzz { seconds: 300 });
         assert_eq!(parse("console-pkg").unwrap(), Task::ConsolePkg);
