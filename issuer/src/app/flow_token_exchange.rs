@@ -179,7 +179,8 @@ fn check_target(policy: &ExchangePolicy, audience: Option<&str>) -> Result<(), R
 }
 
 /// The new token's chain: `client_id` acting, in front of whoever acted in the subject token.
-/// The subject token must be one the policy lets it exchange; the client must not be in the
+/// The subject token must be one the policy lets it exchange (its client, and its subject's roles
+/// or claims where the policy names any); the client must not be in the
 /// chain already (a cycle); the chain no deeper than the policy allows.
 fn chain(policy: &ExchangePolicy, client_id: &str, subject: &TokenBody) -> Result<Chain, Refusal> {
     if !policy.from_client(&subject.client) {
@@ -187,6 +188,13 @@ fn chain(policy: &ExchangePolicy, client_id: &str, subject: &TokenBody) -> Resul
             ErrorCode::InvalidRequest,
             "subject_client",
             "this client may not exchange tokens issued to the subject token's client",
+        ));
+    }
+    if !policy.for_subject(&subject.identity) {
+        return Err(refuse(
+            ErrorCode::InvalidRequest,
+            "subject_not_allowed",
+            "this client may not act for the subject token's subject (its roles or claims)",
         ));
     }
     let (origin, mut actors) = match &subject.act {

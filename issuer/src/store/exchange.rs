@@ -1,10 +1,11 @@
 //! A client's token exchange policy (RFC 8693, `docs/issuer.md`): whose tokens it may exchange,
-//! how deep the actor chain of what it gets may be, and which audiences it may ask for. Kept in
-//! its [`super::ClientRecord`]; a client without one cannot exchange.
+//! for which subjects (by their roles or claims), how deep the actor chain of what it gets may
+//! be, and which audiences it may ask for. Kept in its [`super::ClientRecord`]; a client without
+//! one cannot exchange.
 
 use serde::{Deserialize, Serialize};
 use shared::rules::{client_id_ok, name_ok};
-use shared::token::MAX_CHAIN_DEPTH;
+use shared::token::{Identity, MAX_CHAIN_DEPTH};
 
 /// The deepest actor chain a client's exchange makes when its policy does not say
 /// (`--exchange-max-depth`); never more than [`MAX_CHAIN_DEPTH`].
@@ -24,6 +25,12 @@ pub struct ExchangePolicy {
     /// The audiences it may name (`audience` or `resource`); empty: it may name none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub audiences: Vec<String>,
+    /// Only subjects holding one of these roles; empty: any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subject_roles: Vec<String>,
+    /// Only subjects carrying one of these claims, each `type=value`; empty: any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subject_claims: Vec<String>,
 }
 
 fn default_depth() -> u8 {
@@ -42,6 +49,12 @@ pub enum PolicyError {
     /// An audience that is empty, too long, or holds a control character or a `,`.
     #[error("an exchange audience is 1 to 255 characters, without control characters or ','")]
     Audience,
+    /// A subject role that cannot be one, or a subject claim not of the form `type=value`.
+    #[error(
+        "exchange subject roles and claims are at most 64 each, a role or a claim's type and \
+         value 1 to 255 characters without control characters or ',', a claim as type=value"
+    )]
+    Subject,
 }
 
 impl ExchangePolicy {
@@ -75,7 +88,53 @@ impl ExchangePolicy {
             from,
             max_depth,
             audiences,
+            subject_roles: Vec::new(),
+            subject_claims: Vec::new(),
         })
+    }
+
+    /// The policy narrowed to subjects holding one of `roles` (if any are named) and carrying
+    /// one of `claims` (`type=value`, if any are named).
+    pub fn for_subjects(
+        mut self,
+        roles: Vec<String>,
+        claims: Vec<String>,
+    ) -> Result<Self, PolicyError> {
+        let item_ok = |s: &str| name_ok(s) && !s.contains(',');
+        let claim_ok = |c: &String| {
+            c.split_once('=')
+                .is_some_and(|(t, v)| item_ok(t) && item_ok(v))
+        };
+        if roles.len() > MAX_EXCHANGE_ITEMS
+            || claims.len() > MAX_EXCHANGE_ITEMS
+            || !roles.iter().all(|r| item_ok(r))
+            || !claims.iter().all(claim_ok)
+        {
+            return Err(PolicyError::Subject);
+        }
+        let tidy = |mut v: Vec<String>| {
+            v.sort();
+            v.dedup();
+            v
+        };
+        self.subject_roles = tidy(roles);
+        self.subject_claims = tidy(claims);
+        Ok(self)
+    }
+
+    /// Whether it may exchange a token of `subject`: one of the roles it names, and one of the
+    /// claims, each where it names any.
+    pub fn for_subject(&self, subject: &Identity) -> bool {
+        let role = self.subject_roles.is_empty()
+            || subject.roles.iter().any(|r| self.subject_roles.contains(r));
+        let claim = self.subject_claims.is_empty()
+            || subject.claims.iter().any(|c| {
+                self.subject_claims.iter().any(|want| {
+                    want.split_once('=')
+                        .is_some_and(|(t, v)| t == c.typ && v == c.value)
+                })
+            });
+        role && claim
     }
 
     /// Whether it may exchange a token issued to `client`.
@@ -129,6 +188,48 @@ mod tests {
             ExchangePolicy::new(v(&["a"]), 1, v(&["x,y"])),
             Err(PolicyError::Audience)
         );
+    }
+
+    fn subject(roles: &[&str], claims: &[(&str, &str)]) -> Identity {
+        Identity {
+            kind: shared::token::SubjectKind::User,
+            subject: "alice".into(),
+            roles: v(roles),
+            claims: claims
+                .iter()
+                .map(|(t, value)| shared::token::Claim {
+                    typ: (*t).into(),
+                    value: (*value).into(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_policy_narrowed_by_role_and_claim_takes_only_subjects_matching_both() {
+        let any = ExchangePolicy::new(v(&["app"]), 4, vec![]).unwrap();
+        assert!(any.for_subject(&subject(&[], &[])));
+        let p = any
+            .clone()
+            .for_subjects(v(&["editor", "viewer"]), v(&["dept=news"]))
+            .unwrap();
+        assert!(p.for_subject(&subject(&["viewer"], &[("dept", "news")])));
+        assert!(!p.for_subject(&subject(&["viewer"], &[("dept", "sports")])));
+        assert!(!p.for_subject(&subject(&["admin"], &[("dept", "news")])));
+        assert!(!p.for_subject(&subject(&[], &[])));
+        let roles_only = any.clone().for_subjects(v(&["editor"]), vec![]).unwrap();
+        assert!(roles_only.for_subject(&subject(&["editor"], &[])));
+        for bad in [
+            (v(&["a,b"]), vec![]),
+            (vec![], v(&["no-equals"])),
+            (vec![], v(&["=value"])),
+            (vec![], v(&["type="])),
+        ] {
+            assert_eq!(
+                any.clone().for_subjects(bad.0, bad.1),
+                Err(PolicyError::Subject)
+            );
+        }
     }
 
     #[test]

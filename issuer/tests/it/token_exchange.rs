@@ -33,6 +33,21 @@ impl Services {
                 "shallow",
                 &["--exchange-from", "transcoder", "--exchange-max-depth", "2"][..],
             ),
+            (
+                "admins_only",
+                &["--exchange-from", "app", "--exchange-subject-role", "admin"][..],
+            ),
+            (
+                "news_editors",
+                &[
+                    "--exchange-from",
+                    "app",
+                    "--exchange-subject-role",
+                    "editor",
+                    "--exchange-subject-claim",
+                    "email=alice@example.com",
+                ][..],
+            ),
             ("plain", &[][..]),
         ] {
             secrets.insert(id, add_client(&f.dir, id, args));
@@ -216,7 +231,9 @@ async fn hostile_exchanges_are_refused_and_nothing_is_issued() {
     let user = access(&password_grant(&s, &sv.f).await);
     let t1 = access(&exchange(&s, sv.auth("uploader"), &user, &[]).await);
     let t2 = access(&exchange(&s, sv.auth("transcoder"), &t1, &[]).await);
-    audited_at_least(&sv.f.dir, "token.exchange", 2).await;
+    // A policy narrowed to alice's role and claim takes her token.
+    access(&exchange(&s, sv.auth("news_editors"), &user, &[]).await);
+    audited_at_least(&sv.f.dir, "token.exchange", 3).await;
     let issued = audited(&sv.f.dir, "token.exchange");
     let tt = ACCESS_TOKEN_TYPE;
 
@@ -304,6 +321,14 @@ async fn hostile_exchanges_are_refused_and_nothing_is_issued() {
             "invalid_request",
         ),
         ("cycle", "uploader", &t2, vec![], 400, "invalid_request"),
+        (
+            "subject without the role the policy names",
+            "admins_only",
+            &user,
+            vec![],
+            400,
+            "invalid_request",
+        ),
         (
             "audience not declared",
             "uploader",
@@ -505,6 +530,20 @@ fn an_exchange_policy_is_declared_in_an_apply_file() {
     assert!(
         plan.contains("exchange from=[app] max_depth=4 audience=[media] -> from=[app] max_depth=2 audience=[]"),
         "{plan}"
+    );
+    write("[[client]]\nid = \"uploader\"\ngrants = []\nexchange_from = [\"app\"]\nexchange_max_depth = 2\nexchange_subject_roles = [\"editor\"]\nexchange_subject_claims = [\"dept=news\"]\n");
+    let plan = admin(&f.dir, &["apply", path], None);
+    assert!(
+        plan.contains("-> from=[app] max_depth=2 audience=[] subject_roles=[editor] subject_claims=[dept=news]"),
+        "{plan}"
+    );
+    write("[[client]]\nid = \"uploader\"\ngrants = []\nexchange_subject_roles = [\"editor\"]\n");
+    let out = admin_output(&f.dir, &["apply", path], None);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("need exchange_from"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     write("[[client]]\nid = \"uploader\"\ngrants = []\nexchange_from = [\"app\"]\nexchange_max_depth = 9\n");
     let out = admin_output(&f.dir, &["apply", path], None);

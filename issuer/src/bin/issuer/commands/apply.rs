@@ -252,12 +252,20 @@ fn exchange_text(p: Option<&issuer::store::ExchangePolicy>) -> String {
     p.map_or_else(
         || "none".to_owned(),
         |p| {
-            format!(
+            let mut text = format!(
                 "from={} max_depth={} audience={}",
                 list(&p.from),
                 p.max_depth,
                 list(&p.audiences)
-            )
+            );
+            if !p.subject_roles.is_empty() || !p.subject_claims.is_empty() {
+                text += &format!(
+                    " subject_roles={} subject_claims={}",
+                    list(&p.subject_roles),
+                    list(&p.subject_claims)
+                );
+            }
+            text
         },
     )
 }

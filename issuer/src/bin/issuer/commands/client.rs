@@ -62,6 +62,12 @@ pub enum ClientCmd {
         /// The audiences it may name in an exchange (comma-separated; `audience` or `resource`).
         #[arg(long, value_delimiter = ',', requires = "exchange_from")]
         exchange_audience: Vec<String>,
+        /// Only for subjects holding one of these roles (comma-separated).
+        #[arg(long, value_delimiter = ',', requires = "exchange_from")]
+        exchange_subject_role: Vec<String>,
+        /// Only for subjects carrying one of these claims, each TYPE=VALUE (comma-separated).
+        #[arg(long, value_delimiter = ',', requires = "exchange_from")]
+        exchange_subject_claim: Vec<String>,
     },
     /// Require DPoP of a client (`required`) or not (`allowed`); issued tokens stay as they are.
     Dpop {
@@ -115,10 +121,15 @@ pub fn run(args: ClientArgs, config: Option<&issuer::config::ConfigFile>) -> any
             exchange_from,
             exchange_max_depth,
             exchange_audience,
+            exchange_subject_role,
+            exchange_subject_claim,
         } => {
             check_client_id(&id)?;
             let exchange = (!exchange_from.is_empty())
-                .then(|| ExchangePolicy::new(exchange_from, exchange_max_depth, exchange_audience))
+                .then(|| {
+                    ExchangePolicy::new(exchange_from, exchange_max_depth, exchange_audience)?
+                        .for_subjects(exchange_subject_role, exchange_subject_claim)
+                })
                 .transpose()?;
             let grants = grants.unwrap_or_else(|| {
                 if edge {

@@ -53,6 +53,12 @@ struct ClientEntry {
     exchange_max_depth: Option<u8>,
     #[serde(default)]
     exchange_audience: Vec<String>,
+    /// Only for subjects holding one of these roles.
+    #[serde(default)]
+    exchange_subject_roles: Vec<String>,
+    /// Only for subjects carrying one of these claims (`type=value`).
+    #[serde(default)]
+    exchange_subject_claims: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -157,25 +163,39 @@ pub fn read(path: &Path) -> anyhow::Result<Declared> {
     Ok(Declared { clients, users })
 }
 
+/// The `exchange_*` keys of a client entry.
+struct ExchangeKeys {
+    from: Vec<String>,
+    max_depth: Option<u8>,
+    audience: Vec<String>,
+    subject_roles: Vec<String>,
+    subject_claims: Vec<String>,
+}
+
 /// The token exchange policy an entry declares: none without `exchange_from`.
 fn exchange(
     lines: &Lines<'_>,
     span: Range<usize>,
-    from: Vec<String>,
-    max_depth: Option<u8>,
-    audience: Vec<String>,
+    keys: ExchangeKeys,
 ) -> anyhow::Result<Option<ExchangePolicy>> {
-    if from.is_empty() {
-        if max_depth.is_some() || !audience.is_empty() {
+    if keys.from.is_empty() {
+        if keys.max_depth.is_some()
+            || !keys.audience.is_empty()
+            || !keys.subject_roles.is_empty()
+            || !keys.subject_claims.is_empty()
+        {
             return lines.fail(
                 span,
-                "exchange_max_depth and exchange_audience need exchange_from",
+                "exchange_max_depth, exchange_audience, exchange_subject_roles and \
+                 exchange_subject_claims need exchange_from",
             );
         }
         return Ok(None);
     }
-    let depth = max_depth.unwrap_or(DEFAULT_EXCHANGE_MAX_DEPTH);
-    match ExchangePolicy::new(from, depth, audience) {
+    let depth = keys.max_depth.unwrap_or(DEFAULT_EXCHANGE_MAX_DEPTH);
+    match ExchangePolicy::new(keys.from, depth, keys.audience)
+        .and_then(|p| p.for_subjects(keys.subject_roles, keys.subject_claims))
+    {
         Ok(p) => Ok(Some(p)),
         Err(e) => lines.fail(span, e.to_string()),
     }
@@ -229,13 +249,14 @@ fn client(
                    no edge client: no secret_file, no edge = true";
         return lines.fail(span, msg);
     }
-    let exchange = exchange(
-        lines,
-        span.clone(),
-        c.exchange_from,
-        c.exchange_max_depth,
-        c.exchange_audience,
-    )?;
+    let keys = ExchangeKeys {
+        from: c.exchange_from,
+        max_depth: c.exchange_max_depth,
+        audience: c.exchange_audience,
+        subject_roles: c.exchange_subject_roles,
+        subject_claims: c.exchange_subject_claims,
+    };
+    let exchange = exchange(lines, span.clone(), keys)?;
     let secret = match c.secret_file {
         None => None,
         Some(file) => Some(read_secret_file(lines, file)?),
