@@ -8,7 +8,7 @@ use crate::cache::{Cached, IdentityHeaders, Remember};
 use crate::config::{Config, IDENTITY_HEADERS};
 use crate::dpop::{self, Accepted, ProofRequest, Refusal};
 use crate::edge::EdgeState;
-use crate::encode::enc;
+use crate::encode::{enc, enc_into};
 use shared::token::{self, Limits, SubjectKind};
 use shared::VerifyError;
 
@@ -236,6 +236,18 @@ fn bad_request(cfg: &Config, description: &str) -> Verdict<'static> {
     )
 }
 
+/// `items`, each as an identity header writes it, joined by commas.
+fn enc_list(items: &[String]) -> String {
+    let mut out = String::with_capacity(items.iter().map(|i| i.len() + 1).sum());
+    for i in items {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        enc_into(&mut out, i);
+    }
+    out
+}
+
 fn identity_headers(t: &token::TokenBody) -> Vec<(&'static str, String)> {
     let id = &t.identity;
     let mut h = Vec::with_capacity(IDENTITY_HEADERS.len());
@@ -249,33 +261,23 @@ fn identity_headers(t: &token::TokenBody) -> Vec<(&'static str, String)> {
         h.push(("x-auth-subject", enc(client)));
     }
     if let Some(chain) = &t.act {
-        let mut actors = String::new();
-        for a in &chain.actors {
-            if !actors.is_empty() {
-                actors.push(',');
-            }
-            actors.push_str(&enc(a));
-        }
-        h.push((crate::delegation::ACTORS_HEADER, actors));
+        h.push((crate::delegation::ACTORS_HEADER, enc_list(&chain.actors)));
         h.push(("x-auth-actor-origin", enc(&chain.origin)));
     }
     if !id.roles.is_empty() {
-        h.push((
-            "x-auth-roles",
-            id.roles
-                .iter()
-                .map(|r| enc(r))
-                .collect::<Vec<_>>()
-                .join(","),
-        ));
+        h.push(("x-auth-roles", enc_list(&id.roles)));
     }
     if !id.claims.is_empty() {
-        let claims: Vec<_> = id
-            .claims
-            .iter()
-            .map(|c| format!("{}={}", enc(&c.typ), enc(&c.value)))
-            .collect();
-        h.push(("x-auth-claims", claims.join(",")));
+        let mut claims = String::new();
+        for c in &id.claims {
+            if !claims.is_empty() {
+                claims.push(',');
+            }
+            enc_into(&mut claims, &c.typ);
+            claims.push('=');
+            enc_into(&mut claims, &c.value);
+        }
+        h.push(("x-auth-claims", claims));
     }
     h.push(("x-auth-token-id", t.jti_hex()));
     h.push(("x-auth-expires", t.exp.to_string()));

@@ -17,3 +17,9 @@ const ENCODE: &AsciiSet = &CONTROLS
 pub(crate) fn enc(s: &str) -> String {
     utf8_percent_encode(s, ENCODE).to_string()
 }
+
+/// `s` as an identity header writes it, appended to `out` (a list's element, without an
+/// allocation of its own).
+pub(crate) fn enc_into(out: &mut String, s: &str) {
+    out.extend(utf8_percent_encode(s, ENCODE));
+}
