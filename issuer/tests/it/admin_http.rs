@@ -1,6 +1,7 @@
 //! The admin HTTP API through the real binary on loopback (`docs/admin-api.md`): the console's
 //! sign-in, every route × role cell of the table, an audit event with before and after for every
-//! mutating route, the refused tokens (401), and bad input that changes nothing.
+//! mutating route, the refused tokens (401), bad input that changes nothing, and each kind of
+//! refusal's status.
 
 use super::*;
 use issuer::http::admin::table::{Op, Role, Route, ROUTES};
@@ -9,6 +10,7 @@ use shared::dpop::sign::{ProofClaims, ProofKey};
 use std::io::{BufRead, BufReader};
 
 mod refusals;
+mod statuses;
 
 /// An issuer with `[admin_http]` on loopback, a trusted vendor, and a user per admin role.
 struct Admin {
@@ -108,6 +110,20 @@ fn start_with(token_max_age: u64) -> Admin {
         http: reqwest::Client::new(),
         secrets,
     }
+}
+
+/// A credential set of the vendor `acme` (`issuer vendor issue`) for "Acme Sync", of 30 days,
+/// with `args` (its grants at least).
+fn issue(s: &Admin, args: &[&str]) -> Value {
+    let key = s.tmp.path().join("acme-keys/vendor-key.jwk");
+    let out = Command::new(BIN)
+        .args(["vendor", "issue", "--key", key.to_str().unwrap()])
+        .args(["--name", "Acme Sync", "--expires", "30d"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// A caller holding a token of `user` for `client` from the main listener, bound to a new key.
@@ -331,29 +347,7 @@ fn event<'e>(events: &'e [Value], action: &str, target: &str) -> Option<&'e Valu
 async fn every_mutating_route_writes_an_audit_event_with_before_and_after() {
     let s = start();
     let root = s.sign_in("root").await;
-    let set: Value = {
-        let out = Command::new(BIN)
-            .args([
-                "vendor",
-                "issue",
-                "--key",
-                s.tmp
-                    .path()
-                    .join("acme-keys/vendor-key.jwk")
-                    .to_str()
-                    .unwrap(),
-                "--name",
-                "Acme Sync",
-                "--expires",
-                "30d",
-                "--grants",
-                "password,client_credentials",
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
+    let set = issue(&s, &["--grants", "password,client_credentials"]);
     let vendor_id = set["client_id"].as_str().unwrap().to_owned();
     let mut done = Vec::new();
     for r in ROUTES.iter().filter(|r| r.mutating) {
