@@ -9,6 +9,7 @@ use serde_json::json;
 use shared::dpop::sign::{ProofClaims, ProofKey};
 use std::io::{BufRead, BufReader};
 
+mod directory;
 mod refusals;
 mod statuses;
 
@@ -36,6 +37,11 @@ fn start() -> Admin {
 
 /// [`start`] with `token_max_age`.
 fn start_with(token_max_age: u64) -> Admin {
+    start_configured(token_max_age, "")
+}
+
+/// [`start`] with `token_max_age`, and `tables` (TOML) at the end of the configuration file.
+fn start_configured(token_max_age: u64, tables: &str) -> Admin {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     let mut secrets = std::collections::HashMap::new();
@@ -74,7 +80,7 @@ fn start_with(token_max_age: u64) -> Admin {
         &config,
         format!(
             "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\n[[vendor]]\nname = \"acme\"\nkeys = \"acme-keys/vendor-keys.json\"\n\
-             [admin_http]\nlisten = \"127.0.0.1:0\"\nclients = [\"ops\"]\ntoken_max_age = {token_max_age}\n",
+             [admin_http]\nlisten = \"127.0.0.1:0\"\nclients = [\"ops\"]\ntoken_max_age = {token_max_age}\n{tables}",
             dir.display().to_string()
         ),
     )
@@ -224,9 +230,14 @@ impl Admin {
     }
 
     async fn sign_in(&self, user: &str) -> Caller {
+        self.sign_in_with(user, PW).await
+    }
+
+    /// [`Admin::sign_in`] with the password `pw`.
+    async fn sign_in_with(&self, user: &str, pw: &str) -> Caller {
         let key = key();
         let a = self
-            .sign_in_raw(user, PW, Some(&self.url), Some(&key))
+            .sign_in_raw(user, pw, Some(&self.url), Some(&key))
             .await;
         assert_eq!(a.status, 200, "{user}: {}", a.json);
         Caller {
