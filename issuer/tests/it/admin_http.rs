@@ -11,6 +11,7 @@ use std::io::{BufRead, BufReader};
 
 mod directory;
 mod refusals;
+mod revoked_elsewhere;
 mod statuses;
 
 /// An issuer with `[admin_http]` on loopback, a trusted vendor, and a user per admin role.
@@ -75,16 +76,27 @@ fn start_configured(token_max_age: u64, tables: &str) -> Admin {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
+    let config = format!(
+        "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\n[[vendor]]\nname = \"acme\"\nkeys = \"acme-keys/vendor-keys.json\"\n\
+         [admin_http]\nlisten = \"127.0.0.1:0\"\nclients = [\"ops\"]\ntoken_max_age = {token_max_age}\n{tables}",
+        dir.display().to_string()
+    );
+    serve(tmp, dir, &config, secrets)
+}
+
+/// `issuer serve` with the configuration file `config` (written in `tmp`; `dir` holds the
+/// admin commands' store and the log), once it listens; `secrets` of its clients.
+fn serve(
+    tmp: tempfile::TempDir,
+    dir: PathBuf,
+    config: &str,
+    secrets: std::collections::HashMap<&'static str, String>,
+) -> Admin {
+    let text = config;
     let config = tmp.path().join("issuer.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\n[[vendor]]\nname = \"acme\"\nkeys = \"acme-keys/vendor-keys.json\"\n\
-             [admin_http]\nlisten = \"127.0.0.1:0\"\nclients = [\"ops\"]\ntoken_max_age = {token_max_age}\n{tables}",
-            dir.display().to_string()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&config, text).unwrap();
+    // It may hold a database password: the issuer refuses it readable by others.
+    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let mut command = Command::new(BIN);
     command
         .args(["serve", "--config", config.to_str().unwrap()])
@@ -97,8 +109,12 @@ fn start_configured(token_max_age: u64, tables: &str) -> Admin {
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let proc = Proc::new(child, "issuer");
     let started = now();
-    let main = lines.next().unwrap().unwrap();
-    let admin_line = lines.next().unwrap().unwrap();
+    let log = dir.with_extension("log");
+    let mut line = || {
+        let read = lines.next().and_then(Result::ok);
+        read.unwrap_or_else(|| panic!("{}", std::fs::read_to_string(&log).unwrap_or_default()))
+    };
+    let (main, admin_line) = (line(), line());
     // An embedded store refuses proofs that may predate its memory of used ones.
     let ready = started + shared::dpop::MAX_AHEAD_SECONDS + 1;
     while now() < ready {
