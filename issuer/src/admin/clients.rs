@@ -1,7 +1,7 @@
 //! `issuer client ...`: registering clients, letting them get tokens or not, removing them, and
 //! listing them.
 
-use super::{found, refused, AdminError};
+use super::{conflict, found, invalid, AdminError};
 use crate::store::{ClientChange, ClientRecord, DpopPolicy, ExchangePolicy, GrantKind, Store};
 use serde::{Deserialize, Serialize};
 
@@ -49,11 +49,11 @@ pub(super) async fn add(store: &dyn Store, c: &NewClient, now: u64) -> Result<St
         exchange: c.exchange.clone(),
     };
     if rec.secret_hash_bytes().is_none() {
-        return refused("malformed secret hash".into());
+        return invalid("malformed secret hash".into());
     }
     let id = &c.id;
     if !store.add_client(id, &rec).await? {
-        return refused(format!(
+        return conflict(format!(
             "a client named {id:?} exists: choose another id, or remove it first (`issuer client \
              remove {id}`, which revokes its tokens); a client an `issuer apply` file declares is \
              changed in that file (`edge = true` makes it an edge client)"

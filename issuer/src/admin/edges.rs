@@ -2,7 +2,7 @@
 //! store holds of the edges' reports ([`crate::store::edges`]) with the key ring they should
 //! hold, as one report the command line renders and waits on.
 
-use super::{refused, AdminError};
+use super::{conflict, not_found, AdminError};
 use crate::store::edges::clients_at_bound;
 use crate::store::{EdgeReport, KeyState, PromoteOutcome, Store, HELD};
 use serde::{Deserialize, Serialize};
@@ -115,7 +115,7 @@ pub(super) async fn publish(store: &dyn Store, now: u64) -> Result<u32, AdminErr
     }
     match store.rotate_key(now, HELD).await? {
         Some(r) => Ok(r.kid),
-        None => refused(
+        None => conflict(
             "a rotation is pending already (see `issuer keys list`); wait until its key signs"
                 .into(),
         ),
@@ -126,8 +126,8 @@ pub(super) async fn publish(store: &dyn Store, now: u64) -> Result<u32, AdminErr
 pub(super) async fn promote(store: &dyn Store, kid: u32, now: u64) -> Result<String, AdminError> {
     match store.promote_key(kid, now).await? {
         PromoteOutcome::Promoted => Ok(format!("key {kid} now signs\n")),
-        PromoteOutcome::Unknown => refused(format!("no key {kid}")),
-        PromoteOutcome::NotHeld(state) => refused(format!(
+        PromoteOutcome::Unknown => not_found(format!("no key {kid}")),
+        PromoteOutcome::NotHeld(state) => conflict(format!(
             "key {kid} is {state}, not held: only a key published by `keys rotate \
              --when-edges-ready` is promoted"
         )),

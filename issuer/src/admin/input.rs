@@ -3,7 +3,7 @@
 //! and claims meet, so that nothing stored here can fail to fit a token. Each check refuses with
 //! the message the command line prints.
 
-use super::{refused, AdminError, Command};
+use super::{invalid, AdminError, Command};
 use crate::config::admin_http::CONSOLE_CLIENT;
 use shared::rules::{claim_text_ok, client_id_ok, role_ok, user_name_ok};
 
@@ -12,7 +12,7 @@ pub fn check_client_id(id: &str) -> Result<(), AdminError> {
     if client_id_ok(id) {
         Ok(())
     } else {
-        refused("a client id is 1 to 255 characters, without control characters or ':'".into())
+        invalid("a client id is 1 to 255 characters, without control characters or ':'".into())
     }
 }
 
@@ -21,7 +21,7 @@ pub fn check_client_id(id: &str) -> Result<(), AdminError> {
 pub fn check_new_client_id(id: &str) -> Result<(), AdminError> {
     check_client_id(id)?;
     if id == CONSOLE_CLIENT {
-        return refused(format!(
+        return invalid(format!(
             "the client id {CONSOLE_CLIENT:?} is reserved for the admin console"
         ));
     }
@@ -33,7 +33,7 @@ pub fn check_user_name(name: &str) -> Result<(), AdminError> {
     if user_name_ok(name) {
         Ok(())
     } else {
-        refused("a user name is 1 to 255 characters, without control characters".into())
+        invalid("a user name is 1 to 255 characters, without control characters".into())
     }
 }
 
@@ -41,7 +41,7 @@ pub fn check_user_name(name: &str) -> Result<(), AdminError> {
 pub fn check_roles(roles: &[String]) -> Result<(), AdminError> {
     match roles.iter().find(|r| !role_ok(r)) {
         None => Ok(()),
-        Some(bad) => refused(format!(
+        Some(bad) => invalid(format!(
             "invalid role {bad:?}: 1 to 255 characters, no ',' or control characters"
         )),
     }
@@ -52,7 +52,7 @@ pub fn check_roles(roles: &[String]) -> Result<(), AdminError> {
 pub fn parse_claim(text: &str) -> Result<(String, String), AdminError> {
     match text.split_once('=') {
         Some((t, v)) if claim_text_ok(t, v) => Ok((t.to_owned(), v.to_owned())),
-        _ => refused(invalid_claim(text)),
+        _ => invalid(invalid_claim(text)),
     }
 }
 
@@ -61,7 +61,7 @@ pub fn parse_claim(text: &str) -> Result<(String, String), AdminError> {
 pub fn check_claims(claims: &[(String, String)]) -> Result<(), AdminError> {
     match claims.iter().find(|(t, v)| !claim_text_ok(t, v)) {
         None => Ok(()),
-        Some((t, v)) => refused(invalid_claim(&format!("{t}={v}"))),
+        Some((t, v)) => invalid(invalid_claim(&format!("{t}={v}"))),
     }
 }
 
@@ -71,7 +71,7 @@ pub fn check_password_hash(hash: &str) -> Result<(), AdminError> {
     if hash.is_empty() {
         return Ok(());
     }
-    crate::passwords::check_hash(hash).map_or_else(|e| refused(e.to_string()), |_| Ok(()))
+    crate::passwords::check_hash(hash).map_or_else(|e| invalid(e.to_string()), |_| Ok(()))
 }
 
 fn invalid_claim(text: &str) -> String {

@@ -1,7 +1,7 @@
 //! `issuer keys ...`: rotating and retiring signing keys, and the Envoy filter's configuration
 //! with the current key ring (the listing is the store's [`crate::store::KeyInfo`]s).
 
-use super::{refused, AdminError};
+use super::{conflict, not_found, AdminError};
 use crate::store::{RetireOutcome, Store};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -40,7 +40,7 @@ pub(super) async fn store_filter_config(
 /// `keys rotate`: a new key, published now, that signs from `delay` seconds on.
 pub(super) async fn rotate(store: &dyn Store, delay: u64, now: u64) -> Result<String, AdminError> {
     let Some(r) = store.rotate_key(now, delay).await? else {
-        return refused(
+        return conflict(
             "a rotation is pending already (see `issuer keys list`); \
              `keys rotate --delay 0` replaces it at once"
                 .into(),
@@ -73,8 +73,8 @@ pub(super) async fn retire(store: &dyn Store, kid: u32, now: u64) -> Result<Stri
              within a poll; remove it from static filter configurations)\n"
         )),
         RetireOutcome::AlreadyRetired => Ok(format!("key {kid} was retired already\n")),
-        RetireOutcome::Unknown => refused(format!("no key {kid}")),
-        RetireOutcome::InUse(state) => refused(format!(
+        RetireOutcome::Unknown => not_found(format!("no key {kid}")),
+        RetireOutcome::InUse(state) => conflict(format!(
             "key {kid} is {state}: `issuer keys rotate --delay 0` first (a new key signs at \
              once), then retire it (see `issuer keys list`)"
         )),

@@ -227,12 +227,32 @@ impl Command {
     }
 }
 
+/// What kind of refusal an [`AdminError::Refused`] is: set where the command refuses, and
+/// answered by the admin HTTP API with one status per kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// What the command names is not there: no such client, user, key or session.
+    NotFound,
+    /// The input is wrong whatever the store holds: a name, role, claim or hash that breaks the
+    /// rules, a reserved id, more than a vendor's statement allows.
+    Invalid,
+    /// The state of what the command names forbids it now: a name taken, a key in use, a
+    /// rotation pending, a client revoked by its vendor or past its statement, a directory
+    /// user's roles.
+    Conflict,
+}
+
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
-    /// The command cannot be done (no such client, name taken, malformed input, ...).
-    #[error("{0}")]
-    Refused(String),
+    /// The command cannot be done: its kind, and the sentence the command line prints.
+    #[error("{why}")]
+    Refused {
+        /// Which kind of refusal.
+        kind: RefusalKind,
+        /// Why, for a person.
+        why: String,
+    },
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -281,15 +301,30 @@ pub enum Answer {
     Err(String),
 }
 
-fn refused<T>(msg: String) -> Result<T, AdminError> {
-    Err(AdminError::Refused(msg))
+fn refused<T>(kind: RefusalKind, why: String) -> Result<T, AdminError> {
+    Err(AdminError::Refused { kind, why })
+}
+
+/// Refused: what `why` names is not there.
+fn not_found<T>(why: String) -> Result<T, AdminError> {
+    refused(RefusalKind::NotFound, why)
+}
+
+/// Refused: the input is wrong whatever the store holds.
+fn invalid<T>(why: String) -> Result<T, AdminError> {
+    refused(RefusalKind::Invalid, why)
+}
+
+/// Refused: the state of what the command names forbids it now.
+fn conflict<T>(why: String) -> Result<T, AdminError> {
+    refused(RefusalKind::Conflict, why)
 }
 
 fn found(ok: bool, what: &str, name: &str) -> Result<(), AdminError> {
     if ok {
         Ok(())
     } else {
-        refused(format!("no {what} named {name:?}"))
+        not_found(format!("no {what} named {name:?}"))
     }
 }
 
@@ -368,7 +403,7 @@ async fn run_command(
         Command::Ping => return Ok(Reply::Pong),
         Command::AuditRead { since } => return Ok(Reply::Audit(audit::read(store, *since).await?)),
         Command::Backup => {
-            return refused("a backup goes through the admin socket: `issuer backup`".into())
+            return invalid("a backup goes through the admin socket: `issuer backup`".into())
         }
         Command::ClientList => return Ok(Reply::Clients(clients::list(store).await?)),
         Command::UserList => return Ok(Reply::Users(users::list(store).await?)),

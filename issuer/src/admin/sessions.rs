@@ -2,8 +2,11 @@
 //! it: its refresh token and its access tokens are refused from then on, by the issuer and,
 //! through the revocation feed, by every edge.
 
-use super::{refused, AdminError};
+use super::{conflict, invalid, not_found, AdminError};
 use crate::store::Store;
+
+/// What a session id is, as a refusal says it.
+pub const SESSION_ID_RULE: &str = "a session id is 32 lowercase hex digits";
 
 /// The family id `id` names: 32 lowercase hex digits.
 pub fn session_id(id: &str) -> Option<[u8; 16]> {
@@ -13,16 +16,16 @@ pub fn session_id(id: &str) -> Option<[u8; 16]> {
     <[u8; 16]>::try_from(hex::decode(id).ok()?).ok()
 }
 
-/// `session revoke`: revokes the live family `id`; refused for an unknown id or a family
-/// revoked already.
+/// `session revoke`: revokes the live family `id`; refused for an id that is not one, an unknown
+/// id or a family revoked already.
 pub(super) async fn revoke(store: &dyn Store, id: &str, now: u64) -> Result<String, AdminError> {
     let Some(key) = session_id(id) else {
-        return refused(format!("no session {id:?}"));
+        return invalid(SESSION_ID_RULE.into());
     };
     match store.revoke_family_id(&key, now).await? {
-        None => refused(format!("no session {id:?}")),
+        None => not_found(format!("no session {id:?}")),
         Some(before) if before.revoked_at.is_some() => {
-            refused(format!("session {id} is revoked already"))
+            conflict(format!("session {id} is revoked already"))
         }
         Some(before) => Ok(format!(
             "session {id} of user {} at client {} revoked: its refresh and access tokens are \

@@ -1,4 +1,5 @@
 use super::*;
+use crate::config::admin_http::CONSOLE_CLIENT;
 use crate::store::prelude::*;
 use crate::store::redb::RedbStore;
 use crate::store::{GrantKind, RefreshPolicy};
@@ -15,10 +16,11 @@ fn from_json(json: serde_json::Value) -> Command {
     serde_json::from_value(json).unwrap()
 }
 
-fn refusal(result: Result<Reply, AdminError>) -> String {
+/// Why `result` was refused, which must be a refusal of `kind`.
+fn refusal(result: Result<Reply, AdminError>, kind: RefusalKind) -> String {
     match result {
-        Err(AdminError::Refused(msg)) => msg,
-        other => panic!("not refused: {other:?}"),
+        Err(AdminError::Refused { kind: k, why }) if k == kind => why,
+        other => panic!("not refused as {kind:?}: {other:?}"),
     }
 }
 
@@ -58,14 +60,14 @@ async fn commands_from_the_socket_meet_the_command_lines_rules() {
         ),
     ]);
     for (cmd, why) in cases {
-        let msg = refusal(execute(&store, &cmd, NOW).await);
+        let msg = refusal(execute(&store, &cmd, NOW).await, RefusalKind::Invalid);
         assert!(msg.starts_with(why), "{cmd:?}: {msg}");
     }
     let client = from_json(serde_json::json!({
         "op": "client_add", "id": "a:b", "grants": [], "impersonate": false, "claim_types": [],
         "secret_hash": "00".repeat(32),
     }));
-    let msg = refusal(execute(&store, &client, NOW).await);
+    let msg = refusal(execute(&store, &client, NOW).await, RefusalKind::Invalid);
     assert!(msg.starts_with("a client id is 1 to 255"), "{msg}");
     // Nothing was stored; what meets the rules is.
     assert!(store.users().await.unwrap().is_empty());
@@ -88,6 +90,71 @@ async fn commands_from_the_socket_meet_the_command_lines_rules() {
         .map(|u| u.password_scheme.as_deref())
         .collect();
     assert_eq!(schemes, [Some("argon2id"), None]);
+}
+
+#[tokio::test]
+async fn each_refusal_is_of_its_kind_and_keeps_its_sentence() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = store(&tmp.path().join("data"));
+    let client = |id: &str, hash: &str| {
+        from_json(serde_json::json!({
+            "op": "client_add", "id": id, "grants": [], "impersonate": false,
+            "claim_types": [], "secret_hash": hash,
+        }))
+    };
+    let hash = "00".repeat(32);
+    execute(&store, &client("app", &hash), NOW).await.unwrap();
+    let unknown_session = Command::SessionRevoke {
+        id: "00".repeat(16),
+    };
+    let cases = [
+        (
+            Command::UserEnable {
+                name: "ghost".into(),
+            },
+            RefusalKind::NotFound,
+            "no user named \"ghost\"",
+        ),
+        (
+            Command::KeysRetire { kid: 999 },
+            RefusalKind::NotFound,
+            "no key 999",
+        ),
+        (
+            unknown_session,
+            RefusalKind::NotFound,
+            "no session \"00000000000000000000000000000000\"",
+        ),
+        (
+            Command::SessionRevoke { id: "xyz".into() },
+            RefusalKind::Invalid,
+            sessions::SESSION_ID_RULE,
+        ),
+        (
+            client("x", "zz"),
+            RefusalKind::Invalid,
+            "malformed secret hash",
+        ),
+        (
+            client(CONSOLE_CLIENT, &hash),
+            RefusalKind::Invalid,
+            "the client id \"admin-console\" is reserved for the admin console",
+        ),
+        (
+            Command::Backup,
+            RefusalKind::Invalid,
+            "a backup goes through the admin socket: `issuer backup`",
+        ),
+        (
+            client("app", &hash),
+            RefusalKind::Conflict,
+            "a client named \"app\" exists",
+        ),
+    ];
+    for (cmd, kind, why) in cases {
+        let msg = refusal(execute(&store, &cmd, NOW).await, kind);
+        assert!(msg.starts_with(why), "{cmd:?}: {msg}");
+    }
 }
 
 #[test]

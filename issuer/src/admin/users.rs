@@ -1,7 +1,7 @@
 //! `issuer user ...`: the users of the password grant: creating, disabling, enabling, setting a
 //! password, removing, and listing them.
 
-use super::{found, refused, AdminError};
+use super::{conflict, found, AdminError};
 use crate::passwords::PasswordScheme;
 use crate::store::{Store, UserChange, UserRecord};
 use serde::{Deserialize, Serialize};
@@ -37,7 +37,7 @@ pub(super) async fn add(store: &dyn Store, u: &NewUser, now: u64) -> Result<Stri
     };
     let name = &u.name;
     if !store.add_user(name, &rec).await? {
-        return refused(format!("a user named {name:?} exists"));
+        return conflict(format!("a user named {name:?} exists"));
     }
     Ok(format!("user {name} added\n"))
 }
@@ -88,7 +88,7 @@ pub(super) async fn update(
         .await?
         .is_some_and(|u| u.directory.is_some())
     {
-        return refused(format!(
+        return conflict(format!(
             "{name:?} is a directory user: its roles and claims come from the directory"
         ));
     }

@@ -5,7 +5,7 @@
 //! (`crate::vendor`); what is checked here needs the store.
 
 use super::audit::{record, view, Subject};
-use super::{clients, found, refused, AdminError, Command};
+use super::{clients, conflict, found, invalid, not_found, AdminError, Command};
 use crate::store::vendor::{admit, revoked_placeholder, Admission};
 use crate::store::{AuditAction, AuditEvent, ClientChange, GrantKind, Store};
 use crate::vendor::{Impersonation, Refusal, Statement, Verified};
@@ -103,7 +103,7 @@ pub async fn import(store: &dyn Store, i: &VendorImport, now: u64) -> Result<Imp
     match admit(existing.as_ref(), &verified, &i.digest, now).map_err(AdminError::Vendor)? {
         Admission::New(rec) => {
             if !store.add_client(id, &rec).await? {
-                return refused(format!("client {id:?} was added meanwhile: import again"));
+                return conflict(format!("client {id:?} was added meanwhile: import again"));
             }
             Ok(Imported::Pending)
         }
@@ -187,26 +187,26 @@ pub async fn activate(
     now: u64,
 ) -> Result<String, AdminError> {
     let Some(rec) = store.client(id).await? else {
-        return refused(format!("no client named {id:?}"));
+        return not_found(format!("no client named {id:?}"));
     };
     let Some(v) = rec.vendor.as_deref() else {
-        return refused(format!(
+        return conflict(format!(
             "client {id:?} is not a vendor's: --grants and --no-impersonation narrow a vendor's \
              client (a local client's access is set by `issuer apply`)"
         ));
     };
     if v.revoked {
-        return refused(format!("client {id:?} was revoked by its vendor"));
+        return conflict(format!("client {id:?} was revoked by its vendor"));
     }
     if v.expires_at() <= now {
-        return refused(format!(
+        return conflict(format!(
             "client {id:?}: its statement has expired; ask the vendor for a new one"
         ));
     }
     let allowed = crate::store::vendor::VendorClient::grant_kinds(&v.grants);
     let grants = grants.map_or(allowed.clone(), <[GrantKind]>::to_vec);
     if !v.allows(&grants) {
-        return refused(format!(
+        return invalid(format!(
             "client {id:?}: its statement allows only {allowed:?}; activation narrows, never widens"
         ));
     }
@@ -273,7 +273,7 @@ pub(super) async fn run(
             refusal(store, target, error, description, now, actor).await?;
             Ok(format!("refused ({error}): {description}\n"))
         }
-        _ => refused("not a command of a vendor's client".into()),
+        _ => invalid("not a command of a vendor's client".into()),
     }
 }
 
@@ -297,7 +297,7 @@ pub(super) async fn within_statement(
         return Ok(());
     };
     if !v.allows(grants) || (*impersonate && v.impersonation == Impersonation::None) {
-        return refused(format!(
+        return invalid(format!(
             "client {id:?} is a vendor's: its statement allows less; a change narrows, never widens"
         ));
     }

@@ -3,8 +3,9 @@
 //! [`App::admin_caller`] accepts only this issuer's own DPoP-bound access tokens of users: the
 //! token verified with the key ring, bound (`mmat2`) to the key of the request's proof (checked
 //! and remembered as used like a proof at the token endpoint), issued to a client the
-//! [`AdminPolicy`] accepts, no older than its `token_max_age`, not revoked (the store's
-//! revocations read first, so a revocation by any issuer of the store counts at once), and its
+//! [`AdminPolicy`] accepts, no older than its `token_max_age`, not revoked (the store's latest
+//! revocation number read first, and the revocations after the held ones when there are any,
+//! so a revocation by any issuer of the store counts at once; `App::revoked_now`), and its
 //! user in the store now and enabled. The roles are the user's record's as they are now.
 //!
 //! [`App::console_token`] is the console's password grant: the password checked exactly as the
@@ -79,8 +80,7 @@ impl App {
         if now().saturating_sub(body.iat) > policy.token_max_age {
             return Err(bad_token("the token is too old for administration"));
         }
-        self.reload_revocations().await;
-        if self.revoked().covers(body) {
+        if self.revoked_now(body).await? {
             return Err(bad_token("the token is revoked"));
         }
         let user = self.store.user(&body.identity.subject).await?;

@@ -29,7 +29,7 @@ mod vendor_clients;
 
 use crate::metrics::Metrics;
 use crate::passwords::PasswordChecker;
-use crate::store::revocation::{RevocationSet, FAMILY_TAG_LEN};
+use crate::store::revocation::{Cursor, RevocationSet, FAMILY_TAG_LEN};
 use crate::store::{ClientRecord, RefreshPolicy, RefreshRejection, Store, StoreError};
 use crate::throttle::Throttle;
 use serde_json::json;
@@ -112,6 +112,9 @@ pub struct App {
     client_auth: client_auth_throttle::ClientAuthThrottle,
     /// Revocations of access tokens in force, read from the store every second.
     revoked: RwLock<RevocationSet>,
+    /// The store's latest revocation as of the read `revoked` was last given (written while its
+    /// lock is held): every revocation recorded up to it is in the set.
+    revoked_through: std::sync::Mutex<Cursor>,
     /// What each client may still record in revocations.
     revoke_budget: revoke_budget::RevokeBudget,
     /// What the edges said of themselves in their polls, until written to the store.
@@ -173,10 +176,12 @@ impl App {
     ) -> Result<Self, StoreError> {
         let ring = store.key_ring(now()).await?;
         let mut revoked = RevocationSet::default();
-        revoked.apply(
-            &store.revocations(0, now(), usize::MAX).await?.entries,
-            now(),
-        );
+        let page = store.revocations(0, now(), usize::MAX).await?;
+        revoked.apply(&page.entries, now());
+        let read_through = Cursor {
+            seq: page.latest,
+            stamp: page.latest_stamp,
+        };
         let revoke_budget = revoke_budget::RevokeBudget::new(settings.revocations_per_minute);
         let metrics = Metrics::default();
         let feed = feed_wait::FeedWaits::new(settings.feed, metrics.feed.waiting());
@@ -210,6 +215,7 @@ impl App {
             vendor: Default::default(),
             client_auth: Default::default(),
             revoked: RwLock::new(revoked),
+            revoked_through: std::sync::Mutex::new(read_through),
             revoke_budget,
             edges: edge_book::EdgeBook::default(),
             feed,

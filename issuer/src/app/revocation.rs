@@ -5,8 +5,8 @@
 
 use super::{now, App};
 use super::{ApiError, Call};
-use crate::store::revocation::{RevocationSet, Revoked, REVOCATION_MARGIN};
-use crate::store::FamilyRevocation;
+use crate::store::revocation::{Cursor, RevocationSet, Revoked, REVOCATION_MARGIN};
+use crate::store::{FamilyRevocation, StoreError};
 use serde_json::json;
 use shared::grant::parse_token_param;
 use shared::token::{self, Claim, Limits, SubjectKind, VerifiedToken};
@@ -21,6 +21,36 @@ impl App {
     /// Reads the revocations recorded since the last read. A failure is logged; the next read
     /// catches up.
     pub async fn reload_revocations(&self) {
+        if let Err(e) = self.read_revocations().await {
+            tracing::error!(
+                error = crate::display::Causes(&e).to_string(),
+                "reading revocations failed"
+            );
+        }
+    }
+
+    /// Whether a revocation in force covers `body`, every revocation any issuer of the store
+    /// recorded before this call counted: the store's latest number is read (a point read), and
+    /// the revocations after those held only when it is not the one held through.
+    pub(super) async fn revoked_now(&self, body: &token::TokenBody) -> Result<bool, StoreError> {
+        let latest = self.store.latest_revocation().await?;
+        if latest != self.revoked_through() {
+            self.read_revocations().await?;
+        }
+        Ok(self.revoked().covers(body))
+    }
+
+    /// The store's latest revocation as of the last read: every one up to it is held.
+    fn revoked_through(&self) -> Cursor {
+        *self
+            .revoked_through
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reads the revocations recorded since the last read into the set, or all of them when the
+    /// store's history is not the one read before.
+    async fn read_revocations(&self) -> Result<(), StoreError> {
         let since = self.revoked().position();
         let read = match self.store.revocations(since.seq, now(), usize::MAX).await {
             // The entry read last is not in the store as it was (a store restored from a backup
@@ -32,25 +62,26 @@ impl App {
                 .map(|p| (p, true)),
             other => other.map(|p| (p, false)),
         };
-        match read {
-            Ok((page, whole)) => {
-                if whole || !page.entries.is_empty() {
-                    // Edges waiting for news read the store again.
-                    self.feed.changed();
-                }
-                let mut set = self.revoked.write().unwrap_or_else(PoisonError::into_inner);
-                if whole {
-                    set.apply_snapshot(&page.entries, page.latest, now());
-                    set.stamp_cursor(page.latest, page.latest_stamp);
-                } else {
-                    set.apply(&page.entries, now());
-                }
-            }
-            Err(e) => tracing::error!(
-                error = crate::display::Causes(&e).to_string(),
-                "reading revocations failed"
-            ),
+        let (page, whole) = read?;
+        if whole || !page.entries.is_empty() {
+            // Edges waiting for news read the store again.
+            self.feed.changed();
         }
+        let mut set = self.revoked.write().unwrap_or_else(PoisonError::into_inner);
+        if whole {
+            set.apply_snapshot(&page.entries, page.latest, now());
+            set.stamp_cursor(page.latest, page.latest_stamp);
+        } else {
+            set.apply(&page.entries, now());
+        }
+        *self
+            .revoked_through
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Cursor {
+            seq: page.latest,
+            stamp: page.latest_stamp,
+        };
+        Ok(())
     }
 
     /// `token` as an access token of this issuer, verified now. The issuer never mints a longer

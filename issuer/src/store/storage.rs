@@ -10,7 +10,7 @@ use super::audit::AuditEvent;
 use super::edges::EdgeReport;
 use super::family::Family;
 use super::keys::{KeyInfo, PromoteOutcome, RetireOutcome, Rotated};
-use super::revocation::{RevocationPage, Revoked};
+use super::revocation::{Cursor, RevocationPage, Revoked};
 use super::StoreError;
 use crate::secrets::HashKey;
 use shared::dpop::replay::{Accepted, Replay};
@@ -242,6 +242,10 @@ pub trait Revocations: Send + Sync {
         now: u64,
         limit: usize,
     ) -> Result<RevocationPage, StoreError>;
+    /// The highest revocation number given out, with the stamp of its entry if the store holds
+    /// it with one: a point read, which tells a reader whose cursor is there (and who has read
+    /// every entry up to it) that it holds every revocation recorded, by any issuer of the store.
+    async fn latest_revocation(&self) -> Result<Cursor, StoreError>;
 }
 
 /// Removal of what has run out.

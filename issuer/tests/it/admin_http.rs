@@ -1,6 +1,7 @@
 //! The admin HTTP API through the real binary on loopback (`docs/admin-api.md`): the console's
 //! sign-in, every route × role cell of the table, an audit event with before and after for every
-//! mutating route, the refused tokens (401), and bad input that changes nothing.
+//! mutating route, the refused tokens (401), bad input that changes nothing, and each kind of
+//! refusal's status.
 
 use super::*;
 use issuer::http::admin::table::{Op, Role, Route, ROUTES};
@@ -8,7 +9,10 @@ use serde_json::json;
 use shared::dpop::sign::{ProofClaims, ProofKey};
 use std::io::{BufRead, BufReader};
 
+mod directory;
 mod refusals;
+mod revoked_elsewhere;
+mod statuses;
 
 /// An issuer with `[admin_http]` on loopback, a trusted vendor, and a user per admin role.
 struct Admin {
@@ -34,6 +38,11 @@ fn start() -> Admin {
 
 /// [`start`] with `token_max_age`.
 fn start_with(token_max_age: u64) -> Admin {
+    start_configured(token_max_age, "")
+}
+
+/// [`start`] with `token_max_age`, and `tables` (TOML) at the end of the configuration file.
+fn start_configured(token_max_age: u64, tables: &str) -> Admin {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     let mut secrets = std::collections::HashMap::new();
@@ -67,16 +76,27 @@ fn start_with(token_max_age: u64) -> Admin {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
+    let config = format!(
+        "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\n[[vendor]]\nname = \"acme\"\nkeys = \"acme-keys/vendor-keys.json\"\n\
+         [admin_http]\nlisten = \"127.0.0.1:0\"\nclients = [\"ops\"]\ntoken_max_age = {token_max_age}\n{tables}",
+        dir.display().to_string()
+    );
+    serve(tmp, dir, &config, secrets)
+}
+
+/// `issuer serve` with the configuration file `config` (written in `tmp`; `dir` holds the
+/// admin commands' store and the log), once it listens; `secrets` of its clients.
+fn serve(
+    tmp: tempfile::TempDir,
+    dir: PathBuf,
+    config: &str,
+    secrets: std::collections::HashMap<&'static str, String>,
+) -> Admin {
+    let text = config;
     let config = tmp.path().join("issuer.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {:?}\nlisten = \"127.0.0.1:0\"\n[[vendor]]\nname = \"acme\"\nkeys = \"acme-keys/vendor-keys.json\"\n\
-             [admin_http]\nlisten = \"127.0.0.1:0\"\nclients = [\"ops\"]\ntoken_max_age = {token_max_age}\n",
-            dir.display().to_string()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&config, text).unwrap();
+    // It may hold a database password: the issuer refuses it readable by others.
+    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let mut command = Command::new(BIN);
     command
         .args(["serve", "--config", config.to_str().unwrap()])
@@ -89,8 +109,12 @@ fn start_with(token_max_age: u64) -> Admin {
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let proc = Proc::new(child, "issuer");
     let started = now();
-    let main = lines.next().unwrap().unwrap();
-    let admin_line = lines.next().unwrap().unwrap();
+    let log = dir.with_extension("log");
+    let mut line = || {
+        let read = lines.next().and_then(Result::ok);
+        read.unwrap_or_else(|| panic!("{}", std::fs::read_to_string(&log).unwrap_or_default()))
+    };
+    let (main, admin_line) = (line(), line());
     // An embedded store refuses proofs that may predate its memory of used ones.
     let ready = started + shared::dpop::MAX_AHEAD_SECONDS + 1;
     while now() < ready {
@@ -108,6 +132,20 @@ fn start_with(token_max_age: u64) -> Admin {
         http: reqwest::Client::new(),
         secrets,
     }
+}
+
+/// A credential set of the vendor `acme` (`issuer vendor issue`) for "Acme Sync", of 30 days,
+/// with `args` (its grants at least).
+fn issue(s: &Admin, args: &[&str]) -> Value {
+    let key = s.tmp.path().join("acme-keys/vendor-key.jwk");
+    let out = Command::new(BIN)
+        .args(["vendor", "issue", "--key", key.to_str().unwrap()])
+        .args(["--name", "Acme Sync", "--expires", "30d"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// A caller holding a token of `user` for `client` from the main listener, bound to a new key.
@@ -208,9 +246,14 @@ impl Admin {
     }
 
     async fn sign_in(&self, user: &str) -> Caller {
+        self.sign_in_with(user, PW).await
+    }
+
+    /// [`Admin::sign_in`] with the password `pw`.
+    async fn sign_in_with(&self, user: &str, pw: &str) -> Caller {
         let key = key();
         let a = self
-            .sign_in_raw(user, PW, Some(&self.url), Some(&key))
+            .sign_in_raw(user, pw, Some(&self.url), Some(&key))
             .await;
         assert_eq!(a.status, 200, "{user}: {}", a.json);
         Caller {
@@ -331,29 +374,7 @@ fn event<'e>(events: &'e [Value], action: &str, target: &str) -> Option<&'e Valu
 async fn every_mutating_route_writes_an_audit_event_with_before_and_after() {
     let s = start();
     let root = s.sign_in("root").await;
-    let set: Value = {
-        let out = Command::new(BIN)
-            .args([
-                "vendor",
-                "issue",
-                "--key",
-                s.tmp
-                    .path()
-                    .join("acme-keys/vendor-key.jwk")
-                    .to_str()
-                    .unwrap(),
-                "--name",
-                "Acme Sync",
-                "--expires",
-                "30d",
-                "--grants",
-                "password,client_credentials",
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
+    let set = issue(&s, &["--grants", "password,client_credentials"]);
     let vendor_id = set["client_id"].as_str().unwrap().to_owned();
     let mut done = Vec::new();
     for r in ROUTES.iter().filter(|r| r.mutating) {

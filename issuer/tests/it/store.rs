@@ -27,7 +27,9 @@ use edges::{
 };
 pub(crate) use records::{client, user};
 use restore::revocation_cursors_prove_the_history_they_belong_to;
-use revocations::revocations_are_numbered_kept_and_swept;
+use revocations::{
+    revocations_are_numbered_kept_and_swept, the_latest_revocation_is_the_pages_latest,
+};
 use sessions::families_are_listed_by_page_and_user_and_revoked_by_id;
 use vendor::vendor_clients_are_kept_pending_activated_restated_and_revoked;
 
@@ -503,6 +505,7 @@ conformance!(
     refresh_lifetimes_revocation_and_inactive,
     concurrent_rotations_never_fork,
     revocations_are_numbered_kept_and_swept,
+    the_latest_revocation_is_the_pages_latest,
     revocation_cursors_prove_the_history_they_belong_to,
     a_new_password_ends_older_families,
     edges_are_kept_merged_and_forgotten,

@@ -8,7 +8,7 @@ use super::bodies::{parse_body, Activate, Empty, Import, Narrow};
 use super::items;
 use super::table::{Op, Route};
 use super::{me, refusal, AdminHttp};
-use crate::admin::{self, Actor, AdminError, Command, Reply, VendorImport};
+use crate::admin::{self, Actor, AdminError, Command, RefusalKind, Reply, VendorImport};
 use crate::app::{now, AdminCaller, ApiError, Call};
 use crate::store::GrantKind;
 use serde::de::DeserializeOwned;
@@ -32,6 +32,9 @@ type Answer = Result<(StatusCode, Value), ApiError>;
 /// Does `route` for `req`.
 pub(super) async fn run(state: &AdminHttp, route: &Route, req: Request<'_>) -> Answer {
     let ok = |v: Value| Ok((StatusCode::OK, v));
+    if let Some(id) = &req.id {
+        check_id(route.op, id)?;
+    }
     match route.op {
         Op::Me => ok(me(req.caller)),
         Op::ClientList => ok(client_list(state, &query(&req)?).await?),
@@ -64,6 +67,20 @@ fn query(req: &Request<'_>) -> Result<ListQuery, ApiError> {
     ListQuery::parse(req.query).map_err(|e| refusal(StatusCode::BAD_REQUEST, "invalid_request", &e))
 }
 
+/// 400 `invalid_request` for a client id or a user name in the path that breaks the rules
+/// every stored one meets ([`admin::input`]): it names nothing, whatever the store holds. A
+/// session id is checked by its route.
+fn check_id(op: Op, id: &str) -> Result<(), ApiError> {
+    let checked = match op {
+        Op::ClientGet | Op::ClientActivate | Op::ClientNarrow | Op::ClientDeactivate => {
+            admin::input::check_client_id(id)
+        }
+        Op::UserDisable | Op::UserEnable => admin::input::check_user_name(id),
+        _ => Ok(()),
+    };
+    checked.map_err(failed)
+}
+
 fn id<'r>(req: &'r Request<'_>) -> Result<&'r str, ApiError> {
     req.id
         .as_deref()
@@ -74,19 +91,25 @@ fn unexpected() -> ApiError {
     ApiError::internal(&"an admin command answered with another reply")
 }
 
-/// A command's failure as the API answers it: 404 for what does not exist, 409 for what cannot
-/// be done now, 400 for malformed input; a store failure as the token endpoint's.
+/// The status and `error` code the API answers a refusal of `kind` with: the one place they
+/// are set (`docs/admin-api.md`, Errors).
+pub(super) fn refusal_status(kind: RefusalKind) -> (StatusCode, &'static str) {
+    match kind {
+        RefusalKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+        RefusalKind::Invalid => (StatusCode::BAD_REQUEST, "invalid_request"),
+        RefusalKind::Conflict => (StatusCode::CONFLICT, "conflict"),
+    }
+}
+
+/// A command's failure as the API answers it: a refusal by its kind ([`refusal_status`]), a
+/// vendor's statement refused 400, a store failure as the token endpoint's.
 pub(super) fn failed(e: AdminError) -> ApiError {
     match e {
-        AdminError::Store(s) => ApiError::store(&s),
-        AdminError::Unrecorded(s) => ApiError::store(&s),
-        AdminError::Refused(why) if why.starts_with("no ") => {
-            refusal(StatusCode::NOT_FOUND, "not_found", &why)
+        AdminError::Store(s) | AdminError::Unrecorded(s) => ApiError::store(&s),
+        AdminError::Refused { kind, why } => {
+            let (status, code) = refusal_status(kind);
+            refusal(status, code, &why)
         }
-        AdminError::Refused(why) if why.contains("malformed") || why.contains("invalid") => {
-            refusal(StatusCode::BAD_REQUEST, "invalid_request", &why)
-        }
-        AdminError::Refused(why) => refusal(StatusCode::CONFLICT, "conflict", &why),
         AdminError::Vendor(r) => {
             let (_, description) = admin::describe_refusal(&r);
             refusal(StatusCode::BAD_REQUEST, "invalid_request", &description)
@@ -402,4 +425,58 @@ async fn rotate(state: &AdminHttp, req: &Request<'_>) -> Answer {
     };
     let (after, _) = edges(state).await?;
     Ok((StatusCode::OK, json!({"item": after, "message": message})))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreError;
+
+    fn refused(kind: RefusalKind) -> AdminError {
+        AdminError::Refused {
+            kind,
+            why: "why it was refused".into(),
+        }
+    }
+
+    #[test]
+    fn each_kind_of_refusal_has_its_status_and_code() {
+        for (kind, status, code) in [
+            (RefusalKind::NotFound, 404, "not_found"),
+            (RefusalKind::Invalid, 400, "invalid_request"),
+            (RefusalKind::Conflict, 409, "conflict"),
+        ] {
+            let e = failed(refused(kind));
+            assert_eq!((e.status.as_u16(), e.code), (status, code), "{kind:?}");
+            assert_eq!(e.description, "why it was refused", "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn the_wording_of_a_refusal_does_not_choose_its_status() {
+        for (kind, why) in [
+            (
+                RefusalKind::Conflict,
+                "no rotation is pending, invalid state",
+            ),
+            (RefusalKind::Invalid, "no such thing is malformed"),
+            (RefusalKind::NotFound, "invalid or malformed"),
+        ] {
+            let e = failed(AdminError::Refused {
+                kind,
+                why: why.into(),
+            });
+            assert_eq!(e.status, refusal_status(kind).0, "{why}");
+        }
+    }
+
+    #[test]
+    fn a_vendors_refusal_is_400_and_the_stores_failure_is_not_a_refusal() {
+        let e = failed(AdminError::Vendor(crate::vendor::Refusal::Claim(
+            "client_id",
+        )));
+        assert_eq!((e.status.as_u16(), e.code), (400, "invalid_request"));
+        let e = failed(AdminError::Store(StoreError::Corrupt("clients")));
+        assert!(e.status.is_server_error(), "{:?}", e.status);
+    }
 }

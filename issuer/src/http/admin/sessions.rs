@@ -6,7 +6,7 @@
 use super::bodies::{cursor_of, Empty, ListQuery, DEFAULT_LIMIT};
 use super::ops::{body, change, done, precondition, Request};
 use super::{items, refusal, AdminHttp};
-use crate::admin::sessions::session_id;
+use crate::admin::sessions::{session_id, SESSION_ID_RULE};
 use crate::admin::Command;
 use crate::app::{now, ApiError};
 use crate::store::family::Family;
@@ -61,14 +61,15 @@ fn not_found() -> ApiError {
     refusal(StatusCode::NOT_FOUND, "not_found", "no such session")
 }
 
-/// Revokes one family: 404 for an unknown id, 412 unless `If-Match` names it as it is, 409 when
-/// it is revoked already.
+/// Revokes one family: 400 for an id that is not one ([`session_id`]), 404 for an unknown id,
+/// 412 unless `If-Match` names it as it is, 409 when it is revoked already.
 pub(super) async fn revoke(
     state: &AdminHttp,
     req: &Request<'_>,
 ) -> Result<(StatusCode, Value), ApiError> {
     let raw = req.id.as_deref().ok_or_else(not_found)?;
-    let id = session_id(raw).ok_or_else(not_found)?;
+    let id = session_id(raw)
+        .ok_or_else(|| refusal(StatusCode::BAD_REQUEST, "invalid_request", SESSION_ID_RULE))?;
     let _: Empty = body(req.call)?;
     let _one = state.changes.lock().await;
     let store = &state.app.store;

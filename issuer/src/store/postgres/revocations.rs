@@ -7,9 +7,9 @@
 //! stamps recorded), the proof of the history a reader's cursor belongs to
 //! (`shared::revocation`); the sweep never deletes the newest row.
 
-use super::{int, serializable, uint, PgStore};
+use super::{int, retrying, serializable, uint, PgStore};
 use crate::store::revocation::REVOCATION_MARGIN;
-use crate::store::revocation::{Revocation, RevocationPage, Revoked};
+use crate::store::revocation::{Cursor, Revocation, RevocationPage, Revoked};
 use crate::store::{Revocations, StoreError, DEFAULT_ACCESS_TTL};
 
 /// Records `what` as revoked at `now` inside `tx` (see [`crate::store::Store::revoke`]).
@@ -127,6 +127,23 @@ pub(super) async fn revocations(
     })
 }
 
+/// The highest number given out and its row's stamp, in one statement (no transaction of its
+/// own: one snapshot), bounded in time as a request's read is.
+pub(super) async fn latest_revocation(store: &PgStore) -> Result<Cursor, StoreError> {
+    let row = retrying!(store, |conn| {
+        conn.query_opt(
+            "SELECT s.value, r.stamp FROM settings s LEFT JOIN revocations r ON r.seq = s.value \
+             WHERE s.name = 'revocation_seq'",
+            &[],
+        )
+        .await?
+    })?;
+    Ok(row.map_or(Cursor::default(), |r| Cursor {
+        seq: uint(r.get(0)),
+        stamp: r.get::<_, Option<i64>>(1).map(from_column),
+    }))
+}
+
 /// Deletes revocations no longer in force, except the newest: it stays as the proof of the
 /// cursor of every reader that is up to date.
 pub(super) async fn sweep(store: &PgStore, now: u64) -> Result<u64, StoreError> {
@@ -153,5 +170,9 @@ impl Revocations for PgStore {
         limit: usize,
     ) -> Result<RevocationPage, StoreError> {
         revocations(self, since, now, limit).await
+    }
+
+    async fn latest_revocation(&self) -> Result<Cursor, StoreError> {
+        latest_revocation(self).await
     }
 }

@@ -8,7 +8,7 @@
 
 use super::{enc, RedbFile, RedbStore, REVOCATIONS, SETTINGS};
 use crate::store::revocation::REVOCATION_MARGIN;
-use crate::store::revocation::{Revocation, RevocationPage, Revoked};
+use crate::store::revocation::{Cursor, Revocation, RevocationPage, Revoked};
 use crate::store::{Revocations, StoreError, DEFAULT_ACCESS_TTL};
 use redb::{ReadableTable, WriteTransaction};
 
@@ -104,6 +104,21 @@ impl RedbFile {
         })
     }
 
+    /// The highest number given out and its entry's stamp (one read transaction).
+    pub fn latest_revocation(&self) -> Result<Cursor, StoreError> {
+        let tx = self.begin_read()?;
+        let seq = tx
+            .open_table(SETTINGS)?
+            .get("revocation_seq")?
+            .map_or(0, |v| v.value());
+        let stamp = tx
+            .open_table(REVOCATIONS)?
+            .get(seq)?
+            .and_then(|v| serde_json::from_slice::<Revocation>(v.value()).ok())
+            .and_then(|e| e.stamp);
+        Ok(Cursor { seq, stamp })
+    }
+
     /// Deletes revocations no longer in force, inside the sweep's transaction, except the newest:
     /// it stays as the proof of the cursor of every reader that is up to date.
     pub(super) fn sweep_revocations_in(tx: &WriteTransaction, now: u64) -> Result<u64, StoreError> {
@@ -141,5 +156,9 @@ impl Revocations for RedbStore {
         limit: usize,
     ) -> Result<RevocationPage, StoreError> {
         self.watch(self.file.revocations(since, now, limit))
+    }
+
+    async fn latest_revocation(&self) -> Result<Cursor, StoreError> {
+        self.watch(self.file.latest_revocation())
     }
 }

@@ -1,9 +1,9 @@
 //! Revocations on both backends: numbered in order, read after a cursor and by page, in force
 //! until what they cover has expired, recorded by the changes that take tokens away, and swept
-//! but the newest.
+//! but the newest, whose number and stamp a point read gives.
 
 use super::{with_user, Backend};
-use issuer::store::revocation::{Revocation, RevocationPage, Revoked, REVOCATION_MARGIN};
+use issuer::store::revocation::{Cursor, Revocation, RevocationPage, Revoked, REVOCATION_MARGIN};
 use issuer::store::{ClientChange, Store, UserChange};
 
 fn seqs(p: RevocationPage) -> Vec<u64> {
@@ -34,6 +34,48 @@ pub(crate) async fn revocations_are_numbered_kept_and_swept(b: Backend) {
     assert_eq!(swept.latest, last, "the highest number given out stays");
     let next = s.revoke(token, later, None).await.unwrap();
     assert!(next > last, "{next} after {last}");
+}
+
+/// What a reader of every revocation knows it has read through: the latest number and its
+/// stamp, as a page says them.
+fn through(p: &RevocationPage) -> Cursor {
+    Cursor {
+        seq: p.latest,
+        stamp: p.latest_stamp,
+    }
+}
+
+pub(crate) async fn the_latest_revocation_is_the_pages_latest(b: Backend) {
+    let s = with_user(&b).await;
+    let page = s.revocations(0, 1_000, usize::MAX).await.unwrap();
+    assert_eq!(s.latest_revocation().await.unwrap(), through(&page));
+    let user = Revoked::User { name: "x".into() };
+    let mut last = page.latest;
+    for at in [1_000, 1_001] {
+        let seq = s.revoke(user.clone(), at, Some(at + 10)).await.unwrap();
+        assert!(seq > last, "{seq} after {last}");
+        last = seq;
+        let latest = s.latest_revocation().await.unwrap();
+        let page = s.revocations(0, at, usize::MAX).await.unwrap();
+        assert_eq!(latest, through(&page));
+        assert_eq!(latest.seq, seq);
+        assert!(latest.stamp.is_some(), "a new entry has a stamp");
+    }
+    // Out of force and swept, the newest still names the latest with its stamp; a reader held
+    // through it has nothing to read.
+    let before = s.latest_revocation().await.unwrap();
+    s.sweep(5_000).await.unwrap();
+    assert!(s
+        .revocations(0, 5_000, usize::MAX)
+        .await
+        .unwrap()
+        .entries
+        .is_empty());
+    assert_eq!(s.latest_revocation().await.unwrap(), before);
+    let next = s.revoke(user, 5_000, None).await.unwrap();
+    let after = s.latest_revocation().await.unwrap();
+    assert_eq!(after.seq, next);
+    assert_ne!(after, before);
 }
 
 /// Step: two revocations get rising numbers, read after a cursor, by page, and in force until
