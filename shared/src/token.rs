@@ -143,7 +143,13 @@ pub struct TokenBody {
 impl TokenBody {
     /// The token id as 32 lower-case hex digits.
     pub fn jti_hex(&self) -> String {
-        self.jti.iter().map(|b| format!("{b:02x}")).collect()
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(2 * self.jti.len());
+        for b in self.jti {
+            out.push(char::from(DIGITS[usize::from(b >> 4)]));
+            out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+        }
+        out
     }
 }
 

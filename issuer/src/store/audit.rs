@@ -173,11 +173,28 @@ fn cut(s: &str) -> String {
 }
 
 fn bound(v: Value) -> Value {
-    let text = v.to_string();
-    if text.len() <= MAX_VALUE_BYTES {
+    if serde_json::to_writer(Within(MAX_VALUE_BYTES), &v).is_ok() {
         v
     } else {
-        Value::String(cut(&text))
+        Value::String(cut(&v.to_string()))
+    }
+}
+
+/// A writer that keeps nothing and fails once more than its bytes were written: whether a
+/// value's JSON fits, found without making the text.
+struct Within(usize);
+
+impl std::io::Write for Within {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 = self
+            .0
+            .checked_sub(buf.len())
+            .ok_or_else(|| std::io::Error::other("over the bound"))?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -250,3 +250,13 @@ proptest! {
         let _ = inspect(&s);
     }
 }
+
+#[test]
+fn the_token_id_reads_as_lower_case_hex_of_its_bytes() {
+    let mut b = body(1);
+    b.jti = [
+        0x00, 0x01, 0x0a, 0x0f, 0x10, 0x7f, 0x80, 0x9a, 0xab, 0xbc, 0xcd, 0xde, 0xef, 0xf0, 0xfe,
+        0xff,
+    ];
+    assert_eq!(b.jti_hex(), "00010a0f107f809aabbccddeeff0feff");
+}

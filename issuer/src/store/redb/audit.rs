@@ -7,9 +7,15 @@ use super::{enc, RedbFile, RedbStore, AUDIT, SETTINGS};
 use crate::store::{Audit, AuditEvent, StoreError};
 use redb::ReadableTable;
 
+/// Each event's time and its stored encoding: what the write moves to its blocking thread,
+/// instead of a copy of the events.
+pub(super) fn encoded(events: &[AuditEvent]) -> Vec<(u64, Vec<u8>)> {
+    events.iter().map(|e| (e.at, enc(e))).collect()
+}
+
 impl RedbFile {
-    /// Records `events` in one write transaction.
-    pub fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
+    /// Records `events`, each its time and its encoding ([`encoded`]), in one write transaction.
+    pub fn record_audit(&self, events: &[(u64, Vec<u8>)]) -> Result<(), StoreError> {
         if events.is_empty() {
             return Ok(());
         }
@@ -18,9 +24,9 @@ impl RedbFile {
             let mut settings = tx.open_table(SETTINGS)?;
             let mut seq = settings.get("audit_seq")?.map_or(0, |v| v.value());
             let mut t = tx.open_table(AUDIT)?;
-            for e in events {
+            for (at, e) in events {
                 seq += 1;
-                t.insert((e.at, seq), enc(e).as_slice())?;
+                t.insert((*at, seq), e.as_slice())?;
             }
             settings.insert("audit_seq", seq)?;
         }
@@ -71,7 +77,7 @@ impl Audit for RedbStore {
     async fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
         // A write with fsync: off the runtime's threads, as a revocation.
         let file = self.file.clone();
-        let events = events.to_vec();
+        let events = encoded(events);
         let recorded = tokio::task::spawn_blocking(move || file.record_audit(&events))
             .await
             .map_err(|_| StoreError::Stopped("audit task"))?;
