@@ -71,8 +71,17 @@ const CORE_BENCH: [&str; 10] = [
     "3",
 ];
 
+/// Connections of the throughput runs (the issuer's core saturated) and of the latency runs
+/// (below saturation: a p99 of queueing behind 64 requests on one core says nothing of a
+/// request's own time).
+const SATURATING: usize = 64;
+const BELOW_SATURATION: usize = 8;
+
 struct EndpointRun {
+    /// Per variant, at [`SATURATING`] connections.
     results: Results,
+    /// Per variant, at [`BELOW_SATURATION`] connections.
+    latency: Results,
     command: String,
 }
 
@@ -120,7 +129,7 @@ fn token_endpoint(dir: &Path, s: &Settings) -> Result<EndpointRun> {
     let basic = STANDARD.encode(format!("svc:{svc}"));
     let app_basic = format!("app:{app}");
     let variants = ["client_credentials", "token exchange of a user's token"];
-    let run = |v: usize, seconds: u64| -> Result<Sample> {
+    let run = |v: usize, seconds: u64, conns: usize| -> Result<Sample> {
         // A fresh subject token a run: it must outlive the run.
         let form = match v {
             0 => "grant_type=client_credentials".to_owned(),
@@ -128,67 +137,70 @@ fn token_endpoint(dir: &Path, s: &Settings) -> Result<EndpointRun> {
         };
         let script = dir.join(format!("exchange-{v}.lua"));
         lua_post(&script, &basic, &form)?;
-        let args = ["-t1", "-c64", &format!("-d{seconds}s"), "-s"]
+        let args = ["-t1", &format!("-c{conns}"), &format!("-d{seconds}s"), "-s"]
             .map(String::from)
             .into_iter()
             .chain([script.display().to_string()])
             .collect::<Vec<_>>();
-        wrk(&args, &endpoint)
+        let x = wrk(&args, &endpoint)?;
+        eprintln!(
+            "token endpoint, {conns} connections, {}: {:.0} tokens/s, p99 {:.3} ms, not 2xx {}",
+            variants[v], x.rps, x.p99_ms, x.bad
+        );
+        if x.bad > 0 {
+            bail!(
+                "{}: {} of {} answers not 2xx",
+                variants[v],
+                x.bad,
+                x.requests
+            );
+        }
+        Ok(x)
     };
     for v in 0..variants.len() {
-        run(v, 1)?;
+        run(v, 1, SATURATING)?;
     }
     let mut per = vec![Vec::new(); variants.len()];
+    let mut below = vec![Vec::new(); variants.len()];
     for round in 0..s.rounds {
         for step in 0..variants.len() {
             let v = (round + step) % variants.len();
-            let x = run(v, s.seconds)?;
-            eprintln!(
-                "token endpoint round {} {}: {:.0} tokens/s, p99 {:.3} ms, not 2xx {}",
-                round + 1,
-                variants[v],
-                x.rps,
-                x.p99_ms,
-                x.bad
-            );
-            if x.bad > 0 {
-                bail!(
-                    "{}: {} of {} answers not 2xx",
-                    variants[v],
-                    x.bad,
-                    x.requests
-                );
-            }
-            per[v].push(x);
+            per[v].push(run(v, s.seconds, SATURATING)?);
+            below[v].push(run(v, s.seconds, BELOW_SATURATION)?);
         }
     }
+    let rss = rss_kib(proc.pid());
     Ok(EndpointRun {
-        results: Results::new(&per, rss_kib(proc.pid())),
+        results: Results::new(&per, rss),
+        latency: Results::new(&below, rss),
         command: format!(
-            "taskset -c 0 issuer serve (release, embedded store); per variant: taskset -c 1 wrk --latency -t1 -c64 -d{}s -s exchange-N.lua (client `svc`, Basic-authenticated: grant_type=client_credentials, or the token exchange of user alice's access token from client `app`, `svc` declared with --exchange-from app)",
+            "taskset -c 0 issuer serve (release, embedded store); per variant: taskset -c 1 wrk --latency -t1 -c{SATURATING} -d{}s -s exchange-N.lua, then the same with -c{BELOW_SATURATION} (client `svc`, Basic-authenticated: grant_type=client_credentials, or the token exchange of user alice's access token from client `app`, `svc` declared with --exchange-from app)",
             s.seconds
         ),
     })
 }
 
 fn endpoint_report(r: &EndpointRun) -> Result<String> {
-    let (cc, ex) = (r.results.samples[0], r.results.samples[1]);
     let ratio = r.results.paired(1, 0);
+    let ex_p99 = r.latency.samples[1].p99_ms;
     let mut out = format!("#### The token endpoint\n\nCommand: `{}`.\n\n", r.command);
-    out.push_str("| variant | tokens/s | p50 ms | p99 ms |\n|---|---|---|---|\n");
-    for (name, x) in [("client_credentials", cc), ("token exchange", ex)] {
+    writeln!(
+        out,
+        "| variant | tokens/s, {SATURATING} conn. | p50 ms | p99 ms | tokens/s, {BELOW_SATURATION} conn. | p50 ms | p99 ms |\n|---|---|---|---|---|---|---|"
+    )?;
+    for (i, name) in ["client_credentials", "token exchange"].iter().enumerate() {
+        let (x, y) = (r.results.samples[i], r.latency.samples[i]);
         writeln!(
             out,
-            "| {name} | {:.0} | {:.3} | {:.3} |",
-            x.rps, x.p50_ms, x.p99_ms
+            "| {name} | {:.0} | {:.3} | {:.3} | {:.0} | {:.3} | {:.3} |",
+            x.rps, x.p50_ms, x.p99_ms, y.rps, y.p50_ms, y.p99_ms
         )?;
     }
     writeln!(
         out,
-        "\n| target | wanted | measured | |\n|---|---|---|---|\n| token exchange vs client_credentials, one core | ≥ {EXCHANGE_VS_CLIENT_CREDENTIALS:.2} | {ratio:.2} | {} |\n| token exchange p99 | < {EXCHANGE_P99_MS} ms | {:.3} ms | {} |\n",
+        "\n| target | wanted | measured | |\n|---|---|---|---|\n| token exchange vs client_credentials, one core ({SATURATING} connections) | ≥ {EXCHANGE_VS_CLIENT_CREDENTIALS:.2} | {ratio:.2} | {} |\n| token exchange p99 ({BELOW_SATURATION} connections) | < {EXCHANGE_P99_MS} ms | {ex_p99:.3} ms | {} |\n",
         super::mark(ratio >= EXCHANGE_VS_CLIENT_CREDENTIALS),
-        ex.p99_ms,
-        super::mark(ex.p99_ms < EXCHANGE_P99_MS)
+        super::mark(ex_p99 < EXCHANGE_P99_MS)
     )?;
     Ok(out)
 }
