@@ -89,18 +89,6 @@ pub fn client_item(c: &ClientView) -> Value {
     }))
 }
 
-/// The key and searchable text of a client.
-pub fn client_entry(c: &ClientView) -> (String, String, Value) {
-    let v = c.vendor.as_ref();
-    let text = format!(
-        "{} {} {}",
-        c.id,
-        v.map_or("", |v| &v.vendor),
-        v.map_or("", |v| &v.client_name)
-    );
-    (c.id.clone(), text, client_item(c))
-}
-
 /// A user as the API shows it.
 pub fn user_item(u: &UserView) -> Value {
     tagged(json!({
@@ -109,11 +97,6 @@ pub fn user_item(u: &UserView) -> Value {
         "enabled": u.enabled,
         "roles": u.roles,
     }))
-}
-
-/// The key and searchable text of a user.
-pub fn user_entry(u: &UserView) -> (String, String, Value) {
-    (u.name.clone(), u.name.clone(), user_item(u))
 }
 
 #[cfg(test)]

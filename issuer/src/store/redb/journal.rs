@@ -17,6 +17,7 @@
 //! commit a client waits for appends a few hundred bytes, and the merge writes each family's leaf
 //! once per interval however often the family rotated in it.
 
+use super::by_user::FAMILIES_BY_USER;
 use super::{dec, RedbFile, FAMILY_JOURNAL, FAMILY_RECORDS};
 use crate::store::family::Family;
 use crate::store::{FamilyFilter, StoreError};
@@ -34,7 +35,7 @@ pub const MERGE_EVERY: Duration = Duration::from_secs(1);
 /// Families changed since the last merge, by id, and the next journal sequence number.
 #[derive(Debug, Default)]
 pub struct Overlay {
-    families: HashMap<[u8; 16], Family>,
+    pub(super) families: HashMap<[u8; 16], Family>,
     next_seq: u64,
 }
 
@@ -120,8 +121,8 @@ impl RedbFile {
 
     /// The families live at `now` that `filter` selects, in the order of their ids: the table's
     /// records after `filter.after` walked in order, each replaced by its state in the overlay,
-    /// and the overlay's new families merged in. Without an index by user, a page of one user's
-    /// families reads the table until it has found enough.
+    /// and the overlay's new families merged in; one user's through the index by user
+    /// ([`super::by_user`]).
     pub(super) fn live_families(
         &self,
         filter: &FamilyFilter<'_>,
@@ -129,6 +130,9 @@ impl RedbFile {
     ) -> Result<Vec<([u8; 16], Family)>, StoreError> {
         if filter.limit == 0 {
             return Ok(Vec::new());
+        }
+        if let Some(user) = filter.user {
+            return self.live_families_of(user, filter, now);
         }
         let after = filter.after.unwrap_or_default();
         let (mut overlay, tx) = {
@@ -209,7 +213,8 @@ impl RedbFile {
         self.overlay().families.len() >= MERGE_AT
     }
 
-    /// Merges the overlay into the family table and empties the journal, in one transaction.
+    /// Merges the overlay into the family table (and its new families into the index by user)
+    /// and empties the journal, in one transaction.
     /// Returns how many families were written. Only the thread that writes refresh state may
     /// call this while the store serves (a batch committed but not yet published must not be
     /// dropped from the journal).
@@ -231,8 +236,14 @@ impl RedbFile {
         let tx = self.begin_write()?;
         {
             let mut table = tx.open_table(FAMILY_RECORDS)?;
+            let mut by_user = tx.open_table(FAMILIES_BY_USER)?;
             for (id, fam) in &families {
-                table.insert(id.as_slice(), super::enc(fam).as_slice())?;
+                let new = table
+                    .insert(id.as_slice(), super::enc(fam).as_slice())?
+                    .is_none();
+                if new {
+                    by_user.insert((fam.user.as_str(), id.as_slice()), ())?;
+                }
             }
         }
         // Dropping the table frees its pages at once; it is created again, empty.
