@@ -50,7 +50,7 @@ pub use keys::{
 };
 pub use location::{Location, PgFiles};
 pub use storage::{
-    AccessLifetime, Audit, ChangeListener, Clients, Edges, Families, FamilyFilter,
+    may_hold, AccessLifetime, Audit, ChangeListener, Clients, Edges, Families, FamilyFilter,
     FamilyRevocation, HashKeyed, Listed, Liveness, Notice, Notices, ProofIds, RecordFilter,
     RefreshInfo, RefreshPolicy, RefreshRejection, Revocations, RotateOutcome, Rotation,
     SigningKeys, Store, Sweep, Users,

@@ -107,6 +107,25 @@ impl<T: Listed> RecordFilter<'_, T> {
     }
 }
 
+/// Whether `text` is printable ASCII that JSON writes as it is (no quote, no backslash): a record
+/// whose text holds it holds it in its JSON too.
+pub fn plain_search(text: &str) -> bool {
+    text.bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+}
+
+/// Whether the stored JSON `raw` of a record may hold the lowercase `text`: false only when both
+/// are ASCII (so lowercasing is the same byte by byte), `text` is [`plain_search`], and `raw`
+/// lowercased lacks it. A store tests this
+/// before it decodes a record for a search, and decodes only what may match.
+pub fn may_hold(raw: &[u8], text: &str) -> bool {
+    if !plain_search(text) || !raw.is_ascii() {
+        return true;
+    }
+    let lower = raw.to_ascii_lowercase();
+    std::str::from_utf8(&lower).map_or(true, |r| r.contains(text))
+}
+
 /// A record a list searches by more than its key.
 pub trait Listed {
     /// The text a search looks in besides the key (a vendor's names for a client).

@@ -12,6 +12,7 @@
 use super::{revocations, serializable, to_json, PgStore};
 use crate::secrets::HashKey;
 use crate::store::revocation::Revoked;
+use crate::store::storage::plain_search;
 use crate::store::{Listed, RecordFilter, StoreError};
 use hmac::{Hmac, KeyInit, Mac};
 use serde::de::DeserializeOwned;
@@ -95,14 +96,6 @@ impl RecordKey {
 /// Rows a page reads at a time when it must read past rows it does not choose.
 const PAGE_BATCH: usize = 500;
 
-/// Whether the database may look for `text` in a row's id and JSON record: printable ASCII that
-/// JSON writes as it is (no quote, no backslash), so a row whose key or record holds it holds
-/// it in its text too, and `lower` lowers it as Rust does. Other text is looked for only here.
-fn prefilter(text: &str) -> bool {
-    text.bytes()
-        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
-}
-
 impl PgStore {
     pub(super) async fn insert_record(
         &self,
@@ -163,8 +156,8 @@ impl PgStore {
     /// The genuine rows of `table` that `filter` selects, in the order of their ids' bytes (the
     /// `C` collation, whatever the database's, as the embedded store orders them): read from
     /// `filter.after` on in batches of [`PAGE_BATCH`] (or the page's size), each row decoded to
-    /// be chosen and only a chosen one checked against its MAC. A search the database can test
-    /// ([`prefilter`]) leaves it the rows that cannot match.
+    /// be chosen and only a chosen one checked against its MAC. A plain search
+    /// ([`plain_search`]) leaves the database the rows that cannot match.
     pub(super) async fn read_page<T: DeserializeOwned + Listed>(
         &self,
         table: Table,
@@ -187,7 +180,9 @@ impl PgStore {
             return Ok(page);
         }
         let batch = filter.limit.max(PAGE_BATCH);
-        let text = filter.text.filter(|t| prefilter(t));
+        // The database looks for plain text in the row's id and JSON; the rest only here (its
+        // `lower` may not lower other text as Rust does).
+        let text = filter.text.filter(|t| plain_search(t));
         // Every key is after the empty one: the condition stays one the key's index answers.
         let mut after = filter.after.unwrap_or_default().to_owned();
         let conn = self.connection().await?;
@@ -269,11 +264,18 @@ mod tests {
 
     #[test]
     fn the_database_looks_only_for_text_json_keeps_as_it_is() {
-        assert!(prefilter("acme app-1"));
-        assert!(!prefilter("a\"b"));
-        assert!(!prefilter("a\\b"));
-        assert!(!prefilter("émile"));
-        assert!(!prefilter("tab\there"));
+        assert!(plain_search("acme app-1"));
+        assert!(!plain_search("a\"b"));
+        assert!(!plain_search("a\\b"));
+        assert!(!plain_search("émile"));
+        assert!(!plain_search("tab\there"));
+        let raw = br#"{"vendor":"Acme","client_name":"Photo Tool"}"#;
+        assert!(crate::store::may_hold(raw, "photo t"));
+        assert!(!crate::store::may_hold(raw, "video"));
+        assert!(crate::store::may_hold(
+            "{\"n\":\"émile\"}".as_bytes(),
+            "video"
+        ));
     }
 
     #[test]

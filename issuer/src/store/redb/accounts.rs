@@ -7,8 +7,8 @@
 use super::{dec, enc, Records, RedbFile, RedbStore, CLIENT_RECORDS, USER_RECORDS};
 use crate::store::revocation::Revoked;
 use crate::store::{
-    ClientChange, ClientRecord, Clients, Listed, RecordFilter, StoreError, UserChange, UserRecord,
-    Users,
+    may_hold, ClientChange, ClientRecord, Clients, Listed, RecordFilter, StoreError, UserChange,
+    UserRecord, Users,
 };
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
@@ -55,6 +55,12 @@ impl RedbFile {
         let from = filter.after.map_or(Bound::Unbounded, Bound::Excluded);
         for r in t.range::<&str>((from, Bound::Unbounded))? {
             let (k, v) = r?;
+            let ruled_out = filter
+                .text
+                .is_some_and(|t| !k.value().to_lowercase().contains(t) && !may_hold(v.value(), t));
+            if ruled_out {
+                continue;
+            }
             let rec: T = dec(v.value(), table.1)?;
             if filter.selects(k.value(), &rec) {
                 page.push((k.value().to_owned(), rec));

@@ -20,7 +20,7 @@
 use super::by_user::FAMILIES_BY_USER;
 use super::{dec, RedbFile, FAMILY_JOURNAL, FAMILY_RECORDS};
 use crate::store::family::Family;
-use crate::store::{FamilyFilter, StoreError};
+use crate::store::{may_hold, FamilyFilter, StoreError};
 use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
@@ -44,6 +44,13 @@ fn entry(id: &[u8; 16], fam: &Family) -> Vec<u8> {
     let mut v = id.to_vec();
     v.extend_from_slice(&super::enc(fam));
     v
+}
+
+/// Whether the stored family `raw` of `id` cannot hold `filter`'s text, told without decoding it.
+fn ruled_out(filter: &FamilyFilter<'_>, id: &[u8; 16], raw: &[u8]) -> bool {
+    filter
+        .text
+        .is_some_and(|t| !hex::encode(id).contains(t) && !may_hold(raw, t))
 }
 
 impl RedbFile {
@@ -170,6 +177,7 @@ impl RedbFile {
             }
             let fam = match overlay.remove(&id) {
                 Some(fam) => fam,
+                None if ruled_out(filter, &id, v.value()) => continue,
                 None => dec::<Family>(v.value(), "refresh_family_records")?,
             };
             if take(id, fam) {
