@@ -10,6 +10,7 @@
 //! after round, so drift hits all alike; each figure is the median of rounds, and each ratio
 //! the median of the ratios within a round.
 
+mod admin;
 mod directory;
 mod dpop;
 mod edge;
@@ -51,6 +52,7 @@ pub enum Sections {
     Dpop,
     TokenDpop,
     Feed,
+    Admin,
 }
 
 /// The issuer and the examples that fill its stores, in one build: built apart, the examples'
@@ -187,7 +189,7 @@ struct Section {
 
 /// The sections, in the order a whole run measures them: the traffic runs first, as the main
 /// section and edge sync's read their ratios.
-const SECTIONS: [Section; 9] = [
+const SECTIONS: [Section; 10] = [
     Section {
         alone: Some(Sections::Traffic),
         in_all: true,
@@ -253,6 +255,13 @@ const SECTIONS: [Section; 9] = [
         in_all: false,
         needs: Needs::ISSUER,
         run: token_dpop::run,
+    },
+    // The admin API's lists at size: alone only (filling the stores takes minutes).
+    Section {
+        alone: Some(Sections::Admin),
+        in_all: false,
+        needs: Needs::ISSUER,
+        run: admin::run,
     },
 ];
 

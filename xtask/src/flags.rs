@@ -136,6 +136,10 @@ pub struct Only {
     /// The waiting edge sync runs alone (revocation latency, the fleet one issuer serves)
     #[arg(long)]
     feed: bool,
+    /// The admin API's lists at size alone (100,000 users, 10,000 clients, 1,000,000 families,
+    /// on redb and on PostgreSQL)
+    #[arg(long)]
+    admin: bool,
 }
 
 impl Only {
@@ -154,6 +158,7 @@ impl Only {
                 token_dpop: true, ..
             } => Sections::TokenDpop,
             Only { feed: true, .. } => Sections::Feed,
+            Only { admin: true, .. } => Sections::Admin,
             _ => Sections::All,
         }
     }
@@ -220,6 +225,8 @@ mod tests {
         assert_eq!(bench("bench --stores --quick"), (true, Sections::Stores));
         assert_eq!(bench("bench --directory"), (false, Sections::Directory));
         assert_eq!(bench("bench --failover"), (false, Sections::Failover));
+        assert_eq!(bench("bench --admin"), (false, Sections::Admin));
+        assert!(parse("bench --admin --stores").is_err());
         assert_eq!(parse("soak").unwrap(), Task::Soak { minutes: 10 });
         assert_eq!(parse("fuzz").unwrap(), Task::Fuzz { seconds: 300 });
         assert_eq!(parse("console-pkg").unwrap(), Task::ConsolePkg);

@@ -18,7 +18,9 @@ fn each_flag_runs_its_section_and_a_whole_run_all_but_dpop() {
             Some(Failover)
         ]
     );
-    for one in [Traffic, Edge, Feed, Stores, Directory, Failover, TokenDpop] {
+    for one in [
+        Traffic, Edge, Feed, Stores, Directory, Failover, TokenDpop, Admin,
+    ] {
         assert_eq!(flags(one), [Some(one)]);
     }
     assert_eq!(flags(Dpop), [Some(Dpop), Some(TokenDpop)]);
@@ -26,5 +28,6 @@ fn each_flag_runs_its_section_and_a_whole_run_all_but_dpop() {
     assert!(!needs(Failover).envoy && needs(Failover).issuer);
     assert!(needs(Dpop).issuer && needs(Dpop).modules);
     assert!(needs(TokenDpop).issuer && !needs(TokenDpop).envoy);
+    assert!(needs(Admin).issuer && !needs(Admin).envoy && !needs(Admin).criterion);
     assert!(needs(All).criterion && !needs(Traffic).criterion);
 }
