@@ -8,6 +8,7 @@ use serde_json::json;
 use shared::dpop::sign::{ProofClaims, ProofKey};
 use std::io::{BufRead, BufReader};
 
+mod lists;
 mod refusals;
 
 /// An issuer with `[admin_http]` on loopback, a trusted vendor, and a user per admin role.
@@ -34,6 +35,11 @@ fn start() -> Admin {
 
 /// [`start`] with `token_max_age`.
 fn start_with(token_max_age: u64) -> Admin {
+    start_filled(token_max_age, |_| {})
+}
+
+/// [`start_with`], with `fill` given the data dir before the issuer serves it.
+fn start_filled(token_max_age: u64, fill: impl FnOnce(&Path)) -> Admin {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     let mut secrets = std::collections::HashMap::new();
@@ -54,6 +60,7 @@ fn start_with(token_max_age: u64) -> Admin {
         all.extend(["--role", r.name()]);
     }
     add_user(&dir, "root", PW, &all);
+    fill(&dir);
     let keys = tmp.path().join("acme-keys");
     let out = Command::new(BIN)
         .args([
