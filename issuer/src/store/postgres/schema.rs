@@ -94,8 +94,8 @@ const MIGRATIONS: &[&str] = &[
      DROP TRIGGER IF EXISTS signing_keys_feed ON signing_keys; \
      CREATE TRIGGER signing_keys_feed AFTER INSERT OR UPDATE OR DELETE ON signing_keys \
      FOR EACH STATEMENT EXECUTE FUNCTION mms_feed_changed()",
-    // PostgreSQL only: the admin API's pages of clients and users, in the order of the ids'
-    // bytes whatever the database's collation (`records.rs`, `read_page`).
+    // The admin API's pages of clients and users, in the order of the ids' bytes whatever the
+    // database's collation (`records.rs`, `read_page`).
     "CREATE INDEX IF NOT EXISTS clients_by_id ON clients (id COLLATE \"C\")",
     "CREATE INDEX IF NOT EXISTS users_by_name ON users (name COLLATE \"C\")",
     // One user's families, by id (the admin API's sessions of a user). Neither column ever
@@ -116,7 +116,7 @@ const LEGACY_HASH_KEY: &str = "hash-key";
 
 /// Versions of [`MIGRATIONS`] that tune PostgreSQL's storage or add its notifications: on another
 /// engine (CockroachDB) they are recorded as applied without running.
-const POSTGRES_ONLY: &[i64] = &[14, 27, 28, 29];
+const POSTGRES_ONLY: &[i64] = &[14, 27];
 
 /// True for the errors of two issuers creating one object at once: the loser sees a duplicate in
 /// the catalog (23505) or the table (42P07) or index (42P07, 42710) already there.
