@@ -1,5 +1,6 @@
 //! The admin API's items as JSON (one shape each, from the admin commands' typed replies), each
-//! with its `etag`, and the paged, searchable lists of them (`q`, `after`, `limit`).
+//! with its `etag`, and the page of a list read whole (the signing keys, a few; the clients,
+//! users and sessions are paged in the store: `lists.rs`, `sessions.rs`).
 //!
 //! A list is sorted by the item's key; its cursor (`after`, `next`) is the base64url of the last
 //! key given, so a page never repeats or skips an item that stayed. The `etag` is the SHA-256 of
