@@ -11,6 +11,7 @@ use issuer::store::family::Family;
 use issuer::store::redb::contents::{read_backup, write_backup};
 use issuer::store::{ClientRecord, GrantKind, UserRecord};
 use sha2::{Digest, Sha256};
+use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Instant, SystemTime};
 use zeroize::Zeroizing;
 
@@ -88,7 +89,12 @@ fn main() -> anyhow::Result<()> {
         contents.families.push((family_id(i), fam));
     }
     contents.families.sort_by_key(|(id, _)| *id);
-    let file = std::fs::File::create(output)?;
+    // A backup holds secrets: `issuer restore` reads only one that is the owner's alone.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(output)?;
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
     write_backup(&contents, &mut out, now)?;
     out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
