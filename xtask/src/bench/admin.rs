@@ -262,7 +262,9 @@ fn measure_store(
     let log = dir.join(format!("issuer-{label}.log"));
     let extra = ["--config", &path(&config)];
     let (_proc, _) = start_issuer_on(tools, store, e2e::free_port(), &extra, &log)?;
-    let origin = format!("http://127.0.0.1:{port}");
+    // The listener's origin as the requests name it: their `Host` is `127.0.0.1`
+    // (`raw_http`), which the origin check and the proofs' `htu` are taken from.
+    let origin = "http://127.0.0.1".to_owned();
     // An embedded store refuses proofs that may predate its memory of used ones.
     std::thread::sleep(Duration::from_secs(shared::dpop::MAX_AHEAD_SECONDS + 1));
     let mut seed = [0u8; 32];
