@@ -31,7 +31,7 @@ fn user(now: u64) -> UserRecord {
 fn client(i: u64, now: u64) -> ClientRecord {
     ClientRecord {
         secret_hash: hex::encode([0u8; 32]),
-        active: i % 10 != 0,
+        active: !i.is_multiple_of(10),
         grants: vec![GrantKind::Password],
         impersonate: false,
         impersonate_claim_types: vec![],

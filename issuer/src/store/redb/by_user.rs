@@ -9,6 +9,7 @@
 //! index is not in a backup: a data dir without it (restored, or of an earlier version) gets it
 //! built from the family table when it opens.
 
+use super::sweep::Removed;
 use super::{dec, RedbFile, FAMILY_RECORDS};
 use crate::store::family::Family;
 use crate::store::{FamilyFilter, StoreError};
@@ -39,10 +40,7 @@ pub(super) fn build_if_missing(tx: &WriteTransaction) -> Result<bool, StoreError
 
 /// Takes out of the index in `tx` the families `removed` (their ids and stored records), which
 /// left the table.
-pub(super) fn unindex(
-    tx: &WriteTransaction,
-    removed: &[(Vec<u8>, Vec<u8>)],
-) -> Result<(), StoreError> {
+pub(super) fn unindex(tx: &WriteTransaction, removed: &Removed) -> Result<(), StoreError> {
     let mut index = tx.open_table(FAMILIES_BY_USER)?;
     for (id, v) in removed {
         // A record that does not decode has no user to find it by; the page skips an id whose

@@ -27,6 +27,9 @@ pub struct Cursors {
 
 type Bytes = TableDefinition<'static, &'static [u8], &'static [u8]>;
 
+/// Records taken out of a table: each key and value.
+pub(super) type Removed = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Deletes, among up to `limit` records of `table` from `cursor` on (wrapping once), those whose
 /// `expiry` has passed, and returns them (key and value). Records that do not decode are kept
 /// (and fail their own requests).
@@ -37,7 +40,7 @@ fn sweep_slice(
     limit: usize,
     now: u64,
     expiry: impl Fn(&[u8]) -> Option<u64>,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+) -> Result<Removed, StoreError> {
     let mut t = tx.open_table(table)?;
     let mut seen = 0;
     let mut expired = Vec::new();

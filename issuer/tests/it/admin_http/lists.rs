@@ -31,7 +31,7 @@ fn fill(dir: &Path) {
     for i in 0..PAGED_CLIENTS {
         let rec = ClientRecord {
             secret_hash: hex_of(&[0; 32]),
-            active: i % 3 != 0,
+            active: !i.is_multiple_of(3),
             grants: vec![GrantKind::Password],
             impersonate: false,
             impersonate_claim_types: vec![],
