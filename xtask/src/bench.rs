@@ -10,6 +10,7 @@
 //! after round, so drift hits all alike; each figure is the median of rounds, and each ratio
 //! the median of the ratios within a round.
 
+mod admin;
 mod directory;
 mod dpop;
 mod edge;
@@ -53,6 +54,7 @@ pub enum Sections {
     TokenDpop,
     Feed,
     Exchange,
+    Admin,
 }
 
 /// The issuer and the examples that fill its stores, in one build: built apart, the examples'
@@ -189,7 +191,7 @@ struct Section {
 
 /// The sections, in the order a whole run measures them: the traffic runs first, as the main
 /// section and edge sync's read their ratios.
-const SECTIONS: [Section; 10] = [
+const SECTIONS: [Section; 11] = [
     Section {
         alone: Some(Sections::Traffic),
         in_all: true,
@@ -262,6 +264,13 @@ const SECTIONS: [Section; 10] = [
         in_all: false,
         needs: Needs::ENVOY,
         run: exchange::run_section,
+    },
+    // The admin API's lists at size: alone only (filling the stores takes minutes).
+    Section {
+        alone: Some(Sections::Admin),
+        in_all: false,
+        needs: Needs::ISSUER,
+        run: admin::run,
     },
 ];
 

@@ -140,6 +140,10 @@ pub struct Only {
     /// through both filters)
     #[arg(long)]
     exchange: bool,
+    /// The admin API's lists at size alone (100,000 users, 10,000 clients, 1,000,000 families,
+    /// on redb and on PostgreSQL)
+    #[arg(long)]
+    admin: bool,
 }
 
 impl Only {
@@ -159,6 +163,7 @@ impl Only {
             } => Sections::TokenDpop,
             Only { feed: true, .. } => Sections::Feed,
             Only { exchange: true, .. } => Sections::Exchange,
+            Only { admin: true, .. } => Sections::Admin,
             _ => Sections::All,
         }
     }
@@ -226,6 +231,8 @@ mod tests {
         assert_eq!(bench("bench --directory"), (false, Sections::Directory));
         assert_eq!(bench("bench --failover"), (false, Sections::Failover));
         assert_eq!(bench("bench --exchange"), (false, Sections::Exchange));
+        assert_eq!(bench("bench --admin"), (false, Sections::Admin));
+        assert!(parse("bench --admin --stores").is_err());
         assert_eq!(parse("soak").unwrap(), Task::Soak { minutes: 10 });
         assert_eq!(parse("fuzz").unwrap(), Task::Fuzz { seconds: 300 });
         assert_eq!(parse("console-pkg").unwrap(), Task::ConsolePkg);

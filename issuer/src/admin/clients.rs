@@ -105,13 +105,10 @@ pub struct ClientView {
     pub exchange: Option<ExchangePolicy>,
 }
 
-/// `client list`: every client, in the store's order.
-pub(super) async fn list(store: &dyn Store) -> Result<Vec<ClientView>, AdminError> {
-    Ok(store
-        .clients()
-        .await?
-        .into_iter()
-        .map(|(id, c)| ClientView {
+impl ClientView {
+    /// The view of client `id`'s record `c`.
+    pub fn of(id: String, c: ClientRecord) -> Self {
+        ClientView {
             id,
             grants: c.grants,
             impersonate: c.impersonate,
@@ -121,7 +118,17 @@ pub(super) async fn list(store: &dyn Store) -> Result<Vec<ClientView>, AdminErro
             dpop: c.dpop,
             vendor: c.vendor.as_deref().map(super::vendor::VendorView::of),
             exchange: c.exchange,
-        })
+        }
+    }
+}
+
+/// `client list`: every client, in the store's order.
+pub(super) async fn list(store: &dyn Store) -> Result<Vec<ClientView>, AdminError> {
+    Ok(store
+        .clients()
+        .await?
+        .into_iter()
+        .map(|(id, c)| ClientView::of(id, c))
         .collect())
 }
 

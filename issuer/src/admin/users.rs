@@ -117,20 +117,27 @@ pub struct UserView {
     pub directory: bool,
 }
 
-/// `user list`: every user, in the store's order.
-pub(super) async fn list(store: &dyn Store) -> Result<Vec<UserView>, AdminError> {
-    Ok(store
-        .users()
-        .await?
-        .into_iter()
-        .map(|(name, u)| UserView {
+impl UserView {
+    /// The view of user `name`'s record `u`.
+    pub fn of(name: String, u: UserRecord) -> Self {
+        UserView {
             name,
             password_scheme: PasswordScheme::of(&u.password_hash).map(|s| s.name().to_owned()),
             roles: u.roles,
             claims: u.claims,
             enabled: !u.disabled,
             directory: u.directory.is_some(),
-        })
+        }
+    }
+}
+
+/// `user list`: every user, in the store's order.
+pub(super) async fn list(store: &dyn Store) -> Result<Vec<UserView>, AdminError> {
+    Ok(store
+        .users()
+        .await?
+        .into_iter()
+        .map(|(name, u)| UserView::of(name, u))
         .collect())
 }
 

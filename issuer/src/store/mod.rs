@@ -50,9 +50,10 @@ pub use keys::{
 };
 pub use location::{Location, PgFiles};
 pub use storage::{
-    AccessLifetime, Audit, ChangeListener, Clients, Edges, Families, FamilyFilter,
-    FamilyRevocation, HashKeyed, Liveness, Notice, Notices, ProofIds, RefreshInfo, RefreshPolicy,
-    RefreshRejection, Revocations, RotateOutcome, Rotation, SigningKeys, Store, Sweep, Users,
+    may_hold, AccessLifetime, Audit, ChangeListener, Clients, Edges, Families, FamilyFilter,
+    FamilyRevocation, HashKeyed, Listed, Liveness, Notice, Notices, ProofIds, RecordFilter,
+    RefreshInfo, RefreshPolicy, RefreshRejection, Revocations, RotateOutcome, Rotation,
+    SigningKeys, Store, Sweep, Users,
 };
 
 /// Every trait of the store, for code that calls a backend by its own type (`use

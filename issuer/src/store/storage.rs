@@ -24,6 +24,13 @@ pub trait Clients: Send + Sync {
     async fn client(&self, id: &str) -> Result<Option<ClientRecord>, StoreError>;
     /// Every client, by id.
     async fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError>;
+    /// The clients `filter` selects, by id, at most `filter.limit` of them (the admin API's
+    /// pages): read from `filter.after` on in the order of the ids, so a page costs what it
+    /// holds, but a search reads until it has found enough.
+    async fn clients_page(
+        &self,
+        filter: &RecordFilter<'_, ClientRecord>,
+    ) -> Result<Vec<(String, ClientRecord)>, StoreError>;
     /// Inserts a client; false if the id is taken.
     async fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError>;
     /// Changes a client at `now`; false if there is no such client. A deactivation revokes the
@@ -45,6 +52,12 @@ pub trait Users: Send + Sync {
     async fn user(&self, name: &str) -> Result<Option<UserRecord>, StoreError>;
     /// Every user, by name.
     async fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError>;
+    /// The users `filter` selects, by name, at most `filter.limit` of them, as
+    /// [`Clients::clients_page`] reads clients.
+    async fn users_page(
+        &self,
+        filter: &RecordFilter<'_, UserRecord>,
+    ) -> Result<Vec<(String, UserRecord)>, StoreError>;
     /// Inserts a user; false if the name is taken.
     async fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError>;
     /// Changes a user at `now`; false if there is no such user. Disabling a user or setting a new
@@ -57,6 +70,80 @@ pub trait Users: Send + Sync {
     ) -> Result<bool, StoreError>;
     /// Removes a user at `now` and revokes the user's tokens; false if there was none.
     async fn remove_user(&self, name: &str, now: u64) -> Result<bool, StoreError>;
+}
+
+/// Which clients or users a page of them holds ([`Clients::clients_page`],
+/// [`Users::users_page`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RecordFilter<'a, T> {
+    /// Only keys after this one (in the order of their bytes).
+    pub after: Option<&'a str>,
+    /// Only the records whose key or [`Listed::listed_text`] holds this text, lowercase.
+    pub text: Option<&'a str>,
+    /// Only the records this keeps (a client's state, say).
+    pub keep: fn(&T) -> bool,
+    /// Records at most.
+    pub limit: usize,
+}
+
+impl<T: Listed> RecordFilter<'_, T> {
+    /// Every record, `limit` at most.
+    pub fn first(limit: usize) -> Self {
+        Self {
+            after: None,
+            text: None,
+            keep: |_| true,
+            limit,
+        }
+    }
+
+    /// Whether the record `key`, `rec` is selected.
+    pub fn selects(&self, key: &str, rec: &T) -> bool {
+        self.after.is_none_or(|a| key > a)
+            && (self.keep)(rec)
+            && self.text.is_none_or(|t| {
+                key.to_lowercase().contains(t) || rec.listed_text().to_lowercase().contains(t)
+            })
+    }
+}
+
+/// Whether `text` is printable ASCII that JSON writes as it is (no quote, no backslash): a record
+/// whose text holds it holds it in its JSON too.
+pub fn plain_search(text: &str) -> bool {
+    text.bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+}
+
+/// Whether the stored JSON `raw` of a record may hold the lowercase `text`: false only when both
+/// are ASCII (so lowercasing is the same byte by byte), `text` is [`plain_search`], and `raw`
+/// lowercased lacks it. A store tests this
+/// before it decodes a record for a search, and decodes only what may match.
+pub fn may_hold(raw: &[u8], text: &str) -> bool {
+    if !plain_search(text) || !raw.is_ascii() {
+        return true;
+    }
+    let lower = raw.to_ascii_lowercase();
+    std::str::from_utf8(&lower).map_or(true, |r| r.contains(text))
+}
+
+/// A record a list searches by more than its key.
+pub trait Listed {
+    /// The text a search looks in besides the key (a vendor's names for a client).
+    fn listed_text(&self) -> String;
+}
+
+impl Listed for ClientRecord {
+    fn listed_text(&self) -> String {
+        self.vendor
+            .as_deref()
+            .map_or_else(String::new, |v| format!("{} {}", v.vendor, v.client_name))
+    }
+}
+
+impl Listed for UserRecord {
+    fn listed_text(&self) -> String {
+        String::new()
+    }
 }
 
 /// The signing keys and their lives ([`super::keys`]).
@@ -203,7 +290,7 @@ pub trait Families: Send + Sync {
 /// Which live families [`Families::live_families`] lists.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FamilyFilter<'a> {
-    /// Only this user's.
+    /// Only this user's (read through an index by user and id, so it costs what it finds).
     pub user: Option<&'a str>,
     /// Only the families whose id (hex), user or client holds this text, lowercase.
     pub text: Option<&'a str>,

@@ -10,6 +10,7 @@ use shared::dpop::sign::{ProofClaims, ProofKey};
 use std::io::{BufRead, BufReader};
 
 mod directory;
+mod lists;
 mod refusals;
 mod revoked_elsewhere;
 mod statuses;
@@ -38,11 +39,12 @@ fn start() -> Admin {
 
 /// [`start`] with `token_max_age`.
 fn start_with(token_max_age: u64) -> Admin {
-    start_configured(token_max_age, "")
+    start_configured(token_max_age, "", |_| {})
 }
 
-/// [`start`] with `token_max_age`, and `tables` (TOML) at the end of the configuration file.
-fn start_configured(token_max_age: u64, tables: &str) -> Admin {
+/// [`start`] with `token_max_age`, `tables` (TOML) at the end of the configuration file, and
+/// `fill` given the data dir before the issuer serves it.
+fn start_configured(token_max_age: u64, tables: &str, fill: impl FnOnce(&Path)) -> Admin {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     let mut secrets = std::collections::HashMap::new();
@@ -63,6 +65,7 @@ fn start_configured(token_max_age: u64, tables: &str) -> Admin {
         all.extend(["--role", r.name()]);
     }
     add_user(&dir, "root", PW, &all);
+    fill(&dir);
     let keys = tmp.path().join("acme-keys");
     let out = Command::new(BIN)
         .args([

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 mod audit;
 mod edges;
+mod pages;
 mod records;
 mod restore;
 mod revocations;
@@ -25,6 +26,7 @@ use edges::{
     a_held_key_signs_once_promoted, an_edge_is_its_client_node_and_vm,
     edges_are_kept_merged_and_forgotten, the_edges_of_one_client_are_bounded,
 };
+use pages::{clients_and_users_are_read_by_page, one_users_families_are_read_by_page};
 pub(crate) use records::{client, user};
 use restore::revocation_cursors_prove_the_history_they_belong_to;
 use revocations::{
@@ -516,4 +518,6 @@ conformance!(
     proof_ids_are_accepted_once_until_they_expire,
     vendor_clients_are_kept_pending_activated_restated_and_revoked,
     families_are_listed_by_page_and_user_and_revoked_by_id,
+    clients_and_users_are_read_by_page,
+    one_users_families_are_read_by_page,
 );

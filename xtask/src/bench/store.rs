@@ -340,7 +340,7 @@ fn command(families: u64, s: &Settings, pg: &PgCluster) -> String {
     )
 }
 
-fn rand_u128() -> Result<u128> {
+pub(super) fn rand_u128() -> Result<u128> {
     use std::io::Read;
     let mut b = [0u8; 16];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;

@@ -19,7 +19,7 @@ fn each_flag_runs_its_section_and_a_whole_run_all_but_dpop() {
         ]
     );
     for one in [
-        Traffic, Edge, Feed, Stores, Directory, Failover, TokenDpop, Exchange,
+        Traffic, Edge, Feed, Stores, Directory, Failover, TokenDpop, Exchange, Admin,
     ] {
         assert_eq!(flags(one), [Some(one)]);
     }
@@ -28,6 +28,7 @@ fn each_flag_runs_its_section_and_a_whole_run_all_but_dpop() {
     assert!(!needs(Failover).envoy && needs(Failover).issuer);
     assert!(needs(Dpop).issuer && needs(Dpop).modules);
     assert!(needs(TokenDpop).issuer && !needs(TokenDpop).envoy);
+    assert!(needs(Admin).issuer && !needs(Admin).envoy && !needs(Admin).criterion);
     assert!(needs(All).criterion && !needs(Traffic).criterion);
     assert!(needs(Exchange).envoy && needs(Exchange).issuer && !needs(Exchange).modules);
 }

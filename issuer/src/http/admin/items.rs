@@ -1,5 +1,6 @@
 //! The admin API's items as JSON (one shape each, from the admin commands' typed replies), each
-//! with its `etag`, and the paged, searchable lists of them (`q`, `after`, `limit`).
+//! with its `etag`, and the page of a list read whole (the signing keys, a few; the clients,
+//! users and sessions are paged in the store: `lists.rs`, `sessions.rs`).
 //!
 //! A list is sorted by the item's key; its cursor (`after`, `next`) is the base64url of the last
 //! key given, so a page never repeats or skips an item that stayed. The `etag` is the SHA-256 of
@@ -89,18 +90,6 @@ pub fn client_item(c: &ClientView) -> Value {
     }))
 }
 
-/// The key and searchable text of a client.
-pub fn client_entry(c: &ClientView) -> (String, String, Value) {
-    let v = c.vendor.as_ref();
-    let text = format!(
-        "{} {} {}",
-        c.id,
-        v.map_or("", |v| &v.vendor),
-        v.map_or("", |v| &v.client_name)
-    );
-    (c.id.clone(), text, client_item(c))
-}
-
 /// A user as the API shows it.
 pub fn user_item(u: &UserView) -> Value {
     tagged(json!({
@@ -109,11 +98,6 @@ pub fn user_item(u: &UserView) -> Value {
         "enabled": u.enabled,
         "roles": u.roles,
     }))
-}
-
-/// The key and searchable text of a user.
-pub fn user_entry(u: &UserView) -> (String, String, Value) {
-    (u.name.clone(), u.name.clone(), user_item(u))
 }
 
 #[cfg(test)]

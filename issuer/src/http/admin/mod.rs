@@ -12,6 +12,7 @@
 mod audit;
 pub mod bodies;
 mod items;
+mod lists;
 pub mod ops;
 mod sessions;
 mod signin;

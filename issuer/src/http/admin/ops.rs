@@ -37,18 +37,9 @@ pub(super) async fn run(state: &AdminHttp, route: &Route, req: Request<'_>) -> A
     }
     match route.op {
         Op::Me => ok(me(req.caller)),
-        Op::ClientList => ok(client_list(state, &query(&req)?).await?),
+        Op::ClientList => ok(super::lists::clients(state, &query(&req)?).await?),
         Op::ClientGet => ok(client_item(state, id(&req)?).await?),
-        Op::UserList => {
-            let q = query(&req)?;
-            let Reply::Users(users) = read(state, &Command::UserList).await? else {
-                return Err(unexpected());
-            };
-            ok(items::page(
-                users.iter().map(items::user_entry).collect(),
-                &q,
-            ))
-        }
+        Op::UserList => ok(super::lists::users(state, &query(&req)?).await?),
         Op::KeyList => ok(key_list(state, &query(&req)?).await?),
         Op::Edges => ok(edges(state).await?.0),
         Op::AuditList => ok(super::audit::list(state, &query(&req)?).await?),
@@ -197,37 +188,9 @@ pub(super) fn done(item: Value, reply: Reply) -> Answer {
     Ok((StatusCode::OK, json!({"item": item, "message": message})))
 }
 
-async fn clients(state: &AdminHttp) -> Result<Vec<admin::ClientView>, ApiError> {
-    match read(state, &Command::ClientList).await? {
-        Reply::Clients(c) => Ok(c),
-        _ => Err(unexpected()),
-    }
-}
-
-async fn client_list(state: &AdminHttp, q: &ListQuery) -> Result<Value, ApiError> {
-    let wanted = q.state.as_deref().unwrap_or("all");
-    if !["pending", "active", "inactive", "all"].contains(&wanted) {
-        return Err(refusal(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            "state is pending, active, inactive or all",
-        ));
-    }
-    let entries = clients(state)
-        .await?
-        .iter()
-        .map(items::client_entry)
-        .filter(|(_, _, item)| wanted == "all" || item["state"] == wanted)
-        .collect();
-    Ok(items::page(entries, q))
-}
-
 async fn client_item(state: &AdminHttp, id: &str) -> Result<Value, ApiError> {
-    clients(state)
-        .await?
-        .iter()
-        .find(|c| c.id == id)
-        .map(items::client_item)
+    let rec = state.app.store.client(id).await?;
+    rec.map(|c| items::client_item(&admin::ClientView::of(id.to_owned(), c)))
         .ok_or_else(|| refusal(StatusCode::NOT_FOUND, "not_found", "no such client"))
 }
 
@@ -339,13 +302,8 @@ fn vendor_refused(r: crate::vendor::Refusal) -> ApiError {
 }
 
 async fn user_item(state: &AdminHttp, name: &str) -> Result<Value, ApiError> {
-    let Reply::Users(users) = read(state, &Command::UserList).await? else {
-        return Err(unexpected());
-    };
-    users
-        .iter()
-        .find(|u| u.name == name)
-        .map(items::user_item)
+    let rec = state.app.store.user(name).await?;
+    rec.map(|u| items::user_item(&admin::UserView::of(name.to_owned(), u)))
         .ok_or_else(|| refusal(StatusCode::NOT_FOUND, "not_found", "no such user"))
 }
 

@@ -8,7 +8,7 @@ use super::revocations;
 use super::{serializable, to_json, PgStore};
 use crate::store::revocation::Revoked;
 use crate::store::{
-    ClientChange, ClientRecord, Clients, StoreError, UserChange, UserRecord, Users,
+    ClientChange, ClientRecord, Clients, RecordFilter, StoreError, UserChange, UserRecord, Users,
 };
 
 #[async_trait::async_trait]
@@ -19,6 +19,13 @@ impl Clients for PgStore {
 
     async fn clients(&self) -> Result<Vec<(String, ClientRecord)>, StoreError> {
         self.read_records(Table::Clients).await
+    }
+
+    async fn clients_page(
+        &self,
+        filter: &RecordFilter<'_, ClientRecord>,
+    ) -> Result<Vec<(String, ClientRecord)>, StoreError> {
+        self.read_page(Table::Clients, filter).await
     }
 
     async fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
@@ -59,6 +66,13 @@ impl Users for PgStore {
 
     async fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError> {
         self.read_records(Table::Users).await
+    }
+
+    async fn users_page(
+        &self,
+        filter: &RecordFilter<'_, UserRecord>,
+    ) -> Result<Vec<(String, UserRecord)>, StoreError> {
+        self.read_page(Table::Users, filter).await
     }
 
     async fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError> {

@@ -12,7 +12,8 @@
 use super::{revocations, serializable, to_json, PgStore};
 use crate::secrets::HashKey;
 use crate::store::revocation::Revoked;
-use crate::store::StoreError;
+use crate::store::storage::plain_search;
+use crate::store::{Listed, RecordFilter, StoreError};
 use hmac::{Hmac, KeyInit, Mac};
 use serde::de::DeserializeOwned;
 use sha2::Sha256;
@@ -92,6 +93,9 @@ impl RecordKey {
     }
 }
 
+/// Rows a page reads at a time when it must read past rows it does not choose.
+const PAGE_BATCH: usize = 500;
+
 impl PgStore {
     pub(super) async fn insert_record(
         &self,
@@ -149,6 +153,65 @@ impl PgStore {
         Ok(out)
     }
 
+    /// The genuine rows of `table` that `filter` selects, in the order of their ids' bytes (the
+    /// `C` collation, whatever the database's, as the embedded store orders them): read from
+    /// `filter.after` on in batches of [`PAGE_BATCH`] (or the page's size), each row decoded to
+    /// be chosen and only a chosen one checked against its MAC. A plain search
+    /// ([`plain_search`]) leaves the database the rows that cannot match.
+    pub(super) async fn read_page<T: DeserializeOwned + Listed>(
+        &self,
+        table: Table,
+        filter: &RecordFilter<'_, T>,
+    ) -> Result<Vec<(String, T)>, StoreError> {
+        let sql = match table {
+            Table::Clients => {
+                "SELECT id, record, mac FROM clients WHERE id COLLATE \"C\" > $1 \
+                 AND ($2::text IS NULL OR strpos(lower(id || ' ' || record), $2) > 0) \
+                 ORDER BY id COLLATE \"C\" LIMIT $3"
+            }
+            Table::Users => {
+                "SELECT name, record, mac FROM users WHERE name COLLATE \"C\" > $1 \
+                 AND ($2::text IS NULL OR strpos(lower(name || ' ' || record), $2) > 0) \
+                 ORDER BY name COLLATE \"C\" LIMIT $3"
+            }
+        };
+        let mut page = Vec::new();
+        if filter.limit == 0 {
+            return Ok(page);
+        }
+        let batch = filter.limit.max(PAGE_BATCH);
+        // The database looks for plain text in the row's id and JSON; the rest only here (its
+        // `lower` may not lower other text as Rust does).
+        let text = filter.text.filter(|t| plain_search(t));
+        // Every key is after the empty one: the condition stays one the key's index answers.
+        let mut after = filter.after.unwrap_or_default().to_owned();
+        let conn = self.connection().await?;
+        let select = conn.prepare_cached(sql).await?;
+        loop {
+            let limit = i64::try_from(batch).unwrap_or(i64::MAX);
+            let rows = conn.query(&select, &[&after, &text, &limit]).await?;
+            for r in &rows {
+                let (id, record): (&str, &str) = (r.get(0), r.get(1));
+                // One that does not decode is opened all the same: refused as tampered, or
+                // reported as damaged.
+                match serde_json::from_str::<T>(record) {
+                    Ok(chosen) if !filter.selects(id, &chosen) => continue,
+                    _ => {}
+                }
+                if let Some(rec) = self.records.open(table, id, record, r.get(2))? {
+                    page.push((id.to_owned(), rec));
+                    if page.len() >= filter.limit {
+                        return Ok(page);
+                    }
+                }
+            }
+            match rows.last() {
+                Some(last) if rows.len() >= batch => after = last.get(0),
+                _ => return Ok(page),
+            }
+        }
+    }
+
     /// Changes row `id` of `table` with `change` in a transaction that also records what it
     /// revokes. False if there is no such row; an error if the row is not genuine, so that a
     /// change through the issuer never gives a tampered record a valid MAC.
@@ -198,6 +261,22 @@ impl PgStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_database_looks_only_for_text_json_keeps_as_it_is() {
+        assert!(plain_search("acme app-1"));
+        assert!(!plain_search("a\"b"));
+        assert!(!plain_search("a\\b"));
+        assert!(!plain_search("émile"));
+        assert!(!plain_search("tab\there"));
+        let raw = br#"{"vendor":"Acme","client_name":"Photo Tool"}"#;
+        assert!(crate::store::may_hold(raw, "photo t"));
+        assert!(!crate::store::may_hold(raw, "video"));
+        assert!(crate::store::may_hold(
+            "{\"n\":\"émile\"}".as_bytes(),
+            "video"
+        ));
+    }
 
     #[test]
     fn a_record_opens_only_unchanged_at_its_own_id() {

@@ -88,15 +88,26 @@ const SELECT_FAMILY_FOR_UPDATE: &str = concat!(
 );
 /// The live families after `$1` (none: from the start) at `$2`, of user `$3` (none: all), whose
 /// id in hex, user or client holds `$4` (lowercase; none: all), at most `$5`.
+/// The live families after `$1` (every id is after the empty one, so the key's index answers).
 const SELECT_LIVE: &str = concat!(
     "SELECT ",
     family_columns!(),
     ", id FROM refresh_family_records \
-     WHERE ($1::bytea IS NULL OR id > $1) AND revoked_at IS NULL AND expires_at > $2 \
-       AND ($3::text IS NULL OR username = $3) \
-       AND ($4::text IS NULL OR strpos(encode(id, 'hex'), $4) > 0 \
-            OR strpos(lower(username), $4) > 0 OR strpos(lower(client), $4) > 0) \
-     ORDER BY id LIMIT $5"
+     WHERE id > $1 AND revoked_at IS NULL AND expires_at > $2 \
+       AND ($3::text IS NULL OR strpos(encode(id, 'hex'), $3) > 0 \
+            OR strpos(lower(username), $3) > 0 OR strpos(lower(client), $3) > 0) \
+     ORDER BY id LIMIT $4"
+);
+
+/// The same of the user `$5`, through the index by user and id.
+const SELECT_LIVE_OF: &str = concat!(
+    "SELECT ",
+    family_columns!(),
+    ", id FROM refresh_family_records \
+     WHERE username = $5 AND id > $1 AND revoked_at IS NULL AND expires_at > $2 \
+       AND ($3::text IS NULL OR strpos(encode(id, 'hex'), $3) > 0 \
+            OR strpos(lower(username), $3) > 0 OR strpos(lower(client), $3) > 0) \
+     ORDER BY id LIMIT $4"
 );
 
 fn family_from(row: &Row) -> Result<Family, StoreError> {
@@ -365,16 +376,21 @@ pub(super) async fn live(
     filter: &FamilyFilter<'_>,
     now: u64,
 ) -> Result<Vec<([u8; 16], Family)>, StoreError> {
-    let after = filter.after.map(|a| a.to_vec());
+    let after = filter.after.map_or_else(Vec::new, |a| a.to_vec());
     let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
     let conn = store.connection().await?;
-    let select = conn.prepare_cached(SELECT_LIVE).await?;
-    let rows = conn
-        .query(
-            &select,
-            &[&after, &int(now), &filter.user, &filter.text, &limit],
-        )
-        .await?;
+    let (now, text) = (int(now), filter.text);
+    let rows = match filter.user {
+        None => {
+            let select = conn.prepare_cached(SELECT_LIVE).await?;
+            conn.query(&select, &[&after, &now, &text, &limit]).await?
+        }
+        Some(user) => {
+            let select = conn.prepare_cached(SELECT_LIVE_OF).await?;
+            conn.query(&select, &[&after, &now, &text, &limit, &user])
+                .await?
+        }
+    };
     rows.iter()
         .map(|row| {
             let id = <[u8; 16]>::try_from(row.get::<_, &[u8]>(9))

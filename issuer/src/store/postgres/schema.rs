@@ -94,6 +94,14 @@ const MIGRATIONS: &[&str] = &[
      DROP TRIGGER IF EXISTS signing_keys_feed ON signing_keys; \
      CREATE TRIGGER signing_keys_feed AFTER INSERT OR UPDATE OR DELETE ON signing_keys \
      FOR EACH STATEMENT EXECUTE FUNCTION mms_feed_changed()",
+    // The admin API's pages of clients and users, in the order of the ids' bytes whatever the
+    // database's collation (`records.rs`, `read_page`).
+    "CREATE INDEX IF NOT EXISTS clients_by_id ON clients (id COLLATE \"C\")",
+    "CREATE INDEX IF NOT EXISTS users_by_name ON users (name COLLATE \"C\")",
+    // One user's families, by id (the admin API's sessions of a user). Neither column ever
+    // changes, so a rotation's update still touches no index entry (it stays heap-only).
+    "CREATE INDEX IF NOT EXISTS refresh_family_records_by_user \
+     ON refresh_family_records (username, id)",
 ];
 
 /// Seconds an issuer holds the migration lock at most: another takes it over after that.

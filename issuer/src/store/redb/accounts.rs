@@ -7,10 +7,12 @@
 use super::{dec, enc, Records, RedbFile, RedbStore, CLIENT_RECORDS, USER_RECORDS};
 use crate::store::revocation::Revoked;
 use crate::store::{
-    ClientChange, ClientRecord, Clients, StoreError, UserChange, UserRecord, Users,
+    may_hold, ClientChange, ClientRecord, Clients, Listed, RecordFilter, StoreError, UserChange,
+    UserRecord, Users,
 };
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
+use std::ops::Bound;
 
 impl RedbFile {
     fn record<T: for<'de> Deserialize<'de>>(
@@ -35,6 +37,39 @@ impl RedbFile {
                 Ok((k.value().to_owned(), dec(v.value(), table.1)?))
             })
             .collect()
+    }
+
+    /// The records of `table` that `filter` selects, walked in the order of their keys from
+    /// `filter.after` on until the page is full.
+    fn records_page<T: for<'de> Deserialize<'de> + Listed>(
+        &self,
+        table: Records,
+        filter: &RecordFilter<'_, T>,
+    ) -> Result<Vec<(String, T)>, StoreError> {
+        let mut page = Vec::new();
+        if filter.limit == 0 {
+            return Ok(page);
+        }
+        let tx = self.begin_read()?;
+        let t = tx.open_table(table.0)?;
+        let from = filter.after.map_or(Bound::Unbounded, Bound::Excluded);
+        for r in t.range::<&str>((from, Bound::Unbounded))? {
+            let (k, v) = r?;
+            let ruled_out = filter
+                .text
+                .is_some_and(|t| !k.value().to_lowercase().contains(t) && !may_hold(v.value(), t));
+            if ruled_out {
+                continue;
+            }
+            let rec: T = dec(v.value(), table.1)?;
+            if filter.selects(k.value(), &rec) {
+                page.push((k.value().to_owned(), rec));
+                if page.len() >= filter.limit {
+                    break;
+                }
+            }
+        }
+        Ok(page)
     }
 
     fn add_record<T: Serialize>(
@@ -109,6 +144,14 @@ impl RedbFile {
         self.records(CLIENT_RECORDS)
     }
 
+    /// A page of clients (see [`crate::store::Clients::clients_page`]).
+    pub fn clients_page(
+        &self,
+        filter: &RecordFilter<'_, ClientRecord>,
+    ) -> Result<Vec<(String, ClientRecord)>, StoreError> {
+        self.records_page(CLIENT_RECORDS, filter)
+    }
+
     /// Inserts a client; false if the id is taken.
     pub fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
         self.add_record(CLIENT_RECORDS, id, rec)
@@ -139,6 +182,14 @@ impl RedbFile {
     /// Every user, by name.
     pub fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError> {
         self.records(USER_RECORDS)
+    }
+
+    /// A page of users (see [`crate::store::Users::users_page`]).
+    pub fn users_page(
+        &self,
+        filter: &RecordFilter<'_, UserRecord>,
+    ) -> Result<Vec<(String, UserRecord)>, StoreError> {
+        self.records_page(USER_RECORDS, filter)
     }
 
     /// Inserts a user; false if the name is taken.
@@ -174,6 +225,13 @@ impl Clients for RedbStore {
         self.watch(self.file.clients())
     }
 
+    async fn clients_page(
+        &self,
+        filter: &RecordFilter<'_, ClientRecord>,
+    ) -> Result<Vec<(String, ClientRecord)>, StoreError> {
+        self.watch(self.file.clients_page(filter))
+    }
+
     async fn add_client(&self, id: &str, rec: &ClientRecord) -> Result<bool, StoreError> {
         self.watch(self.file.add_client(id, rec))
     }
@@ -200,6 +258,13 @@ impl Users for RedbStore {
 
     async fn users(&self) -> Result<Vec<(String, UserRecord)>, StoreError> {
         self.watch(self.file.users())
+    }
+
+    async fn users_page(
+        &self,
+        filter: &RecordFilter<'_, UserRecord>,
+    ) -> Result<Vec<(String, UserRecord)>, StoreError> {
+        self.watch(self.file.users_page(filter))
     }
 
     async fn add_user(&self, name: &str, rec: &UserRecord) -> Result<bool, StoreError> {

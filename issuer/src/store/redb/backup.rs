@@ -17,6 +17,7 @@
 //! anything, then writes the new data dir's files under temporary names in one transaction, and
 //! gives them their names only when all is written and synced.
 
+use super::by_user::FAMILIES_BY_USER;
 use super::{
     RedbFile, RedbStore, AUDIT, CLIENTS, DB_FILE, EDGES, FAMILY_JOURNAL, FAMILY_RECORDS,
     HASH_KEY_FILE, KEYS, REVOCATIONS, SETTINGS, USERS,
@@ -128,8 +129,9 @@ fn table<K: Checked + Key, V: Checked>(def: TableDefinition<'_, K, V>) -> TableC
     }
 }
 
-/// Every table of the data dir. A table added to the store must be added here: a backup refuses
-/// a database with a table it does not know.
+/// Every table of the data dir a backup holds (the index by user aside, which a data dir builds
+/// when it lacks it). A table added to the store must be added here: a backup refuses a
+/// database with a table it does not know.
 fn tables() -> [TableCopy; 9] {
     [
         table(CLIENTS),
@@ -157,6 +159,10 @@ impl Snapshot for RedbSnapshot {
         let tables = tables();
         let mut present = Vec::new();
         for handle in self.tx.list_tables().map_err(store_err)? {
+            if handle.name() == FAMILIES_BY_USER.name() {
+                // Built again from the family table when the restored data dir opens.
+                continue;
+            }
             match tables.iter().find(|t| t.name == handle.name()) {
                 Some(t) => present.push(t),
                 None => return Err(BackupError::UnknownTable(handle.name().to_owned())),

@@ -17,9 +17,10 @@
 //! commit a client waits for appends a few hundred bytes, and the merge writes each family's leaf
 //! once per interval however often the family rotated in it.
 
+use super::by_user::FAMILIES_BY_USER;
 use super::{dec, RedbFile, FAMILY_JOURNAL, FAMILY_RECORDS};
 use crate::store::family::Family;
-use crate::store::{FamilyFilter, StoreError};
+use crate::store::{may_hold, FamilyFilter, StoreError};
 use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
@@ -34,7 +35,7 @@ pub const MERGE_EVERY: Duration = Duration::from_secs(1);
 /// Families changed since the last merge, by id, and the next journal sequence number.
 #[derive(Debug, Default)]
 pub struct Overlay {
-    families: HashMap<[u8; 16], Family>,
+    pub(super) families: HashMap<[u8; 16], Family>,
     next_seq: u64,
 }
 
@@ -43,6 +44,13 @@ fn entry(id: &[u8; 16], fam: &Family) -> Vec<u8> {
     let mut v = id.to_vec();
     v.extend_from_slice(&super::enc(fam));
     v
+}
+
+/// Whether the stored family `raw` of `id` cannot hold `filter`'s text, told without decoding it.
+fn ruled_out(filter: &FamilyFilter<'_>, id: &[u8; 16], raw: &[u8]) -> bool {
+    filter
+        .text
+        .is_some_and(|t| !hex::encode(id).contains(t) && !may_hold(raw, t))
 }
 
 impl RedbFile {
@@ -120,8 +128,8 @@ impl RedbFile {
 
     /// The families live at `now` that `filter` selects, in the order of their ids: the table's
     /// records after `filter.after` walked in order, each replaced by its state in the overlay,
-    /// and the overlay's new families merged in. Without an index by user, a page of one user's
-    /// families reads the table until it has found enough.
+    /// and the overlay's new families merged in; one user's through the index by user
+    /// ([`super::by_user`]).
     pub(super) fn live_families(
         &self,
         filter: &FamilyFilter<'_>,
@@ -129,6 +137,9 @@ impl RedbFile {
     ) -> Result<Vec<([u8; 16], Family)>, StoreError> {
         if filter.limit == 0 {
             return Ok(Vec::new());
+        }
+        if let Some(user) = filter.user {
+            return self.live_families_of(user, filter, now);
         }
         let after = filter.after.unwrap_or_default();
         let (mut overlay, tx) = {
@@ -166,6 +177,7 @@ impl RedbFile {
             }
             let fam = match overlay.remove(&id) {
                 Some(fam) => fam,
+                None if ruled_out(filter, &id, v.value()) => continue,
                 None => dec::<Family>(v.value(), "refresh_family_records")?,
             };
             if take(id, fam) {
@@ -209,7 +221,8 @@ impl RedbFile {
         self.overlay().families.len() >= MERGE_AT
     }
 
-    /// Merges the overlay into the family table and empties the journal, in one transaction.
+    /// Merges the overlay into the family table (and its new families into the index by user)
+    /// and empties the journal, in one transaction.
     /// Returns how many families were written. Only the thread that writes refresh state may
     /// call this while the store serves (a batch committed but not yet published must not be
     /// dropped from the journal).
@@ -231,8 +244,14 @@ impl RedbFile {
         let tx = self.begin_write()?;
         {
             let mut table = tx.open_table(FAMILY_RECORDS)?;
+            let mut by_user = tx.open_table(FAMILIES_BY_USER)?;
             for (id, fam) in &families {
-                table.insert(id.as_slice(), super::enc(fam).as_slice())?;
+                let new = table
+                    .insert(id.as_slice(), super::enc(fam).as_slice())?
+                    .is_none();
+                if new {
+                    by_user.insert((fam.user.as_str(), id.as_slice()), ())?;
+                }
             }
         }
         // Dropping the table frees its pages at once; it is created again, empty.

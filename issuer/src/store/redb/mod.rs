@@ -22,6 +22,7 @@
 mod accounts;
 mod audit;
 pub mod backup;
+mod by_user;
 pub mod contents;
 mod edges;
 pub mod journal;
@@ -274,6 +275,9 @@ impl RedbFile {
             tx.open_table(REVOCATIONS)?;
             tx.open_table(EDGES)?;
             tx.open_table(AUDIT)?;
+            if by_user::build_if_missing(&tx)? {
+                tracing::info!("refresh families indexed by user");
+            }
             let mut keys = tx.open_table(KEYS)?;
             if keys.is_empty()? {
                 let rec = KeyRecord {

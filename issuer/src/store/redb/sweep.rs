@@ -27,8 +27,12 @@ pub struct Cursors {
 
 type Bytes = TableDefinition<'static, &'static [u8], &'static [u8]>;
 
+/// Records taken out of a table: each key and value.
+pub(super) type Removed = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Deletes, among up to `limit` records of `table` from `cursor` on (wrapping once), those whose
-/// `expiry` has passed. Records that do not decode are kept (and fail their own requests).
+/// `expiry` has passed, and returns them (key and value). Records that do not decode are kept
+/// (and fail their own requests).
 fn sweep_slice(
     tx: &WriteTransaction,
     table: Bytes,
@@ -36,7 +40,7 @@ fn sweep_slice(
     limit: usize,
     now: u64,
     expiry: impl Fn(&[u8]) -> Option<u64>,
-) -> Result<u64, StoreError> {
+) -> Result<Removed, StoreError> {
     let mut t = tx.open_table(table)?;
     let mut seen = 0;
     let mut expired = Vec::new();
@@ -59,7 +63,7 @@ fn sweep_slice(
             seen += 1;
             last = Some(k.value().to_vec());
             if expiry(v.value()).is_some_and(|at| at <= now) {
-                expired.push(k.value().to_vec());
+                expired.push((k.value().to_vec(), v.value().to_vec()));
             }
         }
     }
@@ -70,10 +74,10 @@ fn sweep_slice(
             k
         });
     }
-    for k in &expired {
+    for (k, _) in &expired {
         t.remove(k.as_slice())?;
     }
-    Ok(expired.len() as u64)
+    Ok(expired)
 }
 
 impl RedbFile {
@@ -89,7 +93,7 @@ impl RedbFile {
         self.merge()?;
         let mut cursors = self.cursors.lock().unwrap_or_else(PoisonError::into_inner);
         let tx = self.begin_write()?;
-        let mut removed = sweep_slice(
+        let gone = sweep_slice(
             &tx,
             FAMILY_RECORDS,
             &mut cursors.families,
@@ -101,7 +105,8 @@ impl RedbFile {
                     .map(|f| f.expires_at)
             },
         )?;
-        removed += Self::sweep_revocations_in(&tx, now)?;
+        super::by_user::unindex(&tx, &gone)?;
+        let mut removed = gone.len() as u64 + Self::sweep_revocations_in(&tx, now)?;
         tx.open_table(KEYS)?.retain(|_, v| {
             let keep = serde_json::from_slice::<KeyRecord>(v)
                 .map_or(true, |k| k.state(now, ttl) != KeyState::Retired);

@@ -24,7 +24,7 @@ async fn a_directory_user_of_a_mapped_group_administers_with_its_roles() {
     .role(ldap.group_dn("editors"), "admin:users")
     .role(ldap.group_dn("all-staff"), "admin:read")
     .role(ldap.group_dn("viewers"), "viewer");
-    let s = start_configured(60, &table.to_toml());
+    let s = start_configured(60, &table.to_toml(), |_| {});
     let alice = s.sign_in_with("alice", ldap.password("alice")).await;
     let me = s.get(&alice, "/apiv2/admin/me").await;
     assert_eq!(me["roles"], json!(["admin:read", "admin:users"]), "{me}");

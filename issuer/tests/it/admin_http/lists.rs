@@ -1,0 +1,124 @@
+//! The admin API's lists read page by page from the store: users, clients by state and one
+//! user's sessions followed by their cursor to the end, each item once and in the order of its
+//! key, and a search.
+
+use super::*;
+use issuer::store::redb::{FamilyOp, RedbFile};
+use issuer::store::{ClientRecord, GrantKind, RefreshPolicy, UserRecord};
+
+const PAGED_USERS: usize = 120;
+const PAGED_CLIENTS: usize = 40;
+/// The families of the user `page-007`.
+const FAMILIES: usize = 7;
+
+/// Users `page-000`…, clients `paged-00`… (every third inactive) and `page-007`'s families,
+/// written to the data dir before the issuer serves it.
+fn fill(dir: &Path) {
+    let store = RedbFile::open(dir, now()).unwrap();
+    let user = UserRecord {
+        password_hash: String::new(),
+        disabled: false,
+        roles: vec![],
+        claims: vec![],
+        created_at: 0,
+        password_changed_at: None,
+        disabled_at: None,
+        directory: None,
+    };
+    for i in 0..PAGED_USERS {
+        assert!(store.add_user(&format!("page-{i:03}"), &user).unwrap());
+    }
+    for i in 0..PAGED_CLIENTS {
+        let rec = ClientRecord {
+            secret_hash: hex_of(&[0; 32]),
+            active: !i.is_multiple_of(3),
+            grants: vec![GrantKind::Password],
+            impersonate: false,
+            impersonate_claim_types: vec![],
+            edge: false,
+            dpop: Default::default(),
+            created_at: 0,
+            deactivated_at: None,
+            vendor: None,
+            exchange: None,
+        };
+        assert!(store.add_client(&format!("paged-{i:02}"), &rec).unwrap());
+    }
+    let start = || FamilyOp::Start {
+        client: "app".into(),
+        user: "page-007".into(),
+        jkt: None,
+    };
+    let ops: Vec<_> = (0..FAMILIES).map(|_| (start(), now())).collect();
+    let done = store
+        .apply_refresh_ops(&ops, &RefreshPolicy::default())
+        .unwrap();
+    assert!(done.iter().all(Result::is_ok));
+    store.merge().unwrap();
+}
+
+/// Every item of `list` (a path with its query) as `caller` reads it, page by page; checks
+/// each page holds at most `per`.
+async fn every_page(s: &Admin, caller: &Caller, list: &str, per: usize) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut after = String::new();
+    loop {
+        let page = s.get(caller, &format!("{list}&limit={per}{after}")).await;
+        let got = page["items"].as_array().unwrap();
+        assert!(got.len() <= per, "{list}: {page}");
+        items.extend(got.iter().cloned());
+        match page["next"].as_str() {
+            Some(next) => after = format!("&after={next}"),
+            None => return items,
+        }
+    }
+}
+
+fn field(items: &[Value], name: &str) -> Vec<String> {
+    items
+        .iter()
+        .map(|i| i[name].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn lists_are_read_page_by_page_to_their_end() {
+    let s = start_configured(60, "", fill);
+    let root = s.sign_in("root").await;
+    // Users: every one once, in the order of the names' bytes.
+    let users = field(
+        &every_page(&s, &root, "/apiv2/admin/users?q=", 7).await,
+        "name",
+    );
+    let mut want: Vec<String> = (0..PAGED_USERS).map(|i| format!("page-{i:03}")).collect();
+    want.extend(Role::ALL.map(|r| user_of(Some(r))));
+    want.extend(["nobody".to_owned(), "root".to_owned()]);
+    want.sort_unstable();
+    assert_eq!(users, want);
+    let found = every_page(&s, &root, "/apiv2/admin/users?q=PAGE-01", 4).await;
+    let tens: Vec<String> = (10..20).map(|i| format!("page-{i:03}")).collect();
+    assert_eq!(field(&found, "name"), tens);
+    // Clients: the inactive ones, as the whole list says.
+    let all = every_page(&s, &root, "/apiv2/admin/clients?state=all", 9).await;
+    let inactive: Vec<String> = all
+        .iter()
+        .filter(|c| c["state"] == "inactive")
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        inactive.len(),
+        PAGED_CLIENTS.div_ceil(3) + 1,
+        "{inactive:?}"
+    );
+    let listed = every_page(&s, &root, "/apiv2/admin/clients?state=inactive", 5).await;
+    assert_eq!(field(&listed, "id"), inactive);
+    assert!(listed.iter().all(|c| c["etag"].is_string()));
+    // One user's sessions, by id.
+    let sessions = every_page(&s, &root, "/apiv2/admin/sessions?user=page-007", 3).await;
+    let ids = field(&sessions, "id");
+    assert_eq!(ids.len(), FAMILIES);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    assert!(sessions.iter().all(|x| x["user"] == "page-007"));
+    let none = s.get(&root, "/apiv2/admin/sessions?user=page-00").await;
+    assert_eq!(none["items"], json!([]));
+}
