@@ -265,6 +265,35 @@ fn lua(path: &Path, tokens: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Writes the Envoy configuration: a listener per filter of [`FILTERS`] on `ports`, each
+/// accepting tokens of `key`, the native module copied beside it.
+fn write_config(
+    dir: &Path,
+    wasm: &Path,
+    native: &Path,
+    key: &shared::Key,
+    ports: &[u16],
+) -> Result<std::path::PathBuf> {
+    let mut listeners = String::new();
+    for ((name, is_native, cache), port) in FILTERS.iter().zip(ports) {
+        let cfg = format!(
+            r#"{{"keys":[{{"kid":1,"secret":"{}"}}],"token_cache_entries":{cache},{}}}"#,
+            URL_SAFE_NO_PAD.encode(key.secret()),
+            super::envoy::BENCH_DPOP
+        );
+        let filter = if *is_native {
+            native_filter("mms_auth", &cfg)
+        } else {
+            wasm_filter(name, wasm, &cfg)
+        };
+        listeners += &listener(name, *port, &filter);
+    }
+    std::fs::copy(native, dir.join(e2e::NATIVE_LIBRARY))?;
+    let cfg = dir.join("envoy-exchange.yaml");
+    std::fs::write(&cfg, config(None, &listeners, "    []\n"))?;
+    Ok(cfg)
+}
+
 fn through_envoy(dir: &Path, tools: &e2e::Tools, native: &Path, s: &Settings) -> Result<EnvoyRun> {
     let key = shared::Key::new(1, [0x5a; 32]);
     let exp = unix_now() + 3_600;
@@ -281,23 +310,7 @@ fn through_envoy(dir: &Path, tools: &e2e::Tools, native: &Path, s: &Settings) ->
         scripts.push((path, tokens[0].clone()));
     }
     let ports: Vec<u16> = FILTERS.iter().map(|_| e2e::free_port()).collect();
-    let mut listeners = String::new();
-    for ((name, is_native, cache), port) in FILTERS.iter().zip(&ports) {
-        let cfg = format!(
-            r#"{{"keys":[{{"kid":1,"secret":"{}"}}],"token_cache_entries":{cache},{}}}"#,
-            URL_SAFE_NO_PAD.encode(key.secret()),
-            super::envoy::BENCH_DPOP
-        );
-        let filter = if *is_native {
-            native_filter("mms_auth", &cfg)
-        } else {
-            wasm_filter(name, &tools.wasm, &cfg)
-        };
-        listeners += &listener(name, *port, &filter);
-    }
-    std::fs::copy(native, dir.join(e2e::NATIVE_LIBRARY))?;
-    let cfg = dir.join("envoy-exchange.yaml");
-    std::fs::write(&cfg, config(None, &listeners, "    []\n"))?;
+    let cfg = write_config(dir, &tools.wasm, native, &key, &ports)?;
     let proc = start_envoy(tools, &cfg, ports[0], 1, Some("0"), &dir.join("envoy.log"))?;
     let url = |port: u16| format!("http://127.0.0.1:{port}/apiv2/MediaService/Find");
     for port in &ports {
