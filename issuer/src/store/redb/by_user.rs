@@ -9,12 +9,12 @@
 //! index is not in a backup: a data dir without it (restored, or of an earlier version) gets it
 //! built from the family table when it opens.
 
+use super::journal::FamilyPage;
 use super::sweep::Removed;
 use super::{dec, RedbFile, FAMILY_RECORDS};
 use crate::store::family::Family;
 use crate::store::{FamilyFilter, StoreError};
 use redb::{ReadableTable, TableDefinition, TableHandle, WriteTransaction};
-use std::collections::BTreeMap;
 
 /// `(user, family id)` for every family of [`FAMILY_RECORDS`].
 pub(super) const FAMILIES_BY_USER: TableDefinition<(&str, &[u8]), ()> =
@@ -62,26 +62,10 @@ impl RedbFile {
         filter: &FamilyFilter<'_>,
         now: u64,
     ) -> Result<Vec<([u8; 16], Family)>, StoreError> {
-        let after = filter.after.unwrap_or_default();
-        let (mut overlay, tx) = {
-            let overlay = self.overlay();
-            let newer: BTreeMap<[u8; 16], Family> = overlay
-                .families
-                .iter()
-                .filter(|(id, fam)| fam.user == user && filter.after.is_none_or(|a| **id > a))
-                .map(|(id, fam)| (*id, fam.clone()))
-                .collect();
-            (newer, self.begin_read()?)
-        };
-        let mut page = Vec::new();
-        let mut take = |id: [u8; 16], fam: Family| {
-            if filter.selects(&id, &fam, now) {
-                page.push((id, fam));
-            }
-            page.len() >= filter.limit
-        };
+        let (mut page, tx) = FamilyPage::begin(self, filter, now, |fam| fam.user == user)?;
         let index = tx.open_table(FAMILIES_BY_USER)?;
         let table = tx.open_table(FAMILY_RECORDS)?;
+        let after = filter.after.unwrap_or_default();
         for r in index.range::<(&str, &[u8])>((user, after.as_slice())..)? {
             let (k, _) = r?;
             let (owner, id) = k.value();
@@ -91,31 +75,16 @@ impl RedbFile {
             let Ok(id) = <[u8; 16]>::try_from(id) else {
                 continue;
             };
-            if filter.after.is_some_and(|a| id <= a) {
-                continue;
-            }
-            while let Some(entry) = overlay.first_entry().filter(|e| *e.key() < id) {
-                let (oid, fam) = entry.remove_entry();
-                if take(oid, fam) {
-                    return Ok(page);
-                }
-            }
-            let fam = match overlay.remove(&id) {
-                Some(fam) => fam,
-                None => match table.get(id.as_slice())? {
-                    Some(v) => dec::<Family>(v.value(), "refresh_family_records")?,
-                    None => continue,
-                },
+            let stored = || {
+                table
+                    .get(id.as_slice())?
+                    .map(|v| dec::<Family>(v.value(), "refresh_family_records"))
+                    .transpose()
             };
-            if take(id, fam) {
-                return Ok(page);
-            }
-        }
-        for (id, fam) in overlay {
-            if take(id, fam) {
+            if page.next(id, stored)? {
                 break;
             }
         }
-        Ok(page)
+        Ok(page.finish())
     }
 }
