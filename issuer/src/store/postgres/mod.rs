@@ -126,9 +126,9 @@ macro_rules! retrying {
                     };
                     match &result {
                         Err(StoreError::Failover(..)) => $store.discard(held),
-                        Err(StoreError::Unavailable($crate::store::Unreachable::Unanswered(_))) => {
-                            $store.abandon(held)
-                        }
+                        Err(StoreError::Unavailable($crate::store::Unreachable::Unanswered(
+                            bound,
+                        ))) => $store.abandon(held, *bound),
                         _ => {}
                     }
                     result
@@ -329,13 +329,13 @@ impl PgStore {
         );
     }
 
-    /// Drops `conn`, which did not answer in time ([`retrying!`]): its server may still be
-    /// waiting (for a standby that is gone) and the connection cannot be reused. The idle ones
-    /// are kept: a slow answer alone says nothing of them.
-    pub(crate) fn abandon(&self, conn: deadpool_postgres::Object) {
+    /// Drops `conn`, which did not answer `within` its bound ([`retrying!`]): its server may
+    /// still be waiting (for a standby that is gone) and the connection cannot be reused. The
+    /// idle ones are kept: a slow answer alone says nothing of them.
+    pub(crate) fn abandon(&self, conn: deadpool_postgres::Object, within: Duration) {
         drop(deadpool_postgres::Object::take(conn));
         tracing::warn!(
-            within_ms = ANSWER_WITHIN.as_millis() as u64,
+            within_ms = within.as_millis() as u64,
             "the database did not answer in time; its connection is dropped"
         );
     }
