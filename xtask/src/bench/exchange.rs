@@ -10,7 +10,7 @@
 //!   decision for the same two tokens without Envoy around it.
 
 use super::envoy::{config, listener, native_filter, start_envoy, until_accepted, wasm_filter};
-use super::issuer::lua_post;
+use super::issuer::{lua_post, password_grant_field};
 use super::{criterion_ns, rss_kib, wrk, Results, Sample, Settings};
 use crate::util::{cargo, run};
 use anyhow::{bail, Context, Result};
@@ -21,7 +21,6 @@ use e2e::unix_now;
 use shared::token::{self, Chain, Claim, Identity, SubjectKind, TokenBody};
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Command;
 
 /// Token exchange over `client_credentials` on one core: at least this…
 pub(super) const EXCHANGE_VS_CLIENT_CREDENTIALS: f64 = 0.8;
@@ -85,22 +84,6 @@ struct EndpointRun {
     command: String,
 }
 
-/// The access token of `user`'s password grant through `basic` (a client's `id:secret`).
-fn access_token(url: &str, basic: &str, user: &str) -> Result<String> {
-    let out = Command::new("curl")
-        .args(["-s", "-u", basic, "-d", "grant_type=password", "-d"])
-        .arg(format!("username={user}"))
-        .args(["-d", "password=bench-password"])
-        .arg(format!("{url}/apiv2/oauth/token"))
-        .output()?;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .with_context(|| String::from_utf8_lossy(&out.stdout).into_owned())?;
-    v["access_token"]
-        .as_str()
-        .map(str::to_owned)
-        .with_context(|| format!("no access token: {v}"))
-}
-
 /// The form of a token exchange of `subject`.
 fn exchange_form(subject: &str) -> String {
     let enc = |s: &str| s.replace(':', "%3A");
@@ -133,7 +116,12 @@ fn token_endpoint(dir: &Path, s: &Settings) -> Result<EndpointRun> {
         // A fresh subject token a run: it must outlive the run.
         let form = match v {
             0 => "grant_type=client_credentials".to_owned(),
-            _ => exchange_form(&access_token(&url, &app_basic, "alice")?),
+            _ => exchange_form(&password_grant_field(
+                &url,
+                &app_basic,
+                "alice",
+                "access_token",
+            )?),
         };
         let script = dir.join(format!("exchange-{v}.lua"));
         lua_post(&script, &basic, &form)?;
@@ -252,19 +240,6 @@ struct EnvoyRun {
     command: String,
 }
 
-/// A wrk script walking `tokens`, one after the other, on every connection.
-fn lua(path: &Path, tokens: &[String]) -> Result<()> {
-    let mut s = String::from("local t = {\n");
-    for t in tokens {
-        writeln!(s, "\"Bearer {t}\",")?;
-    }
-    s.push_str(
-        "}\nlocal n = #t\nlocal i = 0\nrequest = function()\n  i = i + 1\n  if i > n then i = 1 end\n  return wrk.format(\"GET\", nil, { [\"Authorization\"] = t[i] })\nend\n",
-    );
-    std::fs::write(path, s)?;
-    Ok(())
-}
-
 /// Writes the Envoy configuration: a listener per filter of [`FILTERS`] on `ports`, each
 /// accepting tokens of `key`, the native module copied beside it.
 fn write_config(
@@ -306,7 +281,11 @@ fn through_envoy(dir: &Path, tools: &e2e::Tools, native: &Path, s: &Settings) ->
             "tokens-{}.lua",
             ["plain", "chain4"][usize::from(chained)]
         ));
-        lua(&path, &tokens)?;
+        let requests: Vec<(String, String)> = tokens
+            .iter()
+            .map(|t| ("Authorization".to_owned(), format!("Bearer {t}")))
+            .collect();
+        super::traffic::lua(&path, &requests)?;
         scripts.push((path, tokens[0].clone()));
     }
     let ports: Vec<u16> = FILTERS.iter().map(|_| e2e::free_port()).collect();

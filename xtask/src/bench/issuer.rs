@@ -128,6 +128,16 @@ end
 }
 
 pub(super) fn password_grant(url: &str, basic_user: &str, user: &str) -> Result<String> {
+    password_grant_field(url, basic_user, user, "refresh_token")
+}
+
+/// The `field` of the answer to `user`'s password grant through `basic_user` (`id:secret`).
+pub(super) fn password_grant_field(
+    url: &str,
+    basic_user: &str,
+    user: &str,
+    field: &str,
+) -> Result<String> {
     let out = Command::new("curl")
         .args(["-s", "-u", basic_user, "-d", "grant_type=password", "-d"])
         .arg(format!("username={user}"))
@@ -135,10 +145,8 @@ pub(super) fn password_grant(url: &str, basic_user: &str, user: &str) -> Result<
         .arg(format!("{url}/apiv2/oauth/token"))
         .output()?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let start = text
-        .find("\"refresh_token\":\"")
-        .context("no refresh token")?
-        + 17;
+    let key = format!("\"{field}\":\"");
+    let start = text.find(&key).with_context(|| format!("no {field}"))? + key.len();
     let end = start + text[start..].find('"').context("unterminated")?;
     Ok(text[start..end].to_owned())
 }

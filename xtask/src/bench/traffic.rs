@@ -245,7 +245,7 @@ fn request(
 }
 
 /// A wrk script walking the workload's requests, one after the other, on every connection.
-fn lua(path: &Path, requests: &[(String, String)]) -> Result<()> {
+pub(super) fn lua(path: &Path, requests: &[(String, String)]) -> Result<()> {
     let mut s = String::from("local names = {\n");
     for (n, _) in requests {
         writeln!(s, "\"{n}\",")?;
