@@ -177,7 +177,6 @@ export function usersPage(can) {
 
 /** Live sessions (refresh families), with revoke. */
 export function sessionsPage(can) {
-  const user = el("input", { type: "text", id: "session-user", name: "user", autocomplete: "off" });
   const revoke = (s, reload) => {
     if (!can("POST", "/apiv2/admin/sessions/*/revoke")) return null;
     const b = el("button", { type: "button", class: "danger", text: `Revoke session of ${s.user}` });
@@ -190,8 +189,8 @@ export function sessionsPage(can) {
     el("h1", { text: "Sessions" }),
     pagedList({
       label: "sessions",
-      extra: [el("label", { for: user.id, text: "User" }), user],
-      load: (q, after) => api("GET", `/apiv2/admin/sessions${query({ user: user.value.trim(), q, after })}`),
+      searchLabel: "Sessions of the users whose name starts with",
+      load: (q, after) => api("GET", `/apiv2/admin/sessions${query({ q, after })}`),
       render: (items, reload) =>
         table(
           "Sessions",

@@ -64,9 +64,10 @@ export function table(caption, columns, items, actions) {
 
 /**
  * A paged, searchable list: a search form, the table, and "More" while the API has a next
- * page. `load(q, after)` returns the API's `{items, next}`; `render(items)` the table.
+ * page. `load(q, after)` returns the API's `{items, next}`; `render(items)` the table;
+ * `searchLabel` says what the search box matches.
  */
-export function pagedList({ label, load, render, extra = [] }) {
+export function pagedList({ label, load, render, extra = [], searchLabel = `Search ${label}` }) {
   const box = el("div", { class: "list" });
   const q = el("input", { type: "search", id: `q-${label}`, name: "q", autocomplete: "off" });
   const results = el("div", { class: "results" });
@@ -89,7 +90,7 @@ export function pagedList({ label, load, render, extra = [] }) {
   const form = el(
     "form",
     { class: "search", role: "search", onsubmit: (ev) => { ev.preventDefault(); reload(); } },
-    el("label", { for: q.id, text: `Search ${label}` }),
+    el("label", { for: q.id, text: searchLabel }),
     q,
     extra,
     el("button", { type: "submit", text: "Search" }),

@@ -23,7 +23,7 @@ test("users: disable and enable, by keyboard too", async ({ page }) => {
 
 test("sessions: a user's sessions, one revoked", async ({ page }) => {
   await open(page, "Sessions");
-  await page.getByLabel("User", { exact: true }).fill("demo");
+  await page.getByLabel("Sessions of the users whose name starts with").fill("dem");
   await page.getByRole("button", { name: "Search" }).click();
   const sessions = page.getByRole("button", { name: "Revoke session of demo" });
   await expect(sessions.first()).toBeVisible();

@@ -287,30 +287,78 @@ pub trait Families: Send + Sync {
         -> Result<Option<Family>, StoreError>;
 }
 
-/// Which live families [`Families::live_families`] lists.
+/// Which live families [`Families::live_families`] lists, in the order of their users' names
+/// (byte for byte) and then their ids: the order of the index by user both stores keep, so a page
+/// costs what it holds whichever owners it selects.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FamilyFilter<'a> {
-    /// Only this user's (read through an index by user and id, so it costs what it finds).
-    pub user: Option<&'a str>,
-    /// Only the families whose id (hex), user or client holds this text, lowercase.
-    pub text: Option<&'a str>,
-    /// Only ids after this one.
-    pub after: Option<[u8; 16]>,
+    /// Whose families.
+    pub owners: Owners<'a>,
+    /// Only families after this one in the list's order.
+    pub after: Option<FamilyKey<'a>>,
     /// Families at most.
     pub limit: usize,
 }
 
-impl FamilyFilter<'_> {
-    /// Whether the family `id`, `fam` is selected at `now`, `after` aside.
-    pub fn selects(&self, id: &[u8; 16], fam: &Family, now: u64) -> bool {
-        fam.revoked_at.is_none()
-            && now < fam.expires_at
-            && self.user.is_none_or(|u| fam.user == u)
-            && self.text.is_none_or(|t| {
-                hex::encode(id).contains(t)
-                    || fam.user.to_lowercase().contains(t)
-                    || fam.client.to_lowercase().contains(t)
-            })
+/// Whose families a [`FamilyFilter`] selects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Owners<'a> {
+    /// Every user's.
+    #[default]
+    All,
+    /// The families of the user so named.
+    Named(&'a str),
+    /// The families of every user whose name starts with this, byte for byte.
+    Prefixed(&'a str),
+}
+
+impl<'a> Owners<'a> {
+    /// Whether the families of `user` are selected.
+    pub fn hold(&self, user: &str) -> bool {
+        match self {
+            Owners::All => true,
+            Owners::Named(name) => user == *name,
+            Owners::Prefixed(prefix) => user.starts_with(prefix),
+        }
+    }
+
+    /// The first name in byte order whose families may be selected.
+    pub fn first_name(self) -> &'a str {
+        match self {
+            Owners::All => "",
+            Owners::Named(s) | Owners::Prefixed(s) => s,
+        }
+    }
+}
+
+/// Where a family stands in the order of [`FamilyFilter`]: its user's name, then its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FamilyKey<'a> {
+    /// The family's user.
+    pub user: &'a str,
+    /// The family's id.
+    pub id: [u8; 16],
+}
+
+impl<'a> FamilyFilter<'a> {
+    /// Whether the family `fam` is selected at `now`, `after` aside.
+    pub fn selects(&self, fam: &Family, now: u64) -> bool {
+        fam.revoked_at.is_none() && now < fam.expires_at && self.owners.hold(&fam.user)
+    }
+
+    /// Where the walk of the index by user starts: the first key the owners may hold, or the
+    /// cursor if it is past that (then the cursor itself is left out).
+    pub fn start(&self) -> FamilyKey<'a> {
+        let first = FamilyKey {
+            user: self.owners.first_name(),
+            id: [0; 16],
+        };
+        self.after.map_or(first, |after| after.max(first))
+    }
+
+    /// Whether `key` comes after the cursor (always, without one).
+    pub fn after_cursor(&self, key: FamilyKey<'_>) -> bool {
+        self.after.is_none_or(|after| key > after)
     }
 }
 

@@ -68,7 +68,12 @@ fn routes(users: u64, clients: u64, per_user: usize) -> Vec<Route> {
     let r = |name, path: String, items| Route { name, path, items };
     let mid_user = cursor(&format!("user-{:06}", users / 2));
     let mid_client = cursor(&format!("client-{:05}", clients / 2));
-    let mid_session = cursor(&format!("8{}", "0".repeat(31)));
+    // A session cursor is the family's id in hex, then its user.
+    let mid_session = cursor(&format!(
+        "8{}{}",
+        "0".repeat(31),
+        format_args!("user-{:06}", users / 2)
+    ));
     let one = format!("user-{:06}", users / 3);
     // Ten users and ten clients at the end of their lists: a search reads every record.
     let last_users = format!("user-{:05}", (users - 1) / 10);
@@ -118,9 +123,19 @@ fn routes(users: u64, clients: u64, per_user: usize) -> Vec<Route> {
             Some(per_user),
         ),
         r(
-            "sessions: a search (`q=`, reads every family)",
+            "sessions: a user's name whole as `q=`",
             format!("sessions?q={one}"),
             Some(per_user),
+        ),
+        r(
+            "sessions: the users whose name starts with `q=`",
+            format!("sessions?q={}", &one[..one.len() - 2]),
+            Some(50),
+        ),
+        r(
+            "sessions: `q=` that starts no name",
+            "sessions?q=nobody".into(),
+            Some(0),
         ),
         r("audit: first page", "audit?limit=50".into(), None),
         r("keys", "keys".into(), None),

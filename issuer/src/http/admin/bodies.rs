@@ -57,7 +57,8 @@ pub const MAX_LIMIT: usize = 500;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
-    /// Case-insensitive substring of the item's ids, names and text.
+    /// Case-insensitive substring of the item's ids, names and text; for `sessions`, the start
+    /// of the user's name, byte for byte.
     pub q: Option<String>,
     /// The cursor of the previous page (`next`).
     pub after: Option<String>,

@@ -1,5 +1,6 @@
 //! `GET /apiv2/admin/sessions` and `POST /apiv2/admin/sessions/{id}/revoke`: the live refresh
-//! token families, paged by id in the store ([`crate::store::Families::live_families`]), and
+//! token families, paged by user and id in the store ([`crate::store::Families::live_families`]),
+//! and
 //! the revocation of one through the audited admin command
 //! ([`crate::admin::Command::SessionRevoke`]).
 
@@ -10,7 +11,7 @@ use crate::admin::sessions::{session_id, SESSION_ID_RULE};
 use crate::admin::Command;
 use crate::app::{now, ApiError};
 use crate::store::family::Family;
-use crate::store::FamilyFilter;
+use crate::store::{FamilyFilter, FamilyKey, Owners};
 use serde_json::{json, Value};
 use warp::http::StatusCode;
 
@@ -26,11 +27,13 @@ fn item(id: &[u8; 16], f: &Family) -> Value {
     }))
 }
 
-/// The live families, of `user` if given, whose id, user or client holds `q`.
+/// The live families of `user` if given, else of the users whose name starts with `q` (byte for
+/// byte), else of every user, by user and id.
 pub(super) async fn list(state: &AdminHttp, q: &ListQuery) -> Result<Value, ApiError> {
-    let after = match q.after_key() {
+    let cursor = q.after_key();
+    let after = match cursor.as_deref() {
         None => None,
-        Some(key) => Some(session_id(&key).ok_or_else(|| {
+        Some(key) => Some(cursor_at(key).ok_or_else(|| {
             refusal(
                 StatusCode::BAD_REQUEST,
                 "invalid_request",
@@ -38,11 +41,17 @@ pub(super) async fn list(state: &AdminHttp, q: &ListQuery) -> Result<Value, ApiE
             )
         })?),
     };
-    let text = q.q.as_deref().map(str::to_lowercase);
+    let owners = match (q.user.as_deref(), q.q.as_deref()) {
+        (Some(user), Some(text)) if !user.starts_with(text) => {
+            return Ok(json!({"items": [], "next": null}))
+        }
+        (Some(user), _) => Owners::Named(user),
+        (None, Some(text)) => Owners::Prefixed(text),
+        (None, None) => Owners::All,
+    };
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
     let filter = FamilyFilter {
-        user: q.user.as_deref(),
-        text: text.as_deref(),
+        owners,
         after,
         limit: limit.saturating_add(1),
     };
@@ -50,11 +59,20 @@ pub(super) async fn list(state: &AdminHttp, q: &ListQuery) -> Result<Value, ApiE
     let more = found.len() > limit;
     found.truncate(limit);
     let next = match found.last() {
-        Some((id, _)) if more => json!(cursor_of(&hex::encode(id))),
+        Some((id, f)) if more => json!(cursor_of(&format!("{}{}", hex::encode(id), f.user))),
         _ => Value::Null,
     };
     let items: Vec<Value> = found.iter().map(|(id, f)| item(id, f)).collect();
     Ok(json!({"items": items, "next": next}))
+}
+
+/// The place in the list a cursor names: the family's id in hex, then its user.
+fn cursor_at(key: &str) -> Option<FamilyKey<'_>> {
+    let (id, user) = (key.get(..32)?, key.get(32..)?);
+    Some(FamilyKey {
+        user,
+        id: session_id(id)?,
+    })
 }
 
 fn not_found() -> ApiError {

@@ -22,9 +22,10 @@ use super::{int, retrying, serializable, uint, PgStore};
 use crate::secrets::RefreshToken;
 use crate::store::family::{admit, Family, Step};
 use crate::store::{
-    ClientRecord, Families, FamilyFilter, FamilyRevocation, RefreshInfo, RefreshRejection,
+    ClientRecord, Families, FamilyFilter, FamilyRevocation, Owners, RefreshInfo, RefreshRejection,
     RotateOutcome, Rotation, StoreError, UserRecord,
 };
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use zeroize::Zeroizing;
 
@@ -86,29 +87,25 @@ const SELECT_FAMILY_FOR_UPDATE: &str = concat!(
     family_columns!(),
     " FROM refresh_family_records WHERE id = $1 FOR UPDATE"
 );
-/// The live families after `$1` (none: from the start) at `$2`, of user `$3` (none: all), whose
-/// id in hex, user or client holds `$4` (lowercase; none: all), at most `$5`.
-/// The live families after `$1` (every id is after the empty one, so the key's index answers).
-const SELECT_LIVE: &str = concat!(
-    "SELECT ",
-    family_columns!(),
-    ", id FROM refresh_family_records \
-     WHERE id > $1 AND revoked_at IS NULL AND expires_at > $2 \
-       AND ($3::text IS NULL OR strpos(encode(id, 'hex'), $3) > 0 \
-            OR strpos(lower(username), $3) > 0 OR strpos(lower(client), $3) > 0) \
-     ORDER BY id LIMIT $4"
-);
-
-/// The same of the user `$5`, through the index by user and id.
-const SELECT_LIVE_OF: &str = concat!(
-    "SELECT ",
-    family_columns!(),
-    ", id FROM refresh_family_records \
-     WHERE username = $5 AND id > $1 AND revoked_at IS NULL AND expires_at > $2 \
-       AND ($3::text IS NULL OR strpos(encode(id, 'hex'), $3) > 0 \
-            OR strpos(lower(username), $3) > 0 OR strpos(lower(client), $3) > 0) \
-     ORDER BY id LIMIT $4"
-);
+/// The live families at `$3` after `($1, $2)` in the order of user and id (`COLLATE "C"`: byte
+/// for byte, the index's order, so a page is a walk of the index from the cursor), at most `$4`.
+macro_rules! select_live {
+    ($owners:literal) => {
+        concat!(
+            "SELECT ",
+            family_columns!(),
+            ", id FROM refresh_family_records \
+             WHERE (username COLLATE \"C\", id) > ($1, $2) ",
+            $owners,
+            " AND revoked_at IS NULL AND expires_at > $3 \
+             ORDER BY username COLLATE \"C\", id LIMIT $4"
+        )
+    };
+}
+/// Of every user.
+const SELECT_LIVE: &str = select_live!("");
+/// Of the users whose names lie below `$5` ([`names_below`]).
+const SELECT_LIVE_BELOW: &str = select_live!("AND username COLLATE \"C\" < $5");
 
 fn family_from(row: &Row) -> Result<Family, StoreError> {
     Ok(Family {
@@ -369,25 +366,32 @@ pub(super) async fn info(
     }))
 }
 
-/// The live families a filter selects (see [`crate::store::Families::live_families`]), in the
-/// order of the table's key. The user's filter and the text are compared in the statement.
+/// The live families a filter selects (see [`crate::store::Families::live_families`]): a walk
+/// of the index by user and id from the filter's start (`(username COLLATE "C", id)`), bounded
+/// by the owners' names.
 pub(super) async fn live(
     store: &PgStore,
     filter: &FamilyFilter<'_>,
     now: u64,
 ) -> Result<Vec<([u8; 16], Family)>, StoreError> {
-    let after = filter.after.map_or_else(Vec::new, |a| a.to_vec());
+    let start = filter.start();
+    // The empty id is before every id: a start that is no cursor leaves none of its user out.
+    let after = match filter.after {
+        Some(cursor) if cursor == start => start.id.to_vec(),
+        _ => Vec::new(),
+    };
     let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
     let conn = store.connection().await?;
-    let (now, text) = (int(now), filter.text);
-    let rows = match filter.user {
+    let now = int(now);
+    let head: [&(dyn ToSql + Sync); 4] = [&start.user, &after, &now, &limit];
+    let rows = match names_below(filter.owners) {
         None => {
             let select = conn.prepare_cached(SELECT_LIVE).await?;
-            conn.query(&select, &[&after, &now, &text, &limit]).await?
+            conn.query(&select, &head).await?
         }
-        Some(user) => {
-            let select = conn.prepare_cached(SELECT_LIVE_OF).await?;
-            conn.query(&select, &[&after, &now, &text, &limit, &user])
+        Some(below) => {
+            let select = conn.prepare_cached(SELECT_LIVE_BELOW).await?;
+            conn.query(&select, &[head[0], head[1], head[2], head[3], &below])
                 .await?
         }
     };
@@ -398,6 +402,27 @@ pub(super) async fn live(
             Ok((id, family_from(row)?))
         })
         .collect()
+}
+
+/// The first name in byte order past the names of `owners` (`None`: past every name). A name
+/// never holds NUL (PostgreSQL's text cannot), so the one after `name` alone is `name` + U+0001;
+/// the one after those that start with a prefix is the prefix with its last char that has a
+/// successor raised.
+fn names_below(owners: Owners<'_>) -> Option<String> {
+    let prefix = match owners {
+        Owners::All => return None,
+        Owners::Named(name) => return Some(format!("{name}\u{1}")),
+        Owners::Prefixed(prefix) => prefix,
+    };
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let next = (u32::from(last) + 1..=u32::from(char::MAX)).find_map(char::from_u32);
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
 }
 
 /// The family `id` as stored.
@@ -509,5 +534,29 @@ impl Families for PgStore {
         now: u64,
     ) -> Result<Option<Family>, StoreError> {
         revoke_id(self, id, now).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_names_below_a_prefix_are_all_those_that_start_with_it() {
+        assert_eq!(names_below(Owners::All), None);
+        assert_eq!(names_below(Owners::Prefixed("")), None);
+        assert_eq!(names_below(Owners::Named("al")).as_deref(), Some("al\u{1}"));
+        assert_eq!(names_below(Owners::Prefixed("al")).as_deref(), Some("am"));
+        let max = char::MAX.to_string();
+        assert_eq!(
+            names_below(Owners::Prefixed(&format!("a{max}"))).as_deref(),
+            Some("b")
+        );
+        assert_eq!(names_below(Owners::Prefixed(&max)), None);
+        // The successor of the last char before the surrogates is the first after them.
+        assert_eq!(
+            names_below(Owners::Prefixed("\u{d7ff}")).as_deref(),
+            Some("\u{e000}")
+        );
     }
 }

@@ -102,6 +102,12 @@ const MIGRATIONS: &[&str] = &[
     // changes, so a rotation's update still touches no index entry (it stays heap-only).
     "CREATE INDEX IF NOT EXISTS refresh_family_records_by_user \
      ON refresh_family_records (username, id)",
+    // Every page of the admin API's sessions walks the families by user and id, byte for byte
+    // whatever the database's collation (`refresh.rs`, `live`): the index of one user's
+    // families above, in that order.
+    "DROP INDEX IF EXISTS refresh_family_records_by_user; \
+     CREATE INDEX IF NOT EXISTS refresh_families_by_user_name \
+     ON refresh_family_records (username COLLATE \"C\", id)",
 ];
 
 /// Seconds an issuer holds the migration lock at most: another takes it over after that.

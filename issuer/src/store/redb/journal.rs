@@ -20,9 +20,9 @@
 use super::by_user::FAMILIES_BY_USER;
 use super::{dec, RedbFile, FAMILY_JOURNAL, FAMILY_RECORDS};
 use crate::store::family::Family;
-use crate::store::{may_hold, FamilyFilter, StoreError};
-use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, WriteTransaction};
-use std::collections::{BTreeMap, HashMap};
+use crate::store::StoreError;
+use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;
@@ -44,100 +44,6 @@ fn entry(id: &[u8; 16], fam: &Family) -> Vec<u8> {
     let mut v = id.to_vec();
     v.extend_from_slice(&super::enc(fam));
     v
-}
-
-/// Whether the stored family `raw` of `id` cannot hold `filter`'s text, told without decoding it.
-fn ruled_out(filter: &FamilyFilter<'_>, id: &[u8; 16], raw: &[u8]) -> bool {
-    filter
-        .text
-        .is_some_and(|t| !hex::encode(id).contains(t) && !may_hold(raw, t))
-}
-
-/// A page of a [`FamilyFilter`] at a time, filled in id order from the family table's records
-/// (or an index's ids), each replaced by its state in the overlay, with the overlay's families
-/// not yet in the table merged in by id.
-pub(super) struct FamilyPage<'f> {
-    /// The overlay's families after the filter's cursor, as they were when the read began.
-    newer: BTreeMap<[u8; 16], Family>,
-    filter: &'f FamilyFilter<'f>,
-    now: u64,
-    page: Vec<([u8; 16], Family)>,
-}
-
-impl<'f> FamilyPage<'f> {
-    /// An empty page of `filter` at `now`, with the overlay's families that `keep` keeps, and a
-    /// read transaction begun under the overlay's lock, so that the two agree.
-    pub(super) fn begin(
-        file: &RedbFile,
-        filter: &'f FamilyFilter<'f>,
-        now: u64,
-        keep: impl Fn(&Family) -> bool,
-    ) -> Result<(Self, ReadTransaction), StoreError> {
-        let overlay = file.overlay();
-        let newer = overlay
-            .families
-            .iter()
-            .filter(|(id, fam)| keep(fam) && filter.after.is_none_or(|a| **id > a))
-            .map(|(id, fam)| (*id, fam.clone()))
-            .collect();
-        let tx = file.begin_read()?;
-        let page = Self {
-            newer,
-            filter,
-            now,
-            page: Vec::new(),
-        };
-        Ok((page, tx))
-    }
-
-    /// Takes the overlay's families before `id`, then `id` itself (the next id of the walk): its
-    /// state in the overlay, else what `stored` reads (`None`: nothing to take). True once the
-    /// page is full.
-    pub(super) fn next(
-        &mut self,
-        id: [u8; 16],
-        stored: impl FnOnce() -> Result<Option<Family>, StoreError>,
-    ) -> Result<bool, StoreError> {
-        if self.filter.after.is_some_and(|a| id <= a) {
-            return Ok(false);
-        }
-        while let Some(entry) = self.newer.first_entry().filter(|e| *e.key() < id) {
-            let (oid, fam) = entry.remove_entry();
-            if self.take(oid, fam) {
-                return Ok(true);
-            }
-        }
-        let fam = match self.newer.remove(&id) {
-            Some(fam) => fam,
-            None => match stored()? {
-                Some(fam) => fam,
-                None => return Ok(false),
-            },
-        };
-        Ok(self.take(id, fam))
-    }
-
-    /// The page: as it is once full, else with the overlay's families after the walk's last id
-    /// taken in.
-    pub(super) fn finish(mut self) -> Vec<([u8; 16], Family)> {
-        if self.page.len() >= self.filter.limit {
-            return self.page;
-        }
-        for (id, fam) in std::mem::take(&mut self.newer) {
-            if self.take(id, fam) {
-                break;
-            }
-        }
-        self.page
-    }
-
-    /// Keeps `fam` if the filter selects it; true once the page is full.
-    fn take(&mut self, id: [u8; 16], fam: Family) -> bool {
-        if self.filter.selects(&id, &fam, self.now) {
-            self.page.push((id, fam));
-        }
-        self.page.len() >= self.filter.limit
-    }
 }
 
 impl RedbFile {
@@ -211,39 +117,6 @@ impl RedbFile {
             .get(id.as_slice())?
             .map(|v| dec::<Family>(v.value(), "refresh_family_records"))
             .transpose()
-    }
-
-    /// The families live at `now` that `filter` selects, in the order of their ids: the table's
-    /// records after `filter.after` walked in order, merged with the overlay ([`FamilyPage`]);
-    /// one user's through the index by user ([`super::by_user`]).
-    pub(super) fn live_families(
-        &self,
-        filter: &FamilyFilter<'_>,
-        now: u64,
-    ) -> Result<Vec<([u8; 16], Family)>, StoreError> {
-        if filter.limit == 0 {
-            return Ok(Vec::new());
-        }
-        if let Some(user) = filter.user {
-            return self.live_families_of(user, filter, now);
-        }
-        let (mut page, tx) = FamilyPage::begin(self, filter, now, |_| true)?;
-        let table = tx.open_table(FAMILY_RECORDS)?;
-        let start = filter.after.unwrap_or_default();
-        for r in table.range::<&[u8]>(start.as_slice()..)? {
-            let (k, v) = r?;
-            let Ok(id) = <[u8; 16]>::try_from(k.value()) else {
-                continue;
-            };
-            let stored = || match ruled_out(filter, &id, v.value()) {
-                true => Ok(None),
-                false => dec::<Family>(v.value(), "refresh_family_records").map(Some),
-            };
-            if page.next(id, stored)? {
-                break;
-            }
-        }
-        Ok(page.finish())
     }
 
     /// Appends the changes of a batch to the journal in `tx`, which the caller then commits.

@@ -1,6 +1,6 @@
-//! The admin API's lists read page by page from the store: users, clients by state and one
-//! user's sessions followed by their cursor to the end, each item once and in the order of its
-//! key, and a search.
+//! The admin API's lists read page by page from the store: users, clients by state, one user's
+//! sessions and the sessions of the users whose name starts with a text followed by their cursor
+//! to the end, each item once and in the order of its key, and a search.
 
 use super::*;
 use issuer::store::redb::{FamilyOp, RedbFile};
@@ -10,8 +10,11 @@ const PAGED_USERS: usize = 120;
 const PAGED_CLIENTS: usize = 40;
 /// The families of the user `page-007`.
 const FAMILIES: usize = 7;
+/// The families of the user `page-070`.
+const LATER_FAMILIES: usize = 3;
 
-/// Users `page-000`…, clients `paged-00`… (every third inactive) and `page-007`'s families,
+/// Users `page-000`…, clients `paged-00`… (every third inactive), `page-007`'s families and
+/// `page-070`'s,
 /// written to the data dir before the issuer serves it.
 fn fill(dir: &Path) {
     let store = RedbFile::open(dir, now()).unwrap();
@@ -44,12 +47,15 @@ fn fill(dir: &Path) {
         };
         assert!(store.add_client(&format!("paged-{i:02}"), &rec).unwrap());
     }
-    let start = || FamilyOp::Start {
+    let start = |user: &str| FamilyOp::Start {
         client: "app".into(),
-        user: "page-007".into(),
+        user: user.into(),
         jkt: None,
     };
-    let ops: Vec<_> = (0..FAMILIES).map(|_| (start(), now())).collect();
+    let ops: Vec<_> = (0..FAMILIES)
+        .map(|_| (start("page-007"), now()))
+        .chain((0..LATER_FAMILIES).map(|_| (start("page-070"), now())))
+        .collect();
     let done = store
         .apply_refresh_ops(&ops, &RefreshPolicy::default())
         .unwrap();
@@ -121,4 +127,19 @@ async fn lists_are_read_page_by_page_to_their_end() {
     assert!(sessions.iter().all(|x| x["user"] == "page-007"));
     let none = s.get(&root, "/apiv2/admin/sessions?user=page-00").await;
     assert_eq!(none["items"], json!([]));
+    // The sessions of the users whose name starts with a text: by user, then id.
+    let both = every_page(&s, &root, "/apiv2/admin/sessions?q=page-0", 4).await;
+    let users = field(&both, "user");
+    assert_eq!(users.len(), FAMILIES + LATER_FAMILIES, "{users:?}");
+    assert!(users[..FAMILIES].iter().all(|u| u == "page-007"));
+    assert!(users[FAMILIES..].iter().all(|u| u == "page-070"));
+    assert_eq!(field(&both[..FAMILIES], "id"), ids);
+    let one = every_page(&s, &root, "/apiv2/admin/sessions?q=page-07", 2).await;
+    assert_eq!(field(&one, "user"), ["page-070"; LATER_FAMILIES]);
+    for text in ["PAGE-0", "page-0070", "age"] {
+        let none = s
+            .get(&root, &format!("/apiv2/admin/sessions?q={text}"))
+            .await;
+        assert_eq!(none["items"], json!([]), "{text}");
+    }
 }

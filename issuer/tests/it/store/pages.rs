@@ -5,7 +5,9 @@
 //! another's, families in the journal and in the table, swept, and after reopening).
 
 use super::{client, user, Backend};
-use issuer::store::{ClientRecord, FamilyFilter, RecordFilter, Store, UserRecord};
+use issuer::store::{
+    ClientRecord, FamilyFilter, FamilyKey, Owners, RecordFilter, Store, UserRecord,
+};
 
 /// Every user `filter` selects, page by page of `per`, the last key the cursor.
 async fn user_pages(
@@ -130,13 +132,12 @@ async fn clients_by_state_and_vendor(s: &dyn Store) {
 }
 
 async fn ids_of(s: &dyn Store, user: &str, per: usize, now: u64) -> Vec<[u8; 16]> {
-    let mut seen = Vec::new();
+    let mut seen: Vec<[u8; 16]> = Vec::new();
     loop {
         let f = FamilyFilter {
-            user: Some(user),
-            after: seen.last().copied(),
+            owners: Owners::Named(user),
+            after: seen.last().map(|id| FamilyKey { user, id: *id }),
             limit: per,
-            text: None,
         };
         let page = s.live_families(&f, now).await.unwrap();
         assert!(page.iter().all(|(_, fam)| fam.user == user));

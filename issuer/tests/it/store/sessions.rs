@@ -1,29 +1,29 @@
 //! The administrator's view of refresh token families on both backends: the live ones listed in
-//! the order of their ids, by page, of one user or holding a text, and one revoked by its id
-//! with its access tokens, whoever owns it.
+//! the order of their users and ids, by page, of every user, of one user or of the users whose
+//! name starts with a text, and one revoked by its id with its access tokens, whoever owns it.
 
 use super::{family_revocations, issue, rotate, with_user, Backend};
-use issuer::store::{FamilyFilter, RefreshRejection, Store};
+use issuer::store::{FamilyFilter, FamilyKey, Owners, RefreshRejection, Store};
 
 fn id_of(s: &dyn Store, refresh_token: &str) -> [u8; 16] {
     s.hash_key().verify_refresh(refresh_token).unwrap().family
 }
 
-/// Every live family `filter` selects at `now`, page by page of `per` (the last id the cursor).
-async fn all_pages(s: &dyn Store, filter: FamilyFilter<'_>, per: usize, now: u64) -> Vec<[u8; 16]> {
+/// Every live family of `owners` at `now`, page by page of `per` (the last one the cursor).
+async fn all_pages(s: &dyn Store, owners: Owners<'_>, per: usize, now: u64) -> Vec<[u8; 16]> {
     let mut seen = Vec::new();
-    let mut after = None;
+    let mut last: Option<(String, [u8; 16])> = None;
     loop {
         let f = FamilyFilter {
-            after,
+            owners,
+            after: last.as_ref().map(|(user, id)| FamilyKey { user, id: *id }),
             limit: per,
-            ..filter
         };
         let page = s.live_families(&f, now).await.unwrap();
         assert!(page.len() <= per);
         seen.extend(page.iter().map(|(id, _)| *id));
         match page.last() {
-            Some((id, _)) if page.len() == per => after = Some(*id),
+            Some((id, fam)) if page.len() == per => last = Some((fam.user.clone(), *id)),
             _ => return seen,
         }
     }
@@ -44,12 +44,14 @@ pub(crate) async fn families_are_listed_by_page_and_user_and_revoked_by_id(b: Ba
     }
     let bobs = s.start_family("other", "bob", 1_007, None).await.unwrap();
     let rotated = rotate(s, &alice[0], "app", 1_010).await.unwrap();
-    let mut want: Vec<[u8; 16]> = alice.iter().map(|t| id_of(s, t)).collect();
-    want.push(id_of(s, &bobs));
-    want.sort_unstable();
+    let mut alices: Vec<[u8; 16]> = alice.iter().map(|t| id_of(s, t)).collect();
+    alices.sort_unstable();
+    let bob = id_of(s, &bobs);
+    let mut want = alices.clone();
+    want.push(bob);
     for per in [1, 2, 3, 100] {
-        let got = all_pages(s, FamilyFilter::default(), per, 1_011).await;
-        assert_eq!(got, want, "pages of {per}");
+        let got = all_pages(s, Owners::All, per, 1_011).await;
+        assert_eq!(got, want, "pages of {per}: alice's by id, then bob's");
     }
     // What an item holds: the last use is the rotation.
     let all = FamilyFilter {
@@ -66,25 +68,43 @@ pub(crate) async fn families_are_listed_by_page_and_user_and_revoked_by_id(b: Ba
         ("alice", "app")
     );
     assert_eq!((first.1.created_at, first.1.last_used()), (1_000, 1_010));
-    // Of one user; holding a text (user, client, or id in hex).
-    let bob_only = FamilyFilter {
-        user: Some("bob"),
-        ..all
-    };
-    assert_eq!(all_pages(s, bob_only, 1, 1_011).await, [id_of(s, &bobs)]);
-    let nobody = FamilyFilter {
-        user: Some("bo"),
-        ..all
-    };
-    assert!(s.live_families(&nobody, 1_011).await.unwrap().is_empty());
-    let hex_part = hex::encode(id_of(s, &alice[3]))[4..20].to_owned();
-    for (text, n) in [("bo", 1), ("oth", 1), ("app", 7), (hex_part.as_str(), 1)] {
-        let f = FamilyFilter {
-            text: Some(text),
-            ..all
-        };
-        assert_eq!(s.live_families(&f, 1_011).await.unwrap().len(), n, "{text}");
+    // Of one user (by name, whole); of the users whose name starts with a text.
+    assert_eq!(all_pages(s, Owners::Named("bob"), 1, 1_011).await, [bob]);
+    assert!(all_pages(s, Owners::Named("bo"), 1, 1_011).await.is_empty());
+    assert_eq!(all_pages(s, Owners::Named("alice"), 2, 1_011).await, alices);
+    for (prefix, want) in [("bo", vec![bob]), ("b", vec![bob]), ("al", alices.clone())] {
+        for per in [1, 4, 100] {
+            let got = all_pages(s, Owners::Prefixed(prefix), per, 1_011).await;
+            assert_eq!(got, want, "{prefix:?} by pages of {per}");
+        }
     }
+    for prefix in ["Bo", "bob2", "c", "alicf"] {
+        assert!(
+            all_pages(s, Owners::Prefixed(prefix), 3, 1_011)
+                .await
+                .is_empty(),
+            "{prefix:?}"
+        );
+    }
+    assert_eq!(all_pages(s, Owners::Prefixed(""), 5, 1_011).await, want);
+    // A cursor before the owners' names starts at their first; one past them ends the list.
+    let early = FamilyFilter {
+        owners: Owners::Prefixed("bo"),
+        after: Some(FamilyKey {
+            user: "alice",
+            id: alices[0],
+        }),
+        limit: 10,
+    };
+    assert_eq!(s.live_families(&early, 1_011).await.unwrap().len(), 1);
+    let late = FamilyFilter {
+        after: Some(FamilyKey {
+            user: "bob",
+            id: bob,
+        }),
+        ..early
+    };
+    assert!(s.live_families(&late, 1_011).await.unwrap().is_empty());
     step_a_family_is_revoked_by_id(s, &alice, &rotated.successor, &want).await;
 }
 
