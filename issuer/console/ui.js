@@ -79,7 +79,8 @@ export function pagedList({ label, load, render, extra = [], searchLabel = `Sear
       const page = await load(q.value.trim(), reset ? null : next);
       items = reset ? page.items : items.concat(page.items);
       next = page.next;
-      results.replaceChildren(items.length ? render(items, reload) : el("p", { text: `No ${label} found.` }));
+      const none = next ? `No ${label} found yet: "More" reads on.` : `No ${label} found.`;
+      results.replaceChildren(items.length ? render(items, reload) : el("p", { text: none }));
       more.hidden = !next;
     } catch (e) {
       fail(e);

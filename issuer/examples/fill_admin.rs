@@ -1,15 +1,16 @@
 //! Benchmark fixture, not part of the product: a backup of a store at the size the admin API's
 //! lists are measured at (`cargo xtask bench --admin`). It reads a backup (a small store holding
 //! the benchmark's administrator), adds `USERS` users `user-000000`…, `CLIENTS` clients
-//! `client-00000`… and `FAMILIES` live refresh token families spread evenly over them, and writes
-//! the whole as a new backup, which `issuer restore` loads into a data dir or a PostgreSQL
+//! `client-00000`… and `FAMILIES` live refresh token families spread evenly over them, with as
+//! many audit events (token exchanges of those users by those clients over the last 30 days),
+//! and writes the whole as a new backup, which `issuer restore` loads into a data dir or a PostgreSQL
 //! database as it would any other.
 //!
 //! `cargo run --release -p issuer --example fill_admin -- IN OUT USERS CLIENTS FAMILIES`
 
 use issuer::store::family::Family;
 use issuer::store::redb::contents::{read_backup, write_backup};
-use issuer::store::{ClientRecord, GrantKind, UserRecord};
+use issuer::store::{AuditAction, AuditEvent, ClientRecord, GrantKind, UserRecord};
 use sha2::{Digest, Sha256};
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Instant, SystemTime};
@@ -89,6 +90,21 @@ fn main() -> anyhow::Result<()> {
         contents.families.push((family_id(i), fam));
     }
     contents.families.sort_by_key(|(id, _)| *id);
+    let span = 30 * 86_400;
+    for i in 0..families {
+        let at = now - span + i * span / families.max(1);
+        let user = format!("user-{:06}", i % users.max(1));
+        let after = serde_json::json!({ "subject": user, "actors": [format!("client-{:05}", i % clients.max(1))] });
+        let e = AuditEvent::new(
+            at,
+            &format!("client-{:05}", i % clients.max(1)),
+            AuditAction::Exchange,
+            &user,
+            serde_json::Value::Null,
+            after,
+        );
+        contents.audit.push((at, serde_json::to_string(&e)?));
+    }
     // A backup holds secrets: `issuer restore` reads only one that is the owner's alone.
     let file = std::fs::OpenOptions::new()
         .write(true)

@@ -150,6 +150,12 @@ mod tests {
         async fn audit_since(&self, _: u64, _: usize) -> Result<Vec<AuditEvent>, StoreError> {
             Ok(vec![])
         }
+        async fn audit_page(
+            &self,
+            _: &crate::store::AuditPage<'_>,
+        ) -> Result<crate::store::AuditRead, StoreError> {
+            Ok(crate::store::AuditRead::default())
+        }
         async fn sweep_audit(&self, _: u64) -> Result<u64, StoreError> {
             Ok(0)
         }

@@ -50,10 +50,10 @@ pub use keys::{
 };
 pub use location::{Location, PgFiles};
 pub use storage::{
-    may_hold, AccessLifetime, Audit, ChangeListener, Clients, Edges, Families, FamilyFilter,
-    FamilyKey, FamilyRevocation, HashKeyed, Listed, Liveness, Notice, Notices, Owners, ProofIds,
-    RecordFilter, RefreshInfo, RefreshPolicy, RefreshRejection, Revocations, RotateOutcome,
-    Rotation, SigningKeys, Store, Sweep, Users,
+    may_hold, AccessLifetime, Audit, AuditKey, AuditPage, AuditRead, ChangeListener, Clients,
+    Edges, Families, FamilyFilter, FamilyKey, FamilyRevocation, HashKeyed, Listed, Liveness,
+    Notice, Notices, Owners, ProofIds, RecordFilter, RefreshInfo, RefreshPolicy, RefreshRejection,
+    Revocations, RotateOutcome, Rotation, SigningKeys, Store, Sweep, Users,
 };
 
 /// Every trait of the store, for code that calls a backend by its own type (`use

@@ -399,8 +399,49 @@ pub trait Audit: Send + Sync {
     /// Events at or after `since` (seconds since the epoch), oldest first, at most `limit` of
     /// them. A record that does not decode is logged and left out.
     async fn audit_since(&self, since: u64, limit: usize) -> Result<Vec<AuditEvent>, StoreError>;
+    /// A page of events newest first (the admin API's audit trail): those of `page`'s bounds,
+    /// each with its key, read from the newest (or the cursor) back, at most `page.scan` of
+    /// them, so a page costs what it reads however long the trail. A record that does not
+    /// decode is logged and left out.
+    async fn audit_page(&self, page: &AuditPage<'_>) -> Result<AuditRead, StoreError>;
     /// Deletes the events recorded before `before`; returns how many went.
     async fn sweep_audit(&self, before: u64) -> Result<u64, StoreError>;
+}
+
+/// Where an event stands in the audit trail: its time, then a number the store gives it
+/// (redb's count of events, PostgreSQL's random row id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AuditKey {
+    /// The event's time (seconds since the epoch).
+    pub at: u64,
+    /// Its number among the events of that second.
+    pub n: i64,
+}
+
+/// Which events [`Audit::audit_page`] reads, newest first.
+#[derive(Debug, Clone, Copy)]
+pub struct AuditPage<'a> {
+    /// Only events older than this one (none: from the newest).
+    pub before: Option<AuditKey>,
+    /// Only events at or after this time.
+    pub since: u64,
+    /// Only events whose stored record (JSON) holds this text, lowercase, in any case.
+    pub text: Option<&'a str>,
+    /// Events at most.
+    pub limit: usize,
+    /// Events read at most, matching or not: a search stops there, and says where.
+    pub scan: usize,
+}
+
+/// What [`Audit::audit_page`] read.
+#[derive(Debug, Default)]
+pub struct AuditRead {
+    /// The events found, newest first, each with its key.
+    pub events: Vec<(AuditKey, AuditEvent)>,
+    /// The key of the last event read when the read stopped at `scan` events before `limit`
+    /// were found: the next read goes on from there. `None`: nothing more to read, or the page
+    /// is full.
+    pub stopped_at: Option<AuditKey>,
 }
 
 /// The ids of the DPoP proofs the token endpoint accepted, each until its proof expires: a

@@ -23,7 +23,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// The store's size: users, clients, live families.
+/// The store's size: users, clients, live families (and as many audit events, over 30 days).
 const USERS: u64 = 100_000;
 const CLIENTS: u64 = 10_000;
 const FAMILIES: u64 = 1_000_000;
@@ -63,22 +63,19 @@ fn cursor(key: &str) -> String {
     B64.encode(key)
 }
 
+fn route(name: &'static str, path: String, items: Option<usize>) -> Route {
+    Route { name, path, items }
+}
+
 /// The routes, for a store of `users` users and `clients` clients.
 fn routes(users: u64, clients: u64, per_user: usize) -> Vec<Route> {
-    let r = |name, path: String, items| Route { name, path, items };
+    let r = route;
     let mid_user = cursor(&format!("user-{:06}", users / 2));
     let mid_client = cursor(&format!("client-{:05}", clients / 2));
-    // A session cursor is the family's id in hex, then its user.
-    let mid_session = cursor(&format!(
-        "8{}{}",
-        "0".repeat(31),
-        format_args!("user-{:06}", users / 2)
-    ));
-    let one = format!("user-{:06}", users / 3);
     // Ten users and ten clients at the end of their lists: a search reads every record.
     let last_users = format!("user-{:05}", (users - 1) / 10);
     let last_clients = format!("client-{:04}", (clients - 1) / 10);
-    vec![
+    let mut all = vec![
         r("users: first page", "users?limit=50".into(), Some(50)),
         r(
             "users: a middle page",
@@ -111,6 +108,26 @@ fn routes(users: u64, clients: u64, per_user: usize) -> Vec<Route> {
             "clients?state=pending".into(),
             Some(0),
         ),
+    ];
+    all.extend(session_and_audit_routes(users, per_user));
+    all.push(r("keys", "keys".into(), None));
+    all
+}
+
+/// The routes of the sessions and the audit trail: each user has `per_user` sessions.
+fn session_and_audit_routes(users: u64, per_user: usize) -> Vec<Route> {
+    let r = route;
+    // A session cursor is the family's id in hex, then its user.
+    let mid_session = cursor(&format!(
+        "8{}{}",
+        "0".repeat(31),
+        format_args!("user-{:06}", users / 2)
+    ));
+    let one = format!("user-{:06}", users / 3);
+    // An audit cursor is an event's time and number: from 15 days back.
+    let now = e2e::unix_now();
+    let mid_audit = cursor(&format!("{}:0", now - 15 * 86_400));
+    vec![
         r("sessions: first page", "sessions?limit=50".into(), Some(50)),
         r(
             "sessions: a middle page",
@@ -137,8 +154,22 @@ fn routes(users: u64, clients: u64, per_user: usize) -> Vec<Route> {
             "sessions?q=nobody".into(),
             Some(0),
         ),
-        r("audit: first page", "audit?limit=50".into(), None),
-        r("keys", "keys".into(), None),
+        r("audit: first page", "audit?limit=50".into(), Some(50)),
+        r(
+            "audit: a middle page",
+            format!("audit?limit=50&after={mid_audit}"),
+            Some(50),
+        ),
+        r(
+            "audit: the last hour (`since=`)",
+            format!("audit?limit=50&since={}", now - 3_600),
+            Some(50),
+        ),
+        r(
+            "audit: a search (reads 20,000 events a request)",
+            format!("audit?q={one}"),
+            None,
+        ),
     ]
 }
 

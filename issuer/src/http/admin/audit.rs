@@ -1,52 +1,64 @@
 //! `GET /apiv2/admin/audit`: the audit trail, newest first, searchable (`q` over the actor,
-//! client, address, action, target and values) from a time on (`since`). The cursor is the
-//! position of the last event given among those read from `since`, oldest first, so events
-//! recorded meanwhile do not shift a page.
+//! client, address, action, target and values, as the event is stored) from a time on
+//! (`since`), paged in the store ([`crate::store::Audit::audit_page`]). The cursor is the key of
+//! the last event given, so events recorded meanwhile do not shift a page. A request reads at
+//! most [`AUDIT_SCAN`] events: a search that found too few by then answers what it found and a
+//! cursor to go on from (a page may be short, even empty, with a `next`).
 
-use super::bodies::{ListQuery, DEFAULT_LIMIT};
-use super::ops::read;
+use super::bodies::{cursor_of, ListQuery, DEFAULT_LIMIT};
 use super::{refusal, AdminHttp};
-use crate::admin::{Command, Reply};
 use crate::app::ApiError;
+use crate::store::{AuditKey, AuditPage};
 use serde_json::{json, Value};
 use warp::http::StatusCode;
 
+/// Events one request reads at most, matching or not.
+pub const AUDIT_SCAN: usize = 20_000;
+
 /// A page of the audit trail.
 pub(super) async fn list(state: &AdminHttp, q: &ListQuery) -> Result<Value, ApiError> {
-    let since = q.since.unwrap_or(0);
-    let Reply::Audit(events) = read(state, &Command::AuditRead { since }).await? else {
-        return Err(ApiError::internal(
-            &"an admin command answered with another reply",
-        ));
-    };
     let before = match q.after_key() {
-        None => events.len(),
-        Some(k) => k.parse::<usize>().map_err(|_| {
+        None => None,
+        Some(k) => Some(key_of(&k).ok_or_else(|| {
             refusal(
                 StatusCode::BAD_REQUEST,
                 "invalid_request",
                 "after is not a cursor of this list",
             )
-        })?,
+        })?),
     };
-    let needle = q.q.as_deref().map(str::to_lowercase);
+    let text = q.q.as_deref().map(str::to_lowercase);
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
-    let mut chosen = events
-        .iter()
-        .enumerate()
-        .take(before.min(events.len()))
-        .rev()
-        .map(|(i, e)| (i, serde_json::to_value(e).unwrap_or(Value::Null)))
-        .filter(|(_, v)| {
-            needle
-                .as_deref()
-                .is_none_or(|n| v.to_string().to_lowercase().contains(n))
-        });
-    let page: Vec<(usize, Value)> = chosen.by_ref().take(limit).collect();
-    let next = match (page.last(), chosen.next()) {
-        (Some((i, _)), Some(_)) => json!(super::bodies::cursor_of(&i.to_string())),
-        _ => Value::Null,
+    let page = AuditPage {
+        before,
+        since: q.since.unwrap_or(0),
+        text: text.as_deref(),
+        limit: limit.saturating_add(1),
+        scan: AUDIT_SCAN,
     };
-    let items: Vec<Value> = page.into_iter().map(|(_, v)| v).collect();
+    let read = state.app.store.audit_page(&page).await?;
+    let mut found = read.events;
+    let more = found.len() > limit;
+    found.truncate(limit);
+    let go_on = match found.last() {
+        Some((k, _)) if more => Some(*k),
+        _ => read.stopped_at,
+    };
+    let next = go_on.map_or(Value::Null, |k| {
+        json!(cursor_of(&format!("{}:{}", k.at, k.n)))
+    });
+    let items: Vec<Value> = found
+        .iter()
+        .map(|(_, e)| serde_json::to_value(e).unwrap_or(Value::Null))
+        .collect();
     Ok(json!({"items": items, "next": next}))
+}
+
+/// The key a cursor names: `AT:N`.
+fn key_of(cursor: &str) -> Option<AuditKey> {
+    let (at, n) = cursor.split_once(':')?;
+    Some(AuditKey {
+        at: at.parse().ok()?,
+        n: n.parse().ok()?,
+    })
 }

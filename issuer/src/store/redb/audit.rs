@@ -4,7 +4,7 @@
 //! the settings (`audit_seq`), so reading from a time is a range and the sweep deletes a prefix.
 
 use super::{enc, RedbFile, RedbStore, AUDIT, SETTINGS};
-use crate::store::{Audit, AuditEvent, StoreError};
+use crate::store::{Audit, AuditEvent, AuditKey, AuditPage, AuditRead, StoreError};
 use redb::ReadableTable;
 
 /// Each event's time and its stored encoding: what the write moves to its blocking thread,
@@ -52,6 +52,46 @@ impl RedbFile {
         Ok(out)
     }
 
+    /// The events of `page`, newest first: the table walked back from the cursor, at most
+    /// `page.scan` entries.
+    pub fn audit_page(&self, page: &AuditPage<'_>) -> Result<AuditRead, StoreError> {
+        let tx = self.begin_read()?;
+        let t = tx.open_table(AUDIT)?;
+        let end = page.before.map_or((u64::MAX, u64::MAX), |k| {
+            (k.at, u64::try_from(k.n).unwrap_or(0))
+        });
+        let key = |(at, seq): (u64, u64)| AuditKey {
+            at,
+            n: i64::try_from(seq).unwrap_or(i64::MAX),
+        };
+        let mut read = AuditRead::default();
+        let mut last = None;
+        for (scanned, r) in t.range((page.since, 0)..end)?.rev().enumerate() {
+            if read.events.len() >= page.limit {
+                break;
+            }
+            let (k, v) = r?;
+            if scanned >= page.scan {
+                // One more is there: the next read goes on below the last one read.
+                read.stopped_at = last;
+                break;
+            }
+            last = Some(key(k.value()));
+            let raw = v.value();
+            let wanted = page
+                .text
+                .is_none_or(|t| String::from_utf8_lossy(raw).to_lowercase().contains(t));
+            if !wanted {
+                continue;
+            }
+            match serde_json::from_slice::<AuditEvent>(raw) {
+                Ok(e) => read.events.push((key(k.value()), e)),
+                Err(_) => tracing::error!(seq = k.value().1, "an audit record does not decode"),
+            }
+        }
+        Ok(read)
+    }
+
     /// Deletes the events recorded before `before`.
     pub fn sweep_audit(&self, before: u64) -> Result<u64, StoreError> {
         let tx = self.begin_write()?;
@@ -86,6 +126,10 @@ impl Audit for RedbStore {
 
     async fn audit_since(&self, since: u64, limit: usize) -> Result<Vec<AuditEvent>, StoreError> {
         self.watch(self.file.audit_since(since, limit))
+    }
+
+    async fn audit_page(&self, page: &AuditPage<'_>) -> Result<AuditRead, StoreError> {
+        self.watch(self.file.audit_page(page))
     }
 
     async fn sweep_audit(&self, before: u64) -> Result<u64, StoreError> {

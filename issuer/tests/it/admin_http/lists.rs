@@ -4,7 +4,7 @@
 
 use super::*;
 use issuer::store::redb::{FamilyOp, RedbFile};
-use issuer::store::{ClientRecord, GrantKind, RefreshPolicy, UserRecord};
+use issuer::store::{AuditAction, AuditEvent, ClientRecord, GrantKind, RefreshPolicy, UserRecord};
 
 const PAGED_USERS: usize = 120;
 const PAGED_CLIENTS: usize = 40;
@@ -12,6 +12,8 @@ const PAGED_CLIENTS: usize = 40;
 const FAMILIES: usize = 7;
 /// The families of the user `page-070`.
 const LATER_FAMILIES: usize = 3;
+/// Audit events `paged-audit-00`…, a second apart from 1,000 s before the test.
+const AUDIT_EVENTS: usize = 30;
 
 /// Users `page-000`…, clients `paged-00`… (every third inactive), `page-007`'s families and
 /// `page-070`'s,
@@ -61,6 +63,22 @@ fn fill(dir: &Path) {
         .unwrap();
     assert!(done.iter().all(Result::is_ok));
     store.merge().unwrap();
+    let events: Vec<(u64, Vec<u8>)> = (0..AUDIT_EVENTS)
+        .map(|i| {
+            let at = now() - 1_000 + i as u64;
+            let target = format!("paged-audit-{i:02}");
+            let e = AuditEvent::new(
+                at,
+                "root",
+                AuditAction::UserDisable,
+                &target,
+                json!(1),
+                json!(2),
+            );
+            (at, serde_json::to_vec(&e).unwrap())
+        })
+        .collect();
+    store.record_audit(&events).unwrap();
 }
 
 /// Every item of `list` (a path with its query) as `caller` reads it, page by page; checks
@@ -136,6 +154,30 @@ async fn lists_are_read_page_by_page_to_their_end() {
     assert_eq!(field(&both[..FAMILIES], "id"), ids);
     let one = every_page(&s, &root, "/apiv2/admin/sessions?q=page-07", 2).await;
     assert_eq!(field(&one, "user"), ["page-070"; LATER_FAMILIES]);
+    // The audit trail, newest first, searched in any case.
+    let audit = every_page(&s, &root, "/apiv2/admin/audit?q=Paged-Audit", 7).await;
+    let newest_first: Vec<String> = (0..AUDIT_EVENTS)
+        .rev()
+        .map(|i| format!("paged-audit-{i:02}"))
+        .collect();
+    assert_eq!(field(&audit, "target"), newest_first);
+    let since = audit[4]["at"].as_u64().unwrap();
+    let late = every_page(
+        &s,
+        &root,
+        &format!("/apiv2/admin/audit?q=paged-audit&since={since}"),
+        2,
+    )
+    .await;
+    assert_eq!(field(&late, "target"), newest_first[..5]);
+    let bad = s.call(
+        &root,
+        "GET",
+        "/apiv2/admin/audit?after=bm90LWEta2V5",
+        None,
+        None,
+    );
+    assert_eq!(bad.await.status, 400, "a cursor of another list");
     for text in ["PAGE-0", "page-0070", "age"] {
         let none = s
             .get(&root, &format!("/apiv2/admin/sessions?q={text}"))
