@@ -10,7 +10,10 @@
 //! when idle one write gathers what came in a tenth of a second. What is queued but not yet
 //! written is lost if the process dies (at most [`FLUSH_EVERY`] of events; a graceful stop
 //! flushes); an event that finds the queue full, or whose batch fails to write, is dropped,
-//! logged and counted in `/metrics` (`issuer_audit_events_dropped_total`).
+//! logged and counted in `/metrics` (`issuer_audit_events_dropped_total`). The record of a token
+//! being issued (an exchange, an impersonation) is never dropped: the request waits for room in
+//! the queue ([`AuditLog::record_issue`]), and is refused with 503 if none comes, so no token
+//! leaves without its record queued.
 
 use crate::store::{Audit, AuditEvent};
 use prometheus_client::metrics::counter::Counter;
@@ -24,6 +27,14 @@ pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
 pub const BATCH: usize = 512;
 /// Events queued at most; more are dropped (and counted) until the writer catches up.
 pub const QUEUE: usize = 8 * BATCH;
+
+/// How long a token waits for room in the queue for its record before it is refused.
+pub const ISSUE_WAIT: Duration = Duration::from_secs(2);
+
+/// A token's record could not be queued: the token is not issued.
+#[derive(Debug, thiserror::Error)]
+#[error("the audit trail cannot record the token now")]
+pub struct Unrecordable;
 
 enum Job {
     Event(AuditEvent),
@@ -57,6 +68,22 @@ impl AuditLog {
             };
             tracing::error!(action = action.as_str(), "{why}: event dropped");
         }
+    }
+
+    /// Queues `event`, the record of a token about to be issued, waiting up to [`ISSUE_WAIT`]
+    /// for room in the queue: under load the token path slows to the pace the trail is written
+    /// at instead of issuing tokens it does not record. Err: still no room (the writer has
+    /// fallen behind, or stopped); the caller issues nothing.
+    pub async fn record_issue(&self, event: AuditEvent) -> Result<(), Unrecordable> {
+        let action = event.action;
+        let queued = self.queue.send_timeout(Job::Event(event), ISSUE_WAIT).await;
+        queued.map_err(|_| {
+            tracing::error!(
+                action = action.as_str(),
+                "the audit queue stayed full: token not issued"
+            );
+            Unrecordable
+        })
     }
 
     /// Writes everything queued so far before it returns (a graceful stop).
@@ -217,6 +244,49 @@ mod tests {
         let all: Vec<u64> = batches.iter().flatten().map(|e| e.at).collect();
         assert_eq!(all, (0..n as u64).collect::<Vec<_>>());
         assert_eq!(dropped.get(), 0);
+    }
+
+    /// A store whose writes wait for a permit each.
+    struct Stuck(tokio::sync::Semaphore);
+
+    #[async_trait::async_trait]
+    impl Audit for Stuck {
+        async fn record_audit(&self, _: &[AuditEvent]) -> Result<(), StoreError> {
+            self.0.acquire().await.map(|p| p.forget()).ok();
+            Ok(())
+        }
+        async fn audit_since(&self, _: u64, _: usize) -> Result<Vec<AuditEvent>, StoreError> {
+            Ok(vec![])
+        }
+        async fn audit_page(
+            &self,
+            _: &crate::store::AuditPage<'_>,
+        ) -> Result<crate::store::AuditRead, StoreError> {
+            Ok(crate::store::AuditRead::default())
+        }
+        async fn sweep_audit(&self, _: u64) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tokens_record_waits_for_room_and_is_refused_when_none_comes() {
+        let store = Arc::new(Stuck(tokio::sync::Semaphore::new(0)));
+        let log = AuditLog::spawn(store.clone(), Counter::default());
+        for at in 0..QUEUE as u64 {
+            log.record(event(at));
+        }
+        // The queue is full: the record waits until the writer takes a batch (and gets stuck
+        // writing it).
+        log.record_issue(event(1)).await.unwrap();
+        while log.queue.capacity() > 0 {
+            log.record(event(2));
+        }
+        let start = tokio::time::Instant::now();
+        assert!(log.record_issue(event(3)).await.is_err());
+        assert_eq!(start.elapsed(), ISSUE_WAIT, "refused once the wait is over");
+        store.0.add_permits(1_000);
+        log.record_issue(event(4)).await.unwrap();
     }
 
     #[tokio::test]

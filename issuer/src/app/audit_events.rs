@@ -3,7 +3,7 @@
 //! the request; the target the user where there is one. No token is recorded, only ids: an
 //! access token's `jti`, a refresh token family's tag (the prefix of its access tokens' ids).
 
-use super::{now, App};
+use super::{now, ApiError, App};
 use crate::audit::AuditLog;
 use crate::store::revocation::FAMILY_TAG_LEN;
 use crate::store::{AuditAction, AuditEvent};
@@ -28,8 +28,13 @@ impl App {
         ));
     }
 
-    /// A token minted for `client` impersonating `identity`.
-    pub(super) fn audit_impersonation(&self, client: &str, identity: &Identity) {
+    /// A token minted for `client` impersonating `identity`: queued before the token is given
+    /// ([`AuditLog::record_issue`]); Err: it is not.
+    pub(super) async fn audit_impersonation(
+        &self,
+        client: &str,
+        identity: &Identity,
+    ) -> Result<(), ApiError> {
         let claims: Vec<(&str, &str)> = identity
             .claims
             .iter()
@@ -44,25 +49,32 @@ impl App {
         } else {
             identity.subject.clone()
         };
-        self.audit.record(AuditEvent::new(
+        let event = AuditEvent::new(
             now(),
             client,
             AuditAction::Impersonate,
             &target,
             Value::Null,
             json!({ "subject": identity.subject, "roles": identity.roles, "claims": claims }),
-        ));
+        );
+        self.audit
+            .record_issue(event)
+            .await
+            .map_err(|_| ApiError::unrecorded())
     }
 
-    /// A token minted by token exchange: its subject, and who acts for it.
-    pub(super) fn audit_exchange(&self, body: &TokenBody) {
-        let Some(chain) = &body.act else { return };
+    /// A token minted by token exchange: its subject, and who acts for it; queued before the
+    /// token is given ([`AuditLog::record_issue`]); Err: it is not.
+    pub(super) async fn audit_exchange(&self, body: &TokenBody) -> Result<(), ApiError> {
+        let Some(chain) = &body.act else {
+            return Ok(());
+        };
         let target = if body.identity.subject.is_empty() {
             &chain.origin
         } else {
             &body.identity.subject
         };
-        self.audit.record(AuditEvent::new(
+        let event = AuditEvent::new(
             now(),
             &body.client,
             AuditAction::Exchange,
@@ -76,7 +88,11 @@ impl App {
                 "jti": body.jti_hex(),
                 "exp": body.exp,
             }),
-        ));
+        );
+        self.audit
+            .record_issue(event)
+            .await
+            .map_err(|_| ApiError::unrecorded())
     }
 
     /// An access token revoked by its client (RFC 7009).

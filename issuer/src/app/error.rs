@@ -155,6 +155,18 @@ impl ApiError {
         e
     }
 
+    /// 503 `temporarily_unavailable` with `Retry-After`: the token's record could not be queued
+    /// for the audit trail in time (logged where it was found), so no token is issued.
+    pub fn unrecorded() -> Self {
+        let mut e = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "temporarily_unavailable",
+            "the service is temporarily unavailable; retry later",
+        );
+        e.retry_after = Some(1);
+        e
+    }
+
     /// 500 `server_error`; the cause is logged here and never sent.
     pub fn internal(cause: &dyn std::fmt::Display) -> Self {
         tracing::error!(error = cause.to_string(), "internal error");

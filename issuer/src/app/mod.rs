@@ -456,9 +456,9 @@ impl App {
         let body = self.not_revoked(body)?;
         let access = self.sign(key, &body)?;
         if body.act.is_some() {
-            self.audit_exchange(&body);
+            self.audit_exchange(&body).await?;
         } else if body.identity.kind == shared::token::SubjectKind::Impersonation {
-            self.audit_impersonation(&client_id, &body.identity);
+            self.audit_impersonation(&client_id, &body.identity).await?;
         }
         let expires_in = body.exp - body.iat;
         let mut issued = self.token_response(access, issue.refresh, cnf.is_some(), expires_in);

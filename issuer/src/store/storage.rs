@@ -272,7 +272,8 @@ pub trait Families: Send + Sync {
     /// What introspection may reveal about a refresh token that is usable at `now`.
     async fn family_info(&self, token: &str, now: u64) -> Result<Option<RefreshInfo>, StoreError>;
     /// The families live at `now` (neither revoked nor expired) that `filter` selects, in the
-    /// order of their ids, at most `filter.limit` of them (the admin API's session pages).
+    /// order of their users' names and then their ids, at most `filter.limit` of them (the admin
+    /// API's session pages).
     async fn live_families(
         &self,
         filter: &FamilyFilter<'_>,

@@ -79,8 +79,15 @@ impl ListQuery {
         if q.limit.is_some_and(|l| l == 0 || l > MAX_LIMIT) {
             return Err(format!("limit is 1 to {MAX_LIMIT}"));
         }
-        if q.after.as_deref().is_some_and(|a| cursor_key(a).is_none()) {
+        let cursor = q.after.as_deref().map(cursor_key);
+        if cursor.as_ref().is_some_and(Option::is_none) {
             return Err("after is not a cursor of this list".into());
+        }
+        // No name, id or text holds NUL (PostgreSQL's text cannot): refused alike on both stores.
+        let cursor = cursor.flatten();
+        let texts = [q.q.as_deref(), q.user.as_deref(), cursor.as_deref()];
+        if texts.into_iter().flatten().any(|t| t.contains('\0')) {
+            return Err("a query parameter holds a NUL character".into());
         }
         Ok(q)
     }

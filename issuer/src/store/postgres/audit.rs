@@ -91,6 +91,8 @@ pub(super) async fn page(store: &PgStore, page: &AuditPage<'_>) -> Result<AuditR
 /// record, unless `limit` events were found.
 fn read_of(rows: &[tokio_postgres::Row], limit: usize) -> AuditRead {
     let mut read = AuditRead::default();
+    let mut last_found = None;
+    let mut skipped = false;
     for r in rows {
         let key = AuditKey {
             at: super::uint(r.get(0)),
@@ -98,14 +100,24 @@ fn read_of(rows: &[tokio_postgres::Row], limit: usize) -> AuditRead {
         };
         match r.get::<_, Option<&str>>(2) {
             None => read.stopped_at = Some(key),
-            Some(record) => match serde_json::from_str::<AuditEvent>(record) {
-                Ok(e) => read.events.push((key, e)),
-                Err(_) => tracing::error!(id = key.n, "an audit record does not decode"),
-            },
+            Some(record) => {
+                last_found = Some(key);
+                match serde_json::from_str::<AuditEvent>(record) {
+                    Ok(e) => read.events.push((key, e)),
+                    Err(_) => {
+                        skipped = true;
+                        tracing::error!(id = key.n, "an audit record does not decode");
+                    }
+                }
+            }
         }
     }
     if read.events.len() >= limit {
         read.stopped_at = None;
+    } else if skipped && read.stopped_at.is_none() {
+        // The statement's limit counted what did not decode: go on below the last row, as if
+        // the read had stopped there (at worst the next read is empty).
+        read.stopped_at = last_found;
     }
     read
 }

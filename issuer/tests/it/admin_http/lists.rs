@@ -178,6 +178,16 @@ async fn lists_are_read_page_by_page_to_their_end() {
         None,
     );
     assert_eq!(bad.await.status, 400, "a cursor of another list");
+    for nul in [
+        "sessions?q=a%00",
+        "sessions?user=%00",
+        "audit?q=%00",
+        "users?q=%00",
+    ] {
+        let path = format!("/apiv2/admin/{nul}");
+        let a = s.call(&root, "GET", &path, None, None).await;
+        assert_eq!(a.status, 400, "{nul}: the same on both stores");
+    }
     for text in ["PAGE-0", "page-0070", "age"] {
         let none = s
             .get(&root, &format!("/apiv2/admin/sessions?q={text}"))
