@@ -33,6 +33,7 @@ pub(crate) async fn families_are_listed_by_page_and_user_and_revoked_by_id(b: Ba
     let s = with_user(&b).await;
     let s = s.as_ref();
     assert!(s.add_user("bob", &super::user()).await.unwrap());
+    assert!(s.add_user("al", &super::user()).await.unwrap());
     let mut alice = Vec::new();
     for at in 1_000..1_004 {
         alice.push(issue(s, at).await);
@@ -43,15 +44,18 @@ pub(crate) async fn families_are_listed_by_page_and_user_and_revoked_by_id(b: Ba
         alice.push(issue(s, at).await);
     }
     let bobs = s.start_family("other", "bob", 1_007, None).await.unwrap();
+    // On redb still in the overlay, and before alice's merged families in the list.
+    let als = s.start_family("other", "al", 1_007, None).await.unwrap();
     let rotated = rotate(s, &alice[0], "app", 1_010).await.unwrap();
     let mut alices: Vec<[u8; 16]> = alice.iter().map(|t| id_of(s, t)).collect();
     alices.sort_unstable();
-    let bob = id_of(s, &bobs);
-    let mut want = alices.clone();
+    let (bob, al) = (id_of(s, &bobs), id_of(s, &als));
+    let mut want = vec![al];
+    want.extend(&alices);
     want.push(bob);
     for per in [1, 2, 3, 100] {
         let got = all_pages(s, Owners::All, per, 1_011).await;
-        assert_eq!(got, want, "pages of {per}: alice's by id, then bob's");
+        assert_eq!(got, want, "pages of {per}: al's, alice's by id, then bob's");
     }
     // What an item holds: the last use is the rotation.
     let all = FamilyFilter {
@@ -72,7 +76,14 @@ pub(crate) async fn families_are_listed_by_page_and_user_and_revoked_by_id(b: Ba
     assert_eq!(all_pages(s, Owners::Named("bob"), 1, 1_011).await, [bob]);
     assert!(all_pages(s, Owners::Named("bo"), 1, 1_011).await.is_empty());
     assert_eq!(all_pages(s, Owners::Named("alice"), 2, 1_011).await, alices);
-    for (prefix, want) in [("bo", vec![bob]), ("b", vec![bob]), ("al", alices.clone())] {
+    assert_eq!(all_pages(s, Owners::Named("al"), 2, 1_011).await, [al]);
+    let als_and_alices = want[..want.len() - 1].to_vec();
+    for (prefix, want) in [
+        ("bo", vec![bob]),
+        ("b", vec![bob]),
+        ("al", als_and_alices),
+        ("ali", alices.clone()),
+    ] {
         for per in [1, 4, 100] {
             let got = all_pages(s, Owners::Prefixed(prefix), per, 1_011).await;
             assert_eq!(got, want, "{prefix:?} by pages of {per}");
