@@ -104,10 +104,11 @@ const MIGRATIONS: &[&str] = &[
      ON refresh_family_records (username, id)",
     // Every page of the admin API's sessions walks the families by user and id, byte for byte
     // whatever the database's collation (`refresh.rs`, `live`): the index of one user's
-    // families above, in that order.
-    "DROP INDEX IF EXISTS refresh_family_records_by_user; \
-     CREATE INDEX IF NOT EXISTS refresh_families_by_user_name \
+    // families above, in that order; then the one it replaces goes (each a statement of its
+    // own, as CockroachDB asks of schema changes).
+    "CREATE INDEX IF NOT EXISTS refresh_families_by_user_name \
      ON refresh_family_records (username COLLATE \"C\", id)",
+    "DROP INDEX IF EXISTS refresh_family_records_by_user",
 ];
 
 /// Seconds an issuer holds the migration lock at most: another takes it over after that.
