@@ -27,6 +27,9 @@ pub struct ApiError {
     pub(crate) dpop_challenge: Option<&'static str>,
 }
 
+/// What a 503 says when the cause is the issuer's own (its store, its audit trail).
+const RETRY_LATER: &str = "the service is temporarily unavailable; retry later";
+
 impl ApiError {
     pub(crate) fn new(
         status: StatusCode,
@@ -131,13 +134,7 @@ impl ApiError {
                     error = crate::display::Causes(cause).to_string(),
                     "store unavailable"
                 );
-                let mut e = Self::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "temporarily_unavailable",
-                    "the service is temporarily unavailable; retry later",
-                );
-                e.retry_after = Some(1);
-                e
+                Self::unavailable(RETRY_LATER, 1)
             }
             _ => Self::internal(&crate::display::Causes(cause)),
         }
@@ -146,24 +143,23 @@ impl ApiError {
     /// 503 `temporarily_unavailable` with `Retry-After`: no directory server answered (each
     /// failure was logged where it happened). Never the user's fault: nothing is charged.
     pub fn directory_unavailable() -> Self {
-        let mut e = Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "temporarily_unavailable",
-            "the directory is temporarily unavailable; retry later",
-        );
-        e.retry_after = Some(2);
-        e
+        Self::unavailable("the directory is temporarily unavailable; retry later", 2)
     }
 
     /// 503 `temporarily_unavailable` with `Retry-After`: the token's record could not be queued
     /// for the audit trail in time (logged where it was found), so no token is issued.
     pub fn unrecorded() -> Self {
+        Self::unavailable(RETRY_LATER, 1)
+    }
+
+    /// 503 `temporarily_unavailable` with this description and `Retry-After: wait`.
+    fn unavailable(description: &'static str, wait: u64) -> Self {
         let mut e = Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "temporarily_unavailable",
-            "the service is temporarily unavailable; retry later",
+            description,
         );
-        e.retry_after = Some(1);
+        e.retry_after = Some(wait);
         e
     }
 
