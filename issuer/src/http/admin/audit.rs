@@ -5,11 +5,11 @@
 //! most [`AUDIT_SCAN`] events: a search that found too few by then answers what it found and a
 //! cursor to go on from (a page may be short, even empty, with a `next`).
 
-use super::bodies::{cursor_of, ListQuery, DEFAULT_LIMIT};
+use super::bodies::{paged, ListQuery, DEFAULT_LIMIT};
 use super::{refusal, AdminHttp};
 use crate::app::ApiError;
 use crate::store::{AuditKey, AuditPage};
-use serde_json::{json, Value};
+use serde_json::Value;
 use warp::http::StatusCode;
 
 /// Events one request reads at most, matching or not.
@@ -37,21 +37,14 @@ pub(super) async fn list(state: &AdminHttp, q: &ListQuery) -> Result<Value, ApiE
         scan: AUDIT_SCAN,
     };
     let read = state.app.store.audit_page(&page).await?;
-    let mut found = read.events;
-    let more = found.len() > limit;
-    found.truncate(limit);
-    let go_on = match found.last() {
-        Some((k, _)) if more => Some(*k),
-        _ => read.stopped_at,
-    };
-    let next = go_on.map_or(Value::Null, |k| {
-        json!(cursor_of(&format!("{}:{}", k.at, k.n)))
-    });
-    let items: Vec<Value> = found
-        .iter()
-        .map(|(_, e)| serde_json::to_value(e).unwrap_or(Value::Null))
-        .collect();
-    Ok(json!({"items": items, "next": next}))
+    let cursor = |k: &AuditKey| format!("{}:{}", k.at, k.n);
+    Ok(paged(
+        read.events,
+        limit,
+        read.stopped_at.as_ref().map(cursor),
+        |(k, _)| cursor(k),
+        |(_, e)| serde_json::to_value(e).unwrap_or(Value::Null),
+    ))
 }
 
 /// The key a cursor names: `AT:N`.

@@ -106,8 +106,28 @@ impl ListQuery {
 }
 
 /// The cursor of `key`.
-pub fn cursor_of(key: &str) -> String {
+fn cursor_of(key: &str) -> String {
     B64.encode(key)
+}
+
+/// `{"items": [...], "next": cursor | null}` of the first `limit` of `found`, which a store read
+/// one item past the page: the cursor of the last item given if the store found more, else
+/// `go_on` (the key where a bounded read stopped), else none.
+pub fn paged<T>(
+    mut found: Vec<T>,
+    limit: usize,
+    go_on: Option<String>,
+    key: impl Fn(&T) -> String,
+    item: impl Fn(T) -> serde_json::Value,
+) -> serde_json::Value {
+    let more = found.len() > limit;
+    found.truncate(limit);
+    let next = match found.last() {
+        Some(last) if more => Some(key(last)),
+        _ => go_on,
+    };
+    let items: Vec<serde_json::Value> = found.into_iter().map(item).collect();
+    serde_json::json!({"items": items, "next": next.as_deref().map(cursor_of)})
 }
 
 fn cursor_key(cursor: &str) -> Option<String> {

@@ -6,7 +6,7 @@
 //! key given, so a page never repeats or skips an item that stayed. The `etag` is the SHA-256 of
 //! the item's JSON without it: any change of what a reader sees changes it.
 
-use super::bodies::{cursor_of, ListQuery, DEFAULT_LIMIT};
+use super::bodies::{paged, ListQuery, DEFAULT_LIMIT};
 use crate::admin::{ClientView, UserView};
 use crate::store::GrantKind;
 use serde_json::{json, Value};
@@ -18,17 +18,19 @@ pub fn page(mut items: Vec<(String, String, Value)>, query: &ListQuery) -> Value
     items.sort_by(|a, b| a.0.cmp(&b.0));
     let after = query.after_key();
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
-    let mut chosen = items
+    let found: Vec<(String, String, Value)> = items
         .into_iter()
         .filter(|(key, _, _)| after.as_ref().is_none_or(|a| key > a))
-        .filter(|(_, text, _)| query.wanted(text));
-    let page: Vec<(String, String, Value)> = chosen.by_ref().take(limit).collect();
-    let next = match (page.last(), chosen.next()) {
-        (Some((key, _, _)), Some(_)) => Value::String(cursor_of(key)),
-        _ => Value::Null,
-    };
-    let items: Vec<Value> = page.into_iter().map(|(_, _, item)| item).collect();
-    json!({"items": items, "next": next})
+        .filter(|(_, text, _)| query.wanted(text))
+        .take(limit.saturating_add(1))
+        .collect();
+    paged(
+        found,
+        limit,
+        None,
+        |(key, _, _)| key.clone(),
+        |(_, _, item)| item,
+    )
 }
 
 /// `item` with its `etag`.

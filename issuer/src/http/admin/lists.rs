@@ -4,12 +4,12 @@
 //! the ids and names (a vendor's client's vendor and application name too); `state` keeps the
 //! clients in one state.
 
-use super::bodies::{cursor_of, ListQuery, DEFAULT_LIMIT};
+use super::bodies::{paged, ListQuery, DEFAULT_LIMIT};
 use super::{items, refusal, AdminHttp};
 use crate::admin::{ClientView, UserView};
 use crate::app::ApiError;
 use crate::store::{ClientRecord, RecordFilter};
-use serde_json::{json, Value};
+use serde_json::Value;
 use warp::http::StatusCode;
 
 fn pending(c: &ClientRecord) -> bool {
@@ -44,7 +44,7 @@ pub(super) async fn clients(state: &AdminHttp, q: &ListQuery) -> Result<Value, A
         limit: limit.saturating_add(1),
     };
     let found = state.app.store.clients_page(&filter).await?;
-    Ok(paged(found, limit, |id, rec| {
+    Ok(paged(found, limit, None, key, |(id, rec)| {
         items::client_item(&ClientView::of(id, rec))
     }))
 }
@@ -59,9 +59,14 @@ pub(super) async fn users(state: &AdminHttp, q: &ListQuery) -> Result<Value, Api
         ..RecordFilter::first(0)
     };
     let found = state.app.store.users_page(&filter).await?;
-    Ok(paged(found, limit, |name, rec| {
+    Ok(paged(found, limit, None, key, |(name, rec)| {
         items::user_item(&UserView::of(name, rec))
     }))
+}
+
+/// The key of a record of a page: its id or name.
+fn key<T>((key, _): &(String, T)) -> String {
+    key.clone()
 }
 
 /// The key the page starts after, the search in lowercase, and the page's size.
@@ -71,17 +76,4 @@ fn bounds(q: &ListQuery) -> (Option<String>, Option<String>, usize) {
         q.q.as_deref().map(str::to_lowercase),
         q.limit.unwrap_or(DEFAULT_LIMIT),
     )
-}
-
-/// `{"items": [...], "next": cursor | null}` of the first `limit` of `found`; a cursor only if
-/// the store found more.
-fn paged<T>(mut found: Vec<(String, T)>, limit: usize, item: impl Fn(String, T) -> Value) -> Value {
-    let more = found.len() > limit;
-    found.truncate(limit);
-    let next = match found.last() {
-        Some((key, _)) if more => json!(cursor_of(key)),
-        _ => Value::Null,
-    };
-    let items: Vec<Value> = found.into_iter().map(|(k, r)| item(k, r)).collect();
-    json!({"items": items, "next": next})
 }

@@ -4,7 +4,7 @@
 //! the revocation of one through the audited admin command
 //! ([`crate::admin::Command::SessionRevoke`]).
 
-use super::bodies::{cursor_of, Empty, ListQuery, DEFAULT_LIMIT};
+use super::bodies::{paged, Empty, ListQuery, DEFAULT_LIMIT};
 use super::ops::{body, change, done, precondition, Request};
 use super::{items, refusal, AdminHttp};
 use crate::admin::sessions::{session_id, SESSION_ID_RULE};
@@ -55,15 +55,9 @@ pub(super) async fn list(state: &AdminHttp, q: &ListQuery) -> Result<Value, ApiE
         after,
         limit: limit.saturating_add(1),
     };
-    let mut found = state.app.store.live_families(&filter, now()).await?;
-    let more = found.len() > limit;
-    found.truncate(limit);
-    let next = match found.last() {
-        Some((id, f)) if more => json!(cursor_of(&format!("{}{}", hex::encode(id), f.user))),
-        _ => Value::Null,
-    };
-    let items: Vec<Value> = found.iter().map(|(id, f)| item(id, f)).collect();
-    Ok(json!({"items": items, "next": next}))
+    let found = state.app.store.live_families(&filter, now()).await?;
+    let key = |(id, f): &([u8; 16], Family)| format!("{}{}", hex::encode(id), f.user);
+    Ok(paged(found, limit, None, key, |(id, f)| item(&id, &f)))
 }
 
 /// The place in the list a cursor names: the family's id in hex, then its user.
