@@ -156,16 +156,21 @@ mod tests {
     use crate::store::{AuditAction, StoreError};
     use std::sync::Mutex;
 
-    /// A store that keeps what it is given, or fails every write.
+    /// A store that keeps what it is given, or fails every write; with a gate, each write
+    /// first waits for a permit of it.
     #[derive(Default)]
     struct Kept {
         batches: Mutex<Vec<Vec<AuditEvent>>>,
         fail: bool,
+        gate: Option<tokio::sync::Semaphore>,
     }
 
     #[async_trait::async_trait]
     impl Audit for Kept {
         async fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
+            if let Some(gate) = &self.gate {
+                gate.acquire().await.map(|p| p.forget()).ok();
+            }
             if self.fail {
                 return Err(StoreError::Disk(crate::store::DiskFault::Io(
                     std::io::Error::other("full"),
@@ -246,32 +251,12 @@ mod tests {
         assert_eq!(dropped.get(), 0);
     }
 
-    /// A store whose writes wait for a permit each.
-    struct Stuck(tokio::sync::Semaphore);
-
-    #[async_trait::async_trait]
-    impl Audit for Stuck {
-        async fn record_audit(&self, _: &[AuditEvent]) -> Result<(), StoreError> {
-            self.0.acquire().await.map(|p| p.forget()).ok();
-            Ok(())
-        }
-        async fn audit_since(&self, _: u64, _: usize) -> Result<Vec<AuditEvent>, StoreError> {
-            Ok(vec![])
-        }
-        async fn audit_page(
-            &self,
-            _: &crate::store::AuditPage<'_>,
-        ) -> Result<crate::store::AuditRead, StoreError> {
-            Ok(crate::store::AuditRead::default())
-        }
-        async fn sweep_audit(&self, _: u64) -> Result<u64, StoreError> {
-            Ok(0)
-        }
-    }
-
     #[tokio::test(start_paused = true)]
     async fn a_tokens_record_waits_for_room_and_is_refused_when_none_comes() {
-        let store = Arc::new(Stuck(tokio::sync::Semaphore::new(0)));
+        let store = Arc::new(Kept {
+            gate: Some(tokio::sync::Semaphore::new(0)),
+            ..Kept::default()
+        });
         let log = AuditLog::spawn(store.clone(), Counter::default());
         for at in 0..QUEUE as u64 {
             log.record(event(at));
@@ -285,7 +270,7 @@ mod tests {
         let start = tokio::time::Instant::now();
         assert!(log.record_issue(event(3)).await.is_err());
         assert_eq!(start.elapsed(), ISSUE_WAIT, "refused once the wait is over");
-        store.0.add_permits(1_000);
+        store.gate.as_ref().unwrap().add_permits(1_000);
         log.record_issue(event(4)).await.unwrap();
     }
 

@@ -3,8 +3,9 @@
 //! to the end, each item once and in the order of its key, and a search.
 
 use super::*;
+use crate::store::{client, user};
 use issuer::store::redb::{FamilyOp, RedbFile};
-use issuer::store::{AuditAction, AuditEvent, ClientRecord, GrantKind, RefreshPolicy, UserRecord};
+use issuer::store::{AuditAction, AuditEvent, RefreshPolicy};
 
 const PAGED_USERS: usize = 120;
 const PAGED_CLIENTS: usize = 40;
@@ -20,33 +21,12 @@ const AUDIT_EVENTS: usize = 30;
 /// written to the data dir before the issuer serves it.
 fn fill(dir: &Path) {
     let store = RedbFile::open(dir, now()).unwrap();
-    let user = UserRecord {
-        password_hash: String::new(),
-        disabled: false,
-        roles: vec![],
-        claims: vec![],
-        created_at: 0,
-        password_changed_at: None,
-        disabled_at: None,
-        directory: None,
-    };
+    let user = user();
     for i in 0..PAGED_USERS {
         assert!(store.add_user(&format!("page-{i:03}"), &user).unwrap());
     }
     for i in 0..PAGED_CLIENTS {
-        let rec = ClientRecord {
-            secret_hash: hex_of(&[0; 32]),
-            active: !i.is_multiple_of(3),
-            grants: vec![GrantKind::Password],
-            impersonate: false,
-            impersonate_claim_types: vec![],
-            edge: false,
-            dpop: Default::default(),
-            created_at: 0,
-            deactivated_at: None,
-            vendor: None,
-            exchange: None,
-        };
+        let rec = client(!i.is_multiple_of(3));
         assert!(store.add_client(&format!("paged-{i:02}"), &rec).unwrap());
     }
     let start = |user: &str| FamilyOp::Start {
