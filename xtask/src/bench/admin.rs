@@ -405,15 +405,14 @@ fn time_route(
     Ok(times)
 }
 
-/// The `p`th percentile of `times` (nearest rank).
+/// The `p`th percentile of `times` (nearest rank, [`super::feed::quantile`]); 0 of none.
 fn percentile(times: &[f64], p: f64) -> f64 {
     let mut v = times.to_vec();
     v.sort_by(f64::total_cmp);
     if v.is_empty() {
         return 0.0;
     }
-    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
-    v[rank.clamp(1, v.len()) - 1]
+    super::feed::quantile(&v, p / 100.0)
 }
 
 /// The section's tables.

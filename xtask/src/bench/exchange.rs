@@ -161,7 +161,9 @@ fn token_endpoint(dir: &Path, s: &Settings) -> Result<EndpointRun> {
         }
     }
     let rss = rss_kib(proc.pid());
-    let audit_dropped = metric(&url, "issuer_audit_events_dropped_total")?;
+    let dropped = "issuer_audit_events_dropped_total";
+    let audit_dropped = super::raw_http::metric(super::raw_http::port_of(&url)?, dropped)?
+        .with_context(|| format!("no {dropped} in {url}/metrics"))?;
     Ok(EndpointRun {
         audit_dropped,
         results: Results::new(&per, rss),
@@ -171,20 +173,6 @@ fn token_endpoint(dir: &Path, s: &Settings) -> Result<EndpointRun> {
             s.seconds
         ),
     })
-}
-
-/// The value of the counter `name` in the issuer's `/metrics` at `url`.
-fn metric(url: &str, name: &str) -> Result<u64> {
-    let out = std::process::Command::new("curl")
-        .args(["-sf", &format!("{url}/metrics")])
-        .output()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name))
-        .with_context(|| format!("no {name} in {url}/metrics"))?;
-    let value = line.split_whitespace().nth(1).context("no value")?;
-    Ok(value.parse::<f64>()? as u64)
 }
 
 fn endpoint_report(r: &EndpointRun) -> Result<String> {

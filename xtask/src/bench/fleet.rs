@@ -9,7 +9,7 @@
 use super::cpu_ms;
 use super::feed::{quantile, TARGET_MAX_MS, TARGET_P99_MS};
 use super::provision;
-use super::raw_http::{self, client_token, once, port_of, revoke};
+use super::raw_http::{self, client_token, port_of, revoke};
 use anyhow::{bail, Result};
 use e2e::issuer::{add_client, start_issuer_on, StoreArgs};
 use e2e::Tools;
@@ -109,12 +109,7 @@ async fn vm(i: usize, port: u16, auth: Arc<str>, fleet: Arc<Fleet>, mode: Mode) 
 
 /// The issuer's `issuer_feed_waiting`.
 fn waiting(port: u16) -> Result<u64> {
-    let m = once(port, "GET", "/metrics", &[], "")?;
-    let text = String::from_utf8_lossy(&m.body).into_owned();
-    Ok(text
-        .lines()
-        .find_map(|l| l.strip_prefix("issuer_feed_waiting ")?.trim().parse().ok())
-        .unwrap_or(0))
+    Ok(raw_http::metric(port, "issuer_feed_waiting")?.unwrap_or(0))
 }
 
 /// A token of the bench client revoked at the issuer: the moment the answer was in.

@@ -63,6 +63,20 @@ pub(super) fn once(
 }
 
 /// The port of a `http://127.0.0.1:PORT` URL.
+/// The value of `name` in the issuer's `/metrics` on `port` (`None`: it has none).
+pub(super) fn metric(port: u16, name: &str) -> Result<Option<u64>> {
+    let m = once(port, "GET", "/metrics", &[], "")?;
+    let text = String::from_utf8_lossy(&m.body);
+    Ok(text
+        .lines()
+        .find_map(|l| {
+            let mut words = l.split_whitespace();
+            (words.next()? == name).then_some(())?;
+            words.next()?.parse::<f64>().ok()
+        })
+        .map(|v| v as u64))
+}
+
 pub(super) fn port_of(url: &str) -> Result<u16> {
     url.rsplit(':')
         .next()
