@@ -9,7 +9,9 @@ use serde::Deserialize;
 use shared::dpop::{check_proof_with, DpopError, Expect, NonceCheck, NONCE_SLOT_SECONDS};
 use shared::KeyRing;
 
-pub use shared::dpop::replay::{self, Accepted, Replay, ReplayCache, Replays, ShardedReplays};
+pub use shared::dpop::replay::{
+    self, Accepted, BucketCache, Replay, ReplayCache, Replays, ShardedReplays,
+};
 
 pub mod host;
 pub use host::Es256By;

@@ -1,7 +1,7 @@
 //! The memory of used DPoP proofs of the Wasm filter: Envoy's shared data, which every worker's
 //! VM of this plugin reads and writes, so a proof is accepted once per Envoy. It is split in
 //! buckets keyed by the proof id's first bytes (about [`PER_BUCKET`] ids each, at most
-//! [`MAX_BUCKETS`]); each holds a [`ReplayCache`] as bytes, updated with compare-and-swap and
+//! [`MAX_BUCKETS`]); each holds a [`BucketCache`] as bytes, updated with compare-and-swap and
 //! retried [`ATTEMPTS`] times when another worker wrote it meanwhile (then refused as busy:
 //! never accepted unrecorded).
 //!
@@ -12,14 +12,15 @@
 //! twice.
 
 use filter_core::dpop::replay::predates;
-use filter_core::dpop::{Accepted, Replay, ReplayCache, Replays};
+use filter_core::dpop::{Accepted, BucketCache, Replay, Replays};
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::Status;
 
 /// Ids a bucket is sized for: one request reads and writes one bucket, so a bucket stays small.
 pub const PER_BUCKET: usize = 128;
-/// Buckets at most.
-pub const MAX_BUCKETS: usize = 1024;
+/// Buckets at most: enough for a bucket of about [`PER_BUCKET`] ids at the largest memory the
+/// configuration allows (`dpop.replay_entries`, 1,000,000).
+pub const MAX_BUCKETS: usize = 8192;
 /// Writes tried on one bucket before a proof is refused.
 const ATTEMPTS: usize = 8;
 
@@ -81,7 +82,7 @@ impl Replays for SharedReplays {
                 return Err(Replay::Busy);
             };
             let mut cache =
-                ReplayCache::from_bytes(bytes.as_deref().unwrap_or(&[]), self.per_bucket);
+                BucketCache::from_bytes(bytes.as_deref().unwrap_or(&[]), self.per_bucket);
             cache.insert(proof, now)?;
             match hostcalls::set_shared_data(&key, Some(&cache.to_bytes(now)), cas) {
                 Ok(()) => return Ok(()),

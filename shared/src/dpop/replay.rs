@@ -21,7 +21,9 @@
 //!   walks the whole memory.
 
 use super::MAX_AHEAD_SECONDS;
+use std::collections::hash_map::{Entry, RandomState};
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{Mutex, PoisonError};
 
 /// A proof that passed every check but this memory: what it remembers it by.
@@ -76,12 +78,42 @@ struct KeyUse {
     floor: u64,
 }
 
-/// Proof ids with their key and expiry, at most `capacity`; one shard of the memory.
+/// Hashes a proof id or a key as the bytes they are: SHA-256 output, spread evenly unless a
+/// client grinds proofs to collide, which then costs a scan of what one memory holds. Only for a
+/// memory a few hundred ids long (the Wasm filter's bucket, [`BucketCache`]), where SipHash costs
+/// more than such a scan; larger memories keep the standard library's keyed hash.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DigestHasher(u64);
+
+impl Hasher for DigestHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = self.0.rotate_left(17) ^ n;
+    }
+}
+
+/// A [`ReplayCache`] hashed by [`DigestHasher`]: one bucket of the Wasm filter's memory, read
+/// from bytes and written back on every bound request.
+pub type BucketCache = ReplayCache<BuildHasherDefault<DigestHasher>>;
+
+/// Proof ids with their key and expiry, at most `capacity`; one shard of the memory. `S` hashes
+/// its maps: keyed SipHash by default, [`BucketCache`] for a small bucket.
 #[derive(Debug, Clone, Default)]
-pub struct ReplayCache {
-    ids: HashMap<[u8; 16], Held>,
+pub struct ReplayCache<S = RandomState> {
+    ids: HashMap<[u8; 16], Held, S>,
     by_expiry: BTreeSet<(u64, [u8; 16])>,
-    keys: HashMap<u64, KeyUse>,
+    keys: HashMap<u64, KeyUse, S>,
     /// Keys by how many ids each holds: the last holds the most.
     by_load: BTreeSet<(usize, u64)>,
     /// Keys that hold only a floor, with it, oldest first: at most `capacity`.
@@ -94,11 +126,22 @@ pub struct ReplayCache {
 impl ReplayCache {
     /// Empty, for at most `capacity` ids (at least 1), with room reserved.
     pub fn new(capacity: usize) -> Self {
+        Self::empty(capacity)
+    }
+}
+
+impl<S: BuildHasher + Default> ReplayCache<S> {
+    /// Empty, for at most `capacity` ids (at least 1), with room reserved.
+    pub fn empty(capacity: usize) -> Self {
         let capacity = capacity.max(1);
         Self {
-            ids: HashMap::with_capacity(capacity),
+            ids: HashMap::with_capacity_and_hasher(capacity, S::default()),
+            by_expiry: BTreeSet::new(),
+            keys: HashMap::default(),
+            by_load: BTreeSet::new(),
+            orphans: VecDeque::new(),
+            floor: 0,
             capacity,
-            ..Self::default()
         }
     }
 
@@ -285,7 +328,7 @@ impl ReplayCache {
     /// The memory [`ReplayCache::to_bytes`] wrote, for at most `capacity` ids. Bytes too short
     /// for their own counts read as far as they go: a damaged record never fails a request.
     pub fn from_bytes(bytes: &[u8], capacity: usize) -> Self {
-        let mut c = Self::new(capacity);
+        let mut c = Self::empty(capacity);
         let mut r = Reader(bytes);
         c.floor = r.u64().unwrap_or(0);
         let floors = r.u32().unwrap_or(0);
@@ -295,11 +338,23 @@ impl ReplayCache {
             };
             c.keys.entry(key).or_default().floor = floor;
         }
+        // The indexes are built once from what was read, as `hold` would leave them: written
+        // oldest first, `by_expiry` takes them in order without a search each.
+        let mut order = Vec::with_capacity(r.0.len() / ENTRY_BYTES);
         while let (Some(id), Some(expires), Some(key)) = (r.id(), r.u64(), r.u64()) {
-            if !c.ids.contains_key(&id) {
-                c.hold(id, key, expires);
+            if let Entry::Vacant(free) = c.ids.entry(id) {
+                free.insert(Held { expires, key });
+                c.keys.entry(key).or_default().held.push_back(id);
+                order.push((expires, id));
             }
         }
+        c.by_expiry = order.into_iter().collect();
+        c.by_load = c
+            .keys
+            .iter()
+            .filter(|(_, k)| !k.held.is_empty())
+            .map(|(key, k)| (k.held.len(), *key))
+            .collect();
         let mut orphans: Vec<(u64, u64)> = c
             .keys
             .iter()

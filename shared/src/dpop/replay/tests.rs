@@ -138,7 +138,7 @@ fn bytes_round_trip_ids_and_floors_without_what_expired() {
         c.insert(&proof(key, 1, 100), 100).unwrap();
     }
     let bytes = c.to_bytes(102);
-    let mut back = ReplayCache::from_bytes(&bytes, 8);
+    let mut back: ReplayCache = ReplayCache::from_bytes(&bytes, 8);
     assert_eq!(back.len(), 7, "one expired, one forgotten");
     assert_eq!(back.insert(&proof(1, 2, 101), 102), Err(Replay::Replayed));
     assert_eq!(back.insert(&proof(3, 1, 100), 102), Err(Replay::Replayed));
@@ -152,11 +152,11 @@ fn damaged_bytes_read_as_far_as_they_go() {
     c.insert(&proof(1, 1, 100), 100).unwrap();
     let bytes = c.to_bytes(100);
     for cut in 0..bytes.len() {
-        let _ = ReplayCache::from_bytes(&bytes[..cut], 8);
+        let _: ReplayCache = ReplayCache::from_bytes(&bytes[..cut], 8);
     }
     let mut huge_count = 0u64.to_be_bytes().to_vec();
     huge_count.extend_from_slice(&u32::MAX.to_be_bytes());
-    assert!(ReplayCache::from_bytes(&huge_count, 8).is_empty());
+    assert!(BucketCache::from_bytes(&huge_count, 8).is_empty());
 }
 
 #[test]
@@ -188,6 +188,56 @@ proptest! {
                 }
                 accepted.insert(p.id, p.expires);
             }
+        }
+    }
+}
+
+/// What `hold` keeps true of the indexes, whichever way they were built: `by_expiry` holds each
+/// id with its expiry, each key holds its ids, and `by_load` each key that holds any with how
+/// many.
+fn assert_indexes_agree<S: BuildHasher + Default>(c: &ReplayCache<S>) {
+    let by_expiry: BTreeSet<(u64, [u8; 16])> =
+        c.ids.iter().map(|(id, h)| (h.expires, *id)).collect();
+    assert_eq!(by_expiry, c.by_expiry);
+    let by_load: BTreeSet<(usize, u64)> = c
+        .keys
+        .iter()
+        .filter(|(_, k)| !k.held.is_empty())
+        .map(|(key, k)| (k.held.len(), *key))
+        .collect();
+    assert_eq!(by_load, c.by_load);
+    for (id, h) in &c.ids {
+        assert!(c.keys[&h.key].held.contains(id), "a key holds its ids");
+    }
+    let held: usize = c.keys.values().map(|k| k.held.len()).sum();
+    assert_eq!(held, c.ids.len());
+}
+
+proptest! {
+    /// The Wasm filter's bucket (read from bytes before each proof, written after, hashed as
+    /// digests) answers every proof as the same memory hashed by SipHash, and reading bytes
+    /// builds the indexes that holding each id one by one would.
+    #[test]
+    fn a_bucket_hashed_as_digests_answers_as_one_hashed_by_siphash(
+        ops in prop::collection::vec((0u64..6, 0u32..12, 0u64..8, 0u64..3), 1..300),
+        capacity in 1usize..12,
+    ) {
+        let (mut bucket_bytes, mut shard_bytes) = (Vec::new(), Vec::new());
+        let mut now = 1_000;
+        for (key, n, ahead, tick) in ops {
+            now += tick;
+            let p = proof(key, n, now + ahead);
+            let mut bucket = BucketCache::from_bytes(&bucket_bytes, capacity);
+            let mut shard: ReplayCache = ReplayCache::from_bytes(&shard_bytes, capacity);
+            assert_indexes_agree(&bucket);
+            let answer = bucket.insert(&p, now);
+            prop_assert_eq!(answer, shard.insert(&p, now));
+            assert_indexes_agree(&bucket);
+            if answer.is_ok() {
+                bucket_bytes = bucket.to_bytes(now);
+                shard_bytes = shard.to_bytes(now);
+            }
+            prop_assert_eq!(bucket.len(), shard.len());
         }
     }
 }
