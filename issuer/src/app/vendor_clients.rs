@@ -65,7 +65,10 @@ impl App {
     }
 
     /// Deactivates, at `now`, the vendors' clients whose every statement has expired, revoking
-    /// their tokens, each change audited (actor `statement expiry`); how many.
+    /// their tokens, each change audited (actor `statement expiry`); how many. Of several
+    /// issuers on one PostgreSQL database, the one that takes this second's lease does it, so
+    /// each expiry is made and audited once; the others find the clients inactive at their next
+    /// reading, or deactivate those the taker left (it stopped mid-way).
     pub async fn expire_vendor_clients(&self, now: u64) -> Result<usize, crate::admin::AdminError> {
         let expired: Vec<String> = self
             .store
@@ -75,6 +78,10 @@ impl App {
             .filter(|(_, c)| c.active && c.vendor.as_ref().is_some_and(|v| v.expires_at() <= now))
             .map(|(id, _)| id)
             .collect();
+        let throttle = &self.password.throttle;
+        if expired.is_empty() || !throttle.try_lease("vendor-expiry", now, 1).await? {
+            return Ok(0);
+        }
         for id in &expired {
             let cmd = crate::admin::Command::ClientDeactivate { id: id.clone() };
             crate::admin::execute_as(self.store.as_ref(), &cmd, now, "statement expiry").await?;

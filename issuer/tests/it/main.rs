@@ -280,13 +280,24 @@ async fn socketless_app(
     dir: &Path,
     refresh: issuer::store::RefreshPolicy,
 ) -> std::sync::Arc<issuer::app::App> {
-    use issuer::app::{App, Settings};
+    use issuer::app::App;
     use issuer::store::redb::RedbStore;
     use issuer::store::{RefreshPolicy, Store};
     use issuer::throttle::{Throttle, ThrottlePolicy};
     let store: std::sync::Arc<dyn Store> =
         std::sync::Arc::new(RedbStore::open(dir, now(), RefreshPolicy::default()).unwrap());
-    let settings = Settings {
+    let throttle = Throttle::in_memory(ThrottlePolicy::default());
+    std::sync::Arc::new(
+        App::new(store, app_settings(refresh), throttle, 1)
+            .await
+            .unwrap(),
+    )
+}
+
+/// The settings of the suite's apps: tokens of 60 s, the issuer `https://issuer.example`,
+/// refresh under `refresh`, one issuer on its store.
+fn app_settings(refresh: issuer::store::RefreshPolicy) -> issuer::app::Settings {
+    issuer::app::Settings {
         access_ttl: 60,
         refresh,
         trusted_proxies: Vec::new(),
@@ -297,9 +308,7 @@ async fn socketless_app(
         feed: Default::default(),
         shared_store: false,
         dpop: Default::default(),
-    };
-    let throttle = Throttle::in_memory(ThrottlePolicy::default());
-    std::sync::Arc::new(App::new(store, settings, throttle, 1).await.unwrap())
+    }
 }
 
 async fn post(url: &str, basic: Option<(&str, &str)>, form: &[(&str, &str)]) -> Answer {

@@ -240,6 +240,43 @@ async fn one_issuer_of_several_takes_each_directory_recheck() {
     }
 }
 
+/// Several issuers on one database, their expiry timers waking at the same second: one of them
+/// deactivates the client whose statement expired, and the trail records it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: `cargo xtask test` runs it"]
+async fn one_issuer_of_several_deactivates_each_expired_vendor_client() {
+    use issuer::app::{App, Settings};
+    use issuer::throttle::{Throttle, ThrottlePolicy};
+    use std::sync::Arc;
+    let pg = e2e::postgres::PgCluster::for_test();
+    let t = 1_700_000_000;
+    let mut apps = Vec::new();
+    for _ in 0..3 {
+        let pg_store = Arc::new(
+            PgStore::connect(&pg.url(), Kek::derive(&KEK), t, POLICY)
+                .await
+                .unwrap(),
+        );
+        let settings = Settings {
+            shared_store: true,
+            ..crate::app_settings(Default::default())
+        };
+        let throttle = Throttle::new(ThrottlePolicy::default(), pg_store.clone());
+        let store: Arc<dyn issuer::store::Store> = pg_store;
+        apps.push(App::new(store, settings, throttle, 1).await.unwrap());
+    }
+    crate::vendor::an_active_vendor_client(apps[0].store.as_ref(), t).await;
+    let expiries = apps.iter().map(|a| a.expire_vendor_clients(t + 100));
+    let done = futures_util::future::join_all(expiries).await;
+    let deactivated: usize = done.into_iter().map(|n| n.unwrap()).sum();
+    assert_eq!(deactivated, 1);
+    let trail = apps[0].store.audit_since(0, 100).await.unwrap();
+    let by_expiry = trail.iter().filter(|e| e.actor == "statement expiry");
+    assert_eq!(by_expiry.count(), 1, "{trail:?}");
+    let later = apps[1].expire_vendor_clients(t + 101).await.unwrap();
+    assert_eq!(later, 0, "found inactive");
+}
+
 /// PostgreSQL only: the row of an issuer of an earlier version (keyed by node and VM, no client)
 /// is read as its edge's, and filed again under the edge's key at its next report, merged (its
 /// first sighting kept).

@@ -500,13 +500,11 @@ async fn clients_register_themselves_pending_when_registration_is_on() {
     assert!(trail.contains("registration from 127.0.0.1"), "{trail}");
 }
 
-#[tokio::test]
-async fn an_expired_statement_deactivates_its_client_and_revokes_its_tokens() {
+/// Imports vendor `acme`'s client `acme-1` into `store` at `t`, its statement expiring at
+/// `t + 100`, and activates it.
+pub(crate) async fn an_active_vendor_client(store: &dyn issuer::store::Store, t: u64) {
     use issuer::admin::{execute, VendorImport};
     use issuer::vendor::{Impersonation, Statement, VendorGrant, Verified};
-    let tmp = tempfile::tempdir().unwrap();
-    let app = socketless_app(tmp.path(), Default::default()).await;
-    let t = now();
     let statement = Statement {
         client_id: "acme-1".into(),
         client_name: "Acme".into(),
@@ -523,7 +521,6 @@ async fn an_expired_statement_deactivates_its_client_and_revokes_its_tokens() {
         statement,
     };
     let import = VendorImport::of(verified, "statement text");
-    let store = app.store.as_ref();
     execute(store, &issuer::admin::Command::ClientImport(import), t)
         .await
         .unwrap();
@@ -533,6 +530,15 @@ async fn an_expired_statement_deactivates_its_client_and_revokes_its_tokens() {
         no_impersonation: false,
     };
     execute(store, &activate, t).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_expired_statement_deactivates_its_client_and_revokes_its_tokens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let app = socketless_app(tmp.path(), Default::default()).await;
+    let t = now();
+    let store = app.store.as_ref();
+    an_active_vendor_client(store, t).await;
     assert_eq!(app.expire_vendor_clients(t + 99).await.unwrap(), 0);
     assert_eq!(app.expire_vendor_clients(t + 100).await.unwrap(), 1);
     let rec = store.client("acme-1").await.unwrap().unwrap();
