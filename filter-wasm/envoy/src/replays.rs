@@ -1,6 +1,6 @@
 //! The memory of used DPoP proofs of the Wasm filter: Envoy's shared data, which every worker's
 //! VM of this plugin reads and writes, so a proof is accepted once per Envoy. It is split in
-//! buckets keyed by the proof id's first bytes (about [`PER_BUCKET`] ids each, at most
+//! buckets keyed by the proof id's first bytes ([`bucket_of`]; about [`PER_BUCKET`] ids each, at most
 //! [`MAX_BUCKETS`]); each holds a [`BucketCache`] as bytes, updated with compare-and-swap and
 //! retried [`ATTEMPTS`] times when another worker wrote it meanwhile (then refused as busy:
 //! never accepted unrecorded).
@@ -11,7 +11,7 @@
 //! neither a restart of Envoy nor a configuration that changes the layout lets a proof pass
 //! twice.
 
-use filter_core::dpop::replay::predates;
+use filter_core::dpop::replay::{bucket_of, predates};
 use filter_core::dpop::{Accepted, BucketCache, Replay, Replays};
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::Status;
@@ -21,6 +21,10 @@ pub const PER_BUCKET: usize = 128;
 /// Buckets at most: enough for a bucket of about [`PER_BUCKET`] ids at the largest memory the
 /// configuration allows (`dpop.replay_entries`, 1,000,000).
 pub const MAX_BUCKETS: usize = 8192;
+/// The shared data's keys begin with this: a layout of its own since ids go to buckets by their
+/// first four bytes ([`bucket_of`]), so that a module that chose by two never shares a bucket
+/// with this one (during an upgrade both run, each with its own memory).
+const LAYOUT: &str = "mms_auth.dpop.v2";
 /// Writes tried on one bucket before a proof is refused.
 const ATTEMPTS: usize = 8;
 
@@ -47,7 +51,7 @@ impl SharedReplays {
 /// When the memory with `buckets` began: read from the shared data, or written there as `now`
 /// by the first VM to ask. A shared data that cannot be read counts as begun now.
 fn begun(buckets: usize, now: u64) -> u64 {
-    let key = format!("mms_auth.dpop.{buckets}.since");
+    let key = format!("{LAYOUT}.{buckets}.since");
     for _ in 0..ATTEMPTS {
         match hostcalls::get_shared_data(&key) {
             Ok((Some(bytes), _)) => {
@@ -74,9 +78,8 @@ impl Replays for SharedReplays {
         if predates(proof, self.since) {
             return Err(Replay::TooOld);
         }
-        let id = &proof.id;
-        let bucket = usize::from(u16::from_be_bytes([id[0], id[1]])) % self.buckets;
-        let key = format!("mms_auth.dpop.{}.{bucket}", self.buckets);
+        let bucket = bucket_of(&proof.id, self.buckets);
+        let key = format!("{LAYOUT}.{}.{bucket}", self.buckets);
         for _ in 0..ATTEMPTS {
             let Ok((bytes, cas)) = hostcalls::get_shared_data(&key) else {
                 return Err(Replay::Busy);

@@ -19,6 +19,11 @@ const MAX_REMEMBERED: usize = 10_000;
 mod registration;
 mod watch;
 
+/// Seconds an issuer holds a client's expiry lease: longer than a deactivation takes, so no
+/// other issuer finds the client still active and deactivates it again; if the taker stops
+/// before it is done, another deactivates the client when the lease runs out.
+pub const EXPIRY_LEASE: u64 = 60;
+
 /// Secrets that matched a statement's hash: (client id, PHC string) → keyed hash of the secret.
 type Remembered = HashMap<(String, String), [u8; 32]>;
 
@@ -66,35 +71,42 @@ impl App {
 
     /// Deactivates, at `now`, the vendors' clients whose every statement has expired, revoking
     /// their tokens, each change audited (actor `statement expiry`); how many. Of several
-    /// issuers on one PostgreSQL database, the one that takes this second's lease does it, so
-    /// each expiry is made and audited once; the others find the clients inactive at their next
-    /// reading, or deactivate those the taker left (it stopped mid-way).
+    /// issuers on one PostgreSQL database, the one that takes a client's expiry lease
+    /// ([`EXPIRY_LEASE`]) deactivates it, so each expiry is made and audited once.
     pub async fn expire_vendor_clients(&self, now: u64) -> Result<usize, crate::admin::AdminError> {
-        let expired: Vec<String> = self
+        let expired: Vec<(String, u64)> = self
             .store
             .clients()
             .await?
             .into_iter()
-            .filter(|(_, c)| c.active && c.vendor.as_ref().is_some_and(|v| v.expires_at() <= now))
-            .map(|(id, _)| id)
+            .filter(|(_, c)| c.active)
+            .filter_map(|(id, c)| Some((id, c.vendor?.expires_at())))
+            .filter(|(_, exp)| *exp <= now)
             .collect();
-        let throttle = &self.password.throttle;
-        if expired.is_empty() || !throttle.try_lease("vendor-expiry", now, 1).await? {
-            return Ok(0);
-        }
-        for id in &expired {
+        let mut done = 0;
+        for (id, exp) in &expired {
+            let lease = format!("vendor-expiry:{exp}:{id}");
+            if !self
+                .password
+                .throttle
+                .try_lease(&lease, now, EXPIRY_LEASE)
+                .await?
+            {
+                continue;
+            }
             let cmd = crate::admin::Command::ClientDeactivate { id: id.clone() };
             crate::admin::execute_as(self.store.as_ref(), &cmd, now, "statement expiry").await?;
             tracing::info!(
                 client = id.as_str(),
                 "statement expired: client deactivated"
             );
+            done += 1;
         }
-        if !expired.is_empty() {
+        if done > 0 {
             self.clients_changed();
             self.reload_revocations().await;
         }
-        Ok(expired.len())
+        Ok(done)
     }
 
     /// The second the next of the active vendors' clients expires at, after `now`: when the

@@ -65,13 +65,13 @@ pub const ENTRY_BYTES: usize = 32;
 /// Expired ids an insert drops at most before its own.
 const SWEEP_STEP: usize = 4;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Held {
     expires: u64,
     key: u64,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct KeyUse {
     /// The key's ids, oldest first.
     held: VecDeque<[u8; 16]>,
@@ -79,9 +79,11 @@ struct KeyUse {
 }
 
 /// Hashes a proof id or a key as the bytes they are: SHA-256 output, spread evenly unless a
-/// client grinds proofs to collide, which then costs a scan of what one memory holds. Only for a
-/// memory a few hundred ids long (the Wasm filter's bucket, [`BucketCache`]), where SipHash costs
-/// more than such a scan; larger memories keep the standard library's keyed hash.
+/// client grinds `jti`s until ids collide. Not keyed, so only for a memory a few hundred ids
+/// long, the Wasm filter's bucket ([`BucketCache`]), where SipHash cost more than the rest of the
+/// bucket in V8 (BENCHMARKS.md, DPoP): there ground collisions cost at most what the bucket holds
+/// squared in comparisons a request (about 8,000 at 128 ids), as reading the bucket inserts each
+/// id. Larger memories (the native filter's shards, the issuer's) keep SipHash, keyed at random.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DigestHasher(u64);
 
@@ -104,11 +106,18 @@ impl Hasher for DigestHasher {
 }
 
 /// A [`ReplayCache`] hashed by [`DigestHasher`]: one bucket of the Wasm filter's memory, read
-/// from bytes and written back on every bound request.
+/// from bytes on every bound request and written back when it accepts the proof.
 pub type BucketCache = ReplayCache<BuildHasherDefault<DigestHasher>>;
 
+/// The bucket of the Wasm filter's memory, of `buckets`, that holds the proof id `id`: by its
+/// first four bytes, so that any count of buckets gets an even share of ids.
+pub fn bucket_of(id: &[u8; 16], buckets: usize) -> usize {
+    let lead = u32::from_be_bytes([id[0], id[1], id[2], id[3]]);
+    usize::try_from(lead).unwrap_or(usize::MAX) % buckets.max(1)
+}
+
 /// Proof ids with their key and expiry, at most `capacity`; one shard of the memory. `S` hashes
-/// its maps: keyed SipHash by default, [`BucketCache`] for a small bucket.
+/// its maps: keyed SipHash by default, [`DigestHasher`] in a small bucket ([`BucketCache`]).
 #[derive(Debug, Clone, Default)]
 pub struct ReplayCache<S = RandomState> {
     ids: HashMap<[u8; 16], Held, S>,
@@ -124,14 +133,15 @@ pub struct ReplayCache<S = RandomState> {
 }
 
 impl ReplayCache {
-    /// Empty, for at most `capacity` ids (at least 1), with room reserved.
+    /// Empty, for at most `capacity` ids (at least 1), with room reserved, hashed by SipHash:
+    /// [`ReplayCache::empty`] for the default hasher, so no caller names it.
     pub fn new(capacity: usize) -> Self {
         Self::empty(capacity)
     }
 }
 
 impl<S: BuildHasher + Default> ReplayCache<S> {
-    /// Empty, for at most `capacity` ids (at least 1), with room reserved.
+    /// Empty, for at most `capacity` ids (at least 1), with room reserved, hashed by `S`.
     pub fn empty(capacity: usize) -> Self {
         let capacity = capacity.max(1);
         Self {

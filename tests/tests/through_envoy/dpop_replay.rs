@@ -46,12 +46,11 @@ fn flood_answer(r: reqwest::Response) -> Flood {
 }
 
 /// Whether the proof `jti` of `key` lands in the first shard of the native filter (16, by the
-/// id's first byte) and the first bucket of the Wasm filter (by its first two bytes).
+/// id's first byte) and the first bucket of the Wasm filter.
 fn in_the_first_shard(key: &ProofKey, jti: &str) -> bool {
     let id = shared::dpop::replay_id(&key.jkt(), jti);
     let wasm_buckets = (ENTRIES / 128).max(1);
-    id[0].is_multiple_of(16)
-        && usize::from(u16::from_be_bytes([id[0], id[1]])).is_multiple_of(wasm_buckets)
+    id[0].is_multiple_of(16) && shared::dpop::replay::bucket_of(&id, wasm_buckets) == 0
 }
 
 /// Proofs by `key` for `url` with `token`'s hash, dated `ahead` seconds from now, each of them
