@@ -1,9 +1,9 @@
 //! The memory of used DPoP proofs of the Wasm filter: Envoy's shared data, which every worker's
 //! VM of this plugin reads and writes, so a proof is accepted once per Envoy. It is split in
-//! buckets keyed by the proof id's first bytes ([`bucket_of`]; about [`PER_BUCKET`] ids each, at most
-//! [`MAX_BUCKETS`]); each holds a [`BucketCache`] as bytes, updated with compare-and-swap and
-//! retried [`ATTEMPTS`] times when another worker wrote it meanwhile (then refused as busy:
-//! never accepted unrecorded).
+//! buckets keyed by the proof id's first bytes ([`bucket_of`]; about [`PER_BUCKET`] ids each,
+//! at most [`MAX_BUCKETS`]); each holds a [`BucketCache`] as bytes, updated with
+//! compare-and-swap and retried [`ATTEMPTS`] times when another worker wrote it meanwhile (then
+//! refused as busy: never accepted unrecorded).
 //!
 //! A layout (bucket count) is a memory of its own, begun when the first VM configured with it
 //! (a key of its own in the shared data, kept across VM restarts, gone with the Envoy process):

@@ -340,14 +340,7 @@ impl<S: BuildHasher + Default> ReplayCache<S> {
     pub fn from_bytes(bytes: &[u8], capacity: usize) -> Self {
         let mut c = Self::empty(capacity);
         let mut r = Reader(bytes);
-        c.floor = r.u64().unwrap_or(0);
-        let floors = r.u32().unwrap_or(0);
-        for _ in 0..floors {
-            let (Some(key), Some(floor)) = (r.u64(), r.u64()) else {
-                break;
-            };
-            c.keys.entry(key).or_default().floor = floor;
-        }
+        c.read_floors(&mut r);
         // `by_load` is built once from what was read rather than moved at each id as `hold`
         // moves it: the same index for a fraction of the work.
         while let (Some(id), Some(expires), Some(key)) = (r.id(), r.u64(), r.u64()) {
@@ -359,15 +352,31 @@ impl<S: BuildHasher + Default> ReplayCache<S> {
         }
         let loads = c.keys.iter().filter(|(_, k)| !k.held.is_empty());
         c.by_load.extend(loads.map(|(key, k)| (k.held.len(), *key)));
-        let mut orphans: Vec<(u64, u64)> = c
+        c.gather_orphans();
+        c
+    }
+
+    /// Reads what `to_bytes` writes before the ids: the shard's floor, then the keys' floors.
+    fn read_floors(&mut self, r: &mut Reader<'_>) {
+        self.floor = r.u64().unwrap_or(0);
+        for _ in 0..r.u32().unwrap_or(0) {
+            let (Some(key), Some(floor)) = (r.u64(), r.u64()) else {
+                break;
+            };
+            self.keys.entry(key).or_default().floor = floor;
+        }
+    }
+
+    /// Lists the keys that hold a floor and no id, oldest floor first, once the ids are read.
+    fn gather_orphans(&mut self) {
+        let mut orphans: Vec<(u64, u64)> = self
             .keys
             .iter()
             .filter(|(_, k)| k.held.is_empty())
             .map(|(key, k)| (k.floor, *key))
             .collect();
         orphans.sort_unstable();
-        c.orphans = orphans.into();
-        c
+        self.orphans = orphans.into();
     }
 }
 

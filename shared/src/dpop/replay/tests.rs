@@ -193,32 +193,19 @@ proptest! {
     }
 }
 
-/// The bucket `bytes` hold, read the slow way: each id held in turn with `hold`, as the memory
-/// held them when it wrote them. The oracle of `from_bytes`, which builds the same indexes in
-/// fewer steps.
+/// The bucket `bytes` hold, its ids read the slow way: each held in turn with `hold`, as the
+/// memory held them when it wrote them. The oracle of `from_bytes`, which builds the same
+/// indexes in fewer steps (the floors and orphans are read by the same code in both).
 fn held_one_by_one(bytes: &[u8], capacity: usize) -> BucketCache {
     let mut c = BucketCache::empty(capacity);
     let mut r = Reader(bytes);
-    c.floor = r.u64().unwrap_or(0);
-    for _ in 0..r.u32().unwrap_or(0) {
-        let (Some(key), Some(floor)) = (r.u64(), r.u64()) else {
-            break;
-        };
-        c.keys.entry(key).or_default().floor = floor;
-    }
+    c.read_floors(&mut r);
     while let (Some(id), Some(expires), Some(key)) = (r.id(), r.u64(), r.u64()) {
         if !c.ids.contains_key(&id) {
             c.hold(id, key, expires);
         }
     }
-    let mut orphans: Vec<(u64, u64)> = c
-        .keys
-        .iter()
-        .filter(|(_, k)| k.held.is_empty())
-        .map(|(key, k)| (k.floor, *key))
-        .collect();
-    orphans.sort_unstable();
-    c.orphans = orphans.into();
+    c.gather_orphans();
     c
 }
 
