@@ -7,19 +7,22 @@
 //! for a durable write of its own. A batch is written once it holds [`BATCH`] events or its first
 //! has waited [`FLUSH_EVERY`], whichever comes first: under load the writes are many and small
 //! (each a short stop for the core that makes it, and the queue drains faster than it fills),
-//! when idle one write gathers what came in a tenth of a second. What is queued but not yet
-//! written is lost if the process dies (at most [`FLUSH_EVERY`] of events; a graceful stop
-//! flushes); an event that finds the queue full, or whose batch fails to write, is dropped,
-//! logged and counted in `/metrics` (`issuer_audit_events_dropped_total`). The record of a token
-//! being issued (an exchange, an impersonation) is never dropped: the request waits for room in
-//! the queue ([`AuditLog::record_issue`]), and is refused with 503 if none comes, so no token
-//! leaves without its record queued.
+//! when idle one write gathers what came in a tenth of a second. An event is encoded where it
+//! is decided ([`EncodedEvent`]), and the writer is woken when a batch starts and when it fills,
+//! not for each event: a busy token endpoint pays little more than a lock to queue one. What is
+//! queued but not yet written is lost if the process dies (at most [`FLUSH_EVERY`] of events; a
+//! graceful stop flushes); an event that finds the queue full, or whose batch fails to write, is
+//! dropped, logged and counted in `/metrics` (`issuer_audit_events_dropped_total`). The record
+//! of a token being issued (an exchange, an impersonation) is never dropped: the request waits
+//! for room in the queue ([`AuditLog::record_issue`]), and is refused with 503 if none comes, so
+//! no token leaves without its record queued.
 
-use crate::store::{Audit, AuditEvent};
+use crate::store::{Audit, AuditEvent, EncodedEvent};
 use prometheus_client::metrics::counter::Counter;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{oneshot, Notify};
+use tokio::time::Instant;
 
 /// How long security events gather before they are written together.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -36,37 +39,102 @@ pub const ISSUE_WAIT: Duration = Duration::from_secs(2);
 #[error("the audit trail cannot record the token now")]
 pub struct Unrecordable;
 
-enum Job {
-    Event(AuditEvent),
-    Flush(oneshot::Sender<()>),
+/// What the writer has to do: events in the order they came, and graceful stops waiting for
+/// them to be written.
+#[derive(Default)]
+struct Pending {
+    events: Vec<EncodedEvent>,
+    flushes: Vec<oneshot::Sender<()>>,
+    /// Every [`AuditLog`] is gone: the writer writes what is left and stops.
+    closed: bool,
+}
+
+impl Pending {
+    /// Whether the writer should write now rather than gather more.
+    fn due(&self) -> bool {
+        self.events.len() >= BATCH || !self.flushes.is_empty() || self.closed
+    }
+}
+
+/// The queue shared by the loggers and the writer. The writer is woken when a batch starts
+/// and when it fills (not for every event); a token's record waiting for room is woken when
+/// the writer takes a batch.
+#[derive(Default)]
+struct Queue {
+    pending: Mutex<Pending>,
+    news: Notify,
+    room: Notify,
+}
+
+impl Queue {
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues `event` unless the queue is full; Err gives it back.
+    fn push(&self, event: EncodedEvent) -> Result<(), EncodedEvent> {
+        let mut p = self.pending();
+        if p.events.len() >= QUEUE {
+            return Err(event);
+        }
+        p.events.push(event);
+        let wake = p.events.len() == 1 || p.events.len() == BATCH;
+        drop(p);
+        if wake {
+            self.news.notify_one();
+        }
+        Ok(())
+    }
+}
+
+/// The last [`AuditLog`] dropped closes the queue, so the writer stops and lets the store go.
+struct Closer(Arc<Queue>);
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        self.0.pending().closed = true;
+        self.0.news.notify_one();
+    }
 }
 
 /// The queue of security events to the store. Cloning it shares the queue.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct AuditLog {
-    queue: mpsc::Sender<Job>,
+    queue: Arc<Queue>,
+    _closer: Arc<Closer>,
     dropped: Counter,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog").finish_non_exhaustive()
+    }
 }
 
 impl AuditLog {
     /// Starts the task that writes queued events to `store`; `dropped` counts the events lost.
     /// Must be called inside a Tokio runtime.
     pub fn spawn(store: Arc<dyn Audit>, dropped: Counter) -> Self {
-        let (queue, jobs) = mpsc::channel(QUEUE);
-        tokio::spawn(write_forever(store, jobs, dropped.clone()));
-        Self { queue, dropped }
+        let queue = Arc::new(Queue::default());
+        tokio::spawn(write_forever(store, queue.clone(), dropped.clone()));
+        Self {
+            _closer: Arc::new(Closer(queue.clone())),
+            queue,
+            dropped,
+        }
     }
 
     /// Queues `event`; if the queue is full it is dropped, logged and counted.
     pub fn record(&self, event: AuditEvent) {
         let action = event.action;
-        if let Err(e) = self.queue.try_send(Job::Event(event)) {
+        if self.queue.push(event.encode()).is_err() {
             self.dropped.inc();
-            let why = match e {
-                mpsc::error::TrySendError::Full(_) => "the audit queue is full",
-                mpsc::error::TrySendError::Closed(_) => "the audit writer has stopped",
-            };
-            tracing::error!(action = action.as_str(), "{why}: event dropped");
+            tracing::error!(
+                action = action.as_str(),
+                "the audit queue is full: event dropped"
+            );
         }
     }
 
@@ -74,65 +142,85 @@ impl AuditLog {
     /// for room in the queue: under load the token path slows to the pace the trail is written
     /// at instead of issuing tokens it does not record. Err: still no room (the writer has
     /// fallen behind, or stopped); the caller issues nothing.
-    pub async fn record_issue(&self, event: AuditEvent) -> Result<(), Unrecordable> {
-        let action = event.action;
-        let queued = self.queue.send_timeout(Job::Event(event), ISSUE_WAIT).await;
-        queued.map_err(|_| {
-            tracing::error!(
-                action = action.as_str(),
-                "the audit queue stayed full: token not issued"
-            );
-            Unrecordable
-        })
+    pub async fn record_issue(&self, event: EncodedEvent) -> Result<(), Unrecordable> {
+        let deadline = Instant::now() + ISSUE_WAIT;
+        let mut event = event;
+        loop {
+            let room = self.queue.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            event = match self.queue.push(event) {
+                Ok(()) => return Ok(()),
+                Err(back) => back,
+            };
+            if tokio::time::timeout_at(deadline, room).await.is_err() {
+                tracing::error!("the audit queue stayed full: token not issued");
+                return Err(Unrecordable);
+            }
+        }
     }
 
     /// Writes everything queued so far before it returns (a graceful stop).
     pub async fn flush(&self) {
         let (done, wait) = oneshot::channel();
-        if self.queue.send(Job::Flush(done)).await.is_ok() {
-            let _ = wait.await;
-        }
+        self.queue.pending().flushes.push(done);
+        self.queue.news.notify_one();
+        let _ = wait.await;
     }
 }
 
-async fn write_forever(store: Arc<dyn Audit>, mut jobs: mpsc::Receiver<Job>, dropped: Counter) {
-    let mut batch = Vec::new();
-    let mut waiting = Vec::new();
-    let mut received = Vec::new();
-    while jobs.recv_many(&mut received, BATCH).await > 0 {
-        let until = tokio::time::Instant::now() + FLUSH_EVERY;
-        loop {
-            for job in received.drain(..) {
-                take(job, &mut batch, &mut waiting);
-            }
-            if !waiting.is_empty() || batch.len() >= BATCH {
+async fn write_forever(store: Arc<dyn Audit>, queue: Arc<Queue>, dropped: Counter) {
+    loop {
+        let idle = {
+            let p = queue.pending();
+            p.events.is_empty() && !p.due()
+        };
+        if idle {
+            queue.news.notified().await;
+        }
+        let until = Instant::now() + FLUSH_EVERY;
+        while !queue.pending().due() {
+            if tokio::time::timeout_at(until, queue.news.notified())
+                .await
+                .is_err()
+            {
                 break;
             }
-            let room = BATCH - batch.len();
-            match tokio::time::timeout_at(until, jobs.recv_many(&mut received, room)).await {
-                Ok(n) if n > 0 => {}
-                _ => break,
-            }
         }
-        if let Err(e) = store.record_audit(&batch).await {
-            dropped.inc_by(batch.len() as u64);
-            tracing::error!(
-                error = crate::display::Causes(&e).to_string(),
-                events = batch.len(),
-                "audit events not recorded"
-            );
-        }
-        batch.clear();
-        for done in waiting.drain(..) {
+        let (batch, flushes, closed) = {
+            let mut p = queue.pending();
+            let n = p.events.len().min(BATCH);
+            let batch: Vec<EncodedEvent> = p.events.drain(..n).collect();
+            let flushes = if p.events.is_empty() {
+                std::mem::take(&mut p.flushes)
+            } else {
+                Vec::new()
+            };
+            (batch, flushes, p.closed && p.events.is_empty())
+        };
+        queue.room.notify_waiters();
+        write(store.as_ref(), batch, &dropped).await;
+        for done in flushes {
             let _ = done.send(());
+        }
+        if closed {
+            return;
         }
     }
 }
 
-fn take(job: Job, batch: &mut Vec<AuditEvent>, waiting: &mut Vec<oneshot::Sender<()>>) {
-    match job {
-        Job::Event(e) => batch.push(e),
-        Job::Flush(done) => waiting.push(done),
+async fn write(store: &dyn Audit, batch: Vec<EncodedEvent>, dropped: &Counter) {
+    if batch.is_empty() {
+        return;
+    }
+    let events = batch.len();
+    if let Err(e) = store.record_audit(batch).await {
+        dropped.inc_by(events as u64);
+        tracing::error!(
+            error = crate::display::Causes(&e).to_string(),
+            events,
+            "audit events not recorded"
+        );
     }
 }
 
@@ -160,14 +248,14 @@ mod tests {
     /// first waits for a permit of it.
     #[derive(Default)]
     struct Kept {
-        batches: Mutex<Vec<Vec<AuditEvent>>>,
+        batches: Mutex<Vec<Vec<EncodedEvent>>>,
         fail: bool,
         gate: Option<tokio::sync::Semaphore>,
     }
 
     #[async_trait::async_trait]
     impl Audit for Kept {
-        async fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
+        async fn record_audit(&self, events: Vec<EncodedEvent>) -> Result<(), StoreError> {
             if let Some(gate) = &self.gate {
                 gate.acquire().await.map(|p| p.forget()).ok();
             }
@@ -176,7 +264,7 @@ mod tests {
                     std::io::Error::other("full"),
                 )));
             }
-            self.batches.lock().unwrap().push(events.to_vec());
+            self.batches.lock().unwrap().push(events);
             Ok(())
         }
         async fn audit_since(&self, _: u64, _: usize) -> Result<Vec<AuditEvent>, StoreError> {
@@ -215,7 +303,7 @@ mod tests {
         }
         log.flush().await;
         let batches = store.batches.lock().unwrap().clone();
-        let all: Vec<u64> = batches.iter().flatten().map(|e| e.at).collect();
+        let all: Vec<u64> = batches.iter().flatten().map(EncodedEvent::at).collect();
         assert_eq!(all, (0..50).collect::<Vec<_>>());
         assert!(batches.len() < 5, "one write per 100 ms, not per event");
         assert_eq!(dropped.get(), 0);
@@ -246,7 +334,7 @@ mod tests {
         assert!(batches.iter().all(|b| b.len() <= BATCH));
         let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
         assert_eq!(sizes[..3], [BATCH; 3]);
-        let all: Vec<u64> = batches.iter().flatten().map(|e| e.at).collect();
+        let all: Vec<u64> = batches.iter().flatten().map(EncodedEvent::at).collect();
         assert_eq!(all, (0..n as u64).collect::<Vec<_>>());
         assert_eq!(dropped.get(), 0);
     }
@@ -263,15 +351,36 @@ mod tests {
         }
         // The queue is full: the record waits until the writer takes a batch (and gets stuck
         // writing it).
-        log.record_issue(event(1)).await.unwrap();
-        while log.queue.capacity() > 0 {
+        log.record_issue(event(1).encode()).await.unwrap();
+        while log.queue.pending().events.len() < QUEUE {
             log.record(event(2));
         }
         let start = tokio::time::Instant::now();
-        assert!(log.record_issue(event(3)).await.is_err());
+        assert!(log.record_issue(event(3).encode()).await.is_err());
         assert_eq!(start.elapsed(), ISSUE_WAIT, "refused once the wait is over");
         store.gate.as_ref().unwrap().add_permits(1_000);
-        log.record_issue(event(4)).await.unwrap();
+        log.record_issue(event(4).encode()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_store_is_let_go_once_every_log_is_gone() {
+        let store = Arc::new(Kept::default());
+        let log = AuditLog::spawn(store.clone(), Counter::default());
+        let other = log.clone();
+        log.record(event(1));
+        drop(log);
+        other.record(event(2));
+        drop(other);
+        for _ in 0..10_000 {
+            if Arc::strong_count(&store) == 1 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(Arc::strong_count(&store), 1, "the writer stopped");
+        let batches = store.batches.lock().unwrap().clone();
+        let all: Vec<u64> = batches.iter().flatten().map(EncodedEvent::at).collect();
+        assert_eq!(all, [1, 2], "what was queued is written first");
     }
 
     #[tokio::test]

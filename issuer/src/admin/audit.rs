@@ -107,7 +107,7 @@ pub(super) async fn record(
         let (before, after) = changed(before, view(store, &subject, now).await?);
         let event = AuditEvent::new(now, actor.name, action, subject.name(), before, after)
             .through(actor.client, actor.address);
-        store.record_audit(&[event]).await
+        store.record_audit(vec![event.encode()]).await
     };
     recorded.await.map_err(AdminError::Unrecorded)?;
     Ok(())

@@ -238,7 +238,7 @@ pub async fn refusal(
         serde_json::Value::Null,
         after,
     );
-    Ok(store.record_audit(&[event]).await?)
+    Ok(store.record_audit(vec![event.encode()]).await?)
 }
 
 /// Runs a command of a vendor's client: activation (a local client's too), import, revocation

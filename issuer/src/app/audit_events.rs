@@ -6,9 +6,9 @@
 use super::{now, ApiError, App};
 use crate::audit::AuditLog;
 use crate::store::revocation::FAMILY_TAG_LEN;
-use crate::store::{AuditAction, AuditEvent};
+use crate::store::{AuditAction, AuditEvent, EncodedEvent};
 use crate::throttle::Blocked;
-use serde_json::{json, Value};
+use serde_json::json;
 use shared::token::{Identity, TokenBody};
 
 impl App {
@@ -40,6 +40,12 @@ impl App {
             .iter()
             .map(|c| (c.typ.as_str(), c.value.as_str()))
             .collect();
+        #[derive(serde::Serialize)]
+        struct Impersonated<'a> {
+            subject: &'a str,
+            roles: &'a [String],
+            claims: &'a [(&'a str, &'a str)],
+        }
         let target = if identity.subject.is_empty() {
             claims
                 .iter()
@@ -49,14 +55,12 @@ impl App {
         } else {
             identity.subject.clone()
         };
-        let event = AuditEvent::new(
-            now(),
-            client,
-            AuditAction::Impersonate,
-            &target,
-            Value::Null,
-            json!({ "subject": identity.subject, "roles": identity.roles, "claims": claims }),
-        );
+        let after = Impersonated {
+            subject: &identity.subject,
+            roles: &identity.roles,
+            claims: &claims,
+        };
+        let event = EncodedEvent::issued(now(), client, AuditAction::Impersonate, &target, &after);
         self.audit
             .record_issue(event)
             .await
@@ -74,21 +78,25 @@ impl App {
         } else {
             &body.identity.subject
         };
-        let event = AuditEvent::new(
-            now(),
-            &body.client,
-            AuditAction::Exchange,
-            target,
-            Value::Null,
-            json!({
-                "subject": body.identity.subject,
-                "subject_kind": body.identity.kind.as_str(),
-                "origin": chain.origin,
-                "actors": chain.actors,
-                "jti": body.jti_hex(),
-                "exp": body.exp,
-            }),
-        );
+        #[derive(serde::Serialize)]
+        struct Exchanged<'a> {
+            subject: &'a str,
+            subject_kind: &'a str,
+            origin: &'a str,
+            actors: &'a [String],
+            jti: String,
+            exp: u64,
+        }
+        let after = Exchanged {
+            subject: &body.identity.subject,
+            subject_kind: body.identity.kind.as_str(),
+            origin: &chain.origin,
+            actors: &chain.actors,
+            jti: body.jti_hex(),
+            exp: body.exp,
+        };
+        let event =
+            EncodedEvent::issued(now(), &body.client, AuditAction::Exchange, target, &after);
         self.audit
             .record_issue(event)
             .await

@@ -10,6 +10,7 @@ use super::family::Family;
 use super::{ClientRecord, KeyInfo, UserRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use std::borrow::Cow;
 
 /// Longest actor or target kept, in characters; longer ones are cut and end in `…`.
 pub const MAX_NAME_CHARS: usize = 256;
@@ -145,9 +146,9 @@ impl AuditEvent {
     ) -> Self {
         Self {
             at,
-            actor: cut(actor),
+            actor: cut(actor).into_owned(),
             action,
-            target: cut(target),
+            target: cut(target).into_owned(),
             before: bound(before),
             after: bound(after),
             client: None,
@@ -157,26 +158,109 @@ impl AuditEvent {
 
     /// This event, made through `client` from `address` (each cut to its bound).
     pub fn through(mut self, client: Option<&str>, address: Option<&str>) -> Self {
-        self.client = client.map(cut);
-        self.address = address.map(cut);
+        self.client = client.map(|c| cut(c).into_owned());
+        self.address = address.map(|a| cut(a).into_owned());
         self
+    }
+
+    /// The event as the store keeps it.
+    pub fn encode(&self) -> EncodedEvent {
+        EncodedEvent {
+            at: self.at,
+            text: serde_json::to_string(self).expect("an event serializes"),
+        }
     }
 }
 
-fn cut(s: &str) -> String {
+/// An event as the stores keep it: its time and its JSON text, which reads back as the
+/// [`AuditEvent`] it encodes. The records of tokens being issued are made straight in this form
+/// ([`EncodedEvent::issued`]): on the token path an event costs one serialization.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedEvent {
+    at: u64,
+    text: String,
+}
+
+/// The fields of an [`AuditEvent`] as borrowed parts, serialized in its order and names.
+#[derive(Serialize)]
+struct Parts<'a, B, A> {
+    at: u64,
+    actor: &'a str,
+    action: AuditAction,
+    target: &'a str,
+    before: B,
+    after: A,
+}
+
+/// Room made for a token's record: an exchange's, with a chain of a few actors, fits.
+const ISSUED_BYTES: usize = 512;
+
+/// A value within [`MAX_VALUE_BYTES`] as it is, or the cut string of its text.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Bounded<'a, A> {
+    Whole(&'a A),
+    Cut(Cow<'a, str>),
+}
+
+impl EncodedEvent {
+    /// The record of a token issued: [`AuditEvent::new`] with `before` null and `after`, typed,
+    /// serialized once and bounded as it bounds a [`Value`].
+    pub fn issued<A: Serialize>(
+        at: u64,
+        actor: &str,
+        action: AuditAction,
+        target: &str,
+        after: &A,
+    ) -> Self {
+        let (actor, target) = (cut(actor), cut(target));
+        let parts = |after| Parts {
+            at,
+            actor: &actor,
+            action,
+            target: &target,
+            before: (),
+            after,
+        };
+        let mut text = Vec::with_capacity(ISSUED_BYTES);
+        if serde_json::to_writer(Within(MAX_VALUE_BYTES), after).is_ok() {
+            serde_json::to_writer(&mut text, &parts(Bounded::Whole(after)))
+        } else {
+            let whole = serde_json::to_string(after).expect("an event serializes");
+            serde_json::to_writer(&mut text, &parts(Bounded::Cut(cut(&whole))))
+        }
+        .expect("an event serializes");
+        Self {
+            at,
+            text: String::from_utf8(text).expect("JSON is UTF-8"),
+        }
+    }
+
+    /// When the event happened, in seconds since the epoch.
+    pub fn at(&self) -> u64 {
+        self.at
+    }
+
+    /// Its JSON text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+fn cut(s: &str) -> Cow<'_, str> {
     if s.chars().count() <= MAX_NAME_CHARS {
-        return s.to_owned();
+        return Cow::Borrowed(s);
     }
     let mut out: String = s.chars().take(MAX_NAME_CHARS - 1).collect();
     out.push('…');
-    out
+    Cow::Owned(out)
 }
 
 fn bound(v: Value) -> Value {
     if serde_json::to_writer(Within(MAX_VALUE_BYTES), &v).is_ok() {
         v
     } else {
-        Value::String(cut(&v.to_string()))
+        Value::String(cut(&v.to_string()).into_owned())
     }
 }
 
@@ -294,6 +378,46 @@ mod tests {
         assert!(e.target.ends_with('…'));
         assert!(e.after.to_string().len() <= MAX_VALUE_BYTES);
         assert_eq!(e.before, Value::Null);
+    }
+
+    #[test]
+    fn an_issued_record_reads_back_as_the_event_made_from_values() {
+        #[derive(Serialize)]
+        struct After<'a> {
+            subject: &'a str,
+            actors: &'a [&'a str],
+            exp: u64,
+        }
+        let long = "y".repeat(10_000);
+        // Over the bound, `after` is cut from its text, whose fields a typed value writes in
+        // its own order: only the cut is compared.
+        for (actor, subject) in [("svc", "alice"), (long.as_str(), long.as_str())] {
+            let after = After {
+                subject,
+                actors: &["svc", "gateway"],
+                exp: 7,
+            };
+            let typed = EncodedEvent::issued(9, actor, AuditAction::Exchange, subject, &after);
+            let valued = AuditEvent::new(
+                9,
+                actor,
+                AuditAction::Exchange,
+                subject,
+                Value::Null,
+                serde_json::to_value(&after).unwrap(),
+            );
+            let mut read: AuditEvent = serde_json::from_str(typed.text()).unwrap();
+            if subject == long {
+                let cut = read.after.as_str().unwrap();
+                assert_eq!(cut.chars().count(), MAX_NAME_CHARS);
+                assert!(cut.starts_with("{\"subject\":\"yyy") && cut.ends_with('…'));
+                read.after = valued.after.clone();
+            }
+            assert_eq!(read, valued);
+            assert_eq!(typed.at(), 9);
+            let decoded: AuditEvent = serde_json::from_str(valued.encode().text()).unwrap();
+            assert_eq!(decoded, valued);
+        }
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub mod revocation {
 pub use accounts::{
     ClientChange, ClientRecord, DirectoryLink, DpopPolicy, GrantKind, UserChange, UserRecord,
 };
-pub use audit::{AuditAction, AuditEvent};
+pub use audit::{AuditAction, AuditEvent, EncodedEvent};
 pub use edges::EdgeReport;
 pub use error::{
     ConnectionFault, DiskFault, DriverError, OpenError, Redacted, StoreError, Unreachable,

@@ -6,7 +6,7 @@
 //! argument: the store has no clock of its own.
 
 use super::accounts::{ClientChange, ClientRecord, UserChange, UserRecord};
-use super::audit::AuditEvent;
+use super::audit::{AuditEvent, EncodedEvent};
 use super::edges::EdgeReport;
 use super::family::Family;
 use super::keys::{KeyInfo, PromoteOutcome, RetireOutcome, Rotated};
@@ -396,7 +396,7 @@ pub trait Sweep: Send + Sync {
 #[async_trait::async_trait]
 pub trait Audit: Send + Sync {
     /// Records `events` in one durable write, in order.
-    async fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError>;
+    async fn record_audit(&self, events: Vec<EncodedEvent>) -> Result<(), StoreError>;
     /// Events at or after `since` (seconds since the epoch), oldest first, at most `limit` of
     /// them. A record that does not decode is logged and left out.
     async fn audit_since(&self, since: u64, limit: usize) -> Result<Vec<AuditEvent>, StoreError>;

@@ -434,7 +434,8 @@ async fn a_large_trail_crosses_the_admin_socket() {
     {
         let store =
             issuer::store::redb::RedbStore::open(&dir, now(), RefreshPolicy::default()).unwrap();
-        store.record_audit(&events).await.unwrap();
+        let encoded = events.iter().map(AuditEvent::encode).collect();
+        store.record_audit(encoded).await.unwrap();
     }
     // The server holds the database: `issuer audit` can only read through the socket.
     let _server = Server::start(&dir, &[]);

@@ -104,7 +104,8 @@ async fn filled(dir: &Path) -> (RedbStore, String) {
             json!({}),
         )
     };
-    s.record_audit(&[audit(1_003, "b"), audit(1_003, "a"), audit(1_001, "c")])
+    let events = [audit(1_003, "b"), audit(1_003, "a"), audit(1_001, "c")];
+    s.record_audit(events.iter().map(AuditEvent::encode).collect())
         .await
         .unwrap();
     (s, r.successor.to_string())

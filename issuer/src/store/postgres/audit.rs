@@ -5,17 +5,18 @@
 //! contend on). Events of one second are read in the order of that number, not of recording.
 
 use super::{int, serializable, PgStore};
+use crate::store::audit::EncodedEvent;
 use crate::store::{Audit, AuditEvent, AuditKey, AuditPage, AuditRead, StoreError};
 use tokio_postgres::types::ToSql;
 
 /// Records `events` in one statement.
-pub(super) async fn record(store: &PgStore, events: &[AuditEvent]) -> Result<(), StoreError> {
+pub(super) async fn record(store: &PgStore, events: &[EncodedEvent]) -> Result<(), StoreError> {
     if events.is_empty() {
         return Ok(());
     }
-    let at: Vec<i64> = events.iter().map(|e| int(e.at)).collect();
+    let at: Vec<i64> = events.iter().map(|e| int(e.at())).collect();
     let ids: Vec<i64> = events.iter().map(|_| rand::random::<i64>()).collect();
-    let records: Vec<String> = events.iter().map(super::to_json).collect();
+    let records: Vec<&str> = events.iter().map(EncodedEvent::text).collect();
     serializable!(store, |tx| {
         tx.execute(
             "INSERT INTO audit (at, id, record) \
@@ -150,8 +151,8 @@ pub(super) async fn sweep(store: &PgStore, before: u64) -> Result<u64, StoreErro
 
 #[async_trait::async_trait]
 impl Audit for PgStore {
-    async fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
-        record(self, events).await
+    async fn record_audit(&self, events: Vec<EncodedEvent>) -> Result<(), StoreError> {
+        record(self, &events).await
     }
 
     async fn audit_since(&self, since: u64, limit: usize) -> Result<Vec<AuditEvent>, StoreError> {

@@ -3,19 +3,14 @@
 //! The audit trail in the redb file: entries keyed by (time, number), numbered from a counter in
 //! the settings (`audit_seq`), so reading from a time is a range and the sweep deletes a prefix.
 
-use super::{enc, RedbFile, RedbStore, AUDIT, SETTINGS};
+use super::{RedbFile, RedbStore, AUDIT, SETTINGS};
+use crate::store::audit::EncodedEvent;
 use crate::store::{Audit, AuditEvent, AuditKey, AuditPage, AuditRead, StoreError};
 use redb::ReadableTable;
 
-/// Each event's time and its stored encoding: what the write moves to its blocking thread,
-/// instead of a copy of the events.
-pub(super) fn encoded(events: &[AuditEvent]) -> Vec<(u64, Vec<u8>)> {
-    events.iter().map(|e| (e.at, enc(e))).collect()
-}
-
 impl RedbFile {
-    /// Records `events`, each its time and its encoding ([`encoded`]), in one write transaction.
-    pub fn record_audit(&self, events: &[(u64, Vec<u8>)]) -> Result<(), StoreError> {
+    /// Records `events` in one write transaction.
+    pub fn record_audit(&self, events: &[EncodedEvent]) -> Result<(), StoreError> {
         if events.is_empty() {
             return Ok(());
         }
@@ -24,9 +19,9 @@ impl RedbFile {
             let mut settings = tx.open_table(SETTINGS)?;
             let mut seq = settings.get("audit_seq")?.map_or(0, |v| v.value());
             let mut t = tx.open_table(AUDIT)?;
-            for (at, e) in events {
+            for e in events {
                 seq += 1;
-                t.insert((*at, seq), e.as_slice())?;
+                t.insert((e.at(), seq), e.text().as_bytes())?;
             }
             settings.insert("audit_seq", seq)?;
         }
@@ -114,10 +109,9 @@ impl RedbFile {
 
 #[async_trait::async_trait]
 impl Audit for RedbStore {
-    async fn record_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
+    async fn record_audit(&self, events: Vec<EncodedEvent>) -> Result<(), StoreError> {
         // A write with fsync: off the runtime's threads, as a revocation.
         let file = self.file.clone();
-        let events = encoded(events);
         let recorded = tokio::task::spawn_blocking(move || file.record_audit(&events))
             .await
             .map_err(|_| StoreError::Stopped("audit task"))?;

@@ -43,7 +43,7 @@ fn fill(dir: &Path) {
         .unwrap();
     assert!(done.iter().all(Result::is_ok));
     store.merge().unwrap();
-    let events: Vec<(u64, Vec<u8>)> = (0..AUDIT_EVENTS)
+    let events: Vec<_> = (0..AUDIT_EVENTS)
         .map(|i| {
             let at = now() - 1_000 + i as u64;
             let target = format!("paged-audit-{i:02}");
@@ -55,7 +55,7 @@ fn fill(dir: &Path) {
                 json!(1),
                 json!(2),
             );
-            (at, serde_json::to_vec(&e).unwrap())
+            e.encode()
         })
         .collect();
     store.record_audit(&events).unwrap();

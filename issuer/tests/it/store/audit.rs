@@ -18,6 +18,10 @@ fn event(at: u64, target: &str, action: AuditAction) -> AuditEvent {
     )
 }
 
+fn encoded(events: &[AuditEvent]) -> Vec<issuer::store::EncodedEvent> {
+    events.iter().map(AuditEvent::encode).collect()
+}
+
 /// The events sorted by time, then target: PostgreSQL does not order the events of one second.
 fn sorted(mut events: Vec<AuditEvent>) -> Vec<AuditEvent> {
     events.sort_by(|a, b| (a.at, &a.target).cmp(&(b.at, &b.target)));
@@ -32,11 +36,11 @@ pub(crate) async fn audit_is_recorded_read_since_and_swept(b: Backend) {
         event(200, "b", AuditAction::UserDisable),
         event(200, "c", AuditAction::KeysRotate),
     ];
-    s.record_audit(&first).await.unwrap();
+    s.record_audit(encoded(&first)).await.unwrap();
     let long = "x".repeat(5 * MAX_NAME_CHARS);
     let last = event(300, &long, AuditAction::Impersonate);
-    s.record_audit(std::slice::from_ref(&last)).await.unwrap();
-    s.record_audit(&[]).await.unwrap();
+    s.record_audit(vec![last.encode()]).await.unwrap();
+    s.record_audit(Vec::new()).await.unwrap();
     drop(s);
 
     // Durable: read back from the store opened again.

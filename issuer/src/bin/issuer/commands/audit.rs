@@ -90,7 +90,7 @@ pub async fn record_rotate_kek(store: &dyn Audit, resealed: u64) -> anyhow::Resu
         json!({ "sealed_under": "current", "resealed": resealed }),
     );
     store
-        .record_audit(&[event])
+        .record_audit(vec![event.encode()])
         .await
         .context("the secrets were re-sealed, but recording it in the audit trail failed")
 }
