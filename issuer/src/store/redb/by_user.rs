@@ -8,27 +8,38 @@
 //! taken out by the sweep with its family. A family's user never changes, so a rotation leaves
 //! the index alone. The families still in the overlay (not yet merged) are read from it and
 //! merged into the walk in the same order ([`FamilyPage`]). The index is not in a backup: a
-//! data dir without it (restored, or of an earlier version) gets it built from the family table
-//! when it opens.
+//! data dir without it (restored, or of an earlier version), or with one that does not count a
+//! key for each family (an earlier version served it since), gets it built from the family table
+//! when it opens ([`build_unless_whole`]).
 
 use super::sweep::Removed;
 use super::{dec, RedbFile, FAMILY_RECORDS};
 use crate::store::family::Family;
 use crate::store::{FamilyFilter, FamilyKey, StoreError};
-use redb::{ReadTransaction, ReadableTable, TableDefinition, TableHandle, WriteTransaction};
+use redb::{
+    ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle,
+    WriteTransaction,
+};
 use std::collections::BTreeMap;
 
 /// `(user, family id)` for every family of [`FAMILY_RECORDS`].
 pub(super) const FAMILIES_BY_USER: TableDefinition<(&str, &[u8]), ()> =
     TableDefinition::new("refresh_families_by_user");
 
-/// Builds the index in `tx` from the family table if the database has none; true if it did.
-pub(super) fn build_if_missing(tx: &WriteTransaction) -> Result<bool, StoreError> {
+/// Builds the index in `tx` from the family table unless it holds a key for each family; true
+/// if it did. A data dir restored from a backup has no index; one that an earlier version
+/// served after this one has families that version added and did not index, or swept and left
+/// in the index: the counts differ, and the index is built again.
+pub(super) fn build_unless_whole(tx: &WriteTransaction) -> Result<bool, StoreError> {
     let present = tx
         .list_tables()?
         .any(|t| t.name() == FAMILIES_BY_USER.name());
     if present {
-        return Ok(false);
+        let families = tx.open_table(FAMILY_RECORDS)?.len()?;
+        if tx.open_table(FAMILIES_BY_USER)?.len()? == families {
+            return Ok(false);
+        }
+        tx.delete_table(FAMILIES_BY_USER)?;
     }
     let families = tx.open_table(FAMILY_RECORDS)?;
     let mut index = tx.open_table(FAMILIES_BY_USER)?;

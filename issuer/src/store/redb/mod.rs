@@ -275,7 +275,7 @@ impl RedbFile {
             tx.open_table(REVOCATIONS)?;
             tx.open_table(EDGES)?;
             tx.open_table(AUDIT)?;
-            if by_user::build_if_missing(&tx)? {
+            if by_user::build_unless_whole(&tx)? {
                 tracing::info!("refresh families indexed by user");
             }
             let mut keys = tx.open_table(KEYS)?;

@@ -302,6 +302,55 @@ fn committed_families_survive_a_crash_before_their_merge() {
     assert!(rotate(&s, &next, 1_004).is_ok(), "merged state rotates on");
 }
 
+/// The index's keys and the family table's count, as the store holds them.
+fn indexed(s: &RedbFile) -> (Vec<(String, Vec<u8>)>, u64) {
+    use redb::ReadableTableMetadata as _;
+    let tx = s.begin_read().unwrap();
+    let index = tx.open_table(by_user::FAMILIES_BY_USER).unwrap();
+    let keys = index
+        .iter()
+        .unwrap()
+        .map(|r| {
+            let (k, _) = r.unwrap();
+            let (user, id) = k.value();
+            (user.to_owned(), id.to_vec())
+        })
+        .collect();
+    let families = tx.open_table(FAMILY_RECORDS).unwrap().len().unwrap();
+    (keys, families)
+}
+
+#[test]
+fn an_index_an_earlier_version_left_behind_is_built_again_when_the_store_opens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store_with_user(tmp.path());
+    issue(&s, 1_000);
+    issue(&s, 1_001);
+    assert_eq!(s.merge().unwrap(), 2);
+    let (whole, families) = indexed(&s);
+    assert_eq!((whole.len(), families), (2, 2));
+    // An earlier version merged the second family: into the table, not into the index.
+    let tx = s.begin_write().unwrap();
+    {
+        let mut index = tx.open_table(by_user::FAMILIES_BY_USER).unwrap();
+        let (user, id) = &whole[1];
+        index.remove((user.as_str(), id.as_slice())).unwrap();
+    }
+    tx.commit().unwrap();
+    assert_eq!(indexed(&s).0.len(), 1);
+    drop(s);
+
+    let s = RedbFile::open(tmp.path(), 1_002).unwrap();
+    assert_eq!(
+        indexed(&s),
+        (whole.clone(), 2),
+        "the index again has every family"
+    );
+    drop(s);
+    let s = RedbFile::open(tmp.path(), 1_003).unwrap();
+    assert_eq!(indexed(&s), (whole, 2), "a whole index is kept as it is");
+}
+
 #[test]
 fn the_sweep_covers_a_big_table_in_bounded_slices() {
     let tmp = tempfile::tempdir().unwrap();
