@@ -10,7 +10,7 @@ use shared::dpop::{check_proof_with, DpopError, Expect, NonceCheck, NONCE_SLOT_S
 use shared::KeyRing;
 
 pub use shared::dpop::replay::{
-    self, Accepted, BucketCache, Replay, ReplayCache, Replays, ShardedReplays,
+    self, Accepted, FlatBucket, Replay, ReplayCache, Replays, ShardedReplays,
 };
 
 pub mod host;

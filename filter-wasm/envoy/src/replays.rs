@@ -1,7 +1,7 @@
 //! The memory of used DPoP proofs of the Wasm filter: Envoy's shared data, which every worker's
 //! VM of this plugin reads and writes, so a proof is accepted once per Envoy. It is split in
 //! buckets keyed by the proof id's first bytes ([`bucket_of`]; about [`PER_BUCKET`] ids each,
-//! at most [`MAX_BUCKETS`]); each holds a [`BucketCache`] as bytes, updated with
+//! at most [`MAX_BUCKETS`]); each holds a [`FlatBucket`] as bytes, updated with
 //! compare-and-swap and retried [`ATTEMPTS`] times when another worker wrote it meanwhile (then
 //! refused as busy: never accepted unrecorded).
 //!
@@ -12,7 +12,7 @@
 //! twice.
 
 use filter_core::dpop::replay::{bucket_of, predates};
-use filter_core::dpop::{Accepted, BucketCache, Replay, Replays};
+use filter_core::dpop::{Accepted, FlatBucket, Replay, Replays};
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::Status;
 
@@ -85,7 +85,7 @@ impl Replays for SharedReplays {
                 return Err(Replay::Busy);
             };
             let mut cache =
-                BucketCache::from_bytes(bytes.as_deref().unwrap_or(&[]), self.per_bucket);
+                FlatBucket::from_bytes(bytes.as_deref().unwrap_or(&[]), self.per_bucket);
             cache.insert(proof, now)?;
             match hostcalls::set_shared_data(&key, Some(&cache.to_bytes(now)), cas) {
                 Ok(()) => return Ok(()),

@@ -1,7 +1,8 @@
 //! The memory that accepts a DPoP proof once: the id of each accepted proof until the proof
 //! could no longer pass the clock check, bounded. Both filters keep one per Envoy (the native
 //! build in locked shards, [`ShardedReplays`]; the Wasm build as bytes in Envoy's shared data,
-//! [`ReplayCache::to_bytes`]) and the issuer's embedded store one per issuer.
+//! [`ReplayCache::to_bytes`], each bucket read and written flat, [`FlatBucket`]) and the issuer's
+//! embedded store one per issuer.
 //!
 //! Its invariant: **a proof is accepted at most once while it is fresh, and no client can make
 //! the memory refuse another client's fresh proof.** How each half holds:
@@ -21,10 +22,12 @@
 //!   walks the whole memory.
 
 use super::MAX_AHEAD_SECONDS;
-use std::collections::hash_map::{Entry, RandomState};
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{Mutex, PoisonError};
+
+mod flat;
+pub use flat::FlatBucket;
 
 /// A proof that passed every check but this memory: what it remembers it by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,37 +81,6 @@ struct KeyUse {
     floor: u64,
 }
 
-/// Hashes a proof id or a key as the bytes they are: SHA-256 output, spread evenly unless a
-/// client grinds `jti`s until ids collide. Not keyed, so only for a memory a few hundred ids
-/// long, the Wasm filter's bucket ([`BucketCache`]), where SipHash cost more than the rest of the
-/// bucket in V8 (BENCHMARKS.md, DPoP): there ground collisions cost at most what the bucket holds
-/// squared in comparisons a request (about 8,000 at 128 ids), as reading the bucket inserts each
-/// id. Larger memories (the native filter's shards, the issuer's) keep SipHash, keyed at random.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DigestHasher(u64);
-
-impl Hasher for DigestHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = self.0.rotate_left(17) ^ n;
-    }
-}
-
-/// A [`ReplayCache`] hashed by [`DigestHasher`]: one bucket of the Wasm filter's memory, read
-/// from bytes on every bound request and written back when it accepts the proof.
-pub type BucketCache = ReplayCache<BuildHasherDefault<DigestHasher>>;
-
 /// The bucket of the Wasm filter's memory, of `buckets`, that holds the proof id `id`: by its
 /// first four bytes, so that any count of buckets gets an even share of ids.
 pub fn bucket_of(id: &[u8; 16], buckets: usize) -> usize {
@@ -116,13 +88,13 @@ pub fn bucket_of(id: &[u8; 16], buckets: usize) -> usize {
     usize::try_from(lead).unwrap_or(usize::MAX) % buckets.max(1)
 }
 
-/// Proof ids with their key and expiry, at most `capacity`; one shard of the memory. `S` hashes
-/// its maps: keyed SipHash by default, [`DigestHasher`] in a small bucket ([`BucketCache`]).
+/// Proof ids with their key and expiry, at most `capacity`; one shard of the memory (the Wasm
+/// filter's buckets are the same memory kept flat, [`FlatBucket`]).
 #[derive(Debug, Clone, Default)]
-pub struct ReplayCache<S = RandomState> {
-    ids: HashMap<[u8; 16], Held, S>,
+pub struct ReplayCache {
+    ids: HashMap<[u8; 16], Held>,
     by_expiry: BTreeSet<(u64, [u8; 16])>,
-    keys: HashMap<u64, KeyUse, S>,
+    keys: HashMap<u64, KeyUse>,
     /// Keys by how many ids each holds: the last holds the most.
     by_load: BTreeSet<(usize, u64)>,
     /// Keys that hold only a floor, with it, oldest first: at most `capacity`.
@@ -133,19 +105,11 @@ pub struct ReplayCache<S = RandomState> {
 }
 
 impl ReplayCache {
-    /// Empty, for at most `capacity` ids (at least 1), with room reserved, hashed by SipHash:
-    /// [`ReplayCache::empty`] for the default hasher, so no caller names it.
+    /// Empty, for at most `capacity` ids (at least 1), with room reserved.
     pub fn new(capacity: usize) -> Self {
-        Self::empty(capacity)
-    }
-}
-
-impl<S: BuildHasher + Default> ReplayCache<S> {
-    /// Empty, for at most `capacity` ids (at least 1), with room reserved, hashed by `S`.
-    pub fn empty(capacity: usize) -> Self {
         let capacity = capacity.max(1);
         Self {
-            ids: HashMap::with_capacity_and_hasher(capacity, S::default()),
+            ids: HashMap::with_capacity(capacity),
             by_expiry: BTreeSet::new(),
             keys: HashMap::default(),
             by_load: BTreeSet::new(),
@@ -338,7 +302,7 @@ impl<S: BuildHasher + Default> ReplayCache<S> {
     /// The memory [`ReplayCache::to_bytes`] wrote, for at most `capacity` ids. Bytes too short
     /// for their own counts read as far as they go: a damaged record never fails a request.
     pub fn from_bytes(bytes: &[u8], capacity: usize) -> Self {
-        let mut c = Self::empty(capacity);
+        let mut c = Self::new(capacity);
         let mut r = Reader(bytes);
         c.read_floors(&mut r);
         // `by_load` is built once from what was read rather than moved at each id as `hold`

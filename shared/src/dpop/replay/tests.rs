@@ -154,10 +154,13 @@ fn damaged_bytes_read_as_far_as_they_go() {
     let bytes = c.to_bytes(100);
     for cut in 0..bytes.len() {
         let _: ReplayCache = ReplayCache::from_bytes(&bytes[..cut], 8);
+        let mut flat = FlatBucket::from_bytes(&bytes[..cut], 8);
+        let _ = flat.insert(&proof(2, 1, 100), 100);
     }
     let mut huge_count = 0u64.to_be_bytes().to_vec();
     huge_count.extend_from_slice(&u32::MAX.to_be_bytes());
-    assert!(BucketCache::from_bytes(&huge_count, 8).is_empty());
+    assert!(ReplayCache::from_bytes(&huge_count, 8).is_empty());
+    assert!(FlatBucket::from_bytes(&huge_count, 8).is_empty());
 }
 
 #[test]
@@ -196,8 +199,8 @@ proptest! {
 /// The bucket `bytes` hold, its ids read the slow way: each held in turn with `hold`, as the
 /// memory held them when it wrote them. The oracle of `from_bytes`, which builds the same
 /// indexes in fewer steps (the floors and orphans are read by the same code in both).
-fn held_one_by_one(bytes: &[u8], capacity: usize) -> BucketCache {
-    let mut c = BucketCache::empty(capacity);
+fn held_one_by_one(bytes: &[u8], capacity: usize) -> ReplayCache {
+    let mut c = ReplayCache::new(capacity);
     let mut r = Reader(bytes);
     c.read_floors(&mut r);
     while let (Some(id), Some(expires), Some(key)) = (r.id(), r.u64(), r.u64()) {
@@ -213,7 +216,7 @@ fn held_one_by_one(bytes: &[u8], capacity: usize) -> BucketCache {
 /// indexes, each key's ids in order and its floor, the keys left with a floor alone.
 fn assert_read_as_held(bytes: &[u8], capacity: usize) {
     let (read, held) = (
-        BucketCache::from_bytes(bytes, capacity),
+        ReplayCache::from_bytes(bytes, capacity),
         held_one_by_one(bytes, capacity),
     );
     assert_eq!(read.ids, held.ids);
@@ -224,32 +227,101 @@ fn assert_read_as_held(bytes: &[u8], capacity: usize) {
     assert_eq!((read.floor, read.capacity), (held.floor, held.capacity));
 }
 
+/// What bytes of the memory say: its floor, the keys' `(key, floor)`, the `(id, expires, key)`
+/// of its ids.
+type Said = (u64, Vec<(u64, u64)>, Vec<([u8; 16], u64, u64)>);
+
+/// What `bytes` ([`ReplayCache::to_bytes`]) say, whatever the order the keys' floors were
+/// written in: the memory's floor, the keys' floors, the ids oldest first.
+fn said(bytes: &[u8]) -> Said {
+    let mut r = Reader(bytes);
+    let floor = r.u64().unwrap_or(0);
+    let mut floors: Vec<(u64, u64)> = (0..r.u32().unwrap_or(0))
+        .map_while(|_| Some((r.u64()?, r.u64()?)))
+        .collect();
+    floors.sort_unstable();
+    let mut ids = Vec::new();
+    while let (Some(id), Some(expires), Some(key)) = (r.id(), r.u64(), r.u64()) {
+        ids.push((id, expires, key));
+    }
+    (floor, floors, ids)
+}
+
 proptest! {
-    /// The Wasm filter's bucket (read from bytes before each proof, written after, hashed as
-    /// digests) answers every proof as the same memory hashed by SipHash, and reading bytes
-    /// builds what holding each id in turn would.
+    /// The Wasm filter's bucket (read flat from bytes before each proof, written after) answers
+    /// every proof and writes the same memory as a [`ReplayCache`] read from the same bytes, and
+    /// reading bytes into a cache builds what holding each id in turn would.
     #[test]
-    fn a_bucket_hashed_as_digests_answers_as_one_hashed_by_siphash(
+    fn a_flat_bucket_answers_and_writes_as_the_cache_read_from_the_same_bytes(
         ops in prop::collection::vec((0u64..6, 0u32..12, 0u64..8, 0u64..3), 1..300),
         capacity in 1usize..12,
     ) {
-        let (mut bucket_bytes, mut shard_bytes) = (Vec::new(), Vec::new());
+        let mut bytes = Vec::new();
         let mut now = 1_000;
         for (key, n, ahead, tick) in ops {
             now += tick;
             let p = proof(key, n, now + ahead);
-            assert_read_as_held(&bucket_bytes, capacity);
-            let mut bucket = BucketCache::from_bytes(&bucket_bytes, capacity);
-            let mut shard: ReplayCache = ReplayCache::from_bytes(&shard_bytes, capacity);
-            let answer = bucket.insert(&p, now);
-            prop_assert_eq!(answer, shard.insert(&p, now));
+            assert_read_as_held(&bytes, capacity);
+            let mut flat = FlatBucket::from_bytes(&bytes, capacity);
+            let mut cache = ReplayCache::from_bytes(&bytes, capacity);
+            let answer = flat.insert(&p, now);
+            prop_assert_eq!(answer, cache.insert(&p, now));
+            prop_assert_eq!(flat.len(), cache.len());
             if answer.is_ok() {
-                bucket_bytes = bucket.to_bytes(now);
-                shard_bytes = shard.to_bytes(now);
+                let written = flat.to_bytes(now);
+                prop_assert_eq!(said(&written), said(&cache.to_bytes(now)));
+                bytes = written;
             }
-            prop_assert_eq!(bucket.len(), shard.len());
         }
     }
+}
+
+/// `bytes` with their ids in reverse order (the floors as they were).
+fn reversed(bytes: &[u8]) -> Vec<u8> {
+    let (floor, floors, mut ids) = said(bytes);
+    ids.reverse();
+    let mut out = floor.to_be_bytes().to_vec();
+    out.extend_from_slice(&(floors.len() as u32).to_be_bytes());
+    for (key, at) in floors {
+        out.extend_from_slice(&key.to_be_bytes());
+        out.extend_from_slice(&at.to_be_bytes());
+    }
+    for (id, expires, key) in ids {
+        out.extend_from_slice(&id);
+        out.extend_from_slice(&expires.to_be_bytes());
+        out.extend_from_slice(&key.to_be_bytes());
+    }
+    out
+}
+
+#[test]
+fn a_flat_bucket_read_out_of_order_writes_the_memorys_order() {
+    let mut c = ReplayCache::new(16);
+    for n in 0..10 {
+        c.insert(&proof(u64::from(n % 3), n, 100 + u64::from(n)), 100)
+            .unwrap();
+    }
+    let bytes = reversed(&c.to_bytes(100));
+    let mut flat = FlatBucket::from_bytes(&bytes, 16);
+    let mut cache = ReplayCache::from_bytes(&bytes, 16);
+    let p = proof(7, 1, 101);
+    assert_eq!(flat.insert(&p, 101), Ok(()));
+    assert_eq!(cache.insert(&p, 101), Ok(()));
+    assert_eq!(said(&flat.to_bytes(101)), said(&cache.to_bytes(101)));
+}
+
+#[test]
+fn an_id_a_damaged_bucket_holds_twice_is_refused_while_either_is_fresh() {
+    let p = proof(1, 1, 100);
+    let mut bytes = 0u64.to_be_bytes().to_vec();
+    bytes.extend_from_slice(&0u32.to_be_bytes());
+    for expires in [150, p.expires] {
+        bytes.extend_from_slice(&p.id);
+        bytes.extend_from_slice(&expires.to_be_bytes());
+        bytes.extend_from_slice(&p.key.to_be_bytes());
+    }
+    let mut flat = FlatBucket::from_bytes(&bytes, 8);
+    assert_eq!(flat.insert(&p, 155), Err(Replay::Replayed));
 }
 
 #[test]
