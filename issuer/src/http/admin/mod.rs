@@ -9,7 +9,7 @@
 //! body (JSON of at most [`ADMIN_BODY_LIMIT`] bytes, unknown fields refused: 415, 413, 400); then
 //! [`ops`] does it.
 
-mod audit;
+pub mod audit;
 pub mod bodies;
 mod items;
 mod lists;

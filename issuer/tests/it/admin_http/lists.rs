@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::store::{client, user};
+use issuer::http::admin::audit::AUDIT_SCAN;
 use issuer::store::redb::{FamilyOp, RedbFile};
 use issuer::store::{AuditAction, AuditEvent, RefreshPolicy};
 
@@ -15,6 +16,9 @@ const FAMILIES: usize = 7;
 const LATER_FAMILIES: usize = 3;
 /// Audit events `paged-audit-00`…, a second apart from 1,000 s before the test.
 const AUDIT_EVENTS: usize = 30;
+/// Audit events newer than those, that a search for them reads first: more than one request
+/// reads, so the search goes on from a cursor.
+const NEWER_EVENTS: usize = AUDIT_SCAN + 10;
 
 /// Users `page-000`…, clients `paged-00`… (every third inactive), `page-007`'s families and
 /// `page-070`'s,
@@ -43,20 +47,20 @@ fn fill(dir: &Path) {
         .unwrap();
     assert!(done.iter().all(Result::is_ok));
     store.merge().unwrap();
+    let event = |at: u64, target: &str| {
+        AuditEvent::new(
+            at,
+            "root",
+            AuditAction::UserDisable,
+            target,
+            json!(1),
+            json!(2),
+        )
+        .encode()
+    };
     let events: Vec<_> = (0..AUDIT_EVENTS)
-        .map(|i| {
-            let at = now() - 1_000 + i as u64;
-            let target = format!("paged-audit-{i:02}");
-            let e = AuditEvent::new(
-                at,
-                "root",
-                AuditAction::UserDisable,
-                &target,
-                json!(1),
-                json!(2),
-            );
-            e.encode()
-        })
+        .map(|i| event(now() - 1_000 + i as u64, &format!("paged-audit-{i:02}")))
+        .chain((0..NEWER_EVENTS).map(|i| event(now() - 500, &format!("newer-{i}"))))
         .collect();
     store.record_audit(&events).unwrap();
 }
@@ -134,7 +138,13 @@ async fn lists_are_read_page_by_page_to_their_end() {
     assert_eq!(field(&both[..FAMILIES], "id"), ids);
     let one = every_page(&s, &root, "/apiv2/admin/sessions?q=page-07", 2).await;
     assert_eq!(field(&one, "user"), ["page-070"; LATER_FAMILIES]);
-    // The audit trail, newest first, searched in any case.
+    // The audit trail, newest first, searched in any case; the first request reads only newer
+    // events, and answers none with a cursor to go on from.
+    let first = s
+        .get(&root, "/apiv2/admin/audit?q=Paged-Audit&limit=7")
+        .await;
+    assert_eq!(first["items"], json!([]), "{first}");
+    assert!(first["next"].is_string(), "{first}");
     let audit = every_page(&s, &root, "/apiv2/admin/audit?q=Paged-Audit", 7).await;
     let newest_first: Vec<String> = (0..AUDIT_EVENTS)
         .rev()
