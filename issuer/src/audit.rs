@@ -44,9 +44,15 @@ pub struct Unrecordable;
 #[derive(Default)]
 struct Pending {
     events: Vec<EncodedEvent>,
-    flushes: Vec<oneshot::Sender<()>>,
+    /// Events ever queued, and ever taken by the writer to write.
+    queued: u64,
+    taken: u64,
+    /// Each waits until the events queued before it asked (the count then) are written.
+    flushes: Vec<(u64, oneshot::Sender<()>)>,
     /// Every [`AuditLog`] is gone: the writer writes what is left and stops.
     closed: bool,
+    /// The writer has stopped (closed, or its task ended): nothing is queued any more.
+    stopped: bool,
 }
 
 impl Pending {
@@ -54,6 +60,14 @@ impl Pending {
     fn due(&self) -> bool {
         self.events.len() >= BATCH || !self.flushes.is_empty() || self.closed
     }
+}
+
+/// Why an event was not queued.
+enum Refused {
+    /// No room for it: given back.
+    Full(EncodedEvent),
+    /// The writer has stopped.
+    Stopped,
 }
 
 /// The queue shared by the loggers and the writer. The writer is woken when a batch starts
@@ -73,13 +87,17 @@ impl Queue {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Queues `event` unless the queue is full; Err gives it back.
-    fn push(&self, event: EncodedEvent) -> Result<(), EncodedEvent> {
+    /// Queues `event` unless the queue holds `room` events already or the writer has stopped.
+    fn push(&self, event: EncodedEvent, room: usize) -> Result<(), Refused> {
         let mut p = self.pending();
-        if p.events.len() >= QUEUE {
-            return Err(event);
+        if p.stopped {
+            return Err(Refused::Stopped);
+        }
+        if p.events.len() >= room {
+            return Err(Refused::Full(event));
         }
         p.events.push(event);
+        p.queued += 1;
         let wake = p.events.len() == 1 || p.events.len() == BATCH;
         drop(p);
         if wake {
@@ -96,6 +114,20 @@ impl Drop for Closer {
     fn drop(&mut self) {
         self.0.pending().closed = true;
         self.0.news.notify_one();
+    }
+}
+
+/// Held by the writer's task: when the task ends (its work done, or a store that panicked), the
+/// queue is marked stopped, its graceful stops answered and its waiting records refused.
+struct Stopped(Arc<Queue>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let mut p = self.0.pending();
+        p.stopped = true;
+        p.flushes.clear();
+        drop(p);
+        self.0.room.notify_waiters();
     }
 }
 
@@ -126,16 +158,17 @@ impl AuditLog {
         }
     }
 
-    /// Queues `event`; if the queue is full it is dropped, logged and counted.
+    /// Queues `event`; if the queue is full it is dropped, logged and counted. The last
+    /// [`BATCH`] places are kept for the records of tokens ([`AuditLog::record_issue`]).
     pub fn record(&self, event: AuditEvent) {
         let action = event.action;
-        if self.queue.push(event.encode()).is_err() {
-            self.dropped.inc();
-            tracing::error!(
-                action = action.as_str(),
-                "the audit queue is full: event dropped"
-            );
-        }
+        let why = match self.queue.push(event.encode(), QUEUE - BATCH) {
+            Ok(()) => return,
+            Err(Refused::Full(_)) => "the audit queue is full",
+            Err(Refused::Stopped) => "the audit writer has stopped",
+        };
+        self.dropped.inc();
+        tracing::error!(action = action.as_str(), "{why}: event dropped");
     }
 
     /// Queues `event`, the record of a token about to be issued, waiting up to [`ISSUE_WAIT`]
@@ -149,9 +182,13 @@ impl AuditLog {
             let room = self.queue.room.notified();
             tokio::pin!(room);
             room.as_mut().enable();
-            event = match self.queue.push(event) {
+            event = match self.queue.push(event, QUEUE) {
                 Ok(()) => return Ok(()),
-                Err(back) => back,
+                Err(Refused::Full(back)) => back,
+                Err(Refused::Stopped) => {
+                    tracing::error!("the audit writer has stopped: token not issued");
+                    return Err(Unrecordable);
+                }
             };
             if tokio::time::timeout_at(deadline, room).await.is_err() {
                 tracing::error!("the audit queue stayed full: token not issued");
@@ -160,16 +197,25 @@ impl AuditLog {
         }
     }
 
-    /// Writes everything queued so far before it returns (a graceful stop).
+    /// Writes everything queued so far before it returns (a graceful stop); at once if the
+    /// writer has stopped.
     pub async fn flush(&self) {
         let (done, wait) = oneshot::channel();
-        self.queue.pending().flushes.push(done);
+        {
+            let mut p = self.queue.pending();
+            if p.stopped {
+                return;
+            }
+            let until = p.queued;
+            p.flushes.push((until, done));
+        }
         self.queue.news.notify_one();
         let _ = wait.await;
     }
 }
 
 async fn write_forever(store: Arc<dyn Audit>, queue: Arc<Queue>, dropped: Counter) {
+    let _stopped = Stopped(queue.clone());
     loop {
         let idle = {
             let p = queue.pending();
@@ -191,16 +237,18 @@ async fn write_forever(store: Arc<dyn Audit>, queue: Arc<Queue>, dropped: Counte
             let mut p = queue.pending();
             let n = p.events.len().min(BATCH);
             let batch: Vec<EncodedEvent> = p.events.drain(..n).collect();
-            let flushes = if p.events.is_empty() {
-                std::mem::take(&mut p.flushes)
-            } else {
-                Vec::new()
-            };
-            (batch, flushes, p.closed && p.events.is_empty())
+            p.taken += n as u64;
+            let taken = p.taken;
+            let (answered, waiting) = std::mem::take(&mut p.flushes)
+                .into_iter()
+                .partition(|(until, _)| *until <= taken);
+            p.flushes = waiting;
+            let answered: Vec<(u64, oneshot::Sender<()>)> = answered;
+            (batch, answered, p.closed && p.events.is_empty())
         };
         queue.room.notify_waiters();
         write(store.as_ref(), batch, &dropped).await;
-        for done in flushes {
+        for (_, done) in flushes {
             let _ = done.send(());
         }
         if closed {
@@ -345,21 +393,101 @@ mod tests {
             gate: Some(tokio::sync::Semaphore::new(0)),
             ..Kept::default()
         });
-        let log = AuditLog::spawn(store.clone(), Counter::default());
+        let dropped = Counter::default();
+        let log = AuditLog::spawn(store.clone(), dropped.clone());
         for at in 0..QUEUE as u64 {
             log.record(event(at));
+        }
+        // Other events leave the last places to the records of tokens.
+        let queued = log.queue.pending().events.len();
+        assert_eq!((queued, dropped.get()), (QUEUE - BATCH, BATCH as u64));
+        while log.queue.pending().events.len() < QUEUE {
+            log.record_issue(event(1).encode()).await.unwrap();
         }
         // The queue is full: the record waits until the writer takes a batch (and gets stuck
         // writing it).
         log.record_issue(event(1).encode()).await.unwrap();
         while log.queue.pending().events.len() < QUEUE {
-            log.record(event(2));
+            log.record_issue(event(2).encode()).await.unwrap();
         }
         let start = tokio::time::Instant::now();
         assert!(log.record_issue(event(3).encode()).await.is_err());
         assert_eq!(start.elapsed(), ISSUE_WAIT, "refused once the wait is over");
         store.gate.as_ref().unwrap().add_permits(1_000);
         log.record_issue(event(4).encode()).await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_flush_returns_once_what_came_before_it_is_written_however_much_comes_after() {
+        let store = Arc::new(Kept {
+            gate: Some(tokio::sync::Semaphore::new(0)),
+            ..Kept::default()
+        });
+        let log = AuditLog::spawn(store.clone(), Counter::default());
+        let before = (BATCH + 5) as u64;
+        for at in 0..before {
+            log.record(event(at));
+        }
+        let settle = || async {
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+        };
+        // The writer has taken the first batch and waits to write it.
+        settle().await;
+        let flusher = log.clone();
+        let flushed = tokio::spawn(async move { flusher.flush().await });
+        settle().await;
+        for at in 0..before {
+            log.record(event(10_000 + at));
+        }
+        // Two writes, not three: the queue is not empty after the second.
+        store.gate.as_ref().unwrap().add_permits(2);
+        let answered = tokio::time::timeout(Duration::from_secs(60), flushed).await;
+        assert!(
+            answered.is_ok(),
+            "answered once the events before it were written"
+        );
+        let batches = store.batches.lock().unwrap().clone();
+        let written: Vec<u64> = batches.iter().flatten().map(EncodedEvent::at).collect();
+        assert_eq!(written[..before as usize], (0..before).collect::<Vec<_>>());
+    }
+
+    /// A store whose writes panic: the writer's task ends with the first batch.
+    struct Panics;
+
+    #[async_trait::async_trait]
+    impl Audit for Panics {
+        async fn record_audit(&self, _: Vec<EncodedEvent>) -> Result<(), StoreError> {
+            panic!("a store that panics");
+        }
+        async fn audit_since(&self, _: u64, _: usize) -> Result<Vec<AuditEvent>, StoreError> {
+            Ok(vec![])
+        }
+        async fn audit_page(
+            &self,
+            _: &crate::store::AuditPage<'_>,
+        ) -> Result<crate::store::AuditRead, StoreError> {
+            Ok(crate::store::AuditRead::default())
+        }
+        async fn sweep_audit(&self, _: u64) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn once_the_writer_is_gone_flushes_return_and_tokens_are_refused_at_once() {
+        let dropped = Counter::default();
+        let log = AuditLog::spawn(Arc::new(Panics), dropped.clone());
+        log.record(event(1));
+        let flushed = tokio::time::timeout(Duration::from_secs(60), log.flush()).await;
+        assert!(flushed.is_ok(), "the flush was answered");
+        let start = tokio::time::Instant::now();
+        assert!(log.record_issue(event(2).encode()).await.is_err());
+        assert_eq!(start.elapsed(), Duration::ZERO, "refused without waiting");
+        log.record(event(3));
+        assert_eq!(dropped.get(), 1, "counted as dropped");
+        log.flush().await;
     }
 
     #[tokio::test]

@@ -8,7 +8,7 @@
 //! taken out by the sweep with its family. A family's user never changes, so a rotation leaves
 //! the index alone. The families still in the overlay (not yet merged) are read from it and
 //! merged into the walk in the same order ([`FamilyPage`]). The index is not in a backup: a
-//! data dir without it (restored, or of an earlier version), or with one that does not count a
+//! data dir without it (restored, or of an earlier version), or with one that does not hold a
 //! key for each family (an earlier version served it since), gets it built from the family table
 //! when it opens ([`build_unless_whole`]).
 
@@ -26,17 +26,17 @@ use std::collections::BTreeMap;
 pub(super) const FAMILIES_BY_USER: TableDefinition<(&str, &[u8]), ()> =
     TableDefinition::new("refresh_families_by_user");
 
-/// Builds the index in `tx` from the family table unless it holds a key for each family; true
-/// if it did. A data dir restored from a backup has no index; one that an earlier version
-/// served after this one has families that version added and did not index, or swept and left
-/// in the index: the counts differ, and the index is built again.
+/// Builds the index in `tx` from the family table unless it holds a key for each family and no
+/// other ([`whole`]); true if it did. A data dir restored from a backup has no index; one that
+/// an earlier version served after this one has families that version added and did not index,
+/// or swept and left in the index. A family record that does not decode has no user to be
+/// indexed by: it is left out, logged, and the index is built again at each open while it lasts.
 pub(super) fn build_unless_whole(tx: &WriteTransaction) -> Result<bool, StoreError> {
     let present = tx
         .list_tables()?
         .any(|t| t.name() == FAMILIES_BY_USER.name());
     if present {
-        let families = tx.open_table(FAMILY_RECORDS)?.len()?;
-        if tx.open_table(FAMILIES_BY_USER)?.len()? == families {
+        if whole(tx)? {
             return Ok(false);
         }
         tx.delete_table(FAMILIES_BY_USER)?;
@@ -45,10 +45,43 @@ pub(super) fn build_unless_whole(tx: &WriteTransaction) -> Result<bool, StoreErr
     let mut index = tx.open_table(FAMILIES_BY_USER)?;
     for r in families.iter()? {
         let (k, v) = r?;
-        let fam: Family = dec(v.value(), "refresh_family_records")?;
-        index.insert((fam.user.as_str(), k.value()), ())?;
+        match dec::<Family>(v.value(), "refresh_family_records") {
+            Ok(fam) => {
+                index.insert((fam.user.as_str(), k.value()), ())?;
+            }
+            Err(_) => tracing::warn!(
+                family = hex::encode(k.value()),
+                "a refresh family record does not decode: left out of the sessions index"
+            ),
+        }
     }
     Ok(true)
+}
+
+/// Whether the index holds a key for each family of the table and no other: as many keys, and
+/// the same ids by an order-free digest of them (each id hashed, the hashes combined by XOR), so
+/// families added and as many swept behind its back do not pass for it. Reads every key of
+/// both tables, none of the records.
+fn whole(tx: &WriteTransaction) -> Result<bool, StoreError> {
+    let families = tx.open_table(FAMILY_RECORDS)?;
+    let index = tx.open_table(FAMILIES_BY_USER)?;
+    if families.len()? != index.len()? {
+        return Ok(false);
+    }
+    let digest = |id: &[u8]| {
+        let mut h = std::hash::DefaultHasher::new();
+        std::hash::Hasher::write(&mut h, id);
+        std::hash::Hasher::finish(&h)
+    };
+    let mut table = 0;
+    for r in families.iter()? {
+        table ^= digest(r?.0.value());
+    }
+    let mut indexed = 0;
+    for r in index.iter()? {
+        indexed ^= digest(r?.0.value().1);
+    }
+    Ok(table == indexed)
 }
 
 /// Takes out of the index in `tx` the families `removed` (their ids and stored records), which
