@@ -292,12 +292,13 @@ mod tests {
     use crate::store::{AuditAction, StoreError};
     use std::sync::Mutex;
 
-    /// A store that keeps what it is given, or fails every write; with a gate, each write
-    /// first waits for a permit of it.
+    /// A store that keeps what it is given, or fails every write, or panics at it (the
+    /// writer's task ends); with a gate, each write first waits for a permit of it.
     #[derive(Default)]
     struct Kept {
         batches: Mutex<Vec<Vec<EncodedEvent>>>,
         fail: bool,
+        panics: bool,
         gate: Option<tokio::sync::Semaphore>,
     }
 
@@ -307,6 +308,7 @@ mod tests {
             if let Some(gate) = &self.gate {
                 gate.acquire().await.map(|p| p.forget()).ok();
             }
+            assert!(!self.panics, "a store that panics");
             if self.fail {
                 return Err(StoreError::Disk(crate::store::DiskFault::Io(
                     std::io::Error::other("full"),
@@ -453,32 +455,14 @@ mod tests {
         assert_eq!(written[..before as usize], (0..before).collect::<Vec<_>>());
     }
 
-    /// A store whose writes panic: the writer's task ends with the first batch.
-    struct Panics;
-
-    #[async_trait::async_trait]
-    impl Audit for Panics {
-        async fn record_audit(&self, _: Vec<EncodedEvent>) -> Result<(), StoreError> {
-            panic!("a store that panics");
-        }
-        async fn audit_since(&self, _: u64, _: usize) -> Result<Vec<AuditEvent>, StoreError> {
-            Ok(vec![])
-        }
-        async fn audit_page(
-            &self,
-            _: &crate::store::AuditPage<'_>,
-        ) -> Result<crate::store::AuditRead, StoreError> {
-            Ok(crate::store::AuditRead::default())
-        }
-        async fn sweep_audit(&self, _: u64) -> Result<u64, StoreError> {
-            Ok(0)
-        }
-    }
-
     #[tokio::test(start_paused = true)]
     async fn once_the_writer_is_gone_flushes_return_and_tokens_are_refused_at_once() {
         let dropped = Counter::default();
-        let log = AuditLog::spawn(Arc::new(Panics), dropped.clone());
+        let panics = Kept {
+            panics: true,
+            ..Kept::default()
+        };
+        let log = AuditLog::spawn(Arc::new(panics), dropped.clone());
         log.record(event(1));
         let flushed = tokio::time::timeout(Duration::from_secs(60), log.flush()).await;
         assert!(flushed.is_ok(), "the flush was answered");
