@@ -22,7 +22,6 @@
 //!   walks the whole memory.
 
 use super::MAX_AHEAD_SECONDS;
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
@@ -68,13 +67,13 @@ pub const ENTRY_BYTES: usize = 32;
 /// Expired ids an insert drops at most before its own.
 const SWEEP_STEP: usize = 4;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 struct Held {
     expires: u64,
     key: u64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 struct KeyUse {
     /// The key's ids, oldest first.
     held: VecDeque<[u8; 16]>,
@@ -299,48 +298,35 @@ impl ReplayCache {
         out
     }
 
-    /// The memory [`ReplayCache::to_bytes`] wrote, for at most `capacity` ids. Bytes too short
-    /// for their own counts read as far as they go: a damaged record never fails a request.
+    /// The memory [`ReplayCache::to_bytes`] wrote, for at most `capacity` ids: its floors, each
+    /// id held in turn as when it was written, then the keys left with a floor alone. Bytes too
+    /// short for their own counts read as far as they go: a damaged record never fails a
+    /// request. No request reads it (the Wasm filter reads its buckets flat, [`FlatBucket`]):
+    /// it is what [`FlatBucket`] is held to.
     pub fn from_bytes(bytes: &[u8], capacity: usize) -> Self {
         let mut c = Self::new(capacity);
         let mut r = Reader(bytes);
-        c.read_floors(&mut r);
-        // `by_load` is built once from what was read rather than moved at each id as `hold`
-        // moves it: the same index for a fraction of the work.
-        while let (Some(id), Some(expires), Some(key)) = (r.id(), r.u64(), r.u64()) {
-            if let Entry::Vacant(free) = c.ids.entry(id) {
-                free.insert(Held { expires, key });
-                c.keys.entry(key).or_default().held.push_back(id);
-                c.by_expiry.insert((expires, id));
-            }
-        }
-        let loads = c.keys.iter().filter(|(_, k)| !k.held.is_empty());
-        c.by_load.extend(loads.map(|(key, k)| (k.held.len(), *key)));
-        c.gather_orphans();
-        c
-    }
-
-    /// Reads what `to_bytes` writes before the ids: the shard's floor, then the keys' floors.
-    fn read_floors(&mut self, r: &mut Reader<'_>) {
-        self.floor = r.u64().unwrap_or(0);
+        c.floor = r.u64().unwrap_or(0);
         for _ in 0..r.u32().unwrap_or(0) {
             let (Some(key), Some(floor)) = (r.u64(), r.u64()) else {
                 break;
             };
-            self.keys.entry(key).or_default().floor = floor;
+            c.keys.entry(key).or_default().floor = floor;
         }
-    }
-
-    /// Lists the keys that hold a floor and no id, oldest floor first, once the ids are read.
-    fn gather_orphans(&mut self) {
-        let mut orphans: Vec<(u64, u64)> = self
+        while let (Some(id), Some(expires), Some(key)) = (r.id(), r.u64(), r.u64()) {
+            if !c.ids.contains_key(&id) {
+                c.hold(id, key, expires);
+            }
+        }
+        let mut orphans: Vec<(u64, u64)> = c
             .keys
             .iter()
             .filter(|(_, k)| k.held.is_empty())
             .map(|(key, k)| (k.floor, *key))
             .collect();
         orphans.sort_unstable();
-        self.orphans = orphans.into();
+        c.orphans = orphans.into();
+        c
     }
 }
 
