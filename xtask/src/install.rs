@@ -415,7 +415,11 @@ pub fn ensure_cargo_fuzz() -> Result<PathBuf> {
     let bin = dir.join("bin");
     if !bin.join("cargo-fuzz").exists() {
         eprintln!("installing cargo-fuzz into {}", dir.display());
-        run(cargo().args(["install", "cargo-fuzz", "--root"]).arg(&dir))?;
+        // `--debug`: a release build of it took five minutes of a fresh run's CPU; it only
+        // drives cargo and libFuzzer, so its own speed does not matter.
+        run(cargo()
+            .args(["install", "--debug", "cargo-fuzz", "--root"])
+            .arg(&dir))?;
     }
     let nightly = Command::new("rustup")
         .args(["run", "nightly", "rustc", "--version"])
