@@ -97,7 +97,8 @@ pub struct DirectoryConfig {
     pub ca_file: Option<PathBuf>,
     /// STARTTLS on `ldap://` URLs.
     pub starttls: bool,
-    /// Per server and operation, milliseconds (more than 0).
+    /// Per server, for one whole sign-in or lookup, milliseconds (more than 0): the server's own
+    /// time, not the issuer's work between its operations.
     pub timeout_ms: u64,
     pub recheck_seconds: u64,
     /// Seconds between probes of every server (more than 0).

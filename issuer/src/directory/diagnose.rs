@@ -153,8 +153,7 @@ impl Directory {
             sent: Default::default(),
         };
         for server in &self.servers {
-            let attempt = self.read_user(server, username, Some(&bind));
-            let step = match self.within_timeout(attempt).await {
+            let step = match self.read_user(server, username, Some(&bind)).await {
                 Ok(user) => return Ok(user),
                 Err(step) => step,
             };

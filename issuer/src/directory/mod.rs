@@ -6,7 +6,9 @@
 //! ([`query`]); [`Directory::lookup`] re-reads a user without a password (refresh, recheck).
 //! Servers are tried in the configured order; one that fails cools down ([`servers`]), so a dead
 //! server costs a request at most one timeout, and when none answers the caller gets
-//! [`DirectoryError::Unavailable`], never the user's fault. Nothing here knows HTTP or the store.
+//! [`DirectoryError::Unavailable`], never the user's fault. A server's timeout counts only what
+//! is asked of it ([`Budget`]): the caller's own work between its operations (the bind guard)
+//! never makes a server that answered look dead. Nothing here knows HTTP or the store.
 
 mod conn;
 pub mod diagnose;
@@ -24,6 +26,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use query::Found;
 pub use query::{normal_dn, user_filter};
 use servers::{Change, Health};
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -340,7 +343,7 @@ impl Directory {
     }
 
     /// Runs `attempt` on each server in turn until one answers (a user or a refusal), each
-    /// within the timeout; records each server's health.
+    /// within its [`Budget`]; records each server's health.
     async fn on_servers<'a, F, Fut>(
         &'a self,
         bind_sent: Option<&AtomicBool>,
@@ -352,7 +355,7 @@ impl Directory {
     {
         for i in self.health.order(Instant::now()) {
             let server = &self.servers[i];
-            match self.within_timeout(attempt(server)).await {
+            match attempt(server).await {
                 Ok(user) => {
                     self.answered(i);
                     return Ok(user);
@@ -370,19 +373,6 @@ impl Directory {
             }
         }
         Err(DirectoryError::Unavailable)
-    }
-
-    /// One server's attempt, given [`Directory::timeout`]: a failure when it runs out.
-    async fn within_timeout(
-        &self,
-        attempt: impl std::future::Future<Output = Result<DirectoryUser, Step>>,
-    ) -> Result<DirectoryUser, Step> {
-        tokio::time::timeout(self.timeout, attempt)
-            .await
-            .unwrap_or_else(|_| {
-                let ms = self.timeout.as_millis();
-                Err(Step::Failed(format!("no answer within {ms} ms")))
-            })
     }
 
     fn answered(&self, i: usize) {
@@ -444,8 +434,9 @@ impl Directory {
             .inc();
     }
 
-    /// On one server: the user's entry, the bind when a password is given, groups and claims.
-    /// The service-account connection is dropped unless every operation on it answered.
+    /// On one server, within a [`Budget`] of [`Directory::timeout`]: the user's entry, the bind
+    /// when a password is given, groups and claims. The service-account connection is dropped
+    /// unless every operation on it answered.
     async fn read_user(
         &self,
         server: &Server,
@@ -453,8 +444,18 @@ impl Directory {
         bind: Option<&Bind<'_>>,
     ) -> Result<DirectoryUser, Step> {
         let config = &self.config;
-        let mut conn = server.search.get(config.bind_password.expose()).await?;
-        let found = query::find_user(conn.ldap(), config, self.timeout, username).await?;
+        let mut budget = Budget::new(self.timeout);
+        let mut conn = budget
+            .spend(server.search.get(config.bind_password.expose()))
+            .await?;
+        let found = budget
+            .spend(query::find_user(
+                conn.ldap(),
+                config,
+                self.timeout,
+                username,
+            ))
+            .await?;
         let entry = match found {
             Found::One(entry) => entry,
             Found::None => return Err(conn.release(Step::Refused(Refusal::NoSuchUser, None))),
@@ -476,6 +477,7 @@ impl Directory {
             return Err(conn.release(Step::Refused(Refusal::NoSuchUser, Some(found))));
         };
         if let Some(bind) = bind {
+            // The guard's own work (a write to the issuer's store) is not the server's time.
             if !bind.guard.take_bind(&found.key).await {
                 return Err(conn.release(Step::Refused(Refusal::Held, Some(found))));
             }
@@ -483,14 +485,23 @@ impl Directory {
             // timeout), when the server may have counted a wrong password. An answer, or an
             // error back (the connection broke, the server busy), leaves nothing to count twice.
             bind.sent.store(true, Ordering::Relaxed);
-            let outcome = server.binds.bind(&entry.dn, bind.password).await;
+            let outcome = budget
+                .answer(server.binds.bind(&entry.dn, bind.password))
+                .await?;
             bind.sent.store(false, Ordering::Relaxed);
             if outcome? == BindOutcome::Refused {
                 return Err(conn.release(Step::Refused(Refusal::WrongPassword, Some(found))));
             }
         }
-        let groups =
-            query::groups(conn.ldap(), config, self.timeout, &entry, &self.parents).await?;
+        let groups = budget
+            .spend(query::groups(
+                conn.ldap(),
+                config,
+                self.timeout,
+                &entry,
+                &self.parents,
+            ))
+            .await?;
         conn.release(());
         Ok(DirectoryUser {
             roles: query::roles(config, &groups),
@@ -499,6 +510,39 @@ impl Directory {
             key: found.key,
             dn: entry.dn,
             server: server.url.clone(),
+        })
+    }
+}
+
+/// One server's time in an attempt: [`Directory::timeout`] in all for the operations asked of
+/// it, spent one operation after another. What the issuer does between them is not counted.
+struct Budget {
+    whole: Duration,
+    left: Duration,
+}
+
+impl Budget {
+    fn new(whole: Duration) -> Self {
+        Self { whole, left: whole }
+    }
+
+    /// `op` within what is left: its error is the server's failure, and so is the time running
+    /// out.
+    async fn spend<T, E>(&mut self, op: impl Future<Output = Result<T, E>>) -> Result<T, Step>
+    where
+        Step: From<E>,
+    {
+        self.answer(op).await?.map_err(Step::from)
+    }
+
+    /// What `op` came back with, or the server's failure when the time ran out first.
+    async fn answer<T>(&mut self, op: impl Future<Output = T>) -> Result<T, Step> {
+        let started = tokio::time::Instant::now();
+        let done = tokio::time::timeout(self.left, op).await;
+        self.left = self.left.saturating_sub(started.elapsed());
+        done.map_err(|_| {
+            let ms = self.whole.as_millis();
+            Step::Failed(format!("no answer within {ms} ms"))
         })
     }
 }

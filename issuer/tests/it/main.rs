@@ -1,13 +1,13 @@
-//! Integration tests of the issuer: the real binary, serving real HTTP on 127.0.0.1, with a real
-//! redb data dir in a per-test temp dir. Routes are also exercised without sockets (`warp::test`).
-//! This file is the shared harness (issuers start through the e2e harness's
+//! Integration tests of the issuer: the real binary, serving real HTTP on 127.0.0.1, with a
+//! real redb data dir in a per-test temp dir. Routes are also exercised without sockets
+//! (`warp::test`). This file is the shared harness (issuers start through the e2e harness's
 //! [`e2e::issuer::launch`], as every other test's do); the tests are in one module per topic.
-//! `store` runs the store conformance suite against redb and a real PostgreSQL, `store_postgres`
-//! what only the PostgreSQL store does (sealed secrets, MACed records, TLS), `multi` several
-//! issuers on one PostgreSQL, `disk` the embedded store on a full disk, `config` the
-//! configuration file, `locate` where admin commands find the store, `health` the probes and
-//! starting before the database, `secret_files` the check of the files holding secrets or the
-//! configuration.
+//! `store` runs the store conformance suite against redb and a real PostgreSQL,
+//! `store_postgres` what only the PostgreSQL store does (sealed secrets, MACed records, TLS),
+//! `multi` several issuers on one PostgreSQL, `disk` the embedded store on a full disk,
+//! `directory` the directory client's timeouts, `config` the configuration file, `locate` where
+//! admin commands find the store, `health` the probes and starting before the database,
+//! `secret_files` the check of the files holding secrets or the configuration.
 
 mod admin;
 mod admin_http;
@@ -16,6 +16,7 @@ mod audit;
 mod backup;
 mod config;
 mod crash;
+mod directory;
 mod disk;
 mod documented;
 mod edges;

@@ -4,19 +4,16 @@
 //! `LDAP_MATCHING_RULE_IN_CHAIN`; a disabled account (`userAccountControl`) is refused at sign-in,
 //! at refresh, and through the recheck at Envoy.
 
-use crate::directory::{call_ok, directory_stack, introspect, refresh, refused_at_envoy, sign_in};
+use crate::directory::{
+    call_ok, directory_stack, introspect, refresh, refused_at_envoy, sign_in, TIMEOUT_MS,
+};
 use e2e::samba::SambaDc;
 use e2e::{DirectoryTable, Tools};
 use serde_json::json;
 
-/// `timeout_ms` of these tests. No test here waits on a timeout, and Samba's one process answered
-/// the first sign-in after it started in over the slapd tests' second once, in a full run with
-/// the compilers beside it.
-const AD_TIMEOUT_MS: u64 = 5000;
-
 fn ad_server(dc: &SambaDc, recheck_seconds: u64) -> DirectoryTable {
     DirectoryTable {
-        timeout_ms: Some(AD_TIMEOUT_MS),
+        timeout_ms: Some(TIMEOUT_MS),
         recheck_seconds: Some(recheck_seconds),
         ..DirectoryTable::samba(dc)
     }
