@@ -4,7 +4,7 @@
 //! dropped and made anew on next use, so a server restart costs nothing but that one attempt.
 
 use ldap3::{Ldap, LdapConnAsync, LdapConnSettings, LdapError};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
@@ -165,8 +165,14 @@ impl BindPool {
         }
     }
 
-    /// Binds as `dn` with `password` (not empty: the caller checks) on a connection of its own.
-    pub async fn bind(&self, dn: &str, password: &str) -> Result<BindOutcome, LdapError> {
+    /// Binds as `dn` with `password` (not empty: the caller checks) on a connection of its own;
+    /// sets `sent` as the bind goes out (after the wait for a connection).
+    pub async fn bind(
+        &self,
+        dn: &str,
+        password: &str,
+        sent: &AtomicBool,
+    ) -> Result<BindOutcome, LdapError> {
         let _permit = self
             .permits
             .acquire()
@@ -187,6 +193,7 @@ impl BindPool {
             }
             None => self.endpoint.connect().await?,
         };
+        sent.store(true, Ordering::Relaxed);
         let result = ldap
             .with_timeout(self.endpoint.timeout)
             .simple_bind(dn, password)

@@ -6,10 +6,11 @@
 //! ([`query`]); [`Directory::lookup`] re-reads a user without a password (refresh, recheck).
 //! Servers are tried in the configured order; one that fails cools down ([`servers`]), so a dead
 //! server costs a request at most one timeout, and when none answers the caller gets
-//! [`DirectoryError::Unavailable`], never the user's fault. A server's timeout counts only what
-//! is asked of it ([`Budget`]): the caller's own work between its operations (the bind guard)
-//! never makes a server that answered look dead. Nothing here knows HTTP or the store.
+//! [`DirectoryError::Unavailable`], never the user's fault. A server's timeout is spent on the
+//! operations asked of it ([`Budget`]), not on the bind guard's work between them, so a slow
+//! guard never makes a server that answered look dead. Nothing here knows HTTP or the store.
 
+mod budget;
 mod conn;
 pub mod diagnose;
 mod query;
@@ -17,6 +18,7 @@ pub mod servers;
 
 use crate::config::DirectoryConfig;
 use crate::tls_client::TlsClientError;
+use budget::Budget;
 use conn::{BindOutcome, BindPool, Endpoint, SearchPool};
 use ldap3::LdapError;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -26,7 +28,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use query::Found;
 pub use query::{normal_dn, user_filter};
 use servers::{Change, Health};
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -481,14 +482,16 @@ impl Directory {
             if !bind.guard.take_bind(&found.key).await {
                 return Err(conn.release(Step::Refused(Refusal::Held, Some(found))));
             }
-            // Set while the bind is under way: left set only if it never comes back (the
-            // timeout), when the server may have counted a wrong password. An answer, or an
-            // error back (the connection broke, the server busy), leaves nothing to count twice.
-            bind.sent.store(true, Ordering::Relaxed);
+            // `sent` is set once the bind is on its way, and left set only if it got no answer
+            // (by either timer), when the server may have counted a wrong password. An answer,
+            // or an error back (the connection broke, the server busy), leaves nothing to count
+            // twice.
             let outcome = budget
-                .answer(server.binds.bind(&entry.dn, bind.password))
+                .within(server.binds.bind(&entry.dn, bind.password, &bind.sent))
                 .await?;
-            bind.sent.store(false, Ordering::Relaxed);
+            if !matches!(outcome, Err(LdapError::Timeout { .. })) {
+                bind.sent.store(false, Ordering::Relaxed);
+            }
             if outcome? == BindOutcome::Refused {
                 return Err(conn.release(Step::Refused(Refusal::WrongPassword, Some(found))));
             }
@@ -514,43 +517,10 @@ impl Directory {
     }
 }
 
-/// One server's time in an attempt: [`Directory::timeout`] in all for the operations asked of
-/// it, spent one operation after another. What the issuer does between them is not counted.
-struct Budget {
-    whole: Duration,
-    left: Duration,
-}
-
-impl Budget {
-    fn new(whole: Duration) -> Self {
-        Self { whole, left: whole }
-    }
-
-    /// `op` within what is left: its error is the server's failure, and so is the time running
-    /// out.
-    async fn spend<T, E>(&mut self, op: impl Future<Output = Result<T, E>>) -> Result<T, Step>
-    where
-        Step: From<E>,
-    {
-        self.answer(op).await?.map_err(Step::from)
-    }
-
-    /// What `op` came back with, or the server's failure when the time ran out first.
-    async fn answer<T>(&mut self, op: impl Future<Output = T>) -> Result<T, Step> {
-        let started = tokio::time::Instant::now();
-        let done = tokio::time::timeout(self.left, op).await;
-        self.left = self.left.saturating_sub(started.elapsed());
-        done.map_err(|_| {
-            let ms = self.whole.as_millis();
-            Step::Failed(format!("no answer within {ms} ms"))
-        })
-    }
-}
-
 /// A user's password and what goes with its bind.
 struct Bind<'a> {
     password: &'a str,
     guard: &'a dyn BindGuard,
-    /// Set once the bind is sent.
+    /// Set once the bind is sent ([`BindPool::bind`]).
     sent: AtomicBool,
 }
