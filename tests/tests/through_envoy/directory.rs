@@ -52,7 +52,17 @@ pub(crate) async fn sign_in(s: &Stack, user: &str, pw: &str) -> (u16, Value) {
         ("username", user),
         ("password", pw),
     ];
-    token_request(s, (demo::CLIENT, &s.secret), &form).await
+    let (status, answer) = token_request(s, (demo::CLIENT, &s.secret), &form).await;
+    if status == 503 {
+        // Shown only if the test fails: why the issuer found the directory unavailable.
+        let logs = s.logs();
+        let why: Vec<&str> = logs.lines().filter(|l| l.contains("directory")).collect();
+        eprintln!(
+            "{user}: 503; the issuer's directory log:\n{}",
+            why.join("\n")
+        );
+    }
+    (status, answer)
 }
 
 /// A refresh by the demo client: status and answer.
