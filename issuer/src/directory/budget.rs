@@ -1,8 +1,8 @@
 //! One server's time in an attempt: [`Directory::timeout`](super::Directory) in all for the
 //! operations asked of it (with the waits for its connections), spent one operation after
 //! another. Whatever the caller does between them (the bind guard's count in the issuer's store)
-//! is not spent. Once nothing is left, no operation is started: a request is never put on the
-//! wire with no time to answer it.
+//! is not spent. Once nothing is left, no operation is started (a slow wait inside one operation,
+//! for a connection, can still leave its request little time).
 
 use super::Step;
 use std::future::Future;

@@ -483,9 +483,9 @@ impl Directory {
                 return Err(conn.release(Step::Refused(Refusal::Held, Some(found))));
             }
             // `sent` is set once the bind is on its way, and left set only if it got no answer
-            // (by either timer), when the server may have counted a wrong password. An answer,
-            // or an error back (the connection broke, the server busy), leaves nothing to count
-            // twice.
+            // (by either timer), when the server may have counted a wrong password: then the
+            // next server is not asked. An answer, or an error back (the server busy, the
+            // connection broken), lets it be asked.
             let outcome = budget
                 .within(server.binds.bind(&entry.dn, bind.password, &bind.sent))
                 .await?;

@@ -54,11 +54,12 @@ pub(crate) async fn sign_in(s: &Stack, user: &str, pw: &str) -> (u16, Value) {
     ];
     let (status, answer) = token_request(s, (demo::CLIENT, &s.secret), &form).await;
     if status == 503 {
-        // Shown only if the test fails: why the issuer found the directory unavailable.
+        // Shown only if the test fails: the stack's log lines about the directory (why the
+        // issuer found it unavailable).
         let logs = s.logs();
         let why: Vec<&str> = logs.lines().filter(|l| l.contains("directory")).collect();
         eprintln!(
-            "{user}: 503; the issuer's directory log:\n{}",
+            "{user}: 503; the stack's log lines about the directory:\n{}",
             why.join("\n")
         );
     }
